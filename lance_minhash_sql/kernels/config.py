@@ -1,0 +1,14 @@
+"""Numba flags in one place.
+
+``NOGIL`` kernels release the GIL so DuckDB's threads run them concurrently; ``CACHE``
+keeps compiled machine code on disk between processes for serial leaf kernels.
+Set ``LANCE_MINHASH_NUMBA_CACHE=0`` to disable the on-disk cache.
+"""
+
+from __future__ import annotations
+
+import os
+
+CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
+JIT = dict(nopython=True, nogil=True, cache=CACHE)
+JIT_PARALLEL = dict(nopython=True, nogil=True, cache=CACHE, parallel=True)

@@ -1,0 +1,1 @@
+lance_minhash_sql/sql
