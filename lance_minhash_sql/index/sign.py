@@ -1,0 +1,98 @@
+"""The signature engine: tokenizer tables, coefficients and kernels for one parameter set.
+
+>>> from lance_minhash_sql.params import MinHashParams
+>>> signer = Signer(MinHashParams(num_hashes=4, num_bands=2, shingle_size=2))
+>>> signer.tokens("The Running Café ½")
+['the', 'running', 'cafe', '12']
+>>> sigs, has = signer.sign(["The quick brown fox", None])
+>>> [f"{v:04x}" for v in sigs[0]], has.tolist()
+(['b00f', '59d6', '511a', 'cd2c'], [True, False])
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+
+from ..io.arrow import string_buffers
+from ..kernels import minhash, similarity, tokenize
+from ..params import MinHashParams, TokenizerParams
+from ..unicode_tables import load_tables
+
+__all__ = ["Signer", "signer_for", "tokenizer_config"]
+
+if sys.byteorder != "little":  # band keys hash the u16 signature bytes as little-endian
+    raise ImportError("lance_minhash_sql requires a little-endian machine")
+
+_KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
+          "raw": tokenize.RAW, "ngram": tokenize.NGRAM}
+
+
+def tokenizer_config(tok: TokenizerParams) -> tuple:
+    """The kernels' ``cfg`` tuple for a tokenizer."""
+    return (
+        int(_KINDS[tok.base_tokenizer]),
+        -1 if tok.max_token_length is None else int(tok.max_token_length),
+        bool(tok.lower_case),
+        bool(tok.ascii_folding),
+        int(tok.min_ngram_length),
+        int(tok.max_ngram_length),
+        bool(tok.prefix_only),
+    )
+
+
+class Signer:
+    """Signs Arrow string arrays with one :class:`MinHashParams`."""
+
+    def __init__(self, params: MinHashParams):
+        self.params = params
+        self.cfg = tokenizer_config(params.tokenizer)
+        self.tables = tuple(load_tables())
+        self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
+
+    def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
+        """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
+        buf = string_buffers(texts)
+        return minhash.sign_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg,
+                                 self.tables, self.params.shingle_size, self.a, self.b, self.c)
+
+    def band_keys(self, signatures: np.ndarray) -> np.ndarray:
+        """``uint64[n, num_bands]`` band keys of a signature matrix."""
+        sig = np.ascontiguousarray(signatures, dtype=np.uint16)
+        return similarity.band_keys(sig.view(np.uint8).reshape(sig.shape[0], -1), self.params.num_bands)
+
+    def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
+        buf = string_buffers(texts)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+                self.params.shingle_size)
+        counts = minhash.shingle_counts(*args)
+        bounds = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        return minhash.shingle_sets(*args, bounds)
+
+    def tokens(self, text: str) -> list[str]:
+        """The final token stream of one text, as Lance's tokenizer produces it."""
+        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        ntok, out, starts, ends, _ = tokenize.tokenize_doc(
+            data, 0, data.size, self.cfg, self.tables, *tokenize.new_buffers())
+        raw = out.tobytes()
+        return [raw[starts[t]:ends[t]].decode("utf-8") for t in range(ntok)]
+
+
+@lru_cache(maxsize=32)
+def signer_for(params: MinHashParams) -> Signer:
+    """A cached :class:`Signer` per parameter set."""
+    return Signer(params)
+
+
+def signatures_to_arrow(signatures: np.ndarray, has: np.ndarray) -> pa.Array:
+    """``list<uint16>`` array with NULL where a row has no signature."""
+    n, k = signatures.shape
+    values = pa.array(signatures.reshape(-1), type=pa.uint16())
+    offsets = pa.array(np.arange(0, (n + 1) * k, k, dtype=np.int32))
+    mask = pa.array(~has)
+    return pa.ListArray.from_arrays(offsets, values, mask=mask)

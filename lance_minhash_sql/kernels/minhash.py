@@ -1,0 +1,171 @@
+"""MinHash signatures (``signature_version`` 0) and shingle sets over Arrow string buffers.
+
+For shingle hashes ``x = XXH64(shingle, seed=42)`` and per-hash coefficients
+``a[i], b[i], c[i]``::
+
+    m[i]   = min over shingles of (a[i] * x + b[i]) mod 2**64     (unsigned)
+    sig[i] = ((c[i] * m[i]) mod 2**64) >> 48                        (u16)
+
+Coefficients come from SplitMix64 seeded with 42: the ``k`` pairs ``(a, b)`` interleaved
+first (``a`` forced odd), then the ``k`` values ``c`` (forced odd).
+
+Rows are read straight from the Arrow buffers: ``offsets`` (int32 or int64, already
+sliced to the array's ``offset``), ``data`` (uint8), and the validity bitmap ``valid``
+with its bit offset (empty array: no NULLs). The parallel kernels split rows into
+chunks; each chunk owns its scratch buffers.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import njit, prange
+
+from .config import JIT, JIT_PARALLEL
+from .tokenize import new_buffers, tokenize_doc
+from .xxh64 import xxh64
+
+SEED = np.uint64(42)
+_MASK64 = (1 << 64) - 1
+_U48 = np.uint64(48)
+_CHUNK = 512
+
+
+def _splitmix64(state: int) -> tuple[int, int]:
+    state = (state + 0x9E3779B97F4A7C15) & _MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return state, z ^ (z >> 31)
+
+
+@lru_cache(maxsize=64)
+def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, b, c)``, each ``uint64[num_hashes]``, read-only."""
+    state = 42
+    a, b, c = [], [], []
+    for _ in range(num_hashes):
+        state, x = _splitmix64(state)
+        a.append(x | 1)
+        state, x = _splitmix64(state)
+        b.append(x)
+    for _ in range(num_hashes):
+        state, x = _splitmix64(state)
+        c.append(x | 1)
+    out = tuple(np.array(v, dtype=np.uint64) for v in (a, b, c))
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
+@njit(**JIT, inline="always")
+def is_valid(valid, valid_offset, row):
+    if valid.size == 0:
+        return True
+    i = valid_offset + row
+    return (valid[i >> 3] >> (i & 7)) & 1 == 1
+
+
+@njit(**JIT)
+def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, mins, sig):
+    w = min(shingle, ntok)
+    k = a.size
+    for i in range(k):
+        mins[i] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    for s in range(ntok - w + 1):
+        st = tok_start[s]
+        x = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
+        for i in range(k):
+            v = a[i] * x + b[i]
+            if v < mins[i]:
+                mins[i] = v
+    for i in range(k):
+        sig[i] = np.uint16((c[i] * mins[i]) >> _U48)
+
+
+@njit(**JIT_PARALLEL)
+def sign_rows(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
+    """Signatures of every row: ``(sigs uint16[n, k], has bool[n])``.
+
+    ``has[i]`` is false for NULL rows and rows without tokens; their signature row is 0.
+    """
+    n = offsets.size - 1
+    k = a.size
+    sigs = np.zeros((n, k), dtype=np.uint16)
+    has = np.zeros(n, dtype=np.bool_)
+    nchunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in prange(nchunks):
+        out, tok_start, tok_end, cpos = new_buffers()
+        mins = np.empty(k, dtype=np.uint64)
+        for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            if not is_valid(valid, valid_offset, r):
+                continue
+            ntok, out, tok_start, tok_end, cpos = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
+            if ntok > 0:
+                _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, mins, sigs[r])
+                has[r] = True
+    return sigs, has
+
+
+@njit(**JIT)
+def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
+    w = min(shingle, ntok)
+    for s in range(ntok - w + 1):
+        st = tok_start[s]
+        dest[pos] = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
+        pos += 1
+    return pos
+
+
+@njit(**JIT_PARALLEL)
+def shingle_counts(offsets, data, valid, valid_offset, cfg, tables, shingle):
+    """Number of shingles per row (0 for NULL rows and rows without tokens)."""
+    n = offsets.size - 1
+    counts = np.zeros(n, dtype=np.int64)
+    nchunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in prange(nchunks):
+        out, tok_start, tok_end, cpos = new_buffers()
+        for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            if is_valid(valid, valid_offset, r):
+                ntok, out, tok_start, tok_end, cpos = tokenize_doc(
+                    data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
+                if ntok > 0:
+                    counts[r] = ntok - min(shingle, ntok) + 1
+    return counts
+
+
+@njit(**JIT_PARALLEL)
+def shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, bounds):
+    """Sorted distinct shingle hashes per row, as CSR ``(set_offsets int64[n+1], hashes)``.
+
+    ``bounds`` is the exclusive prefix sum of :func:`shingle_counts` (length n + 1).
+    """
+    n = offsets.size - 1
+    scratch = np.empty(bounds[n], dtype=np.uint64)
+    sizes = np.zeros(n, dtype=np.int64)
+    nchunks = (n + _CHUNK - 1) // _CHUNK
+    for ch in prange(nchunks):
+        out, tok_start, tok_end, cpos = new_buffers()
+        for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
+            if bounds[r + 1] == bounds[r]:
+                continue
+            ntok, out, tok_start, tok_end, cpos = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
+            lo = bounds[r]
+            hi = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, scratch, lo)
+            seg = np.sort(scratch[lo:hi])
+            m = 0
+            for j in range(seg.size):
+                if j == 0 or seg[j] != seg[j - 1]:
+                    scratch[lo + m] = seg[j]
+                    m += 1
+            sizes[r] = m
+    set_offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        set_offsets[r + 1] = set_offsets[r] + sizes[r]
+    hashes = np.empty(set_offsets[n], dtype=np.uint64)
+    for r in prange(n):
+        hashes[set_offsets[r]:set_offsets[r + 1]] = scratch[bounds[r]:bounds[r] + sizes[r]]
+    return set_offsets, hashes

@@ -1,0 +1,80 @@
+"""Similarity of signatures and of shingle sets, and LSH band keys.
+
+Band key of band ``j`` (``r`` rows per band)::
+
+    key[j] = (j << 56) | (XXH64(le_u16_bytes(sig[j*r:(j+1)*r]), seed=42) & 0x00FFFFFFFFFFFFFF)
+
+``sig_bytes`` is the signature matrix viewed as bytes (``uint8[n, 2k]``, little-endian
+u16 on the host), so each band is a contiguous byte range of its row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .config import JIT, JIT_PARALLEL
+from .xxh64 import xxh64
+
+SEED = np.uint64(42)
+_KEY_MASK = np.uint64(0x00FFFFFFFFFFFFFF)
+_U56 = np.uint64(56)
+
+
+@njit(**JIT_PARALLEL)
+def band_keys(sig_bytes, num_bands):
+    """``uint64[n, num_bands]`` band keys of each signature row."""
+    n = sig_bytes.shape[0]
+    width = sig_bytes.shape[1] // num_bands  # bytes per band = 2 * rows per band
+    keys = np.empty((n, num_bands), dtype=np.uint64)
+    for i in prange(n):
+        row = sig_bytes[i]
+        for j in range(num_bands):
+            h = xxh64(row, j * width, width, SEED)
+            keys[i, j] = (np.uint64(j) << _U56) | (h & _KEY_MASK)
+    return keys
+
+
+@njit(**JIT_PARALLEL)
+def signature_similarity(left, right):
+    """Fraction of equal positions of each row pair, as float32 then float64 (Lance's f32)."""
+    n, k = left.shape
+    out = np.empty(n, dtype=np.float64)
+    for i in prange(n):
+        same = 0
+        for j in range(k):
+            if left[i, j] == right[i, j]:
+                same += 1
+        out[i] = np.float64(np.float32(same) / np.float32(k))
+    return out
+
+
+@njit(**JIT)
+def sorted_jaccard(a, b):
+    """Jaccard of two sorted arrays of distinct values."""
+    i = 0
+    j = 0
+    inter = 0
+    while i < a.size and j < b.size:
+        if a[i] == b[j]:
+            inter += 1
+            i += 1
+            j += 1
+        elif a[i] < b[j]:
+            i += 1
+        else:
+            j += 1
+    union = a.size + b.size - inter
+    return inter / union if union else 0.0
+
+
+@njit(**JIT_PARALLEL)
+def set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
+    """Jaccard of row i of two CSR set arrays (``nan`` where either set is empty)."""
+    n = left_offsets.size - 1
+    out = np.empty(n, dtype=np.float64)
+    for i in prange(n):
+        a = left_hashes[left_offsets[i]:left_offsets[i + 1]]
+        b = right_hashes[right_offsets[i]:right_offsets[i + 1]]
+        out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
+    return out

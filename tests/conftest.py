@@ -1,0 +1,54 @@
+"""Shared fixtures: Lance native indexes as oracles."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@dataclass
+class NativeIndex:
+    """Files of a MINHASHLSH index that pylance built (contract §5)."""
+
+    dataset: object
+    signatures: pa.Table  # _rowid, signature
+    bands: pa.Table  # band_key, doc_id
+    page_table: np.ndarray
+    bands_metadata: dict
+    signatures_metadata: dict
+
+
+def build_native_index(uri: str, table: pa.Table, params, column: str = "text", **write_kwargs) -> NativeIndex:
+    import lance
+    from lance.file import LanceFileReader
+    from lance.indices import IndexConfig
+
+    ds = lance.write_dataset(table, uri, **write_kwargs)
+    ds.create_scalar_index(column, IndexConfig("MINHASHLSH", params.to_lance_config()))
+    ds = lance.dataset(uri)
+    seg = os.path.join(uri, "_indices", ds.list_indices()[0]["uuid"])
+    sig_reader = LanceFileReader(os.path.join(seg, "signatures.lance"))
+    sigs = sig_reader.read_all().to_table()
+    band_reader = LanceFileReader(os.path.join(seg, "bands.lance"))
+    bands = band_reader.read_all().to_table()
+    meta = {k.decode(): v.decode() for k, v in (bands.schema.metadata or {}).items()}
+    smeta = {k.decode(): v.decode() for k, v in (sigs.schema.metadata or {}).items()}
+    page_table = np.frombuffer(band_reader.read_global_buffer(int(meta["minhash_lsh_page_table_buffer"])), dtype="<u8")
+    return NativeIndex(ds, sigs, bands, page_table, meta, smeta)
+
+
+@pytest.fixture
+def native_index(tmp_path):
+    counter = iter(range(1000))
+
+    def make(table, params, **kw):
+        return build_native_index(str(tmp_path / f"native{next(counter)}.lance"), table, params, **kw)
+
+    return make

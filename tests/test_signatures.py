@@ -1,0 +1,143 @@
+"""Signatures and band keys against the contract's vectors, a slow reference and Lance itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import xxhash
+
+import naive
+from lance_minhash_sql.index.sign import Signer, signatures_to_arrow
+from lance_minhash_sql.kernels.minhash import coefficients
+from lance_minhash_sql.kernels.xxh64 import xxh64
+from lance_minhash_sql.params import MinHashParams
+from torture import TORTURE_TEXTS
+
+
+def hexes(values, width):
+    return [f"{int(v):0{width}x}" for v in values]
+
+
+def test_known_answer_coefficients():
+    a, b, c = coefficients(4)
+    assert hexes(a, 16) == ["bdd732262feb6e95", "47526757130f9f53", "09bc585a244823f3", "37e9671c45376d5d"]
+    assert hexes(b, 16) == ["28efe333b266f103", "581ce1ff0e4ae394", "de4431fa3c80db06", "ccf635ee9e9e2fa4"]
+    assert hexes(c, 16) == ["5705b8770b3d7dd5", "9e54d738297f77af", "3474724a775b19bf", "7e348a0e451650bf"]
+
+
+def test_coefficients_prefix_property():
+    a64, b64, c64 = coefficients(64)
+    a128, b128, c128 = coefficients(128)
+    assert (a64 == a128[:64]).all() and (b64 == b128[:64]).all()
+    assert not (c64 == c128[:64]).all()
+    ra, rb, rc = naive.splitmix_coefficients(128)
+    assert a128.tolist() == ra and b128.tolist() == rb and c128.tolist() == rc
+
+
+def test_known_answer_signatures_and_keys():
+    signer = Signer(MinHashParams(num_hashes=4, num_bands=2, shingle_size=2))
+    sigs, has = signer.sign(["The quick brown fox", "Fox"])
+    assert has.all()
+    assert hexes(sigs[0], 4) == ["b00f", "59d6", "511a", "cd2c"]
+    assert hexes(sigs[1], 4) == ["2970", "d6db", "65f8", "adfc"]
+    keys = signer.band_keys(sigs)
+    assert hexes(keys[0], 16) == ["00f30f3501d458ea", "01aec5df28d04915"]
+    assert hexes(keys[1], 16) == ["003cf6e803312eca", "017c5504fbc83f36"]
+
+
+def test_xxh64_matches_reference_for_every_length():
+    rng = np.random.default_rng(7)
+    for n in range(0, 101):
+        for seed in (0, 42, 2**64 - 1):
+            buf = rng.integers(0, 256, n + 9, dtype=np.uint8)
+            assert int(xxh64(buf, 5, n, np.uint64(seed))) == xxhash.xxh64_intdigest(buf[5:5 + n].tobytes(), seed=seed)
+    big = rng.integers(0, 256, 10_000, dtype=np.uint8)
+    assert int(xxh64(big, 0, big.size, np.uint64(42))) == xxhash.xxh64_intdigest(big.tobytes(), seed=42)
+
+
+PARAMS = [
+    MinHashParams(),
+    MinHashParams(64, 8, 5),
+    MinHashParams(1, 1, 1),
+    MinHashParams(256, 256, 2),
+    MinHashParams(96, 16, 2).with_tokenizer(base_tokenizer="whitespace"),
+    MinHashParams().with_tokenizer(lower_case=False, ascii_folding=False, max_token_length=None),
+    MinHashParams().with_tokenizer(ascii_folding=False),
+    MinHashParams().with_tokenizer(max_token_length=5),
+    MinHashParams().with_tokenizer(base_tokenizer="raw"),
+    MinHashParams(shingle_size=2).with_tokenizer(base_tokenizer="ngram", min_ngram_length=3, max_ngram_length=3),
+    MinHashParams(32, 4, 1).with_tokenizer(base_tokenizer="ngram", min_ngram_length=2, max_ngram_length=4,
+                                           prefix_only=True),
+]
+
+
+def _param_id(p):
+    t = p.tokenizer
+    return f"{p.num_hashes}-{p.num_bands}-{p.shingle_size}-{t.base_tokenizer}-{t.max_token_length}-" \
+           f"{int(t.lower_case)}{int(t.ascii_folding)}"
+
+
+def assert_matches_native(native, texts, params):
+    """Our signatures and band keys equal the native index's, row for row."""
+    signer = Signer(params)
+    sigs, has = signer.sign(pa.array(texts, type=pa.string()))
+    rowids = native.signatures.column("_rowid").to_numpy()
+    native_sigs = np.stack(native.signatures.column("signature").to_numpy(zero_copy_only=False)) \
+        if len(rowids) else np.zeros((0, params.num_hashes), np.uint16)
+    # single fragment, no deletions: row id == row offset
+    assert np.flatnonzero(has).tolist() == rowids.tolist()
+    assert (sigs[has] == native_sigs).all()
+    keys = signer.band_keys(sigs[has])
+    doc = np.repeat(np.arange(keys.shape[0], dtype=np.uint32), params.num_bands)
+    flat = keys.reshape(-1)
+    order = np.lexsort((doc, flat))
+    assert (flat[order] == native.bands.column("band_key").to_numpy()).all()
+    assert (doc[order] == native.bands.column("doc_id").to_numpy()).all()
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=_param_id)
+def test_torture_corpus_matches_lance(native_index, params):
+    table = pa.table({"id": np.arange(len(TORTURE_TEXTS)), "text": pa.array(TORTURE_TEXTS, pa.string())})
+    native = native_index(table, params)
+    assert native.signatures.num_rows > 25
+    assert_matches_native(native, TORTURE_TEXTS, params)
+
+
+@pytest.mark.parametrize("params", PARAMS[:1] + PARAMS[4:5], ids=_param_id)
+def test_torture_corpus_matches_naive_reference(params):
+    sigs, has = Signer(params).sign(TORTURE_TEXTS)
+    for i, text in enumerate(TORTURE_TEXTS):
+        ref = naive.signature(text, params)
+        assert has[i] == (ref is not None), text
+        if ref is not None:
+            assert sigs[i].tolist() == ref, text
+            assert Signer(params).band_keys(sigs[i:i + 1])[0].tolist() == naive.band_keys(ref, params.num_bands)
+
+
+def test_tokens_match_lance_tokenize():
+    for params in PARAMS:
+        signer = Signer(params)
+        for text in TORTURE_TEXTS:
+            if text is not None:
+                assert signer.tokens(text) == naive.lance_tokens(text, params.tokenizer), (text, params.tokenizer)
+
+
+def test_nulls_and_tokenless_rows_have_no_signature():
+    sigs, has = Signer(MinHashParams()).sign([None, "", "   ", "!!! ???", "😀", "x" * 100, "ok"])
+    assert has.tolist() == [False] * 6 + [True]
+    arr = signatures_to_arrow(sigs, has)
+    assert arr.null_count == 6 and len(arr[6].as_py()) == 128
+
+
+def test_sliced_and_large_string_arrays():
+    texts = pa.array(["zero one two", None, "three four five six", "seven"] * 50, pa.string())
+    signer = Signer(MinHashParams())
+    full, has = signer.sign(texts)
+    sl, has_sl = signer.sign(texts.slice(3, 101))
+    assert (sl == full[3:104]).all() and (has_sl == has[3:104]).all()
+    lg, has_lg = signer.sign(texts.cast(pa.large_string()))
+    assert (lg == full).all() and (has_lg == has).all()
+    chunked = pa.chunked_array([texts.slice(0, 7), texts.slice(7)])
+    ch, _ = signer.sign(chunked)
+    assert (ch == full).all()
