@@ -68,20 +68,28 @@ def is_valid(valid, valid_offset, row):
 
 
 @njit(**JIT)
-def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, mins, sig):
+def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
     w = min(shingle, ntok)
-    k = a.size
-    for i in range(k):
-        mins[i] = np.uint64(0xFFFFFFFFFFFFFFFF)
     for s in range(ntok - w + 1):
         st = tok_start[s]
-        x = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
-        for i in range(k):
-            v = a[i] * x + b[i]
-            if v < mins[i]:
-                mins[i] = v
-    for i in range(k):
-        sig[i] = np.uint16((c[i] * mins[i]) >> _U48)
+        dest[pos] = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
+        pos += 1
+    return pos
+
+
+@njit(**JIT)
+def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
+    """Signature of one document's tokens into ``sig``; ``xs`` is scratch (>= ntok)."""
+    n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, 0)
+    for i in range(a.size):
+        ai = a[i]
+        bi = b[i]
+        m = np.uint64(0xFFFFFFFFFFFFFFFF)
+        for s in range(n):  # a reduction over shingles vectorizes; a branchy loop over i does not
+            v = ai * xs[s] + bi
+            if v < m:
+                m = v
+        sig[i] = np.uint16((c[i] * m) >> _U48)
 
 
 @njit(**JIT_PARALLEL)
@@ -97,26 +105,18 @@ def sign_rows(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c)
     nchunks = (n + _CHUNK - 1) // _CHUNK
     for ch in prange(nchunks):
         out, tok_start, tok_end, cpos = new_buffers()
-        mins = np.empty(k, dtype=np.uint64)
+        xs = np.empty(1024, dtype=np.uint64)
         for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
             if not is_valid(valid, valid_offset, r):
                 continue
             ntok, out, tok_start, tok_end, cpos = tokenize_doc(
                 data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
             if ntok > 0:
-                _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, mins, sigs[r])
+                if xs.size < ntok:
+                    xs = np.empty(2 * ntok, dtype=np.uint64)
+                _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
                 has[r] = True
     return sigs, has
-
-
-@njit(**JIT)
-def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
-    w = min(shingle, ntok)
-    for s in range(ntok - w + 1):
-        st = tok_start[s]
-        dest[pos] = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
-        pos += 1
-    return pos
 
 
 @njit(**JIT_PARALLEL)

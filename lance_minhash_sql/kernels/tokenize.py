@@ -12,8 +12,8 @@ separator ``0x1F``, so the shingle of tokens ``s..s+w-1`` is the contiguous byte
 
 ``cfg`` is a tuple ``(kind, max_len, lower, fold, ngram_min, ngram_max, prefix_only)``
 (``max_len < 0``: no limit); ``tables`` is the tuple of arrays from
-:mod:`lance_minhash_sql.unicode_tables`. Buffers grow by doubling and are returned so
-the caller reuses them across documents.
+:mod:`lance_minhash_sql.unicode_tables`. Buffers are sized once per document and
+returned, so the caller reuses them across documents.
 """
 
 from __future__ import annotations
@@ -88,51 +88,22 @@ def _emit_folded(cp, fold, tables, out, q):
 def _grow_u8(buf, need):
     if need <= buf.size:
         return buf
-    size = buf.size * 2
-    while size < need:
-        size *= 2
-    new = np.empty(size, dtype=np.uint8)
-    new[: buf.size] = buf
-    return new
+    return np.empty(max(need, 2 * buf.size), dtype=np.uint8)
 
 
 @njit(**JIT, inline="always")
 def _grow_i64(buf, need):
     if need <= buf.size:
         return buf
-    size = buf.size * 2
-    while size < need:
-        size *= 2
-    new = np.empty(size, dtype=np.int64)
-    new[: buf.size] = buf
-    return new
+    return np.empty(max(need, 2 * buf.size), dtype=np.int64)
 
 
 @njit(**JIT)
-def _push(data, ts, te, cfg, tables, out, q, tok_start, tok_end, ntok):
-    """Filter and transform the original token ``data[ts:te]``; append it to ``out``."""
-    max_len = cfg[1]
-    if max_len >= 0 and te - ts >= max_len:
-        return out, q, tok_start, tok_end, ntok
-    lower = cfg[2]
-    fold = cfg[3]
+def _transform_unicode(data, ts, te, lower, fold, tables, out, q):
+    """Lower-case and fold ``data[ts:te]`` code point by code point; returns the new ``q``."""
     lower_index, lower_offsets, lower_values = tables[1], tables[2], tables[3]
-    # one input code point of n >= 2 bytes yields at most 2 lower-cased code points,
-    # each folding to at most 5 ASCII bytes or encoding to at most 4: <= 5 bytes per byte
-    out = _grow_u8(out, q + 5 * (te - ts) + 1)
-    tok_start = _grow_i64(tok_start, ntok + 1)
-    tok_end = _grow_i64(tok_end, ntok + 1)
-    tok_start[ntok] = q
     p = ts
     while p < te:
-        b0 = data[p]
-        if b0 < 0x80:
-            if lower and 65 <= b0 <= 90:
-                b0 += 32
-            out[q] = b0
-            q += 1
-            p += 1
-            continue
         cp, p = decode(data, p, te)
         if lower and lower_index[cp] >= 0:
             e = lower_index[cp]
@@ -140,9 +111,41 @@ def _push(data, ts, te, cfg, tables, out, q, tok_start, tok_end, ntok):
                 q = _emit_folded(lower_values[j], fold, tables, out, q)
         else:
             q = _emit_folded(cp, fold, tables, out, q)
+    return q
+
+
+@njit(**JIT, inline="always")
+def _push(data, ts, te, ascii, cfg, tables, out, q, tok_start, tok_end, ntok):
+    """Transform the original token ``data[ts:te]`` and append it to ``out``.
+
+    Returns ``(q, ntok)``; the caller sized the buffers and applied the length filter
+    (an early return here halves the speed). ASCII tokens take a tight loop that
+    touches no table; any other token (``ascii`` false) goes to :func:`_transform_unicode`.
+    """
+    tok_start[ntok] = q
+    if ascii:
+        if cfg[2]:
+            for p in range(ts, te):
+                b0 = data[p]
+                out[q] = b0 + 32 if 65 <= b0 <= 90 else b0
+                q += 1
+        else:
+            for p in range(ts, te):
+                out[q] = data[p]
+                q += 1
+    else:
+        q = _transform_unicode(data, ts, te, cfg[2], cfg[3], tables, out, q)
     tok_end[ntok] = q
     out[q] = SEPARATOR
-    return out, q + 1, tok_start, tok_end, ntok + 1
+    return q + 1, ntok + 1
+
+
+@njit(**JIT, inline="always")
+def _all_ascii(data, s, e):
+    for p in range(s, e):
+        if data[p] >= 0x80:
+            return False
+    return True
 
 
 @njit(**JIT, inline="always")
@@ -155,15 +158,18 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, cpos):
     """Tokens of ``data[s:e]``: returns ``(ntok, out, tok_start, tok_end, cpos)``.
 
     Token ``t`` is ``out[tok_start[t]:tok_end[t]]``; ``cpos`` is scratch for n-grams.
+    Buffers are sized once per document from a bound: an input code point of ``n >= 2``
+    bytes becomes at most 2 lower-cased code points, each folding to at most 5 ASCII
+    bytes or encoding to at most 4, so a token grows at most 5 times, plus 1 separator.
     """
     kind = cfg[0]
+    max_len = cfg[1]  # tokens of >= max_len bytes (before any transformation) are dropped
     alnum = tables[0]
+    nbytes = e - s
     q = 0
     ntok = 0
-    if kind == RAW:
-        out, q, tok_start, tok_end, ntok = _push(data, s, e, cfg, tables, out, q, tok_start, tok_end, ntok)
-    elif kind == NGRAM:
-        cpos = _grow_i64(cpos, e - s + 1)
+    if kind == NGRAM:
+        cpos = _grow_i64(cpos, nbytes + 1)
         nchars = 0
         p = s
         while p < e:
@@ -173,37 +179,52 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, cpos):
         cpos[nchars] = e
         lo = cfg[4]
         hi = cfg[5]
-        starts = 1 if cfg[6] else nchars
-        for i in range(min(starts, nchars)):
+        starts = min(1 if cfg[6] else nchars, nchars)
+        max_tokens = starts * (hi - lo + 1)
+        out = _grow_u8(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
+        tok_start = _grow_i64(tok_start, max_tokens)
+        tok_end = _grow_i64(tok_end, max_tokens)
+        for i in range(starts):
             for n in range(lo, hi + 1):
                 if i + n > nchars:
                     break
-                out, q, tok_start, tok_end, ntok = _push(data, cpos[i], cpos[i + n], cfg, tables, out, q,
-                                                         tok_start, tok_end, ntok)
-    else:
-        ts = -1
-        p = s
-        while p < e:
-            b0 = data[p]
-            if kind == WHITESPACE:
-                inside = not _is_ascii_space(b0)
-                nxt = p + 1
-            elif b0 < 0x80:
-                inside = alnum[b0] != 0
-                nxt = p + 1
-            else:
-                cp, nxt = decode(data, p, e)
-                inside = alnum[cp] != 0
-            if inside:
-                if ts < 0:
-                    ts = p
-            elif ts >= 0:
-                out, q, tok_start, tok_end, ntok = _push(data, ts, p, cfg, tables, out, q,
-                                                         tok_start, tok_end, ntok)
-                ts = -1
-            p = nxt
-        if ts >= 0:
-            out, q, tok_start, tok_end, ntok = _push(data, ts, e, cfg, tables, out, q, tok_start, tok_end, ntok)
+                if max_len < 0 or cpos[i + n] - cpos[i] < max_len:
+                    q, ntok = _push(data, cpos[i], cpos[i + n], _all_ascii(data, cpos[i], cpos[i + n]), cfg, tables, out, q, tok_start, tok_end, ntok)
+        return ntok, out, tok_start, tok_end, cpos
+    out = _grow_u8(out, 6 * nbytes + 1)
+    tok_start = _grow_i64(tok_start, nbytes + 1)
+    tok_end = _grow_i64(tok_end, nbytes + 1)
+    if kind == RAW:
+        if max_len < 0 or nbytes < max_len:
+            q, ntok = _push(data, s, e, _all_ascii(data, s, e), cfg, tables, out, q, tok_start, tok_end, ntok)
+        return ntok, out, tok_start, tok_end, cpos
+    ts = -1
+    ascii = True
+    p = s
+    while p < e:
+        b0 = data[p]
+        if kind == WHITESPACE:
+            inside = not _is_ascii_space(b0)
+            nxt = p + 1
+        elif b0 < 0x80:
+            inside = alnum[b0] != 0
+            nxt = p + 1
+        else:
+            cp, nxt = decode(data, p, e)
+            inside = alnum[cp] != 0
+        if inside:
+            if ts < 0:
+                ts = p
+                ascii = True
+            if b0 >= 0x80:
+                ascii = False
+        elif ts >= 0:
+            if max_len < 0 or p - ts < max_len:
+                q, ntok = _push(data, ts, p, ascii, cfg, tables, out, q, tok_start, tok_end, ntok)
+            ts = -1
+        p = nxt
+    if ts >= 0 and (max_len < 0 or e - ts < max_len):
+        q, ntok = _push(data, ts, e, ascii, cfg, tables, out, q, tok_start, tok_end, ntok)
     return ntok, out, tok_start, tok_end, cpos
 
 

@@ -1,0 +1,266 @@
+"""Index segment files: ``signatures.lance`` and ``bands.lance`` (contract §2).
+
+Every format rule is written here, next to the code that writes and reads it:
+
+* Layout: ``<dataset>/_indices/<segment uuid>/{signatures,bands}.lance``, Lance file
+  format 2.2, nothing else in the folder.
+* ``signatures.lance``: ``_rowid: uint64 not null``, ``signature:
+  fixed_size_list<item: uint16 not null, k> not null`` (field metadata
+  ``lance-encoding:structural-encoding=fullzip``, ``lance-encoding:compression=none``);
+  row ``i`` is doc id ``i``, rows in dataset scan order. Schema metadata
+  ``minhash_lsh_details`` (hex of the details protobuf) and ``minhash_lsh_index_version=0``.
+* ``bands.lance``: ``band_key: uint64 not null``, ``doc_id: uint32 not null`` (both
+  ``lance-encoding:compression=none``), ``num_docs * num_bands`` rows sorted by
+  ``(band_key, doc_id)``. Schema metadata: details, index version, ``minhash_lsh_num_docs``,
+  ``minhash_lsh_page_rows`` and ``minhash_lsh_page_table_buffer`` (the global buffer
+  index of the page table: ``ceil(rows / page_rows)`` little-endian u64, entry ``p`` = the
+  band key of the last row of page ``p``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+import numpy as np
+import pyarrow as pa
+from lance.file import LanceFileReader, LanceFileWriter
+
+from ..errors import CorruptIndexError, UnsupportedIndexError
+from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
+from .details import details_hex, params_from_hex
+
+__all__ = [
+    "SIGNATURES_FILE",
+    "BANDS_FILE",
+    "FILE_VERSION",
+    "signatures_schema",
+    "BANDS_SCHEMA",
+    "SignaturesWriter",
+    "BandsWriter",
+    "SegmentFiles",
+    "open_segment",
+]
+
+SIGNATURES_FILE = "signatures.lance"
+BANDS_FILE = "bands.lance"
+FILE_VERSION = "2.2"
+
+KEY_DETAILS = "minhash_lsh_details"
+KEY_VERSION = "minhash_lsh_index_version"
+KEY_NUM_DOCS = "minhash_lsh_num_docs"
+KEY_PAGE_ROWS = "minhash_lsh_page_rows"
+KEY_PAGE_TABLE = "minhash_lsh_page_table_buffer"
+
+_UNCOMPRESSED = {"lance-encoding:compression": "none"}
+
+
+def signatures_schema(num_hashes: int) -> pa.Schema:
+    return pa.schema([
+        pa.field("_rowid", pa.uint64(), nullable=False),
+        pa.field("signature", pa.list_(pa.field("item", pa.uint16(), nullable=False), num_hashes),
+                 nullable=False,
+                 metadata={"lance-encoding:structural-encoding": "fullzip", **_UNCOMPRESSED}),
+    ])
+
+
+BANDS_SCHEMA = pa.schema([
+    pa.field("band_key", pa.uint64(), nullable=False, metadata=_UNCOMPRESSED),
+    pa.field("doc_id", pa.uint32(), nullable=False, metadata=_UNCOMPRESSED),
+])
+
+
+def _writer(path: str, schema: pa.Schema, storage_options) -> LanceFileWriter:
+    return LanceFileWriter(path, schema, version=FILE_VERSION, storage_options=storage_options)
+
+
+class SignaturesWriter:
+    """Streams ``(_rowid, signature)`` batches into ``signatures.lance``."""
+
+    def __init__(self, seg_dir: str, params: MinHashParams, storage_options=None):
+        self.path = os.path.join(seg_dir, SIGNATURES_FILE)
+        self.params = params
+        self.schema = signatures_schema(params.num_hashes)
+        self.num_docs = 0
+        self._w = _writer(self.path, self.schema, storage_options)
+
+    def write(self, rowids: np.ndarray, signatures: np.ndarray) -> None:
+        n, k = signatures.shape
+        if k != self.params.num_hashes or len(rowids) != n:
+            raise ValueError(f"signature batch shape {signatures.shape} / {len(rowids)} row ids does not fit k={self.params.num_hashes}")
+        if n == 0:
+            return
+        values = pa.array(np.ascontiguousarray(signatures, dtype=np.uint16).reshape(-1), type=pa.uint16())
+        fsl = pa.FixedSizeListArray.from_arrays(values, type=self.schema.field("signature").type)
+        self._w.write_batch(pa.record_batch([pa.array(rowids, type=pa.uint64()), fsl], schema=self.schema))
+        self.num_docs += n
+
+    def close(self) -> None:
+        if self.num_docs == 0:  # an empty segment still has one (empty) batch
+            empty = self.schema.empty_table()
+            self._w.write_batch(empty)
+        self._w.add_schema_metadata(KEY_DETAILS, details_hex(self.params))
+        self._w.add_schema_metadata(KEY_VERSION, str(INDEX_VERSION))
+        self._w.close()
+
+
+class BandsWriter:
+    """Streams sorted ``(band_key, doc_id)`` runs into ``bands.lance`` and builds the page table.
+
+    Chunks must arrive in global ``(band_key, doc_id)`` order; this is checked, because an
+    unsorted bands file gives wrong answers silently in Lance.
+    """
+
+    def __init__(self, seg_dir: str, params: MinHashParams, num_docs: int,
+                 page_rows: int = DEFAULT_PAGE_ROWS, storage_options=None):
+        self.path = os.path.join(seg_dir, BANDS_FILE)
+        self.params = params
+        self.num_docs = num_docs
+        self.page_rows = page_rows
+        self.rows = 0
+        self._pages: list[np.ndarray] = []
+        self._last = (-1, -1)
+        self._w = _writer(self.path, BANDS_SCHEMA, storage_options)
+
+    def write(self, keys: np.ndarray, docs: np.ndarray) -> None:
+        n = len(keys)
+        if n == 0:
+            return
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        docs = np.ascontiguousarray(docs, dtype=np.uint32)
+        first = (int(keys[0]), int(docs[0]))
+        ordered = (keys[1:] > keys[:-1]) | ((keys[1:] == keys[:-1]) & (docs[1:] > docs[:-1]))
+        if first <= self._last or not ordered.all():
+            raise CorruptIndexError(f"{self.path}: band rows are not sorted by (band_key, doc_id)")
+        self._last = (int(keys[-1]), int(docs[-1]))
+        # page p ends at global row (p + 1) * page_rows - 1
+        ends = np.arange(self.page_rows - 1 - self.rows % self.page_rows, n, self.page_rows)
+        self._pages.append(keys[ends])
+        self.rows += n
+        self._tail_key = keys[-1]
+        self._w.write_batch(pa.record_batch([pa.array(keys), pa.array(docs)], schema=BANDS_SCHEMA))
+
+    def close(self) -> None:
+        expected = self.num_docs * self.params.num_bands
+        if self.rows != expected:
+            raise CorruptIndexError(f"{self.path}: {self.rows} band rows written, expected {expected}")
+        if self.rows == 0:
+            self._w.write_batch(BANDS_SCHEMA.empty_table())
+        pages = list(self._pages)
+        if self.rows % self.page_rows:
+            pages.append(np.array([self._tail_key], dtype=np.uint64))
+        table = np.concatenate(pages).astype("<u8") if pages else np.empty(0, "<u8")
+        buf = self._w.add_global_buffer(table.tobytes())
+        meta = {KEY_DETAILS: details_hex(self.params), KEY_VERSION: str(INDEX_VERSION),
+                KEY_NUM_DOCS: str(self.num_docs), KEY_PAGE_ROWS: str(self.page_rows), KEY_PAGE_TABLE: str(buf)}
+        for k, v in meta.items():
+            self._w.add_schema_metadata(k, v)
+        self._w.close()
+
+
+def _metadata(reader: LanceFileReader, path: str) -> dict[str, str]:
+    try:
+        raw = reader.metadata().schema.metadata or {}
+    except Exception as exc:  # lance raises OSError / ValueError / RuntimeError for bad files
+        raise CorruptIndexError(f"{path}: cannot read the file ({exc})") from None
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def _require(meta: dict[str, str], key: str, path: str) -> str:
+    if key not in meta:
+        raise CorruptIndexError(f"{path}: missing schema metadata key {key!r}; rebuild the index")
+    return meta[key]
+
+
+def _int(meta: dict[str, str], key: str, path: str) -> int:
+    value = _require(meta, key, path)
+    try:
+        return int(value)
+    except ValueError:
+        raise CorruptIndexError(f"{path}: metadata {key}={value!r} is not an integer") from None
+
+
+@dataclass
+class SegmentFiles:
+    """An opened segment: parameters, page table, and readers for both files."""
+
+    seg_dir: str
+    params: MinHashParams
+    num_docs: int
+    page_rows: int
+    page_table: np.ndarray  # uint64[num_pages]
+    num_band_rows: int
+    bands: LanceFileReader
+    signatures: LanceFileReader
+
+    def read_bands(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(band_key, doc_id)`` of band rows ``[start, start + count)``."""
+        if count <= 0:
+            return np.empty(0, np.uint64), np.empty(0, np.uint32)
+        t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
+        return (t.column(0).to_numpy(), t.column(1).to_numpy())
+
+    def read_rowids(self) -> np.ndarray:
+        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"])
+        return reader.read_all(batch_size=1 << 20).to_table().column(0).to_numpy()
+
+    def read_signatures(self, docs: np.ndarray | None = None, start: int = 0, count: int | None = None) -> np.ndarray:
+        """``uint16[m, k]`` signatures of sorted doc ids, or of a contiguous doc range."""
+        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["signature"])
+        if docs is not None:
+            t = reader.take_rows(np.asarray(docs, dtype=np.uint64).tolist()).to_table() if len(docs) else None
+        else:
+            count = self.num_docs - start if count is None else count
+            t = reader.read_range(start, count, batch_size=1 << 16).to_table() if count else None
+        k = self.params.num_hashes
+        if t is None:
+            return np.empty((0, k), np.uint16)
+        col = t.column(0).combine_chunks()
+        return col.values.to_numpy().reshape(-1, k)
+
+
+def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
+    """Open and validate a segment's two files (metadata, versions, page table, counts)."""
+    bpath = os.path.join(seg_dir, BANDS_FILE)
+    spath = os.path.join(seg_dir, SIGNATURES_FILE)
+    readers = []
+    for path in (bpath, spath):
+        try:
+            readers.append(LanceFileReader(path, storage_options=storage_options))
+        except Exception as exc:
+            raise CorruptIndexError(f"{path}: cannot open index file ({exc}); rebuild the index") from None
+    bands, sigs = readers
+    bmeta, smeta = _metadata(bands, bpath), _metadata(sigs, spath)
+    for meta, path in ((bmeta, bpath), (smeta, spath)):
+        version = _require(meta, KEY_VERSION, path)
+        if version != str(INDEX_VERSION):
+            raise UnsupportedIndexError(
+                f"{path}: minhash_lsh_index_version={version}, but this package reads version "
+                f"{INDEX_VERSION} (pylance 14.0.x); rebuild the index with minhash_build"
+            )
+    params = params_from_hex(_require(bmeta, KEY_DETAILS, bpath), bpath)
+    if params_from_hex(_require(smeta, KEY_DETAILS, spath), spath) != params:
+        raise CorruptIndexError(f"{seg_dir}: signatures.lance and bands.lance record different parameters")
+    num_docs = _int(bmeta, KEY_NUM_DOCS, bpath)
+    page_rows = _int(bmeta, KEY_PAGE_ROWS, bpath)
+    if page_rows <= 0:
+        raise CorruptIndexError(f"{bpath}: {KEY_PAGE_ROWS}={page_rows} must be positive")
+    sig_rows = sigs.metadata().num_rows
+    band_rows = bands.metadata().num_rows
+    if sig_rows != num_docs:
+        raise CorruptIndexError(f"{bpath}: {KEY_NUM_DOCS}={num_docs} but signatures.lance has {sig_rows} rows")
+    if band_rows != num_docs * params.num_bands:
+        raise CorruptIndexError(
+            f"{bpath}: {band_rows} band rows, expected num_docs * num_bands = {num_docs * params.num_bands}")
+    try:
+        raw = bands.read_global_buffer(_int(bmeta, KEY_PAGE_TABLE, bpath))
+    except Exception as exc:
+        raise CorruptIndexError(f"{bpath}: cannot read the page table ({exc})") from None
+    if len(raw) % 8:
+        raise CorruptIndexError(f"{bpath}: page table of {len(raw)} bytes is not a multiple of 8")
+    table = np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+    if len(table) != -(-band_rows // page_rows):
+        raise CorruptIndexError(f"{bpath}: page table has {len(table)} entries, expected ceil({band_rows} / {page_rows})")
+    if len(table) > 1 and not (table[1:] >= table[:-1]).all():
+        raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
+    return SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs)
+
