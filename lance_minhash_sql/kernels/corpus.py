@@ -30,11 +30,12 @@ before it. The format rules, written once:
   times, until ``j`` is an original; else 0, always an original), a power-law preference
   for early ids that gives heavy-tailed cluster sizes (expected copies of ``j`` fall as
   ``j ** (1 / skew - 1)``). The copy renders the source's word positions with the source's
-  decoration, then one edit (weights ``edit_weights``): ``exact``; ``replace`` -- each
-  position independently with probability ``f ~ U(0, max_replace]`` (at least one) gets a
-  fresh Zipf word different from the source's word, keeping the decoration; ``truncate``
-  -- drop ``k = max(1, floor(g * n))`` words, ``g ~ U(0, max_truncate]``, from the start or
-  the end (keeping at least one word).
+  decoration, then one edit (weights ``edit_weights``): ``exact``; ``replace`` --
+  ``k = max(1, floor(f * n))`` positions, ``f ~ U(0, max_replace]``, those with the ``k``
+  smallest draws ``u(p)``, get a fresh Zipf word different from the source's word, keeping
+  the decoration; ``truncate`` -- drop ``k = max(1, floor(g * n))`` words,
+  ``g ~ U(0, max_truncate]``, from the start or the end (keeping at least one word, so a
+  truncated 6-word snippet has 5).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "build_boilerplate",
     "plan_documents",
     "render_texts",
+    "render_phrases",
 ]
 
 EDIT_ORIGINAL = 0
@@ -233,7 +235,7 @@ def build_vocabulary(seed, vocab_size):
             g = _mix(g + _GOLDEN)
             if k > 0:
                 ug = _unit(g)
-                vowel = ug < 0.15 if vowel else ug < 0.6
+                vowel = ug < 0.15 if vowel else ug < 0.75
             if vowel:
                 buf[k] = _VOWELS[(g >> _SH32) % nv]
             else:
@@ -268,7 +270,7 @@ def build_vocabulary(seed, vocab_size):
     jkey = _key(skey, _S_VOCAB, 1)
     for w in range(vocab_size):
         order_key[w] = lens[w] + 2.5 * _unit(_draw(jkey, w))
-    order = np.argsort(order_key, kind="mergesort")
+    order = np.argsort(order_key)
     offsets = np.empty(vocab_size + 1, dtype=np.int64)
     data = np.empty(used, dtype=np.uint8)
     offsets[0] = 0
@@ -349,19 +351,15 @@ def _source(skey, doc, dup_threshold, skew):
     return np.int64(0)
 
 
-@njit(**JIT)
-def _is_replaced(rkey, p, frac, forced):
-    return p == forced or _unit(_draw(rkey, p)) < frac
-
-
 @njit(**JIT_PARALLEL)
 def plan_documents(seed, start, stop, dup_threshold, bp_threshold, skew, edit_cum,
                    max_replace, max_truncate, bp_offsets):
     """Plans of docs ``start..stop-1``: what each text renders (see the module docstring).
 
-    Returns ``(source, kind, source_words, lo, hi, replace_frac, forced, replaced)``: the
-    text is source positions ``lo..hi-1``; with ``kind == EDIT_REPLACE`` position ``p`` is
-    replaced iff ``p == forced or u(p) < replace_frac``, ``replaced`` positions in all.
+    Returns ``(source, kind, source_words, lo, hi, replace_below, replaced)``: the text is
+    source positions ``lo..hi-1``; with ``kind == EDIT_REPLACE`` position ``p`` is replaced
+    iff ``u(p) <= replace_below`` (the ``replaced``-th smallest draw), else
+    ``replace_below`` is -1.
     """
     n = stop - start
     skey = seed_key(seed)
@@ -370,8 +368,7 @@ def plan_documents(seed, start, stop, dup_threshold, bp_threshold, skew, edit_cu
     source_words = np.empty(n, dtype=np.int32)
     lo = np.empty(n, dtype=np.int32)
     hi = np.empty(n, dtype=np.int32)
-    frac = np.zeros(n, dtype=np.float64)
-    forced = np.full(n, -1, dtype=np.int32)
+    below = np.full(n, -1.0, dtype=np.float64)
     replaced = np.zeros(n, dtype=np.int32)
     for t in prange(n):
         doc = start + t
@@ -393,16 +390,21 @@ def plan_documents(seed, start, stop, dup_threshold, bp_threshold, skew, edit_cu
         if k == EDIT_REPLACE:
             ekey = _key(skey, _S_EDIT, doc)
             f = max_replace * (1.0 - _unit(_draw(ekey, 1)))  # in (0, max_replace]
+            count = max(1, np.int64(f * words))
             rkey = _key(skey, _S_REPLACE, doc)
-            count = 0
-            for p in range(words):
-                if _is_replaced(rkey, p, f, -1):
-                    count += 1
-            if count == 0:
-                forced[t] = np.int32((_draw(ekey, 2) >> _SH32) % np.uint64(words))
-                count = 1
-            frac[t] = f
-            replaced[t] = count
+            draws = np.empty(words, dtype=np.float64)
+            for p in range(words):  # insertion sort: at most 240 draws, cheap to compile
+                x = _unit(_draw(rkey, p))
+                m = p
+                while m > 0 and draws[m - 1] > x:
+                    draws[m] = draws[m - 1]
+                    m -= 1
+                draws[m] = x
+            below[t] = draws[count - 1]
+            actual = count
+            while actual < words and draws[actual] <= below[t]:  # ties: never in practice
+                actual += 1
+            replaced[t] = actual
         elif k == EDIT_TRUNCATE:
             ekey = _key(skey, _S_EDIT, doc)
             g = max_truncate * (1.0 - _unit(_draw(ekey, 1)))
@@ -413,14 +415,14 @@ def plan_documents(seed, start, stop, dup_threshold, bp_threshold, skew, edit_cu
                 lo[t] = drop
             else:
                 hi[t] = words - drop
-    return source, kind, source_words, lo, hi, frac, forced, replaced
+    return source, kind, source_words, lo, hi, below, replaced
 
 
 # ---------------------------------------------------------------- text buffers
 
 
 @njit(**JIT)
-def _render(skey, doc, src, kind, lo, hi, frac, forced, bp_threshold, word_offsets,
+def _render(skey, doc, src, kind, lo, hi, below, bp_threshold, word_offsets,
             word_bytes, prob, alias, bp_offsets, bp_words, out, pos, write):
     """Write (if ``write``) the text of ``doc`` at ``out[pos:]``; return its byte length."""
     words, phrase, at_start, plen = _layout(skey, src, bp_threshold, bp_offsets)
@@ -434,27 +436,35 @@ def _render(skey, doc, src, kind, lo, hi, frac, forced, bp_threshold, word_offse
     nkey = _key(skey, _S_NEWWORD, doc)
     vocab = prob.shape[0]
     start = pos
+    prev_end = False  # whether body word q - 1 ends a sentence, valid when prev_body
+    prev_body = False
     for p in range(lo, hi):
         if p < body_start or p >= body_stop:
-            k = p - body_start if p < body_start else p - body_stop
+            k = p if p < body_start else p - body_stop
             w = bp_words[bp_offsets[phrase] + k]
             cap = k == 0
             mark = _P_PERIOD if k == plen - 1 else _P_NONE
+            prev_body = False
         else:
             q = p - body_start
             w = _zipf(_draw(wkey, q), prob, alias)
+            if q == 0:
+                cap = True
+            elif prev_body:
+                cap = prev_end
+            else:
+                cap = _unit(_draw(pkey, q - 1)) < _PUNCT_CUTS[2]
+            u = _unit(_draw(pkey, q))
+            prev_end = u < _PUNCT_CUTS[2]  # . ? !
+            prev_body = True
             if q == body - 1:
                 mark = _P_PERIOD
             else:
-                u = _unit(_draw(pkey, q))
                 mark = 0
                 while mark < _PUNCT_CUTS.shape[0] and u >= _PUNCT_CUTS[mark]:
                     mark += 1
                 mark = mark + 1 if mark < _PUNCT_CUTS.shape[0] else _P_NONE
-            cap = q == 0
-            if not cap:
-                cap = _unit(_draw(pkey, q - 1)) < _PUNCT_CUTS[2]  # previous word ends . ? !
-        if replace and _is_replaced(rkey, p, frac, forced):
+        if replace and _unit(_draw(rkey, p)) <= below:
             new = w
             for a in range(_MAX_NEW_WORD_DRAWS):
                 new = _zipf(_draw(nkey, p * _MAX_NEW_WORD_DRAWS + a), prob, alias)
@@ -465,25 +475,25 @@ def _render(skey, doc, src, kind, lo, hi, frac, forced, bp_threshold, word_offse
             w = new
         a0 = word_offsets[w]
         length = word_offsets[w + 1] - a0
-        if write:
+        if write:  # unsigned indices: no negative-index wraparound checks in the copy
             for k in range(length):
-                out[pos + k] = word_bytes[a0 + k]
+                out[np.uint64(pos + k)] = word_bytes[np.uint64(a0 + k)]
             if cap:
-                out[pos] -= 32
+                out[np.uint64(pos)] -= 32
         pos += length
         if mark != _P_NONE:
             if write:
-                out[pos] = _PUNCT_BYTES[mark]
+                out[np.uint64(pos)] = _PUNCT_BYTES[mark]
             pos += 1
         if p < hi - 1:
             if write:
-                out[pos] = 32
+                out[np.uint64(pos)] = 32
             pos += 1
     return pos - start
 
 
 @njit(**JIT_PARALLEL)
-def render_texts(seed, start, source, kind, lo, hi, frac, forced, bp_threshold, word_offsets,
+def render_texts(seed, start, source, kind, lo, hi, below, bp_threshold, word_offsets,
                  word_bytes, prob, alias, bp_offsets, bp_words):
     """Texts of docs ``start..start+len(source)-1`` as (int64 offsets[n + 1], uint8 bytes).
 
@@ -494,8 +504,8 @@ def render_texts(seed, start, source, kind, lo, hi, frac, forced, bp_threshold, 
     lengths = np.empty(n, dtype=np.int64)
     empty = np.empty(0, dtype=np.uint8)
     for t in prange(n):
-        lengths[t] = _render(skey, start + t, source[t], kind[t], lo[t], hi[t], frac[t],
-                             forced[t], bp_threshold, word_offsets, word_bytes, prob, alias,
+        lengths[t] = _render(skey, start + t, source[t], kind[t], lo[t], hi[t], below[t],
+                             bp_threshold, word_offsets, word_bytes, prob, alias,
                              bp_offsets, bp_words, empty, 0, False)
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
@@ -503,7 +513,32 @@ def render_texts(seed, start, source, kind, lo, hi, frac, forced, bp_threshold, 
         offsets[t + 1] = offsets[t] + lengths[t]
     data = np.empty(offsets[n], dtype=np.uint8)
     for t in prange(n):
-        _render(skey, start + t, source[t], kind[t], lo[t], hi[t], frac[t], forced[t],
-                bp_threshold, word_offsets, word_bytes, prob, alias, bp_offsets, bp_words,
+        _render(skey, start + t, source[t], kind[t], lo[t], hi[t], below[t], bp_threshold, word_offsets, word_bytes, prob, alias, bp_offsets, bp_words,
                 data, offsets[t], True)
+    return offsets, data
+
+
+@njit(**JIT)
+def render_phrases(word_offsets, word_bytes, bp_offsets, bp_words):
+    """The boilerplate phrases as they appear in texts: (int64 offsets[P + 1], uint8 bytes)."""
+    num = bp_offsets.shape[0] - 1
+    offsets = np.empty(num + 1, dtype=np.int64)
+    offsets[0] = 0
+    for b in range(num):
+        size = 0
+        for k in range(bp_offsets[b], bp_offsets[b + 1]):
+            w = bp_words[k]
+            size += word_offsets[w + 1] - word_offsets[w] + 1  # a space or the final "."
+        offsets[b + 1] = offsets[b] + size
+    data = np.empty(offsets[num], dtype=np.uint8)
+    for b in range(num):
+        pos = offsets[b]
+        for k in range(bp_offsets[b], bp_offsets[b + 1]):
+            w = bp_words[k]
+            for c in range(word_offsets[w], word_offsets[w + 1]):
+                data[pos] = word_bytes[c]
+                pos += 1
+            data[pos] = 32 if k < bp_offsets[b + 1] - 1 else _PUNCT_BYTES[_P_PERIOD]
+            pos += 1
+        data[offsets[b]] -= 32
     return offsets, data

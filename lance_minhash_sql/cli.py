@@ -1,0 +1,138 @@
+"""The ``lance-minhash`` command line.
+
+Examples::
+
+    lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
+    lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
+    lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from .errors import LanceMinHashError
+
+__all__ = ["main"]
+
+DEMO_QUERIES = [
+    ("The corpus: rows, near-duplicates by edit kind",
+     """SELECT edit, count(*) AS rows, round(avg(replaced_fraction), 3) AS avg_replaced
+        FROM corpus GROUP BY edit ORDER BY rows DESC"""),
+    ("A MinHash signature is a USMALLINT[] of num_hashes values (first 6 shown)",
+     """SELECT id, left(text, 48) AS text, minhash_signature(text)[1:6] AS signature_head
+        FROM corpus ORDER BY id LIMIT 3"""),
+    ("Near-duplicates against their sources: estimated vs exact shingle Jaccard",
+     """SELECT d.id, d.source_id, d.edit,
+               round(minhash_similarity(minhash_signature(d.text), minhash_signature(s.text)), 3) AS estimated,
+               round(shingle_jaccard(d.text, s.text), 3) AS exact
+        FROM corpus d JOIN corpus s ON s.id = d.source_id
+        WHERE d.edit <> 'original' ORDER BY d.id LIMIT 8"""),
+    ("Estimator error over all near-duplicate pairs (k = 128)",
+     """WITH p AS (
+          SELECT minhash_similarity(minhash_signature(d.text), minhash_signature(s.text)) AS est,
+                 shingle_jaccard(d.text, s.text) AS exact
+          FROM corpus d JOIN corpus s ON s.id = d.source_id WHERE d.edit <> 'original')
+        SELECT count(*) AS pairs, round(avg(abs(est - exact)), 4) AS mean_abs_error,
+               round(quantile_cont(abs(est - exact), 0.95), 4) AS p95_abs_error FROM p"""),
+    ("The LSH S-curve for 16 bands of 8 rows: probability a pair becomes a candidate",
+     """SELECT s AS similarity, round(lsh_probability(s, 16, 8), 4) AS candidate_probability
+        FROM (SELECT unnest([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]) AS s)"""),
+]
+
+
+def _print_result(con, title: str, sql: str, out) -> None:
+    out(f"\n-- {title}")
+    out(con.sql(sql).__str__().rstrip())
+
+
+def cmd_demo(args) -> int:
+    from . import connect
+    from .corpus import write_corpus
+    from .io.scan import open_dataset
+
+    os.makedirs(args.dir, exist_ok=True)
+    uri = os.path.join(args.dir, "corpus.lance")
+    t0 = time.perf_counter()
+    write_corpus(uri, args.rows, mode="overwrite", with_truth=True, progress=not args.quiet)
+    print(f"wrote {args.rows:,} synthetic rows to {uri} in {time.perf_counter() - t0:.1f}s")
+    con = connect()
+    con.register("corpus", open_dataset(uri))
+    for title, sql in DEMO_QUERIES:
+        _print_result(con, title, sql, print)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import PEERS, run_bench
+
+    peers = tuple(p.strip() for p in args.peers.split(",")) if args.peers else PEERS
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise LanceMinHashError(f"--peers {unknown} unknown; choose from {','.join(PEERS)}")
+    run_bench(rows=args.rows, data_dir=args.data, peers=peers, sample_rows=args.sample_rows,
+              json_path=args.json)
+    return 0
+
+
+def cmd_sql(args) -> int:
+    from . import connect
+
+    if args.query == "-" or args.query is None:
+        text = sys.stdin.read()
+    elif os.path.isfile(args.query):
+        with open(args.query) as fh:
+            text = fh.read()
+    else:
+        text = args.query
+    con = connect()
+    result = con.sql(text)
+    if result is not None:
+        print(str(result).rstrip())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lance-minhash",
+        description="Near-duplicate detection for text in Lance datasets, in SQL.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("Examples::", 1)[1])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="generate a synthetic corpus and run SQL over it")
+    p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")
+    p.add_argument("--dir", default="demo", help="folder for the demo dataset (default ./demo)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="benchmark against Lance native and other peers, side by side")
+    p.add_argument("--rows", type=int, default=1_000_000, help="corpus rows (default 1000000)")
+    p.add_argument("--data", default="bench-data", help="folder for benchmark corpora (reused)")
+    p.add_argument("--peers", default=None, help="comma-separated subset of ours,lance,datasketch,rensa")
+    p.add_argument("--sample-rows", type=int, default=20_000, help="rows for the slow Python peers")
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")
+    p.add_argument("query", nargs="?", default="-")
+    p.set_defaults(func=cmd_sql)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LanceMinHashError as exc:
+        print(f"lance-minhash: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lance-minhash: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Opening Lance datasets and streaming a text column with its row ids."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import lance
+import numpy as np
+import pyarrow as pa
+
+from ..errors import DatasetError
+
+__all__ = ["open_dataset", "text_field", "scan_text"]
+
+DEFAULT_BATCH_ROWS = 65_536
+
+
+def open_dataset(uri: str, storage_options: dict | None = None, version: int | None = None) -> "lance.LanceDataset":
+    """``lance.dataset(uri)`` with a clear error when it is missing or unreadable."""
+    if not isinstance(uri, str) or not uri:
+        raise DatasetError(f"dataset={uri!r} must be a non-empty path or URI of a Lance dataset")
+    try:
+        return lance.dataset(uri, version=version, storage_options=storage_options)
+    except (ValueError, OSError, RuntimeError) as exc:
+        msg = str(exc).splitlines()[0][:300]
+        raise DatasetError(f"dataset {uri!r} cannot be opened as a Lance dataset ({msg}); check the path") from None
+
+
+def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field:
+    """The column's Arrow field, required to be a string type."""
+    if not isinstance(column, str) or not column:
+        raise DatasetError(f"column={column!r} must be the name of a string column")
+    schema = ds.schema
+    if column not in schema.names:
+        raise DatasetError(
+            f"column {column!r} is not in dataset {uri or ds.uri!r}; its columns are {schema.names}"
+        )
+    field = schema.field(column)
+    t = field.type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+        raise DatasetError(
+            f"column {column!r} of dataset {uri or ds.uri!r} has type {t}, but MinHash needs a string "
+            "column; index a text column or cast this one to string"
+        )
+    return field
+
+
+def scan_text(ds: "lance.LanceDataset", column: str, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+              fragments=None) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    """Yield ``(row_ids uint64, texts)`` in scan order (fragment order, then offset).
+
+    Row ids are row addresses, or stable row ids when the dataset has them: exactly what
+    Lance's own index build records.
+    """
+    scanner = ds.scanner(columns=[column], with_row_id=True, batch_size=batch_rows,
+                         fragments=fragments, scan_in_order=True)
+    for batch in scanner.to_batches():
+        if batch.num_rows == 0:
+            continue
+        texts = batch.column(column)
+        rowids = batch.column("_rowid").to_numpy()
+        yield rowids, texts
