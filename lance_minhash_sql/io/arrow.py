@@ -16,7 +16,7 @@ _EMPTY_U8.setflags(write=False)
 
 
 class StringBuffers(NamedTuple):
-    offsets: np.ndarray  # int32 or int64, length n + 1 (already shifted by the array offset)
+    offsets: np.ndarray  # int64, length n + 1 (already shifted by the array offset)
     data: np.ndarray  # uint8, read-only view of the value buffer
     valid: np.ndarray  # uint8 validity bitmap, empty when the array has no NULLs
     valid_offset: int  # bit offset of row 0 in ``valid``
@@ -46,15 +46,16 @@ def as_string_array(values, what: str = "text") -> pa.Array:
 
 
 def string_buffers(array: pa.Array) -> StringBuffers:
-    """Buffers of a ``string`` / ``large_string`` array without copying."""
+    """Buffers of a ``string`` / ``large_string`` array; only int32 offsets are copied."""
     array = as_string_array(array)
     n = len(array)
     bufs = array.buffers()
     off_type = np.int64 if pa.types.is_large_string(array.type) else np.int32
     if bufs[1] is None:
-        offsets = np.zeros(n + 1, dtype=off_type)
+        offsets = np.zeros(n + 1, dtype=np.int64)
     else:
-        offsets = np.frombuffer(bufs[1], dtype=off_type)[array.offset: array.offset + n + 1]
+        # int32 offsets are widened (8 bytes a row) so each kernel compiles for one type
+        offsets = np.frombuffer(bufs[1], dtype=off_type)[array.offset: array.offset + n + 1].astype(np.int64, copy=False)
     data = _EMPTY_U8 if bufs[2] is None else np.frombuffer(bufs[2], dtype=np.uint8)
     if array.null_count and bufs[0] is not None:
         valid = np.frombuffer(bufs[0], dtype=np.uint8)
@@ -64,4 +65,8 @@ def string_buffers(array: pa.Array) -> StringBuffers:
         valid_offset = 0
     else:
         valid, valid_offset = _EMPTY_U8, 0
+    # numba compiles one specialization per (dtype, writability): hand it read-only arrays only
+    for arr in (offsets, valid):
+        if arr.flags.writeable:
+            arr.setflags(write=False)
     return StringBuffers(offsets, data, valid, valid_offset)

@@ -9,7 +9,7 @@ For shingle hashes ``x = XXH64(shingle, seed=42)`` and per-hash coefficients
 Coefficients come from SplitMix64 seeded with 42: the ``k`` pairs ``(a, b)`` interleaved
 first (``a`` forced odd), then the ``k`` values ``c`` (forced odd).
 
-Rows are read straight from the Arrow buffers: ``offsets`` (int32 or int64, already
+Rows are read straight from the Arrow buffers: ``offsets`` (int64, already
 sliced to the array's ``offset``), ``data`` (uint8), and the validity bitmap ``valid``
 with its bit offset (empty array: no NULLs). The parallel kernels split rows into
 chunks; each chunk owns its scratch buffers.

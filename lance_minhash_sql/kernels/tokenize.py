@@ -115,32 +115,6 @@ def _transform_unicode(data, ts, te, lower, fold, tables, out, q):
 
 
 @njit(**JIT, inline="always")
-def _push(data, ts, te, ascii, cfg, tables, out, q, tok_start, tok_end, ntok):
-    """Transform the original token ``data[ts:te]`` and append it to ``out``.
-
-    Returns ``(q, ntok)``; the caller sized the buffers and applied the length filter
-    (an early return here halves the speed). ASCII tokens take a tight loop that
-    touches no table; any other token (``ascii`` false) goes to :func:`_transform_unicode`.
-    """
-    tok_start[ntok] = q
-    if ascii:
-        if cfg[2]:
-            for p in range(ts, te):
-                b0 = data[p]
-                out[q] = b0 + 32 if 65 <= b0 <= 90 else b0
-                q += 1
-        else:
-            for p in range(ts, te):
-                out[q] = data[p]
-                q += 1
-    else:
-        q = _transform_unicode(data, ts, te, cfg[2], cfg[3], tables, out, q)
-    tok_end[ntok] = q
-    out[q] = SEPARATOR
-    return q + 1, ntok + 1
-
-
-@njit(**JIT, inline="always")
 def _all_ascii(data, s, e):
     for p in range(s, e):
         if data[p] >= 0x80:
@@ -154,22 +128,29 @@ def _is_ascii_space(b):
 
 
 @njit(**JIT)
-def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, cpos):
-    """Tokens of ``data[s:e]``: returns ``(ntok, out, tok_start, tok_end, cpos)``.
+def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
+    """Tokens of ``data[s:e]``: returns ``(ntok, out, tok_start, tok_end, raw)``.
 
-    Token ``t`` is ``out[tok_start[t]:tok_end[t]]``; ``cpos`` is scratch for n-grams.
-    Buffers are sized once per document from a bound: an input code point of ``n >= 2``
-    bytes becomes at most 2 lower-cased code points, each folding to at most 5 ASCII
-    bytes or encoding to at most 4, so a token grows at most 5 times, plus 1 separator.
+    Token ``t`` is ``out[tok_start[t]:tok_end[t]]``; ``raw`` is scratch. Two phases: the
+    base tokenizer records original byte ranges in ``raw`` (``raw[2t]``, ``raw[2t+1]``,
+    the end stored as ``-end - 1`` when the token has non-ASCII bytes); then each range
+    is filtered by length and transformed into ``out``. Everything stays in this one
+    function: an inlined helper taking arrays pays reference counting per token, which
+    cost 3x. Buffers are sized once per document from a bound: an input code point of
+    ``n >= 2`` bytes becomes at most 2 lower-cased code points, each folding to at most
+    5 ASCII bytes or encoding to at most 4, so a token grows at most 5 times (+1 separator).
     """
     kind = cfg[0]
     max_len = cfg[1]  # tokens of >= max_len bytes (before any transformation) are dropped
-    alnum = tables[0]
+    lower = cfg[2]
     nbytes = e - s
-    q = 0
-    ntok = 0
+    nraw = 0
     if kind == NGRAM:
-        cpos = _grow_i64(cpos, nbytes + 1)
+        lo = cfg[4]
+        hi = cfg[5]
+        max_tokens = (1 if cfg[6] else nbytes) * (hi - lo + 1)
+        raw = _grow_i64(raw, 2 * max_tokens + nbytes + 1)
+        cpos = raw[2 * max_tokens:]  # char start positions
         nchars = 0
         p = s
         while p < e:
@@ -177,59 +158,88 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, cpos):
             nchars += 1
             _, p = decode(data, p, e)
         cpos[nchars] = e
-        lo = cfg[4]
-        hi = cfg[5]
-        starts = min(1 if cfg[6] else nchars, nchars)
-        max_tokens = starts * (hi - lo + 1)
-        out = _grow_u8(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
-        tok_start = _grow_i64(tok_start, max_tokens)
-        tok_end = _grow_i64(tok_end, max_tokens)
-        for i in range(starts):
+        for i in range(min(1 if cfg[6] else nchars, nchars)):
             for n in range(lo, hi + 1):
                 if i + n > nchars:
                     break
-                if max_len < 0 or cpos[i + n] - cpos[i] < max_len:
-                    q, ntok = _push(data, cpos[i], cpos[i + n], _all_ascii(data, cpos[i], cpos[i + n]), cfg, tables, out, q, tok_start, tok_end, ntok)
-        return ntok, out, tok_start, tok_end, cpos
-    out = _grow_u8(out, 6 * nbytes + 1)
-    tok_start = _grow_i64(tok_start, nbytes + 1)
-    tok_end = _grow_i64(tok_end, nbytes + 1)
-    if kind == RAW:
-        if max_len < 0 or nbytes < max_len:
-            q, ntok = _push(data, s, e, _all_ascii(data, s, e), cfg, tables, out, q, tok_start, tok_end, ntok)
-        return ntok, out, tok_start, tok_end, cpos
-    ts = -1
-    ascii = True
-    p = s
-    while p < e:
-        b0 = data[p]
-        if kind == WHITESPACE:
-            inside = not _is_ascii_space(b0)
-            nxt = p + 1
-        elif b0 < 0x80:
-            inside = alnum[b0] != 0
-            nxt = p + 1
+                ts = cpos[i]
+                te = cpos[i + n]
+                raw[2 * nraw] = ts
+                raw[2 * nraw + 1] = te if _all_ascii(data, ts, te) else -te - 1
+                nraw += 1
+        out = _grow_u8(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
+    else:
+        raw = _grow_i64(raw, 2 * nbytes + 2)
+        out = _grow_u8(out, 6 * nbytes + 1)
+        if kind == RAW:
+            raw[0] = s
+            raw[1] = e if _all_ascii(data, s, e) else -e - 1
+            nraw = 1
         else:
-            cp, nxt = decode(data, p, e)
-            inside = alnum[cp] != 0
-        if inside:
-            if ts < 0:
-                ts = p
-                ascii = True
-            if b0 >= 0x80:
-                ascii = False
-        elif ts >= 0:
-            if max_len < 0 or p - ts < max_len:
-                q, ntok = _push(data, ts, p, ascii, cfg, tables, out, q, tok_start, tok_end, ntok)
+            alnum = tables[0]
             ts = -1
-        p = nxt
-    if ts >= 0 and (max_len < 0 or e - ts < max_len):
-        q, ntok = _push(data, ts, e, ascii, cfg, tables, out, q, tok_start, tok_end, ntok)
-    return ntok, out, tok_start, tok_end, cpos
+            ascii = True
+            p = s
+            while p < e:
+                b0 = data[p]
+                if kind == WHITESPACE:
+                    inside = not _is_ascii_space(b0)
+                    nxt = p + 1
+                elif b0 < 0x80:
+                    inside = alnum[b0] != 0
+                    nxt = p + 1
+                else:
+                    cp, nxt = decode(data, p, e)
+                    inside = alnum[cp] != 0
+                if inside:
+                    if ts < 0:
+                        ts = p
+                        ascii = True
+                    if b0 >= 0x80:
+                        ascii = False
+                elif ts >= 0:
+                    raw[2 * nraw] = ts
+                    raw[2 * nraw + 1] = p if ascii else -p - 1
+                    nraw += 1
+                    ts = -1
+                p = nxt
+            if ts >= 0:
+                raw[2 * nraw] = ts
+                raw[2 * nraw + 1] = e if ascii else -e - 1
+                nraw += 1
+    tok_start = _grow_i64(tok_start, nraw)
+    tok_end = _grow_i64(tok_end, nraw)
+    q = 0
+    ntok = 0
+    for t in range(nraw):
+        ts = raw[2 * t]
+        te = raw[2 * t + 1]
+        ascii = te >= 0
+        if not ascii:
+            te = -te - 1
+        if max_len >= 0 and te - ts >= max_len:
+            continue
+        tok_start[ntok] = q
+        if not ascii:
+            q = _transform_unicode(data, ts, te, lower, cfg[3], tables, out, q)
+        elif lower:
+            for p in range(ts, te):
+                b0 = data[p]
+                out[q] = b0 + 32 if 65 <= b0 <= 90 else b0
+                q += 1
+        else:
+            for p in range(ts, te):
+                out[q] = data[p]
+                q += 1
+        tok_end[ntok] = q
+        out[q] = SEPARATOR
+        q += 1
+        ntok += 1
+    return ntok, out, tok_start, tok_end, raw
 
 
 @njit(**JIT)
 def new_buffers():
     """Initial scratch buffers for :func:`tokenize_doc` (they grow as needed)."""
     return (np.empty(4096, dtype=np.uint8), np.empty(512, dtype=np.int64),
-            np.empty(512, dtype=np.int64), np.empty(512, dtype=np.int64))
+            np.empty(512, dtype=np.int64), np.empty(1024, dtype=np.int64))
