@@ -216,10 +216,12 @@ class MinHashParams:
             )
         if k % b:
             divisors = [d for d in range(1, min(k, MAX_NUM_BANDS) + 1) if k % d == 0]
-            near = sorted(divisors, key=lambda d: abs(d - b))[:3]
+            below = [d for d in divisors if d < b][-1:]
+            above = [d for d in divisors if d > b][:1]
+            near = below + above
             raise InvalidParameterError(
                 f"num_bands={b} does not divide num_hashes={k}: requires num_hashes to be a multiple "
-                f"of num_bands (rows per band = num_hashes / num_bands); use e.g. num_bands in {sorted(near)}"
+                f"of num_bands (rows per band = num_hashes / num_bands); use e.g. num_bands in {near}"
             )
         if w < 1:
             raise InvalidParameterError(f"shingle_size={w} must be >= 1 (tokens per shingle); e.g. 3")

@@ -1,0 +1,150 @@
+"""Parameter validation and the LSH math."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import pytest
+
+import lance_minhash_sql.params as params_module
+from lance_minhash_sql.errors import InvalidParameterError, LanceMinHashError
+from lance_minhash_sql.params import (
+    MinHashParams,
+    TokenizerParams,
+    false_negative_area,
+    false_positive_area,
+    lsh_probability,
+    optimal_bands,
+    scurve_threshold,
+)
+
+
+def test_defaults_are_lance_defaults():
+    p = MinHashParams()
+    assert (p.num_hashes, p.num_bands, p.shingle_size, p.rows_per_band) == (128, 16, 3, 8)
+    t = p.tokenizer
+    assert (t.base_tokenizer, t.max_token_length, t.lower_case, t.ascii_folding, t.stem, t.remove_stop_words) == \
+        ("simple", 40, True, True, False, False)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(num_hashes=0), "1 <= num_hashes <= 4096"),
+    (dict(num_hashes=4097), "1 <= num_hashes <= 4096"),
+    (dict(num_hashes=8192), "1 <= num_hashes <= 4096"),
+    (dict(num_bands=0), "1 <= num_bands <= 256"),
+    (dict(num_hashes=512, num_bands=512), "1 <= num_bands <= 256"),
+    (dict(num_bands=7), "multiple of num_bands"),
+    (dict(num_hashes=100, num_bands=16), "multiple of num_bands"),
+    (dict(shingle_size=0), "shingle_size=0 must be >= 1"),
+    (dict(num_hashes="128"), "must be an integer"),
+    (dict(num_hashes=True), "must be an integer"),
+    (dict(num_hashes=12.5), "must be an integer"),
+])
+def test_invalid_parameters_name_value_and_rule(kwargs, fragment):
+    with pytest.raises(InvalidParameterError) as info:
+        MinHashParams(**kwargs)
+    assert fragment in str(info.value)
+    assert isinstance(info.value, LanceMinHashError) and isinstance(info.value, ValueError)
+
+
+def test_divisor_suggestion():
+    with pytest.raises(InvalidParameterError, match=r"num_bands in \[4, 8\]"):
+        MinHashParams(num_hashes=128, num_bands=7)
+
+
+@pytest.mark.parametrize("tok, fragment", [
+    ({"base_tokenizer": "icu"}, "not supported"),
+    ({"base_tokenizer": "jieba/default"}, "not supported"),
+    ({"base_tokenizer": "nope"}, "unknown"),
+    ({"stem": True}, "stemming"),
+    ({"remove_stop_words": True}, "stemming"),
+    ({"max_token_length": 0}, ">= 1"),
+    ({"min_ngram_length": 4, "max_ngram_length": 3}, "min_ngram_length <= max_ngram_length"),
+    ({"lower_case": "yes"}, "true or false"),
+    ({"custom_stop_words": ["a"]}, "unknown or unsupported"),
+    ({"lowercase": True}, "unknown or unsupported"),
+    ({"language": "Klingon"}, "unknown"),
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "JSON object"),
+    (42, "JSON object"),
+])
+def test_invalid_tokenizers(tok, fragment):
+    with pytest.raises(InvalidParameterError, match=fragment):
+        TokenizerParams.parse(tok)
+
+
+def test_tokenizer_parse_forms_agree():
+    a = TokenizerParams.parse({"base_tokenizer": "whitespace", "max_token_length": None})
+    b = TokenizerParams.parse('{"base_tokenizer": "whitespace", "max_token_length": null}')
+    assert a == b == TokenizerParams(base_tokenizer="whitespace", max_token_length=None)
+    assert TokenizerParams.parse(None) == TokenizerParams.parse("") == TokenizerParams()
+    assert TokenizerParams.parse(a) is a
+
+
+def test_params_hashable_and_equal():
+    assert MinHashParams() == MinHashParams.create()
+    assert len({MinHashParams(), MinHashParams.create(), MinHashParams(64, 8)}) == 2
+
+
+def test_lance_config_round_trip():
+    p = MinHashParams(64, 8, 5).with_tokenizer(base_tokenizer="ngram", min_ngram_length=2)
+    cfg = p.to_lance_config()
+    assert MinHashParams(cfg["num_hashes"], cfg["num_bands"], cfg["shingle_size"],
+                         TokenizerParams.parse(cfg["tokenizer"])) == p
+
+
+def test_s_curve_formula():
+    for s in (0.0, 0.2, 0.5, 0.8, 1.0):
+        assert lsh_probability(s, 16, 8) == pytest.approx(1 - (1 - s ** 8) ** 16)
+    assert lsh_probability(1.0, 16, 8) == 1.0 and lsh_probability(0.0, 16, 8) == 0.0
+    assert scurve_threshold(16, 8) == pytest.approx((1 / 16) ** (1 / 8))
+    with pytest.raises(InvalidParameterError, match=r"in \[0, 1\]"):
+        lsh_probability(1.5, 16, 8)
+    with pytest.raises(InvalidParameterError, match=">= 1"):
+        lsh_probability(0.5, 0, 8)
+
+
+def test_areas_are_integrals():
+    # closed form for b = 1, r = 1: P(s) = s
+    assert false_positive_area(0.5, 1, 1) == pytest.approx(0.125)
+    assert false_negative_area(0.5, 1, 1) == pytest.approx(0.125)
+
+
+def brute_force_optimal(threshold, k, wfp=0.5, wfn=0.5):
+    best = None
+    for b in range(1, min(k, 256) + 1):
+        if k % b == 0:
+            r = k // b
+            err = wfp * false_positive_area(threshold, b, r) + wfn * false_negative_area(threshold, b, r)
+            if best is None or err < best[0]:
+                best = (err, b, r)
+    return best[1:]
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7, 0.8, 0.9, 0.95])
+def test_optimal_bands(threshold):
+    b, r = optimal_bands(threshold, 128)
+    assert b * r == 128 and (b, r) == brute_force_optimal(threshold, 128)
+    # the chosen S-curve's steep point lies near the target
+    assert abs(scurve_threshold(b, r) - threshold) < 0.2
+
+
+def test_optimal_bands_weights_move_the_choice():
+    fp_heavy = optimal_bands(0.7, 256, false_positive_weight=0.95, false_negative_weight=0.05)
+    fn_heavy = optimal_bands(0.7, 256, false_positive_weight=0.05, false_negative_weight=0.95)
+    assert scurve_threshold(*fp_heavy) > scurve_threshold(*fn_heavy)
+
+
+def test_threshold_chooses_bands():
+    p = MinHashParams.create(threshold=0.9)
+    assert (p.num_bands, p.rows_per_band) == optimal_bands(0.9, 128)
+    with pytest.raises(InvalidParameterError, match="pass one of them"):
+        MinHashParams.create(num_bands=16, threshold=0.8)
+    for bad in (0, 1, 1.2, -0.1, math.nan):
+        with pytest.raises(InvalidParameterError):
+            optimal_bands(bad)
+
+
+def test_docstring_examples():
+    assert doctest.testmod(params_module).failed == 0
