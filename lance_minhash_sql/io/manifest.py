@@ -1,0 +1,109 @@
+"""MinHash LSH index segments in the dataset manifest (contract §2.6, §4).
+
+A segment is registered as a ``lance.dataset.Index`` whose ``index_details`` is
+``(TYPE_URL, details protobuf)``; its ``fragment_ids`` bitmap is authoritative (Lance does
+not recompute MinHash coverage from the files). Commits are one ``CreateIndex``
+transaction against the version the build read, so a replace is atomic: the old
+segments and the new ones are swapped in a single manifest version, or nothing changes.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid as uuidlib
+from dataclasses import dataclass
+
+import lance
+from lance.dataset import Index, IndexFile, LanceOperation
+
+from ..errors import DatasetError
+from ..params import INDEX_VERSION, MinHashParams
+from .details import TYPE_URL, encode_details
+from .segments import BANDS_FILE, SIGNATURES_FILE
+
+__all__ = ["SegmentInfo", "NewSegment", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
+           "default_index_name"]
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """A committed MinHash segment as the manifest records it."""
+
+    uuid: str
+    name: str
+    column: str
+    field_id: int
+    fragment_ids: frozenset
+    dataset_version: int
+    index_version: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class NewSegment:
+    """A segment written to ``_indices/<uuid>/`` and not yet committed."""
+
+    uuid: str
+    path: str
+    fragment_ids: frozenset
+    params: MinHashParams
+
+
+def default_index_name(column: str) -> str:
+    return f"{column}_idx"
+
+
+def minhash_segments(ds: "lance.LanceDataset", column: str | None = None) -> list[SegmentInfo]:
+    """Every MinHash LSH segment of the dataset (of one column if given), in manifest order."""
+    out: list[SegmentInfo] = []
+    for desc in ds.describe_indices():
+        if desc.type_url != TYPE_URL:
+            continue
+        col = desc.field_names[0] if desc.field_names else ""
+        if column is not None and col != column:
+            continue
+        for seg in desc.segments:
+            out.append(SegmentInfo(
+                uuid=str(seg.uuid), name=desc.name, column=col, field_id=int(desc.fields[0]),
+                fragment_ids=frozenset(int(f) for f in seg.fragment_ids),
+                dataset_version=int(seg.dataset_version_at_last_update),
+                index_version=int(seg.index_version), size_bytes=int(seg.size_bytes or 0)))
+    return out
+
+
+def segment_dir(ds: "lance.LanceDataset", seg_uuid: str) -> str:
+    return os.path.join(ds.uri, "_indices", seg_uuid)
+
+
+def new_segment(ds: "lance.LanceDataset", fragment_ids, params: MinHashParams) -> NewSegment:
+    """A fresh segment folder under ``_indices/`` (invisible to readers until committed)."""
+    seg_uuid = str(uuidlib.uuid4())
+    path = segment_dir(ds, seg_uuid)
+    os.makedirs(path, exist_ok=False)
+    return NewSegment(seg_uuid, path, frozenset(int(f) for f in fragment_ids), params)
+
+
+def _index(seg_uuid: str, name: str, field_id: int, version: int, fragment_ids, params: MinHashParams,
+           files: list[IndexFile] | None) -> Index:
+    return Index(uuid=seg_uuid, name=name, fields=[field_id], dataset_version=version,
+                 fragment_ids=set(fragment_ids), index_version=INDEX_VERSION, files=files,
+                 index_details=(TYPE_URL, encode_details(params)))
+
+
+def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
+                    removed: list[SegmentInfo] = (), removed_params: MinHashParams | None = None,
+                    storage_options: dict | None = None) -> "lance.LanceDataset":
+    """Register ``new`` (and unregister ``removed``) in one commit on top of ``ds.version``."""
+    field = ds.lance_schema.field(column)
+    if field is None:
+        raise DatasetError(f"column {column!r} is not in dataset {ds.uri!r}")
+    field_id = field.id()
+    new_indices = []
+    for seg in new:
+        files = [IndexFile(path=f, size_bytes=os.path.getsize(os.path.join(seg.path, f)))
+                 for f in (SIGNATURES_FILE, BANDS_FILE)]
+        new_indices.append(_index(seg.uuid, name, field_id, ds.version, seg.fragment_ids, seg.params, files))
+    old = [_index(s.uuid, s.name, s.field_id, s.dataset_version, s.fragment_ids,
+                  removed_params or new[0].params, None) for s in removed]
+    op = LanceOperation.CreateIndex(new_indices=new_indices, removed_indices=old)
+    return lance.LanceDataset.commit(ds.uri, op, read_version=ds.version, storage_options=storage_options)
