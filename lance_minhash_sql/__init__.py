@@ -1,0 +1,71 @@
+"""Near-duplicate detection for text in Lance datasets, in DuckDB SQL.
+
+>>> import lance_minhash_sql as lms
+>>> con = lms.connect()
+>>> con.sql("SELECT minhash_signature('The quick brown fox', num_hashes := 4, shingle_size := 2)").fetchall()
+[([45071, 22998, 20762, 52524],)]
+
+``import lance_minhash_sql`` stays cheap: :func:`install`, :func:`connect` (DuckDB,
+pyarrow) and ``__version__`` load on first access, and the numba engine on the first
+SQL call that needs it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    CorruptIndexError,
+    DatasetError,
+    IndexNotFoundError,
+    InvalidInputError,
+    InvalidParameterError,
+    LanceMinHashError,
+    ResourceLimitError,
+    UnsupportedIndexError,
+)
+
+if TYPE_CHECKING:
+    from .duck.install import connect, install
+
+__all__ = [
+    "__version__",
+    "install",
+    "connect",
+    "LanceMinHashError",
+    "InvalidParameterError",
+    "InvalidInputError",
+    "DatasetError",
+    "IndexNotFoundError",
+    "CorruptIndexError",
+    "UnsupportedIndexError",
+    "ResourceLimitError",
+]
+
+_LAZY = {"install": ".duck.install", "connect": ".duck.install"}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lance-minhash-sql")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value = _version()
+    elif name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(_LAZY[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -129,6 +129,13 @@ def main(argv=None) -> int:
     except LanceMinHashError as exc:
         print(f"lance-minhash: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        import duckdb
+
+        if isinstance(exc, duckdb.Error):  # SQL errors, including ours raised inside UDFs
+            print(f"lance-minhash: error: {exc}", file=sys.stderr)
+            return 2
+        raise
     except KeyboardInterrupt:
         print("lance-minhash: interrupted", file=sys.stderr)
         return 130

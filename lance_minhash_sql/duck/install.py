@@ -1,0 +1,101 @@
+"""Installing the SQL functions into DuckDB: UDFs once per database, macros per connection.
+
+DuckDB 2.0.1 facts this module is built on (measured):
+
+* Python UDFs live in the database's catalog, so every connection and cursor of that
+  database sees them; registering a name twice fails (``CatalogException: ... already
+  exists``, or ``NotImplementedException`` on the connection that registered it). Asking
+  ``duckdb_functions()`` whether they exist costs ~20 ms; a failed ``create_function``
+  costs ~0.2 ms, so :func:`install` simply tries and treats "already exists" as done.
+* TEMP macros belong to one connection: a cursor does not see its parent's macros.
+  :func:`install` creates them on every call (``CREATE OR REPLACE``).
+* ``create_function`` fails with ``ResourceInUseException`` on a connection with a
+  half-fetched result, so UDFs are registered through a fresh cursor. ``execute`` on such
+  a connection silently closes the pending result: installing macros on a connection
+  discards a result that was not fetched to the end.
+* Macros created inside an open transaction disappear on ``ROLLBACK`` (the UDFs, registered
+  through an autocommit cursor, stay): call :func:`install` again after a rollback.
+* The callable behind a UDF must outlive every connection: if it is garbage-collected
+  after the registering connection closes, the next call crashes the process. Every
+  registered callable is kept in :data:`_KEEP_ALIVE` for the life of the process.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import duckdb
+
+from .udfs import UDFS
+
+__all__ = ["install", "connect", "macro_files"]
+
+# Files run first, in this order; the other .sql files follow in name order.
+_FIRST = ("scalar.sql",)
+
+# Strong references to every callable handed to DuckDB (see the module docstring).
+_KEEP_ALIVE: set = set()
+
+
+@lru_cache(maxsize=1)
+def macro_files() -> tuple[tuple[str, str], ...]:
+    """``(file name, SQL text)`` of the shipped macro files, in installation order."""
+    root = resources.files("lance_minhash_sql") / "sql"
+    names = sorted(p.name for p in root.iterdir() if p.name.endswith(".sql"))
+    ordered = [n for n in _FIRST if n in names] + [n for n in names if n not in _FIRST]
+    return tuple((n, (root / n).read_text(encoding="utf-8")) for n in ordered)
+
+
+def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
+    cur = con.cursor()
+    try:
+        for spec in UDFS:
+            try:
+                cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
+                                    type="arrow", null_handling="special", side_effects=spec.side_effects)
+            except (duckdb.CatalogException, duckdb.NotImplementedException) as exc:
+                if "already" not in str(exc):
+                    raise
+            else:
+                _KEEP_ALIVE.add(spec.function)
+    finally:
+        cur.close()
+
+
+def _create_macros(con: duckdb.DuckDBPyConnection) -> None:
+    for name, sql in macro_files():
+        try:
+            con.execute(sql)
+        except duckdb.Error as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"while running lance_minhash_sql/sql/{name}")
+            raise
+
+
+def install(con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """Make the package's SQL functions available on ``con`` and return it.
+
+    ``con`` is a connection or a cursor (``None``: the ``duckdb`` module's default
+    connection, used by ``duckdb.sql``). Run it on every connection and cursor that
+    needs the functions: UDFs are registered once per database, macros on each call.
+
+    >>> import duckdb
+    >>> con = install(duckdb.connect())
+    >>> con.sql("SELECT minhash_similarity([1, 2, 3, 4], [1, 2, 3, 5]) AS s").fetchall()
+    [(0.75,)]
+    """
+    if con is None:
+        con = duckdb.default_connection()
+    _register_udfs(con)
+    _create_macros(con)
+    return con
+
+
+def connect(database: str = ":memory:", *, read_only: bool = False, **config: Any) -> duckdb.DuckDBPyConnection:
+    """A new DuckDB connection with the package's functions installed.
+
+    ``config`` holds DuckDB settings, e.g. ``connect(threads=2, memory_limit="1GB")``.
+    """
+    return install(duckdb.connect(database, read_only=read_only, config=config))

@@ -1,0 +1,53 @@
+"""The command line: demo, sql, bench harness pieces, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from lance_minhash_sql import cli
+from lance_minhash_sql.bench import PeerResult, format_table
+
+
+def test_demo_runs_sql_over_a_generated_corpus(tmp_path, capsys):
+    assert cli.main(["demo", "--rows", "3000", "--dir", str(tmp_path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "wrote 3,000 synthetic rows" in out
+    for title, _ in cli.DEMO_QUERIES:
+        assert title in out
+    assert "mean_abs_error" in out and "candidate_probability" in out
+    assert (tmp_path / "corpus.lance").is_dir()
+
+
+def test_sql_command_argument_and_stdin(capsys, monkeypatch):
+    assert cli.main(["sql", "SELECT minhash_similarity(minhash_signature('a b c d'), minhash_signature('a b c d')) AS s"]) == 0
+    assert "1.0" in capsys.readouterr().out
+    import io
+    monkeypatch.setattr(sys, "stdin", io.StringIO("SELECT lsh_probability(1.0, 16, 8) AS p"))
+    assert cli.main(["sql", "-"]) == 0
+    assert "1.0" in capsys.readouterr().out
+
+
+def test_package_errors_exit_2_with_message(capsys):
+    assert cli.main(["sql", "SELECT minhash_signature('x', num_hashes := 0)"]) == 2
+    err = capsys.readouterr().err
+    assert "InvalidParameterError" in err and "num_hashes" in err
+
+
+def test_bench_rejects_unknown_peer(capsys):
+    assert cli.main(["bench", "--rows", "10", "--peers", "ours,nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_bench_table_ratios():
+    ours = PeerResult("ours", "sign", 1000, 1.0, 100.0, 10.0)
+    lance = PeerResult("lance", "build", 1000, 4.0, 200.0, 10.0)
+    table = format_table([ours, lance])
+    assert "4.0x" in table and "ours ÷ Lance native build: 4.00x" in table
+
+
+def test_console_script_help():
+    proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.cli", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "demo" in proc.stdout and "bench" in proc.stdout
