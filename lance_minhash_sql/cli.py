@@ -40,7 +40,7 @@ DEMO_QUERIES = [
                round(quantile_cont(abs(est - exact), 0.95), 4) AS p95_abs_error FROM p"""),
     ("The LSH S-curve for 16 bands of 8 rows: probability a pair becomes a candidate",
      """SELECT s AS similarity, round(lsh_probability(s, 16, 8), 4) AS candidate_probability
-        FROM (SELECT unnest([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]) AS s)"""),
+        FROM (SELECT unnest([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]::DOUBLE[]) AS s)"""),
 ]
 
 
@@ -57,7 +57,8 @@ def cmd_demo(args) -> int:
     os.makedirs(args.dir, exist_ok=True)
     uri = os.path.join(args.dir, "corpus.lance")
     t0 = time.perf_counter()
-    write_corpus(uri, args.rows, mode="overwrite", with_truth=True, progress=not args.quiet)
+    mode = "overwrite" if os.path.exists(uri) else "create"
+    write_corpus(uri, args.rows, mode=mode, with_truth=True, progress=not args.quiet)
     print(f"wrote {args.rows:,} synthetic rows to {uri} in {time.perf_counter() - t0:.1f}s")
     con = connect()
     con.register("corpus", open_dataset(uri))
