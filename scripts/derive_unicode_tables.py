@@ -37,9 +37,10 @@ import sys
 import time
 from pathlib import Path
 
+import lance
 import numpy as np
 
-import lance
+from lance_minhash_sql.params import TokenizerParams
 
 # Sizes for pylance 14.0.2 (contract section 1.3).
 EXPECTED_LANCE_VERSION = "14.0.2"
@@ -57,15 +58,7 @@ WHITESPACE_SEPARATORS = " \t\n\x0c\r"  # Rust is_ascii_whitespace: split the whi
 
 # The MinHash tokenizer settings (contract section 1.2); every option passed explicitly,
 # since None would mean the FTS profile default (stem/stop words on).
-MINHASH_TOKENIZER = dict(
-    base_tokenizer="simple",
-    language="English",
-    max_token_length=40,
-    lower_case=True,
-    stem=False,
-    remove_stop_words=False,
-    ascii_folding=True,
-)
+MINHASH_TOKENIZER = TokenizerParams().lance_tokenize_kwargs()
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "lance_minhash_sql" / "data" / "unicode_tables.npz"
 

@@ -10,20 +10,13 @@ import pytest
 
 from lance_minhash_sql import unicode_tables as ut
 from lance_minhash_sql.errors import LanceMinHashError
+from lance_minhash_sql.params import TokenizerParams
 from lance_minhash_sql.unicode_tables import UnicodeTables, load_tables, table_sizes
 
 NUM_CP = 0x110000
 EXPECTED_SIZES = {"alnum": 149_106, "alnum_ranges": 844, "lower": 1_488, "fold": 2_207}
 WHITESPACE_SEPARATORS = " \t\n\x0c\r"
-MINHASH_TOKENIZER = dict(
-    base_tokenizer="simple",
-    language="English",
-    max_token_length=40,
-    lower_case=True,
-    stem=False,
-    remove_stop_words=False,
-    ascii_folding=True,
-)
+MINHASH_TOKENIZER = TokenizerParams().lance_tokenize_kwargs()
 
 
 @pytest.fixture(scope="module")
