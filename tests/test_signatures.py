@@ -141,3 +141,39 @@ def test_sliced_and_large_string_arrays():
     chunked = pa.chunked_array([texts.slice(0, 7), texts.slice(7)])
     ch, _ = signer.sign(chunked)
     assert (ch == full).all()
+
+
+@pytest.mark.parametrize("params", [PARAMS[0], PARAMS[1], PARAMS[4], PARAMS[9]], ids=_param_id)
+def test_synthetic_corpus_matches_lance(native_index, params):
+    from lance_minhash_sql.corpus import generate_texts
+
+    texts = generate_texts(0, 4000)
+    native = native_index(pa.table({"text": texts}), params)
+    assert native.signatures.num_rows == 4000
+    assert_matches_native(native, texts.to_pylist(), params)
+
+
+_ALPHABET = ("aZ09 _-'.,!?\t\n\x0b\x0c\r\x1f\u00a0\u00adéÉßẞİıΣσςΩÆæŁøÞ½①ⅫⓐＡ𝔸ᴀ\u0301\u0307\u094d"
+             "हिन्दी東京한국😀👨\u200d👩\u200b\u2003\u3000\u2028\u0085ﬁ℃K")
+
+
+def test_tokenizer_fuzzed_against_lance_tokenize():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    configs = [MinHashParams().with_tokenizer(**kw) for kw in (
+        {}, {"max_token_length": 5}, {"lower_case": False}, {"ascii_folding": False},
+        {"base_tokenizer": "whitespace"}, {"base_tokenizer": "raw"},
+        {"base_tokenizer": "ngram", "min_ngram_length": 1, "max_ngram_length": 3},
+        {"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4, "prefix_only": True},
+    )]
+    signers = [Signer(p) for p in configs]
+    text = st.text(alphabet=st.sampled_from(_ALPHABET), max_size=40) | st.text(max_size=30)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text)
+    def check(t):
+        for p, signer in zip(configs, signers):
+            assert signer.tokens(t) == naive.lance_tokens(t, p.tokenizer)
+
+    check()
