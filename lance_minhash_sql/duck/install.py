@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from .tables import TABLE_UDFS
 from .udfs import UDFS
 
 __all__ = ["install", "connect", "macro_files"]
@@ -51,7 +52,7 @@ def macro_files() -> tuple[tuple[str, str], ...]:
 def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
     cur = con.cursor()
     try:
-        for spec in UDFS:
+        for spec in UDFS + TABLE_UDFS:
             try:
                 cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
                                     type="arrow", null_handling="special", side_effects=spec.side_effects)

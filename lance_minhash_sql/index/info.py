@@ -1,0 +1,45 @@
+"""What a dataset's MinHash indexes are: segments, parameters, coverage, sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+
+from ..io.manifest import minhash_segments, segment_dir
+from ..io.scan import open_dataset, text_field
+from ..io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
+
+__all__ = ["index_segments", "result_schema"]
+
+
+def _dataset(dataset, storage_options=None):
+    return dataset if hasattr(dataset, "describe_indices") else open_dataset(dataset, storage_options)
+
+
+def index_segments(dataset, storage_options=None) -> list[dict]:
+    """One dict per MinHash LSH segment (every column), in manifest order."""
+    ds = _dataset(dataset, storage_options)
+    out = []
+    for seg in minhash_segments(ds):
+        path = segment_dir(ds, seg.uuid)
+        files = open_segment(path, storage_options)
+        p = files.params
+        size = seg.size_bytes or sum(os.path.getsize(os.path.join(path, f)) for f in (SIGNATURES_FILE, BANDS_FILE)
+                                     if os.path.exists(os.path.join(path, f)))
+        out.append({
+            "index_name": seg.name, "column": seg.column, "segment_uuid": seg.uuid,
+            "num_hashes": p.num_hashes, "num_bands": p.num_bands, "rows_per_band": p.rows_per_band,
+            "shingle_size": p.shingle_size, "tokenizer": json.dumps(p.tokenizer.to_dict()),
+            "fragment_ids": sorted(seg.fragment_ids), "rows": files.num_docs, "bytes": size,
+            "dataset_version": seg.dataset_version,
+        })
+    return out
+
+
+def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
+    """The dataset's schema (the columns a search returns), checking the column first."""
+    ds = _dataset(dataset, storage_options)
+    text_field(ds, column, dataset if isinstance(dataset, str) else "")
+    return ds.schema
