@@ -2,6 +2,8 @@
 
 Examples::
 
+    lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
+    lance-minhash search corpus.lance text "some text" -k 5
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
@@ -96,6 +98,31 @@ def cmd_sql(args) -> int:
     return 0
 
 
+def cmd_build(args) -> int:
+    from .index.build import build_index
+
+    tokenizer = args.tokenizer
+    r = build_index(args.dataset, args.column, num_hashes=args.num_hashes, num_bands=args.num_bands,
+                    shingle_size=args.shingle_size, threshold=args.threshold, tokenizer=tokenizer,
+                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=not args.quiet)
+    print(f"built {r.index_name} on {r.column}: {r.rows_indexed:,} rows indexed "
+          f"({r.rows_without_tokens:,} without tokens), k={r.num_hashes}, b={r.num_bands}, r={r.rows_per_band}, "
+          f"shingle_size={r.shingle_size}; {r.segments} segment(s), {r.bytes / 2**20:.1f} MiB, "
+          f"{r.seconds:.2f}s, dataset version {r.dataset_version}")
+    return 0
+
+
+def cmd_search(args) -> int:
+    from .index.search import search
+
+    table = search(args.dataset, args.column, args.query, args.k, fast_search=args.fast_search,
+                   filter=args.filter, columns=args.columns.split(",") if args.columns else None)
+    import duckdb
+
+    print(str(duckdb.from_arrow(table)).rstrip())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lance-minhash",
@@ -116,6 +143,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-rows", type=int, default=20_000, help="rows for the slow Python peers")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("build", help="build Lance's MinHash LSH index on a text column")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the text column")
+    p.add_argument("--num-hashes", type=int, default=128)
+    p.add_argument("--num-bands", type=int, default=None, help="default 16, or chosen by --threshold")
+    p.add_argument("--shingle-size", type=int, default=3)
+    p.add_argument("--threshold", type=float, default=None, help="choose num_bands for this similarity")
+    p.add_argument("--tokenizer", default=None, help='JSON tokenizer options, e.g. \'{"base_tokenizer": "whitespace"}\'')
+    p.add_argument("--memory-limit", type=int, default=None, help="sort budget in bytes (default 2 GiB)")
+    p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("search", help="top-k most similar rows of a text")
+    p.add_argument("dataset")
+    p.add_argument("column")
+    p.add_argument("query", help="the text to look up")
+    p.add_argument("-k", type=int, default=10, help="rows to return (default 10)")
+    p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
+    p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
+    p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
+    p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")
     p.add_argument("query", nargs="?", default="-")

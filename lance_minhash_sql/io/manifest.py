@@ -22,7 +22,8 @@ from .details import TYPE_URL, encode_details
 from .segments import BANDS_FILE, SIGNATURES_FILE
 
 __all__ = ["SegmentInfo", "NewSegment", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
-           "default_index_name"]
+           "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
+           "fragment_ids", "commit_replacing"]
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,62 @@ def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[
                   removed_params or new[0].params, None) for s in removed]
     op = LanceOperation.CreateIndex(new_indices=new_indices, removed_indices=old)
     return lance.LanceDataset.commit(ds.uri, op, read_version=ds.version, storage_options=storage_options)
+
+
+# --------------------------------------------------------------------------- used by the build
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """Any index of the dataset (of any type), as ``describe_indices`` reports it."""
+
+    name: str
+    type_url: str
+    index_type: str
+    columns: tuple
+    segment_uuids: tuple
+
+
+def is_lance_dataset(obj) -> bool:
+    return isinstance(obj, lance.LanceDataset)
+
+
+def index_entries(ds: "lance.LanceDataset") -> list[IndexEntry]:
+    """Every index of the dataset's manifest: name, type, columns, segment uuids."""
+    return [IndexEntry(name=d.name, type_url=d.type_url, index_type=str(d.index_type),
+                       columns=tuple(d.field_names or ()),
+                       segment_uuids=tuple(str(s.uuid) for s in d.segments))
+            for d in ds.describe_indices()]
+
+
+def referenced_index_uuids(uri: str, since_version: int | None = None,
+                           storage_options: dict | None = None) -> set[str]:
+    """Index segment uuids (all types) referenced by the latest manifest of ``uri``, and by
+    every version after ``since_version`` when given: what a cleanup must never delete."""
+    latest = lance.dataset(uri, storage_options=storage_options)
+    out = {u for e in index_entries(latest) for u in e.segment_uuids}
+    if since_version is not None:
+        for v in latest.versions():
+            version = int(v["version"])
+            if since_version < version < latest.version:
+                old = lance.dataset(uri, version=version, storage_options=storage_options)
+                out.update(u for e in index_entries(old) for u in e.segment_uuids)
+    return out
+
+
+def fragment_ids(ds: "lance.LanceDataset") -> list[int]:
+    """Ids of every fragment of the dataset version ``ds`` is at."""
+    return [int(f.fragment_id) for f in ds.get_fragments()]
+
+
+def commit_replacing(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
+                     removed: list[SegmentInfo] = (), storage_options: dict | None = None) -> "lance.LanceDataset":
+    """:func:`commit_segments`, with a conflicting concurrent commit as a :class:`DatasetError`."""
+    try:
+        return commit_segments(ds, name, column, new, removed=removed, storage_options=storage_options)
+    except lance.commit.CommitConflictError as exc:
+        msg = str(exc).split(", /")[0]
+        raise DatasetError(
+            f"cannot commit the new index on {column!r} of {ds.uri!r}: another commit since version "
+            f"{ds.version} conflicts with it ({msg}); nothing was changed: rebuild on the current version"
+        ) from None

@@ -1,0 +1,398 @@
+"""``build_index``: Lance's own ``MINHASHLSH`` index, written by this package's engine.
+
+One build writes one segment, ``_indices/<uuid>/{signatures,bands}.lance`` (contract §2),
+and registers it with one ``CreateIndex`` commit on top of the version it read
+(removing the column's earlier MinHash segments when replacing), so Lance itself
+answers ``MinHashQuery`` with it and other readers see either the old index or the new
+one, never a mix.
+
+Steps: validate everything (dataset, column, parameters, names, limits, room for spill
+files) before writing anything; stream ``scan_text`` batches in scan order, sign them
+(parallel numba kernel), keep the rows with a signature (doc id = running count),
+append them to ``signatures.lance`` and hand their band keys to the sorter
+(:mod:`.spill`); write the band rows in global ``(band_key, doc_id)`` order to
+``bands.lance``; commit.
+
+Rules decided here:
+
+* An **all-NULL column**, or one where no row has a token, is refused with
+  :class:`DatasetError` (Lance would commit an empty index that can never answer). This is
+  known only after the scan; the segment folder is then removed and nothing is committed.
+* ``rows_without_tokens`` counts NULL rows and rows whose text has no token.
+* ``replace=True`` removes every MinHash segment of the column (whatever its index
+  name); with ``name=None`` the new index keeps the existing MinHash index's name, else
+  ``<column>_idx`` as Lance names it. An index of another type with the target name is
+  always an error, as is ``replace=False`` when the column has a MinHash index.
+* More rows than :data:`MAX_SEGMENT_ROWS` (doc ids are u32) is refused from
+  ``count_rows()`` before any work.
+
+Atomicity: on any exception (``KeyboardInterrupt`` included) the new segment folder
+and the spill folder are removed and nothing is committed. Against ``kill -9`` each
+build records a marker ``<tmp>/lance-minhash-builds-<uid>/<segment uuid>.json``
+(dataset URI, segment path, spill folder, pid, process start, start time, version read);
+every build first removes the leftovers of dead builds on the same dataset whose
+segment no manifest references (the latest one, and every version after the one the
+dead build read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
+from ..io import manifest
+from ..io.details import TYPE_URL
+from ..io.scan import open_dataset, scan_text, text_field
+from ..io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWriter
+from ..params import MAX_SEGMENT_ROWS, MinHashParams
+from .sign import signer_for
+from .spill import SPILL_PREFIX, BandSorter, plan_sort
+
+__all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers"]
+
+_WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What ``minhash_build`` returns as one row."""
+
+    index_name: str
+    column: str
+    num_hashes: int
+    num_bands: int
+    rows_per_band: int
+    shingle_size: int
+    tokenizer: str  # JSON of the tokenizer options
+    segments: int
+    rows_indexed: int
+    rows_without_tokens: int
+    seconds: float
+    bytes: int
+    dataset_version: int
+    segment_uuids: tuple[str, ...]
+    spilled_bytes: int
+
+
+# --------------------------------------------------------------------------- markers
+
+
+def marker_dir() -> str:
+    """The per-user folder of in-progress build markers."""
+    uid = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    return os.path.join(tempfile.gettempdir(), f"lance-minhash-builds-{uid}")
+
+
+def _proc_start(pid: int) -> str | None:
+    """Start time of a process in clock ticks (Linux), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, proc_start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    if proc_start is not None:
+        now = _proc_start(pid)
+        if now is not None and now != proc_start:
+            return False  # the pid was reused by another process
+    return True
+
+
+def _write_marker(path: str, record: dict) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
+
+
+def _remove_quietly(path: str | None) -> None:
+    if path is None:
+        return
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def cleanup_leftovers(uri: str, storage_options: dict | None = None) -> list[str]:
+    """Remove segment and spill folders of dead builds of ``uri``; returns the removed
+    segment folders. A folder any manifest version after the dead build's read version
+    references is kept (only its marker goes)."""
+    folder = marker_dir()
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    removed = []
+    referenced = None
+    for fname in names:
+        if not fname.endswith(".json"):
+            continue
+        mpath = os.path.join(folder, fname)
+        try:
+            with open(mpath) as f:
+                rec = json.load(f)
+            if rec.get("dataset") != uri:
+                continue
+            if _alive(int(rec["pid"]), rec.get("proc_start")):
+                continue
+            seg_uuid = str(rec["uuid"])
+            seg_path = str(rec["segment"])
+            expected = os.path.join(uri, "_indices", seg_uuid)
+            if os.path.normpath(seg_path) != os.path.normpath(expected) or fname != f"{seg_uuid}.json":
+                continue  # not a marker this module wrote: leave it alone
+            if referenced is None or rec.get("read_version") is not None:
+                referenced = manifest.referenced_index_uuids(uri, rec.get("read_version"), storage_options)
+            if seg_uuid not in referenced and os.path.isdir(seg_path):
+                shutil.rmtree(seg_path)
+                removed.append(seg_path)
+            spill = rec.get("spill")
+            if spill and os.path.basename(os.path.normpath(spill)).startswith(SPILL_PREFIX):
+                shutil.rmtree(spill, ignore_errors=True)
+            _remove_quietly(mpath)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"lance_minhash_sql: could not clean up build marker {mpath}: {exc}", stacklevel=2)
+    return removed
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _resolve_dataset(dataset: Any, storage_options: dict | None):
+    if manifest.is_lance_dataset(dataset):
+        return dataset
+    if isinstance(dataset, os.PathLike):
+        dataset = os.fspath(dataset)
+    if not isinstance(dataset, str):
+        raise InvalidInputError(
+            f"dataset={dataset!r} must be a dataset path / URI string or a lance.LanceDataset")
+    return open_dataset(dataset, storage_options=storage_options)
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name}={value!r} must be true or false")
+    return bool(value)
+
+
+def _target(ds, column: str, name: str | None, replace: bool) -> tuple[str, list]:
+    """The index name to write and the MinHash segments it replaces."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise InvalidParameterError(f"name={name!r} must be a non-empty index name, or None for '{column}_idx'")
+    entries = manifest.index_entries(ds)
+    existing = [e for e in entries if e.type_url == TYPE_URL and column in e.columns]
+    if existing and not replace:
+        e = existing[0]
+        raise DatasetError(
+            f"column {column!r} of dataset {ds.uri!r} already has a MinHash index {e.name!r} "
+            f"({len(e.segment_uuids)} segment(s)) and replace=False; pass replace=True to rebuild it")
+    target = name if name is not None else (existing[0].name if existing else manifest.default_index_name(column))
+    for e in entries:
+        if e.name != target:
+            continue
+        if e.type_url != TYPE_URL:
+            raise DatasetError(
+                f"dataset {ds.uri!r} already has an index named {target!r} of type {e.index_type} on "
+                f"{list(e.columns)}; a MinHash index cannot replace it: pass another name= or drop that index")
+        if column not in e.columns:
+            raise DatasetError(
+                f"dataset {ds.uri!r} already has a MinHash index named {target!r} on column(s) "
+                f"{list(e.columns)}, not {column!r}; pass another name=")
+    return target, manifest.minhash_segments(ds, column)
+
+
+# --------------------------------------------------------------------------- build
+
+
+def _bar(enabled: bool, total: int, desc: str, unit: str = "rows"):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True)
+
+
+class _Writer:
+    """One background thread for a file writer (LanceFileWriter releases the GIL), with
+    at most ``depth`` calls waiting; errors surface in the caller's thread."""
+
+    def __init__(self, depth: int, bar=None):
+        self.depth = depth
+        self.bar = bar
+        self.pending: deque = deque()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minhash-writer")
+
+    def submit(self, fn, *args, rows: int = 0) -> None:
+        self.pending.append((self.pool.submit(fn, *args), rows))
+        while len(self.pending) > self.depth:
+            self._pop()
+
+    def _pop(self) -> None:
+        fut, rows = self.pending.popleft()
+        fut.result()
+        if self.bar is not None and rows:
+            self.bar.update(rows)
+
+    def drain(self) -> None:
+        while self.pending:
+            self._pop()
+
+    def close(self) -> None:
+        for fut, _ in self.pending:
+            fut.cancel()
+        self.pending.clear()
+        self.pool.shutdown(wait=True)
+        if self.bar is not None:
+            self.bar.close()
+
+
+def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int | None = None,
+                shingle_size: int = 3, threshold: float | None = None, tokenizer=None,
+                replace: bool = True, name: str | None = None, memory_limit=None,
+                temp_dir: str | None = None, storage_options: dict | None = None,
+                progress: bool = False) -> BuildResult:
+    """Build a MinHash LSH index on ``column``: Lance's own ``MINHASHLSH`` format, committed.
+
+    ``dataset`` is a URI string or an opened ``lance.LanceDataset`` (the build reads that
+    version and commits on top of it). ``num_bands`` defaults to 16, or to the best
+    ``(b, r)`` for ``threshold`` when given. ``tokenizer`` is a mapping / JSON of
+    :class:`~lance_minhash_sql.params.TokenizerParams` options. ``memory_limit`` (bytes or
+    e.g. ``'512MiB'``) bounds the band sort; beyond it the sort spills to ``temp_dir``.
+
+    Raises :class:`DatasetError` (missing dataset or column, not a string column, no rows,
+    no row with tokens, conflicting index), :class:`InvalidParameterError`,
+    :class:`ResourceLimitError` (too many rows, no room for spill files); the dataset is
+    then unchanged.
+    """
+    t0 = time.perf_counter()
+    ds = _resolve_dataset(dataset, storage_options)
+    text_field(ds, column)
+    params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
+    replace = _check_bool("replace", replace)
+    progress = _check_bool("progress", progress)
+    index_name, old_segments = _target(ds, column, name, replace)
+    total_rows = int(ds.count_rows())
+    if total_rows == 0:
+        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
+    if total_rows > MAX_SEGMENT_ROWS:
+        raise ResourceLimitError(
+            f"dataset {ds.uri!r} has {total_rows:,} rows, but one MinHash segment holds at most "
+            f"{MAX_SEGMENT_ROWS:,} (doc ids are u32); build per-fragment segments (fragment subsets of "
+            f"fewer rows) and commit them together")
+    plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir)
+    frags = manifest.fragment_ids(ds)
+    uri = ds.uri
+
+    cleanup_leftovers(uri, storage_options)
+
+    seg = None
+    sorter = None
+    marker = None
+    committed = False
+    commit_tried = False
+    try:
+        seg = manifest.new_segment(ds, frags, params)
+        sorter = BandSorter(plan)
+        marker = os.path.join(marker_dir(), f"{seg.uuid}.json")
+        _write_marker(marker, {
+            "dataset": uri, "uuid": seg.uuid, "segment": seg.path, "spill": sorter.spill_dir,
+            "pid": os.getpid(), "proc_start": _proc_start(os.getpid()), "started": time.time(),
+            "read_version": int(ds.version)})
+
+        signer = signer_for(params)
+        sig_writer = SignaturesWriter(seg.path, params, storage_options)
+        scanned = nulls = signed = 0
+        # signatures.lance is written on a second thread while the next batch is signed
+        writer = _Writer(2, _bar(progress, total_rows, "signing"))
+        try:
+            for rowids, texts in scan_text(ds, column):
+                sigs, has = signer.sign(texts)
+                n = len(texts)
+                scanned += n
+                nulls += texts.null_count
+                if not has.all():
+                    keep = np.flatnonzero(has)
+                    sigs, rowids = sigs[keep], rowids[keep]
+                if len(sigs):
+                    sorter.add(signer.band_keys(sigs))
+                    signed += len(sigs)
+                    writer.submit(sig_writer.write, rowids, sigs, rows=n)
+                elif writer.bar is not None:
+                    writer.bar.update(n)
+            writer.drain()
+        finally:
+            writer.close()
+        if signed == 0:
+            what = (f"is NULL in all {scanned:,} rows" if nulls == scanned else
+                    f"has no tokens in any of its {scanned:,} rows ({nulls:,} NULL, the rest empty or "
+                    f"without words for tokenizer {params.tokenizer.base_tokenizer!r})")
+            raise DatasetError(
+                f"column {column!r} of dataset {uri!r} {what}: the index would be empty and answer "
+                "nothing; index a column with text (or another tokenizer)")
+        sig_writer.close()
+
+        bands_writer = BandsWriter(seg.path, params, num_docs=signed, storage_options=storage_options)
+        # one group of sorted bands is written while the next group is sorted
+        writer = _Writer(sorter.plan.threads, _bar(progress, signed * params.num_bands, "writing bands"))
+        try:
+            for keys, docs in sorter.sorted_chunks():
+                for s in range(0, len(keys), _WRITE_CHUNK):
+                    e = min(s + _WRITE_CHUNK, len(keys))
+                    writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
+            writer.drain()
+        finally:
+            writer.close()
+        bands_writer.close()
+        spilled = sorter.spilled_bytes
+        sorter.close()
+
+        size = sum(os.path.getsize(os.path.join(seg.path, f)) for f in (SIGNATURES_FILE, BANDS_FILE))
+        commit_tried = True
+        new_ds = manifest.commit_replacing(ds, index_name, column, [seg], removed=old_segments,
+                                           storage_options=storage_options)
+        committed = True
+    finally:
+        if sorter is not None:
+            sorter.close()
+        if seg is not None and not committed:
+            keep = False
+            if commit_tried:  # never delete what a manifest references
+                try:
+                    keep = seg.uuid in manifest.referenced_index_uuids(uri, None, storage_options)
+                except Exception:  # cannot tell: keep the folder, a later cleanup decides
+                    keep = True
+            if not keep:
+                shutil.rmtree(seg.path, ignore_errors=True)
+        if marker is not None and (committed or not os.path.isdir(seg.path)):
+            _remove_quietly(marker)
+
+    return BuildResult(
+        index_name=index_name, column=column, num_hashes=params.num_hashes,
+        num_bands=params.num_bands, rows_per_band=params.rows_per_band,
+        shingle_size=params.shingle_size, tokenizer=json.dumps(params.tokenizer.to_dict()),
+        segments=1, rows_indexed=signed, rows_without_tokens=scanned - signed,
+        seconds=time.perf_counter() - t0, bytes=size, dataset_version=int(new_ds.version),
+        segment_uuids=(seg.uuid,), spilled_bytes=spilled)

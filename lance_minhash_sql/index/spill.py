@@ -1,0 +1,390 @@
+"""Sorting the build's band rows within a memory budget, spilling to disk when needed.
+
+A build hands :class:`BandSorter` each batch's band keys (``uint64[n, b]``, doc ids
+continuing from the running count) and then reads every ``(band_key, doc_id)`` row back
+in global ``(band_key, doc_id)`` order, ready for ``BandsWriter``.
+
+**Budget.** ``memory_limit`` bytes if given, else the environment variable
+``LANCE_MEM_POOL_SIZE`` (the variable Lance's own build reads), else 2 GiB. It bounds
+the sort's working set: the band rows held for sorting (12 bytes each: u64 key, u32 doc)
+plus the radix sort's scratch (12 bytes per row of each run being sorted, one run per
+thread). It does not count the scan batch in flight, the file writers or the process
+baseline (numba, pyarrow, lance: about 200 MB).
+
+* **In memory** when ``rows * bands * 12 + min(threads, bands) * rows * 12`` fits (rows
+  from ``count_rows()``, an upper bound on the rows signed): all band keys are kept,
+  each band is radix-sorted on its own, bands in parallel.
+* **Spill** otherwise: rows are partitioned by key prefix, band id (top byte) plus the
+  next ``p`` bits, with ``p`` chosen so that ``threads`` partitions of the expected size
+  fit at once; each batch's rows are appended to per-partition files in a private temp
+  folder (``temp_dir`` or ``$TMPDIR``). Then partitions are loaded, sorted and emitted
+  one group at a time in key order: partitions are contiguous key ranges, so their
+  concatenation is globally sorted. A partition that still does not fit (a giant bucket
+  of near-duplicates) is split again on the next differing key bits, streamed in
+  budget-sized chunks; a partition holding a single key is already in doc order and is
+  streamed as it is.
+
+Before spilling, the spill size (``rows * bands * 12``, an upper bound) is checked
+against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (bytes, default 100 GiB; integers or sizes such
+as ``512MiB``, ``2GB``) and the free space of the temp folder; if it does not fit,
+:func:`plan_sort` raises :class:`ResourceLimitError` before anything is written. The temp
+folder is always removed (:meth:`BandSorter.close`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+import numba
+import numpy as np
+
+from ..errors import InvalidParameterError, ResourceLimitError
+from ..kernels import sort as ks
+
+__all__ = [
+    "ENV_MEMORY",
+    "ENV_MAX_TEMP",
+    "DEFAULT_MEMORY_BUDGET",
+    "DEFAULT_MAX_TEMP_SIZE",
+    "MIN_MEMORY_BUDGET",
+    "ROW_BYTES",
+    "parse_bytes",
+    "memory_budget",
+    "max_temp_size",
+    "in_memory_bytes",
+    "SortPlan",
+    "plan_sort",
+    "BandSorter",
+]
+
+ENV_MEMORY = "LANCE_MEM_POOL_SIZE"
+ENV_MAX_TEMP = "LANCE_MAX_TEMP_DIRECTORY_SIZE"
+DEFAULT_MEMORY_BUDGET = 2 << 30
+DEFAULT_MAX_TEMP_SIZE = 100 << 30
+MIN_MEMORY_BUDGET = 64 << 10
+ROW_BYTES = 12  # u64 band_key + u32 doc_id
+MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
+SPILL_PREFIX = "lance-minhash-spill-"
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(value, name: str) -> int:
+    """Bytes from an integer or a size string: ``1048576``, ``512MiB``, ``2GB``, ``1.5 GiB``.
+
+    ``KB``/``MB``/``GB``/``TB`` are powers of 1000, ``KiB``/``MiB``/``GiB``/``TiB`` and a
+    bare ``K``/``M``/``G``/``T`` powers of 1024 (case-insensitive).
+
+    >>> parse_bytes("512MiB", "memory_limit"), parse_bytes("2GB", "x"), parse_bytes(4096, "x")
+    (536870912, 2000000000, 4096)
+    """
+    fix = "use a positive number of bytes or a size such as '512MiB' or '2GB'"
+    if isinstance(value, bool):
+        raise InvalidParameterError(f"{name}={value!r} is not a size; {fix}")
+    if isinstance(value, (int, np.integer)):
+        n = int(value)
+    elif isinstance(value, str):
+        m = _SIZE.match(value)
+        unit = m.group(2).lower() if m else None
+        if m is None or unit not in _UNITS:
+            raise InvalidParameterError(
+                f"{name}={value!r} is not a size: expected a number with an optional unit among "
+                f"B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; {fix}")
+        n = int(float(m.group(1)) * _UNITS[unit])
+    else:
+        raise InvalidParameterError(f"{name}={value!r} is not a size; {fix}")
+    if n <= 0:
+        raise InvalidParameterError(f"{name}={value!r} must be positive; {fix}")
+    return n
+
+
+def memory_budget(memory_limit=None) -> int:
+    """The sort budget in bytes: ``memory_limit``, else ``$LANCE_MEM_POOL_SIZE``, else 2 GiB."""
+    if memory_limit is not None:
+        n, name = parse_bytes(memory_limit, "memory_limit"), "memory_limit"
+    elif os.environ.get(ENV_MEMORY, "").strip():
+        n, name = parse_bytes(os.environ[ENV_MEMORY], f"${ENV_MEMORY}"), f"${ENV_MEMORY}"
+    else:
+        return DEFAULT_MEMORY_BUDGET
+    if n < MIN_MEMORY_BUDGET:
+        raise InvalidParameterError(
+            f"{name}={n} bytes is below the minimum of {MIN_MEMORY_BUDGET} bytes (64 KiB) for sorting "
+            "band rows; use e.g. '512MiB'")
+    return n
+
+
+def max_temp_size() -> int:
+    """``$LANCE_MAX_TEMP_DIRECTORY_SIZE`` in bytes, default 100 GiB."""
+    raw = os.environ.get(ENV_MAX_TEMP, "").strip()
+    return parse_bytes(raw, f"${ENV_MAX_TEMP}") if raw else DEFAULT_MAX_TEMP_SIZE
+
+
+def in_memory_bytes(rows: int, bands: int, threads: int) -> int:
+    """Working set of the in-memory sort: all band rows plus one run's scratch per thread."""
+    return rows * bands * ROW_BYTES + min(threads, bands) * rows * ROW_BYTES
+
+
+def _threads() -> int:
+    return max(1, int(numba.get_num_threads()))
+
+
+def _fmt(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class SortPlan:
+    """How the band rows of a build will be sorted."""
+
+    rows: int  # upper bound on the rows signed (count_rows)
+    bands: int
+    budget: int
+    threads: int
+    in_memory: bool
+    prefix_bits: int = 0  # spill: key bits after the band byte that pick a partition
+    temp_dir: str | None = None
+    spill_bytes: int = 0  # upper bound on the bytes spilled
+
+
+def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = None,
+              threads: int | None = None) -> SortPlan:
+    """Choose in-memory or spill; for a spill, check the temp folder's room first."""
+    budget = memory_budget(memory_limit)
+    threads = threads or _threads()
+    if temp_dir is not None and (not isinstance(temp_dir, (str, os.PathLike)) or not os.path.isdir(temp_dir)):
+        raise InvalidParameterError(
+            f"temp_dir={temp_dir!r} is not a directory; pass an existing folder for spill files")
+    if in_memory_bytes(rows, bands, threads) <= budget:
+        return SortPlan(rows, bands, budget, threads, True)
+    folder = os.fspath(temp_dir) if temp_dir is not None else tempfile.gettempdir()
+    spill = rows * bands * ROW_BYTES
+    limit = max_temp_size()
+    if spill > limit:
+        raise ResourceLimitError(
+            f"sorting {rows:,} rows x {bands} bands needs up to {_fmt(spill)} of spill files "
+            f"(the band rows do not fit memory_limit={_fmt(budget)}), above "
+            f"{ENV_MAX_TEMP}={_fmt(limit)}; raise {ENV_MAX_TEMP} or memory_limit, or build the "
+            "index per fragment (smaller segments)")
+    free = shutil.disk_usage(folder).free
+    if spill > free:
+        raise ResourceLimitError(
+            f"sorting {rows:,} rows x {bands} bands needs up to {_fmt(spill)} of spill files, but "
+            f"{folder!r} has {_fmt(free)} free; pass temp_dir= on a larger disk, raise "
+            "memory_limit, or build the index per fragment")
+    # threads partitions of the expected size must fit at once (with their scratch);
+    # a factor 2 of slack for the spread of hash prefixes
+    part_rows = max(1, budget // (2 * ROW_BYTES * threads))
+    p = max(0, math.ceil(math.log2(max(1.0, 2.0 * rows / part_rows))))
+    p = min(p, 56, int(math.log2(MAX_PARTITIONS // bands)))  # bands <= 256: at least 4 bits
+    return SortPlan(rows, bands, budget, threads, False, p, folder, spill)
+
+
+@dataclass
+class _Part:
+    base: str  # path without suffix: <base>.keys, <base>.docs
+    rows: int
+    kmin: int
+    kmax: int
+
+
+def _append(path: str, array: np.ndarray) -> None:
+    with open(path, "ab") as f:
+        array.tofile(f)
+
+
+def _read_into(path: str, out: np.ndarray) -> None:
+    with open(path, "rb") as f:
+        view = memoryview(out).cast("B")
+        got = f.readinto(view)
+    if got != view.nbytes:
+        raise OSError(f"spill file {path} is truncated ({got} of {view.nbytes} bytes)")
+
+
+def _remove(part: _Part) -> None:
+    for suffix in (".keys", ".docs"):
+        try:
+            os.remove(part.base + suffix)
+        except FileNotFoundError:
+            pass
+
+
+class BandSorter:
+    """Collects band rows batch by batch; :meth:`sorted_chunks` returns them in order."""
+
+    def __init__(self, plan: SortPlan):
+        self.plan = plan
+        self.rows = 0
+        self.spilled_bytes = 0
+        self.spill_dir: str | None = None
+        b = plan.bands
+        if plan.in_memory:
+            self._keys = ks.empty_u64(b * plan.rows)
+        else:
+            self.spill_dir = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=plan.temp_dir)
+            self._nparts = b << plan.prefix_bits
+            self._shift = 56 - plan.prefix_bits
+            self._counts = np.zeros(self._nparts, dtype=np.int64)
+            self._kmin = np.full(self._nparts, np.iinfo(np.uint64).max, dtype=np.uint64)
+            self._kmax = np.zeros(self._nparts, dtype=np.uint64)
+
+    # ------------------------------------------------------------------ collect
+
+    def add(self, keys: np.ndarray) -> None:
+        """Band keys ``uint64[n, b]`` of the next ``n`` docs (doc ids ``rows .. rows + n - 1``)."""
+        n = keys.shape[0]
+        if n == 0:
+            return
+        if keys.shape[1] != self.plan.bands:
+            raise ValueError(f"band key batch has {keys.shape[1]} bands, expected {self.plan.bands}")
+        if self.rows + n > self.plan.rows:
+            raise ResourceLimitError(
+                f"the scan produced more than the {self.plan.rows:,} rows counted before the build; "
+                "the dataset changed during the build: retry")
+        if self.plan.in_memory:
+            ks.scatter_bands(np.ascontiguousarray(keys, dtype=np.uint64), self._keys, self.plan.rows, self.rows)
+        else:
+            bounds, pk, pd, kmin, kmax = ks.partition_band_rows(
+                np.ascontiguousarray(keys, dtype=np.uint64), self.rows, self._shift, self._nparts)
+            for p in np.flatnonzero(np.diff(bounds)):
+                s, e = bounds[p], bounds[p + 1]
+                base = self._base(int(p))
+                _append(base + ".keys", pk[s:e])
+                _append(base + ".docs", pd[s:e])
+            self._counts += np.diff(bounds)
+            np.minimum(self._kmin, kmin, out=self._kmin)
+            np.maximum(self._kmax, kmax, out=self._kmax)
+            self.spilled_bytes += len(pk) * ROW_BYTES
+        self.rows += n
+
+    def _base(self, p: int) -> str:
+        return os.path.join(self.spill_dir, f"p{p:05d}")
+
+    # ------------------------------------------------------------------ emit
+
+    def sorted_chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(band_key u64, doc_id u32)`` chunks in global ``(band_key, doc_id)`` order."""
+        if self.plan.in_memory:
+            yield from self._in_memory()
+        else:
+            parts = [_Part(self._base(p), int(self._counts[p]), int(self._kmin[p]), int(self._kmax[p]))
+                     for p in range(self._nparts) if self._counts[p]]
+            yield from self._emit(parts)
+
+    def _in_memory(self):
+        """Bands sorted ``threads`` at a time; each group's doc ids get a fresh buffer, so a
+        consumer may still hold the previous group while the next one is sorted."""
+        b, cap, n = self.plan.bands, self.plan.rows, self.rows
+        if n == 0:
+            return
+        t = self.plan.threads
+        for g in range(0, b, t):
+            m = min(t, b - g)
+            keys = self._keys[g * cap:(g + m) * cap]
+            starts = np.arange(m, dtype=np.int64) * cap
+            lengths = np.full(m, n, dtype=np.int64)
+            docs = ks.empty_u32(m * cap)
+            ks.fill_doc_ids(docs, starts, lengths)
+            ks.sort_runs(keys, docs, starts, lengths, ks.DIGIT_BITS, t)
+            for s in starts:
+                yield keys[s:s + n], docs[s:s + n]
+
+    def _fits(self, total: int, longest: int, count: int) -> bool:
+        scratch = min(self.plan.threads, count) * longest
+        return (total + scratch) * ROW_BYTES <= self.plan.budget
+
+    def _emit(self, parts: list[_Part]):
+        group: list[_Part] = []
+        total = longest = 0
+        for part in parts:
+            if not self._fits(part.rows, part.rows, 1):
+                yield from self._emit_group(group)
+                group, total, longest = [], 0, 0
+                yield from self._emit_oversized(part)
+                continue
+            if group and not self._fits(total + part.rows, max(longest, part.rows), len(group) + 1):
+                yield from self._emit_group(group)
+                group, total, longest = [], 0, 0
+            group.append(part)
+            total += part.rows
+            longest = max(longest, part.rows)
+        yield from self._emit_group(group)
+
+    def _emit_group(self, group: list[_Part]):
+        if not group:
+            return
+        lengths = np.array([p.rows for p in group], dtype=np.int64)
+        starts = np.zeros(len(group), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        total = int(lengths.sum())
+        keys = ks.empty_u64(total)
+        docs = ks.empty_u32(total)
+        for part, s, n in zip(group, starts, lengths):
+            _read_into(part.base + ".keys", keys[s:s + n])
+            _read_into(part.base + ".docs", docs[s:s + n])
+            _remove(part)
+        ks.sort_runs(keys, docs, starts, lengths, ks.DIGIT_BITS, self.plan.threads)
+        for s, n in zip(starts, lengths):
+            yield keys[s:s + n], docs[s:s + n]
+
+    def _chunks(self, part: _Part, chunk_rows: int):
+        with open(part.base + ".keys", "rb") as fk, open(part.base + ".docs", "rb") as fd:
+            for s in range(0, part.rows, chunk_rows):
+                n = min(chunk_rows, part.rows - s)
+                k = np.fromfile(fk, dtype=np.uint64, count=n)
+                d = np.fromfile(fd, dtype=np.uint32, count=n)
+                if len(k) != n or len(d) != n:
+                    raise OSError(f"spill file {part.base} is truncated")
+                yield k, d
+
+    def _emit_oversized(self, part: _Part):
+        """A partition larger than the budget: stream it if it holds one key, else split it."""
+        chunk_rows = max(1, self.plan.budget // (2 * ROW_BYTES))
+        if part.kmin == part.kmax:  # one bucket: doc ids were appended ascending
+            yield from self._chunks(part, chunk_rows)
+            _remove(part)
+            return
+        high = (part.kmin ^ part.kmax).bit_length()  # keys share every bit from `high` up
+        bits = min(8, high)
+        shift = high - bits
+        nsub = 1 << bits
+        counts = np.zeros(nsub, dtype=np.int64)
+        kmin = np.full(nsub, np.iinfo(np.uint64).max, dtype=np.uint64)
+        kmax = np.zeros(nsub, dtype=np.uint64)
+        subs = [f"{part.base}.{q:03d}" for q in range(nsub)]
+        for k, d in self._chunks(part, chunk_rows):
+            bounds, sk, sd, cmin, cmax = ks.split_pairs(k, d, shift, nsub - 1, nsub)
+            for q in np.flatnonzero(np.diff(bounds)):
+                s, e = bounds[q], bounds[q + 1]
+                _append(subs[q] + ".keys", sk[s:e])
+                _append(subs[q] + ".docs", sd[s:e])
+            counts += np.diff(bounds)
+            np.minimum(kmin, cmin, out=kmin)
+            np.maximum(kmax, cmax, out=kmax)
+            self.spilled_bytes += len(k) * ROW_BYTES
+        _remove(part)
+        yield from self._emit([_Part(subs[q], int(counts[q]), int(kmin[q]), int(kmax[q]))
+                               for q in range(nsub) if counts[q]])
+
+    # ------------------------------------------------------------------ cleanup
+
+    def close(self) -> None:
+        """Free the keys and remove the spill folder (idempotent)."""
+        self._keys = None
+        if self.spill_dir is not None:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+            self.spill_dir = None
