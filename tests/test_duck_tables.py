@@ -1,0 +1,92 @@
+"""The table macros in SQL: minhash_build, minhash_indexes (search is in test_duck_search.py)."""
+
+from __future__ import annotations
+
+import duckdb
+import lance
+import pyarrow as pa
+import pytest
+from lance.indices import IndexConfig
+from lance.query import MinHashQuery
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.corpus import generate_texts, write_corpus
+from lance_minhash_sql.params import MinHashParams, optimal_bands
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    uri = str(tmp_path / "corpus.lance")
+    write_corpus(uri, 3000, rows_per_fragment=1000)
+    return uri
+
+
+@pytest.fixture
+def con():
+    return lms.connect()
+
+
+def test_build_returns_one_row_and_lance_answers(con, corpus, tmp_path):
+    row = con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text')").fetchall()
+    names = [d[0] for d in con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text')").description]
+    assert names == ["index_name", "column", "num_hashes", "num_bands", "rows_per_band", "shingle_size",
+                     "tokenizer", "segments", "rows_indexed", "rows_without_tokens", "seconds", "bytes",
+                     "dataset_version"]
+    r = dict(zip(names, row[0]))
+    assert (r["index_name"], r["column"], r["num_hashes"], r["num_bands"], r["rows_per_band"]) == \
+        ("text_idx", "text", 128, 16, 8)
+    assert r["rows_indexed"] == 3000 and r["rows_without_tokens"] == 0 and r["segments"] == 1 and r["bytes"] > 0
+    ds = lance.dataset(corpus)
+    (desc,) = ds.describe_indices()
+    assert desc.type_url == "/lance.index.pb.MinHashLshIndexDetails" and desc.num_rows_indexed == 3000
+    # the same data indexed by Lance itself answers identically
+    native = lance.write_dataset(ds.to_table(), str(tmp_path / "native.lance"), max_rows_per_file=1000)
+    native.create_scalar_index("text", IndexConfig("MINHASHLSH", {}))
+    native = lance.dataset(str(tmp_path / "native.lance"))
+    for q in generate_texts(0, 25).to_pylist():
+        kw = dict(limit=10, with_row_id=True, columns=["id", "_distance"])
+        assert ds.to_table(nearest=MinHashQuery(q, "text"), **kw).equals(
+            native.to_table(nearest=MinHashQuery(q, "text"), **kw))
+
+
+def test_build_parameters_threshold_and_tokenizer(con, corpus):
+    con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text', num_hashes := 64, shingle_size := 2, "
+            "threshold := 0.9, tokenizer := {'base_tokenizer': 'whitespace'})").fetchall()
+    (seg,) = con.sql(f"SELECT num_hashes, num_bands, rows_per_band, shingle_size, tokenizer, fragment_ids, \"rows\" "
+                     f"FROM minhash_indexes('{corpus}')").fetchall()
+    b, r = optimal_bands(0.9, 64)
+    assert seg[:4] == (64, b, r, 2)
+    assert '"base_tokenizer": "whitespace"' in seg[4]
+    assert seg[5] == [0, 1, 2] and seg[6] == 3000
+    details = lance.dataset(corpus).describe_indices()[0].details
+    assert details["num_hashes"] == 64 and details["tokenizer"]["base_tokenizer"] == "whitespace"
+
+
+def test_indexes_of_a_dataset_without_index(con, corpus):
+    assert con.sql(f"SELECT count(*) FROM minhash_indexes('{corpus}')").fetchall() == [(0,)]
+
+
+def test_build_replace_false_and_errors_change_nothing(con, corpus):
+    con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text')").fetchall()
+    version = lance.dataset(corpus).version
+    cases = [
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := false)", "DatasetError", "replace"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'nope')", "DatasetError", "'nope'"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'id')", "DatasetError", "string"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', num_bands := 7)", "InvalidParameterError", "num_bands=7"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', num_hashes := NULL)", "InvalidInputError", "num_hashes"),
+        (f"SELECT * FROM minhash_build(NULL, 'text')", "InvalidInputError", "dataset"),
+        (f"SELECT * FROM minhash_build('{corpus}/missing.lance', 'text')", "DatasetError", "missing.lance"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{\"stem\": true}}')",
+         "InvalidParameterError", "stem"),
+    ]
+    for sql, cls, fragment in cases:
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(sql).fetchall()
+        assert cls in str(info.value) and fragment in str(info.value), sql
+    assert lance.dataset(corpus).version == version
+
+
+def test_build_is_not_run_at_plan_time(con, corpus):
+    con.sql(f"EXPLAIN SELECT * FROM minhash_build('{corpus}', 'text')").fetchall()
+    assert lance.dataset(corpus).describe_indices() == []
