@@ -33,6 +33,9 @@ __all__ = [
     "INDEX_VERSION",
     "DEFAULT_PAGE_ROWS",
     "MAX_SEGMENT_ROWS",
+    "DEFAULT_MEMORY_BUDGET",
+    "MIN_MEMORY_BUDGET",
+    "DEFAULT_MAX_TEMP_SIZE",
     "BASE_TOKENIZERS",
     "LANGUAGES",
     "TokenizerParams",
@@ -52,6 +55,9 @@ SIGNATURE_VERSION = 0
 INDEX_VERSION = 0
 DEFAULT_PAGE_ROWS = 4096
 MAX_SEGMENT_ROWS = 2**32  # doc ids are u32
+DEFAULT_MEMORY_BUDGET = 2 << 30  # band sort budget of a build; $LANCE_MEM_POOL_SIZE overrides
+MIN_MEMORY_BUDGET = 64 << 10
+DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
 
 # Base tokenizers whose token streams this package reproduces exactly.
 BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram")

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, ResourceLimitError
 from ..kernels import sort as ks
+from ..params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 
 __all__ = [
     "ENV_MEMORY",
@@ -65,9 +66,6 @@ __all__ = [
 
 ENV_MEMORY = "LANCE_MEM_POOL_SIZE"
 ENV_MAX_TEMP = "LANCE_MAX_TEMP_DIRECTORY_SIZE"
-DEFAULT_MEMORY_BUDGET = 2 << 30
-DEFAULT_MAX_TEMP_SIZE = 100 << 30
-MIN_MEMORY_BUDGET = 64 << 10
 ROW_BYTES = 12  # u64 band_key + u32 doc_id
 MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
 SPILL_PREFIX = "lance-minhash-spill-"
