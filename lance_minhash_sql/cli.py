@@ -46,6 +46,23 @@ DEMO_QUERIES = [
 ]
 
 
+INDEX_QUERIES = [
+    ("Build Lance's MinHash LSH index on the text column (our engine, Lance's format)",
+     """SELECT index_name, num_hashes, num_bands, rows_per_band, rows_indexed, round(seconds, 2) AS seconds,
+               bytes FROM minhash_build({uri}, 'text')"""),
+    ("The index as the dataset manifest records it",
+     "SELECT segment_uuid, fragment_ids, \"rows\", bytes FROM minhash_indexes({uri})"),
+    ("Top-5 near-duplicates of document 14 (an edited copy of document 0), with the dataset's own columns",
+     """SELECT id, source_id, edit, left(text, 40) AS text, _distance
+        FROM minhash_search({uri}, 'text', {query}, 5)"""),
+    ("Batch search: the best match of 5 documents, one LATERAL statement",
+     """SELECT q.id AS query_id, s._rowid, round(1 - s._distance, 3) AS similarity
+        FROM (SELECT id, text FROM corpus WHERE id IN (7, 14, 20, 23, 32)) q,
+             LATERAL minhash_search_ids({uri}, 'text', q.text, 2) s
+        WHERE s._rowid <> q.id ORDER BY q.id, s._distance"""),
+]
+
+
 def _print_result(con, title: str, sql: str, out) -> None:
     out(f"\n-- {title}")
     out(con.sql(sql).__str__().rstrip())
@@ -66,6 +83,12 @@ def cmd_demo(args) -> int:
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:
         _print_result(con, title, sql, print)
+    def literal(s: str) -> str:
+        return "'" + s.replace("'", "''") + "'"
+
+    (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
+    for title, sql in INDEX_QUERIES:
+        _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
     return 0
 
 

@@ -170,6 +170,18 @@ def _check_query(fn: str, value) -> str:
     return value
 
 
+def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], type_: pa.DataType) -> pa.Array:
+    """``n`` lists of structs: hit ``j`` goes to input row ``row_of_hit[j]`` (hits of a row in order)."""
+    order = np.argsort(row_of_hit, kind="stable")
+    counts = np.bincount(row_of_hit, minlength=n) if len(row_of_hit) else np.zeros(n, np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    take = pa.array(order)
+    values = pa.StructArray.from_arrays([fields[f.name].take(take) for f in type_.value_type],
+                                        fields=list(type_.value_type))
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
+
+
 def search_ids(dataset, column, query, k, fast_search) -> pa.Array:
     """One list of (_rowid, _distance) per input row; rows sharing (dataset, column, k)
     are searched as one batch."""
@@ -183,33 +195,37 @@ def search_ids(dataset, column, query, k, fast_search) -> pa.Array:
         _check_query(fn, row["query"])
         key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]))
         groups.setdefault(key, []).append(i)
-    per_row: list[list[dict]] = [[] for _ in rows]
+    owners, rowids, dists = [], [], []
     for (ds, col, kk, fast), idx in groups.items():
         table = run(ds, col, [rows[i]["query"] for i in idx], kk, fast_search=fast)
-        q = table.column("query_index").to_numpy()
-        rid = table.column("_rowid").to_numpy()
-        dist = table.column("_distance").to_numpy()
-        for j in range(len(q)):
-            per_row[idx[int(q[j])]].append({"_rowid": int(rid[j]), "_distance": float(dist[j])})
-    return _list_of_structs(per_row, _IDS_ARROW)
+        owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
+        rowids.append(table.column("_rowid").combine_chunks())
+        dists.append(table.column("_distance").combine_chunks())
+    fields = {"_rowid": pa.concat_arrays(rowids) if rowids else pa.array([], pa.uint64()),
+              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32())}
+    owner = np.concatenate(owners) if owners else np.empty(0, np.int64)
+    return _lists_by_row(len(rows), owner, fields, _IDS_ARROW)
 
 
 def search_hits(dataset, column, query, k, fast_search, filter_) -> pa.Array:
     from ..index.search import search as run
 
     fn = "minhash_search"
-    out = []
-    for row in _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search,
-                        filter=filter_):
+    owners, handles, rowids, dists = [], [], [], []
+    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, filter=filter_)
+    for i, row in enumerate(rows):
         _require(fn, row, "dataset", "column", "k", "fast_search")
         table = run(row["dataset"], row["column"], _check_query(fn, row["query"]), _int(fn, "k", row["k"]),
                     fast_search=bool(row["fast_search"]), filter=row["filter"])
         rid = _RESULTS.put(table)
-        rowids = table.column("_rowid").to_pylist()
-        dists = table.column("_distance").to_pylist()
-        out.append([{"_h": (rid << 32) | i, "_rowid": rowids[i], "_distance": dists[i]}
-                    for i in range(table.num_rows)])
-    return _list_of_structs(out, _HITS_ARROW)
+        n = table.num_rows
+        owners.append(np.full(n, i, dtype=np.int64))
+        handles.append(pa.array((np.uint64(rid) << np.uint64(32)) | np.arange(n, dtype=np.uint64)))
+        rowids.append(table.column("_rowid").combine_chunks())
+        dists.append(table.column("_distance").combine_chunks())
+    fields = {"_h": pa.concat_arrays(handles), "_rowid": pa.concat_arrays(rowids),
+              "_distance": pa.concat_arrays(dists)}
+    return _lists_by_row(len(rows), np.concatenate(owners), fields, _HITS_ARROW)
 
 
 # DuckDB type of each getter, and the Arrow types it serves.
@@ -294,6 +310,21 @@ def _ident(name: str) -> str:
 
 def search_sql(schema: pa.Schema, args: tuple) -> str:
     """The SQL that ``query()`` runs for one ``minhash_search`` call."""
+    hits = f"_lms_search_hits({', '.join(_literal(a) for a in args)})"
+    return (f"SELECT {_select_list(schema)} FROM (SELECT unnest({hits}, recursive := true)) "
+            "ORDER BY _distance, _rowid")
+
+
+_SELECT_LISTS: OrderedDict = OrderedDict()
+
+
+def _select_list(schema: pa.Schema) -> str:
+    """The typed getters of a schema's columns (memoized per schema)."""
+    key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
+    with _TYPE_LOCK:
+        hit = _SELECT_LISTS.get(key)
+    if hit is not None:
+        return hit
     cols = []
     for field in schema:
         if field.name in ("_rowid", "_distance", "_h"):
@@ -305,9 +336,12 @@ def search_sql(schema: pa.Schema, args: tuple) -> str:
         if getter == _JSON:
             expr = f"CAST({expr}::JSON AS {duck})"
         cols.append(f"{expr} AS {_ident(field.name)}")
-    hits = f"_lms_search_hits({', '.join(_literal(a) for a in args)})"
     select = ", ".join(cols + ["_rowid", "_distance"])
-    return f"SELECT {select} FROM (SELECT unnest({hits}, recursive := true)) ORDER BY _distance, _rowid"
+    with _TYPE_LOCK:
+        _SELECT_LISTS[key] = select
+        while len(_SELECT_LISTS) > 256:
+            _SELECT_LISTS.popitem(last=False)
+    return select
 
 
 def search_plan(dataset, column, query, k, fast_search, filter_) -> pa.Array:

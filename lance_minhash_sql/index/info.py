@@ -39,7 +39,9 @@ def index_segments(dataset, storage_options=None) -> list[dict]:
 
 
 def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
-    """The dataset's schema (the columns a search returns), checking the column first."""
-    ds = _dataset(dataset, storage_options)
-    text_field(ds, column, dataset if isinstance(dataset, str) else "")
+    """The current schema of the dataset (the columns a search returns), checking the column."""
+    from .opened import dataset_handle
+
+    uri, ds = dataset_handle(dataset, storage_options)
+    text_field(ds, column, uri)
     return ds.schema

@@ -1,0 +1,123 @@
+"""minhash_search / minhash_search_ids in SQL against Lance's own MinHashQuery."""
+
+from __future__ import annotations
+
+import datetime
+
+import duckdb
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from lance.indices import IndexConfig
+from lance.query import MinHashQuery
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.corpus import generate_texts
+
+
+def lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """A Lance-built index over columns of many types, 3 fragments."""
+    n = 3000
+    texts = generate_texts(0, n)
+    rng = np.random.default_rng(3)
+    table = pa.table({
+        "id": pa.array(np.arange(n), pa.int64()),
+        "text": texts,
+        "small": pa.array(rng.integers(0, 100, n), pa.int16()),
+        "u": pa.array(rng.integers(0, 2**40, n).astype(np.uint64), pa.uint64()),
+        "score": pa.array(rng.random(n).astype(np.float32)),
+        "flag": pa.array(rng.random(n) < 0.5),
+        "day": pa.array([datetime.date(2024, 1, 1) + datetime.timedelta(days=int(i % 300)) for i in range(n)]),
+        "ts": pa.array(np.arange(n, dtype="int64") * 1_000_000, pa.timestamp("us")),
+        "raw": pa.array([bytes([i % 256, 0, 7]) for i in range(n)], pa.binary()),
+        "tags": pa.array([[f"t{i % 5}", f"u{i % 3}"] for i in range(n)], pa.list_(pa.string())),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 4).astype(np.float32)), 4),
+        "meta": pa.array([{"a": int(i), "b": f"x{i}"} for i in range(n)]),
+        "price": pa.array([f"{i}.25" for i in range(n)]).cast(pa.decimal128(10, 2)),
+    })
+    uri = str(tmp_path_factory.mktemp("s") / "typed.lance")
+    ds = lance.write_dataset(table, uri, max_rows_per_file=1000)
+    ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {}))
+    return uri
+
+
+@pytest.fixture(scope="module")
+def con():
+    return lms.connect()
+
+
+QUERIES = generate_texts(0, 40).to_pylist()
+
+
+def test_search_returns_users_columns_with_real_types(con, dataset):
+    rel = con.sql(f"SELECT * FROM minhash_search({lit(dataset)}, 'text', {lit(QUERIES[3])}, 5)")
+    names = [d[0] for d in rel.description]
+    assert names == ["id", "text", "small", "u", "score", "flag", "day", "ts", "raw", "tags", "emb", "meta",
+                     "price", "_rowid", "_distance"]
+    types = [str(t) for t in rel.types]
+    assert types == ["BIGINT", "VARCHAR", "SMALLINT", "UBIGINT", "FLOAT", "BOOLEAN", "DATE", "TIMESTAMP", "BLOB",
+                     "VARCHAR[]", "FLOAT[4]", "STRUCT(a BIGINT, b VARCHAR)", "DECIMAL(10,2)", "UBIGINT", "FLOAT"]
+    ours = rel.arrow()
+    ours = ours.read_all() if hasattr(ours, "read_all") else ours
+    ds = lance.dataset(dataset)
+    theirs = ds.to_table(nearest=MinHashQuery(QUERIES[3], "text"), limit=5, with_row_id=True)
+    assert ours.column("_rowid").to_pylist() == theirs.column("_rowid").to_pylist()
+    assert ours.column("_distance").to_pylist() == theirs.column("_distance").to_pylist()
+    for name in ("id", "text", "small", "u", "flag", "day", "ts", "raw", "tags", "meta"):
+        assert ours.column(name).to_pylist() == theirs.column(name).to_pylist(), name
+    assert np.allclose(np.stack(ours.column("emb").to_numpy(zero_copy_only=False)),
+                       np.stack(theirs.column("emb").to_numpy(zero_copy_only=False)))
+    assert [str(v) for v in ours.column("price").to_pylist()] == [str(v) for v in theirs.column("price").to_pylist()]
+
+
+def test_search_equals_lance_for_many_queries(con, dataset):
+    ds = lance.dataset(dataset)
+    for q in QUERIES:
+        ours = con.sql(f"SELECT id, _rowid, _distance FROM minhash_search({lit(dataset)}, 'text', {lit(q)}, 10)").fetchall()
+        t = ds.to_table(nearest=MinHashQuery(q, "text"), limit=10, with_row_id=True, columns=["id", "_distance"])
+        assert ours == list(zip(t.column("id").to_pylist(), t.column("_rowid").to_pylist(),
+                                [float(np.float32(d)) for d in t.column("_distance").to_pylist()]))
+
+
+def test_lateral_batch_equals_one_by_one(con, dataset):
+    con.execute("CREATE OR REPLACE TEMP TABLE queries AS SELECT * FROM (VALUES " +
+                ", ".join(f"({i}, {lit(q)})" for i, q in enumerate(QUERIES)) + ") t(qid, q)")
+    batch = con.sql(f"SELECT qid, s._rowid, s._distance FROM queries, "
+                    f"LATERAL minhash_search_ids({lit(dataset)}, 'text', q, 5) s ORDER BY qid, s._distance, s._rowid").fetchall()
+    one_by_one = []
+    for i, q in enumerate(QUERIES):
+        one_by_one += [(i, r, d) for r, d in con.sql(
+            f"SELECT * FROM minhash_search_ids({lit(dataset)}, 'text', {lit(q)}, 5)").fetchall()]
+    assert batch == one_by_one and len(batch) > len(QUERIES)
+
+
+def test_search_composes_with_sql(con, dataset):
+    rows = con.sql(f"SELECT count(*), max(_distance) <= 1 FROM minhash_search({lit(dataset)}, 'text', "
+                   f"{lit(QUERIES[0])}, 20) WHERE small < 50").fetchall()
+    assert rows[0][1] is True
+
+
+def test_search_errors(con, dataset, tmp_path):
+    plain = str(tmp_path / "plain.lance")
+    lance.write_dataset(pa.table({"text": ["a b c"]}), plain)
+    cases = [
+        (f"SELECT * FROM minhash_search({lit(plain)}, 'text', 'a b c')", "IndexNotFoundError", "minhash_build"),
+        (f"SELECT * FROM minhash_search({lit(dataset)}, 'text', 'a b c', 0)", "k", "k"),
+        (f"SELECT * FROM minhash_search({lit(dataset)}, 'nope', 'a b c')", "DatasetError", "nope"),
+        (f"SELECT * FROM minhash_search_ids({lit(dataset)}, 'text', NULL)", "InvalidInputError", "NULL"),
+        (f"SELECT * FROM minhash_search_ids({lit(plain)}, 'text', 'a')", "IndexNotFoundError", "minhash_build"),
+    ]
+    for sql, cls, fragment in cases:
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(sql).fetchall()
+        assert cls in str(info.value) and fragment in str(info.value), (sql, str(info.value))
+
+
+def test_query_without_tokens_returns_nothing(con, dataset):
+    assert con.sql(f"SELECT * FROM minhash_search({lit(dataset)}, 'text', '!!! ???')").fetchall() == []
