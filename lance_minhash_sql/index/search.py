@@ -37,8 +37,9 @@ import pyarrow as pa
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
 from ..kernels import lsh as _lsh
-from ..kernels.lsh import (band_keys_serial, bucket_pages, merge_candidates, merge_topk, score_topk, sign_rows_serial,
-                           sorted_unique)
+from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
+from ..kernels.minhash import sign_rows_serial
+from ..kernels.similarity import band_keys_serial
 from .opened import OpenedIndex, SegmentEntry, open_index
 from .sign import signer_for
 

@@ -38,9 +38,6 @@ import numpy as np
 from numba import njit, prange
 
 from .config import JIT, JIT_PARALLEL
-from .minhash import _minhash, is_valid
-from .tokenize import new_buffers, tokenize_doc
-from .xxh64 import xxh64
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -54,8 +51,6 @@ __all__ = [
     "merge_candidates",
     "score_topk",
     "merge_topk",
-    "sign_rows_serial",
-    "band_keys_serial",
     "sort_bands",
     "page_table_of",
     "distance_of",
@@ -66,8 +61,6 @@ __all__ = [
 # 30 ms with the cores busy (OpenMP threads wait for descheduled peers). DuckDB hands a
 # UDF at most 2,048 rows and runs its own threads over nogil kernels, so it stays serial.
 PARALLEL_MIN_QUERIES = 4096
-SEED = np.uint64(42)
-_KEY_MASK = np.uint64(0x00FFFFFFFFFFFFFF)
 _U56 = np.uint64(56)
 
 
@@ -595,43 +588,6 @@ def merge_topk(nq, qidx, rid, mism, limit, k):
 
 
 # --------------------------------------------------------------------------- small-batch signing
-
-
-@njit(**JIT)
-def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
-    """Serial twin of :func:`minhash.sign_rows` (same helpers, same output) for a few
-    query texts, where a parallel launch costs more than the signing."""
-    n = offsets.size - 1
-    k = a.size
-    sigs = np.zeros((n, k), dtype=np.uint16)
-    has = np.zeros(n, dtype=np.bool_)
-    out, tok_start, tok_end, cpos = new_buffers()
-    xs = np.empty(1024, dtype=np.uint64)
-    for r in range(n):
-        if not is_valid(valid, valid_offset, r):
-            continue
-        ntok, out, tok_start, tok_end, cpos = tokenize_doc(
-            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
-        if ntok > 0:
-            if xs.size < ntok:
-                xs = np.empty(2 * ntok, dtype=np.uint64)
-            _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
-            has[r] = True
-    return sigs, has
-
-
-@njit(**JIT)
-def band_keys_serial(sig_bytes, num_bands):
-    """Serial twin of :func:`similarity.band_keys`."""
-    n = sig_bytes.shape[0]
-    width = sig_bytes.shape[1] // num_bands
-    keys = np.empty((n, num_bands), dtype=np.uint64)
-    for i in range(n):
-        row = sig_bytes[i]
-        for j in range(num_bands):
-            h = xxh64(row, j * width, width, SEED)
-            keys[i, j] = (np.uint64(j) << _U56) | (h & _KEY_MASK)
-    return keys
 
 
 # --------------------------------------------------------------------------- in-memory segments

@@ -92,6 +92,23 @@ def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
         sig[i] = np.uint16((c[i] * m) >> _U48)
 
 
+@njit(**JIT)
+def _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, lo, hi):
+    """Sign rows ``lo:hi`` into ``sigs`` / ``has`` with one set of scratch buffers."""
+    out, tok_start, tok_end, raw = new_buffers()
+    xs = np.empty(1024, dtype=np.uint64)
+    for r in range(lo, hi):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        if ntok > 0:
+            if xs.size < ntok:
+                xs = np.empty(2 * ntok, dtype=np.uint64)
+            _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
+            has[r] = True
+
+
 @njit(**JIT_PARALLEL)
 def sign_rows(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
     """Signatures of every row: ``(sigs uint16[n, k], has bool[n])``.
@@ -99,23 +116,22 @@ def sign_rows(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c)
     ``has[i]`` is false for NULL rows and rows without tokens; their signature row is 0.
     """
     n = offsets.size - 1
-    k = a.size
-    sigs = np.zeros((n, k), dtype=np.uint16)
+    sigs = np.zeros((n, a.size), dtype=np.uint16)
     has = np.zeros(n, dtype=np.bool_)
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in prange(nchunks):
-        out, tok_start, tok_end, cpos = new_buffers()
-        xs = np.empty(1024, dtype=np.uint64)
-        for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
-            if not is_valid(valid, valid_offset, r):
-                continue
-            ntok, out, tok_start, tok_end, cpos = tokenize_doc(
-                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
-            if ntok > 0:
-                if xs.size < ntok:
-                    xs = np.empty(2 * ntok, dtype=np.uint64)
-                _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
-                has[r] = True
+    for ch in prange((n + _CHUNK - 1) // _CHUNK):
+        _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has,
+                    ch * _CHUNK, min(n, (ch + 1) * _CHUNK))
+    return sigs, has
+
+
+@njit(**JIT)
+def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
+    """:func:`sign_rows` on the calling thread: for a few texts (a query), where a
+    parallel launch costs more than the signing."""
+    n = offsets.size - 1
+    sigs = np.zeros((n, a.size), dtype=np.uint16)
+    has = np.zeros(n, dtype=np.bool_)
+    _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, 0, n)
     return sigs, has
 
 

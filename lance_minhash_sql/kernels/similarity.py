@@ -21,6 +21,13 @@ _KEY_MASK = np.uint64(0x00FFFFFFFFFFFFFF)
 _U56 = np.uint64(56)
 
 
+@njit(**JIT, inline="always")
+def _band_keys_row(row, num_bands, width, out):
+    for j in range(num_bands):
+        h = xxh64(row, j * width, width, SEED)
+        out[j] = (np.uint64(j) << _U56) | (h & _KEY_MASK)
+
+
 @njit(**JIT_PARALLEL)
 def band_keys(sig_bytes, num_bands):
     """``uint64[n, num_bands]`` band keys of each signature row."""
@@ -28,10 +35,18 @@ def band_keys(sig_bytes, num_bands):
     width = sig_bytes.shape[1] // num_bands  # bytes per band = 2 * rows per band
     keys = np.empty((n, num_bands), dtype=np.uint64)
     for i in prange(n):
-        row = sig_bytes[i]
-        for j in range(num_bands):
-            h = xxh64(row, j * width, width, SEED)
-            keys[i, j] = (np.uint64(j) << _U56) | (h & _KEY_MASK)
+        _band_keys_row(sig_bytes[i], num_bands, width, keys[i])
+    return keys
+
+
+@njit(**JIT)
+def band_keys_serial(sig_bytes, num_bands):
+    """:func:`band_keys` on the calling thread (for a few query signatures)."""
+    n = sig_bytes.shape[0]
+    width = sig_bytes.shape[1] // num_bands
+    keys = np.empty((n, num_bands), dtype=np.uint64)
+    for i in range(n):
+        _band_keys_row(sig_bytes[i], num_bands, width, keys[i])
     return keys
 
 
