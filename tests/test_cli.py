@@ -51,3 +51,19 @@ def test_bench_table_ratios():
 def test_console_script_help():
     proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.cli", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "demo" in proc.stdout and "bench" in proc.stdout
+
+
+def test_build_and_search_commands(tmp_path, capsys):
+    from lance_minhash_sql.corpus import generate_texts, write_corpus
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, 2000)
+    assert cli.main(["build", uri, "text", "--threshold", "0.8", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "2,000 rows indexed" in out and "b=8" in out
+    query = generate_texts(5, 6)[0].as_py()
+    assert cli.main(["search", uri, "text", query, "-k", "3", "--columns", "id"]) == 0
+    out = capsys.readouterr().out
+    assert "_distance" in out and "│     5 │" in out
+    assert cli.main(["search", uri, "nope", query]) == 2
+    assert "DatasetError" in capsys.readouterr().err
