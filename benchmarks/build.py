@@ -2,6 +2,7 @@
 
     python benchmarks/build.py --rows 1000000
     python benchmarks/build.py --rows 1000000 --memory-limit 64MiB   # the spill path
+    python benchmarks/build.py --rows 10000000 --memory-limit 512MiB --trace  # RSS per phase
 
 The synthetic corpus (``lance_minhash_sql.corpus``) is written once and cached under
 ``bench-data/``. Each build runs in its own child process, so each peak RSS
@@ -9,7 +10,15 @@ The synthetic corpus (``lance_minhash_sql.corpus``) is written once and cached u
 tiny build (reported as "kernel load", not part of the build time). Both builds use the
 same parameters (k=128, b=16, shingle 3, default tokenizer) and the same dataset; each
 child removes its index afterwards. ``--memory-limit`` is passed to ours as
-``memory_limit`` and to Lance as ``LANCE_MEM_POOL_SIZE``.
+``memory_limit`` and to Lance as ``LANCE_MEM_POOL_SIZE``. Before ours is measured, a
+throwaway child loads (and, after a kernel change, compiles) the kernels, so the
+measured baseline never holds numba's compiler (a compiling warm-up peaks ~150 MB higher).
+
+``--trace`` samples ours' RSS every 50 ms and prints, for each phase that was running
+(``scan`` waiting for the scanner, ``sign``, ``keys`` band keys, ``add`` spill writes,
+``sigw`` / ``bandw`` the writer threads, ``sort`` loading and sorting, ``wait`` for a
+writer; ``a+b`` both at once, ``-`` none of them), the highest RSS seen; ``--json`` keeps
+every sample.
 """
 
 from __future__ import annotations
@@ -43,7 +52,105 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child(peer: str, uri: str, memory_limit: str | None) -> dict:
+def _status_mb() -> dict:
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key = line.split(":")[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(line.split()[1]) // 1024
+    return out
+
+
+class _Trace:
+    """RSS sampled from a thread every 50 ms, labelled with the build phases running."""
+
+    def __init__(self):
+        import collections
+        import threading
+
+        self.active = collections.Counter()
+        self.lock = threading.Lock()
+        self.samples: list = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.t0 = time.perf_counter()
+
+    def _run(self):
+        while not self.stop.is_set():
+            st = _status_mb()
+            with self.lock:
+                phase = "+".join(sorted(k for k, v in self.active.items() if v > 0)) or "-"
+            self.samples.append((round(time.perf_counter() - self.t0, 2), st.get("VmRSS", 0), st.get("RssAnon", 0), phase))
+            self.stop.wait(0.05)
+
+    def _enter(self, name, d):
+        with self.lock:
+            self.active[name] += d
+
+    def wrap(self, obj, attr, name):
+        f = getattr(obj, attr)
+
+        def g(*a, **k):
+            self._enter(name, 1)
+            try:
+                return f(*a, **k)
+            finally:
+                self._enter(name, -1)
+        setattr(obj, attr, g)
+
+    def wrap_gen(self, obj, attr, name):
+        f = getattr(obj, attr)
+
+        def g(*a, **k):
+            it = f(*a, **k)
+            while True:
+                self._enter(name, 1)
+                try:
+                    x = next(it)
+                except StopIteration:
+                    return
+                finally:
+                    self._enter(name, -1)
+                yield x
+                del x  # hold no batch or chunk while the next one is made
+        setattr(obj, attr, g)
+
+    def install(self):
+        from lance_minhash_sql.index import build, sign, spill
+        from lance_minhash_sql.io import segments
+
+        self.wrap_gen(build, "scan_text", "scan")
+        self.wrap(sign.Signer, "sign", "sign")
+        self.wrap(sign.Signer, "band_keys", "keys")
+        self.wrap(spill.BandSorter, "add", "add")
+        self.wrap_gen(spill.BandSorter, "sorted_chunks", "sort")
+        self.wrap(segments.SignaturesWriter, "write", "sigw")
+        self.wrap(segments.BandsWriter, "write", "bandw")
+        self.wrap(build._Writer, "_pop", "wait")
+        self.thread.start()
+
+    def report(self) -> dict:
+        self.stop.set()
+        self.thread.join()
+        phases: dict = {}
+        for _, rss, anon, phase in self.samples:
+            top = phases.setdefault(phase, [0, 0, 0])
+            top[0] += 1
+            top[1] = max(top[1], rss)
+            top[2] = max(top[2], anon)
+        return {"phases": {k: {"samples": v[0], "max_rss_mb": v[1], "max_anon_mb": v[2]} for k, v in phases.items()},
+                "samples": self.samples}
+
+
+def _cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) -> dict:
     import lance
 
     out: dict = {"peer": peer}
@@ -53,8 +160,10 @@ def child(peer: str, uri: str, memory_limit: str | None) -> dict:
         ds = lance.dataset(uri)
         out["baseline_rss_mb"] = _rss_mb()
         t0 = time.perf_counter()
+        cpu0 = _cpu_s()
         ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {}), name="bench_lance", replace=True)
         out["seconds"] = time.perf_counter() - t0
+        out["cpu_s"] = _cpu_s() - cpu0
         out["peak_rss_mb"] = _rss_mb()
         ds = lance.dataset(uri)
         out["rows"] = ds.count_rows()
@@ -76,9 +185,18 @@ def child(peer: str, uri: str, memory_limit: str | None) -> dict:
             build_index(small, "text", memory_limit="64KiB")
         out["kernel_load_s"] = time.perf_counter() - t0
         out["baseline_rss_mb"] = _rss_mb()
+        if peer == "warm":  # only loads (compiles) the kernels
+            return out
+        tracer = _Trace() if trace else None
+        if tracer is not None:
+            tracer.install()
+        cpu0 = _cpu_s()
         r = build_index(uri, "text", name="bench_ours", memory_limit=memory_limit)
+        out["cpu_s"] = _cpu_s() - cpu0
         out["seconds"] = r.seconds
         out["peak_rss_mb"] = _rss_mb()
+        if tracer is not None:
+            out["trace"] = tracer.report()
         out["rows"] = r.rows_indexed + r.rows_without_tokens
         out["bytes"] = r.bytes
         out["note"] = (f"spilled {r.spilled_bytes / 2**20:.0f} MiB" if r.spilled_bytes else "in-memory sort")
@@ -86,7 +204,7 @@ def child(peer: str, uri: str, memory_limit: str | None) -> dict:
     return out
 
 
-def run_child(peer: str, uri: str, memory_limit: str | None) -> dict:
+def run_child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) -> dict:
     env = dict(os.environ)
     if memory_limit and peer == "lance":
         from lance_minhash_sql.index.spill import parse_bytes
@@ -95,6 +213,8 @@ def run_child(peer: str, uri: str, memory_limit: str | None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", peer, "--uri", uri]
     if memory_limit:
         cmd += ["--memory-limit", memory_limit]
+    if trace:
+        cmd += ["--trace"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{peer} build failed:\n{proc.stderr[-4000:]}")
@@ -116,29 +236,37 @@ def main() -> None:
     ap.add_argument("--memory-limit", default=None, help="e.g. 512MiB: ours gets memory_limit, Lance LANCE_MEM_POOL_SIZE")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--json", default=None, help="also write the figures to this file")
-    ap.add_argument("--child", choices=("lance", "ours"), help=argparse.SUPPRESS)
+    ap.add_argument("--trace", action="store_true", help="sample ours' RSS per build phase (see above)")
+    ap.add_argument("--child", choices=("lance", "ours", "warm"), help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.uri, args.memory_limit)))
+        print(json.dumps(child(args.child, args.uri, args.memory_limit, args.trace)))
         return
     uri = corpus(args.rows, args.data_dir)
+    run_child("warm", uri, None)  # numba's on-disk cache is current before ours is measured
     best: dict[str, dict] = {}
     for _ in range(args.repeat):
         for peer in ("lance", "ours"):
-            r = run_child(peer, uri, args.memory_limit)
+            r = run_child(peer, uri, args.memory_limit, args.trace)
             cleanup(uri)
             if peer not in best or r["seconds"] < best[peer]["seconds"]:
                 best[peer] = r
     lim = f", memory limit {args.memory_limit}" if args.memory_limit else ""
     print(f"index build, {args.rows:,} rows (k=128, b=16, shingle 3), {os.cpu_count()} CPUs{lim}, "
           f"best of {args.repeat}")
-    print(f"  {'peer':6s} {'seconds':>8s} {'rows/s':>10s} {'peak RSS':>9s} {'baseline':>9s} {'index MB':>9s}  note")
+    print(f"  {'peer':6s} {'seconds':>8s} {'cpu s':>7s} {'rows/s':>10s} {'peak RSS':>9s} {'baseline':>9s} "
+          f"{'index MB':>9s}  note")
     for peer in ("lance", "ours"):
         r = best[peer]
         note = r["note"] + (f"; kernel load {r['kernel_load_s']:.1f} s" if "kernel_load_s" in r else "")
-        print(f"  {peer:6s} {r['seconds']:8.2f} {r['rows'] / r['seconds']:10,.0f} {r['peak_rss_mb']:7.0f}MB "
-              f"{r['baseline_rss_mb']:7.0f}MB {r['bytes'] / 1e6:9.1f}  {note}")
+        print(f"  {peer:6s} {r['seconds']:8.2f} {r['cpu_s']:7.1f} {r['rows'] / r['seconds']:10,.0f} "
+              f"{r['peak_rss_mb']:7.0f}MB {r['baseline_rss_mb']:7.0f}MB {r['bytes'] / 1e6:9.1f}  {note}")
+    if args.trace:
+        phases = best["ours"]["trace"]["phases"]
+        print("  ours, highest RSS while each phase ran (MB; '+' = at the same time):")
+        for name, v in sorted(phases.items(), key=lambda kv: -kv[1]["max_rss_mb"]):
+            print(f"    {name:24s} {v['max_rss_mb']:6d} (anon {v['max_anon_mb']:5d}, {v['samples']} samples)")
     ratio = best["lance"]["seconds"] / best["ours"]["seconds"]
     print(f"  Lance / ours: {ratio:.2f}x time, {best['lance']['peak_rss_mb'] / best['ours']['peak_rss_mb']:.2f}x peak RSS")
     if args.json:

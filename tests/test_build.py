@@ -370,6 +370,117 @@ def test_band_sorter_orders_like_lexsort(budget, tmp_path, monkeypatch):
         assert streamed == []
 
 
+@pytest.mark.parametrize("budget", ["64MiB", "512MiB", "2GiB", "8GiB"])
+@pytest.mark.parametrize("rows", [100_000, 1_000_000, 10_000_000, 100_000_000])
+@pytest.mark.parametrize("bands", [16, 64])
+def test_plan_shares_fit_the_budget(budget, rows, bands, tmp_path, monkeypatch):
+    monkeypatch.setattr(spill.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**15, 0, 10**15))
+    monkeypatch.setenv(spill.ENV_MAX_TEMP, str(10**15))
+    plan = spill.plan_sort(rows, bands, memory_limit=budget, temp_dir=str(tmp_path), threads=2, num_hashes=128)
+    b = plan.budget
+    pipeline = spill.pipeline_bytes(b, 128, bands)
+    assert plan.sort_bytes + spill.writer_bytes(b) <= b
+    # the scan's batches in flight (queued, being signed, queued for the writer) fit the
+    # pipeline share beside the scanner's read buffer and the signature writer's cache
+    per_row = (plan.readahead + 1) * (spill.TEXT_BYTES + 8) + 2 * (2 * 128 + 8) + 1 + bands * 8 \
+        + plan.writer_depth * (2 * 128 + 8)
+    assert plan.io_buffer + spill.LANCE_WRITER_CACHE + plan.scan_rows * per_row <= pipeline
+    assert 8 << 20 <= plan.io_buffer <= 64 << 20 and 4096 <= plan.scan_rows <= 65536
+    if plan.in_memory:
+        assert rows * bands * 8 + pipeline <= b
+        assert spill.in_memory_bytes(rows, bands, 2) + spill.writer_bytes(b) <= b
+    else:
+        assert pipeline + spill.spill_buffer_bytes(b, 128, bands) <= b
+        assert plan.spill_rows * bands * (8 + spill.ROW_BYTES) <= spill.spill_buffer_bytes(b, 128, bands)
+        nparts = bands << plan.prefix_bits
+        expected = rows * bands / nparts
+        if nparts < spill.MAX_PARTITIONS // 2:  # not clamped: a partition is 1/8 of the sort share
+            assert expected * spill.ROW_BYTES <= plan.sort_bytes / 8
+            # groups of 3 partitions of the expected size fit with the scratch of two runs
+            # of twice that size, beside the previous group
+            assert (2 * 3 * expected + 2 * 2 * expected) * spill.ROW_BYTES <= plan.sort_bytes * 1.25
+
+
+def test_spill_sort_groups_fit_the_sort_share(tmp_path, monkeypatch):
+    """Every group sorted, with its scratch and the previous group, stays in the sort share;
+    streamed and split chunks too."""
+    rng = np.random.default_rng(5)
+    n, b = 40_000, 4
+    keys = rng.integers(0, 2**56, size=(n, b), dtype=np.uint64)
+    keys[rng.random(n) < 0.7] = keys[0]  # giant buckets: oversized partitions
+    keys |= np.arange(b, dtype=np.uint64) << np.uint64(56)
+    plan = spill.plan_sort(n, b, memory_limit="1MiB", temp_dir=str(tmp_path))
+    assert not plan.in_memory and plan.sort_bytes < plan.budget
+    groups, chunks = [], []
+    real_sort, real_chunks = ks.sort_runs, spill.BandSorter._chunks
+    monkeypatch.setattr(spill.ks, "sort_runs", lambda k, d, starts, lengths, bits, t: groups.append(
+        (int(lengths.sum()), int(lengths.max()), min(t, len(lengths)))) or real_sort(k, d, starts, lengths, bits, t))
+    monkeypatch.setattr(spill.BandSorter, "_chunks", lambda self, part, rows: chunks.append(rows) or real_chunks(
+        self, part, rows))
+    sorter = spill.BandSorter(plan)
+    try:
+        for s in range(0, n, 1000):
+            sorter.add(keys[s:s + 1000])
+        got = [(k.copy(), d.copy()) for k, d in sorter.sorted_chunks()]
+    finally:
+        sorter.close()
+    assert groups and chunks
+    for total, longest, t in groups:
+        assert (2 * total + t * longest) * spill.ROW_BYTES <= plan.sort_bytes
+    for rows in chunks:
+        assert 3 * rows * spill.ROW_BYTES <= plan.sort_bytes / 2
+    flat_k = keys.T.reshape(-1)
+    flat_d = np.tile(np.arange(n, dtype=np.uint32), b)
+    o = np.lexsort((flat_d, flat_k))
+    assert np.array_equal(np.concatenate([g[0] for g in got]), flat_k[o])
+    assert np.array_equal(np.concatenate([g[1] for g in got]), flat_d[o])
+
+
+def test_build_scans_within_the_pipeline_share(tmp_path, monkeypatch):
+    uri = str(tmp_path / "ds.lance")
+    write(uri, corpus_table(1000))
+    seen = []
+    real = build_mod.scan_text
+
+    def recording(*a, **k):
+        seen.append(k)
+        return real(*a, **k)
+
+    monkeypatch.setattr(build_mod, "scan_text", recording)
+    build_index(uri, "text", memory_limit="512MiB")
+    plan = spill.plan_sort(1000, 16, "512MiB", num_hashes=128)
+    (kw,) = seen
+    assert kw["batch_rows"] == plan.scan_rows and kw["io_buffer_size"] == plan.io_buffer
+    assert kw["batch_readahead"] == plan.readahead and kw["fragment_readahead"] >= 1
+
+
+def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(build_mod, "_MALLOPT", lambda opt, value: calls.append((opt, value)) or 1)
+    during = [(build_mod._M_MMAP_THRESHOLD, build_mod._HEAP_DURING_BUILD[0]),
+              (build_mod._M_TRIM_THRESHOLD, build_mod._HEAP_DURING_BUILD[1])]
+    after = [(build_mod._M_MMAP_THRESHOLD, build_mod._HEAP_AFTER_BUILD[0]),
+             (build_mod._M_TRIM_THRESHOLD, build_mod._HEAP_AFTER_BUILD[1])]
+    with build_mod._bounded_heap():
+        with build_mod._bounded_heap():  # a concurrent build: set once, restored once
+            assert calls == during
+        assert calls == during
+    assert calls == during + after
+    calls.clear()
+    uri = str(tmp_path / "ds.lance")
+    write(uri, corpus_table(300))
+    build_index(uri, "text", memory_limit="64KiB")  # a tight plan (it spills)
+    assert calls == during + after
+    calls.clear()
+    build_index(uri, "text")  # 300 rows in 2 GiB: the heap is left alone
+    assert calls == []
+    with pytest.raises(DatasetError):
+        build_index(uri, "no_such_column", memory_limit="64KiB")  # refused before any work
+    assert calls == []
+    assert spill.plan_sort(10_000_000, 16, None).tight  # in memory, but above half of 2 GiB
+    assert not spill.plan_sort(1_000_000, 16, None).tight
+
+
 def test_radix_sort_is_stable_and_sorted():
     rng = np.random.default_rng(0)
     for n in (0, 1, 2, 17, 10_000):

@@ -37,10 +37,15 @@ dead build read).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import gc
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import warnings
 from collections import deque
@@ -62,6 +67,7 @@ from .spill import SPILL_PREFIX, BandSorter, plan_sort
 __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers"]
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
+_SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,85 @@ def _target(ds, column: str, name: str | None, replace: bool) -> tuple[str, list
     return target, manifest.minhash_segments(ds, column)
 
 
+# --------------------------------------------------------------------------- memory
+#
+# Where a 10M-row build at memory_limit=512MiB spends memory (RSS sampled every 50 ms;
+# 2 CPUs): the process baseline is ~310 MB (Python, pyarrow, lance, numba and the loaded
+# kernels). With glibc's defaults, the scan/sign phase then grew to ~1.0 GB: Lance's
+# scanner defaults (2 GiB io_buffer_size, several fragments and batches read ahead:
+# 300-550 MB, now bounded by the plan's pipeline share), and the heap: every batch frees
+# ~30 MB of texts, signatures and band keys, which glibc (its mmap threshold raised on
+# the fly up to 32 MiB) keeps in the heaps of several threads' arenas; the free tops of
+# the other threads' heaps are only handed back above the trim threshold (then up to
+# 64 MiB) and malloc_trim() does not reach them: 250-400 MB stayed resident into the
+# sort phase. The sort then held two groups of up to 360 MB each plus scratch (peak
+# 1.6 GB). The plan's shares now bound our buffers; _bounded_heap() bounds the heap
+# when the plan is tight (it costs ~2.2M more page faults, +5 s of system time, on the
+# 10M-row build, +0.6 s on a 1M-row build that has 1.5 GiB to spare).
+
+
+def _libc_fn(name: str, *argtypes):
+    """A glibc function, or None (another C library)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = getattr(libc, name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = list(argtypes)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_MALLOC_TRIM = _libc_fn("malloc_trim", ctypes.c_size_t)
+_MALLOPT = _libc_fn("mallopt", ctypes.c_int, ctypes.c_int)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# during a build: blocks of 5 MiB and more (a batch's texts and signatures; the band
+# keys too from 40K-row batches) are mapped and unmapped on their own, and a heap's
+# free top above 16 MiB is handed back at once. Measured at 10M rows / 512MiB: peak RSS
+# 1,030-1,100 MB -> ~880 MB, the scan phase ~1,000 MB -> ~600 MB, for ~3-5% more CPU
+# time (page faults: 4 MiB cost twice as many for 40 MB less).
+_HEAP_DURING_BUILD = (5 << 20, 16 << 20)  # (mmap threshold, trim threshold)
+# afterwards: glibc's dynamic maxima (DEFAULT_MMAP_THRESHOLD_MAX and twice it), where
+# its own adjustment ends up after any build (setting a threshold ends that adjustment)
+_HEAP_AFTER_BUILD = (32 << 20, 64 << 20)
+_heap_lock = threading.Lock()
+_heap_users = 0
+
+
+def _set_heap(mmap_threshold: int, trim_threshold: int) -> None:
+    _MALLOPT(_M_MMAP_THRESHOLD, mmap_threshold)
+    _MALLOPT(_M_TRIM_THRESHOLD, trim_threshold)
+
+
+@contextlib.contextmanager
+def _bounded_heap():
+    """glibc heap thresholds for the duration of a build (of all concurrent builds)."""
+    global _heap_users
+    if _MALLOPT is None:
+        yield
+        return
+    with _heap_lock:
+        _heap_users += 1
+        if _heap_users == 1:
+            _set_heap(*_HEAP_DURING_BUILD)
+    try:
+        yield
+    finally:
+        with _heap_lock:
+            _heap_users -= 1
+            if _heap_users == 0:
+                _set_heap(*_HEAP_AFTER_BUILD)
+
+
+def release_memory() -> None:
+    """Hand the heaps' free pages back to the OS between the build's phases
+    (``malloc_trim(0)``, a few milliseconds): the scan's freed batches would otherwise
+    stay resident under the sort's buffers."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 # --------------------------------------------------------------------------- build
 
 
@@ -302,7 +387,7 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
             f"dataset {ds.uri!r} has {total_rows:,} rows, but one MinHash segment holds at most "
             f"{MAX_SEGMENT_ROWS:,} (doc ids are u32); build per-fragment segments (fragment subsets of "
             f"fewer rows) and commit them together")
-    plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir)
+    plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     frags = manifest.fragment_ids(ds)
     uri = ds.uri
 
@@ -313,7 +398,10 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     marker = None
     committed = False
     commit_tried = False
+    heap = contextlib.ExitStack()
     try:
+        if plan.tight:  # with room to spare, the heap's page faults are not worth it
+            heap.enter_context(_bounded_heap())
         seg = manifest.new_segment(ds, frags, params)
         sorter = BandSorter(plan)
         marker = os.path.join(marker_dir(), f"{seg.uuid}.json")
@@ -325,10 +413,14 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
         signer = signer_for(params)
         sig_writer = SignaturesWriter(seg.path, params, storage_options)
         scanned = nulls = signed = 0
-        # signatures.lance is written on a second thread while the next batch is signed
-        writer = _Writer(2, _bar(progress, total_rows, "signing"))
+        # signatures.lance is written on a second thread while the next batch is signed;
+        # the scanner's read-ahead, the batch size and the writer's queue are bounded by
+        # the plan's pipeline share of the budget
+        writer = _Writer(plan.writer_depth, _bar(progress, total_rows, "signing"))
+        batches = scan_text(ds, column, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
+                            fragment_readahead=_SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
         try:
-            for rowids, texts in scan_text(ds, column):
+            for rowids, texts in batches:
                 sigs, has = signer.sign(texts)
                 n = len(texts)
                 scanned += n
@@ -342,9 +434,11 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
                     writer.submit(sig_writer.write, rowids, sigs, rows=n)
                 elif writer.bar is not None:
                     writer.bar.update(n)
+                del rowids, texts, sigs, has  # the next batch is decoded without this one
             writer.drain()
         finally:
             writer.close()
+            batches = None  # the scanner and its buffers
         if signed == 0:
             what = (f"is NULL in all {scanned:,} rows" if nulls == scanned else
                     f"has no tokens in any of its {scanned:,} rows ({nulls:,} NULL, the rest empty or "
@@ -353,15 +447,21 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
                 f"column {column!r} of dataset {uri!r} {what}: the index would be empty and answer "
                 "nothing; index a column with text (or another tokenizer)")
         sig_writer.close()
+        sig_writer = None
+        sorter.finish()
+        release_memory()
 
         bands_writer = BandsWriter(seg.path, params, num_docs=signed, storage_options=storage_options)
         # one group of sorted bands is written while the next group is sorted
-        writer = _Writer(sorter.plan.threads, _bar(progress, signed * params.num_bands, "writing bands"))
+        # (the sort's budget counts the group being written beside the next one; holding
+        # no chunk here lets a group go as soon as the writer is done with it)
+        writer = _Writer(plan.writer_depth, _bar(progress, signed * params.num_bands, "writing bands"))
         try:
             for keys, docs in sorter.sorted_chunks():
                 for s in range(0, len(keys), _WRITE_CHUNK):
                     e = min(s + _WRITE_CHUNK, len(keys))
                     writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
+                del keys, docs
             writer.drain()
         finally:
             writer.close()
@@ -375,6 +475,7 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
                                            storage_options=storage_options)
         committed = True
     finally:
+        heap.close()
         if sorter is not None:
             sorter.close()
         if seg is not None and not committed:

@@ -5,24 +5,48 @@ continuing from the running count) and then reads every ``(band_key, doc_id)`` r
 in global ``(band_key, doc_id)`` order, ready for ``BandsWriter``.
 
 **Budget.** ``memory_limit`` bytes if given, else the environment variable
-``LANCE_MEM_POOL_SIZE`` (the variable Lance's own build reads), else 2 GiB. It bounds
-the sort's working set: the band rows held for sorting (12 bytes each: u64 key, u32 doc)
-plus the radix sort's scratch (12 bytes per row of each run being sorted, one run per
-thread). It does not count the scan batch in flight, the file writers or the process
-baseline (numba, pyarrow, lance: about 200 MB).
+``LANCE_MEM_POOL_SIZE`` (the variable Lance's own build reads), else 2 GiB. It bounds the
+build's own buffers, in every phase:
 
-* **In memory** when ``rows * bands * 12 + min(threads, bands) * rows * 12`` fits (rows
-  from ``count_rows()``, an upper bound on the rows signed): all band keys are kept,
-  each band is radix-sorted on its own, bands in parallel.
+* **scan** (:func:`plan_sort` sizes it): the *pipeline* share, a quarter of the budget
+  (at most 256 MiB, at least :func:`pipeline_floor`), for what is in flight while the
+  column is scanned and signed: the scanner's reads (``io_buffer_size``, a quarter of
+  that share within 8..64 MiB), the decoded batches queued ahead (``batch_readahead``),
+  the batch being signed with its signatures and band keys, and the signature batches
+  queued for the writer thread (with that writer's 16 MiB cache); the scan batch is the
+  largest power of two of rows (4,096..65,536) whose share fits, assuming
+  :data:`TEXT_BYTES` of text per row. Beside it, either all band keys (in-memory sort)
+  or the *spill buffer* (:func:`spill_buffer_bytes`: band keys of the docs not yet
+  appended, plus the same rows partitioned, so that each spill file gets large appends
+  whatever the batch size);
+* **sort**: the *sort* share, all but the *writer* share (an eighth, at most 32 MiB,
+  for ``bands.lance``'s write buffers): band rows held for sorting (12 bytes each: u64
+  key, u32 doc), the radix sort's scratch (12 bytes per row of each run being sorted,
+  one run per thread), and the previous group of sorted rows, still being written while
+  the next one is sorted.
+
+It does not count the process baseline (Python, numba's compiled kernels, pyarrow,
+lance: about 300 MB resident) nor Lance's own decoder and writer internals (tens of MB);
+below 64 MiB (k=128, b=16; more with more hashes) the pipeline's floor
+(:func:`pipeline_floor`: 4,096-row batches, an 8 MiB read buffer, the signature writer's
+cache) leaves less than an eighth of the budget, and the scan phase goes over it.
+
+* **In memory** when all band keys plus the pipeline share fit during the scan, and the
+  keys plus two groups of doc ids plus scratch (:func:`in_memory_bytes`) plus the writer
+  share fit while sorting (rows from ``count_rows()``, an upper bound on the rows
+  signed): each band is radix-sorted on its own, bands in parallel. When that working
+  set is above half the budget, or the sort spills, the plan is *tight*: the build then
+  also keeps glibc's heap from holding freed batches (``build._bounded_heap``).
 * **Spill** otherwise: rows are partitioned by key prefix, band id (top byte) plus the
-  next ``p`` bits, with ``p`` chosen so that ``threads`` partitions of the expected size
-  fit at once; each batch's rows are appended to per-partition files in a private temp
-  folder (``temp_dir`` or ``$TMPDIR``). Then partitions are loaded, sorted and emitted
-  one group at a time in key order: partitions are contiguous key ranges, so their
-  concatenation is globally sorted. A partition that still does not fit (a giant bucket
-  of near-duplicates) is split again on the next differing key bits, streamed in
-  budget-sized chunks; a partition holding a single key is already in doc order and is
-  streamed as it is.
+  next ``p`` bits, with ``p`` chosen so that a partition of the expected size is at most
+  an eighth of the sort share; the buffered rows are appended to per-partition files in
+  a private temp folder (``temp_dir`` or ``$TMPDIR``). Then partitions are loaded,
+  sorted and emitted one group at a time in key order (a group and its scratch within
+  half the sort share, beside the previous group): partitions are contiguous key ranges,
+  so their concatenation is globally sorted. A partition that still does not fit (a
+  giant bucket of near-duplicates) is split again on the next differing key bits,
+  streamed in budget-sized chunks; a partition holding a single key is already in doc
+  order and is streamed as it is.
 
 Before spilling, the spill size (``rows * bands * 12``, an upper bound) is checked
 against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (bytes, default 100 GiB; integers or sizes such
@@ -55,10 +79,18 @@ __all__ = [
     "DEFAULT_MAX_TEMP_SIZE",
     "MIN_MEMORY_BUDGET",
     "ROW_BYTES",
+    "TEXT_BYTES",
     "parse_bytes",
     "memory_budget",
     "max_temp_size",
     "in_memory_bytes",
+    "scan_row_bytes",
+    "pipeline_floor",
+    "pipeline_bytes",
+    "io_buffer_bytes",
+    "writer_bytes",
+    "scan_batch_rows",
+    "spill_buffer_bytes",
     "SortPlan",
     "plan_sort",
     "BandSorter",
@@ -67,6 +99,13 @@ __all__ = [
 ENV_MEMORY = "LANCE_MEM_POOL_SIZE"
 ENV_MAX_TEMP = "LANCE_MAX_TEMP_DIRECTORY_SIZE"
 ROW_BYTES = 12  # u64 band_key + u32 doc_id
+TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
+MAX_SCAN_ROWS = 65_536
+MIN_SCAN_ROWS = 4_096
+MIN_IO_BUFFER = 8 << 20
+SCAN_READAHEAD = 2  # decoded batches queued ahead by the scanner
+WRITER_DEPTH = 2  # file writes queued for a writer thread
+LANCE_WRITER_CACHE = 16 << 20  # LanceFileWriter: 8 MiB of column data per top-level column
 MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
 SPILL_PREFIX = "lance-minhash-spill-"
 
@@ -130,8 +169,62 @@ def max_temp_size() -> int:
 
 
 def in_memory_bytes(rows: int, bands: int, threads: int) -> int:
-    """Working set of the in-memory sort: all band rows plus one run's scratch per thread."""
-    return rows * bands * ROW_BYTES + min(threads, bands) * rows * ROW_BYTES
+    """Working set of the in-memory sort: all band keys, the doc ids of two groups of
+    ``min(threads, bands)`` bands (one being written while the next is sorted) and one
+    run's scratch per thread."""
+    m = min(threads, bands)
+    return rows * bands * 8 + m * rows * (2 * 4 + ROW_BYTES)
+
+
+def scan_row_bytes(num_hashes: int, bands: int) -> int:
+    """Bytes in flight per row of a scan batch (the pipeline share's unit)."""
+    sig = 2 * num_hashes + 8  # signature + row id
+    return ((SCAN_READAHEAD + 1) * (TEXT_BYTES + 8)  # decoded batches: queued and current
+            + 2 * sig + 1  # signatures, has-signature flags, rows kept (copies)
+            + bands * 8  # band keys
+            + WRITER_DEPTH * sig)  # signature batches queued for the writer
+
+
+def pipeline_floor(num_hashes: int = 128, bands: int = 16) -> int:
+    """The smallest pipeline: 4,096-row batches, an 8 MiB read buffer, the signature
+    writer's cache (32 MiB for the defaults)."""
+    return MIN_IO_BUFFER + LANCE_WRITER_CACHE + MIN_SCAN_ROWS * scan_row_bytes(num_hashes, bands)
+
+
+def pipeline_bytes(budget: int, num_hashes: int = 128, bands: int = 16) -> int:
+    """The budget's share for the scan / sign / signature-write pipeline: a quarter, at
+    most 256 MiB, at least :func:`pipeline_floor`."""
+    return max(pipeline_floor(num_hashes, bands), min(budget // 4, 256 << 20))
+
+
+def writer_bytes(budget: int) -> int:
+    """The budget's share for ``bands.lance``'s write buffers."""
+    return min(budget // 8, 32 << 20)
+
+
+def spill_buffer_bytes(budget: int, num_hashes: int = 128, bands: int = 16) -> int:
+    """The spill buffer (band keys of the docs not yet appended, and their band rows
+    partitioned), used during the scan beside the pipeline share: the rest of the
+    budget, at most 96 MiB (an eighth of the budget when the pipeline's floor leaves less)."""
+    return min(96 << 20, max(budget // 8, budget - pipeline_bytes(budget, num_hashes, bands)))
+
+
+def io_buffer_bytes(pipeline: int, num_hashes: int = 128, bands: int = 16) -> int:
+    """The scanner's ``io_buffer_size``: a quarter of the pipeline share within 8..64 MiB,
+    leaving room for the smallest batches."""
+    room = pipeline - LANCE_WRITER_CACHE - MIN_SCAN_ROWS * scan_row_bytes(num_hashes, bands)
+    return max(MIN_IO_BUFFER, min(64 << 20, pipeline // 4, room))
+
+
+def scan_batch_rows(pipeline: int, io_buffer: int, num_hashes: int, bands: int) -> int:
+    """Rows per scan batch: the largest power of two whose batches in flight fit
+    ``pipeline`` beside the scanner's ``io_buffer`` and the signature writer's cache."""
+    per_row = scan_row_bytes(num_hashes, bands)
+    room = pipeline - io_buffer - LANCE_WRITER_CACHE
+    rows = MAX_SCAN_ROWS
+    while rows > MIN_SCAN_ROWS and rows * per_row > room:
+        rows //= 2
+    return rows
 
 
 def _threads() -> int:
@@ -147,7 +240,7 @@ def _fmt(n: int) -> str:
 
 @dataclass(frozen=True)
 class SortPlan:
-    """How the band rows of a build will be sorted."""
+    """How the band rows of a build will be sorted, and how the budget is split."""
 
     rows: int  # upper bound on the rows signed (count_rows)
     bands: int
@@ -157,18 +250,32 @@ class SortPlan:
     prefix_bits: int = 0  # spill: key bits after the band byte that pick a partition
     temp_dir: str | None = None
     spill_bytes: int = 0  # upper bound on the bytes spilled
+    sort_bytes: int = 0  # the sort's share: rows held, scratch, the group being written
+    scan_rows: int = MAX_SCAN_ROWS  # rows per scan batch
+    spill_rows: int = MAX_SCAN_ROWS  # spill: docs buffered before their band rows are appended
+    io_buffer: int = 64 << 20  # the scanner's io_buffer_size
+    readahead: int = SCAN_READAHEAD  # the scanner's batch_readahead
+    writer_depth: int = WRITER_DEPTH  # writes queued per writer thread
+    tight: bool = False  # the buffers may come near the budget: the build bounds the heap too
 
 
 def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = None,
-              threads: int | None = None) -> SortPlan:
-    """Choose in-memory or spill; for a spill, check the temp folder's room first."""
+              threads: int | None = None, num_hashes: int = 128) -> SortPlan:
+    """Split the budget (see the module docstring); choose in-memory or spill, and for a
+    spill, check the temp folder's room first."""
     budget = memory_budget(memory_limit)
     threads = threads or _threads()
     if temp_dir is not None and (not isinstance(temp_dir, (str, os.PathLike)) or not os.path.isdir(temp_dir)):
         raise InvalidParameterError(
             f"temp_dir={temp_dir!r} is not a directory; pass an existing folder for spill files")
-    if in_memory_bytes(rows, bands, threads) <= budget:
-        return SortPlan(rows, bands, budget, threads, True)
+    pipeline = pipeline_bytes(budget, num_hashes, bands)
+    io_buffer = io_buffer_bytes(pipeline, num_hashes, bands)
+    shares = dict(sort_bytes=max(ROW_BYTES, budget - writer_bytes(budget)),
+                  scan_rows=scan_batch_rows(pipeline, io_buffer, num_hashes, bands), io_buffer=io_buffer)
+    scanning = rows * bands * 8 + pipeline  # all band keys while the scan pipeline runs
+    working = max(scanning, in_memory_bytes(rows, bands, threads) + writer_bytes(budget))
+    if working <= budget:
+        return SortPlan(rows, bands, budget, threads, True, tight=2 * working > budget, **shares)
     folder = os.fspath(temp_dir) if temp_dir is not None else tempfile.gettempdir()
     spill = rows * bands * ROW_BYTES
     limit = max_temp_size()
@@ -184,12 +291,15 @@ def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = N
             f"sorting {rows:,} rows x {bands} bands needs up to {_fmt(spill)} of spill files, but "
             f"{folder!r} has {_fmt(free)} free; pass temp_dir= on a larger disk, raise "
             "memory_limit, or build the index per fragment")
-    # threads partitions of the expected size must fit at once (with their scratch);
-    # a factor 2 of slack for the spread of hash prefixes
-    part_rows = max(1, budget // (2 * ROW_BYTES * threads))
-    p = max(0, math.ceil(math.log2(max(1.0, 2.0 * rows / part_rows))))
+    # a partition of the expected size is at most 1/8 of the sort share: with a factor 2
+    # of slack for the spread of hash prefixes, `threads` runs of scratch and two groups
+    # of about 3 partitions each fit at once
+    part_rows = max(1, shares["sort_bytes"] // (8 * ROW_BYTES))
+    p = max(0, math.ceil(math.log2(max(1.0, rows / part_rows))))
     p = min(p, 56, int(math.log2(MAX_PARTITIONS // bands)))  # bands <= 256: at least 4 bits
-    return SortPlan(rows, bands, budget, threads, False, p, folder, spill)
+    spill_rows = max(1, spill_buffer_bytes(budget, num_hashes, bands) // (bands * (8 + ROW_BYTES)))
+    return SortPlan(rows, bands, budget, threads, False, p, folder, spill, spill_rows=spill_rows, tight=True,
+                    **shares)
 
 
 @dataclass
@@ -239,6 +349,12 @@ class BandSorter:
             self._counts = np.zeros(self._nparts, dtype=np.int64)
             self._kmin = np.full(self._nparts, np.iinfo(np.uint64).max, dtype=np.uint64)
             self._kmax = np.zeros(self._nparts, dtype=np.uint64)
+            # the spill buffer: band keys of the next docs (from doc id `_first`), and their
+            # band rows partitioned, both reused from flush to flush
+            self._buf = None
+            self._buffered = 0
+            self._first = 0
+            self._out_k = self._out_d = None
 
     # ------------------------------------------------------------------ collect
 
@@ -256,18 +372,50 @@ class BandSorter:
         if self.plan.in_memory:
             ks.scatter_bands(np.ascontiguousarray(keys, dtype=np.uint64), self._keys, self.plan.rows, self.rows)
         else:
-            bounds, pk, pd, kmin, kmax = ks.partition_band_rows(
-                np.ascontiguousarray(keys, dtype=np.uint64), self.rows, self._shift, self._nparts)
-            for p in np.flatnonzero(np.diff(bounds)):
-                s, e = bounds[p], bounds[p + 1]
-                base = self._base(int(p))
-                _append(base + ".keys", pk[s:e])
-                _append(base + ".docs", pd[s:e])
-            self._counts += np.diff(bounds)
-            np.minimum(self._kmin, kmin, out=self._kmin)
-            np.maximum(self._kmax, kmax, out=self._kmax)
-            self.spilled_bytes += len(pk) * ROW_BYTES
+            keys = np.ascontiguousarray(keys, dtype=np.uint64)
+            cap = self.plan.spill_rows
+            if self._buf is None:
+                self._buf = ks.empty_u64(cap * self.plan.bands).reshape(cap, self.plan.bands)
+            i = 0
+            while i < n:  # through the spill buffer: appends of many batches at once
+                m = min(n - i, cap - self._buffered)
+                self._buf[self._buffered:self._buffered + m] = keys[i:i + m]
+                self._buffered += m
+                i += m
+                if self._buffered == cap:
+                    self._flush()
         self.rows += n
+
+    def _flush(self) -> None:
+        """Partition the buffered docs' band rows and append them to the partition files."""
+        n = self._buffered
+        if n == 0:
+            return
+        m = n * self.plan.bands
+        if self._out_k is None:
+            cap = self.plan.spill_rows * self.plan.bands
+            self._out_k, self._out_d = ks.empty_u64(cap), ks.empty_u32(cap)
+        pk, pd = self._out_k[:m], self._out_d[:m]
+        bounds, kmin, kmax = ks.partition_band_rows_into(self._buf[:n], self._first, self._shift,
+                                                         self._nparts, pk, pd)
+        for p in np.flatnonzero(np.diff(bounds)):
+            s, e = bounds[p], bounds[p + 1]
+            base = self._base(int(p))
+            _append(base + ".keys", pk[s:e])
+            _append(base + ".docs", pd[s:e])
+        self._counts += np.diff(bounds)
+        np.minimum(self._kmin, kmin, out=self._kmin)
+        np.maximum(self._kmax, kmax, out=self._kmax)
+        self.spilled_bytes += m * ROW_BYTES
+        self._first += n
+        self._buffered = 0
+
+    def finish(self) -> None:
+        """No more rows: append what the spill buffer holds and free it (the band keys
+        of an in-memory sort stay until :meth:`close`)."""
+        if not self.plan.in_memory and self.spill_dir is not None:
+            self._flush()
+        self._buf = self._out_k = self._out_d = None
 
     def _base(self, p: int) -> str:
         return os.path.join(self.spill_dir, f"p{p:05d}")
@@ -279,6 +427,7 @@ class BandSorter:
         if self.plan.in_memory:
             yield from self._in_memory()
         else:
+            self.finish()
             parts = [_Part(self._base(p), int(self._counts[p]), int(self._kmin[p]), int(self._kmax[p]))
                      for p in range(self._nparts) if self._counts[p]]
             yield from self._emit(parts)
@@ -302,8 +451,13 @@ class BandSorter:
                 yield keys[s:s + n], docs[s:s + n]
 
     def _fits(self, total: int, longest: int, count: int) -> bool:
+        """A group of ``count`` partitions, ``total`` rows, fits the sort share with its
+        scratch, beside the previous group of at most as many rows (still being written)."""
         scratch = min(self.plan.threads, count) * longest
-        return (total + scratch) * ROW_BYTES <= self.plan.budget
+        return (2 * total + scratch) * ROW_BYTES <= self._sort_bytes()
+
+    def _sort_bytes(self) -> int:
+        return self.plan.sort_bytes or self.plan.budget
 
     def _emit(self, parts: list[_Part]):
         group: list[_Part] = []
@@ -350,8 +504,11 @@ class BandSorter:
                 yield k, d
 
     def _emit_oversized(self, part: _Part):
-        """A partition larger than the budget: stream it if it holds one key, else split it."""
-        chunk_rows = max(1, self.plan.budget // (2 * ROW_BYTES))
+        """A partition larger than the budget: stream it if it holds one key, else split it.
+
+        Chunks of a sixth of the sort share: a split holds two (read and split), a stream
+        up to three (read, and two queued for the writer), beside the previous group."""
+        chunk_rows = max(1, self._sort_bytes() // (6 * ROW_BYTES))
         if part.kmin == part.kmax:  # one bucket: doc ids were appended ascending
             yield from self._chunks(part, chunk_rows)
             _remove(part)
@@ -383,6 +540,7 @@ class BandSorter:
     def close(self) -> None:
         """Free the keys and remove the spill folder (idempotent)."""
         self._keys = None
+        self._buf = self._out_k = self._out_d = None
         if self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
             self.spill_dir = None

@@ -46,17 +46,27 @@ def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field
 
 
 def scan_text(ds: "lance.LanceDataset", column: str, *, batch_rows: int = DEFAULT_BATCH_ROWS,
-              fragments=None) -> Iterator[tuple[np.ndarray, pa.Array]]:
+              fragments=None, batch_readahead: int | None = None, fragment_readahead: int | None = None,
+              io_buffer_size: int | None = None) -> Iterator[tuple[np.ndarray, pa.Array]]:
     """Yield ``(row_ids uint64, texts)`` in scan order (fragment order, then offset).
 
     Row ids are row addresses, or stable row ids when the dataset has them: exactly what
     Lance's own index build records.
+
+    ``batch_readahead`` (decoded batches queued ahead), ``fragment_readahead`` (fragments
+    read at once) and ``io_buffer_size`` (bytes of reads in flight) bound the scanner's
+    own memory; ``None`` keeps Lance's defaults (in pylance 14: 2 GiB of I/O buffer and
+    several fragments ahead, 300-550 MB in flight on a text column of 10M rows when the
+    consumer is slower than the scan).
     """
+    opts = {k: v for k, v in (("batch_readahead", batch_readahead), ("fragment_readahead", fragment_readahead),
+                              ("io_buffer_size", io_buffer_size)) if v is not None}
     scanner = ds.scanner(columns=[column], with_row_id=True, batch_size=batch_rows,
-                         fragments=fragments, scan_in_order=True)
+                         fragments=fragments, scan_in_order=True, **opts)
     for batch in scanner.to_batches():
         if batch.num_rows == 0:
             continue
         texts = batch.column(column)
         rowids = batch.column("_rowid").to_numpy()
+        del batch
         yield rowids, texts

@@ -125,11 +125,13 @@ class BandsWriter:
         n = len(keys)
         if n == 0:
             return
+        from ..kernels.sort import is_sorted_pairs  # numba: loaded by the first write
+
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         docs = np.ascontiguousarray(docs, dtype=np.uint32)
         first = (int(keys[0]), int(docs[0]))
-        ordered = (keys[1:] > keys[:-1]) | ((keys[1:] == keys[:-1]) & (docs[1:] > docs[:-1]))
-        if first <= self._last or not ordered.all():
+        # one pass without the GIL and without temporaries (the writer runs on a thread)
+        if first <= self._last or not is_sorted_pairs(keys, docs):
             raise CorruptIndexError(f"{self.path}: band rows are not sorted by (band_key, doc_id)")
         self._last = (int(keys[-1]), int(docs[-1]))
         # page p ends at global row (p + 1) * page_rows - 1

@@ -29,7 +29,7 @@ from numba import njit, prange
 from .config import JIT, JIT_PARALLEL
 
 __all__ = ["DIGIT_BITS", "radix_sort_run", "sort_runs", "fill_doc_ids", "is_sorted_pairs",
-           "partition_band_rows", "split_pairs", "scatter_bands",
+           "partition_band_rows", "partition_band_rows_into", "split_pairs", "scatter_bands",
            "empty_u64", "empty_u32"]
 
 DIGIT_BITS = 8
@@ -120,13 +120,14 @@ def is_sorted_pairs(keys, docs):
 
 
 @njit(**JIT)
-def partition_band_rows(keys, first_doc, shift, nparts):
-    """Scatter a batch's band rows into key-prefix partitions.
+def partition_band_rows_into(keys, first_doc, shift, nparts, out_k, out_d):
+    """Scatter a batch's band rows into key-prefix partitions, into ``out_k`` / ``out_d``
+    (at least ``n * b`` elements: a buffer reused from batch to batch).
 
     ``keys`` is ``uint64[n, b]`` (row ``i`` is doc ``first_doc + i``); the partition of a
-    key is ``key >> shift``, below ``nparts``. Returns ``(bounds int64[nparts + 1],
-    keys u64, docs u32)`` with partition ``p`` at ``[bounds[p], bounds[p + 1])``, its doc
-    ids ascending (rows are visited in order), plus each partition's min and max key.
+    key is ``key >> shift``, below ``nparts``. Returns ``(bounds int64[nparts + 1], kmin,
+    kmax)`` with partition ``p`` at ``out[bounds[p]:bounds[p + 1]]``, its doc ids ascending
+    (rows are visited in order), and each partition's min and max key.
     """
     n, b = keys.shape
     sh = np.uint64(shift)
@@ -145,16 +146,28 @@ def partition_band_rows(keys, first_doc, shift, nparts):
     for p in range(nparts):
         counts[p + 1] += counts[p]
     pos = counts[:nparts].copy()
-    out_k = np.empty(n * b, dtype=np.uint64)
-    out_d = np.empty(n * b, dtype=np.uint32)
-    for j in range(b):
-        for i in range(n):
+    # row by row (the keys' memory order): each partition still gets its rows in doc
+    # order, whichever bands share it
+    for i in range(n):
+        d = np.uint32(first_doc + i)
+        for j in range(b):
             k = keys[i, j]
             p = k >> sh
             q = pos[p]
             pos[p] = q + 1
             out_k[q] = k
-            out_d[q] = np.uint32(first_doc + i)
+            out_d[q] = d
+    return counts, kmin, kmax
+
+
+@njit(**JIT)
+def partition_band_rows(keys, first_doc, shift, nparts):
+    """:func:`partition_band_rows_into` into fresh buffers: ``(bounds, keys u64, docs u32,
+    kmin, kmax)``."""
+    n, b = keys.shape
+    out_k = np.empty(n * b, dtype=np.uint64)
+    out_d = np.empty(n * b, dtype=np.uint32)
+    counts, kmin, kmax = partition_band_rows_into(keys, first_doc, shift, nparts, out_k, out_d)
     return counts, out_k, out_d, kmin, kmax
 
 
