@@ -455,6 +455,8 @@ def test_build_scans_within_the_pipeline_share(tmp_path, monkeypatch):
 
 
 def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch):
+    min_rows = spill.HEAP_BOUND_MIN_ROWS
+    monkeypatch.setattr(spill, "HEAP_BOUND_MIN_ROWS", 100)
     calls = []
     monkeypatch.setattr(build_mod, "_MALLOPT", lambda opt, value: calls.append((opt, value)) or 1)
     during = [(build_mod._M_MMAP_THRESHOLD, build_mod._HEAP_DURING_BUILD[0]),
@@ -477,8 +479,11 @@ def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch)
     with pytest.raises(DatasetError):
         build_index(uri, "no_such_column", memory_limit="64KiB")  # refused before any work
     assert calls == []
+    monkeypatch.setattr(spill, "HEAP_BOUND_MIN_ROWS", min_rows)
     assert spill.plan_sort(10_000_000, 16, None).tight  # in memory, but above half of 2 GiB
     assert not spill.plan_sort(1_000_000, 16, None).tight
+    assert not spill.plan_sort(1000, 16, "64KiB", temp_dir=str(tmp_path)).tight  # few rows
+    assert spill.plan_sort(1_000_000, 16, "64MiB", temp_dir=str(tmp_path)).tight
 
 
 def test_radix_sort_is_stable_and_sorted():

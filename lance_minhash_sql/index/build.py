@@ -232,19 +232,22 @@ def _target(ds, column: str, name: str | None, replace: bool) -> tuple[str, list
 
 # --------------------------------------------------------------------------- memory
 #
-# Where a 10M-row build at memory_limit=512MiB spends memory (RSS sampled every 50 ms;
-# 2 CPUs): the process baseline is ~310 MB (Python, pyarrow, lance, numba and the loaded
-# kernels). With glibc's defaults, the scan/sign phase then grew to ~1.0 GB: Lance's
-# scanner defaults (2 GiB io_buffer_size, several fragments and batches read ahead:
-# 300-550 MB, now bounded by the plan's pipeline share), and the heap: every batch frees
-# ~30 MB of texts, signatures and band keys, which glibc (its mmap threshold raised on
-# the fly up to 32 MiB) keeps in the heaps of several threads' arenas; the free tops of
-# the other threads' heaps are only handed back above the trim threshold (then up to
-# 64 MiB) and malloc_trim() does not reach them: 250-400 MB stayed resident into the
-# sort phase. The sort then held two groups of up to 360 MB each plus scratch (peak
-# 1.6 GB). The plan's shares now bound our buffers; _bounded_heap() bounds the heap
-# when the plan is tight (it costs ~2.2M more page faults, +5 s of system time, on the
-# 10M-row build, +0.6 s on a 1M-row build that has 1.5 GiB to spare).
+# Where a 10M-row build at memory_limit=512MiB spent memory (RSS sampled every 50 ms,
+# 2 CPUs; `benchmarks/build.py --trace`): the process baseline is ~305 MB (Python,
+# pyarrow, lance, numba and the loaded kernels; ~430 MB when the warm-up compiles them).
+# The scan/sign phase then grew to ~1.0 GB: Lance's scanner defaults (2 GiB
+# io_buffer_size, several fragments and batches read ahead: 300-550 MB when signing is
+# slower than the scan), and the heap: every batch frees ~30 MB of texts, signatures
+# and band keys, which glibc (its mmap threshold raised on the fly up to 32 MiB) keeps
+# in the heaps of several threads' arenas; the free tops of the other threads' heaps go
+# back only above the trim threshold (by then up to 64 MiB), and malloc_trim() does not
+# reach them: 250-400 MB stayed resident into the sort phase. The sort then loaded
+# groups of ~360 MB plus 120 MB of scratch, and the loop's last chunk kept the previous
+# group alive while the next one was loaded (uncounted): peak 1.6-1.7 GB. Now the plan's
+# shares bound our buffers (spill.py), the loops hold no batch or chunk they are done
+# with, and _bounded_heap() bounds the heap when the plan is tight: peak ~720 MB, the
+# scan phase ~600 MB, for ~2.2M more page faults (+4-5 s of system time over ~75 s of
+# CPU; ~+0.6 s on a 1M-row build, which is why a plan with room to spare skips it).
 
 
 def _libc_fn(name: str, *argtypes):
@@ -264,9 +267,9 @@ _MALLOPT = _libc_fn("mallopt", ctypes.c_int, ctypes.c_int)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 # during a build: blocks of 5 MiB and more (a batch's texts and signatures; the band
 # keys too from 40K-row batches) are mapped and unmapped on their own, and a heap's
-# free top above 16 MiB is handed back at once. Measured at 10M rows / 512MiB: peak RSS
-# 1,030-1,100 MB -> ~880 MB, the scan phase ~1,000 MB -> ~600 MB, for ~3-5% more CPU
-# time (page faults: 4 MiB cost twice as many for 40 MB less).
+# free top above 16 MiB is handed back at once. Measured at 10M rows / 512MiB (with the
+# plan's shares): peak RSS ~1,000-1,050 MB -> ~710-725 MB, the scan phase ~1,000 MB ->
+# ~600 MB (4 MiB: 40 MB less for twice the page faults).
 _HEAP_DURING_BUILD = (5 << 20, 16 << 20)  # (mmap threshold, trim threshold)
 # afterwards: glibc's dynamic maxima (DEFAULT_MMAP_THRESHOLD_MAX and twice it), where
 # its own adjustment ends up after any build (setting a threshold ends that adjustment)
@@ -449,7 +452,8 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
         sig_writer.close()
         sig_writer = None
         sorter.finish()
-        release_memory()
+        if plan.tight:
+            release_memory()
 
         bands_writer = BandsWriter(seg.path, params, num_docs=signed, storage_options=storage_options)
         # one group of sorted bands is written while the next group is sorted

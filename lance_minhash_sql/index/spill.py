@@ -35,8 +35,9 @@ cache) leaves less than an eighth of the budget, and the scan phase goes over it
   keys plus two groups of doc ids plus scratch (:func:`in_memory_bytes`) plus the writer
   share fit while sorting (rows from ``count_rows()``, an upper bound on the rows
   signed): each band is radix-sorted on its own, bands in parallel. When that working
-  set is above half the budget, or the sort spills, the plan is *tight*: the build then
-  also keeps glibc's heap from holding freed batches (``build._bounded_heap``).
+  set is above half the budget, or the sort spills, and the build has at least
+  :data:`HEAP_BOUND_MIN_ROWS` rows, the plan is *tight*: the build then also keeps
+  glibc's heap from holding freed batches (``build._bounded_heap``).
 * **Spill** otherwise: rows are partitioned by key prefix, band id (top byte) plus the
   next ``p`` bits, with ``p`` chosen so that a partition of the expected size is at most
   an eighth of the sort share; the buffered rows are appended to per-partition files in
@@ -80,6 +81,7 @@ __all__ = [
     "MIN_MEMORY_BUDGET",
     "ROW_BYTES",
     "TEXT_BYTES",
+    "HEAP_BOUND_MIN_ROWS",
     "parse_bytes",
     "memory_budget",
     "max_temp_size",
@@ -107,6 +109,9 @@ SCAN_READAHEAD = 2  # decoded batches queued ahead by the scanner
 WRITER_DEPTH = 2  # file writes queued for a writer thread
 LANCE_WRITER_CACHE = 16 << 20  # LanceFileWriter: 8 MiB of column data per top-level column
 MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
+# below this many rows the heap cannot hold back much (a few batches per thread): no plan
+# is tight, and the build leaves glibc's thresholds alone
+HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
 SPILL_PREFIX = "lance-minhash-spill-"
 
 _UNITS = {
@@ -256,7 +261,7 @@ class SortPlan:
     io_buffer: int = 64 << 20  # the scanner's io_buffer_size
     readahead: int = SCAN_READAHEAD  # the scanner's batch_readahead
     writer_depth: int = WRITER_DEPTH  # writes queued per writer thread
-    tight: bool = False  # the buffers may come near the budget: the build bounds the heap too
+    tight: bool = False  # many rows, and buffers that may come near the budget: bound the heap too
 
 
 def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = None,
@@ -274,8 +279,9 @@ def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = N
                   scan_rows=scan_batch_rows(pipeline, io_buffer, num_hashes, bands), io_buffer=io_buffer)
     scanning = rows * bands * 8 + pipeline  # all band keys while the scan pipeline runs
     working = max(scanning, in_memory_bytes(rows, bands, threads) + writer_bytes(budget))
+    many = rows >= HEAP_BOUND_MIN_ROWS
     if working <= budget:
-        return SortPlan(rows, bands, budget, threads, True, tight=2 * working > budget, **shares)
+        return SortPlan(rows, bands, budget, threads, True, tight=many and 2 * working > budget, **shares)
     folder = os.fspath(temp_dir) if temp_dir is not None else tempfile.gettempdir()
     spill = rows * bands * ROW_BYTES
     limit = max_temp_size()
@@ -298,7 +304,7 @@ def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = N
     p = max(0, math.ceil(math.log2(max(1.0, rows / part_rows))))
     p = min(p, 56, int(math.log2(MAX_PARTITIONS // bands)))  # bands <= 256: at least 4 bits
     spill_rows = max(1, spill_buffer_bytes(budget, num_hashes, bands) // (bands * (8 + ROW_BYTES)))
-    return SortPlan(rows, bands, budget, threads, False, p, folder, spill, spill_rows=spill_rows, tight=True,
+    return SortPlan(rows, bands, budget, threads, False, p, folder, spill, spill_rows=spill_rows, tight=many,
                     **shares)
 
 
