@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidInputError, InvalidParameterError
+from .udfs import _array
 
 __all__ = ["TABLE_UDFS", "search_sql", "RESULT_CACHE_ENTRIES"]
 
@@ -61,12 +62,6 @@ class _Results:
 
 
 _RESULTS = _Results(RESULT_CACHE_ENTRIES)
-
-
-def _array(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks()
-    return values
 
 
 def _scalars(fn: str, **columns) -> list[dict[str, Any]]:
