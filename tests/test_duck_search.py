@@ -121,3 +121,52 @@ def test_search_errors(con, dataset, tmp_path):
 
 def test_query_without_tokens_returns_nothing(con, dataset):
     assert con.sql(f"SELECT * FROM minhash_search({lit(dataset)}, 'text', '!!! ???')").fetchall() == []
+
+
+def test_search_carries_every_scalar_type_exactly(con, tmp_path):
+    """Each scalar column comes back with its own type and the identical value (floats
+    included: NaN, infinities, -0.0, the extremes), NULLs in place."""
+    n = 60
+    texts = generate_texts(0, n)
+    f32 = np.array([0.1, 1 / 3, 3.4028235e38, -0.0, np.nan, np.inf, 1e-45, -2.5] * 8, np.float32)[:n]
+    f64 = np.array([0.1, 1 / 3, 1.7976931348623157e308, 5e-324, -0.0, np.nan, -np.inf, 1e300] * 8)[:n]
+    nulls = np.arange(n) % 7 == 3
+    table = pa.table({
+        "text": texts,
+        "i8": pa.array(np.arange(n) - 30, pa.int8()),
+        "u32": pa.array(np.arange(n, dtype=np.uint32) * 70_000_000, pa.uint32()),
+        "u64": pa.array(np.full(n, 2**64 - 1, np.uint64) - np.arange(n, dtype=np.uint64), pa.uint64()),
+        "f32": pa.array(f32),
+        "f64": pa.array(f64, mask=nulls),
+        "ts_ms": pa.array(np.arange(n, dtype=np.int64) * 1_234_567, pa.timestamp("ms")),
+        "ts_ns": pa.array(np.arange(n, dtype=np.int64) * 1_234_567_891, pa.timestamp("ns")),
+        "ts_tz": pa.array(np.arange(n, dtype=np.int64) * 86_400_000_001, pa.timestamp("us", tz="Europe/Paris")),
+        "t": pa.array(np.arange(n, dtype=np.int64) * 1_000_001, pa.time64("us")),
+        "big_text": pa.array([f"é{i}'\"\\x" for i in range(n)], pa.large_string()),
+        "cat": pa.array([f"c{i % 3}" for i in range(n)]).dictionary_encode(),
+        "blob": pa.array([bytes(range(i % 256, i % 256 + 5)) if i % 5 else None for i in range(n)], pa.large_binary()),
+        "dec": pa.array([f"{i}12345678901234567.{i % 100:02d}" for i in range(n)]).cast(pa.decimal128(38, 2)),
+    })
+    uri = str(tmp_path / "scalars.lance")
+    lance.write_dataset(table, uri).create_scalar_index("text", IndexConfig("MINHASHLSH", {}))
+    ds = lance.dataset(uri)
+    for q in texts.to_pylist()[:6]:
+        rel = con.sql(f"SELECT * FROM minhash_search({lit(uri)}, 'text', {lit(q)}, 3)")
+        ours = rel.fetchall()
+        theirs = ds.to_table(nearest=MinHashQuery(q, "text"), limit=3, with_row_id=True)
+        expect = con.from_arrow(theirs.select(rel.columns)).fetchall()
+        assert [repr(r) for r in ours] == [repr(r) for r in expect], q
+    types = dict(zip(rel.columns, (str(t) for t in rel.types)))
+    assert types["i8"] == "TINYINT" and types["u64"] == "UBIGINT" and types["ts_ns"] == "TIMESTAMP_NS"
+    assert types["ts_tz"] == "TIMESTAMP WITH TIME ZONE" and types["blob"] == "BLOB" and types["dec"] == "DECIMAL(38,2)"
+
+
+def test_search_rows_stay_ordered_without_insertion_order(dataset):
+    """The result order is (_distance, _rowid) even when DuckDB may reorder results."""
+    con = lms.connect(threads=2, preserve_insertion_order=False)
+    ds = lance.dataset(dataset)
+    for q in QUERIES[:10]:
+        ours = con.sql(f"SELECT _rowid, _distance FROM minhash_search({lit(dataset)}, 'text', {lit(q)}, 20)").fetchall()
+        t = ds.to_table(nearest=MinHashQuery(q, "text"), limit=20, with_row_id=True, columns=["_distance"])
+        assert ours == list(zip(t.column("_rowid").to_pylist(),
+                                [float(np.float32(d)) for d in t.column("_distance").to_pylist()]))

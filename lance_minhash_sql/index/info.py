@@ -11,7 +11,7 @@ from ..io.manifest import minhash_segments, segment_dir
 from ..io.scan import open_dataset, text_field
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 
-__all__ = ["index_segments", "result_schema"]
+__all__ = ["index_segments", "result_schema", "search_target"]
 
 
 def _dataset(dataset, storage_options=None):
@@ -45,3 +45,13 @@ def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     return ds.schema
+
+
+def search_target(dataset, column: str, storage_options=None) -> tuple[str, int, pa.Schema]:
+    """``(uri, version, schema)`` of the dataset's latest version, checking the column:
+    what a SQL search plans its result columns on and then runs against."""
+    from .opened import dataset_handle
+
+    uri, ds = dataset_handle(dataset, storage_options)
+    text_field(ds, column, uri)
+    return uri, int(ds.version), ds.schema

@@ -67,6 +67,7 @@ __all__ = [
     "OpenedIndex",
     "open_index",
     "dataset_handle",
+    "dataset_at",
 ]
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -868,6 +869,7 @@ class OpenedIndex:
 
 _opened: OrderedDict = OrderedDict()
 _datasets: dict = {}
+_pinned: OrderedDict = OrderedDict()  # (uri, options, version) -> dataset at that version
 _opened_lock = threading.Lock()
 
 
@@ -907,6 +909,28 @@ def dataset_handle(dataset, storage_options=None):
         while len(_datasets) > _MAX_OPENED:
             _datasets.pop(next(iter(_datasets)))
     return str(ds.uri).rstrip("/"), ds
+
+
+def dataset_at(dataset: str, version: int, storage_options=None):
+    """The dataset at ``version``, without asking the store for a newer one: the opened
+    handle when it is that version, else a checkout of it (kept, like opened handles).
+
+    A SQL search plans its columns on one version and runs on exactly that version.
+    """
+    uri = os.fspath(dataset)
+    opts = _options_key(storage_options)
+    with _opened_lock:
+        ds = _datasets.get((uri, opts))
+        if ds is not None and int(ds.version) == version:
+            return ds
+        ds = _pinned.get((uri, opts, version))
+    if ds is None:
+        ds = open_dataset(uri, storage_options=storage_options, version=version)
+        with _opened_lock:
+            _pinned[(uri, opts, version)] = ds
+            while len(_pinned) > _MAX_OPENED:
+                _pinned.popitem(last=False)
+    return ds
 
 
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
