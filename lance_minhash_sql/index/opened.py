@@ -175,6 +175,17 @@ class _ByteLRU:
             self.usage += nbytes
             return True
 
+    def adopt(self, key, value, nbytes: int):
+        """The value cached under ``key``: one another thread cached first, else ``value``
+        (cached if it fits). Concurrent openers thus share one entry instead of replacing,
+        and emptying, each other's."""
+        with self.lock:
+            if key in self.values:
+                self.sizes.move_to_end(key)
+                return self.values[key]
+            value.cached = self.put(key, value, nbytes)
+            return value
+
     def reserve(self, key, extra: int) -> bool:
         """Grow ``key``'s size by ``extra`` bytes, evicting others; False if impossible."""
         with self.lock:
@@ -464,9 +475,13 @@ class SegmentEntry:
     def nbytes(self) -> int:
         return self.bands.nbytes + self.docs.nbytes
 
-    def _detach(self) -> None:  # evicted: drop the data, keep nothing accounted
+    def _detach(self) -> None:
+        """Evicted: drop the data, which the files can give again. An in-memory segment of
+        unindexed rows keeps its data: searches holding it still use it, and it is freed
+        with the last of them."""
         self.cached = False
-        self._empty()
+        if self.files is not None:
+            self._empty()
 
     def _empty(self) -> None:
         self.rent_bands = self.rent_docs = 0.0
@@ -670,8 +685,7 @@ def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options) -> SegmentE
     bands = BandStore(files.page_table, files.page_rows, files.num_band_rows)
     docs = DocStore(files.num_docs, files.params.num_hashes)
     entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs)
-    entry.cached = cache.put(key, entry, entry.nbytes)
-    return entry
+    return cache.adopt(key, entry, entry.nbytes)
 
 
 def _flat_entry(opened: "OpenedIndex", fragment_ids: tuple[int, ...]) -> SegmentEntry:
@@ -700,8 +714,7 @@ def _flat_entry(opened: "OpenedIndex", fragment_ids: tuple[int, ...]) -> Segment
     store = DocStore(rowids.size, k)
     store.set_full(rowids.astype(np.uint64, copy=False), sigs)
     entry = SegmentEntry(key, f"unindexed fragments {list(fragment_ids)}", opened.params, None, bands, store)
-    entry.cached = cache.put(key, entry, entry.nbytes)
-    return entry
+    return cache.adopt(key, entry, entry.nbytes)
 
 
 # --------------------------------------------------------------------------- deletions
