@@ -133,3 +133,28 @@ def test_build_killed_at_each_phase(tmp_path, private_tmp, phase):
     assert set(os.listdir(os.path.join(uri, "_indices"))) == kept
     assert _answers(uri) == before
     assert build_mod.cleanup_leftovers(uri) == []
+
+
+def test_segment_files_with_parameters_other_than_the_manifest_are_refused(tmp_path):
+    """Files written for 64/8/5 registered under default details: an error naming the
+    segment's files, never answers from mismatched parameters (Lance refuses them too)."""
+    import shutil
+    import uuid
+
+    from lance_minhash_sql.errors import CorruptIndexError
+    from lance_minhash_sql.params import MinHashParams
+
+    uri = str(tmp_path / "ds.lance")
+    lance.write_dataset(pa.table({"text": generate_texts(0, 800)}), uri)
+    build_index(uri, "text", num_hashes=64, num_bands=8, shingle_size=5)
+    ds = lance.dataset(uri)
+    (seg,) = manifest.minhash_segments(ds)
+    moved = str(uuid.uuid4())
+    shutil.copytree(manifest.segment_dir(ds, seg.uuid), manifest.segment_dir(ds, moved))
+    new = manifest.NewSegment(moved, manifest.segment_dir(ds, moved), seg.fragment_ids, MinHashParams())
+    manifest.commit_segments(ds, seg.name, "text", [new], removed=[seg],
+                             removed_params=MinHashParams(64, 8, 5))
+    with pytest.raises(CorruptIndexError, match=f"{moved}.*num_hashes: files 64, manifest 128"):
+        search(uri, "text", QUERIES[0], 5)
+    with pytest.raises(Exception):
+        lance.dataset(uri).to_table(nearest=MinHashQuery(QUERIES[0], "text"), limit=5)

@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import (
+    CorruptIndexError,
     DatasetError,
     IndexNotFoundError,
     InvalidParameterError,
@@ -50,7 +51,7 @@ from ..io.scan import open_dataset, scan_text, text_field
 from ..io.segments import SegmentFiles, open_segment
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, window_indices, window_plan,
                            window_rows)
-from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
+from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from .sign import signer_for
 
 __all__ = [
@@ -831,6 +832,31 @@ class Liveness:
 # --------------------------------------------------------------------------- opened index
 
 
+def _check_manifest_details(uri: str, column: str, info: SegmentInfo, params: MinHashParams, path: str) -> None:
+    """The segment's files must carry the parameters the manifest records for the index, as
+    Lance requires ("index file details ... do not match index details")."""
+    details = info.details
+    if not details:
+        return
+    version = details.get("signature_version") or 0
+    if version != SIGNATURE_VERSION:
+        raise UnsupportedIndexError(
+            f"the MinHash LSH index on {column!r} of {uri!r} was built with signature_version {version}, "
+            f"but this package computes version {SIGNATURE_VERSION} (pylance 14.0.x); rebuild it with "
+            f"minhash_build('{uri}', '{column}')")
+    diffs = [f"{key}: files {getattr(params, key)!r}, manifest {details[key]!r}"
+             for key in ("num_hashes", "num_bands", "shingle_size")
+             if key in details and details[key] != getattr(params, key)]
+    recorded = details.get("tokenizer") or {}
+    diffs += [f"tokenizer.{key}: files {value!r}, manifest {recorded[key]!r}"
+              for key, value in params.tokenizer.to_dict().items() if key in recorded and recorded[key] != value]
+    if diffs:
+        raise CorruptIndexError(
+            f"the files of segment {info.uuid} ({path}) were written with parameters other than the "
+            f"index details in the manifest ({'; '.join(diffs)}); Lance refuses them too. Rebuild the "
+            f"index with minhash_build('{uri}', '{column}', replace := true)")
+
+
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     out = []
     for f in fields(a):
@@ -978,6 +1004,8 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
                 f"the MinHash LSH index on {column!r} of {uri!r} has segments with different parameters: "
                 f"segment {segments[0].uuid} vs segment {info.uuid}: {diff}. Lance refuses such an "
                 f"index too; rebuild it with minhash_build('{uri}', '{column}', replace := true)")
+    for info, entry in zip(segments, entries):
+        _check_manifest_details(uri, column, info, entry.params, segment_dir(ds, info.uuid))
     covered = frozenset().union(*(s.fragment_ids for s in segments))
     liveness = Liveness(ds, covered)
     fragments = tuple(int(f) for f in liveness.current)

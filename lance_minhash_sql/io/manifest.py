@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import uuid as uuidlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import lance
 from lance.dataset import Index, IndexFile, LanceOperation
@@ -38,6 +39,9 @@ class SegmentInfo:
     dataset_version: int
     index_version: int
     size_bytes: int
+    # the index's details as Lance parses them from the manifest (num_hashes, num_bands,
+    # shingle_size, tokenizer options, signature_version); None if Lance gives none
+    details: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,8 @@ def minhash_segments(ds: "lance.LanceDataset", column: str | None = None) -> lis
                 uuid=str(seg.uuid), name=desc.name, column=col, field_id=int(desc.fields[0]),
                 fragment_ids=frozenset(int(f) for f in seg.fragment_ids),
                 dataset_version=int(seg.dataset_version_at_last_update),
-                index_version=int(seg.index_version), size_bytes=int(seg.size_bytes or 0)))
+                index_version=int(seg.index_version), size_bytes=int(seg.size_bytes or 0),
+                details=getattr(desc, "details", None) or None))
     return out
 
 
