@@ -742,6 +742,7 @@ class Liveness:
             sorted(f.fragment_id for f in frags if f.metadata.deletion_file is not None), dtype=np.uint64)
         self.stable = bool(ds.has_stable_row_ids)
         self.missing_fragments = frozenset(covered) - set(int(f) for f in self.current)
+        self._valid_filters: set[str] = set()
         # With stable row ids an index can hold ids that no fragment has any more (rows
         # deleted before a compaction keep their ids in the index), so every candidate
         # is checked; with row addresses a deletion always leaves a deletion file (or
@@ -799,8 +800,31 @@ class Liveness:
             out[s:s + part.size] = np.isin(part, got)
         return out
 
+    def _matches(self, ids: np.ndarray, expr: str) -> pa.Table:
+        """``_rowid`` and ``_ok`` (the filter's value) of the live ones of ``ids``: one take."""
+        try:
+            t = self.ds._take_rows(pa.array(ids, type=pa.uint64()), {"_rowid": "_rowid", "_ok": expr})
+        except (ValueError, OSError, RuntimeError) as exc:
+            msg = str(exc).splitlines()[0][:300]
+            raise InvalidParameterError(
+                f"filter={expr!r} is not a valid Lance filter expression for this dataset ({msg}); "
+                "use SQL over the dataset's columns, e.g. \"id > 10 AND lang = 'en'\"") from None
+        if not pa.types.is_boolean(t.column("_ok").type):
+            raise InvalidParameterError(
+                f"filter={expr!r} must be a boolean expression, but it has type {t.column('_ok').type}; "
+                "e.g. \"id > 10\"")
+        return t
+
+    def check_filter(self, expr: str) -> None:
+        """Refuse a filter that is not a boolean expression over this version's columns,
+        whether or not any row is a candidate (checked once per version and filter)."""
+        if expr not in self._valid_filters:
+            self._matches(np.empty(0, dtype=np.uint64), expr)
+            self._valid_filters.add(expr)
+
     def filter_mask(self, ids: np.ndarray, expr: str) -> np.ndarray:
         """``bool[n]``: row ids that are live and match the Lance filter ``expr`` (one take)."""
+        self.check_filter(expr)
         out = np.zeros(ids.size, dtype=np.bool_)
         if ids.size == 0:
             return out
@@ -809,22 +833,10 @@ class Liveness:
         res = np.zeros(ask.size, dtype=np.bool_)
         for s in range(0, ask.size, _MAX_TAKE):
             part = ask[s:s + _MAX_TAKE]
-            try:
-                t = self.ds._take_rows(pa.array(part, type=pa.uint64()), {"_rowid": "_rowid", "_ok": expr})
-            except (ValueError, OSError, RuntimeError) as exc:
-                msg = str(exc).splitlines()[0][:300]
-                raise InvalidParameterError(
-                    f"filter={expr!r} is not a valid Lance filter expression for this dataset ({msg}); "
-                    "use SQL over the dataset's columns, e.g. \"id > 10 AND lang = 'en'\"") from None
-            ok = t.column("_ok")
-            if not pa.types.is_boolean(ok.type):
-                raise InvalidParameterError(
-                    f"filter={expr!r} must be a boolean expression, but it has type {ok.type}; "
-                    "e.g. \"id > 10\"")
+            t = self._matches(part, expr)
             got = t.column("_rowid").to_numpy()
-            flags = ok.fill_null(False).to_numpy(zero_copy_only=False)
-            sel = got[flags]
-            res[s:s + part.size] = np.isin(part, sel)
+            flags = t.column("_ok").fill_null(False).to_numpy(zero_copy_only=False)
+            res[s:s + part.size] = np.isin(part, got[flags])
         out[maybe] = res
         return out
 

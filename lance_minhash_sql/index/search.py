@@ -173,6 +173,8 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     """``(query_index int64, _rowid uint64, _distance float32)`` of every query's top ``limit``,
     ordered by query, then ``(distance, row id)``."""
     params = opened.params
+    if filter is not None:
+        opened.liveness.check_filter(filter)  # a bad filter is an error even when nothing matches
     sigs, has, keys = _sign(signer_for(params), texts)
     active = np.flatnonzero(has)
     if active.size == 0:
