@@ -55,7 +55,8 @@ def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
         for spec in UDFS + TABLE_UDFS:
             try:
                 cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
-                                    type="arrow", null_handling="special", side_effects=spec.side_effects)
+                                    type="arrow" if getattr(spec, "arrow", True) else "native",
+                                    null_handling="special", side_effects=spec.side_effects)
             except (duckdb.CatalogException, duckdb.NotImplementedException) as exc:
                 if "already" not in str(exc):
                     raise

@@ -20,6 +20,7 @@ millisecond of the search itself (measured: a typed getter UDF per column cost a
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple
@@ -49,7 +50,7 @@ def _require(fn: str, row: dict, *names: str) -> None:
 def _int(fn: str, name: str, value) -> int | None:
     if value is None:
         return None
-    if float(value) != int(value):
+    if not math.isfinite(float(value)) or float(value) != int(value):
         raise InvalidParameterError(f"{fn}: {name}={value!r} must be an integer")
     return int(value)
 
@@ -188,8 +189,6 @@ _TEXT_EXACT = frozenset({
     "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
 })
 ROWS_TYPE = "STRUCT(_rowid UBIGINT[], _distance FLOAT[], s VARCHAR[][], x BLOB[][])"
-_ROWS_FIELDS = [pa.field("_rowid", pa.list_(pa.uint64())), pa.field("_distance", pa.list_(pa.float32())),
-                pa.field("s", pa.list_(pa.list_(pa.string()))), pa.field("x", pa.list_(pa.list_(pa.binary())))]
 _CARRIER_TYPES = {"s": pa.string(), "x": pa.binary()}
 
 
@@ -285,44 +284,27 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
     return values.cast(_CARRIER_TYPES[carrier])
 
 
-def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+def search_rows(dataset, column, query, k, fast_search, filter_, version) -> dict:
+    """The search results with every user column, for the SQL :func:`search_plan` wrote.
 
-
-def _rows_struct(results: list[tuple[_Layout, pa.Table]]) -> pa.Array:
-    """One struct of carrier lists per search result (see ``ROWS_TYPE``)."""
-    sizes = np.array([t.num_rows for _, t in results], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    arrays = [_list_array(offsets, pa.concat_arrays([_array(t.column(name)) for _, t in results]).cast(f.type.value_type))
-              for name, f in zip(("_rowid", "_distance"), _ROWS_FIELDS)]
-    for carrier, arrow_type in _CARRIER_TYPES.items():
-        outer, inner, values = [0], [0], []
-        for layout, table in results:
-            for slot in layout.slots[carrier]:
-                values.append(_carried(table.column(slot.column), slot, carrier))
-                inner.append(inner[-1] + table.num_rows)
-            outer.append(len(inner) - 1)
-        flat = pa.concat_arrays(values) if values else pa.array([], arrow_type)
-        arrays.append(_list_array(np.array(outer), _list_array(np.array(inner), flat)))
-    return pa.StructArray.from_arrays(arrays, fields=_ROWS_FIELDS)
-
-
-def search_rows(dataset, column, query, k, fast_search, filter_, version) -> pa.Array:
-    """The search results with every user column, for the SQL :func:`search_plan` wrote."""
+    A native (not Arrow) UDF: it answers one statement's one call, where Python values
+    cost less than building and importing Arrow arrays (about 1 ms per query measured).
+    """
     from ..index.opened import dataset_at
     from ..index.search import search as run
 
     fn = "minhash_search"
-    results = []
-    for row in _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search,
-                        filter=filter_, version=version):
-        _require(fn, row, "dataset", "column", "k", "fast_search", "version")
-        ds = dataset_at(row["dataset"], int(row["version"]))
-        layout = _layout(ds.schema)
-        table = run(ds, row["column"], _check_query(fn, row["query"]), _int(fn, "k", row["k"]),
-                    fast_search=bool(row["fast_search"]), filter=row["filter"], columns=list(layout.columns))
-        results.append((layout, table))
-    return _rows_struct(results)
+    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
+    _require(fn, row, "dataset", "column", "k", "fast_search", "version")
+    ds = dataset_at(dataset, int(version))
+    layout = _layout(ds.schema)
+    table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
+                filter=filter_, columns=list(layout.columns))
+    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
+    for carrier in _CARRIER_TYPES:
+        out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
+                        for slot in layout.slots[carrier]]
+    return out
 
 
 def search_sql(schema: pa.Schema, args: tuple) -> str:
@@ -333,20 +315,15 @@ def search_sql(schema: pa.Schema, args: tuple) -> str:
     return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_) -> pa.Array:
-    """Constant-folded at plan time: reads the dataset's schema and version only."""
+def search_plan(dataset, column, query, k, fast_search, filter_) -> str:
+    """Constant-folded at plan time: reads the dataset's schema and version only (native UDF)."""
     from ..index.info import search_target
 
     fn = "minhash_search"
-    out = []
-    for row in _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search,
-                        filter=filter_):
-        _require(fn, row, "dataset", "column", "k", "fast_search")
-        _, version, schema = search_target(row["dataset"], row["column"])
-        args = (row["dataset"], row["column"], row["query"], _int(fn, "k", row["k"]), bool(row["fast_search"]),
-                row["filter"], version)
-        out.append(search_sql(schema, args))
-    return pa.array(out, pa.string())
+    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
+    _require(fn, row, "dataset", "column", "k", "fast_search")
+    _, version, schema = search_target(dataset, column)
+    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version))
 
 
 class TableUdf(NamedTuple):
@@ -355,6 +332,7 @@ class TableUdf(NamedTuple):
     parameters: tuple[str, ...]
     return_type: str
     side_effects: bool
+    arrow: bool = True  # Arrow in and out (batches); False: Python values, one call per row
 
 
 TABLE_UDFS: tuple[TableUdf, ...] = (
@@ -363,7 +341,7 @@ TABLE_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_indexes", indexes, ("VARCHAR",), INDEXES_TYPE, True),
     TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), IDS_TYPE, True),
     TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                                "BIGINT"), ROWS_TYPE, True),
+                                                "BIGINT"), ROWS_TYPE, True, False),
     TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
-             "VARCHAR", False),
+             "VARCHAR", False, False),
 )
