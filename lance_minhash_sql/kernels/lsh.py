@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .config import JIT, JIT_PARALLEL
+from .config import JIT, JIT_PARALLEL, jit_twins
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -111,24 +111,16 @@ def _pages_one(page_table, keys, lo, hi):
             hi[j] = b if b < npages else npages - 1
 
 
-@njit(**JIT)
-def _bucket_pages_serial(page_table, qkeys):
-    nq, nb = qkeys.shape
-    lo = np.empty((nq, nb), dtype=np.int64)
-    hi = np.empty((nq, nb), dtype=np.int64)
-    for q in range(nq):
-        _pages_one(page_table, qkeys[q], lo[q], hi[q])
-    return lo, hi
-
-
-@njit(**JIT_PARALLEL)
-def _bucket_pages_parallel(page_table, qkeys):
+def _bucket_pages(page_table, qkeys):
     nq, nb = qkeys.shape
     lo = np.empty((nq, nb), dtype=np.int64)
     hi = np.empty((nq, nb), dtype=np.int64)
     for q in prange(nq):
         _pages_one(page_table, qkeys[q], lo[q], hi[q])
     return lo, hi
+
+
+_bucket_pages_parallel, _bucket_pages_serial = jit_twins(_bucket_pages)
 
 
 def bucket_pages(page_table, qkeys):
@@ -183,24 +175,16 @@ def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, en
         end[j] = b * page_rows + (e - base_b)
 
 
-@njit(**JIT)
-def _bucket_rows_serial(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
-    nq, nb = qkeys.shape
-    start = np.empty((nq, nb), dtype=np.int64)
-    end = np.empty((nq, nb), dtype=np.int64)
-    for q in range(nq):
-        _rows_one(qkeys[q], lo[q], hi[q], page_slot, pool_keys, page_rows, num_rows, start[q], end[q])
-    return start, end
-
-
-@njit(**JIT_PARALLEL)
-def _bucket_rows_parallel(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
+def _bucket_rows(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
     nq, nb = qkeys.shape
     start = np.empty((nq, nb), dtype=np.int64)
     end = np.empty((nq, nb), dtype=np.int64)
     for q in prange(nq):
         _rows_one(qkeys[q], lo[q], hi[q], page_slot, pool_keys, page_rows, num_rows, start[q], end[q])
     return start, end
+
+
+_bucket_rows_parallel, _bucket_rows_serial = jit_twins(_bucket_rows)
 
 
 def bucket_rows(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
@@ -373,25 +357,7 @@ def _csr(uniq):
     return offsets
 
 
-@njit(**JIT)
-def _merge_candidates_serial(start, end, kind, page_slot, pool_docs, page_rows, win_docs):
-    nq = start.shape[0]
-    raw = _raw_offsets(start, end)
-    tmp = np.empty(raw[nq], dtype=np.uint32)
-    uniq = np.zeros(nq, dtype=np.int64)
-    for q in range(nq):
-        uniq[q] = _gather_one(start[q], end[q], kind[q], page_slot, pool_docs, page_rows, win_docs,
-                              tmp[raw[q]:raw[q + 1]])
-    offsets = _csr(uniq)
-    docs = np.empty(offsets[nq], dtype=np.uint32)
-    matches = np.empty(offsets[nq], dtype=np.int32)
-    for q in range(nq):
-        _write_one(tmp[raw[q]:raw[q + 1]], docs[offsets[q]:offsets[q + 1]], matches[offsets[q]:offsets[q + 1]])
-    return offsets, docs, matches
-
-
-@njit(**JIT_PARALLEL)
-def _merge_candidates_parallel(start, end, kind, page_slot, pool_docs, page_rows, win_docs):
+def _merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs):
     nq = start.shape[0]
     raw = _raw_offsets(start, end)
     tmp = np.empty(raw[nq], dtype=np.uint32)
@@ -405,6 +371,9 @@ def _merge_candidates_parallel(start, end, kind, page_slot, pool_docs, page_rows
     for q in prange(nq):
         _write_one(tmp[raw[q]:raw[q + 1]], docs[offsets[q]:offsets[q + 1]], matches[offsets[q]:offsets[q + 1]])
     return offsets, docs, matches
+
+
+_merge_candidates_parallel, _merge_candidates_serial = jit_twins(_merge_candidates)
 
 
 def merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs):
@@ -511,22 +480,7 @@ def _score_one(qsig, lo, hi, docs, ok, doc_slot, sig_pool, rowid_pool, limit, ou
         out_dist[t] = distance_of(k - mism[i], k)
 
 
-@njit(**JIT)
-def _score_topk_serial(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):
-    nq = qsigs.shape[0]
-    counts = _ok_counts(offsets, ok, limit)
-    out_rid = np.empty(counts[nq], dtype=np.uint64)
-    out_mism = np.empty(counts[nq], dtype=np.int32)
-    out_dist = np.empty(counts[nq], dtype=np.float32)
-    for q in range(nq):
-        a, b = counts[q], counts[q + 1]
-        _score_one(qsigs[q], offsets[q], offsets[q + 1], docs, ok, doc_slot, sig_pool, rowid_pool, limit,
-                   out_rid[a:b], out_mism[a:b], out_dist[a:b])
-    return counts, out_rid, out_mism, out_dist
-
-
-@njit(**JIT_PARALLEL)
-def _score_topk_parallel(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):
+def _score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):
     nq = qsigs.shape[0]
     counts = _ok_counts(offsets, ok, limit)
     out_rid = np.empty(counts[nq], dtype=np.uint64)
@@ -537,6 +491,9 @@ def _score_topk_parallel(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_poo
         _score_one(qsigs[q], offsets[q], offsets[q + 1], docs, ok, doc_slot, sig_pool, rowid_pool, limit,
                    out_rid[a:b], out_mism[a:b], out_dist[a:b])
     return counts, out_rid, out_mism, out_dist
+
+
+_score_topk_parallel, _score_topk_serial = jit_twins(_score_topk)
 
 
 def score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):

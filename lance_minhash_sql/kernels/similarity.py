@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .config import JIT, JIT_PARALLEL
+from .config import JIT, JIT_PARALLEL, jit_twins
 from .xxh64 import xxh64
 
 SEED = np.uint64(42)
@@ -28,8 +28,7 @@ def _band_keys_row(row, num_bands, width, out):
         out[j] = (np.uint64(j) << _U56) | (h & _KEY_MASK)
 
 
-@njit(**JIT_PARALLEL)
-def band_keys(sig_bytes, num_bands):
+def _band_keys(sig_bytes, num_bands):
     """``uint64[n, num_bands]`` band keys of each signature row."""
     n = sig_bytes.shape[0]
     width = sig_bytes.shape[1] // num_bands  # bytes per band = 2 * rows per band
@@ -39,15 +38,8 @@ def band_keys(sig_bytes, num_bands):
     return keys
 
 
-@njit(**JIT)
-def band_keys_serial(sig_bytes, num_bands):
-    """:func:`band_keys` on the calling thread (for a few query signatures)."""
-    n = sig_bytes.shape[0]
-    width = sig_bytes.shape[1] // num_bands
-    keys = np.empty((n, num_bands), dtype=np.uint64)
-    for i in range(n):
-        _band_keys_row(sig_bytes[i], num_bands, width, keys[i])
-    return keys
+# band_keys_serial: on the calling thread, for a few query signatures
+band_keys, band_keys_serial = jit_twins(_band_keys)
 
 
 @njit(**JIT_PARALLEL)
