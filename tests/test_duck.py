@@ -169,7 +169,8 @@ def test_closing_connections_and_gc_then_calling_does_not_crash(tmp_path):
     proc = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(tmp_path / "gc.duckdb")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:2] == [f"[({KNOWN_SIG},)]", "[(1.0,)]"]
+    # (DuckDB draws a progress bar on stdout when a statement runs over 2 s: skip it)
+    assert [line for line in proc.stdout.splitlines() if line.startswith("[(")] == [f"[({KNOWN_SIG},)]", "[(1.0,)]"]
 
 
 IMPORT_SCRIPT = textwrap.dedent("""
@@ -191,7 +192,7 @@ IMPORT_SCRIPT = textwrap.dedent("""
 def test_import_is_cheap_and_numba_loads_on_first_use():
     proc = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    out = proc.stdout.split()
+    out = proc.stdout.strip().splitlines()[-1].split()  # the last line: after any DuckDB progress bar
     print("import lance_minhash_sql:", out[-1], "ms")
     assert out[:-2] == ["[]", "[]", "False", "True", "False"]
     assert out[-2] == "0.1.0" or out[-2] == "0+unknown"
