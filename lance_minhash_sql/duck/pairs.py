@@ -1,0 +1,204 @@
+"""UDFs behind minhash_pairs, minhash_clusters and minhash_dedup (``sql/pairs.sql``).
+
+``minhash_pairs`` streams shard by shard on DuckDB's threads. DuckDB calls a UDF once
+per chunk of up to 2048 input rows, so a ``range(n)`` of shard numbers would hand all
+shards to one call; instead:
+
+1. ``_lms_pairs_plan(...)`` (cheap, constant-folded at plan time) plans the shards of
+   the index's current version (:func:`..index.pairs.pair_shards`; the plan is kept in a
+   process-wide cache keyed by ``(dataset, version, column, threshold, shards)``) and
+   returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard;
+2. each branch calls ``_lms_pair_shard(dataset, column, threshold, exact, version,
+   shard, shards)`` (``side_effects``: run at execution), which takes the plan from the
+   cache (or plans that version again) and returns that shard's pairs as one list.
+
+So each call holds one shard's pairs, and DuckDB runs the branches on its threads (the
+numba kernels release the GIL). A shard whose pairs exceed :data:`MAX_SQL_SHARD_PAIRS`
+(a giant bucket of identical rows) fails with :class:`ResourceLimitError` instead of
+exhausting memory; the Python :func:`..index.pairs.pairs` and ``lance-minhash pairs``
+stream such shards in chunks.
+
+:class:`..index.pairs.LowRecallWarning` is a Python warning issued by the planning call,
+in the thread that runs the statement.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InvalidParameterError, ResourceLimitError
+from .tables import TableUdf, _literal, _require, _scalars
+
+__all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
+
+MAX_SQL_SHARD_PAIRS = 1 << 27  # pairs one shard may return through SQL (3 GiB as Arrow)
+_MAX_PLANS = 64
+
+PAIRS_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE, jaccard DOUBLE)[]"
+_PAIRS_ARROW = pa.list_(pa.struct([("left_rowid", pa.uint64()), ("right_rowid", pa.uint64()),
+                                   ("similarity", pa.float64()), ("jaccard", pa.float64())]))
+CLUSTERS_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT)[]"
+DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, keep BOOLEAN)[]"
+
+
+class _Plans:
+    """Planned shards by ``(uri, version, column, threshold, shards)`` (bounded, thread-safe)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._plans: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple, shards: list) -> None:
+        with self._lock:
+            self._plans[key] = shards
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.capacity:
+                self._plans.popitem(last=False)
+
+    def get(self, key: tuple):
+        with self._lock:
+            hit = self._plans.get(key)
+            if hit is not None:
+                self._plans.move_to_end(key)
+            return hit
+
+
+_PLANS = _Plans(_MAX_PLANS)
+
+
+def _flag(fn: str, name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidParameterError(f"{fn}: {name}={value!r} must be true or false")
+    return value
+
+
+def _prefixed(fn: str, call, *args, **kwargs):
+    """Run ``call``, putting the SQL function's name in front of a parameter error."""
+    try:
+        return call(*args, **kwargs)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{fn}: {exc}") from None
+
+
+def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int) -> str:
+    """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard."""
+    head = ", ".join(_literal(a) for a in (uri, column, threshold, exact, version))
+    return " UNION ALL ".join(
+        f"SELECT unnest(_lms_pair_shard({head}, {s}, {num_shards}), recursive := true)" for s in range(num_shards))
+
+
+def pairs_plan(dataset, column, threshold, exact) -> pa.Array:
+    from ..index.pairs import pair_shards
+
+    fn = "minhash_pairs"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact):
+        _require(fn, row, "dataset", "column", "exact")
+        exact_ = _flag(fn, "exact", row["exact"])
+        shards = _prefixed(fn, pair_shards, row["dataset"], row["column"], row["threshold"])
+        s = shards[0]
+        _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards)), shards)
+        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards)))
+    return pa.array(out, pa.string())
+
+
+def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards: int) -> list:
+    key = (uri, version, column, threshold, num_shards)
+    shards = _PLANS.get(key)
+    if shards is None:  # evicted, or planned in another process: plan that version again
+        from ..index.pairs import pair_shards
+        from ..io.scan import open_dataset
+
+        shards = pair_shards(open_dataset(uri, version=version), column, threshold, num_shards=num_shards)
+        _PLANS.put(key, shards)
+    return shards
+
+
+def pair_shard(dataset, column, threshold, exact, version, shard, num_shards) -> pa.Array:
+    from ..index.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
+
+    fn = "minhash_pairs"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, version=version,
+                        shard=shard, num_shards=num_shards):
+        exact_ = bool(row["exact"])
+        s = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
+                       int(row["num_shards"]))[int(row["shard"])]
+        batches, total = [], 0
+        for b in shard_pairs(s, exact=exact_, chunk_pairs=DEFAULT_CHUNK_PAIRS):
+            total += b.num_rows
+            if total > MAX_SQL_SHARD_PAIRS:
+                raise ResourceLimitError(
+                    f"{fn}: shard {s.index} of {s.num_shards} of {s.uri!r} holds more than {MAX_SQL_SHARD_PAIRS:,} "
+                    f"pairs at threshold={s.threshold:g} (a bucket of many identical rows): too many for one SQL "
+                    "result. Stream them with lance-minhash pairs ... --output pairs.parquet or the Python "
+                    "pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never list "
+                    "all pairs")
+            batches.append(b)
+        if batches:
+            t = pa.Table.from_batches(batches).combine_chunks()
+            cols = [t.column(i).chunk(0) for i in range(t.num_columns)]
+            out.append(cols if exact_ else cols + [pa.nulls(t.num_rows, pa.float64())])
+        else:
+            out.append(None)
+    return _lists(out, _PAIRS_ARROW)
+
+
+def _lists(parts: list, type_: pa.DataType) -> pa.Array:
+    """One list per input row from per-row column lists (``None``: an empty list)."""
+    fields = list(type_.value_type)
+    empty = [pa.array([], f.type) for f in fields]
+    cols = [pa.concat_arrays([(p if p is not None else empty)[i].cast(f.type) for p in parts])
+            for i, f in enumerate(fields)]
+    counts = [0 if p is None else len(p[0]) for p in parts]
+    offsets = np.zeros(len(parts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    values = pa.StructArray.from_arrays(cols, fields=fields)
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
+
+
+def _table_lists(tables: list[pa.Table], type_: pa.DataType) -> pa.Array:
+    return _lists([[t.column(f.name).combine_chunks() for f in type_.value_type] for t in tables], type_)
+
+
+_CLUSTERS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
+                                      ("cluster_size", pa.int64())]))
+_DEDUP_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
+                                   ("cluster_size", pa.int64()), ("keep", pa.bool_())]))
+
+
+def clusters(dataset, column, threshold) -> pa.Array:
+    from ..index.clusters import clusters as run
+
+    fn = "minhash_clusters"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold):
+        _require(fn, row, "dataset", "column")
+        out.append(_prefixed(fn, run, row["dataset"], row["column"], row["threshold"]))
+    return _table_lists(out, _CLUSTERS_ARROW)
+
+
+def dedup(dataset, column, threshold, keep, order_by) -> pa.Array:
+    from ..index.dedup import keep_flags
+
+    fn = "minhash_dedup"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by):
+        _require(fn, row, "dataset", "column")
+        out.append(_prefixed(fn, keep_flags, row["dataset"], row["column"], row["threshold"], keep=row["keep"],
+                             order_by=row["order_by"]))
+    return _table_lists(out, _DEDUP_ARROW)
+
+
+PAIR_UDFS: tuple[TableUdf, ...] = (
+    TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), "VARCHAR", False),
+    TableUdf("_lms_pair_shard", pair_shard, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT"),
+             PAIRS_TYPE, True),
+    TableUdf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE"), CLUSTERS_TYPE, True),
+    TableUdf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), DEDUP_TYPE, True),
+)
