@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.rewrite import dataset_exists, delete_rows, live_rows, write_without
 from ..io.scan import open_dataset, text_field
+from .build import _bar
 from .clusters import clusters
 from .opened import dataset_handle
 from .pairs import check_threshold
@@ -197,14 +198,6 @@ class DedupResult:
     @property
     def kept(self) -> int:
         return self.rows - self.removed
-
-
-def _bar(enabled: bool, total: int, desc: str):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, dynamic_ncols=True)
 
 
 def _check_output(output, delete_in_place) -> str | None:
