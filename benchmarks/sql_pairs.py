@@ -68,10 +68,10 @@ def child(what: str, uri: str, threads: int) -> dict:
 
 def run_child(what: str, uri: str, threads: int) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", what, "--uri", uri, "--threads", str(threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:  # the child's stderr goes straight to ours
+        return json.loads(subprocess.check_output(cmd, text=True).strip().splitlines()[-1])
+    except subprocess.CalledProcessError as exc:
+        raise SystemExit(f"{what} failed with exit code {exc.returncode} (its errors are above)") from None
 
 
 def main() -> None:

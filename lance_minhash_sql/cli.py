@@ -312,35 +312,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("pairs", help="every pair of rows whose MinHash similarity reaches a threshold")
-    p.add_argument("dataset")
-    p.add_argument("column")
-    p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
+    def self_join(name: str, help_: str, link: str, output: str):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("dataset", help="path or URI of the Lance dataset")
+        p.add_argument("column", help="the indexed text column")
+        p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
+        p.add_argument("--output", default=None, help=output)
+        return p
+
+    p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
+                  "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
-    p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pairs)
 
-    p = sub.add_parser("clusters", help="near-duplicate clusters (rows in clusters of two or more)")
-    p.add_argument("dataset")
-    p.add_argument("column")
-    p.add_argument("--threshold", type=float, default=0.8, help="similarity of a link (default 0.8)")
-    p.add_argument("--output", default=None, help="write the clusters to this .parquet or .csv file")
+    p = self_join("clusters", "near-duplicate clusters (rows in clusters of two or more)", "similarity of a link",
+                  "write the clusters to this .parquet or .csv file")
     p.add_argument("--limit", type=int, default=20, help="rows to print without --output (default 20)")
     p.set_defaults(func=cmd_clusters)
 
-    p = sub.add_parser("dedup", help="keep one row per near-duplicate cluster (dry run unless told where to write)")
-    p.add_argument("dataset")
-    p.add_argument("column")
-    p.add_argument("--threshold", type=float, default=0.8, help="similarity of a link (default 0.8)")
+    p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
+                  "similarity of a link", "write the kept rows to this new Lance dataset")
     p.add_argument("--keep", default="first", help="first (lowest row id, default) or longest (longest text)")
     p.add_argument("--order-by", default=None,
                    help="keep the first row by this SQL ORDER BY over the dataset's columns, e.g. 'quality DESC'")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--output", default=None, help="write the kept rows to this new Lance dataset")
-    where.add_argument("--delete-in-place", action="store_true",
-                       help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
+    p.add_argument("--delete-in-place", action="store_true",
+                   help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_dedup)
 
