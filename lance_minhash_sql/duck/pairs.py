@@ -7,7 +7,8 @@ shards to one call; instead:
 1. ``_lms_pairs_plan(...)`` (cheap, constant-folded at plan time) plans the shards of
    the index's current version (:func:`..index.pairs.pair_shards`; the plan is kept in a
    process-wide cache keyed by ``(dataset, version, column, threshold, shards)``) and
-   returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard;
+   returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard
+   (DuckDB plans about 3,000 branches a second);
 2. each branch calls ``_lms_pair_shard(dataset, column, threshold, exact, version,
    shard, shards)`` (``side_effects``: run at execution), which takes the plan from the
    cache (or plans that version again) and returns that shard's pairs as one list.
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidParameterError, ResourceLimitError
 from .tables import TableUdf, _literal, _require, _scalars
+from .udfs import _prefixed
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 
@@ -75,14 +78,6 @@ def _flag(fn: str, name: str, value) -> bool:
     if not isinstance(value, bool):
         raise InvalidParameterError(f"{fn}: {name}={value!r} must be true or false")
     return value
-
-
-def _prefixed(fn: str, call, *args, **kwargs):
-    """Run ``call``, putting the SQL function's name in front of a parameter error."""
-    try:
-        return call(*args, **kwargs)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError(f"{fn}: {exc}") from None
 
 
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int) -> str:
@@ -190,8 +185,8 @@ def dedup(dataset, column, threshold, keep, order_by) -> pa.Array:
     out = []
     for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by):
         _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, keep_flags, row["dataset"], row["column"], row["threshold"], keep=row["keep"],
-                             order_by=row["order_by"]))
+        out.append(_prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"]), row["dataset"],
+                             row["column"], row["threshold"]))
     return _table_lists(out, _DEDUP_ARROW)
 
 
