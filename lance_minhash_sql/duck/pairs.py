@@ -9,9 +9,10 @@ shards to one call; instead:
    process-wide cache keyed by ``(dataset, version, column, threshold, shards)``) and
    returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard
    (DuckDB plans about 3,000 branches a second);
-2. each branch calls ``_lms_pair_shard(dataset, column, threshold, exact, version,
-   shard, shards)`` (``side_effects``: run at execution), which takes the plan from the
-   cache (or plans that version again) and returns that shard's pairs as one list.
+2. each branch calls ``_lms_pair_shard(dataset, column, threshold, version, shard,
+   shards)`` (``_lms_pair_shard_exact`` with ``exact``; ``side_effects``: run at
+   execution), which takes the plan from the cache (or plans that version again) and
+   returns that shard's pairs as one list.
 
 So each call holds one shard's pairs, and DuckDB runs the branches on its threads (the
 numba kernels release the GIL). A shard whose pairs exceed :data:`MAX_SQL_SHARD_PAIRS`
@@ -41,9 +42,11 @@ __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 MAX_SQL_SHARD_PAIRS = 1 << 27  # pairs one shard may return through SQL (3 GiB as Arrow)
 _MAX_PLANS = 64
 
-PAIRS_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE, jaccard DOUBLE)[]"
+PAIRS_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE)[]"
+PAIRS_EXACT_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE, jaccard DOUBLE)[]"
 _PAIRS_ARROW = pa.list_(pa.struct([("left_rowid", pa.uint64()), ("right_rowid", pa.uint64()),
-                                   ("similarity", pa.float64()), ("jaccard", pa.float64())]))
+                                   ("similarity", pa.float64())]))
+_PAIRS_EXACT_ARROW = pa.list_(pa.struct(list(_PAIRS_ARROW.value_type) + [pa.field("jaccard", pa.float64())]))
 CLUSTERS_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT)[]"
 DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, keep BOOLEAN)[]"
 
@@ -81,10 +84,13 @@ def _flag(fn: str, name: str, value) -> bool:
 
 
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int) -> str:
-    """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard."""
-    head = ", ".join(_literal(a) for a in (uri, column, threshold, exact, version))
-    return " UNION ALL ".join(
-        f"SELECT unnest(_lms_pair_shard({head}, {s}, {num_shards}), recursive := true)" for s in range(num_shards))
+    """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
+    (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
+    head = ", ".join(_literal(a) for a in (uri, column, threshold, version))
+    udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
+    union = " UNION ALL ".join(
+        f"SELECT unnest({udf}({head}, {s}, {num_shards}), recursive := true)" for s in range(num_shards))
+    return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
 
 
 def pairs_plan(dataset, column, threshold, exact) -> pa.Array:
@@ -114,42 +120,60 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
     return shards
 
 
-def pair_shard(dataset, column, threshold, exact, version, shard, num_shards) -> pa.Array:
+def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
+    """The shard's pairs as one array per column, or ``None``. The engine's batches are
+    copied into the final arrays and dropped one by one: the peak is the result plus one
+    batch, not twice the result."""
     from ..index.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
 
-    fn = "minhash_pairs"
-    out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, version=version,
-                        shard=shard, num_shards=num_shards):
-        exact_ = bool(row["exact"])
-        s = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
-                       int(row["num_shards"]))[int(row["shard"])]
-        batches, total = [], 0
-        for b in shard_pairs(s, exact=exact_, chunk_pairs=DEFAULT_CHUNK_PAIRS):
-            total += b.num_rows
-            if total > MAX_SQL_SHARD_PAIRS:
-                raise ResourceLimitError(
-                    f"{fn}: shard {s.index} of {s.num_shards} of {s.uri!r} holds more than {MAX_SQL_SHARD_PAIRS:,} "
-                    f"pairs at threshold={s.threshold:g} (a bucket of many identical rows): too many for one SQL "
-                    "result. Stream them with lance-minhash pairs ... --output pairs.parquet or the Python "
-                    "pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never list "
-                    "all pairs")
-            batches.append(b)
-        if batches:
-            t = pa.Table.from_batches(batches).combine_chunks()
-            cols = [t.column(i).chunk(0) for i in range(t.num_columns)]
-            out.append(cols if exact_ else cols + [pa.nulls(t.num_rows, pa.float64())])
-        else:
-            out.append(None)
-    return _lists(out, _PAIRS_ARROW)
+    parts, total = [], 0
+    for b in shard_pairs(shard, exact=exact, chunk_pairs=DEFAULT_CHUNK_PAIRS):
+        total += b.num_rows
+        if total > MAX_SQL_SHARD_PAIRS:
+            raise ResourceLimitError(
+                f"{fn}: shard {shard.index} of {shard.num_shards} of {shard.uri!r} holds more than "
+                f"{MAX_SQL_SHARD_PAIRS:,} pairs at threshold={shard.threshold:g} (a bucket of many identical rows): "
+                "too many for one SQL result. Stream them with lance-minhash pairs ... --output pairs.parquet or "
+                "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
+                "list all pairs")
+        parts.append([c.to_numpy() for c in b.columns])
+    if not parts:
+        return None
+    cols = [np.empty(total, dtype=c.dtype) for c in parts[0]]
+    pos = 0
+    for i in range(len(parts)):
+        part, parts[i] = parts[i], None
+        for col, values in zip(cols, part):
+            col[pos:pos + values.size] = values
+        pos += part[0].size
+        del part
+    return [pa.array(c) for c in cols]
+
+
+def _pair_shard(exact: bool, type_: pa.DataType):
+    def run(dataset, column, threshold, version, shard, num_shards) -> pa.Array:
+        fn = "minhash_pairs"
+        out = []
+        for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
+                            num_shards=num_shards):
+            shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
+                                int(row["num_shards"]))
+            out.append(_shard_columns(fn, shards[int(row["shard"])], exact))
+        return _lists(out, type_)
+
+    run.__name__ = "pair_shard_exact" if exact else "pair_shard"
+    return run
 
 
 def _lists(parts: list, type_: pa.DataType) -> pa.Array:
     """One list per input row from per-row column lists (``None``: an empty list)."""
     fields = list(type_.value_type)
     empty = [pa.array([], f.type) for f in fields]
-    cols = [pa.concat_arrays([(p if p is not None else empty)[i].cast(f.type) for p in parts])
-            for i, f in enumerate(fields)]
+    if len(parts) == 1:  # the usual case (one shard per call): no copy
+        cols = [c.cast(f.type) for c, f in zip(parts[0] or empty, fields)]
+    else:
+        cols = [pa.concat_arrays([(p if p is not None else empty)[i].cast(f.type) for p in parts])
+                for i, f in enumerate(fields)]
     counts = [0 if p is None else len(p[0]) for p in parts]
     offsets = np.zeros(len(parts) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
@@ -190,10 +214,12 @@ def dedup(dataset, column, threshold, keep, order_by) -> pa.Array:
     return _table_lists(out, _DEDUP_ARROW)
 
 
+_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT")  # dataset, column, threshold,
+# version, shard, shards
 PAIR_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), "VARCHAR", False),
-    TableUdf("_lms_pair_shard", pair_shard, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT"),
-             PAIRS_TYPE, True),
+    TableUdf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
+    TableUdf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
     TableUdf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE"), CLUSTERS_TYPE, True),
     TableUdf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), DEDUP_TYPE, True),
 )
