@@ -466,3 +466,35 @@ def test_other_errors(con, fresh, tmp_path):
     assert not os.path.exists(out)
     assert lance.dataset(fresh).version == version
     assert lance.dataset(plain).count_rows() == 2
+
+
+def test_in_place_with_stable_row_ids(tmp_path):
+    uri = str(tmp_path / "stable.lance")
+    lance.write_dataset(grouped_table(seed=11), uri, max_rows_per_file=300, enable_stable_row_ids=True)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 13 = 0")  # stable ids no longer equal row addresses' offsets
+    cluster_of, kept = reference_keep(uri, 0.7, "longest")
+    n0 = lance.dataset(uri).count_rows()
+    r = dedup(uri, "text", 0.7, keep="longest", delete_in_place=True)
+    assert r.removed == len(cluster_of) - len(kept) > 0
+    left = set(lance.dataset(uri).to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
+    assert len(left) == n0 - r.removed and left.isdisjoint(set(cluster_of) - kept) and kept <= left
+
+
+def test_a_failed_write_leaves_no_dataset(fresh, tmp_path, monkeypatch):
+    from lance_minhash_sql.io import rewrite
+    from lance_minhash_sql.io.rewrite import write_without
+
+    monkeypatch.setattr(rewrite, "SCAN_BATCH_ROWS", 20)
+    out = str(tmp_path / "broken.lance")
+    calls = []
+
+    def boom(rows):
+        calls.append(rows)
+        if len(calls) == 15:  # after some batches were handed to Lance
+            raise RuntimeError("disk full")
+
+    with pytest.raises(lms.DatasetError, match="disk full"):
+        write_without(lance.dataset(fresh), np.array([1], np.uint64), out, boom)
+    assert not os.path.exists(out)
+    assert lance.dataset(fresh).count_rows() == grouped_table(seed=9).num_rows
