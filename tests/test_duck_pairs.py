@@ -428,28 +428,25 @@ def test_other_errors(con, fresh, tmp_path):
     plain = str(tmp_path / "plain.lance")
     lance.write_dataset(pa.table({"text": ["a b c", "a b c"], "n": [1, 2]}), plain)
     version = lance.dataset(fresh).version
-    cases = [
-        (f"SELECT * FROM minhash_pairs({lit(plain)}, 'text')", "IndexNotFoundError", "minhash_build"),
-        (f"SELECT * FROM minhash_clusters({lit(plain)}, 'text')", "IndexNotFoundError", "minhash_build"),
-        (f"SELECT * FROM minhash_dedup({lit(plain)}, 'text')", "IndexNotFoundError", "minhash_build"),
-        (f"SELECT * FROM minhash_pairs({lit(plain)}, 'n')", "DatasetError", "string"),
-        (f"SELECT * FROM minhash_pairs({u}, 'nope')", "DatasetError", "'nope'"),
-        (f"SELECT * FROM minhash_clusters({u}, 'nope')", "DatasetError", "'nope'"),
-        (f"SELECT * FROM minhash_dedup({u}, 'nope')", "DatasetError", "'nope'"),
-        (f"SELECT * FROM minhash_pairs({lit(str(tmp_path / 'missing.lance'))}, 'text')", "DatasetError", "missing"),
-        (f"SELECT * FROM minhash_dedup({lit(str(tmp_path / 'missing.lance'))}, 'text')", "DatasetError", "missing"),
-        ("SELECT * FROM minhash_pairs(NULL, 'text')", "InvalidInputError", "dataset is NULL"),
-        (f"SELECT * FROM minhash_pairs({u}, NULL)", "InvalidInputError", "column is NULL"),
+    missing = lit(str(tmp_path / "missing.lance"))
+    per_macro = [  # (arguments, error class, a fragment of the message) for each of the three macros
+        (f"{lit(plain)}, 'text'", "IndexNotFoundError", "minhash_build"),
+        (f"{lit(plain)}, 'n'", "DatasetError", "string"),
+        (f"{u}, 'nope'", "DatasetError", "'nope'"),
+        (f"{missing}, 'text'", "DatasetError", "missing.lance"),
+        ("NULL, 'text'", "InvalidInputError", "dataset is NULL"),
+        (f"{u}, NULL", "InvalidInputError", "column is NULL"),
+    ]
+    cases = [(f"SELECT * FROM {m}({args})", cls, frag) for args, cls, frag in per_macro
+             for m in ("minhash_pairs", "minhash_clusters", "minhash_dedup")]
+    dedup_sql = f"SELECT * FROM minhash_dedup({u}, 'text', "
+    cases += [
         (f"SELECT * FROM minhash_pairs({u}, 'text', exact := NULL)", "InvalidInputError", "exact is NULL"),
-        ("SELECT * FROM minhash_clusters(NULL, 'text')", "InvalidInputError", "dataset is NULL"),
-        (f"SELECT * FROM minhash_dedup({u}, NULL)", "InvalidInputError", "column is NULL"),
-        (f"SELECT * FROM minhash_dedup({u}, 'text', keep := 'newest')", "InvalidParameterError", "keep='newest'"),
-        (f"SELECT * FROM minhash_dedup({u}, 'text', keep := NULL)", "InvalidParameterError", "keep=NULL"),
-        (f"SELECT * FROM minhash_dedup({u}, 'text', order_by := 'nope DESC')", "InvalidParameterError",
-         "order_by='nope DESC'"),
-        (f"SELECT * FROM minhash_dedup({u}, 'text', order_by := '  ')", "InvalidParameterError", "ORDER BY"),
-        (f"SELECT * FROM minhash_dedup({u}, 'text', keep := 'longest', order_by := 'quality')",
-         "InvalidParameterError", "give one"),
+        (dedup_sql + "keep := 'newest')", "InvalidParameterError", "keep='newest'"),
+        (dedup_sql + "keep := NULL)", "InvalidParameterError", "keep=NULL"),
+        (dedup_sql + "order_by := 'nope DESC')", "InvalidParameterError", "order_by='nope DESC'"),
+        (dedup_sql + "order_by := '  ')", "InvalidParameterError", "ORDER BY"),
+        (dedup_sql + "keep := 'longest', order_by := 'quality')", "InvalidParameterError", "give one"),
     ]
     for sql, cls, fragment in cases:
         msg = sql_error(con, sql)
