@@ -15,7 +15,7 @@ import pytest
 
 import lance_minhash_sql as lms
 from naive import exact_jaccard
-from test_pairs import as_dict, bucket_relation_is_equivalence, live_rows, oracle
+from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
 from lance_minhash_sql import cli
 from lance_minhash_sql.corpus import vocabulary, write_corpus

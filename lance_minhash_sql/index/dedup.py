@@ -78,10 +78,6 @@ def check_keep(keep, order_by) -> tuple[str, str | None]:
     return keep, order_by.strip()
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _ranking_sql(order_by: str) -> str:
     return (f"SELECT _rowid FROM t QUALIFY row_number() OVER (PARTITION BY {_CLUSTER} "
             f"ORDER BY {order_by}, _rowid) = 1")
