@@ -65,16 +65,17 @@ INDEX_QUERIES = [
 ]
 
 
-PAIRS_QUERIES = [
-    ("Near-duplicate pairs (minhash_pairs, exact := true adds the exact Jaccard); one fragment, so _rowid = id",
-     """SELECT p.left_rowid, p.right_rowid, round(p.similarity, 3) AS similarity, round(p.jaccard, 3) AS jaccard,
-               r.edit
-        FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p JOIN corpus r ON r.id = p.right_rowid
-        ORDER BY p.similarity, p.left_rowid, p.right_rowid LIMIT 6"""),
+PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
+    ("Near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the rows by _rowid",
+     """SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
+               round(p.jaccard, 3) AS jaccard, r.edit
+        FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
+        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
+        ORDER BY p.similarity, left_id, right_id LIMIT 6"""),
     ("Pairs at 0.8 against the generator's truth: share of pairs copied from one source, by edit kind",
      """SELECT r.edit, count(*) AS pairs, round(avg((l.source_id = r.source_id)::INTEGER), 3) AS same_source
         FROM minhash_pairs({uri}, 'text') p
-        JOIN corpus l ON l.id = p.left_rowid JOIN corpus r ON r.id = p.right_rowid
+        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
         GROUP BY r.edit ORDER BY pairs DESC"""),
     ("Clusters by size (minhash_clusters)",
      """SELECT cluster_size, count(DISTINCT cluster_id) AS clusters, count(*) AS rows
@@ -84,8 +85,9 @@ PAIRS_QUERIES = [
                (SELECT count(*) FROM corpus) - count(*) FILTER (WHERE NOT keep) AS rows_after_dedup
         FROM minhash_dedup({uri}, 'text', keep := 'longest')"""),
     ("The deduplicated corpus as a query: every row but the duplicates (lance-minhash dedup writes it)",
-     """SELECT edit, count(*) AS rows FROM corpus
-        WHERE id NOT IN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest') WHERE NOT keep)
+     """SELECT edit, count(*) AS rows
+        FROM corpus_rows ANTI JOIN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest')
+                                    WHERE NOT keep) d USING (_rowid)
         GROUP BY edit ORDER BY rows DESC"""),
 ]
 
@@ -114,6 +116,7 @@ def cmd_demo(args) -> int:
         return "'" + s.replace("'", "''") + "'"
 
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
+    con.register("corpus_rows", open_dataset(uri).to_table(columns=["id", "source_id", "edit"], with_row_id=True))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
         _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
     return 0
