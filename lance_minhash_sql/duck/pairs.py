@@ -124,6 +124,7 @@ def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
     """The shard's pairs as one array per column, or ``None``. The engine's batches are
     copied into the final arrays and dropped one by one: the peak is the result plus one
     batch, not twice the result."""
+    from ..index.build import release_memory
     from ..index.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
 
     parts, total = [], 0
@@ -137,6 +138,8 @@ def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
                 "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
                 "list all pairs")
         parts.append([c.to_numpy() for c in b.columns])
+    if exact:  # texts and shingle sets fragment the heaps: hand free pages back per shard, as pairs() does
+        release_memory()
     if not parts:
         return None
     cols = [np.empty(total, dtype=c.dtype) for c in parts[0]]
