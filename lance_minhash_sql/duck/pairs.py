@@ -217,8 +217,8 @@ def dedup(dataset, column, threshold, keep, order_by) -> pa.Array:
     return _table_lists(out, _DEDUP_ARROW)
 
 
-_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT")  # dataset, column, threshold,
-# version, shard, shards
+# dataset, column, threshold, version, shard, shards
+_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT")
 PAIR_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), "VARCHAR", False),
     TableUdf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
