@@ -27,11 +27,17 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .duck.install import connect, install
+    from .index.clusters import clusters
+    from .index.dedup import dedup
+    from .index.pairs import pairs
 
 __all__ = [
     "__version__",
     "install",
     "connect",
+    "pairs",
+    "clusters",
+    "dedup",
     "LanceMinHashError",
     "InvalidParameterError",
     "InvalidInputError",
@@ -43,6 +49,7 @@ __all__ = [
 ]
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}
+_LAZY.update(pairs=".index.pairs", clusters=".index.clusters", dedup=".index.dedup")
 
 
 def _version() -> str:

@@ -4,6 +4,8 @@ Examples::
 
     lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
     lance-minhash search corpus.lance text "some text" -k 5
+    lance-minhash pairs corpus.lance text --threshold 0.8 --output pairs.parquet
+    lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
@@ -63,6 +65,33 @@ INDEX_QUERIES = [
 ]
 
 
+PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
+    ("Near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the rows by _rowid",
+     """SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
+               round(p.jaccard, 3) AS jaccard, r.edit
+        FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
+        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
+        ORDER BY p.similarity, left_id, right_id LIMIT 6"""),
+    ("Pairs at 0.8 against the generator's truth: share of pairs copied from one source, by edit kind",
+     """SELECT r.edit, count(*) AS pairs, round(avg((l.source_id = r.source_id)::INTEGER), 3) AS same_source
+        FROM minhash_pairs({uri}, 'text') p
+        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
+        GROUP BY r.edit ORDER BY pairs DESC"""),
+    ("Clusters by size (minhash_clusters)",
+     """SELECT cluster_size, count(DISTINCT cluster_id) AS clusters, count(*) AS rows
+        FROM minhash_clusters({uri}, 'text') GROUP BY cluster_size ORDER BY cluster_size LIMIT 8"""),
+    ("Dedup keeping the longest text of each cluster (minhash_dedup): what it would remove",
+     """SELECT count(*) FILTER (WHERE keep) AS clusters, count(*) FILTER (WHERE NOT keep) AS duplicates,
+               (SELECT count(*) FROM corpus) - count(*) FILTER (WHERE NOT keep) AS rows_after_dedup
+        FROM minhash_dedup({uri}, 'text', keep := 'longest')"""),
+    ("The deduplicated corpus as a query: every row but the duplicates (lance-minhash dedup writes it)",
+     """SELECT edit, count(*) AS rows
+        FROM corpus_rows ANTI JOIN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest')
+                                    WHERE NOT keep) d USING (_rowid)
+        GROUP BY edit ORDER BY rows DESC"""),
+]
+
+
 def _print_result(con, title: str, sql: str, out) -> None:
     out(f"\n-- {title}")
     out(con.sql(sql).__str__().rstrip())
@@ -87,7 +116,8 @@ def cmd_demo(args) -> int:
         return "'" + s.replace("'", "''") + "'"
 
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
-    for title, sql in INDEX_QUERIES:
+    con.register("corpus_rows", open_dataset(uri).to_table(columns=["id", "source_id", "edit"], with_row_id=True))
+    for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
         _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
     return 0
 
@@ -146,6 +176,101 @@ def cmd_search(args) -> int:
     return 0
 
 
+def _sink(path: str, schema):
+    """A streaming Arrow writer chosen by the file extension (.parquet or .csv)."""
+    from .errors import InvalidParameterError
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetWriter(path, schema)
+    if ext == ".csv":
+        import pyarrow.csv as pcsv
+
+        return pcsv.CSVWriter(path, schema)
+    raise InvalidParameterError(f"--output {path!r} must end in .parquet or .csv (the format is taken from it)")
+
+
+def _show(table, limit: int) -> None:
+    import duckdb
+
+    print(str(duckdb.from_arrow(table.slice(0, limit))).rstrip())
+
+
+def cmd_pairs(args) -> int:
+    import pyarrow as pa
+
+    from .index.build import _bar
+    from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
+
+    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact)
+    schema = PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA
+    sink = _sink(args.output, schema) if args.output else None
+    bar = _bar(not args.quiet, None, "pairs", unit="pairs")
+    head, total = [], 0
+    try:
+        for b in batches:
+            total += b.num_rows
+            if sink is not None:
+                sink.write_batch(b)
+            elif sum(h.num_rows for h in head) < args.limit:
+                head.append(b.slice(0, args.limit))
+            if bar is not None:
+                bar.update(b.num_rows)
+    finally:
+        if bar is not None:
+            bar.close()
+        if sink is not None:
+            sink.close()
+    if sink is None:
+        _show(pa.Table.from_batches(head, schema=schema), args.limit)
+    where = f" written to {args.output}" if args.output else ""
+    print(f"{total:,} pairs at threshold {args.threshold:g}{where}")
+    return 0
+
+
+def cmd_clusters(args) -> int:
+    import pyarrow.compute as pc
+
+    from .index.clusters import clusters
+
+    table = clusters(args.dataset, args.column, args.threshold)
+    if args.output:
+        sink = _sink(args.output, table.schema)
+        try:
+            sink.write_table(table)
+        finally:
+            sink.close()
+    else:
+        _show(table, args.limit)
+    n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
+    where = f" written to {args.output}" if args.output else ""
+    print(f"{n:,} clusters holding {table.num_rows:,} rows at threshold {args.threshold:g}{where}")
+    return 0
+
+
+def cmd_dedup(args) -> int:
+    from .index.dedup import dedup
+
+    t0 = time.perf_counter()
+    r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
+              delete_in_place=args.delete_in_place, progress=not args.quiet)
+    print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
+          f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
+          f"({time.perf_counter() - t0:.1f}s)")
+    if r.dry_run:
+        print("dry run: nothing written; pass --output NEW.lance to write the kept rows to a new dataset, or "
+              "--delete-in-place to delete the duplicates in a new version of this one")
+    elif args.output:
+        print(f"wrote {r.output_rows:,} rows to {r.output} (version {r.output_version}); {r.dataset} is unchanged")
+    else:
+        print(f"deleted {r.removed:,} rows: version {r.version} ({r.rows:,} rows) -> version {r.output_version} "
+              f"({r.output_rows:,} rows); the old version stays readable: "
+              f"lance.dataset({r.dataset!r}, version={r.version})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lance-minhash",
@@ -189,6 +314,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
     p.set_defaults(func=cmd_search)
+
+    def self_join(name: str, help_: str, link: str, output: str):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("dataset", help="path or URI of the Lance dataset")
+        p.add_argument("column", help="the indexed text column")
+        p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
+        p.add_argument("--output", default=None, help=output)
+        return p
+
+    p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
+                  "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
+    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_pairs)
+
+    p = self_join("clusters", "near-duplicate clusters (rows in clusters of two or more)", "similarity of a link",
+                  "write the clusters to this .parquet or .csv file")
+    p.add_argument("--limit", type=int, default=20, help="rows to print without --output (default 20)")
+    p.set_defaults(func=cmd_clusters)
+
+    p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
+                  "similarity of a link", "write the kept rows to this new Lance dataset")
+    p.add_argument("--keep", default="first", help="first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--order-by", default=None,
+                   help="keep the first row by this SQL ORDER BY over the dataset's columns, e.g. 'quality DESC'")
+    p.add_argument("--delete-in-place", action="store_true",
+                   help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_dedup)
 
     p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")
     p.add_argument("query", nargs="?", default="-")

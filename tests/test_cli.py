@@ -15,7 +15,7 @@ def test_demo_runs_sql_over_a_generated_corpus(tmp_path, capsys):
     assert cli.main(["demo", "--rows", "3000", "--dir", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "wrote 3,000 synthetic rows" in out
-    for title, _ in cli.DEMO_QUERIES:
+    for title, _ in cli.DEMO_QUERIES + cli.INDEX_QUERIES + cli.PAIRS_QUERIES:
         assert title in out
     assert "mean_abs_error" in out and "candidate_probability" in out
     assert (tmp_path / "corpus.lance").is_dir()

@@ -1,0 +1,228 @@
+"""UDFs behind minhash_pairs, minhash_clusters and minhash_dedup (``sql/pairs.sql``).
+
+``minhash_pairs`` streams shard by shard on DuckDB's threads. DuckDB calls a UDF once
+per chunk of up to 2048 input rows, so a ``range(n)`` of shard numbers would hand all
+shards to one call; instead:
+
+1. ``_lms_pairs_plan(...)`` (cheap, constant-folded at plan time) plans the shards of
+   the index's current version (:func:`..index.pairs.pair_shards`; the plan is kept in a
+   process-wide cache keyed by ``(dataset, version, column, threshold, shards)``) and
+   returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard
+   (DuckDB plans about 3,000 branches a second);
+2. each branch calls ``_lms_pair_shard(dataset, column, threshold, version, shard,
+   shards)`` (``_lms_pair_shard_exact`` with ``exact``; ``side_effects``: run at
+   execution), which takes the plan from the cache (or plans that version again) and
+   returns that shard's pairs as one list.
+
+So each call holds one shard's pairs, and DuckDB runs the branches on its threads (the
+numba kernels release the GIL). A shard whose pairs exceed :data:`MAX_SQL_SHARD_PAIRS`
+(a giant bucket of identical rows) fails with :class:`ResourceLimitError` instead of
+exhausting memory; the Python :func:`..index.pairs.pairs` and ``lance-minhash pairs``
+stream such shards in chunks.
+
+:class:`..index.pairs.LowRecallWarning` is a Python warning issued by the planning call,
+in the thread that runs the statement.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InvalidParameterError, ResourceLimitError
+from .tables import TableUdf, _literal, _require, _scalars
+from .udfs import _prefixed
+
+__all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
+
+MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB)
+_MAX_PLANS = 64
+
+PAIRS_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE)[]"
+PAIRS_EXACT_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE, jaccard DOUBLE)[]"
+_PAIRS_ARROW = pa.list_(pa.struct([("left_rowid", pa.uint64()), ("right_rowid", pa.uint64()),
+                                   ("similarity", pa.float64())]))
+_PAIRS_EXACT_ARROW = pa.list_(pa.struct(list(_PAIRS_ARROW.value_type) + [pa.field("jaccard", pa.float64())]))
+CLUSTERS_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT)[]"
+DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, keep BOOLEAN)[]"
+
+
+class _Plans:
+    """Planned shards by ``(uri, version, column, threshold, shards)`` (bounded, thread-safe)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._plans: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple, shards: list) -> None:
+        with self._lock:
+            self._plans[key] = shards
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.capacity:
+                self._plans.popitem(last=False)
+
+    def get(self, key: tuple):
+        with self._lock:
+            hit = self._plans.get(key)
+            if hit is not None:
+                self._plans.move_to_end(key)
+            return hit
+
+
+_PLANS = _Plans(_MAX_PLANS)
+
+
+def _flag(fn: str, name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidParameterError(f"{fn}: {name}={value!r} must be true or false")
+    return value
+
+
+def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int) -> str:
+    """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
+    (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
+    head = ", ".join(_literal(a) for a in (uri, column, threshold, version))
+    udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
+    union = " UNION ALL ".join(
+        f"SELECT unnest({udf}({head}, {s}, {num_shards}), recursive := true)" for s in range(num_shards))
+    return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
+
+
+def pairs_plan(dataset, column, threshold, exact) -> pa.Array:
+    from ..index.pairs import pair_shards
+
+    fn = "minhash_pairs"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact):
+        _require(fn, row, "dataset", "column", "exact")
+        exact_ = _flag(fn, "exact", row["exact"])
+        shards = _prefixed(fn, pair_shards, row["dataset"], row["column"], row["threshold"])
+        s = shards[0]
+        _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards)), shards)
+        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards)))
+    return pa.array(out, pa.string())
+
+
+def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards: int) -> list:
+    key = (uri, version, column, threshold, num_shards)
+    shards = _PLANS.get(key)
+    if shards is None:  # evicted, or planned in another process: plan that version again
+        from ..index.pairs import pair_shards
+        from ..io.scan import open_dataset
+
+        shards = pair_shards(open_dataset(uri, version=version), column, threshold, num_shards=num_shards)
+        _PLANS.put(key, shards)
+    return shards
+
+
+def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
+    """The shard's pairs as one array per column, or ``None``. The engine's batches are
+    copied into the final arrays and dropped one by one: the peak is the result plus one
+    batch, not twice the result."""
+    from ..index.build import release_memory
+    from ..index.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
+
+    parts, total = [], 0
+    for b in shard_pairs(shard, exact=exact, chunk_pairs=DEFAULT_CHUNK_PAIRS):
+        total += b.num_rows
+        if total > MAX_SQL_SHARD_PAIRS:
+            raise ResourceLimitError(
+                f"{fn}: shard {shard.index} of {shard.num_shards} of {shard.uri!r} holds more than "
+                f"{MAX_SQL_SHARD_PAIRS:,} pairs at threshold={shard.threshold:g} (a bucket of many identical rows): "
+                "too many for one SQL result. Stream them with lance-minhash pairs ... --output pairs.parquet or "
+                "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
+                "list all pairs")
+        parts.append([c.to_numpy() for c in b.columns])
+    if exact:  # texts and shingle sets fragment the heaps: hand free pages back per shard, as pairs() does
+        release_memory()
+    if not parts:
+        return None
+    cols = [np.empty(total, dtype=c.dtype) for c in parts[0]]
+    pos = 0
+    for i in range(len(parts)):
+        part, parts[i] = parts[i], None
+        for col, values in zip(cols, part):
+            col[pos:pos + values.size] = values
+        pos += part[0].size
+        del part
+    return [pa.array(c) for c in cols]
+
+
+def _pair_shard(exact: bool, type_: pa.DataType):
+    def run(dataset, column, threshold, version, shard, num_shards) -> pa.Array:
+        fn = "minhash_pairs"
+        out = []
+        for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
+                            num_shards=num_shards):
+            shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
+                                int(row["num_shards"]))
+            out.append(_shard_columns(fn, shards[int(row["shard"])], exact))
+        return _lists(out, type_)
+
+    run.__name__ = "pair_shard_exact" if exact else "pair_shard"
+    return run
+
+
+def _lists(parts: list, type_: pa.DataType) -> pa.Array:
+    """One list per input row from per-row column lists (``None``: an empty list)."""
+    fields = list(type_.value_type)
+    empty = [pa.array([], f.type) for f in fields]
+    if len(parts) == 1:  # the usual case (one shard per call): no copy
+        cols = [c.cast(f.type) for c, f in zip(parts[0] or empty, fields)]
+    else:
+        cols = [pa.concat_arrays([(p if p is not None else empty)[i].cast(f.type) for p in parts])
+                for i, f in enumerate(fields)]
+    counts = [0 if p is None else len(p[0]) for p in parts]
+    offsets = np.zeros(len(parts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    values = pa.StructArray.from_arrays(cols, fields=fields)
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
+
+
+def _table_lists(tables: list[pa.Table], type_: pa.DataType) -> pa.Array:
+    return _lists([[t.column(f.name).combine_chunks() for f in type_.value_type] for t in tables], type_)
+
+
+_CLUSTERS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
+                                      ("cluster_size", pa.int64())]))
+_DEDUP_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
+                                   ("cluster_size", pa.int64()), ("keep", pa.bool_())]))
+
+
+def clusters(dataset, column, threshold) -> pa.Array:
+    from ..index.clusters import clusters as run
+
+    fn = "minhash_clusters"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold):
+        _require(fn, row, "dataset", "column")
+        out.append(_prefixed(fn, run, row["dataset"], row["column"], row["threshold"]))
+    return _table_lists(out, _CLUSTERS_ARROW)
+
+
+def dedup(dataset, column, threshold, keep, order_by) -> pa.Array:
+    from ..index.dedup import keep_flags
+
+    fn = "minhash_dedup"
+    out = []
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by):
+        _require(fn, row, "dataset", "column")
+        out.append(_prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"]), row["dataset"],
+                             row["column"], row["threshold"]))
+    return _table_lists(out, _DEDUP_ARROW)
+
+
+# dataset, column, threshold, version, shard, shards
+_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT")
+PAIR_UDFS: tuple[TableUdf, ...] = (
+    TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), "VARCHAR", False),
+    TableUdf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
+    TableUdf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
+    TableUdf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE"), CLUSTERS_TYPE, True),
+    TableUdf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), DEDUP_TYPE, True),
+)

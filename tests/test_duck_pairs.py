@@ -1,0 +1,497 @@
+"""minhash_pairs / minhash_clusters / minhash_dedup in SQL, and the dedup writer, against
+the Python engine and slow obvious references (brute-force pairs from test_pairs.py, a
+dict union-find and keep policies written out longhand here)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import duckdb
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_minhash_sql as lms
+from naive import exact_jaccard
+from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
+
+from lance_minhash_sql import cli
+from lance_minhash_sql.corpus import vocabulary, write_corpus
+from lance_minhash_sql.duck import pairs as duck_pairs
+from lance_minhash_sql.index import pairs as pairs_mod
+from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.index.clusters import clusters
+from lance_minhash_sql.index.dedup import dedup, keep_flags
+from lance_minhash_sql.index.pairs import PAIRS_EXACT_SCHEMA, LowRecallWarning, pairs
+from lance_minhash_sql.params import MinHashParams
+
+PARAMS = MinHashParams()
+
+
+def lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def sql_pairs(con, uri: str, extra: str = "") -> dict:
+    rows = con.sql(f"SELECT left_rowid, right_rowid, similarity FROM minhash_pairs({lit(uri)}, 'text'{extra})").fetchall()
+    out = {(a, b): s for a, b, s in rows}
+    assert len(out) == len(rows), "a pair was reported twice"
+    assert all(a < b for a, b in out)
+    return out
+
+
+def rows_of(con, sql: str) -> list[dict]:
+    rel = con.sql(sql)
+    names = [d[0] for d in rel.description]
+    return [dict(zip(names, r)) for r in rel.fetchall()]
+
+
+def sql_error(con, sql: str) -> str:
+    with pytest.raises(duckdb.Error) as info:
+        con.sql(sql).fetchall()
+    return str(info.value)
+
+
+# --------------------------------------------------------------------------- references
+
+
+def components(edges) -> dict:
+    """``{row: smallest row of its component}`` of an edge list: a dict union-find."""
+    parent: dict = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    groups: dict = {}
+    for x in list(parent):
+        groups.setdefault(find(x), []).append(x)
+    return {x: min(g) for g in groups.values() for x in g}
+
+
+def keepers(cluster_of: dict, better) -> set:
+    """The kept row of each cluster: the row no other member beats under ``better(a, b)``."""
+    members: dict = {}
+    for r, c in cluster_of.items():
+        members.setdefault(c, []).append(r)
+    out = set()
+    for rows in members.values():
+        best = rows[0]
+        for r in rows[1:]:
+            if better(r, best):
+                best = r
+        out.add(best)
+    return out
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def con():
+    return lms.connect()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    """Two indexed fragments and a half, an unindexed appended fragment, deleted rows."""
+    uri = str(tmp_path_factory.mktemp("sqlpairs") / "corpus.lance")
+    write_corpus(uri, 3000, rows_per_fragment=1200)
+    build_index(uri, "text")
+    write_corpus(uri, 600, rows_per_fragment=1200, mode="append", start=3000)
+    lance.dataset(uri).delete("id % 11 = 4")
+    return uri
+
+
+@pytest.fixture(scope="module")
+def oracle_08(corpus) -> dict:
+    return oracle(corpus, 0.8)
+
+
+def grouped_table(seed: int = 5) -> pa.Table:
+    """Groups of near-identical texts (a word changed, or an exact copy) among unrelated
+    texts, with a ``quality`` column full of ties."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array(vocabulary().to_pylist())
+    texts = []
+    for _ in range(40):
+        base = rng.choice(vocab, 60)
+        for c in range(int(rng.integers(2, 7))):
+            words = base.copy()
+            if c % 3:
+                words[rng.integers(0, 60)] = rng.choice(vocab)
+            texts.append(" ".join(words))
+    for _ in range(300):
+        texts.append(" ".join(rng.choice(vocab, int(rng.integers(5, 50)))))
+    texts = [texts[i] for i in rng.permutation(len(texts))]
+    n = len(texts)
+    return pa.table({"id": pa.array(np.arange(n)), "text": pa.array(texts),
+                     "quality": pa.array(rng.integers(0, 3, n), pa.int32())})
+
+
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("grouped") / "grouped.lance")
+    lance.write_dataset(grouped_table(), uri, max_rows_per_file=300)
+    build_index(uri, "text")
+    return uri
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    """A new small indexed copy of the grouped data per test (for writes)."""
+    uri = str(tmp_path / "fresh.lance")
+    lance.write_dataset(grouped_table(seed=9), uri, max_rows_per_file=300)
+    build_index(uri, "text")
+    return uri
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08):
+    rel = con.sql(f"SELECT * FROM minhash_pairs({lit(corpus)}, 'text')")
+    assert [d[0] for d in rel.description] == ["left_rowid", "right_rowid", "similarity", "jaccard"]
+    assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "DOUBLE", "DOUBLE"]
+    got = sql_pairs(con, corpus)
+    assert len(oracle_08) > 200
+    assert got == oracle_08 == as_dict(pairs(corpus, "text", 0.8))
+    assert con.sql(f"SELECT count(jaccard) FROM minhash_pairs({lit(corpus)}, 'text')").fetchall() == [(0,)]
+    assert sql_pairs(con, corpus, ", threshold := 0.9") == oracle(corpus, 0.9)
+
+
+def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
+    monkeypatch.setattr(pairs_mod, "SHARD_BAND_ROWS", 5000)
+    seen = []
+    real_scalars = duck_pairs._scalars
+
+    def spy(fn, **columns):
+        rows = real_scalars(fn, **columns)
+        if "shard" in columns:
+            seen.extend((len(rows), r["shard"], r["num_shards"]) for r in rows)
+        return rows
+
+    monkeypatch.setattr(duck_pairs, "_scalars", spy)
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false)").fetchall()[0][0]
+    n = plan.count("_lms_pair_shard(")
+    assert n > 10 and plan.count(" UNION ALL ") == n - 1
+    seen.clear()
+    assert sql_pairs(con, corpus) == oracle_08
+    assert sorted(s for _, s, _ in seen) == list(range(n))  # each shard once ...
+    assert {(c, m) for c, _, m in seen} == {(1, n)}  # ... in a call of its own
+
+
+def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false)").fetchall()[0][0]
+    version = lance.dataset(corpus).version
+    assert f", {version}, 0, " in plan
+    duck_pairs._PLANS._plans.clear()
+    got = {(a, b): s for a, b, s, _ in con.sql(plan).fetchall()}
+    assert got == oracle_08
+
+
+def test_exact_adds_jaccard(con, corpus, oracle_08):
+    rows = con.sql(f"SELECT left_rowid, right_rowid, similarity, jaccard FROM minhash_pairs({lit(corpus)}, 'text', "
+                   "exact := true)").fetchall()
+    py = pa.Table.from_batches(list(pairs(corpus, "text", 0.8, exact=True)), schema=PAIRS_EXACT_SCHEMA)
+    want = {(a, b): (s, j) for a, b, s, j in zip(*(py.column(i).to_pylist() for i in range(4)))}
+    assert {(a, b): (s, j) for a, b, s, j in rows} == want and len(rows) == len(want)
+    assert 0 < len(want) < len(oracle_08) and set(want) <= set(oracle_08)
+    assert all(j >= 0.8 for _, j in want.values())
+    # jaccard equals the SQL shingle_jaccard of the two texts, and the naive reference
+    t = lance.dataset(corpus).to_table(columns=["text"], with_row_id=True)
+    con.register("docs_exact", t)
+    agree = con.sql(f"""SELECT count(*), count(*) FILTER (WHERE p.jaccard = shingle_jaccard(l.text, r.text))
+        FROM minhash_pairs({lit(corpus)}, 'text', exact := true) p
+        JOIN docs_exact l ON l._rowid = p.left_rowid JOIN docs_exact r ON r._rowid = p.right_rowid""").fetchall()
+    assert agree == [(len(want), len(want))]
+    texts = dict(zip(t.column("_rowid").to_pylist(), t.column("text").to_pylist()))
+    for a, b in list(want)[:15]:
+        assert want[(a, b)][1] == pytest.approx(exact_jaccard(texts[a], texts[b], PARAMS), abs=1e-12)
+
+
+def test_pairs_compose_with_sql(con, corpus, oracle_08):
+    u = lit(corpus)
+    assert con.sql(f"SELECT count(*) FROM minhash_pairs({u}, 'text') WHERE similarity >= 0.95").fetchall() == \
+        [(sum(s >= 0.95 for s in oracle_08.values()),)]
+    limited = con.sql(f"SELECT left_rowid, right_rowid, similarity FROM minhash_pairs({u}, 'text') LIMIT 7").fetchall()
+    assert len(limited) == 7 and all(oracle_08[(a, b)] == s for a, b, s in limited)
+    degree: dict = {}
+    for a, b in oracle_08:
+        degree[a] = degree.get(a, 0) + 1
+    top = con.sql(f"SELECT left_rowid, count(*) AS n FROM minhash_pairs({u}, 'text') GROUP BY left_rowid "
+                  "ORDER BY n DESC, left_rowid LIMIT 5").fetchall()
+    assert top == sorted(degree.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    # join to the user's table by row id: pairs of ids
+    ids = lance.dataset(corpus).to_table(columns=["id"], with_row_id=True)
+    con.register("ids_compose", ids)
+    id_of = dict(zip(ids.column("_rowid").to_pylist(), ids.column("id").to_pylist()))
+    joined = con.sql(f"""SELECT l.id, r.id FROM minhash_pairs({u}, 'text') p
+        JOIN ids_compose l ON l._rowid = p.left_rowid JOIN ids_compose r ON r._rowid = p.right_rowid""").fetchall()
+    assert sorted(joined) == sorted((id_of[a], id_of[b]) for a, b in oracle_08)
+    # a CTE used twice, and pairs unioned with clusters' row ids
+    both = con.sql(f"""WITH p AS (SELECT * FROM minhash_pairs({u}, 'text'))
+        SELECT (SELECT count(*) FROM p), (SELECT count(DISTINCT left_rowid) FROM p)""").fetchall()
+    assert both == [(len(oracle_08), len({a for a, _ in oracle_08}))]
+
+
+def test_low_threshold_warns_through_sql(con, corpus):
+    with pytest.warns(LowRecallWarning, match="num_bands=32"):
+        got = sql_pairs(con, corpus, ", threshold := 0.5")
+    assert got == oracle(corpus, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LowRecallWarning)
+        assert "LowRecallWarning" in sql_error(con, f"SELECT * FROM minhash_pairs({lit(corpus)}, 'text', 0.5)")
+        sql_pairs(con, corpus)  # none at the S-curve
+
+
+def test_a_shard_too_large_for_sql_fails_clearly(con, corpus, monkeypatch):
+    monkeypatch.setattr(duck_pairs, "MAX_SQL_SHARD_PAIRS", 3)
+    msg = sql_error(con, f"SELECT count(*) FROM minhash_pairs({lit(corpus)}, 'text')")
+    assert "ResourceLimitError" in msg and "--output pairs.parquet" in msg and "minhash_clusters" in msg
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def test_clusters_equal_python(con, corpus):
+    rel = con.sql(f"SELECT * FROM minhash_clusters({lit(corpus)}, 'text')")
+    assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT"]
+    got = rel.fetchall()
+    want = clusters(corpus, "text", 0.8)
+    assert got == list(zip(*(want.column(i).to_pylist() for i in range(3))))
+    assert len(got) > 100
+    sizes = con.sql(f"SELECT count(*) FROM (SELECT cluster_id, count(*) AS n, any_value(cluster_size) AS s "
+                    f"FROM minhash_clusters({lit(corpus)}, 'text', threshold := 0.8) GROUP BY cluster_id) "
+                    "WHERE n <> s OR n < 2").fetchall()
+    assert sizes == [(0,)]
+
+
+def test_clusters_are_the_pair_components_here(con, grouped):
+    threshold = 0.7
+    assert bucket_relation_is_equivalence(grouped, threshold)  # the documented exactness condition
+    want = components(oracle(grouped, threshold))
+    got = con.sql(f"SELECT _rowid, cluster_id FROM minhash_clusters({lit(grouped)}, 'text', {threshold})").fetchall()
+    assert dict(got) == want and len(set(want.values())) >= 30
+
+
+# --------------------------------------------------------------------------- dedup
+
+
+def reference_keep(uri: str, threshold: float, policy: str) -> tuple[dict, set]:
+    """``(cluster of each clustered row, kept rows)`` from the brute-force pair list."""
+    cluster_of = components(oracle(uri, threshold))
+    t = lance.dataset(uri).to_table(columns=["text", "quality"], with_row_id=True).to_pydict()
+    text = dict(zip(t["_rowid"], t["text"]))
+    quality = dict(zip(t["_rowid"], t["quality"]))
+    better = {
+        "first": lambda a, b: a < b,
+        "longest": lambda a, b: (len(text[a]), -a) > (len(text[b]), -b),
+        "quality DESC": lambda a, b: (quality[a], -a) > (quality[b], -b),
+        "quality, length(text) DESC": lambda a, b: (-quality[a], len(text[a]), -a) > (-quality[b], len(text[b]), -b),
+    }[policy]
+    return cluster_of, keepers(cluster_of, better)
+
+
+@pytest.mark.parametrize("policy", ["first", "longest", "quality DESC", "quality, length(text) DESC"])
+def test_dedup_keep_policies_match_the_reference(con, grouped, policy):
+    threshold = 0.7
+    cluster_of, kept = reference_keep(grouped, threshold, policy)
+    arg = f"keep := {lit(policy)}" if policy in ("first", "longest") else f"order_by := {lit(policy)}"
+    rel = con.sql(f"SELECT * FROM minhash_dedup({lit(grouped)}, 'text', {threshold}, {arg})")
+    assert [d[0] for d in rel.description] == ["_rowid", "cluster_id", "cluster_size", "keep"]
+    assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT", "BOOLEAN"]
+    got = rel.fetchall()
+    assert {r: c for r, c, _, _ in got} == cluster_of
+    assert {r for r, _, _, k in got if k} == kept
+    assert len(kept) == len(set(cluster_of.values()))
+    kw = {"keep": policy} if policy in ("first", "longest") else {"order_by": policy}
+    assert keep_flags(grouped, "text", threshold, **kw).to_pylist() == \
+        [dict(_rowid=r, cluster_id=c, cluster_size=s, keep=k) for r, c, s, k in got]
+
+
+def test_longest_differs_from_first_here(con, grouped):
+    """The policies are not vacuous on this data."""
+    _, first = reference_keep(grouped, 0.7, "first")
+    _, longest = reference_keep(grouped, 0.7, "longest")
+    _, quality = reference_keep(grouped, 0.7, "quality DESC")
+    assert first != longest and first != quality
+
+
+def test_dedup_query_gives_the_deduplicated_table(con, grouped):
+    t = lance.dataset(grouped).to_table(with_row_id=True)
+    con.register("grouped_rows", t)
+    rows = con.sql(f"""SELECT count(*) FROM grouped_rows g
+        ANTI JOIN (SELECT _rowid FROM minhash_dedup({lit(grouped)}, 'text', 0.7) WHERE NOT keep) d
+        ON g._rowid = d._rowid""").fetchall()[0][0]
+    cluster_of, kept = reference_keep(grouped, 0.7, "first")
+    assert rows == t.num_rows - (len(cluster_of) - len(kept))
+
+
+def test_dedup_writes_a_new_dataset(fresh, tmp_path):
+    out = str(tmp_path / "deduped.lance")
+    version = lance.dataset(fresh).version
+    cluster_of, kept = reference_keep(fresh, 0.7, "longest")
+    removed = set(cluster_of) - kept
+    r = dedup(fresh, "text", 0.7, keep="longest", output=out)
+    assert (r.removed, r.clustered_rows, r.clusters, r.dry_run) == (len(removed), len(cluster_of), len(kept), False)
+    src = lance.dataset(fresh).to_table(with_row_id=True)
+    written = lance.dataset(out).to_table()
+    assert written.num_rows == r.output_rows == src.num_rows - len(removed) == r.kept
+    assert written.schema.equals(lance.dataset(fresh).schema)
+    want = src.filter(pa.array([x not in removed for x in src.column("_rowid").to_pylist()])).drop(["_rowid"])
+    assert written.sort_by("id").equals(want.sort_by("id"))
+    assert lance.dataset(fresh).version == version and lance.dataset(fresh).count_rows() == src.num_rows
+
+
+def test_dedup_deletes_in_place_in_one_new_version(fresh):
+    before = lance.dataset(fresh)
+    v0, n0 = before.version, before.count_rows()
+    cluster_of, kept = reference_keep(fresh, 0.7, "quality DESC")
+    removed = set(cluster_of) - kept
+    r = dedup(fresh, "text", 0.7, order_by="quality DESC", delete_in_place=True)
+    now = lance.dataset(fresh)
+    assert (r.version, r.output_version, now.version) == (v0, v0 + 1, v0 + 1)
+    assert now.count_rows() == r.output_rows == n0 - len(removed)
+    left = set(now.to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
+    all_rows = set(lance.dataset(fresh, version=v0).to_table(columns=["id"], with_row_id=True)
+                   .column("_rowid").to_pylist())
+    assert left == all_rows - removed and len(all_rows) == n0
+    assert lance.dataset(fresh, version=v0).count_rows() == n0  # the old version keeps every row
+    # the index still answers on the new version, without the deleted rows
+    assert set(clusters(fresh, "text", 0.7).column("_rowid").to_pylist()).isdisjoint(removed)
+
+
+def test_dry_run_changes_nothing(fresh, tmp_path):
+    v0 = lance.dataset(fresh).version
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    r = dedup(fresh, "text", 0.7)
+    assert r.dry_run and r.output is None and r.removed == len(cluster_of) - len(kept) > 0
+    assert sorted(r.removed_rowids.tolist()) == sorted(set(cluster_of) - kept)
+    assert lance.dataset(fresh).version == v0 and lance.dataset(fresh).count_rows() == r.rows
+
+
+def test_cli_dedup_pairs_clusters(fresh, tmp_path, capsys):
+    v0 = lance.dataset(fresh).version
+    n0 = lance.dataset(fresh).count_rows()
+    assert cli.main(["dedup", fresh, "text", "--threshold", "0.7", "--keep", "longest", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: nothing written" in out and lance.dataset(fresh).version == v0
+    pq = str(tmp_path / "pairs.parquet")
+    assert cli.main(["pairs", fresh, "text", "--threshold", "0.7", "--output", pq, "--quiet"]) == 0
+    import pyarrow.parquet as papq
+
+    written = papq.read_table(pq)
+    assert {(a, b): s for a, b, s in zip(*(written.column(i).to_pylist() for i in range(3)))} == oracle(fresh, 0.7)
+    csv = str(tmp_path / "clusters.csv")
+    assert cli.main(["clusters", fresh, "text", "--threshold", "0.7", "--output", csv]) == 0
+    assert "clusters holding" in capsys.readouterr().out
+    assert sum(1 for _ in open(csv)) == clusters(fresh, "text", 0.7).num_rows + 1
+    assert cli.main(["dedup", fresh, "text", "--threshold", "0.7", "--delete-in-place", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    removed = n0 - lance.dataset(fresh).count_rows()
+    assert f"deleted {removed:,} rows: version {v0} ({n0:,} rows) -> version {v0 + 1}" in out and removed > 0
+    assert cli.main(["pairs", fresh, "text", "--output", str(tmp_path / "p.txt")]) == 2
+    assert "parquet or .csv" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("bad", ["0", "-0.1", "1.5", "NULL"])
+def test_threshold_errors_name_the_value(con, fresh, bad):
+    u = lit(fresh)
+    version = lance.dataset(fresh).version
+    for sql in (f"SELECT * FROM minhash_pairs({u}, 'text', threshold := {bad})",
+                f"SELECT * FROM minhash_clusters({u}, 'text', threshold := {bad})",
+                f"SELECT * FROM minhash_dedup({u}, 'text', threshold := {bad})"):
+        msg = sql_error(con, sql)
+        assert "InvalidParameterError" in msg and "threshold" in msg and "0 < threshold <= 1" in msg or \
+            (bad == "NULL" and "threshold is NULL" in msg), (sql, msg)
+        assert "minhash_" in msg
+    with pytest.raises(lms.InvalidParameterError, match="threshold"):
+        dedup(fresh, "text", None if bad == "NULL" else float(bad), delete_in_place=True)
+    assert lance.dataset(fresh).version == version
+
+
+def test_other_errors(con, fresh, tmp_path):
+    u = lit(fresh)
+    plain = str(tmp_path / "plain.lance")
+    lance.write_dataset(pa.table({"text": ["a b c", "a b c"], "n": [1, 2]}), plain)
+    version = lance.dataset(fresh).version
+    missing = lit(str(tmp_path / "missing.lance"))
+    per_macro = [  # (arguments, error class, a fragment of the message) for each of the three macros
+        (f"{lit(plain)}, 'text'", "IndexNotFoundError", "minhash_build"),
+        (f"{lit(plain)}, 'n'", "DatasetError", "string"),
+        (f"{u}, 'nope'", "DatasetError", "'nope'"),
+        (f"{missing}, 'text'", "DatasetError", "missing.lance"),
+        ("NULL, 'text'", "InvalidInputError", "dataset is NULL"),
+        (f"{u}, NULL", "InvalidInputError", "column is NULL"),
+    ]
+    cases = [(f"SELECT * FROM {m}({args})", cls, frag) for args, cls, frag in per_macro
+             for m in ("minhash_pairs", "minhash_clusters", "minhash_dedup")]
+    dedup_sql = f"SELECT * FROM minhash_dedup({u}, 'text', "
+    cases += [
+        (f"SELECT * FROM minhash_pairs({u}, 'text', exact := NULL)", "InvalidInputError", "exact is NULL"),
+        (dedup_sql + "keep := 'newest')", "InvalidParameterError", "keep='newest'"),
+        (dedup_sql + "keep := NULL)", "InvalidParameterError", "keep=NULL"),
+        (dedup_sql + "order_by := 'nope DESC')", "InvalidParameterError", "order_by='nope DESC'"),
+        (dedup_sql + "order_by := '  ')", "InvalidParameterError", "ORDER BY"),
+        (dedup_sql + "keep := 'longest', order_by := 'quality')", "InvalidParameterError", "give one"),
+    ]
+    for sql, cls, fragment in cases:
+        msg = sql_error(con, sql)
+        assert cls in msg and fragment in msg, (sql, msg)
+    out = str(tmp_path / "out.lance")
+    with pytest.raises(lms.InvalidParameterError, match="give one"):
+        dedup(fresh, "text", output=out, delete_in_place=True)
+    with pytest.raises(lms.InvalidParameterError, match="order_by"):
+        dedup(fresh, "text", order_by="nope DESC", output=out)
+    with pytest.raises(lms.DatasetError, match="already exists"):
+        dedup(fresh, "text", output=plain)
+    with pytest.raises(lms.InvalidParameterError, match="keep="):
+        dedup(fresh, "text", keep="nope", delete_in_place=True)
+    assert not os.path.exists(out)
+    assert lance.dataset(fresh).version == version
+    assert lance.dataset(plain).count_rows() == 2
+
+
+def test_in_place_with_stable_row_ids(tmp_path):
+    uri = str(tmp_path / "stable.lance")
+    lance.write_dataset(grouped_table(seed=11), uri, max_rows_per_file=300, enable_stable_row_ids=True)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 13 = 0")  # stable ids no longer equal row addresses' offsets
+    cluster_of, kept = reference_keep(uri, 0.7, "longest")
+    n0 = lance.dataset(uri).count_rows()
+    r = dedup(uri, "text", 0.7, keep="longest", delete_in_place=True)
+    assert r.removed == len(cluster_of) - len(kept) > 0
+    left = set(lance.dataset(uri).to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
+    assert len(left) == n0 - r.removed and left.isdisjoint(set(cluster_of) - kept) and kept <= left
+
+
+def test_a_failed_write_leaves_no_dataset(fresh, tmp_path, monkeypatch):
+    from lance_minhash_sql.io import rewrite
+    from lance_minhash_sql.io.rewrite import write_without
+
+    monkeypatch.setattr(rewrite, "SCAN_BATCH_ROWS", 20)
+    out = str(tmp_path / "broken.lance")
+    calls = []
+
+    def boom(rows):
+        calls.append(rows)
+        if len(calls) == 15:  # after some batches were handed to Lance
+            raise RuntimeError("disk full")
+
+    with pytest.raises(lms.DatasetError, match="disk full"):
+        write_without(lance.dataset(fresh), np.array([1], np.uint64), out, boom)
+    assert not os.path.exists(out)
+    assert lance.dataset(fresh).count_rows() == grouped_table(seed=9).num_rows
