@@ -27,14 +27,19 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .duck.install import connect, install
+    from .index.build import build_index
     from .index.clusters import clusters
     from .index.dedup import dedup
     from .index.pairs import pairs
+    from .index.search import search, search_ids
 
 __all__ = [
     "__version__",
     "install",
     "connect",
+    "build_index",
+    "search",
+    "search_ids",
     "pairs",
     "clusters",
     "dedup",
@@ -49,7 +54,8 @@ __all__ = [
 ]
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}
-_LAZY.update(pairs=".index.pairs", clusters=".index.clusters", dedup=".index.dedup")
+_LAZY.update(build_index=".index.build", search=".index.search", search_ids=".index.search", pairs=".index.pairs",
+             clusters=".index.clusters", dedup=".index.dedup")
 
 
 def _version() -> str:

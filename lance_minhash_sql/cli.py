@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from .errors import LanceMinHashError
+from .errors import InvalidParameterError, LanceMinHashError
 
 __all__ = ["main"]
 
@@ -135,6 +135,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_sql(args) -> int:
+    """Run each statement in turn and print its rows; ``--output`` writes the last result."""
     from . import connect
 
     if args.query == "-" or args.query is None:
@@ -145,10 +146,32 @@ def cmd_sql(args) -> int:
     else:
         text = args.query
     con = connect()
-    result = con.sql(text)
-    if result is not None:
-        print(str(result).rstrip())
+    statements = [s.query for s in con.extract_statements(text)]
+    if not statements:
+        raise InvalidParameterError("lance-minhash sql: no SQL statement given; pass SQL, a .sql file or - for stdin")
+    last = len(statements) - 1
+    for i, sql in enumerate(statements):
+        if args.output and i == last:
+            _copy_result(con, sql, args.output)
+            print(f"wrote {args.output}", file=sys.stderr)
+            continue
+        result = con.sql(sql)
+        if result is not None:
+            print(str(result).rstrip())
     return 0
+
+
+_OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
+
+
+def _copy_result(con, sql: str, path: str) -> None:
+    """Write a query's rows to ``path`` (CSV, Parquet or JSON lines, by extension)."""
+    fmt = _OUTPUT_FORMATS.get(os.path.splitext(path)[1].lower())
+    if fmt is None:
+        raise InvalidParameterError(f"--output {path!r}: name the file with one of the extensions "
+                                    f"{sorted(_OUTPUT_FORMATS)}, e.g. result.parquet")
+    quoted = "'" + path.replace("'", "''") + "'"
+    con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {quoted} (FORMAT {fmt})")
 
 
 def cmd_build(args) -> int:
@@ -347,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")
     p.add_argument("query", nargs="?", default="-")
+    p.add_argument("--output", "-o", default=None,
+                   help="write the last statement's rows to this file (.csv, .parquet or .json lines)")
     p.set_defaults(func=cmd_sql)
     return parser
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from ..errors import DatasetError
 
-__all__ = ["open_dataset", "text_field", "scan_text"]
+__all__ = ["open_dataset", "text_field", "scan_text", "read_rows"]
 
 DEFAULT_BATCH_ROWS = 65_536
 
@@ -70,3 +70,14 @@ def scan_text(ds: "lance.LanceDataset", column: str, *, batch_rows: int = DEFAUL
         rowids = batch.column("_rowid").to_numpy()
         del batch
         yield rowids, texts
+
+
+def read_rows(uri: str, columns: list[str] | None = None, storage_options: dict | None = None) -> pa.Table:
+    """The dataset's rows (every column, or ``columns``) with their ``_rowid``, whole."""
+    ds = open_dataset(uri, storage_options)
+    names = ds.schema.names
+    if columns is not None:
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise DatasetError(f"column(s) {missing} are not in dataset {uri!r}; its columns are {names}")
+    return ds.to_table(columns=columns, with_row_id=True)

@@ -1,0 +1,85 @@
+"""The examples in examples/ run as a new user would run them, and say what the README says."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.corpus import write_corpus
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+BIN = os.path.dirname(sys.executable)
+
+
+def run(args, cwd, env=None, timeout=300):
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_quickstart_script(tmp_path):
+    out = run([sys.executable, os.path.join(EXAMPLES, "quickstart.py"), str(tmp_path / "qs")], cwd=tmp_path)
+    lines = out.splitlines()
+    assert lines[0] == "indexed 5,000 rows into 1 segment(s)"
+    assert lines[1].startswith("top 3 for the query: [(0, 0.015625), ")  # document 0 minus its last word
+    uri = str(tmp_path / "qs" / "corpus.lance")
+    plan = lms.dedup(uri, "text", threshold=0.8, keep="longest")
+    assert f"dedup would keep {plan.kept:,} of {plan.rows:,} rows" in out
+
+
+def test_sql_session(tmp_path):
+    write_corpus(str(tmp_path / "demo" / "corpus.lance"), 3000, with_truth=True)
+    out = run([os.path.join(BIN, "lance-minhash"), "sql", os.path.join(EXAMPLES, "sql_session.sql")], cwd=tmp_path)
+    assert out.count("┌") == 6  # one table per statement
+    assert "text_idx" in out and "│     0 │ original │" in out and "rows_removed" in out
+
+
+def test_sql_session_output_file(tmp_path):
+    write_corpus(str(tmp_path / "demo" / "corpus.lance"), 3000, with_truth=True)
+    run([os.path.join(BIN, "lance-minhash"), "sql", os.path.join(EXAMPLES, "sql_session.sql"), "-o", "last.parquet"],
+        cwd=tmp_path)
+    rows = duckdb.sql(f"SELECT * FROM '{tmp_path / 'last.parquet'}'").fetchall()
+    flags = lms.connect().sql(f"SELECT count(*) FILTER (WHERE NOT keep), count(DISTINCT cluster_id) FROM "
+                              f"minhash_dedup('{tmp_path / 'demo' / 'corpus.lance'}', 'text', keep := 'longest')")
+    assert rows == flags.fetchall()
+
+
+def test_notebook(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(os.path.join(EXAMPLES, "quickstart.ipynb"), as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "text_idx" in text and "│     0 │         0 │ original │" in text
+    plan = lms.dedup(str(tmp_path / "notebook" / "corpus.lance"), "text", threshold=0.8, keep="longest")
+    assert f"keep {plan.kept:,} of {plan.rows:,} rows" in text
+
+
+def test_dbt_project_builds(tmp_path):
+    pytest.importorskip("dbt.adapters.duckdb")
+    project = tmp_path / "dbt_project"
+    shutil.copytree(os.path.join(EXAMPLES, "dbt_project"), project)
+    corpus = str(tmp_path / "corpus.lance")
+    write_corpus(corpus, 3000)
+    db = str(tmp_path / "dbt.duckdb")
+    out = run([os.path.join(BIN, "dbt"), "build", "--profiles-dir", ".", "--project-dir", "."], cwd=project,
+              env={"LMS_CORPUS": corpus, "DBT_DUCKDB_PATH": db, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+    assert "Completed successfully" in out and "ERROR=0" in out
+    con = duckdb.connect(db, read_only=True)
+    kept = con.execute("SELECT count(*) FROM deduplicated_corpus").fetchone()[0]
+    pairs = con.execute("SELECT count(*) FROM near_duplicate_pairs").fetchone()[0]
+    con.close()
+    plan = lms.dedup(corpus, "text", threshold=0.8, keep="longest")
+    assert kept == plan.kept and 0 < plan.removed < plan.rows
+    exact = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, exact=True))
+    assert pairs == exact > 0
