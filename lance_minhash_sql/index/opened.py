@@ -46,6 +46,8 @@ from ..errors import (
     UnsupportedIndexError,
 )
 from ..io.manifest import SegmentInfo, minhash_segments, segment_dir
+from ..io.rowids import FragReuse, frag_reuse
+from ..io.rowids import remap as remap_rowids
 from ..io.scan import open_dataset, scan_text, text_field
 from ..io.segments import SegmentFiles, open_segment
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, window_indices, window_plan,
@@ -67,6 +69,7 @@ __all__ = [
     "OpenedIndex",
     "open_index",
     "dataset_handle",
+    "DROPPED_ROWID",
 ]
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -85,6 +88,8 @@ _FIRST_POOL_PAGES = 64
 _FIRST_POOL_DOCS = 1024
 _MAX_TAKE = 1 << 20  # row ids per Lance take call
 _MAX_OPENED = 64  # opened dataset versions kept (small objects; segment data is in the cache)
+# the row id given to a row that a compaction dropped (fragment 0xFFFFFFFF never exists)
+DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 # --------------------------------------------------------------------------- the cache
@@ -455,6 +460,8 @@ class SegmentEntry:
         self.docs = docs
         self.lock = threading.RLock()
         self.cached = False
+        # row ids as stored -> row ids of the dataset version (a deferred compaction remap)
+        self.remap = None
         self.rent_bands = 0.0  # seconds spent on partial reads
         self.rent_docs = 0.0
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "docs_read": 0, "full_loads": 0}
@@ -626,7 +633,7 @@ class SegmentEntry:
             part = missing[s:s + _MAX_TAKE]
             t = self.files.signatures.take_rows(part.astype(np.int64).tolist(),
                                                 batch_size=max(1024, part.size)).to_table()
-            rowids = t.column(0).to_numpy()
+            rowids = self.map_rowids(t.column(0).to_numpy())
             sig = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
             store.add_docs(part, rowids, sig)
         self.rent_docs += time.perf_counter() - t0
@@ -646,7 +653,14 @@ class SegmentEntry:
             sigs[w:w + m] = batch.column(1).values.to_numpy().reshape(-1, k)
             w += m
         self.stats["full_loads"] += 1
-        return rowids, sigs
+        return self.map_rowids(rowids), sigs
+
+    def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
+        """Stored row ids as the dataset version knows them: through the fragment-reuse
+        index of a deferred compaction remap (a dropped row gets :data:`DROPPED_ROWID`)."""
+        if self.remap is None or rowids.size == 0:
+            return rowids
+        return self.remap(rowids)
 
     def _settle(self) -> None:
         """Make the cache's account of this entry exact (pool growth rounds differently)."""
@@ -659,8 +673,23 @@ class SegmentEntry:
                         cache._drop(self.key)
 
 
-def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options) -> SegmentEntry:
-    key = (uri, info.uuid)
+def _remapper(ds):
+    def remap(rowids: np.ndarray) -> np.ndarray:
+        out, kept = remap_rowids(ds, rowids)
+        out[~kept] = DROPPED_ROWID
+        return out
+    return remap
+
+
+def needs_remap(info: SegmentInfo, reuse: FragReuse | None) -> bool:
+    """True if the segment predates a compaction whose index remap was deferred."""
+    return reuse is not None and info.dataset_version < reuse.dataset_version
+
+
+def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragReuse | None = None) -> SegmentEntry:
+    stale = needs_remap(info, reuse)
+    # remapped row ids belong to one fragment-reuse index (a new round has a new uuid)
+    key = (uri, info.uuid, reuse.uuid) if stale else (uri, info.uuid)
     cache = _the_cache()
     entry = cache.get(key)
     if entry is not None:
@@ -669,6 +698,8 @@ def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options) -> SegmentE
     bands = BandStore(files.page_table, files.page_rows, files.num_band_rows)
     docs = DocStore(files.num_docs, files.params.num_hashes)
     entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs)
+    if stale:
+        entry.remap = _remapper(ds)
     entry.cached = cache.put(key, entry, entry.nbytes)
     return entry
 
@@ -843,12 +874,13 @@ class OpenedIndex:
     unindexed: tuple[int, ...]
     liveness: Liveness
     storage_options: dict | None = None
+    reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
 
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
         out = []
         for info in self.segments:
-            out.append(_segment_entry(self.uri, info, self.ds, self.storage_options))
+            out.append(_segment_entry(self.uri, info, self.ds, self.storage_options, self.reuse))
         return out
 
     def unindexed_entry(self) -> SegmentEntry | None:
@@ -932,7 +964,8 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
                 f"segment {info.uuid} of the MinHash LSH index on {column!r} has index_version "
                 f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
                 f"rebuild it with minhash_build('{uri}', '{column}')")
-    entries = [_segment_entry(uri, info, ds, storage_options) for info in segments]
+    reuse = frag_reuse(ds)
+    entries = [_segment_entry(uri, info, ds, storage_options, reuse) for info in segments]
     params = entries[0].params
     for info, entry in zip(segments[1:], entries[1:]):
         if entry.params != params:
@@ -943,10 +976,12 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
                 f"index too; rebuild it with minhash_build('{uri}', '{column}', replace := true)")
     covered = frozenset().union(*(s.fragment_ids for s in segments))
     liveness = Liveness(ds, covered)
+    if any(needs_remap(info, reuse) for info in segments):
+        liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
     opened = OpenedIndex(uri, ds, version, column, params, segments, covered, fragments, unindexed,
-                         liveness, storage_options)
+                         liveness, storage_options, reuse)
     with _opened_lock:
         _opened[key] = opened
         while len(_opened) > _MAX_OPENED:
