@@ -21,6 +21,7 @@ from .errors import (
     InvalidInputError,
     InvalidParameterError,
     LanceMinHashError,
+    ParameterMismatchError,
     ResourceLimitError,
     UnsupportedIndexError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "connect",
     "LanceMinHashError",
     "InvalidParameterError",
+    "ParameterMismatchError",
     "InvalidInputError",
     "DatasetError",
     "IndexNotFoundError",

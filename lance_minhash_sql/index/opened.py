@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -848,17 +848,6 @@ class Liveness:
 # --------------------------------------------------------------------------- opened index
 
 
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
-    out = []
-    for f in fields(a):
-        va, vb = getattr(a, f.name), getattr(b, f.name)
-        if is_dataclass(va) and is_dataclass(vb):
-            out += _differences(va, vb, f"{prefix}{f.name}.")
-        elif va != vb:
-            out.append(f"{prefix}{f.name}={va!r} vs {vb!r}")
-    return out
-
-
 @dataclass
 class OpenedIndex:
     """A column's MinHash LSH index in one dataset version."""
@@ -969,7 +958,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     params = entries[0].params
     for info, entry in zip(segments[1:], entries[1:]):
         if entry.params != params:
-            diff = "; ".join(_differences(params, entry.params))
+            diff = "; ".join(params.differences(entry.params))
             raise UnsupportedIndexError(
                 f"the MinHash LSH index on {column!r} of {uri!r} has segments with different parameters: "
                 f"segment {segments[0].uuid} vs segment {info.uuid}: {diff}. Lance refuses such an "
