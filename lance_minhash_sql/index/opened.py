@@ -568,29 +568,6 @@ class SegmentEntry:
             self._settle()
         return store.arrays()
 
-    def load_full(self) -> bool:
-        """Load bands, row ids and signatures whole if they fit in the cache; True if loaded."""
-        with self.lock:
-            if self.files is None:
-                return True
-            ok = True
-            b = self.bands
-            if not b.full:
-                extra = b.file_bytes() + b.page_table.nbytes + b.num_pages * 4 - b.nbytes
-                if self._reserve(extra):
-                    b.set_full(*self._read_all_bands())
-                    self._settle()
-                else:
-                    ok = False
-            d = self.docs
-            if not d.full:
-                if self._reserve(d.file_bytes() - d.nbytes):
-                    d.set_full(*self._read_all_docs())
-                    self._settle()
-                else:
-                    ok = False
-            return ok
-
     def _read_all_bands(self):
         n = self.bands.num_rows
         keys = np.empty(n, dtype=np.uint64)
@@ -878,9 +855,11 @@ class OpenedIndex:
         return _flat_entry(self, self.unindexed)
 
     def prewarm(self) -> bool:
-        """Load every segment whole into the cache (as ``ds.prewarm_index`` does for Lance);
-        True if all of them fit."""
-        return all([entry.load_full() for entry in self.segment_entries()])
+        """Load the segments into the cache (as ``ds.prewarm_index`` does for Lance), up to
+        its capacity (:func:`.prewarm.warm`); True if all of them fit whole."""
+        from .prewarm import warm
+
+        return warm(self).complete
 
     @property
     def stable_row_ids(self) -> bool:
