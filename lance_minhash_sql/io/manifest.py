@@ -14,6 +14,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 
 import lance
+from lance.commit import CommitConflictError
 from lance.dataset import Index, IndexFile, LanceOperation
 
 from ..errors import DatasetError, ParameterMismatchError
@@ -185,7 +186,7 @@ def commit_replacing(ds: "lance.LanceDataset", name: str, column: str, new: list
     """:func:`commit_segments`, with a conflicting concurrent commit as a :class:`DatasetError`."""
     try:
         return commit_segments(ds, name, column, new, removed=removed, storage_options=storage_options)
-    except lance.commit.CommitConflictError as exc:
+    except CommitConflictError as exc:
         msg = str(exc).split(", /")[0]
         raise DatasetError(
             f"cannot commit the new index on {column!r} of {ds.uri!r}: another commit since version "
