@@ -559,3 +559,25 @@ def test_pairs_after_a_deferred_remap_equal_pairs_after_lances_remap(tmp_path):
     optimize(deferred, "text")
     clear_cache()
     assert all_pairs(deferred).sort_by(order).equals(expected)
+
+
+def test_cli_optimize(tmp_path, capsys):
+    from lance_minhash_sql import cli
+
+    uri = str(tmp_path / "ds.lance")
+    lance.write_dataset(table(0, 600), uri)
+    build(uri, "ours")
+    append(uri, 600, 700)
+    assert cli.main(["optimize", uri, "text", "--merge", "0", "--quiet"]) == 0
+    assert "text_idx on text: delta: 0 segment(s) rewritten, new fragments [1]; 100 rows" in capsys.readouterr().out
+    segs = manifest.minhash_segments(lance.dataset(uri), "text")
+    assert cli.main(["optimize", uri, "text", "--merge", f"{segs[0].uuid},{segs[1].uuid}", "--quiet"]) == 0
+    assert "merge: 2 segment(s) rewritten" in capsys.readouterr().out
+    assert cli.main(["optimize", uri, "text", "--quiet"]) == 0
+    assert "up to date (1 segment(s)); nothing committed" in capsys.readouterr().out
+    assert_answers_match_lance(uri)
+    plain = str(tmp_path / "plain.lance")
+    lance.write_dataset(table(0, 10), plain)
+    assert cli.main(["optimize", plain, "text", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "IndexNotFoundError" in err and "minhash_build" in err
