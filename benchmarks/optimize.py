@@ -7,7 +7,7 @@ as ``--segments`` fragments, indexed as one segment per fragment (a build on the
 then a delta segment per appended fragment: ``optimize(merge=0)``), with 1% of the rows
 deleted. That version is the starting point of both merges: Lance's
 ``ds.optimize.optimize_indices(num_indices_to_merge=<segments>)`` and our
-``optimize(merge="all")``, each in its own child process (so each peak RSS, ``ru_maxrss``
+``optimize(merge="all")``, each in its own child process (so each peak RSS, ``VmHWM``
 of the child, is its own), the dataset restored to the starting version between them.
 Both rebuild one segment from the stored signatures (no text is read) and drop the
 deleted rows; each child prints a digest of the merged segment's decoded tables, and the
@@ -30,9 +30,13 @@ sys.path.insert(0, ROOT)
 
 
 def _rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak RSS of this process: ``VmHWM`` (``ru_maxrss`` would carry the parent's peak
+    across ``exec``, and the parent prepared the dataset)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise OSError("no VmHWM in /proc/self/status")
 
 
 def prepare(rows: int, segments: int, data_dir: str) -> tuple[str, int]:

@@ -277,9 +277,9 @@ def test_answers_identical_through_appends_deletes_merges_and_compactions(tmp_pa
     assert uuid_after != seg.uuid
 
 
-def test_deferred_remap_is_applied_by_the_reader_and_written_by_optimize(tmp_path):
-    """compact_files(defer_index_remap=True) leaves old row addresses in the segment and a
-    fragment-reuse index: our reader maps them as Lance's does; optimize rewrites them."""
+def compacted_pair(tmp_path) -> tuple[str, str]:
+    """Two identical indexed datasets with deletions, compacted: one with a deferred index
+    remap, one remapped by Lance at compaction time."""
     deferred, native = str(tmp_path / "deferred.lance"), str(tmp_path / "native.lance")
     for uri in (deferred, native):
         lance.write_dataset(table(0, 1500), uri, max_rows_per_file=500)
@@ -287,6 +287,13 @@ def test_deferred_remap_is_applied_by_the_reader_and_written_by_optimize(tmp_pat
         lance.dataset(uri).delete("id % 10 = 3")
     lance.dataset(native).optimize.compact_files(target_rows_per_fragment=10_000)
     lance.dataset(deferred).optimize.compact_files(target_rows_per_fragment=10_000, defer_index_remap=True)
+    return deferred, native
+
+
+def test_deferred_remap_is_applied_by_the_reader_and_written_by_optimize(tmp_path):
+    """compact_files(defer_index_remap=True) leaves old row addresses in the segment and a
+    fragment-reuse index: our reader maps them as Lance's does; optimize rewrites them."""
+    deferred, native = compacted_pair(tmp_path)
     ds = lance.dataset(deferred)
     assert any(d.name == "__lance_frag_reuse" for d in ds.describe_indices())
     stored = segment_tables(deferred)[0][1].column("_rowid").to_numpy()
@@ -323,7 +330,9 @@ def test_lance_optimize_after_deferred_remap_equals_ours(tmp_path):
 
 
 def all_pairs(uri: str) -> pa.Table:
-    return pa.Table.from_batches(list(pairs(uri, "text", threshold=0.8)))
+    """Every pair at similarity >= 0.8, sorted."""
+    t = pa.Table.from_batches(list(pairs(uri, "text", threshold=0.8)))
+    return t.sort_by([("left_rowid", "ascending"), ("right_rowid", "ascending")])
 
 
 def test_pairs_identical_with_and_without_optimize(tmp_path):
@@ -334,14 +343,11 @@ def test_pairs_identical_with_and_without_optimize(tmp_path):
         append(uri, 900, 1500)
         lance.dataset(uri).delete("id % 13 = 5")
     optimize(b, "text", merge=0)
-    pa_, pb = all_pairs(a), all_pairs(b)
-    assert pa_.num_rows > 100
-    assert pa_.sort_by([("left_rowid", "ascending"), ("right_rowid", "ascending")]).equals(
-        pb.sort_by([("left_rowid", "ascending"), ("right_rowid", "ascending")]))
+    expected = all_pairs(a)
+    assert expected.num_rows > 100
+    assert all_pairs(b).equals(expected)
     optimize(b, "text", merge="all")
-    pc = all_pairs(b)
-    assert pa_.sort_by([("left_rowid", "ascending"), ("right_rowid", "ascending")]).equals(
-        pc.sort_by([("left_rowid", "ascending"), ("right_rowid", "ascending")]))
+    assert all_pairs(b).equals(expected)
 
 
 def test_merge_a_chosen_group_of_segments(tmp_path):
@@ -545,20 +551,13 @@ def test_sql_minhash_optimize(tmp_path):
 
 
 def test_pairs_after_a_deferred_remap_equal_pairs_after_lances_remap(tmp_path):
-    deferred, native = str(tmp_path / "deferred.lance"), str(tmp_path / "native.lance")
-    for uri in (deferred, native):
-        lance.write_dataset(table(0, 1500), uri, max_rows_per_file=500)
-        build(uri, "ours")
-        lance.dataset(uri).delete("id % 10 = 3")
-    lance.dataset(native).optimize.compact_files(target_rows_per_fragment=10_000)
-    lance.dataset(deferred).optimize.compact_files(target_rows_per_fragment=10_000, defer_index_remap=True)
-    order = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
-    expected = all_pairs(native).sort_by(order)
+    deferred, native = compacted_pair(tmp_path)
+    expected = all_pairs(native)
     assert expected.num_rows > 100
-    assert all_pairs(deferred).sort_by(order).equals(expected)
+    assert all_pairs(deferred).equals(expected)
     optimize(deferred, "text")
     clear_cache()
-    assert all_pairs(deferred).sort_by(order).equals(expected)
+    assert all_pairs(deferred).equals(expected)
 
 
 def test_cli_optimize(tmp_path, capsys):

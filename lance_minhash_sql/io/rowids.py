@@ -84,5 +84,7 @@ def live_rowids(ds: "lance.LanceDataset", fragment_ids) -> np.ndarray:
         return np.empty(0, dtype=np.uint64)
     parts = [b.column("_rowid").to_numpy() for b in
              ds.scanner(columns=[], with_row_id=True, fragments=frags, batch_size=_CHUNK).to_batches()]
-    ids = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    return np.sort(ids.astype(np.uint64, copy=False))
+    ids = (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)).astype(np.uint64, copy=False)
+    if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # a scan is usually in id order already
+        ids = np.sort(ids)
+    return ids
