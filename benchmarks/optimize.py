@@ -1,6 +1,7 @@
 """Merging index segments, side by side: Lance's ``optimize_indices`` against ``optimize``.
 
     python benchmarks/optimize.py --rows 1000000 --segments 4
+    python benchmarks/optimize.py --rows 10000000 --segments 4 --memory-limit 512MiB
 
 The synthetic corpus (``lance_minhash_sql.corpus``) is written once under ``--data-dir``
 as ``--segments`` fragments, indexed as one segment per fragment (a build on the first,
@@ -12,7 +13,8 @@ of the child, is its own), the dataset restored to the starting version between 
 Both rebuild one segment from the stored signatures (no text is read) and drop the
 deleted rows; each child prints a digest of the merged segment's decoded tables, and the
 run checks that both merges wrote the same rows. Ours first loads its compiled kernels
-with a tiny build ("kernel load", not part of the time).
+with a tiny build ("kernel load", not part of the time). ``--memory-limit`` is passed to
+ours as ``memory_limit`` and to Lance as ``LANCE_MEM_POOL_SIZE``.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def digest(uri: str) -> tuple[str, int]:
     return h.hexdigest(), docs
 
 
-def child(peer: str, uri: str, segments: int) -> dict:
+def child(peer: str, uri: str, segments: int, memory_limit: str | None = None) -> dict:
     import lance
 
     out: dict = {"peer": peer}
@@ -117,7 +119,7 @@ def child(peer: str, uri: str, segments: int) -> dict:
             optimize(small, "text", merge="all")
         out["kernel_load_s"] = time.perf_counter() - t0
         out["baseline_rss_mb"] = _rss_mb()
-        r = optimize(uri, "text", merge="all")
+        r = optimize(uri, "text", merge="all", memory_limit=memory_limit)
         out["seconds"] = r.seconds
         out["merged_segments"] = r.merged_segments
     out["peak_rss_mb"] = _rss_mb()
@@ -125,9 +127,15 @@ def child(peer: str, uri: str, segments: int) -> dict:
     return out
 
 
-def run_child(peer: str, uri: str, segments: int) -> dict:
+def run_child(peer: str, uri: str, segments: int, memory_limit: str | None = None) -> dict:
+    env = dict(os.environ)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", peer, "--uri", uri, "--segments", str(segments)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if memory_limit:
+        from lance_minhash_sql.index.spill import parse_bytes
+
+        env["LANCE_MEM_POOL_SIZE"] = str(parse_bytes(memory_limit, "--memory-limit"))
+        cmd += ["--memory-limit", memory_limit]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{peer} merge failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -155,13 +163,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--segments", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=1, help="merges per peer, alternating; best time kept")
+    ap.add_argument("--memory-limit", default=None, help="e.g. 512MiB: ours gets memory_limit, Lance LANCE_MEM_POOL_SIZE")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     ap.add_argument("--child", choices=("lance", "ours"), help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.uri, args.segments)))
+        print(json.dumps(child(args.child, args.uri, args.segments, args.memory_limit)))
         return
     os.makedirs(args.data_dir, exist_ok=True)
     uri, version = prepare(args.rows, args.segments, args.data_dir)
@@ -169,13 +178,14 @@ def main() -> None:
     for _ in range(args.repeat):
         for peer in ("lance", "ours"):
             version = restore(uri, version)
-            r = run_child(peer, uri, args.segments)
+            r = run_child(peer, uri, args.segments, args.memory_limit)
             if peer not in best or r["seconds"] < best[peer]["seconds"]:
                 best[peer] = r
     restore(uri, version)
     same = best["lance"]["digest"] == best["ours"]["digest"]
+    lim = f", memory limit {args.memory_limit}" if args.memory_limit else ""
     print(f"merge of {args.segments} segments, {args.rows:,} rows (1% deleted; k=128, b=16), "
-          f"{os.cpu_count()} CPUs, best of {args.repeat}")
+          f"{os.cpu_count()} CPUs{lim}, best of {args.repeat}")
     print(f"  {'peer':6s} {'seconds':>8s} {'docs':>10s} {'peak RSS':>9s} {'baseline':>9s}")
     for peer in ("lance", "ours"):
         r = best[peer]
@@ -185,8 +195,8 @@ def main() -> None:
     print(f"  ours is {ratio:.2f}x Lance's speed; merged segments identical: {same}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": args.rows, "segments": args.segments, "ratio": ratio, "identical": same,
-                       "peers": best}, f, indent=2)
+            json.dump({"rows": args.rows, "segments": args.segments, "memory_limit": args.memory_limit,
+                       "ratio": ratio, "identical": same, "peers": best}, f, indent=2)
     if not same:
         raise SystemExit("the two merges wrote different segments")
 
