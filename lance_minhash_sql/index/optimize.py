@@ -112,12 +112,12 @@ def parse_merge(merge: Any, segment_uuids: list[str]) -> list[str]:
     raise InvalidParameterError(f"merge={merge!r} has type {type(merge).__name__}; {fix}")
 
 
-def _index_params(ds, column: str, segments) -> MinHashParams:
+def _index_params(ds, column: str, segments, files: dict) -> MinHashParams:
     """The index's parameters: every segment's files must record the same ones."""
     params = None
     first = None
     for seg in segments:
-        p = open_segment(manifest.segment_dir(ds, seg.uuid)).params
+        p = files[seg.uuid].params
         if params is None:
             params, first = p, seg
             continue
@@ -164,14 +164,13 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[pos] == values
 
 
-def _stored_rows(ds, segments, reuse, stats: dict):
+def _stored_rows(ds, segments, files: dict, reuse, stats: dict):
     """``(row ids, signatures, rows read)`` of the segments' live rows, in manifest then doc
     order, row ids mapped through the fragment-reuse index."""
     liveness = _Liveness(ds)
     for seg in segments:
-        files = open_segment(manifest.segment_dir(ds, seg.uuid))
         stale = needs_remap(seg, reuse)
-        for rowids, sigs in iter_signatures(files):
+        for rowids, sigs in iter_signatures(files[seg.uuid]):
             n = len(rowids)
             keep = np.ones(n, dtype=np.bool_)
             if stale:
@@ -212,7 +211,8 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     segments = [s for s in all_segments if s.name == name]
     chosen = set(parse_merge(merge, [s.uuid for s in segments]))
     selected = [s for s in segments if s.uuid in chosen]
-    params = _index_params(ds, column, segments)
+    files = {s.uuid: open_segment(manifest.segment_dir(ds, s.uuid), storage_options) for s in segments}
+    params = _index_params(ds, column, segments, files)
 
     current = manifest.fragment_ids(ds)
     covered = set().union(*(s.fragment_ids for s in segments))
@@ -226,7 +226,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
 
     frag_objs = [ds.get_fragment(f) for f in new_frags]
     new_rows = sum(int(f.count_rows()) for f in frag_objs)
-    stored_rows = sum(open_segment(manifest.segment_dir(ds, s.uuid)).num_docs for s in selected)
+    stored_rows = sum(files[s.uuid].num_docs for s in selected)
     total = stored_rows + new_rows
     check_segment_rows(ds, total)
     plan = plan_sort(max(total, 1), params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
@@ -237,7 +237,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     stats: dict = {}
 
     def rows():
-        yield from _stored_rows(ds, selected, reuse, stats)
+        yield from _stored_rows(ds, selected, files, reuse, stats)
         if frag_objs:
             batches = scan_text(ds, column, fragments=frag_objs, batch_rows=plan.scan_rows,
                                 batch_readahead=plan.readahead, fragment_readahead=_SCAN_FRAGMENTS,
