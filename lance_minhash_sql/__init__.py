@@ -21,6 +21,7 @@ from .errors import (
     InvalidInputError,
     InvalidParameterError,
     LanceMinHashError,
+    ParameterMismatchError,
     ResourceLimitError,
     UnsupportedIndexError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "dedup",
     "LanceMinHashError",
     "InvalidParameterError",
+    "ParameterMismatchError",
     "InvalidInputError",
     "DatasetError",
     "IndexNotFoundError",

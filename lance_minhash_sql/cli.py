@@ -6,6 +6,7 @@ Examples::
     lance-minhash search corpus.lance text "some text" -k 5
     lance-minhash pairs corpus.lance text --threshold 0.8 --output pairs.parquet
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
+    lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
@@ -188,6 +189,23 @@ def cmd_build(args) -> int:
     return 0
 
 
+def cmd_optimize(args) -> int:
+    from .index.optimize import optimize
+
+    merge = args.merge.strip()
+    if not merge.isdigit() and merge.lower() != "all":
+        merge = [u.strip() for u in merge.split(",") if u.strip()]
+    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=not args.quiet)
+    if r.action == "none":
+        print(f"{r.index_name} on {r.column}: up to date ({r.segments_after} segment(s)); nothing committed")
+    else:
+        print(f"{r.index_name} on {r.column}: {r.action}: {r.merged_segments} segment(s) rewritten, new fragments "
+              f"{list(r.new_fragments)}; {r.rows_indexed:,} rows in segment {r.segment_uuid} ({r.rows_added:,} new, "
+              f"{r.rows_dropped:,} deleted rows dropped); {r.segments_before} -> {r.segments_after} segment(s), "
+              f"{r.bytes / 2**20:.1f} MiB, {r.seconds:.2f}s, dataset version {r.dataset_version}")
+    return 0
+
+
 def cmd_search(args) -> int:
     from .index.search import search
 
@@ -327,6 +345,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("optimize", help="bring a MinHash index up to date: index new rows, merge segments")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--merge", default="1",
+                   help="0: a delta segment for new fragments only; N: rewrite the newest N segments with them "
+                        "(default 1, as Lance); all; or comma-separated segment uuids")
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 2 GiB)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("search", help="top-k most similar rows of a text")
     p.add_argument("dataset")

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "LanceMinHashError",
     "InvalidParameterError",
+    "ParameterMismatchError",
     "InvalidInputError",
     "DatasetError",
     "IndexNotFoundError",
@@ -26,6 +27,10 @@ class LanceMinHashError(Exception):
 
 class InvalidParameterError(LanceMinHashError, ValueError):
     """A parameter (num_hashes, num_bands, threshold, tokenizer option, k, ...) is invalid."""
+
+
+class ParameterMismatchError(InvalidParameterError):
+    """Index segments that must share parameters do not (committing or merging segments)."""
 
 
 class InvalidInputError(LanceMinHashError, TypeError):

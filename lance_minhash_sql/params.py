@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
 from .errors import InvalidParameterError
@@ -274,6 +274,15 @@ class MinHashParams:
     def with_tokenizer(self, **options: Any) -> "MinHashParams":
         return replace(self, tokenizer=replace(self.tokenizer, **options))
 
+    def differences(self, other: "MinHashParams") -> list[str]:
+        """``name=value vs value`` for every parameter (tokenizer options included) that
+        differs from ``other``.
+
+        >>> MinHashParams(64, 8).differences(MinHashParams(128, 8))
+        ['num_hashes=64 vs 128']
+        """
+        return _differences(self, other)
+
     def to_lance_config(self) -> dict[str, Any]:
         """Parameters for ``lance.indices.IndexConfig("MINHASHLSH", ...)``."""
         return {
@@ -282,6 +291,17 @@ class MinHashParams:
             "shingle_size": self.shingle_size,
             "tokenizer": self.tokenizer.to_dict(),
         }
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    out = []
+    for f in fields(a):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if is_dataclass(va) and is_dataclass(vb):
+            out += _differences(va, vb, f"{prefix}{f.name}.")
+        elif va != vb:
+            out.append(f"{prefix}{f.name}={va!r} vs {vb!r}")
+    return out
 
 
 # --------------------------------------------------------------------------- LSH math

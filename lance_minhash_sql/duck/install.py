@@ -28,11 +28,15 @@ from typing import Any
 
 import duckdb
 
+from .lifecycle import LIFECYCLE_UDFS
 from .pairs import PAIR_UDFS
 from .tables import TABLE_UDFS
 from .udfs import UDFS
 
-__all__ = ["install", "connect", "macro_files"]
+# Every function the package registers, in registration order.
+ALL_UDFS = UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS
+
+__all__ = ["install", "connect", "macro_files", "ALL_UDFS"]
 
 # Files run first, in this order; the other .sql files follow in name order.
 _FIRST = ("scalar.sql",)
@@ -53,7 +57,7 @@ def macro_files() -> tuple[tuple[str, str], ...]:
 def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
     cur = con.cursor()
     try:
-        for spec in UDFS + TABLE_UDFS + PAIR_UDFS:
+        for spec in ALL_UDFS:
             try:
                 cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
                                     type="arrow" if getattr(spec, "arrow", True) else "native",

@@ -64,7 +64,8 @@ from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .sign import signer_for
 from .spill import SPILL_PREFIX, BandSorter, plan_sort
 
-__all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers"]
+__all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "WrittenSegment", "write_segment",
+           "signed_batches", "check_segment_rows", "release_memory"]
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
 _SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
@@ -357,6 +358,149 @@ class _Writer:
             self.bar.close()
 
 
+@dataclass
+class WrittenSegment:
+    """What :func:`write_segment` wrote and committed."""
+
+    seg: manifest.NewSegment
+    rows: int  # docs in the segment (rows with a signature)
+    spilled_bytes: int
+    bytes: int  # size of the two files
+    dataset: Any  # the dataset version the commit made
+
+
+def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit, check=None,
+                  progress_rows: int = 0, progress: bool = False, storage_options: dict | None = None,
+                  desc: str = "signing") -> WrittenSegment:
+    """Write one segment from ``rows`` and commit it: the pipeline of every index write
+    (a build, an optimize's delta segment or merge).
+
+    ``rows`` yields ``(row ids u64[n], signatures u16[n, k], input rows consumed)`` in doc
+    order; each batch's signatures are appended to ``signatures.lance`` on a writer thread
+    while its band keys go to the sorter (:class:`~.spill.BandSorter`, sized by ``plan``),
+    then the band rows are written in ``(band_key, doc_id)`` order to ``bands.lance``.
+    ``check(docs)`` runs once the input is exhausted (it may refuse, e.g. an empty build);
+    ``commit(segment)`` registers the segment and returns the new dataset version.
+
+    Atomic: on any exception (``KeyboardInterrupt`` included) the segment folder and the
+    spill folder are removed and nothing is committed; a marker (see the module
+    docstring) lets a later build clean up after ``kill -9``.
+    """
+    uri = ds.uri
+    seg = None
+    sorter = None
+    marker = None
+    committed = False
+    commit_tried = False
+    heap = contextlib.ExitStack()
+    try:
+        if plan.tight:  # with room to spare, the heap's page faults are not worth it
+            heap.enter_context(_bounded_heap())
+        seg = manifest.new_segment(ds, fragment_ids, params)
+        sorter = BandSorter(plan)
+        marker = os.path.join(marker_dir(), f"{seg.uuid}.json")
+        _write_marker(marker, {
+            "dataset": uri, "uuid": seg.uuid, "segment": seg.path, "spill": sorter.spill_dir,
+            "pid": os.getpid(), "proc_start": _proc_start(os.getpid()), "started": time.time(),
+            "read_version": int(ds.version)})
+
+        signer = signer_for(params)
+        sig_writer = SignaturesWriter(seg.path, params, storage_options)
+        signed = 0
+        # signatures.lance is written on a second thread while the next batch is made;
+        # the scanner's read-ahead, the batch size and the writer's queue are bounded by
+        # the plan's pipeline share of the budget
+        writer = _Writer(plan.writer_depth, _bar(progress, progress_rows, desc))
+        try:
+            for rowids, sigs, n in rows:
+                if len(sigs):
+                    sorter.add(signer.band_keys(sigs))
+                    signed += len(sigs)
+                    writer.submit(sig_writer.write, rowids, sigs, rows=n)
+                elif writer.bar is not None:
+                    writer.bar.update(n)
+                del rowids, sigs  # the next batch is made without this one
+            writer.drain()
+        finally:
+            writer.close()
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()  # the scanner and its buffers
+            rows = None
+        if check is not None:
+            check(signed)
+        sig_writer.close()
+        sig_writer = None
+        sorter.finish()
+        if plan.tight:
+            release_memory()
+
+        bands_writer = BandsWriter(seg.path, params, num_docs=signed, storage_options=storage_options)
+        # one group of sorted bands is written while the next group is sorted
+        # (the sort's budget counts the group being written beside the next one; holding
+        # no chunk here lets a group go as soon as the writer is done with it)
+        writer = _Writer(plan.writer_depth, _bar(progress, signed * params.num_bands, "writing bands"))
+        try:
+            for keys, docs in sorter.sorted_chunks():
+                for s in range(0, len(keys), _WRITE_CHUNK):
+                    e = min(s + _WRITE_CHUNK, len(keys))
+                    writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
+                del keys, docs
+            writer.drain()
+        finally:
+            writer.close()
+        bands_writer.close()
+        spilled = sorter.spilled_bytes
+        sorter.close()
+
+        size = sum(os.path.getsize(os.path.join(seg.path, f)) for f in (SIGNATURES_FILE, BANDS_FILE))
+        commit_tried = True
+        new_ds = commit(seg)
+        committed = True
+    finally:
+        heap.close()
+        if sorter is not None:
+            sorter.close()
+        if seg is not None and not committed:
+            keep = False
+            if commit_tried:  # never delete what a manifest references
+                try:
+                    keep = seg.uuid in manifest.referenced_index_uuids(uri, None, storage_options)
+                except Exception:  # cannot tell: keep the folder, a later cleanup decides
+                    keep = True
+            if not keep:
+                shutil.rmtree(seg.path, ignore_errors=True)
+        if marker is not None and (committed or not os.path.isdir(seg.path)):
+            _remove_quietly(marker)
+    return WrittenSegment(seg, signed, spilled, size, new_ds)
+
+
+def signed_batches(signer, batches, stats: dict | None = None):
+    """``(row ids, signatures, rows scanned)`` of scanned ``(row ids, texts)`` batches,
+    keeping the rows with a signature; counts ``scanned`` and ``nulls`` into ``stats``."""
+    for rowids, texts in batches:
+        sigs, has = signer.sign(texts)
+        n = len(texts)
+        if stats is not None:
+            stats["scanned"] = stats.get("scanned", 0) + n
+            stats["nulls"] = stats.get("nulls", 0) + texts.null_count
+        del texts
+        if not has.all():
+            keep = np.flatnonzero(has)
+            sigs, rowids = sigs[keep], rowids[keep]
+        yield rowids, sigs, n
+        del rowids, sigs, has  # the next batch is decoded without this one
+
+
+def check_segment_rows(ds, rows: int) -> None:
+    """A segment holds at most :data:`MAX_SEGMENT_ROWS` docs (u32 doc ids)."""
+    if rows > MAX_SEGMENT_ROWS:
+        raise ResourceLimitError(
+            f"dataset {ds.uri!r} has {rows:,} rows, but one MinHash segment holds at most "
+            f"{MAX_SEGMENT_ROWS:,} (doc ids are u32); build per-fragment segments (fragment subsets of "
+            f"fewer rows) and commit them together")
+
+
 def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int | None = None,
                 shingle_size: int = 3, threshold: float | None = None, tokenizer=None,
                 replace: bool = True, name: str | None = None, memory_limit=None,
@@ -385,63 +529,19 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     total_rows = int(ds.count_rows())
     if total_rows == 0:
         raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
-    if total_rows > MAX_SEGMENT_ROWS:
-        raise ResourceLimitError(
-            f"dataset {ds.uri!r} has {total_rows:,} rows, but one MinHash segment holds at most "
-            f"{MAX_SEGMENT_ROWS:,} (doc ids are u32); build per-fragment segments (fragment subsets of "
-            f"fewer rows) and commit them together")
+    check_segment_rows(ds, total_rows)
     plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     frags = manifest.fragment_ids(ds)
     uri = ds.uri
 
     cleanup_leftovers(uri, storage_options)
 
-    seg = None
-    sorter = None
-    marker = None
-    committed = False
-    commit_tried = False
-    heap = contextlib.ExitStack()
-    try:
-        if plan.tight:  # with room to spare, the heap's page faults are not worth it
-            heap.enter_context(_bounded_heap())
-        seg = manifest.new_segment(ds, frags, params)
-        sorter = BandSorter(plan)
-        marker = os.path.join(marker_dir(), f"{seg.uuid}.json")
-        _write_marker(marker, {
-            "dataset": uri, "uuid": seg.uuid, "segment": seg.path, "spill": sorter.spill_dir,
-            "pid": os.getpid(), "proc_start": _proc_start(os.getpid()), "started": time.time(),
-            "read_version": int(ds.version)})
+    stats: dict = {}
+    batches = scan_text(ds, column, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
+                        fragment_readahead=_SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
 
-        signer = signer_for(params)
-        sig_writer = SignaturesWriter(seg.path, params, storage_options)
-        scanned = nulls = signed = 0
-        # signatures.lance is written on a second thread while the next batch is signed;
-        # the scanner's read-ahead, the batch size and the writer's queue are bounded by
-        # the plan's pipeline share of the budget
-        writer = _Writer(plan.writer_depth, _bar(progress, total_rows, "signing"))
-        batches = scan_text(ds, column, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
-                            fragment_readahead=_SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
-        try:
-            for rowids, texts in batches:
-                sigs, has = signer.sign(texts)
-                n = len(texts)
-                scanned += n
-                nulls += texts.null_count
-                if not has.all():
-                    keep = np.flatnonzero(has)
-                    sigs, rowids = sigs[keep], rowids[keep]
-                if len(sigs):
-                    sorter.add(signer.band_keys(sigs))
-                    signed += len(sigs)
-                    writer.submit(sig_writer.write, rowids, sigs, rows=n)
-                elif writer.bar is not None:
-                    writer.bar.update(n)
-                del rowids, texts, sigs, has  # the next batch is decoded without this one
-            writer.drain()
-        finally:
-            writer.close()
-            batches = None  # the scanner and its buffers
+    def check(signed: int) -> None:
+        scanned, nulls = stats.get("scanned", 0), stats.get("nulls", 0)
         if signed == 0:
             what = (f"is NULL in all {scanned:,} rows" if nulls == scanned else
                     f"has no tokens in any of its {scanned:,} rows ({nulls:,} NULL, the rest empty or "
@@ -449,55 +549,18 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
             raise DatasetError(
                 f"column {column!r} of dataset {uri!r} {what}: the index would be empty and answer "
                 "nothing; index a column with text (or another tokenizer)")
-        sig_writer.close()
-        sig_writer = None
-        sorter.finish()
-        if plan.tight:
-            release_memory()
 
-        bands_writer = BandsWriter(seg.path, params, num_docs=signed, storage_options=storage_options)
-        # one group of sorted bands is written while the next group is sorted
-        # (the sort's budget counts the group being written beside the next one; holding
-        # no chunk here lets a group go as soon as the writer is done with it)
-        writer = _Writer(plan.writer_depth, _bar(progress, signed * params.num_bands, "writing bands"))
-        try:
-            for keys, docs in sorter.sorted_chunks():
-                for s in range(0, len(keys), _WRITE_CHUNK):
-                    e = min(s + _WRITE_CHUNK, len(keys))
-                    writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
-                del keys, docs
-            writer.drain()
-        finally:
-            writer.close()
-        bands_writer.close()
-        spilled = sorter.spilled_bytes
-        sorter.close()
+    def commit(seg):
+        return manifest.commit_replacing(ds, index_name, column, [seg], removed=old_segments,
+                                         storage_options=storage_options)
 
-        size = sum(os.path.getsize(os.path.join(seg.path, f)) for f in (SIGNATURES_FILE, BANDS_FILE))
-        commit_tried = True
-        new_ds = manifest.commit_replacing(ds, index_name, column, [seg], removed=old_segments,
-                                           storage_options=storage_options)
-        committed = True
-    finally:
-        heap.close()
-        if sorter is not None:
-            sorter.close()
-        if seg is not None and not committed:
-            keep = False
-            if commit_tried:  # never delete what a manifest references
-                try:
-                    keep = seg.uuid in manifest.referenced_index_uuids(uri, None, storage_options)
-                except Exception:  # cannot tell: keep the folder, a later cleanup decides
-                    keep = True
-            if not keep:
-                shutil.rmtree(seg.path, ignore_errors=True)
-        if marker is not None and (committed or not os.path.isdir(seg.path)):
-            _remove_quietly(marker)
-
+    w = write_segment(ds, params, frags, plan, signed_batches(signer_for(params), batches, stats),
+                      commit=commit, check=check, progress_rows=total_rows, progress=progress,
+                      storage_options=storage_options)
     return BuildResult(
         index_name=index_name, column=column, num_hashes=params.num_hashes,
         num_bands=params.num_bands, rows_per_band=params.rows_per_band,
         shingle_size=params.shingle_size, tokenizer=json.dumps(params.tokenizer.to_dict()),
-        segments=1, rows_indexed=signed, rows_without_tokens=scanned - signed,
-        seconds=time.perf_counter() - t0, bytes=size, dataset_version=int(new_ds.version),
-        segment_uuids=(seg.uuid,), spilled_bytes=spilled)
+        segments=1, rows_indexed=w.rows, rows_without_tokens=stats.get("scanned", 0) - w.rows,
+        seconds=time.perf_counter() - t0, bytes=w.bytes, dataset_version=int(w.dataset.version),
+        segment_uuids=(w.seg.uuid,), spilled_bytes=w.spilled_bytes)

@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,8 @@ from ..errors import (
     UnsupportedIndexError,
 )
 from ..io.manifest import SegmentInfo, minhash_segments, segment_dir
+from ..io.rowids import FragReuse, frag_reuse
+from ..io.rowids import remap as remap_rowids
 from ..io.scan import open_dataset, scan_text, text_field
 from ..io.segments import SegmentFiles, open_segment
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, window_indices, window_plan,
@@ -69,6 +71,7 @@ __all__ = [
     "open_index",
     "dataset_handle",
     "dataset_at",
+    "DROPPED_ROWID",
 ]
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -87,6 +90,8 @@ _FIRST_POOL_PAGES = 64
 _FIRST_POOL_DOCS = 1024
 _MAX_TAKE = 1 << 20  # row ids per Lance take call
 _MAX_OPENED = 64  # opened dataset versions kept (small objects; segment data is in the cache)
+# the row id given to a row that a compaction dropped (fragment 0xFFFFFFFF never exists)
+DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 # --------------------------------------------------------------------------- the cache
@@ -468,6 +473,8 @@ class SegmentEntry:
         self.docs = docs
         self.lock = threading.RLock()
         self.cached = False
+        # row ids as stored -> row ids of the dataset version (a deferred compaction remap)
+        self.remap = None
         self.rent_bands = 0.0  # seconds spent on partial reads
         self.rent_docs = 0.0
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "docs_read": 0, "full_loads": 0}
@@ -578,29 +585,6 @@ class SegmentEntry:
             self._settle()
         return store.arrays()
 
-    def load_full(self) -> bool:
-        """Load bands, row ids and signatures whole if they fit in the cache; True if loaded."""
-        with self.lock:
-            if self.files is None:
-                return True
-            ok = True
-            b = self.bands
-            if not b.full:
-                extra = b.file_bytes() + b.page_table.nbytes + b.num_pages * 4 - b.nbytes
-                if self._reserve(extra):
-                    b.set_full(*self._read_all_bands())
-                    self._settle()
-                else:
-                    ok = False
-            d = self.docs
-            if not d.full:
-                if self._reserve(d.file_bytes() - d.nbytes):
-                    d.set_full(*self._read_all_docs())
-                    self._settle()
-                else:
-                    ok = False
-            return ok
-
     def _read_all_bands(self):
         n = self.bands.num_rows
         keys = np.empty(n, dtype=np.uint64)
@@ -643,7 +627,7 @@ class SegmentEntry:
             part = missing[s:s + _MAX_TAKE]
             t = self.files.signatures.take_rows(part.astype(np.int64).tolist(),
                                                 batch_size=max(1024, part.size)).to_table()
-            rowids = t.column(0).to_numpy()
+            rowids = self.map_rowids(t.column(0).to_numpy())
             sig = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
             store.add_docs(part, rowids, sig)
         self.rent_docs += time.perf_counter() - t0
@@ -663,7 +647,14 @@ class SegmentEntry:
             sigs[w:w + m] = batch.column(1).values.to_numpy().reshape(-1, k)
             w += m
         self.stats["full_loads"] += 1
-        return rowids, sigs
+        return self.map_rowids(rowids), sigs
+
+    def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
+        """Stored row ids as the dataset version knows them: through the fragment-reuse
+        index of a deferred compaction remap (a dropped row gets :data:`DROPPED_ROWID`)."""
+        if self.remap is None or rowids.size == 0:
+            return rowids
+        return self.remap(rowids)
 
     def _settle(self) -> None:
         """Make the cache's account of this entry exact (pool growth rounds differently)."""
@@ -676,8 +667,23 @@ class SegmentEntry:
                         cache._drop(self.key)
 
 
-def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options) -> SegmentEntry:
-    key = (uri, info.uuid)
+def _remapper(ds):
+    def remap(rowids: np.ndarray) -> np.ndarray:
+        out, kept = remap_rowids(ds, rowids)
+        out[~kept] = DROPPED_ROWID
+        return out
+    return remap
+
+
+def needs_remap(info: SegmentInfo, reuse: FragReuse | None) -> bool:
+    """True if the segment predates a compaction whose index remap was deferred."""
+    return reuse is not None and info.dataset_version < reuse.dataset_version
+
+
+def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragReuse | None = None) -> SegmentEntry:
+    stale = needs_remap(info, reuse)
+    # remapped row ids belong to one fragment-reuse index (a new round has a new uuid)
+    key = (uri, info.uuid, reuse.uuid) if stale else (uri, info.uuid)
     cache = _the_cache()
     entry = cache.get(key)
     if entry is not None:
@@ -686,6 +692,8 @@ def _segment_entry(uri: str, info: SegmentInfo, ds, storage_options) -> SegmentE
     bands = BandStore(files.page_table, files.page_rows, files.num_band_rows)
     docs = DocStore(files.num_docs, files.params.num_hashes)
     entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs)
+    if stale:
+        entry.remap = _remapper(ds)
     return cache.adopt(key, entry, entry.nbytes)
 
 
@@ -869,17 +877,6 @@ def _check_manifest_details(uri: str, column: str, info: SegmentInfo, params: Mi
             f"index with minhash_build('{uri}', '{column}', replace := true)")
 
 
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
-    out = []
-    for f in fields(a):
-        va, vb = getattr(a, f.name), getattr(b, f.name)
-        if is_dataclass(va) and is_dataclass(vb):
-            out += _differences(va, vb, f"{prefix}{f.name}.")
-        elif va != vb:
-            out.append(f"{prefix}{f.name}={va!r} vs {vb!r}")
-    return out
-
-
 @dataclass
 class OpenedIndex:
     """A column's MinHash LSH index in one dataset version."""
@@ -895,12 +892,13 @@ class OpenedIndex:
     unindexed: tuple[int, ...]
     liveness: Liveness
     storage_options: dict | None = None
+    reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
 
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
         out = []
         for info in self.segments:
-            out.append(_segment_entry(self.uri, info, self.ds, self.storage_options))
+            out.append(_segment_entry(self.uri, info, self.ds, self.storage_options, self.reuse))
         return out
 
     def unindexed_entry(self) -> SegmentEntry | None:
@@ -909,9 +907,11 @@ class OpenedIndex:
         return _flat_entry(self, self.unindexed)
 
     def prewarm(self) -> bool:
-        """Load every segment whole into the cache (as ``ds.prewarm_index`` does for Lance);
-        True if all of them fit."""
-        return all([entry.load_full() for entry in self.segment_entries()])
+        """Load the segments into the cache (as ``ds.prewarm_index`` does for Lance), up to
+        its capacity (:func:`.prewarm.warm`); True if all of them fit whole."""
+        from .prewarm import warm
+
+        return warm(self).complete
 
     @property
     def stable_row_ids(self) -> bool:
@@ -1007,11 +1007,12 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
                 f"segment {info.uuid} of the MinHash LSH index on {column!r} has index_version "
                 f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
                 f"rebuild it with minhash_build('{uri}', '{column}')")
-    entries = [_segment_entry(uri, info, ds, storage_options) for info in segments]
+    reuse = frag_reuse(ds)
+    entries = [_segment_entry(uri, info, ds, storage_options, reuse) for info in segments]
     params = entries[0].params
     for info, entry in zip(segments[1:], entries[1:]):
         if entry.params != params:
-            diff = "; ".join(_differences(params, entry.params))
+            diff = "; ".join(params.differences(entry.params))
             raise UnsupportedIndexError(
                 f"the MinHash LSH index on {column!r} of {uri!r} has segments with different parameters: "
                 f"segment {segments[0].uuid} vs segment {info.uuid}: {diff}. Lance refuses such an "
@@ -1020,10 +1021,12 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
         _check_manifest_details(uri, column, info, entry.params, segment_dir(ds, info.uuid))
     covered = frozenset().union(*(s.fragment_ids for s in segments))
     liveness = Liveness(ds, covered)
+    if any(needs_remap(info, reuse) for info in segments):
+        liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
     opened = OpenedIndex(uri, ds, version, column, params, segments, covered, fragments, unindexed,
-                         liveness, storage_options)
+                         liveness, storage_options, reuse)
     with _opened_lock:
         _opened[key] = opened
         while len(_opened) > _MAX_OPENED:

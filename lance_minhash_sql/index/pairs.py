@@ -357,7 +357,7 @@ def _read_signatures_whole(entry: SegmentEntry) -> None:
         for s in range(0, n, SIGNATURE_READ_ROWS):
             c = min(SIGNATURE_READ_ROWS, n - s)
             t = reader.read_range(s, c, batch_size=c).to_table()
-            rowids[s:s + c] = t.column(0).to_numpy()
+            rowids[s:s + c] = entry.map_rowids(t.column(0).to_numpy())
             sigs[s:s + c] = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
             del t
         store.set_full(rowids, sigs)

@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
+from lance.commit import CommitConflictError
 from lance.dataset import Index, IndexFile, LanceOperation
 
-from ..errors import DatasetError
+from ..errors import DatasetError, ParameterMismatchError
 from ..params import INDEX_VERSION, MinHashParams
 from .details import TYPE_URL, encode_details
-from .segments import BANDS_FILE, SIGNATURES_FILE
+from .segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 
 __all__ = ["SegmentInfo", "NewSegment", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
-           "fragment_ids", "commit_replacing"]
+           "fragment_ids", "commit_replacing", "check_same_params"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,29 @@ def _index(seg_uuid: str, name: str, field_id: int, version: int, fragment_ids, 
                  index_details=(TYPE_URL, encode_details(params)))
 
 
+def check_same_params(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
+                      removed: list[SegmentInfo] = (), storage_options: dict | None = None) -> None:
+    """Refuse a commit after which the index's segments would not share identical parsed
+    parameters (the new segments among themselves, and against the segments it keeps)."""
+    gone = {s.uuid for s in removed}
+    kept = [s for s in minhash_segments(ds, column) if s.name == name and s.uuid not in gone]
+    ref = [(f"segment {s.uuid} (already in the index)",
+            open_segment(segment_dir(ds, s.uuid), storage_options).params) for s in kept[:1]]
+    ref += [(f"new segment {s.uuid}", s.params) for s in new[:1]] if not ref else []
+    if not ref:
+        return
+    what, params = ref[0]
+    for seg in new:
+        diff = seg.params.differences(params)
+        if diff:
+            raise ParameterMismatchError(
+                f"cannot commit new segment {seg.uuid} to the MinHash LSH index {name!r} on {column!r} of "
+                f"{ds.uri!r}: its parameters differ from {what}: {'; '.join(diff)}. Rule: all segments of "
+                "a MinHash LSH index must share identical parameters (Lance refuses such an index at commit "
+                "and query time). Fix: write the segment with the index's own parameters (minhash_optimize "
+                f"does), or rebuild the whole index with minhash_build('{ds.uri}', '{column}', replace := true)")
+
+
 def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
                     removed: list[SegmentInfo] = (), removed_params: MinHashParams | None = None,
                     storage_options: dict | None = None) -> "lance.LanceDataset":
@@ -104,6 +128,7 @@ def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[
     if field is None:
         raise DatasetError(f"column {column!r} is not in dataset {ds.uri!r}")
     field_id = field.id()
+    check_same_params(ds, name, column, new, removed, storage_options)
     new_indices = []
     for seg in new:
         files = [IndexFile(path=f, size_bytes=os.path.getsize(os.path.join(seg.path, f)))
@@ -166,7 +191,7 @@ def commit_replacing(ds: "lance.LanceDataset", name: str, column: str, new: list
     """:func:`commit_segments`, with a conflicting concurrent commit as a :class:`DatasetError`."""
     try:
         return commit_segments(ds, name, column, new, removed=removed, storage_options=storage_options)
-    except lance.commit.CommitConflictError as exc:
+    except CommitConflictError as exc:
         msg = str(exc).split(", /")[0]
         raise DatasetError(
             f"cannot commit the new index on {column!r} of {ds.uri!r}: another commit since version "

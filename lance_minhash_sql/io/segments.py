@@ -39,6 +39,7 @@ __all__ = [
     "BandsWriter",
     "SegmentFiles",
     "open_segment",
+    "iter_signatures",
 ]
 
 SIGNATURES_FILE = "signatures.lance"
@@ -218,6 +219,19 @@ class SegmentFiles:
             return np.empty((0, k), np.uint16)
         col = t.column(0).combine_chunks()
         return col.values.to_numpy().reshape(-1, k)
+
+
+def iter_signatures(files: SegmentFiles, batch_rows: int = 1 << 16):
+    """``(row ids u64[n], signatures u16[n, k])`` of a segment's docs in doc order, read in
+    chunks of ``batch_rows`` (a merge streams a segment without holding it whole)."""
+    k = files.params.num_hashes
+    for start in range(0, files.num_docs, batch_rows):
+        n = min(batch_rows, files.num_docs - start)
+        t = files.signatures.read_range(start, n, batch_size=n).to_table()
+        rowids = t.column(0).to_numpy()
+        sigs = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
+        del t
+        yield rowids, sigs
 
 
 def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:

@@ -1,0 +1,90 @@
+"""Row ids of an index segment against the current dataset: compaction remaps and deletions.
+
+What pylance 14.0.2 does with a ``MINHASHLSH`` index when ``ds.optimize.compact_files()``
+rewrites fragments (measured):
+
+* by default the compaction **remaps the index itself**: the segment is rewritten under a
+  new uuid with the rows of the removed fragments given their new addresses, rows
+  deleted before the compaction dropped, and its fragment bitmap set to the new
+  fragments. Any index in this format is remapped alike, including one this package wrote;
+* with ``defer_index_remap=True`` the segment files are left as they are (old row
+  addresses, fragments that no longer exist) while the manifest's fragment bitmap already
+  names the new fragments, and the compaction records the old → new address mapping in a
+  *fragment-reuse index* (``__lance_frag_reuse``, type URL
+  ``/lance.table.FragmentReuseIndexDetails``), one *round* per compaction. Lance's reader
+  maps every row id it loads through it: an address of a compacted fragment gets its new
+  address (chained across rounds), a row the compaction dropped becomes null, an address
+  of a live fragment is returned unchanged. ``ds.remap_row_addrs`` exposes that mapping.
+  ``optimize_indices()`` that rewrites a segment (merge, or new rows appended to it)
+  writes the remapped addresses. Lance does not trim rounds itself ("schedule an
+  additional process to trim the index periodically"); a round whose addresses were
+  trimmed is no longer remapped.
+
+So a reader of this package maps a segment's row ids through :func:`remap` whenever the
+dataset version has a fragment-reuse index, and a rewrite (optimize, merge) writes the
+remapped ids. With stable row ids a compaction keeps every row id and nothing is remapped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lance
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["FRAG_REUSE_NAME", "FRAG_REUSE_TYPE_URL", "FragReuse", "frag_reuse", "remap", "live_rowids"]
+
+FRAG_REUSE_NAME = "__lance_frag_reuse"
+FRAG_REUSE_TYPE_URL = "/lance.table.FragmentReuseIndexDetails"
+_CHUNK = 1 << 20  # row ids per Lance call
+
+
+@dataclass(frozen=True)
+class FragReuse:
+    """The fragment-reuse index of a dataset version: its uuid changes with every round."""
+
+    uuid: str
+    dataset_version: int  # the version of its latest round
+
+
+def frag_reuse(ds: "lance.LanceDataset") -> FragReuse | None:
+    """The dataset version's fragment-reuse index, or None (no deferred remap pending)."""
+    for desc in ds.describe_indices():
+        if desc.type_url == FRAG_REUSE_TYPE_URL or desc.name == FRAG_REUSE_NAME:
+            seg = desc.segments[0]
+            return FragReuse(str(seg.uuid), int(seg.dataset_version_at_last_update))
+    return None
+
+
+def remap(ds: "lance.LanceDataset", rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(row ids, kept)``: ``rowids`` mapped through the fragment-reuse index; ``kept`` is
+    False where the compaction dropped the row (its mapped id is then 0)."""
+    rowids = np.asarray(rowids, dtype=np.uint64)
+    out = np.empty(rowids.size, dtype=np.uint64)
+    kept = np.ones(rowids.size, dtype=np.bool_)
+    for s in range(0, rowids.size, _CHUNK):
+        part = rowids[s:s + _CHUNK]
+        got = ds.remap_row_addrs(pa.array(part, type=pa.uint64()))
+        if got is None:  # no fragment-reuse index: nothing to map
+            out[s:s + part.size] = part
+            continue
+        valid = got.is_valid().to_numpy(zero_copy_only=False)
+        out[s:s + part.size] = got.fill_null(0).to_numpy(zero_copy_only=False)
+        kept[s:s + part.size] = valid
+    return out, kept
+
+
+def live_rowids(ds: "lance.LanceDataset", fragment_ids) -> np.ndarray:
+    """Sorted ``_rowid`` of the live rows of the given fragments of ``ds`` (a row-id-only
+    scan: no column data is read)."""
+    frags = [ds.get_fragment(int(f)) for f in fragment_ids]
+    frags = [f for f in frags if f is not None]
+    if not frags:
+        return np.empty(0, dtype=np.uint64)
+    parts = [b.column("_rowid").to_numpy() for b in
+             ds.scanner(columns=[], with_row_id=True, fragments=frags, batch_size=_CHUNK).to_batches()]
+    ids = (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)).astype(np.uint64, copy=False)
+    if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # a scan is usually in id order already
+        ids = np.sort(ids)
+    return ids
