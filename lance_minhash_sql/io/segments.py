@@ -20,6 +20,7 @@ Every format rule is written here, next to the code that writes and reads it:
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
@@ -234,6 +235,33 @@ def iter_signatures(files: SegmentFiles, batch_rows: int = 1 << 16):
         yield rowids, sigs
 
 
+# pylance 14.0.2's LanceFileReader.read_global_buffer blocks on Lance's runtime while it
+# holds the GIL; with other threads inside Lance at the same moment (8 threads searching
+# while an index is rebuilt) the process deadlocks: the read waits for Lance's I/O, which
+# waits for a thread that waits for the GIL. The file's metadata gives the buffer's
+# position and size, so a local file is read directly; other stores go through Lance one
+# read at a time.
+_GLOBAL_BUFFER_LOCK = threading.Lock()
+
+
+def _global_buffer(reader: LanceFileReader, path: str, index: int) -> bytes:
+    buffers = reader.metadata().global_buffers
+    if not 0 <= index < len(buffers):
+        raise CorruptIndexError(f"{path}: global buffer {index} (the page table) is missing (the file has {len(buffers)}); "
+                                "rebuild the index")
+    desc = buffers[index]
+    local = path[7:] if path.startswith("file://") else None if "://" in path else path
+    if local is None:
+        with _GLOBAL_BUFFER_LOCK:
+            return reader.read_global_buffer(index)
+    with open(local, "rb") as f:
+        f.seek(desc.position)
+        data = f.read(desc.size)
+    if len(data) != desc.size:
+        raise CorruptIndexError(f"{path}: global buffer {index} ends past the end of the file; rebuild the index")
+    return data
+
+
 def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
     """Open and validate a segment's two files (metadata, versions, page table, counts)."""
     bpath = os.path.join(seg_dir, BANDS_FILE)
@@ -268,7 +296,9 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(
             f"{bpath}: {band_rows} band rows, expected num_docs * num_bands = {num_docs * params.num_bands}")
     try:
-        raw = bands.read_global_buffer(_int(bmeta, KEY_PAGE_TABLE, bpath))
+        raw = _global_buffer(bands, bpath, _int(bmeta, KEY_PAGE_TABLE, bpath))
+    except CorruptIndexError:
+        raise
     except Exception as exc:
         raise CorruptIndexError(f"{bpath}: cannot read the page table ({exc})") from None
     if len(raw) % 8:
