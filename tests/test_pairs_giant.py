@@ -7,6 +7,7 @@ The benchmark runs the same at 2M rows with 300,000 copies
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 
 import lance
@@ -16,6 +17,7 @@ import pytest
 from lance_minhash_sql.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.clusters import clusters, shard_links
+from lance_minhash_sql.index import pairs as pairs_mod
 from lance_minhash_sql.index.pairs import pair_shards, shard_pairs
 
 ROWS = 20_000
@@ -89,3 +91,34 @@ def test_pairs_of_the_giant_cluster_stream_with_flat_memory(giant):
     print(f"\n{total:,} pairs of the giant cluster (+{others:,} others) in {batches} batches of <= {CHUNK:,}; "
           f"traced peak after batch 3: {peak / 2**20:.1f} MiB")
     assert peak < 4 * CHUNK * 24 + (8 << 20)
+
+
+def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
+    """Regression: the shards of bands 1..15 visit every pair of the copies and write none
+    (each pair comes from band 0), so their generators never yield; closing ``pairs()``
+    waited for them to visit all their pairs (300,000 copies: hours). Now each worker
+    stops after its current kernel call. (Kernel calls slowed down by 1 ms here, so a
+    band's 12.5M pairs take thousands of calls and seconds.)"""
+    uri, _ = giant
+    calls = []
+    kernel = pairs_mod.pair_chunk
+
+    def slow(*args):
+        calls.append(1)
+        time.sleep(0.001)
+        return kernel(*args)
+
+    monkeypatch.setattr(pairs_mod, "pair_chunk", slow)
+    monkeypatch.setattr(pairs_mod, "VISIT_BUDGET", 1_000)
+    monkeypatch.setattr(pairs_mod, "DEFAULT_CHUNK_PAIRS", 10_000)
+    monkeypatch.setattr(pairs_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
+    assert len(pair_shards(uri, "text", THRESHOLD)) >= 16
+    for exact in (False, True):
+        stream = pairs_mod.pairs(uri, "text", THRESHOLD, exact=exact)
+        assert 0 < next(stream).num_rows <= 10_000
+        before = len(calls)
+        t0 = time.perf_counter()
+        stream.close()
+        after, seconds = len(calls) - before, time.perf_counter() - t0
+        assert after <= 2 * pairs_mod.MAX_WORKERS and seconds < 1.0, \
+            f"closing took {seconds:.1f} s and {after} more kernel calls"
