@@ -40,7 +40,7 @@ set (``VmRSS``) is sampled after every batch: flat memory means the RSS after th
 batch stays near the RSS after the tenth.
 
 Each measurement runs in its own child process, so each peak RSS (``ru_maxrss``) is its
-own; a throwaway child first loads (or, after a change, compiles) the numba kernels, and
+own (``VmHWM``); a throwaway child first loads (or, after a change, compiles) the numba kernels, and
 each child loads them on a tiny dataset before the clock starts ("baseline" RSS).
 
 * *cold*: the child's first call: opens the index, reads band pages and the signatures
@@ -165,10 +165,19 @@ def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
     return uri
 
 
-def _rss_mb() -> float:
-    import resource
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+def _rss_mb() -> float:
+    """Peak RSS of this process (``VmHWM``). Not ``ru_maxrss``: Linux carries it over fork
+    and exec, so a child would report its parent's peak (which grows when the parent
+    writes a dataset) whenever that is higher than its own."""
+    return _status_mb("VmHWM")
 
 
 def _cpu_s() -> float:
@@ -203,11 +212,7 @@ def _warm_kernels() -> None:
 
 
 def _vmrss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
+    return _status_mb("VmRSS")
 
 
 def _texts(uri: str) -> list:
@@ -223,12 +228,13 @@ def peer_ours(uri: str, threshold: float) -> dict:
 
     _warm_kernels()
     out: dict = {"baseline_rss_mb": _rss_mb()}
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     build_index(uri, "text", replace=True)
     t1 = time.perf_counter()
     n = sum(b.num_rows for b in pairs(uri, "text", threshold))
     t2 = time.perf_counter()
-    out.update(seconds=t2 - t0, parts={"build_index": t1 - t0, "pairs": t2 - t1}, pairs=n, peak_rss_mb=_rss_mb())
+    out.update(seconds=t2 - t0, cpu_s=_cpu_s() - c0, parts={"build_index": t1 - t0, "pairs": t2 - t1}, pairs=n,
+               peak_rss_mb=_rss_mb())
     return out
 
 
@@ -240,7 +246,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
 
     texts = _texts(uri)
     out: dict = {"baseline_rss_mb": _rss_mb()}
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     sets = [[s.encode("utf-8") for s in _python_shingles(t)] if t else [] for t in texts]
     keep = [i for i, s in enumerate(sets) if s]
     sigs = MinHash.bulk([sets[i] for i in keep], num_perm=128)
@@ -257,7 +263,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
             if j > i and m.jaccard(by_row[j]) >= threshold:
                 n += 1
     t3 = time.perf_counter()
-    out.update(seconds=t3 - t0, parts={"sign": t1 - t0, "insert": t2 - t1, "query+verify": t3 - t2}, pairs=n,
+    out.update(seconds=t3 - t0, cpu_s=_cpu_s() - c0, parts={"sign": t1 - t0, "insert": t2 - t1, "query+verify": t3 - t2}, pairs=n,
                peak_rss_mb=_rss_mb(), note=f"b={lsh.b}, r={lsh.r}")
     return out
 
@@ -278,10 +284,10 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
     table = ds.to_table(columns=["text"], with_row_id=True).take(picked)
     texts, self_ids = table.column("text").to_pylist(), table.column("_rowid").to_pylist()
     out: dict = {"baseline_rss_mb": _rss_mb()}
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     ds.create_scalar_index("text", IndexConfig("MINHASHLSH", MinHashParams().to_lance_config()),
                            name="bench_lance_per_row", replace=True)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), _cpu_s()
     ds = lance.dataset(uri)
     n = queried = 0
     for text, me in zip(texts, self_ids):
@@ -292,11 +298,11 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
         dist, ids = hits.column("_distance").to_numpy(), hits.column("_rowid").to_numpy()
         n += int(((dist <= 1.0 - threshold + 1e-6) & (ids != me)).sum())
         queried += 1
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), _cpu_s()
     ds.drop_index("bench_lance_per_row")
     scale = rows / len(texts)
     queries = (t2 - t1) * scale
-    out.update(seconds=(t1 - t0) + queries, parts={"native build": t1 - t0, f"{queried:,} queries": t2 - t1,
+    out.update(seconds=(t1 - t0) + queries, cpu_s=(c1 - c0) + (c2 - c1) * scale, parts={"native build": t1 - t0, f"{queried:,} queries": t2 - t1,
                                                    "queries, all rows (extrapolated)": queries},
                pairs=round(n * scale / 2), peak_rss_mb=_rss_mb(),
                note=f"{len(texts):,}-row sample extrapolated x{scale:.0f}; {1e3 * (t2 - t1) / max(queried, 1):.2f} "
@@ -427,12 +433,15 @@ def _print_peers(peers: dict, rows: int) -> None:
     ours = peers["ours"]["seconds"]
     print(f"from text to pairs, {rows:,} rows, threshold {THRESHOLD}: median of {len(peers['ours']['runs'])} "
           "interleaved runs")
-    print(f"  {'peer':12s} {'seconds':>9s} {'ours faster':>11s} {'pairs':>10s} {'peak RSS':>9s}  runs; parts; note")
+    ours_cpu = peers["ours"]["cpu_s"]
+    print(f"  {'peer':12s} {'seconds':>9s} {'ours faster':>11s} {'cpu s':>8s} {'by cpu':>7s} {'pairs':>10s} "
+          f"{'peak RSS':>9s}  runs; parts; note")
     for name, r in peers.items():
         parts = ", ".join(f"{k} {v:.2f} s" for k, v in r["parts"].items())
         runs = "/".join(f"{x:.2f}" for x in r["runs"])
-        print(f"  {name:12s} {r['seconds']:9.2f} {r['seconds'] / ours:10.1f}x {r['pairs']:10,} "
-              f"{r['peak_rss_mb']:7.0f}MB  {runs} s; {parts}; {r.get('note', '')}")
+        print(f"  {name:12s} {r['seconds']:9.2f} {r['seconds'] / ours:10.1f}x {r['cpu_s']:8.2f} "
+              f"{r['cpu_s'] / ours_cpu:6.1f}x {r['pairs']:10,} {r['peak_rss_mb']:7.0f}MB  {runs} s; {parts}; "
+              f"{r.get('note', '')}")
 
 
 def _print_giant(cl: dict, head: dict, rows: int, copies: int) -> None:
