@@ -84,14 +84,14 @@ def _has_index(uri: str) -> bool:
     return any(d.type_url.endswith("MinHashLshIndexDetails") for d in lance.dataset(uri).describe_indices())
 
 
-def corpus_dataset(rows: int, data_dir: str) -> str:
+def _corpus_copy(rows: int, data_dir: str, prefix: str) -> str:
+    """``<prefix>-<rows>.lance``: a copy of ``corpus-<rows>.lance`` (written first if missing)."""
     import lance
 
     from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.index.build import build_index
 
     src = os.path.join(data_dir, f"corpus-{rows}.lance")
-    uri = os.path.join(data_dir, f"pairs-{rows}.lance")
+    uri = os.path.join(data_dir, f"{prefix}-{rows}.lance")
     if not os.path.exists(os.path.join(uri, "_versions")):
         if not os.path.exists(os.path.join(src, "_versions")):
             os.makedirs(data_dir, exist_ok=True)
@@ -100,6 +100,13 @@ def corpus_dataset(rows: int, data_dir: str) -> str:
             _log(f"corpus: {rows:,} rows in {time.perf_counter() - t0:.1f} s")
         ds = lance.dataset(src)
         lance.write_dataset(ds.scanner(columns=["id", "text"], scan_in_order=True).to_reader(), uri)
+    return uri
+
+
+def corpus_dataset(rows: int, data_dir: str) -> str:
+    from lance_minhash_sql.index.build import build_index
+
+    uri = _corpus_copy(rows, data_dir, "pairs")
     if not _has_index(uri):
         t0 = time.perf_counter()
         build_index(uri, "text")
@@ -133,19 +140,7 @@ def dense_dataset(groups: int, copies: int, data_dir: str) -> str:
 
 def peers_dataset(rows: int, data_dir: str) -> str:
     """A copy of the corpus for the peers (no index: each peer builds its own)."""
-    import lance
-
-    src = os.path.join(data_dir, f"corpus-{rows}.lance")
-    uri = os.path.join(data_dir, f"peers-{rows}.lance")
-    if not os.path.exists(os.path.join(uri, "_versions")):
-        if not os.path.exists(os.path.join(src, "_versions")):
-            from lance_minhash_sql.corpus import write_corpus
-
-            os.makedirs(data_dir, exist_ok=True)
-            write_corpus(src, rows)
-        ds = lance.dataset(src)
-        lance.write_dataset(ds.scanner(columns=["id", "text"], scan_in_order=True).to_reader(), uri)
-    return uri
+    return _corpus_copy(rows, data_dir, "peers")
 
 
 def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
