@@ -3,7 +3,7 @@ from text to pairs against datasketch and Lance's own per-row queries.
 
     python benchmarks/pairs.py --rows 1000000 --data-dir /tmp/bench
     python benchmarks/pairs.py --rows 100000 --dense-groups 10 --dense-copies 1000
-    python benchmarks/pairs.py --giant        # 2M rows holding one cluster of 300,000 copies
+    python benchmarks/pairs.py --giant --data-dir /tmp/bench  # 2M rows, one cluster of 300,000 copies
 
 Datasets (written once, cached under ``--data-dir``):
 
@@ -39,9 +39,11 @@ to the end) is streamed for ``--giant-batches`` batches of 2**20 pairs while the
 set (``VmRSS``) is sampled after every batch: flat memory means the RSS after the last
 batch stays near the RSS after the tenth.
 
-Each measurement runs in its own child process, so each peak RSS (``ru_maxrss``) is its
-own (``VmHWM``); a throwaway child first loads (or, after a change, compiles) the numba kernels, and
-each child loads them on a tiny dataset before the clock starts ("baseline" RSS).
+Each measurement runs in its own child process, so each peak RSS (``VmHWM``) is its own;
+a throwaway child first loads (or, after a change, compiles) the numba kernels, and each
+child loads them on a tiny dataset before the clock starts ("baseline" RSS). Peers are
+also compared by CPU seconds (both threads of ours counted), which a shared machine's
+load disturbs less than wall time.
 
 * *cold*: the child's first call: opens the index, reads band pages and the signatures
   (into the process cache), signs nothing (every fragment is indexed). The OS page cache
