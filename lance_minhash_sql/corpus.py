@@ -12,6 +12,10 @@ Every document is a pure function of ``(spec, id)``: ``generate_texts(500, 600)`
 (:func:`ground_truth`) without reading any dataset, so exact Jaccard similarities can be
 computed by regenerating both texts.
 
+``giant_copies`` (of :func:`generate_batches` and :func:`write_corpus`) overwrites that
+many rows, chosen at random, with one text found nowhere else (:func:`giant_cluster`):
+a single duplicate cluster of exactly that size, the stress case of the self-join.
+
 >>> spec = CorpusSpec(seed=7)
 >>> generate_texts(0, 1000, spec)[500:600].equals(generate_texts(500, 600, spec))
 True
@@ -32,6 +36,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import InvalidParameterError
 from .kernels import corpus as _k
@@ -45,6 +50,7 @@ __all__ = [
     "generate_texts",
     "ground_truth",
     "generate_batches",
+    "giant_cluster",
     "write_corpus",
 ]
 
@@ -53,6 +59,8 @@ MAX_VOCAB_SIZE = 10_000_000
 MAX_BOILERPLATE = 1_000_000
 MAX_DOC_ID = 2**62
 _INT32_MAX = 2**31 - 1
+GIANT_WORDS = 60  # words of the giant cluster's text
+_GIANT_STREAM = 0x6A1A27  # seeds the giant cluster's rows and text, apart from the documents
 
 
 def _integer(name: str, value: Any, fix: str) -> int:
@@ -295,6 +303,29 @@ def ground_truth(start: int, stop: int, spec: CorpusSpec = CorpusSpec()) -> pa.T
     return pa.table({"id": ids, **cols}, schema=pa.schema([pa.field("id", pa.int64())] + _TRUTH_FIELDS))
 
 
+def _check_copies(copies: Any, num_rows: int) -> int:
+    copies = _integer("giant_copies", copies, "use a row count >= 0, e.g. 5_000")
+    if not 0 <= copies <= num_rows:
+        raise InvalidParameterError(
+            f"giant_copies={copies} is out of range: requires 0 <= giant_copies <= num_rows ({num_rows}); "
+            "e.g. 5_000")
+    return copies
+
+
+def giant_cluster(start: int, stop: int, copies: int, spec: CorpusSpec = CorpusSpec()) -> tuple[np.ndarray, str]:
+    """The giant cluster of ids ``start .. stop - 1``: its ``copies`` ids (ascending, drawn
+    without replacement) and its text, ``GIANT_WORDS`` words drawn uniformly from the
+    vocabulary, so no generated text comes near it. A pure function of its arguments.
+    (A near-duplicate whose source is overwritten keeps that ``source_id``.)"""
+    start, stop = _check_range(start, stop)
+    copies = _check_copies(copies, stop - start)
+    spec = _check_spec(spec)
+    rng = np.random.default_rng([_GIANT_STREAM, spec.seed, start, stop, copies])
+    ids = start + np.sort(rng.choice(stop - start, copies, replace=False)).astype(np.int64)
+    words = vocabulary(spec).take(pa.array(rng.integers(0, spec.vocab_size, GIANT_WORDS))).to_pylist()
+    return ids, " ".join(words).capitalize() + "."
+
+
 def generate_batches(
     num_rows: int,
     spec: CorpusSpec = CorpusSpec(),
@@ -302,8 +333,11 @@ def generate_batches(
     with_truth: bool = False,
     *,
     start: int = 0,
+    giant_copies: int = 0,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of ids ``start .. start + num_rows - 1`` with :func:`corpus_schema`."""
+    """Record batches of ids ``start .. start + num_rows - 1`` with :func:`corpus_schema`;
+    ``giant_copies`` rows overwritten by :func:`giant_cluster` (their truth: copies of the
+    first of them, ``exact``)."""
     num_rows = _integer("num_rows", num_rows, "use a row count >= 0")
     batch_rows = _integer("batch_rows", batch_rows, "e.g. 65_536")
     if num_rows < 0:
@@ -312,11 +346,32 @@ def generate_batches(
         raise InvalidParameterError(f"batch_rows={batch_rows} must be >= 1 (rows per batch); e.g. 65_536")
     start, stop = _check_range(start, _integer("start", start, "use a document id >= 0") + num_rows)
     spec = _check_spec(spec)
+    giant = giant_cluster(start, stop, giant_copies, spec) if _check_copies(giant_copies, num_rows) else None
     schema = corpus_schema(with_truth)
-    return _batches(start, stop, spec, batch_rows, with_truth, schema)
+    return _batches(start, stop, spec, batch_rows, with_truth, schema, giant)
 
 
-def _batches(start, stop, spec, batch_rows, with_truth, schema) -> Iterator[pa.RecordBatch]:
+def _overwrite_giant(cols: dict, s: int, e: int, giant: tuple[np.ndarray, str]) -> None:
+    ids, text = giant
+    rows = ids[np.searchsorted(ids, s):np.searchsorted(ids, e)] - s
+    if rows.size == 0:
+        return
+    mask = np.zeros(e - s, dtype=np.bool_)
+    mask[rows] = True
+    mask = pa.array(mask)
+    cols["text"] = pc.if_else(mask, pa.scalar(text, cols["text"].type), cols["text"])
+    if "source_id" not in cols:
+        return
+    first = pa.array(np.arange(s, e) == ids[0])
+    zero = pa.scalar(0.0, pa.float32())
+    cols.update(
+        source_id=pc.if_else(mask, pa.scalar(int(ids[0]), pa.int64()), cols["source_id"]),
+        edit=pc.if_else(first, EDIT_KINDS[_k.EDIT_ORIGINAL], pc.if_else(mask, EDIT_KINDS[_k.EDIT_EXACT], cols["edit"])),
+        replaced_fraction=pc.if_else(mask, zero, cols["replaced_fraction"]),
+        dropped_fraction=pc.if_else(mask, zero, cols["dropped_fraction"]))
+
+
+def _batches(start, stop, spec, batch_rows, with_truth, schema, giant=None) -> Iterator[pa.RecordBatch]:
     tables = _spec_tables(spec)
     for s in range(start, stop, batch_rows):
         e = min(s + batch_rows, stop)
@@ -324,6 +379,8 @@ def _batches(start, stop, spec, batch_rows, with_truth, schema) -> Iterator[pa.R
         cols = {"id": pa.array(np.arange(s, e, dtype=np.int64)), "text": _texts(s, spec, tables, plan)}
         if with_truth:
             cols.update(_truth_columns(s, plan))
+        if giant is not None:
+            _overwrite_giant(cols, s, e, giant)
         yield pa.RecordBatch.from_pydict(cols, schema=schema)
 
 
@@ -338,12 +395,14 @@ def write_corpus(
     *,
     start: int = 0,
     batch_rows: int = 65_536,
+    giant_copies: int = 0,
 ) -> str:
     """Generate ids ``start .. start + num_rows - 1`` and write them as a Lance dataset.
 
     ``rows_per_fragment`` caps the rows per fragment (``None``: Lance's default of
     1,048,576); ``mode`` is ``create``, ``overwrite`` or ``append`` (use ``start`` to give
-    appended rows fresh ids). Returns ``uri``.
+    appended rows fresh ids); ``giant_copies`` adds one cluster of that many identical
+    rows (:func:`giant_cluster`). Returns ``uri``.
     """
     from .io.datasets import WRITE_MODES, write_dataset  # lance only when writing
 
@@ -355,7 +414,7 @@ def write_corpus(
             raise InvalidParameterError(
                 f"rows_per_fragment={rows_per_fragment} must be >= 1; e.g. 100_000, or None for Lance's default"
             )
-    batches = generate_batches(num_rows, spec, batch_rows, with_truth, start=start)
+    batches = generate_batches(num_rows, spec, batch_rows, with_truth, start=start, giant_copies=giant_copies)
     schema = corpus_schema(with_truth)
     if progress:
         from tqdm.auto import tqdm

@@ -72,3 +72,27 @@ def exact_jaccard(text_a, text_b, params):
     if not sa or not sb:
         return None
     return len(sa & sb) / len(sa | sb)
+
+
+def representative_links(rowids, sigs, keys, min_eq, max_reps):
+    """Links of ``index/clusters.py``'s rule, bucket by bucket in plain numpy: members by
+    ascending row id; each later member verified against every rep (>= ``min_eq`` equal
+    values) and linked to each it passes; one passing none becomes a rep while fewer than
+    ``max_reps`` are held. Returns ``[(member rowid, rep rowid)]``."""
+    import numpy as np
+
+    links = []
+    for j in range(keys.shape[1]):
+        order = np.lexsort((rowids, keys[:, j]))
+        k = keys[order, j]
+        for grp in np.split(order, np.flatnonzero(np.diff(k)) + 1):
+            reps = [grp[0]]
+            for x in grp[1:]:
+                passed = False
+                for y in reps:
+                    if int((sigs[x] == sigs[y]).sum()) >= min_eq:
+                        links.append((int(rowids[x]), int(rowids[y])))
+                        passed = True
+                if not passed and len(reps) < max_reps:
+                    reps.append(x)
+    return links

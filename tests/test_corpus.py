@@ -17,6 +17,7 @@ from lance_minhash_sql.corpus import (
     corpus_schema,
     generate_batches,
     generate_texts,
+    giant_cluster,
     ground_truth,
     vocabulary,
     write_corpus,
@@ -272,6 +273,28 @@ def test_write_corpus_with_truth(tmp_path):
     truth = ds.to_table(columns=ground_truth(0, 1, SPEC).column_names)
     assert truth.equals(ground_truth(0, 3000, SPEC), check_metadata=False)
     assert len(ds.get_fragments()) == 1
+
+
+def test_giant_cluster_overwrites_exactly_its_rows_with_one_new_text(tmp_path):
+    ids, text = giant_cluster(100, 3100, 700, SPEC)
+    assert ids.size == np.unique(ids).size == 700 and (np.diff(ids) > 0).all()
+    assert ids[0] >= 100 and ids[-1] < 3100
+    again, same = giant_cluster(100, 3100, 700, SPEC)
+    assert np.array_equal(again, ids) and same == text
+    assert len(text.split()) == 60 and text not in generate_texts(0, 3100, SPEC).to_pylist()
+    uri = str(tmp_path / "giant.lance")
+    write_corpus(uri, 3000, SPEC, with_truth=True, start=100, batch_rows=1000, giant_copies=700)
+    got = lance.dataset(uri).to_table()
+    plain = pa.Table.from_batches(list(generate_batches(3000, SPEC, with_truth=True, start=100)))
+    inside = np.isin(got["id"].to_numpy(), ids)
+    assert inside.sum() == 700
+    assert got.filter(pa.array(~inside)).equals(plain.filter(pa.array(~inside)))
+    giant = got.filter(pa.array(inside)).to_pydict()
+    assert set(giant["text"]) == {text} and set(giant["source_id"]) == {ids[0]}
+    assert giant["edit"] == ["original"] + ["exact"] * 699
+    assert set(giant["replaced_fraction"]) == set(giant["dropped_fraction"]) == {0.0}
+    with pytest.raises(InvalidParameterError, match=re.escape("giant_copies=11")):
+        generate_batches(10, SPEC, giant_copies=11)
 
 
 # ---------------------------------------------------------------- validation

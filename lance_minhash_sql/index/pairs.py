@@ -556,7 +556,12 @@ def shard_pairs(shard: Shard, *, exact: bool = False, chunk_pairs: int = DEFAULT
     return _shard_pairs(shard, exact, chunk)
 
 
-def _shard_pairs(shard: Shard, exact: bool, chunk: int) -> Iterator[pa.RecordBatch]:
+def _shard_pairs(shard: Shard, exact: bool, chunk: int, stop: threading.Event | None = None
+                 ) -> Iterator[pa.RecordBatch]:
+    """``stop``: checked after every kernel call (at most :data:`VISIT_BUDGET` pairs visited),
+    so a consumer that stops early is not kept waiting for buckets whose pairs all come
+    from earlier bands (visited, none written: the generator would not yield for hours in
+    a cluster of 300k copies)."""
     data = load_shard(shard)
     if data is None:
         return
@@ -577,6 +582,8 @@ def _shard_pairs(shard: Shard, exact: bool, chunk: int) -> Iterator[pa.RecordBat
                                  plan.params.num_bands, min_eq, cursor, out_l[fill:], out_r[fill:], out_e[fill:],
                                  VISIT_BUDGET)
             fill += n
+            if stop is not None and stop.is_set():
+                return
             if fill == cap:
                 yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k)
                 fill = 0
@@ -607,15 +614,18 @@ class _Failure:
 _DONE = object()
 
 
-def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | None = None) -> Iterator:
+def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | None = None,
+                stop: threading.Event | None = None) -> Iterator:
     """Yield everything ``produce(item)`` yields, item by item in order, with ``workers``
-    items in flight on threads (each holding at most :data:`_QUEUE_DEPTH` results ahead)."""
+    items in flight on threads (each holding at most :data:`_QUEUE_DEPTH` results ahead).
+    ``stop`` (else a new event) is set when the consumer stops; ``produce`` may watch it
+    too, to return without yielding again."""
     workers = min(len(items), workers or min(os.cpu_count() or 1, MAX_WORKERS))
     if workers <= 1:
         for item in items:
             yield from produce(item)
         return
-    stop = threading.Event()
+    stop = threading.Event() if stop is None else stop
     queues = [queue.Queue(maxsize=_QUEUE_DEPTH) for _ in items]
 
     def put(q: queue.Queue, value) -> bool:
@@ -665,16 +675,17 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
     """
     exact = _check_flag("exact", exact)
     shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
+    stop = threading.Event()
     if not exact:
-        return run_ordered(shards, lambda s: _shard_pairs(s, False, DEFAULT_CHUNK_PAIRS))
-    return run_ordered(shards, _exact_shard)
+        return run_ordered(shards, lambda s: _shard_pairs(s, False, DEFAULT_CHUNK_PAIRS, stop), stop=stop)
+    return run_ordered(shards, lambda s: _exact_shard(s, stop), stop=stop)
 
 
-def _exact_shard(shard: Shard) -> Iterator[pa.RecordBatch]:
+def _exact_shard(shard: Shard, stop: threading.Event) -> Iterator[pa.RecordBatch]:
     """One shard with ``exact``, then the heaps' free pages handed back: texts and shingle
     sets of many sizes on two threads fragment glibc's arenas (measured: +150 MB resident
     per repeated 1M-row run without it, 2-30 ms per trim)."""
     from .build import release_memory
 
-    yield from _shard_pairs(shard, True, DEFAULT_CHUNK_PAIRS)
+    yield from _shard_pairs(shard, True, DEFAULT_CHUNK_PAIRS, stop)
     release_memory()

@@ -1,0 +1,335 @@
+"""Accuracy of the self-join against an exact similarity join and the generator's truth.
+
+On a 20,000-row synthetic corpus (default index: k=128, b=16, threshold 0.8):
+
+* every pair of shingle sets with Jaccard >= 0.5 is found exactly (:mod:`exact_join`,
+  itself checked against naive pairwise Jaccard); below 0.5 a pair is reported with
+  probability < 1e-9, so this is every pair ``pairs()`` could report;
+* ``pairs()`` reports every pair of true Jaccard >= 0.9, almost only pairs >= 0.7, and per
+  bin of true Jaccard the fraction the model predicts (candidate AND verified, see
+  :func:`exact_join.reported_probability`), within 4 standard errors;
+* ``exact=True`` reports exactly the pairs with true Jaccard >= 0.8 among them, with it;
+* ``clusters()`` links only verified pairs, refines the all-pairs components and finds
+  the generator's duplicate groups (``source_id``) with measured floors.
+
+Run with ``-s`` to see the figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from exact_join import exact_join, reported_probability
+from naive import exact_jaccard, lance_tokens, representative_links, shingles
+
+from lance_minhash_sql.corpus import ground_truth, write_corpus
+from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.index.clusters import MAX_REPS, clusters, shard_links
+from lance_minhash_sql.index.pairs import pair_shards, pairs
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
+from lance_minhash_sql.kernels.unionfind import flatten, new_union_find, union_pairs
+from lance_minhash_sql.params import MinHashParams, lsh_probability
+
+N = 20_000
+THRESHOLD = 0.8
+LOW = 0.5  # the exact join's threshold: a pair below is reported with probability < 1e-9
+PARAMS = MinHashParams()
+BINS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)  # last bin: exactly 1.0
+SIGMAS = 4
+# clusters vs the generator's source ids, measured 0.884 / 0.336 / 0.992 / 0.877: floors
+PAIRWISE_PRECISION, PAIRWISE_RECALL, BCUBED_PRECISION, BCUBED_RECALL = 0.85, 0.30, 0.98, 0.85
+
+
+@dataclass
+class Corpus:
+    uri: str
+    rowids: np.ndarray  # u64, ascending (scan order)
+    ids: np.ndarray  # generator ids
+    texts: pa.Array
+    offsets: np.ndarray  # CSR shingle sets (the index's tokenizer and hashes)
+    hashes: np.ndarray
+    true_left: np.ndarray  # exact join at LOW: row positions i < j, Jaccard
+    true_right: np.ndarray
+    true_jaccard: np.ndarray
+    rep_left: np.ndarray  # pairs() at THRESHOLD, as row positions i < j
+    rep_right: np.ndarray
+    rep_similarity: np.ndarray
+
+    def positions(self, rowids) -> np.ndarray:
+        pos = np.searchsorted(self.rowids, rowids)
+        assert (self.rowids[pos] == rowids).all()
+        return pos
+
+    def codes(self, left, right) -> np.ndarray:
+        return np.asarray(left, np.int64) * N + np.asarray(right, np.int64)
+
+    def jaccard(self, left, right) -> np.ndarray:
+        return pair_jaccard(self.offsets, self.hashes, np.asarray(left, np.int64), np.asarray(right, np.int64))
+
+
+def as_positions(c: Corpus, batches) -> tuple[np.ndarray, ...]:
+    t = pa.Table.from_batches(batches)
+    left = c.positions(t.column("left_rowid").to_numpy())
+    right = c.positions(t.column("right_rowid").to_numpy())
+    assert (left < right).all()
+    rest = tuple(t.column(name).to_numpy() for name in t.column_names[2:])
+    return (left, right) + rest
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Corpus:
+    uri = str(tmp_path_factory.mktemp("accuracy") / "corpus.lance")
+    write_corpus(uri, N, rows_per_fragment=8000)
+    build_index(uri, "text")
+    t = lance.dataset(uri).to_table(columns=["id", "text"], with_row_id=True)
+    rowids = t.column("_rowid").to_numpy()
+    assert (np.diff(rowids.astype(np.int64)) > 0).all()
+    texts = t.column("text").combine_chunks()
+    offsets, hashes = signer_for(PARAMS).shingle_sets(texts)
+    tl, tr, tj = exact_join(offsets, hashes, LOW)
+    c = Corpus(uri, rowids, t.column("id").to_numpy(), texts, offsets, hashes, tl, tr, tj, *(None,) * 3)
+    c.rep_left, c.rep_right, c.rep_similarity = as_positions(c, list(pairs(uri, "text", THRESHOLD)))
+    return c
+
+
+# --------------------------------------------------------------------------- the oracles
+
+
+def test_exact_join_equals_naive_pairwise_jaccard(corpus):
+    """On the rows of the 6 largest duplicate groups plus 150 random rows: every pair with
+    Jaccard >= LOW, and each Jaccard, equal to naive set operations on lance.tokenize's
+    shingles (strings, not hashes)."""
+    truth = ground_truth(0, N).column("source_id").to_numpy()[corpus.ids]
+    src, count = np.unique(truth, return_counts=True)
+    big = src[np.argsort(count)[-6:]]
+    rng = np.random.default_rng(0)
+    rows = np.union1d(np.flatnonzero(np.isin(truth, big)), rng.choice(N, 150, replace=False))
+    texts = corpus.texts.take(pa.array(rows)).to_pylist()
+    sets = [set(shingles(lance_tokens(t, PARAMS.tokenizer), PARAMS.shingle_size)) for t in texts]
+    want = {}
+    for a in range(rows.size):
+        for b in range(a + 1, rows.size):
+            if sets[a] and sets[b]:
+                j = len(sets[a] & sets[b]) / len(sets[a] | sets[b])
+                if j >= LOW:
+                    want[(a, b)] = j
+    sub = [corpus.hashes[corpus.offsets[r]:corpus.offsets[r + 1]] for r in rows]
+    offsets = np.concatenate(([0], np.cumsum([s.size for s in sub])))
+    left, right, jac = exact_join(offsets, np.concatenate(sub), LOW)
+    got = dict(zip(zip(left.tolist(), right.tolist()), jac.tolist()))
+    assert len(want) > 1000
+    assert got.keys() == want.keys()
+    assert all(got[p] == pytest.approx(want[p], abs=1e-12) for p in want)
+    # and the join on the whole corpus agrees with those rows' pairs
+    inside = np.isin(corpus.true_left, rows) & np.isin(corpus.true_right, rows)
+    pos = {int(r): i for i, r in enumerate(rows)}
+    assert {(pos[a], pos[b]) for a, b in zip(corpus.true_left[inside].tolist(),
+                                              corpus.true_right[inside].tolist())} == want.keys()
+
+
+def test_reported_probability_matches_enumeration_and_the_s_curve():
+    # min_eq 0: only the S-curve (a band complete) is left
+    for j in (0.3, 0.7, 0.8, 0.9):
+        got = reported_probability(j, 128, 16, 0)[0]
+        assert got == pytest.approx(lsh_probability(j + (1 - j) * 2.0**-16, 16, 8), rel=1e-12)
+    # k = 6, b = 3: every pattern of equal positions enumerated
+    for p in (0.25, 0.6, 0.95):
+        for min_eq in range(7):
+            want = 0.0
+            for mask in range(64):
+                bits = [(mask >> i) & 1 for i in range(6)]
+                band = any(all(bits[2 * j:2 * j + 2]) for j in range(3))
+                if band and sum(bits) >= min_eq:
+                    want += p ** sum(bits) * (1 - p) ** (6 - sum(bits))
+            j = (p - 2.0**-16) / (1 - 2.0**-16)
+            assert reported_probability(j, 6, 3, min_eq)[0] == pytest.approx(want, rel=1e-9, abs=1e-15)
+    curve = reported_probability(np.linspace(0, 1, 101), 128, 16, min_matches(THRESHOLD, 128))
+    assert (np.diff(curve) >= -1e-15).all() and curve[-1] == pytest.approx(1.0)
+    assert curve[50] < 1e-9  # J = 0.5: why the exact join may stop there
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+def test_every_pair_at_jaccard_0_9_or_more_is_reported(corpus):
+    high = corpus.true_jaccard >= 0.9
+    assert high.sum() > 1000
+    found = np.isin(corpus.codes(corpus.true_left[high], corpus.true_right[high]),
+                    corpus.codes(corpus.rep_left, corpus.rep_right))
+    print(f"\nrecall at true J >= 0.9: {found.mean():.4f} of {high.sum():,} pairs")
+    assert found.all()
+
+
+def test_reported_pairs_are_near_duplicates(corpus):
+    jac = corpus.jaccard(corpus.rep_left, corpus.rep_right)
+    near = (jac >= THRESHOLD - 0.1).mean()
+    above = (jac >= THRESHOLD).mean()
+    print(f"\n{jac.size:,} reported pairs: {near:.4f} with true J >= {THRESHOLD - 0.1:.1f}, {above:.4f} >= "
+          f"{THRESHOLD}, lowest true J {jac.min():.3f}")
+    assert jac.size > 3000
+    assert near >= 0.98
+    assert jac.min() >= LOW  # so the exact join holds every reported pair
+    reported = np.isin(corpus.codes(corpus.rep_left, corpus.rep_right),
+                       corpus.codes(corpus.true_left, corpus.true_right))
+    assert reported.all()
+
+
+def _components(n: int, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    parent, size = new_union_find(n)
+    union_pairs(parent, size, left, right)
+    return flatten(parent)
+
+
+def test_recall_per_bin_follows_the_s_curve_and_verification(corpus):
+    """Per bin of true Jaccard, the reported count ``O`` against the model's expectation
+    ``E = sum P(J_i)``. Pairs of one duplicate group share rows and so are correlated: the
+    standard error is the larger of the independent one, ``sqrt(sum P (1 - P))``, and the
+    cluster-robust one, ``sqrt(sum over groups (sum (x - P))^2)`` (groups: components of
+    the true pairs). Requires ``|O - E| <= 4 SE + 1``."""
+    tj = corpus.true_jaccard
+    prob = reported_probability(tj, PARAMS.num_hashes, PARAMS.num_bands, min_matches(THRESHOLD, PARAMS.num_hashes))
+    got = np.isin(corpus.codes(corpus.true_left, corpus.true_right),
+                  corpus.codes(corpus.rep_left, corpus.rep_right)).astype(np.float64)
+    group = _components(N, corpus.true_left, corpus.true_right)[corpus.true_left]
+    print(f"\n{'true J':>11} {'pairs':>7} {'reported':>8} {'recall':>7} {'model':>7} {'SE indep':>8} "
+          f"{'SE robust':>9} {'z':>6}")
+    failures = []
+    for lo, hi in zip(BINS, BINS[1:] + (1.0,)):
+        m = (tj >= lo) & (tj < hi) if lo < hi else tj >= lo
+        n = int(m.sum())
+        assert n >= 100, f"bin [{lo}, {hi}) holds {n} pairs"
+        obs, exp = got[m].sum(), prob[m].sum()
+        se_ind = np.sqrt((prob[m] * (1 - prob[m])).sum())
+        _, inv = np.unique(group[m], return_inverse=True)
+        se_rob = np.sqrt((np.bincount(inv, weights=got[m] - prob[m]) ** 2).sum())
+        se = max(se_ind, se_rob)
+        z = (obs - exp) / se if se > 0 else 0.0
+        label = f"[{lo:.2f},{hi:.2f})" if lo < hi else "1.00"
+        print(f"{label:>11} {n:7,} {obs:8,.0f} {obs / n:7.4f} {exp / n:7.4f} {se_ind:8.2f} {se_rob:9.2f} {z:6.2f}")
+        if abs(obs - exp) > SIGMAS * se + 1:
+            failures.append((label, obs, exp, se))
+    assert not failures
+
+
+def test_exact_jaccard_column_equals_the_exact_join(corpus):
+    left, right, sim, jac = as_positions(corpus, list(pairs(corpus.uri, "text", THRESHOLD, exact=True)))
+    codes = corpus.codes(left, right)
+    # the pairs: the verified pairs whose true Jaccard reaches the threshold
+    rep_codes = corpus.codes(corpus.rep_left, corpus.rep_right)
+    rep_jac = corpus.jaccard(corpus.rep_left, corpus.rep_right)
+    assert np.array_equal(np.sort(codes), np.sort(rep_codes[rep_jac >= THRESHOLD]))
+    # each jaccard: the exact join's value
+    true_codes = corpus.codes(corpus.true_left, corpus.true_right)
+    at = np.searchsorted(true_codes, codes)
+    assert (true_codes[at] == codes).all()
+    assert np.allclose(jac, corpus.true_jaccard[at], rtol=0, atol=1e-12)
+    # and the similarity is the one pairs() reports without exact
+    order = np.argsort(rep_codes)
+    assert np.array_equal(sim, corpus.rep_similarity[order[np.searchsorted(rep_codes[order], codes)]])
+    sample = np.random.default_rng(2).choice(codes.size, 10, replace=False)
+    for i in sample:
+        a, b = corpus.texts.take(pa.array([left[i], right[i]])).to_pylist()
+        assert exact_jaccard(a, b, PARAMS) == pytest.approx(jac[i], abs=1e-12)
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def same_cluster_counts(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
+    """Row pairs together in labelling ``a``, in ``b``, in both (labels: one int per row)."""
+    def pairs_in(*labels):
+        _, counts = np.unique(np.stack(labels, axis=1), axis=0, return_counts=True)
+        return int((counts * (counts - 1) // 2).sum())
+    return pairs_in(a), pairs_in(b), pairs_in(a, b)
+
+
+def b_cubed(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """B-cubed precision and recall of labelling ``a`` against ``b`` (per row, averaged)."""
+    def sizes(*labels):
+        _, inv, counts = np.unique(np.stack(labels, axis=1), axis=0, return_inverse=True, return_counts=True)
+        return counts[inv.reshape(-1)]
+    both = sizes(a, b)
+    return float((both / sizes(a)).mean()), float((both / sizes(b)).mean())
+
+
+def cluster_labels(c: Corpus, table: pa.Table) -> np.ndarray:
+    """A label per row: its cluster id, or ``-1 - row`` when it is in no cluster."""
+    labels = -1 - np.arange(N, dtype=np.int64)
+    labels[c.positions(table.column("_rowid").to_numpy())] = table.column("cluster_id").to_numpy().astype(np.int64)
+    return labels
+
+
+@pytest.fixture(scope="module")
+def cluster_table(corpus):
+    return clusters(corpus.uri, "text", THRESHOLD)
+
+
+def test_every_link_is_a_verified_pair(corpus):
+    rowid_of: dict = {}
+    links = []
+    for shard in pair_shards(corpus.uri, "text", THRESHOLD):
+        for kind, a, b in shard_links(shard):
+            if kind == "rows":
+                rowid_of.update(zip(a.tolist(), b.tolist()))
+            else:
+                links.append((a, b))
+    a = corpus.positions(np.array([rowid_of[x] for x in np.concatenate([x for x, _ in links]).tolist()], np.uint64))
+    b = corpus.positions(np.array([rowid_of[x] for x in np.concatenate([y for _, y in links]).tolist()], np.uint64))
+    assert a.size > 1000 and (a != b).all()
+    verified = np.isin(corpus.codes(np.minimum(a, b), np.maximum(a, b)),
+                       corpus.codes(corpus.rep_left, corpus.rep_right))
+    print(f"\n{a.size:,} links for {corpus.rep_left.size:,} verified pairs; all verified: {verified.all()}")
+    assert verified.all()
+
+
+def test_clusters_refine_the_all_pairs_components(corpus, cluster_table):
+    ours = cluster_labels(corpus, cluster_table)
+    roots = _components(N, corpus.rep_left, corpus.rep_right).astype(np.int64)
+    allpairs = np.where(np.bincount(roots, minlength=N)[roots] >= 2, roots, -1 - np.arange(N))
+    in_ours, in_all, both = same_cluster_counts(ours, allpairs)
+    bp, br = b_cubed(ours, allpairs)
+    print(f"\nclusters vs all-pairs components: pairwise precision {both / in_ours:.4f} recall "
+          f"{both / in_all:.4f} ({in_ours:,} / {in_all:,} same-cluster pairs); B-cubed precision {bp:.4f} "
+          f"recall {br:.4f}")
+    assert both == in_ours and bp == 1.0  # every cluster lies inside one all-pairs component
+    assert both / in_all >= 0.97 and br >= 0.998  # measured 0.984 and 0.9992: the rule's cost
+
+
+def test_clusters_are_the_components_of_the_naive_rule(corpus, cluster_table):
+    """The representative rule of ``index/clusters.py`` applied bucket by bucket in plain
+    numpy (``naive.representative_links``) gives the same clusters."""
+    signer = signer_for(PARAMS)
+    sigs, has = signer.sign(corpus.texts)
+    rows = np.flatnonzero(has)
+    links = representative_links(corpus.rowids[rows], sigs[has], signer.band_keys(sigs[has]),
+                                 min_matches(THRESHOLD, PARAMS.num_hashes), MAX_REPS)
+    a = corpus.positions(np.array([x for x, _ in links], np.uint64))
+    b = corpus.positions(np.array([y for _, y in links], np.uint64))
+    roots = _components(N, a, b)
+    want = np.where(np.bincount(roots, minlength=N)[roots] >= 2, roots, -1 - np.arange(N))
+    got = cluster_labels(corpus, cluster_table)
+    in_got, in_want, both = same_cluster_counts(got, want)
+    assert in_got == in_want == both > 3000
+    assert np.array_equal(got < 0, want < 0)
+
+
+def test_clusters_against_the_generators_truth(corpus, cluster_table):
+    """Rows derived from one original (``source_id``) belong together. Copies edited below
+    the threshold cannot be found (recall), and unrelated near-identical short texts may
+    be joined (precision); the floors are the measured figures less a margin."""
+    ours = cluster_labels(corpus, cluster_table)
+    truth = ground_truth(0, N).column("source_id").to_numpy()[corpus.ids]
+    in_ours, in_truth, both = same_cluster_counts(ours, truth)
+    bp, br = b_cubed(ours, truth)
+    rows = int((ours >= 0).sum())
+    print(f"\nclusters vs source ids: {rows:,} rows in {np.unique(ours[ours >= 0]).size:,} clusters; pairwise "
+          f"precision {both / in_ours:.4f} recall {both / in_truth:.4f} ({in_ours:,} / {in_truth:,} "
+          f"same-cluster pairs); B-cubed precision {bp:.4f} recall {br:.4f}")
+    assert both / in_ours >= PAIRWISE_PRECISION and bp >= BCUBED_PRECISION
+    assert both / in_truth >= PAIRWISE_RECALL and br >= BCUBED_RECALL

@@ -1,0 +1,124 @@
+"""A giant duplicate cluster (5,000 identical rows among 20,000): clusters keeps it whole
+without enumerating its pairs, and its 12.5 million pairs stream in bounded chunks.
+
+The benchmark runs the same at 2M rows with 300,000 copies
+(``python benchmarks/pairs.py --giant``).
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import lance
+import numpy as np
+import pytest
+
+from lance_minhash_sql.corpus import giant_cluster, write_corpus
+from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.index.clusters import clusters, shard_links
+from lance_minhash_sql.index import pairs as pairs_mod
+from lance_minhash_sql.index.pairs import pair_shards, shard_pairs
+
+ROWS = 20_000
+COPIES = 5_000
+THRESHOLD = 0.8
+CHUNK = 100_000  # pairs per batch
+
+
+@pytest.fixture(scope="module")
+def giant(tmp_path_factory):
+    uri = str(tmp_path_factory.mktemp("giant") / "giant.lance")
+    write_corpus(uri, ROWS, rows_per_fragment=8_000, giant_copies=COPIES)
+    build_index(uri, "text")
+    t = lance.dataset(uri).to_table(columns=["id"], with_row_id=True)
+    ids, _ = giant_cluster(0, ROWS, COPIES)
+    rowids = t.column("_rowid").to_numpy()
+    copies = np.sort(rowids[np.isin(t.column("id").to_numpy(), ids)])
+    assert copies.size == COPIES
+    return uri, copies
+
+
+def test_clusters_keep_the_giant_cluster_whole_without_its_pairs(giant):
+    uri, copies = giant
+    table = clusters(uri, "text", THRESHOLD)
+    rid = table.column("_rowid").to_numpy()
+    cid = table.column("cluster_id").to_numpy()
+    size = table.column("cluster_size").to_numpy()
+    inside = np.isin(rid, copies)
+    assert inside.sum() == COPIES
+    assert set(cid[inside].tolist()) == {int(copies[0])} and set(size[inside].tolist()) == {COPIES}
+    assert (cid[~inside] != copies[0]).all()
+    # links: identical copies pass their bucket's first rep, one link each per band; a
+    # bucket of m rows never costs more than m x MAX_REPS verifications
+    links = sum(a.size for s in pair_shards(uri, "text", THRESHOLD) for kind, a, _ in shard_links(s)
+                if kind == "links")
+    print(f"\n{links:,} links in all ({16 * (COPIES - 1):,} for the copies), against "
+          f"{COPIES * (COPIES - 1) // 2:,} pairs of copies")
+    assert 16 * (COPIES - 1) <= links < 2 * 16 * ROWS < COPIES * (COPIES - 1) // 2 // 10
+
+
+def test_pairs_of_the_giant_cluster_stream_with_flat_memory(giant):
+    uri, copies = giant
+    n = COPIES
+    seen = np.zeros(n * n, dtype=np.bool_)  # pair (i, j) of copies at i * n + j
+    batches = others = 0
+    tracemalloc.start()
+    try:
+        for shard in pair_shards(uri, "text", THRESHOLD):
+            for b in shard_pairs(shard, chunk_pairs=CHUNK):
+                assert b.num_rows <= CHUNK
+                batches += 1
+                left = np.searchsorted(copies, b.column("left_rowid").to_numpy())
+                right = np.searchsorted(copies, b.column("right_rowid").to_numpy())
+                left, right = left.clip(max=n - 1), right.clip(max=n - 1)
+                inside = (copies[left] == b.column("left_rowid").to_numpy()) & \
+                         (copies[right] == b.column("right_rowid").to_numpy())
+                others += int((~inside).sum())
+                code = left[inside] * n + right[inside]
+                assert not seen[code].any(), "a pair of copies reported twice"
+                seen[code] = True
+                assert (b.column("similarity").to_numpy()[inside] == 1.0).all()
+                del b, left, right, inside, code
+                if batches == 3:
+                    tracemalloc.reset_peak()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    total = n * (n - 1) // 2
+    assert int(seen.sum()) == total and batches > total // CHUNK
+    # all the pairs at once: 12.5M x 24 bytes = 300 MB; a chunk's buffers and batch: ~4.4 MB
+    print(f"\n{total:,} pairs of the giant cluster (+{others:,} others) in {batches} batches of <= {CHUNK:,}; "
+          f"traced peak after batch 3: {peak / 2**20:.1f} MiB")
+    assert peak < 4 * CHUNK * 24 + (8 << 20)
+
+
+def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
+    """Regression: the shards of bands 1..15 visit every pair of the copies and write none
+    (each pair comes from band 0), so their generators never yield; closing ``pairs()``
+    waited for them to visit all their pairs (300,000 copies: hours). Now each worker
+    stops after its current kernel call. (Kernel calls slowed down by 1 ms here, so a
+    band's 12.5M pairs take thousands of calls and seconds.)"""
+    uri, _ = giant
+    calls = []
+    kernel = pairs_mod.pair_chunk
+
+    def slow(*args):
+        calls.append(1)
+        time.sleep(0.001)
+        return kernel(*args)
+
+    monkeypatch.setattr(pairs_mod, "pair_chunk", slow)
+    monkeypatch.setattr(pairs_mod, "VISIT_BUDGET", 1_000)
+    monkeypatch.setattr(pairs_mod, "DEFAULT_CHUNK_PAIRS", 10_000)
+    monkeypatch.setattr(pairs_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
+    assert len(pair_shards(uri, "text", THRESHOLD)) >= 16
+    for exact in (False, True):
+        stream = pairs_mod.pairs(uri, "text", THRESHOLD, exact=exact)
+        assert 0 < next(stream).num_rows <= 10_000
+        before = len(calls)
+        t0 = time.perf_counter()
+        stream.close()
+        after, seconds = len(calls) - before, time.perf_counter() - t0
+        assert after <= 2 * pairs_mod.MAX_WORKERS and seconds < 1.0, \
+            f"closing took {seconds:.1f} s and {after} more kernel calls"
