@@ -17,6 +17,7 @@ __all__ = [
     "CorruptIndexError",
     "UnsupportedIndexError",
     "ResourceLimitError",
+    "MissingDependencyError",
 ]
 
 
@@ -50,3 +51,7 @@ class UnsupportedIndexError(LanceMinHashError):
 
 class ResourceLimitError(LanceMinHashError):
     """A memory, temporary-space or size limit would be exceeded."""
+
+
+class MissingDependencyError(LanceMinHashError, ImportError):
+    """An optional package a feature needs is not installed (e.g. matplotlib for plots)."""
