@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from .report import REPORT_UDFS
 from .tables import TABLE_UDFS
 from .udfs import UDFS
 
@@ -52,7 +53,7 @@ def macro_files() -> tuple[tuple[str, str], ...]:
 def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
     cur = con.cursor()
     try:
-        for spec in UDFS + TABLE_UDFS:
+        for spec in UDFS + TABLE_UDFS + REPORT_UDFS:
             try:
                 cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
                                     type="arrow", null_handling="special", side_effects=spec.side_effects)

@@ -73,6 +73,8 @@ from ..kernels.report import census_chunk, new_reservoirs
 from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, optimal_bands,
                       scurve_threshold)
 from .opened import OpenedIndex, SegmentEntry, open_index
+from .report_tables import (BUCKET_SIZES_SCHEMA, CANDIDATES_SCHEMA, LARGEST_BUCKETS_SCHEMA, PAIRS_SCHEMA,
+                            SCURVE_SCHEMA, SUMMARY_SCHEMA)
 from .sign import signer_for
 
 __all__ = [
@@ -88,6 +90,7 @@ __all__ = [
     "Report",
     "report",
     "cached_report",
+    "largest_buckets",
     "percentile",
     "format_table",
 ]
@@ -103,52 +106,6 @@ CANDIDATE_ROWS = 1 << 24  # bucket rows gathered at once for candidates per quer
 SAMPLE_TEXT_CHARS = 200
 SIMULATED_DRAWS = 32  # Binomial(k, J) draws per pair for the theoretical error quantiles
 PERCENTILES = (50, 90, 99)
-
-SUMMARY_SCHEMA = pa.schema([
-    pa.field("metric", pa.string(), nullable=False),
-    pa.field("value", pa.float64()),
-    pa.field("detail", pa.string()),
-])
-SCURVE_SCHEMA = pa.schema([
-    pa.field("similarity_bin", pa.int32(), nullable=False),
-    pa.field("similarity_lo", pa.float64(), nullable=False),
-    pa.field("similarity_hi", pa.float64(), nullable=False),
-    pa.field("population_pairs", pa.int64(), nullable=False),
-    pa.field("pairs", pa.int64(), nullable=False),
-    pa.field("candidates", pa.int64(), nullable=False),
-    pa.field("mean_jaccard", pa.float64()),
-    pa.field("empirical_probability", pa.float64()),
-    pa.field("theoretical_probability", pa.float64()),
-    pa.field("standard_error", pa.float64()),
-    pa.field("mean_estimated", pa.float64()),
-    pa.field("estimator_rmse", pa.float64()),
-    pa.field("theoretical_rmse", pa.float64()),
-])
-PAIRS_SCHEMA = pa.schema([
-    pa.field("similarity_bin", pa.int32(), nullable=False),
-    pa.field("query_rowid", pa.uint64(), nullable=False),
-    pa.field("other_rowid", pa.uint64(), nullable=False),
-    pa.field("jaccard", pa.float64(), nullable=False),
-    pa.field("estimated", pa.float64(), nullable=False),
-    pa.field("candidate", pa.bool_(), nullable=False),
-])
-BUCKET_SIZES_SCHEMA = pa.schema([
-    pa.field("size", pa.int64(), nullable=False),
-    pa.field("buckets", pa.int64(), nullable=False),
-])
-LARGEST_BUCKETS_SCHEMA = pa.schema([
-    pa.field("segment", pa.string(), nullable=False),
-    pa.field("band", pa.int32(), nullable=False),
-    pa.field("band_key", pa.uint64(), nullable=False),
-    pa.field("size", pa.int64(), nullable=False),
-    pa.field("sample_rowid", pa.uint64(), nullable=False),
-    pa.field("sample_text", pa.string()),
-])
-CANDIDATES_SCHEMA = pa.schema([
-    pa.field("query_rowid", pa.uint64(), nullable=False),
-    pa.field("candidates", pa.int64(), nullable=False),
-])
-
 
 # --------------------------------------------------------------------------- validation
 
@@ -724,7 +681,6 @@ def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: flo
     p = _judge(entries, rows, s, params, query_keys, query_sigs)
     cands = _candidates(entries, rows, s.query_pos, query_keys)
     runs = _bucket_runs(entries, top)
-    sizes, counts = runs.histogram()
     summary = _summary(params, t, t_given is not None, rows, opened, s, p, s.seen, runs, cands, seed)
     pairs_table = pa.Table.from_arrays(
         [pa.array(p.bin, pa.int32()), pa.array(p.query_rowid, pa.uint64()), pa.array(p.other_rowid, pa.uint64()),
@@ -733,13 +689,31 @@ def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: flo
     return Report(
         uri=opened.uri, version=opened.version, column=column, params=params, threshold=t, sample=sample,
         seed=seed, summary=summary, scurve=_scurve(p, s.seen, nbins, params), pairs=pairs_table,
-        bucket_sizes=pa.Table.from_arrays([pa.array(sizes, pa.int64()), pa.array(counts, pa.int64())],
-                                          schema=BUCKET_SIZES_SCHEMA),
+        bucket_sizes=_sizes_table(runs),
         largest_buckets=_largest(opened, entries, names, rows, runs),
         candidates=pa.Table.from_arrays([pa.array(rows.rowids[s.query_pos], pa.uint64()),
                                          pa.array(cands, pa.int64())], schema=CANDIDATES_SCHEMA),
         seconds=time.perf_counter() - t0,
     )
+
+
+def largest_buckets(dataset, column: str, *, top: int = DEFAULT_TOP_BUCKETS,
+                    storage_options: dict | None = None) -> tuple[pa.Table, pa.Table]:
+    """``(largest, sizes)``: the ``top`` largest buckets of ``column``'s index
+    (:data:`LARGEST_BUCKETS_SCHEMA`, largest first) and the number of buckets of each size
+    (:data:`BUCKET_SIZES_SCHEMA`); reads the band rows only, no text scan."""
+    top = _count("top", top, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
+    opened = open_index(dataset, column, storage_options)
+    entries, names = _entries(opened)
+    rows = _rows(opened, entries)
+    runs = _bucket_runs(entries, top)
+    return _largest(opened, entries, names, rows, runs), _sizes_table(runs)
+
+
+def _sizes_table(runs: _BucketRuns) -> pa.Table:
+    sizes, counts = runs.histogram()
+    return pa.Table.from_arrays([pa.array(sizes, pa.int64()), pa.array(counts, pa.int64())],
+                                schema=BUCKET_SIZES_SCHEMA)
 
 
 _cache: OrderedDict = OrderedDict()
