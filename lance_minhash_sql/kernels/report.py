@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
+from .lsh import _lower_bound
 
 __all__ = ["new_reservoirs", "census_chunk"]
 
@@ -53,18 +54,6 @@ def _next(rng):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(**JIT, inline="always")
-def _lower_bound(a, lo, x):
-    hi = a.size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 @njit(**JIT)
 def census_chunk(row_off, row_hash, rowids, qh, qh_off, qh_q, q_size, q_rowid, nbins,
                  counter, touched, seen, res_q, res_o, res_j, rng):
@@ -82,7 +71,7 @@ def census_chunk(row_off, row_hash, rowids, qh, qh_off, qh_q, q_size, q_rowid, n
         nt = 0
         lo = 0
         for s in range(a0, a1):
-            p = _lower_bound(qh, lo, row_hash[s])
+            p = _lower_bound(qh, lo, qh.size, row_hash[s])
             if p == qh.size:
                 break
             lo = p
