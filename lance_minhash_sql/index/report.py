@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -461,11 +462,10 @@ def _bucket_runs(entries: list[SegmentEntry], top: int) -> _BucketRuns:
         for s in range(0, n, BAND_CHUNK_ROWS):
             c = min(BAND_CHUNK_ROWS, n - s)
             if full:
-                keys, docs = keys_all[s:s + c], docs_all[s:s + c].copy()
+                keys, docs = keys_all[s:s + c], docs_all[s:s + c]
             else:
                 with entry.lock:
                     keys, docs = entry.files.read_bands(s, c)
-                docs = docs.copy()
             runs.feed(e, keys, docs)
         runs.close(e)
     return runs
@@ -484,8 +484,7 @@ def _largest(opened: OpenedIndex, entries, names, rows: _Rows, runs: _BucketRuns
         with entries[e].lock:
             slot, rid, _ = entries[e].doc_arrays(udocs)
         rowids[sel] = (rid[udocs.astype(np.int64)] if slot.size == 0 else rid[slot[udocs]])[inv]
-    _, found = rows.locate(rowids)
-    pos, _ = rows.locate(rowids)
+    pos, found = rows.locate(rowids)
     live = found & rows.alive[pos]
     texts: dict[int, str | None] = {}
     ids = np.unique(rowids[live])
@@ -711,6 +710,7 @@ def _sizes_table(runs: _BucketRuns) -> pa.Table:
 
 
 _cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
 _CACHED = 4
 
 
@@ -722,12 +722,14 @@ def cached_report(dataset: str, column: str, **options) -> Report:
 
     uri, ds = dataset_handle(dataset)
     key = (uri, int(ds.version), column, tuple(sorted(options.items())))
-    hit = _cache.get(key)
-    if hit is not None:
-        _cache.move_to_end(key)
-        return hit
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
     rep = report(ds, column, **options)
-    _cache[key] = rep
-    while len(_cache) > _CACHED:
-        _cache.popitem(last=False)
+    with _cache_lock:
+        _cache[key] = rep
+        while len(_cache) > _CACHED:
+            _cache.popitem(last=False)
     return rep
