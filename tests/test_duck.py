@@ -15,7 +15,7 @@ import pytest
 
 import lance_minhash_sql as lms
 import naive
-from lance_minhash_sql.duck import tables, udfs
+from lance_minhash_sql.duck import report, tables, udfs
 from lance_minhash_sql.duck.install import macro_files
 from lance_minhash_sql.index.sign import Signer
 from lance_minhash_sql.params import MinHashParams, TokenizerParams, lsh_probability
@@ -61,7 +61,7 @@ def test_install_on_a_connection_returns_it_and_registers_every_udf():
         con.execute(KNOWN)
     assert lms.install(con) is con
     assert con.execute(KNOWN).fetchall() == [(KNOWN_SIG,)]
-    assert sorted(udf_names(con)) == sorted(s.name for s in udfs.UDFS + tables.TABLE_UDFS)
+    assert sorted(udf_names(con)) == sorted(s.name for s in udfs.UDFS + tables.TABLE_UDFS + report.REPORT_UDFS)
 
 
 def test_install_on_a_cursor():
@@ -93,7 +93,7 @@ def test_install_twice_is_idempotent_and_cheap(record_property):
     record_property("install_first_ms", round(first * 1e3, 2))
     record_property("install_repeated_ms", round(repeated * 1e3, 2))
     print(f"install: first {first * 1e3:.1f} ms, repeated {repeated * 1e3:.1f} ms")
-    assert sorted(udf_names(con)) == sorted(s.name for s in udfs.UDFS + tables.TABLE_UDFS)  # no duplicates
+    assert sorted(udf_names(con)) == sorted(s.name for s in udfs.UDFS + tables.TABLE_UDFS + report.REPORT_UDFS)  # no duplicates
     assert con.execute(KNOWN).fetchall() == [(KNOWN_SIG,)]
 
 
