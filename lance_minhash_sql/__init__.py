@@ -21,6 +21,7 @@ from .errors import (
     InvalidInputError,
     InvalidParameterError,
     LanceMinHashError,
+    MissingDependencyError,
     ResourceLimitError,
     UnsupportedIndexError,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "CorruptIndexError",
     "UnsupportedIndexError",
     "ResourceLimitError",
+    "MissingDependencyError",
 ]
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}

@@ -183,6 +183,15 @@ def test_candidates_per_query_match_brute_force(corpus, rep):
     assert metric(rep, "candidates_per_query_p90") == percentile(u, c, 90) == np.sort(counts)[int(np.ceil(0.9 * counts.size)) - 1]
 
 
+def test_docstring_examples():
+    import doctest
+
+    from lance_minhash_sql.index import report as report_module
+
+    result = doctest.testmod(report_module)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_estimator_error_matches_theory(rep):
     j = rep.pairs.column("jaccard").to_numpy()
     est = rep.pairs.column("estimated").to_numpy()

@@ -131,7 +131,12 @@ def _threshold(value: Any) -> float | None:
 
 def percentile(values: np.ndarray, counts: np.ndarray, p: float):
     """Nearest-rank ``p``-th percentile of a distribution given as sorted distinct
-    ``values`` and their ``counts`` (``0`` when empty)."""
+    ``values`` and their ``counts`` (``0`` when empty).
+
+    >>> sizes, buckets = np.array([1, 2, 5]), np.array([90, 9, 1])
+    >>> [percentile(sizes, buckets, p) for p in (50, 90, 91, 99, 100)]
+    [1, 1, 2, 2, 5]
+    """
     total = int(counts.sum())
     if total == 0:
         return 0
