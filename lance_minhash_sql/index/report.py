@@ -99,6 +99,10 @@ MAX_TOP_BUCKETS = 10_000
 BAND_CHUNK_ROWS = 1 << 20  # band rows read at a time for bucket sizes (12 MiB)
 CANDIDATE_ROWS = 1 << 24  # bucket rows gathered at once for candidates per query (64 MiB)
 SAMPLE_TEXT_CHARS = 200
+# The column scan's read-ahead: Lance's defaults keep 300-550 MB in flight when the
+# consumer is slower than the scan (index/build.py); a batch or two ahead is enough here.
+SCAN_READAHEAD = 2
+SCAN_IO_BUFFER = 64 << 20
 SIMULATED_DRAWS = 32  # Binomial(k, J) draws per pair for the theoretical error quantiles
 PERCENTILES = (50, 90, 99)
 
@@ -286,7 +290,8 @@ def _census(opened: OpenedIndex, rows: _Rows, sample: int, nbins: int, seed: int
         bar = tqdm(total=opened.ds.count_rows(), unit="rows", desc="report")
     scanned = 0
     try:
-        for rowids, texts in scan_text(opened.ds, opened.column):
+        for rowids, texts in scan_text(opened.ds, opened.column, batch_readahead=SCAN_READAHEAD,
+                                       fragment_readahead=1, io_buffer_size=SCAN_IO_BUFFER):
             off, hashes = signer.shingle_sets(texts)
             scanned += census_chunk(_ro(off), _ro(hashes), _ro(rowids.astype(np.uint64, copy=False)), *args)
             if bar is not None:
