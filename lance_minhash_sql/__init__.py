@@ -22,6 +22,7 @@ from .errors import (
     InvalidParameterError,
     LanceMinHashError,
     ParameterMismatchError,
+    MissingDependencyError,
     ResourceLimitError,
     UnsupportedIndexError,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "CorruptIndexError",
     "UnsupportedIndexError",
     "ResourceLimitError",
+    "MissingDependencyError",
 ]
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}

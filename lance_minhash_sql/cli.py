@@ -7,6 +7,7 @@ Examples::
     lance-minhash pairs corpus.lance text --threshold 0.8 --output pairs.parquet
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
+    lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
@@ -312,6 +313,20 @@ def cmd_dedup(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from .index.report import report
+
+    rep = report(args.dataset, args.column, sample=args.sample, threshold=args.threshold, seed=args.seed,
+                 top_buckets=args.top, progress=not args.quiet)
+    print(rep.format())
+    if args.out is not None:
+        from .plots import save_plots
+
+        for name, path in save_plots(rep, args.out).items():
+            print(f"wrote {name} plot to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lance-minhash",
@@ -395,6 +410,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_dedup)
+
+    p = sub.add_parser("report", help="diagnostics of an index: S-curve vs sampled pairs, buckets, error")
+    p.add_argument("dataset")
+    p.add_argument("column")
+    p.add_argument("--out", default=None, help="folder for scurve.png, buckets.png, estimator.png (needs matplotlib)")
+    p.add_argument("--sample", type=int, default=2000, help="query rows, and most pairs kept per bin (default 2000)")
+    p.add_argument("--threshold", type=float, default=None, help="similarity for fp/fn areas and recall "
+                   "(default: the S-curve threshold)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    p.add_argument("--top", type=int, default=10, help="largest buckets to list (default 10)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")
     p.add_argument("query", nargs="?", default="-")

@@ -18,6 +18,7 @@ __all__ = [
     "CorruptIndexError",
     "UnsupportedIndexError",
     "ResourceLimitError",
+    "MissingDependencyError",
 ]
 
 
@@ -55,3 +56,7 @@ class UnsupportedIndexError(LanceMinHashError):
 
 class ResourceLimitError(LanceMinHashError):
     """A memory, temporary-space or size limit would be exceeded."""
+
+
+class MissingDependencyError(LanceMinHashError, ImportError):
+    """An optional package a feature needs is not installed (e.g. matplotlib for plots)."""

@@ -30,11 +30,12 @@ import duckdb
 
 from .lifecycle import LIFECYCLE_UDFS
 from .pairs import PAIR_UDFS
+from .report import REPORT_UDFS
 from .tables import TABLE_UDFS
 from .udfs import UDFS
 
 # Every function the package registers, in registration order.
-ALL_UDFS = UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS
+ALL_UDFS = UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
 
 __all__ = ["install", "connect", "macro_files", "ALL_UDFS"]
 

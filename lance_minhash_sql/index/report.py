@@ -1,0 +1,745 @@
+"""Diagnostics of a MinHash LSH index: S-curve, empirical candidate rates, buckets, error.
+
+>>> from lance_minhash_sql.index.report import report  # doctest: +SKIP
+>>> rep = report("corpus.lance", "text", sample=2000)  # doctest: +SKIP
+>>> print(rep.format())  # doctest: +SKIP
+
+:func:`report` returns a :class:`Report` of pyarrow tables (``summary``: metric, value,
+detail; ``scurve``: one row per similarity bin; ``pairs``: the sampled pairs;
+``bucket_sizes``, ``largest_buckets``, ``candidates``). Everything is computed from the
+index as stored (signatures.lance, bands.lance, and the signatures of rows in fragments
+no segment covers, signed as a search signs them) and one scan of the text column.
+
+**Theory.** With ``k`` hashes in ``b`` bands of ``r`` rows, a pair of Jaccard ``J``
+becomes a candidate (shares at least one band key) with probability
+``P(J) = 1 - (1 - J**r)**b`` (:func:`params.lsh_probability`), steepest near
+``(1/b)**(1/r)``; the MinHash estimate ``eq / k`` has standard deviation
+``sqrt(J (1 - J) / k)`` (it is ``Binomial(k, J) / k`` for an ideal hash family).
+
+**Sampling (what makes the empirical S-curve unbiased).** Pairs found through shared
+buckets are candidates by construction, so they cannot measure how often a pair becomes
+a candidate. Instead:
+
+1. ``sample`` *query rows* are drawn uniformly, without replacement, from the live rows
+   that have a signature (``seed`` fixes the draw);
+2. one scan of the column computes, for every row ``o`` and every query row ``q``
+   sharing at least one shingle with it, the exact Jaccard of their shingle sets (same
+   tokenizer and shingle size as the index; the kernel intersects each row's sorted
+   shingle hashes with an inverted index of the query rows' shingles). This is a census
+   of *all* pairs ``(q, o)`` with ``J > 0``; pairs with ``J = 0`` share no shingle, and no
+   band key either (up to hash collisions), and are left out;
+3. the pairs are stratified by exact Jaccard into ``bins`` equal-width bins of ``(0, 1]``;
+   each bin keeps a uniform random sample of at most ``sample`` pairs (reservoir
+   sampling, :mod:`kernels.report`). Selection depends only on exact Jaccard and the
+   random stream, never on band keys;
+4. for each kept pair the band keys of both rows are computed from their *stored*
+   signatures; the pair is a candidate when any band key is equal. ``P̂(bin)`` =
+   candidates / pairs is an unbiased estimate of the mean of ``P(J)`` over the bin's
+   pairs (``theoretical_probability``, averaged over the same kept pairs, not taken at
+   the bin centre: ``P`` bends within a bin). The binomial standard error
+   ``sqrt(P (1 - P) / n)`` uses the theoretical mean; pairs of one query are not quite
+   independent, so allow a few standard errors.
+
+Whole-population figures weight each kept pair by its bin's ``population_pairs / pairs``
+(inverse inclusion probability): ``recall_at_threshold`` (fraction of pairs with
+``J >= threshold`` that are candidates) and ``candidate_precision_at_threshold``
+(fraction of candidate pairs with ``J >= threshold``). Query rows are uniform, so every
+pair of rows is equally likely to involve one, and these estimate all-pairs ratios.
+
+**Buckets** are runs of equal band keys in each segment's sorted ``bands.lance`` (and in
+the sorted band rows of fragments no segment covers); a key present in two segments is
+two runs. Sizes count every band row, including rows deleted after the build.
+Percentiles use the nearest rank. **Candidates per query** counts the distinct live rows
+(other than itself) sharing at least one band key with a query row, over all segments
+and the unindexed rows, exactly as a search gathers them.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import DatasetError, InvalidParameterError
+from ..io.scan import scan_text
+from ..kernels.lsh import bucket_pages, merge_candidates
+from ..kernels.report import census_chunk, new_reservoirs
+from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, optimal_bands,
+                      scurve_threshold)
+from .opened import OpenedIndex, SegmentEntry, open_index
+from .report_tables import (BUCKET_SIZES_SCHEMA, CANDIDATES_SCHEMA, LARGEST_BUCKETS_SCHEMA, PAIRS_SCHEMA,
+                            SCURVE_SCHEMA, SUMMARY_SCHEMA)
+from .sign import signer_for
+
+__all__ = [
+    "DEFAULT_SAMPLE",
+    "DEFAULT_BINS",
+    "DEFAULT_TOP_BUCKETS",
+    "Report",
+    "report",
+    "cached_report",
+    "largest_buckets",
+    "percentile",
+    "format_table",
+]
+
+DEFAULT_SAMPLE = 2000
+DEFAULT_BINS = 20
+DEFAULT_TOP_BUCKETS = 10
+MAX_SAMPLE = 100_000  # with MAX_BINS: at most 10M reservoir slots (200 MB)
+MAX_BINS = 100
+MAX_TOP_BUCKETS = 10_000
+BAND_CHUNK_ROWS = 1 << 20  # band rows read at a time for bucket sizes (12 MiB)
+CANDIDATE_ROWS = 1 << 24  # bucket rows gathered at once for candidates per query (64 MiB)
+SAMPLE_TEXT_CHARS = 200
+# The column scan's read-ahead: Lance's defaults keep 300-550 MB in flight when the
+# consumer is slower than the scan (index/build.py); a batch or two ahead is enough here.
+SCAN_READAHEAD = 2
+SCAN_IO_BUFFER = 64 << 20
+SIMULATED_DRAWS = 32  # Binomial(k, J) draws per pair for the theoretical error quantiles
+PERCENTILES = (50, 90, 99)
+
+# --------------------------------------------------------------------------- validation
+
+
+def _count(name: str, value: Any, lo: int, hi: int, example: str) -> int:
+    if value is None:
+        raise InvalidParameterError(f"{name} is NULL; pass an integer in {lo}..{hi}, e.g. {example}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise InvalidParameterError(f"{name}={value!r} must be an integer in {lo}..{hi}; e.g. {example}")
+    return int(value)
+
+
+def _threshold(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(float(value)) or not 0.0 < float(value) < 1.0:
+        raise InvalidParameterError(
+            f"threshold={value!r} must be a number strictly between 0 and 1 (the similarity the "
+            "false-positive and false-negative areas are taken at); e.g. 0.8, or NULL for the S-curve threshold")
+    return float(value)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def percentile(values: np.ndarray, counts: np.ndarray, p: float):
+    """Nearest-rank ``p``-th percentile of a distribution given as sorted distinct
+    ``values`` and their ``counts`` (``0`` when empty).
+
+    >>> sizes, buckets = np.array([1, 2, 5]), np.array([90, 9, 1])
+    >>> [percentile(sizes, buckets, p) for p in (50, 90, 91, 99, 100)]
+    [1, 1, 2, 2, 5]
+    """
+    total = int(counts.sum())
+    if total == 0:
+        return 0
+    rank = max(1, math.ceil(p / 100.0 * total))
+    cum = np.cumsum(counts)
+    return values[int(np.searchsorted(cum, rank, side="left"))].item()
+
+
+def _values_percentile(values: np.ndarray, p: float) -> float:
+    if values.size == 0:
+        return float("nan")
+    u, c = np.unique(values, return_counts=True)
+    return float(percentile(u, c, p))
+
+
+def _entries(opened: OpenedIndex) -> tuple[list[SegmentEntry], list[str]]:
+    entries = opened.segment_entries()
+    names = [info.uuid for info in opened.segments]
+    flat = opened.unindexed_entry()
+    if flat is not None:
+        entries.append(flat)
+        names.append("unindexed")
+    return entries, names
+
+
+def _entry_rowids(entry: SegmentEntry) -> np.ndarray:
+    with entry.lock:
+        if entry.docs.full:
+            return np.asarray(entry.docs.rowids, dtype=np.uint64)
+        return entry.files.read_rowids().astype(np.uint64, copy=False)
+
+
+@dataclass
+class _Rows:
+    """Every row the index holds: row ids sorted, with their run and doc; live flags per run."""
+
+    rowids: np.ndarray  # uint64, sorted
+    entry: np.ndarray  # int32
+    doc: np.ndarray  # uint32
+    alive: np.ndarray  # bool, per sorted row
+    alive_by_entry: list[np.ndarray | None]  # per run, by doc (None: all live)
+
+    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(position, found)`` of row ids in the sorted table."""
+        pos = np.minimum(np.searchsorted(self.rowids, ids), max(self.rowids.size - 1, 0))
+        found = (self.rowids[pos] == ids) if self.rowids.size else np.zeros(ids.size, bool)
+        return pos, found
+
+
+def _rows(opened: OpenedIndex, entries: list[SegmentEntry]) -> _Rows:
+    ids, ent, docs, alive_by_entry = [], [], [], []
+    for e, entry in enumerate(entries):
+        rid = _entry_rowids(entry)
+        live = None if opened.liveness.trivial else opened.liveness.alive(rid)
+        alive_by_entry.append(live)
+        ids.append(rid)
+        ent.append(np.full(rid.size, e, dtype=np.int32))
+        docs.append(np.arange(rid.size, dtype=np.uint32))
+    rowids = np.concatenate(ids) if ids else np.empty(0, np.uint64)
+    order = np.argsort(rowids, kind="stable")
+    entry = np.concatenate(ent)[order]
+    doc = np.concatenate(docs)[order]
+    alive = np.ones(rowids.size, dtype=bool)
+    for e, live in enumerate(alive_by_entry):
+        if live is not None:
+            sel = entry == e
+            alive[sel] = live[doc[sel]]
+    return _Rows(rowids[order], entry, doc, alive, alive_by_entry)
+
+
+def _signatures(entries: list[SegmentEntry], entry: np.ndarray, doc: np.ndarray, k: int) -> np.ndarray:
+    """``uint16[n, k]`` stored signatures of ``(run, doc)`` pairs."""
+    out = np.empty((entry.size, k), dtype=np.uint16)
+    for e in np.unique(entry):
+        sel = np.flatnonzero(entry == e)
+        udocs, inv = np.unique(doc[sel], return_inverse=True)
+        with entries[e].lock:
+            slot, _, sigs = entries[e].doc_arrays(udocs.astype(np.uint32))
+        rows = udocs.astype(np.int64) if slot.size == 0 else slot[udocs]
+        out[sel] = sigs[rows][inv]
+    return out
+
+
+def _take_texts(opened: OpenedIndex, ids: np.ndarray) -> pa.Array:
+    """Texts of live row ids (ascending), in that order."""
+    t = opened.ds._take_rows(pa.array(ids, type=pa.uint64()), [opened.column, "_rowid"])
+    if t.num_rows != ids.size or not np.array_equal(t.column("_rowid").to_numpy(), ids):
+        raise DatasetError(f"dataset {opened.uri!r} changed while the report ran; run it again")
+    return t.column(opened.column).combine_chunks()
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
+# --------------------------------------------------------------------------- S-curve sample
+
+
+@dataclass
+class _Sample:
+    query_pos: np.ndarray  # positions in _Rows of the query rows (ascending)
+    query_size: np.ndarray  # shingles per query row
+    seen: np.ndarray  # pairs with J > 0 per bin (population)
+    pair_bin: np.ndarray
+    pair_query: np.ndarray  # index into query_pos
+    pair_other: np.ndarray  # row id
+    pair_jaccard: np.ndarray
+    scanned_rows: int  # live rows with shingles
+    missing: int  # sampled pairs whose other row has no stored signature
+
+
+def _inverted(offsets: np.ndarray, hashes: np.ndarray):
+    """``(distinct hashes, CSR offsets, query per posting)`` of the query rows' shingle sets."""
+    owner = np.repeat(np.arange(offsets.size - 1, dtype=np.int32), np.diff(offsets))
+    order = np.argsort(hashes, kind="stable")
+    h, q = hashes[order], owner[order]
+    starts = np.concatenate(([0], np.flatnonzero(h[1:] != h[:-1]) + 1)).astype(np.int64)
+    return h[starts], np.concatenate((starts, [h.size])).astype(np.int64), q
+
+
+def _census(opened: OpenedIndex, rows: _Rows, sample: int, nbins: int, seed: int, progress: bool) -> _Sample:
+    live = np.flatnonzero(rows.alive)
+    if live.size < 2:
+        raise DatasetError(
+            f"the index on {opened.column!r} of {opened.uri!r} holds {live.size} live row(s) with tokens; "
+            "a report needs at least 2")
+    rng = np.random.default_rng(seed)
+    query_pos = np.sort(live[rng.choice(live.size, min(sample, live.size), replace=False)])
+    q_rowid = rows.rowids[query_pos]
+    signer = signer_for(opened.params)
+    q_off, q_hash = signer.shingle_sets(_take_texts(opened, q_rowid))
+    q_size = np.diff(q_off).astype(np.int64)
+    qh, qh_off, qh_q = _inverted(q_off, q_hash)
+    seen, res_q, res_o, res_j, state = new_reservoirs(nbins, sample, int(rng.integers(0, 2**63)))
+    nq = query_pos.size
+    counter = np.zeros(nq, dtype=np.int32)
+    touched = np.empty(nq, dtype=np.int32)
+    args = (_ro(qh), _ro(qh_off), _ro(qh_q), _ro(q_size), _ro(q_rowid), nbins, counter, touched,
+            seen, res_q, res_o, res_j, state)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=opened.ds.count_rows(), unit="rows", desc="report")
+    scanned = 0
+    try:
+        for rowids, texts in scan_text(opened.ds, opened.column, batch_readahead=SCAN_READAHEAD,
+                                       fragment_readahead=1, io_buffer_size=SCAN_IO_BUFFER):
+            off, hashes = signer.shingle_sets(texts)
+            scanned += census_chunk(_ro(off), _ro(hashes), _ro(rowids.astype(np.uint64, copy=False)), *args)
+            if bar is not None:
+                bar.update(rowids.size)
+    finally:
+        if bar is not None:
+            bar.close()
+    fill = np.minimum(seen, sample)
+    pair_bin = np.repeat(np.arange(nbins, dtype=np.int32), fill)
+    mask = np.arange(sample)[None, :] < fill[:, None]
+    other = res_o[mask]
+    _, found = rows.locate(other)
+    keep = found
+    return _Sample(query_pos, q_size, seen, pair_bin[keep], res_q[mask][keep].astype(np.int64), other[keep],
+                   res_j[mask][keep], scanned, int((~found).sum()))
+
+
+@dataclass
+class _Pairs:
+    bin: np.ndarray
+    query_rowid: np.ndarray
+    other_rowid: np.ndarray
+    jaccard: np.ndarray
+    estimated: np.ndarray
+    candidate: np.ndarray
+
+
+def _judge(entries, rows: _Rows, s: _Sample, params: MinHashParams, query_keys: np.ndarray,
+           query_sigs: np.ndarray) -> _Pairs:
+    """Estimated similarity and candidacy of each sampled pair, from stored signatures."""
+    k = params.num_hashes
+    pos, _ = rows.locate(s.pair_other)
+    other_sigs = _signatures(entries, rows.entry[pos], rows.doc[pos], k)
+    other_keys = signer_for(params).band_keys(other_sigs)
+    qs = query_sigs[s.pair_query]
+    eq = (qs == other_sigs).sum(axis=1)
+    est = (eq.astype(np.float32) / np.float32(k)).astype(np.float64)
+    cand = (query_keys[s.pair_query] == other_keys).any(axis=1)
+    return _Pairs(s.pair_bin, rows.rowids[s.query_pos][s.pair_query], s.pair_other, s.pair_jaccard, est, cand)
+
+
+def _scurve(p: _Pairs, seen: np.ndarray, nbins: int, params: MinHashParams) -> pa.Table:
+    b, r, k = params.num_bands, params.rows_per_band, params.num_hashes
+    theory = 1.0 - (1.0 - p.jaccard ** r) ** b
+    cols: dict[str, list] = {f.name: [] for f in SCURVE_SCHEMA}
+    for i in range(nbins):
+        sel = p.bin == i
+        n = int(sel.sum())
+        j, est, cand, th = p.jaccard[sel], p.estimated[sel], p.candidate[sel], theory[sel]
+        mean_th = float(th.mean()) if n else None
+        row = {
+            "similarity_bin": i, "similarity_lo": i / nbins, "similarity_hi": (i + 1) / nbins,
+            "population_pairs": int(seen[i]), "pairs": n, "candidates": int(cand.sum()),
+            "mean_jaccard": float(j.mean()) if n else None,
+            "empirical_probability": float(cand.mean()) if n else None,
+            "theoretical_probability": mean_th,
+            "standard_error": math.sqrt(mean_th * (1.0 - mean_th) / n) if n else None,
+            "mean_estimated": float(est.mean()) if n else None,
+            "estimator_rmse": float(np.sqrt(np.mean((est - j) ** 2))) if n else None,
+            "theoretical_rmse": float(np.sqrt(np.mean(j * (1.0 - j) / k))) if n else None,
+        }
+        for name, value in row.items():
+            cols[name].append(value)
+    return pa.Table.from_pydict(cols, schema=SCURVE_SCHEMA)
+
+
+def _weights(p: _Pairs, seen: np.ndarray) -> np.ndarray:
+    """Inverse inclusion probability of each sampled pair (its bin's population / sample)."""
+    kept = np.bincount(p.bin, minlength=seen.size).astype(np.float64)
+    per_bin = np.divide(seen, kept, out=np.zeros(seen.size), where=kept > 0)
+    return per_bin[p.bin]
+
+
+def _error_theory(p: _Pairs, k: int, seed: int) -> tuple[float, float]:
+    """Mean and p95 of ``|Binomial(k, J) / k - J|`` over the sampled pairs (simulated)."""
+    if p.jaccard.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    draws = rng.binomial(k, np.repeat(p.jaccard, SIMULATED_DRAWS)) / k
+    err = np.abs(draws - np.repeat(p.jaccard, SIMULATED_DRAWS))
+    return float(err.mean()), float(np.quantile(err, 0.95))
+
+
+# --------------------------------------------------------------------------- candidates per query
+
+
+def _candidates(entries, rows: _Rows, query_pos: np.ndarray, query_keys: np.ndarray) -> np.ndarray:
+    """Distinct live rows (other than itself) sharing a band key with each query row."""
+    nq = query_pos.size
+    counts = np.zeros(nq, dtype=np.int64)
+    own_entry = rows.entry[query_pos]
+    keys = _ro(query_keys)
+    for e, entry in enumerate(entries):
+        alive = rows.alive_by_entry[e]
+        with entry.lock:
+            lo, hi = bucket_pages(entry.bands.page_table, keys)
+            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(keys, lo, hi)
+            sizes = (end - start).sum(axis=1)
+            q0 = 0
+            while q0 < nq:  # batches of queries whose buckets hold at most CANDIDATE_ROWS rows
+                cum = np.cumsum(sizes[q0:])
+                q1 = q0 + max(1, int(np.searchsorted(cum, CANDIDATE_ROWS, side="right")))
+                offsets, docs, _ = merge_candidates(_ro(start[q0:q1]), _ro(end[q0:q1]), _ro(kind[q0:q1]),
+                                                    page_slot, pool_docs, entry.bands.page_rows, win_docs)
+                live = np.ones(docs.size) if alive is None else alive[docs].astype(np.float64)
+                owner = np.repeat(np.arange(q1 - q0), np.diff(offsets))
+                counts[q0:q1] += np.bincount(owner, weights=live, minlength=q1 - q0).astype(np.int64)
+                q0 = q1
+        counts -= own_entry == e  # each query row is in its own buckets
+    return counts
+
+
+# --------------------------------------------------------------------------- buckets
+
+
+class _BucketRuns:
+    """Runs of equal keys of sorted band rows, fed chunk by chunk: size histogram and the
+    largest runs (ties: smallest key first, in run order)."""
+
+    def __init__(self, top: int):
+        self.top = top
+        self.hist: dict[int, int] = {}
+        self.best: list[tuple[int, int, int, int, int]] = []  # (-size, entry, order, key, doc)
+        self.carry: tuple[int, int, int] | None = None  # key, size, first doc
+        self.order = 0
+
+    def feed(self, entry: int, keys: np.ndarray, docs: np.ndarray) -> None:
+        if keys.size == 0:
+            return
+        starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1))
+        sizes = np.diff(np.concatenate((starts, [keys.size])))
+        run_keys = keys[starts]
+        run_docs = docs[starts]
+        if self.carry is not None:
+            if int(run_keys[0]) == self.carry[0]:
+                sizes[0] += self.carry[1]
+                run_docs[0] = self.carry[2]
+            else:
+                self._finish(entry, np.array([self.carry[1]]), np.array([self.carry[0]], np.uint64),
+                             np.array([self.carry[2]], np.uint32))
+        self.carry = (int(run_keys[-1]), int(sizes[-1]), int(run_docs[-1]))
+        self._finish(entry, sizes[:-1], run_keys[:-1], run_docs[:-1])
+
+    def close(self, entry: int) -> None:
+        if self.carry is not None:
+            self._finish(entry, np.array([self.carry[1]]), np.array([self.carry[0]], np.uint64),
+                         np.array([self.carry[2]], np.uint32))
+            self.carry = None
+
+    def _finish(self, entry: int, sizes: np.ndarray, keys: np.ndarray, docs: np.ndarray) -> None:
+        if sizes.size == 0:
+            return
+        u, c = np.unique(sizes, return_counts=True)
+        for size, count in zip(u.tolist(), c.tolist()):
+            self.hist[size] = self.hist.get(size, 0) + count
+        t = min(self.top, sizes.size)
+        cut = np.partition(sizes, sizes.size - t)[sizes.size - t]
+        pick = np.concatenate((np.flatnonzero(sizes > cut), np.flatnonzero(sizes == cut)))[:max(t, 0)]
+        for i in pick.tolist():
+            self.best.append((-int(sizes[i]), entry, self.order + i, int(keys[i]), int(docs[i])))
+        self.order += sizes.size
+        self.best.sort()
+        del self.best[self.top:]
+
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        sizes = np.array(sorted(self.hist), dtype=np.int64)
+        return sizes, np.array([self.hist[s] for s in sizes.tolist()], dtype=np.int64)
+
+
+def _bucket_runs(entries: list[SegmentEntry], top: int) -> _BucketRuns:
+    runs = _BucketRuns(top)
+    for e, entry in enumerate(entries):
+        with entry.lock:
+            store = entry.bands
+            n = store.num_rows
+            full = store.full
+            keys_all, docs_all = (store.keys, store.docs) if full else (None, None)
+        for s in range(0, n, BAND_CHUNK_ROWS):
+            c = min(BAND_CHUNK_ROWS, n - s)
+            if full:
+                keys, docs = keys_all[s:s + c], docs_all[s:s + c]
+            else:
+                with entry.lock:
+                    keys, docs = entry.files.read_bands(s, c)
+            runs.feed(e, keys, docs)
+        runs.close(e)
+    return runs
+
+
+def _largest(opened: OpenedIndex, entries, names, rows: _Rows, runs: _BucketRuns) -> pa.Table:
+    cols: dict[str, list] = {f.name: [] for f in LARGEST_BUCKETS_SCHEMA}
+    if not runs.best:
+        return pa.Table.from_pydict(cols, schema=LARGEST_BUCKETS_SCHEMA)
+    ent = np.array([b[1] for b in runs.best], dtype=np.int32)
+    doc = np.array([b[4] for b in runs.best], dtype=np.uint32)
+    rowids = np.empty(ent.size, dtype=np.uint64)
+    for e in np.unique(ent):
+        sel = np.flatnonzero(ent == e)
+        udocs, inv = np.unique(doc[sel], return_inverse=True)
+        with entries[e].lock:
+            slot, rid, _ = entries[e].doc_arrays(udocs)
+        rowids[sel] = (rid[udocs.astype(np.int64)] if slot.size == 0 else rid[slot[udocs]])[inv]
+    pos, found = rows.locate(rowids)
+    live = found & rows.alive[pos]
+    texts: dict[int, str | None] = {}
+    ids = np.unique(rowids[live])
+    if ids.size:
+        for rid, text in zip(ids.tolist(), _take_texts(opened, ids).to_pylist()):
+            texts[rid] = None if text is None else text[:SAMPLE_TEXT_CHARS]
+    for (neg, e, _, key, _), rid in zip(runs.best, rowids.tolist()):
+        cols["segment"].append(names[e])
+        cols["band"].append(key >> 56)
+        cols["band_key"].append(key)
+        cols["size"].append(-neg)
+        cols["sample_rowid"].append(rid)
+        cols["sample_text"].append(texts.get(rid))
+    return pa.Table.from_pydict(cols, schema=LARGEST_BUCKETS_SCHEMA)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class Report:
+    """Diagnostics of one column's MinHash LSH index in one dataset version (module doc)."""
+
+    uri: str
+    version: int
+    column: str
+    params: MinHashParams
+    threshold: float
+    sample: int
+    seed: int
+    summary: pa.Table  # SUMMARY_SCHEMA
+    scurve: pa.Table  # SCURVE_SCHEMA
+    pairs: pa.Table  # PAIRS_SCHEMA
+    bucket_sizes: pa.Table  # BUCKET_SIZES_SCHEMA
+    largest_buckets: pa.Table  # LARGEST_BUCKETS_SCHEMA
+    candidates: pa.Table  # CANDIDATES_SCHEMA
+    seconds: float
+
+    def metric(self, name: str) -> float:
+        """The value of one summary metric."""
+        names = self.summary.column("metric").to_pylist()
+        if name not in names:
+            raise InvalidParameterError(f"metric {name!r} is not in the report; the metrics are {names}")
+        return self.summary.column("value")[names.index(name)].as_py()
+
+    def format(self, max_text: int = 60) -> str:
+        """The report as plain-text tables (sample texts cut to ``max_text`` characters)."""
+        p = self.params
+        head = (f"MinHash LSH index report: {self.uri} column {self.column!r} (version {self.version}); "
+                f"k={p.num_hashes}, b={p.num_bands}, r={p.rows_per_band}, shingle_size={p.shingle_size}; "
+                f"sample={self.sample}, seed={self.seed}; {self.seconds:.2f}s")
+        scurve = self.scurve.select(["similarity_lo", "similarity_hi", "population_pairs", "pairs", "candidates",
+                                     "empirical_probability", "standard_error", "theoretical_probability",
+                                     "estimator_rmse", "theoretical_rmse"])
+        largest = self.largest_buckets.drop_columns(["band_key"])
+        texts = [None if t is None else (t if len(t) <= max_text else t[:max_text - 1] + "…")
+                 for t in largest.column("sample_text").to_pylist()]
+        largest = largest.set_column(largest.schema.get_field_index("sample_text"), "sample_text",
+                                     pa.array(texts, pa.string()))
+        parts = [head,
+                 "\n-- Summary", format_table(self.summary),
+                 "\n-- S-curve: candidate probability per exact-Jaccard bin (stratified sample of "
+                 "(query row, row) pairs; theory = mean of 1-(1-J^r)^b over the same pairs)",
+                 format_table(scurve),
+                 "\n-- Largest buckets (runs of equal band keys)", format_table(largest)]
+        return "\n".join(parts)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.4f}"
+    return str(value)
+
+
+def format_table(table: pa.Table) -> str:
+    """A pyarrow table as aligned plain-text columns (numbers right-aligned)."""
+    names = table.column_names
+    cols = [[_cell(v) for v in table.column(n).to_pylist()] for n in names]
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
+    widths = [max([len(n)] + [len(c) for c in col]) for n, col in zip(names, cols)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    out = [line(names), line(["-" * w for w in widths])]
+    out += [line([col[i] for col in cols]) for i in range(table.num_rows)]
+    return "\n".join(out)
+
+
+def _summary(params: MinHashParams, t: float, t_given: bool, rows: _Rows, opened: OpenedIndex, s: _Sample,
+             p: _Pairs, seen: np.ndarray, runs: _BucketRuns, cands: np.ndarray, seed: int) -> pa.Table:
+    b, r, k = params.num_bands, params.rows_per_band, params.num_hashes
+    out: list[tuple[str, float | None, str]] = []
+
+    def add(metric: str, value, detail: str = "") -> None:
+        out.append((metric, None if value is None or (isinstance(value, float) and math.isnan(value))
+                    else float(value), detail))
+
+    add("num_hashes", k, "k: MinHash values per row")
+    add("num_bands", b, "b: bands per signature")
+    add("rows_per_band", r, "r = k / b")
+    add("shingle_size", params.shingle_size, f"tokenizer {params.tokenizer.base_tokenizer}")
+    add("scurve_threshold", scurve_threshold(b, r), "(1/b)^(1/r): where the S-curve rises steepest")
+    add("threshold", t, "given" if t_given else "default: the S-curve threshold")
+    add("candidate_probability_at_threshold", lsh_probability(t, b, r), "1 - (1 - t^r)^b")
+    add("false_positive_area", false_positive_area(t, b, r), "integral of P(s) over s in [0, t]")
+    add("false_negative_area", false_negative_area(t, b, r), "integral of 1 - P(s) over s in [t, 1]")
+    ob, orr = optimal_bands(t, k)
+    add("suggested_num_bands", ob, f"minimises fp + fn area at t with k={k}: b={ob}, r={orr}")
+    add("segments", len(opened.segments), f"{len(opened.unindexed)} fragment(s) not covered by a segment")
+    add("rows", int(rows.alive.sum()), "live rows with a signature")
+    add("query_rows", s.query_pos.size, "rows drawn uniformly as queries")
+    add("scanned_rows", s.scanned_rows, "live rows with shingles in the column scan")
+    add("population_pairs", int(seen.sum()), "(query row, row) pairs with exact Jaccard > 0")
+    add("sampled_pairs", p.jaccard.size, "pairs kept by the stratified sample (all bins)")
+    if s.missing:
+        add("pairs_without_signature", s.missing, "sampled rows with shingles but no stored signature: "
+            "the index does not match the column; rebuild it")
+    w = _weights(p, seen)
+    above = p.jaccard >= t
+    theory = 1.0 - (1.0 - p.jaccard ** r) ** b
+    if above.any():
+        add("recall_at_threshold", np.sum(w[above] * p.candidate[above]) / np.sum(w[above]),
+            f"candidates among pairs with J >= t; theory {np.sum(w[above] * theory[above]) / np.sum(w[above]):.4f}")
+    cw = w * p.candidate
+    if cw.sum() > 0:
+        add("candidate_precision_at_threshold", np.sum(cw[above]) / np.sum(cw),
+            "pairs with J >= t among candidate pairs (J > 0)")
+    sizes, counts = runs.histogram()
+    add("buckets", counts.sum(), "runs of equal band keys in the sorted band rows")
+    multi = sizes >= 2
+    add("multi_row_buckets", counts[multi].sum(), "buckets of two rows or more")
+    for q in PERCENTILES:
+        add(f"bucket_size_p{q}", percentile(sizes, counts, q), "all buckets, nearest rank")
+    add("bucket_size_max", sizes[-1] if sizes.size else 0, "the largest bucket")
+    for q in PERCENTILES:
+        add(f"multi_row_bucket_size_p{q}", percentile(sizes[multi], counts[multi], q), "buckets of >= 2 rows")
+    add("candidates_per_query_mean", cands.mean() if cands.size else None, "distinct live rows sharing a band")
+    for q in PERCENTILES:
+        add(f"candidates_per_query_p{q}", _values_percentile(cands, q), "nearest rank")
+    add("candidates_per_query_max", cands.max() if cands.size else None, "")
+    add("queries_without_candidates", int((cands == 0).sum()) if cands.size else None, "")
+    err = np.abs(p.estimated - p.jaccard)
+    th_mean, th_p95 = _error_theory(p, k, seed)
+    add("estimator_mean_abs_error", err.mean() if err.size else None,
+        f"|eq/k - J| over sampled pairs; theory {th_mean:.4f} (Binomial(k, J)/k)")
+    add("estimator_p95_abs_error", _values_percentile(err, 95) if err.size else None, f"theory {th_p95:.4f}")
+    rmse_th = float(np.sqrt(np.mean(p.jaccard * (1 - p.jaccard) / k))) if err.size else float("nan")
+    add("estimator_rmse", np.sqrt(np.mean(err ** 2)) if err.size else None,
+        f"theory sqrt(mean J(1-J)/k) = {rmse_th:.4f}")
+    add("estimator_theoretical_rmse", rmse_th, "sqrt(mean J(1-J)/k) over the sampled pairs")
+    add("estimator_theoretical_mean_abs_error", th_mean, f"{SIMULATED_DRAWS} Binomial(k, J) draws per pair")
+    add("estimator_theoretical_p95_abs_error", th_p95, f"{SIMULATED_DRAWS} Binomial(k, J) draws per pair")
+    return pa.Table.from_pylist([dict(zip(("metric", "value", "detail"), row)) for row in out],
+                                schema=SUMMARY_SCHEMA)
+
+
+def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: float | None = None,
+           seed: int = 0, bins: int = DEFAULT_BINS, top_buckets: int = DEFAULT_TOP_BUCKETS,
+           progress: bool = False, storage_options: dict | None = None) -> Report:
+    """Diagnostics of ``column``'s MinHash LSH index (see the module doc).
+
+    ``sample``: query rows drawn, and the most pairs kept per similarity bin;
+    ``threshold``: where false-positive / false-negative areas, recall and precision are
+    taken (default: the index's S-curve threshold); ``seed`` fixes every random draw;
+    ``bins``: equal-width similarity bins of ``(0, 1]``; ``top_buckets``: largest buckets
+    listed. Raises :class:`IndexNotFoundError` without an index.
+    """
+    sample = _count("sample", sample, 1, MAX_SAMPLE, str(DEFAULT_SAMPLE))
+    seed = _count("seed", seed, 0, 2**63 - 1, "0")
+    nbins = _count("bins", bins, 1, MAX_BINS, str(DEFAULT_BINS))
+    top = _count("top_buckets", top_buckets, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
+    t_given = _threshold(threshold)
+    t0 = time.perf_counter()
+    opened = open_index(dataset, column, storage_options)
+    params = opened.params
+    t = t_given if t_given is not None else params.threshold
+    entries, names = _entries(opened)
+    rows = _rows(opened, entries)
+    s = _census(opened, rows, sample, nbins, seed, progress)
+    query_sigs = _signatures(entries, rows.entry[s.query_pos], rows.doc[s.query_pos], params.num_hashes)
+    query_keys = signer_for(params).band_keys(query_sigs)
+    p = _judge(entries, rows, s, params, query_keys, query_sigs)
+    cands = _candidates(entries, rows, s.query_pos, query_keys)
+    runs = _bucket_runs(entries, top)
+    summary = _summary(params, t, t_given is not None, rows, opened, s, p, s.seen, runs, cands, seed)
+    pairs_table = pa.Table.from_arrays(
+        [pa.array(p.bin, pa.int32()), pa.array(p.query_rowid, pa.uint64()), pa.array(p.other_rowid, pa.uint64()),
+         pa.array(p.jaccard, pa.float64()), pa.array(p.estimated, pa.float64()), pa.array(p.candidate, pa.bool_())],
+        schema=PAIRS_SCHEMA)
+    return Report(
+        uri=opened.uri, version=opened.version, column=column, params=params, threshold=t, sample=sample,
+        seed=seed, summary=summary, scurve=_scurve(p, s.seen, nbins, params), pairs=pairs_table,
+        bucket_sizes=_sizes_table(runs),
+        largest_buckets=_largest(opened, entries, names, rows, runs),
+        candidates=pa.Table.from_arrays([pa.array(rows.rowids[s.query_pos], pa.uint64()),
+                                         pa.array(cands, pa.int64())], schema=CANDIDATES_SCHEMA),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def largest_buckets(dataset, column: str, *, top: int = DEFAULT_TOP_BUCKETS,
+                    storage_options: dict | None = None) -> tuple[pa.Table, pa.Table]:
+    """``(largest, sizes)``: the ``top`` largest buckets of ``column``'s index
+    (:data:`LARGEST_BUCKETS_SCHEMA`, largest first) and the number of buckets of each size
+    (:data:`BUCKET_SIZES_SCHEMA`); reads the band rows only, no text scan."""
+    top = _count("top", top, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
+    opened = open_index(dataset, column, storage_options)
+    entries, names = _entries(opened)
+    rows = _rows(opened, entries)
+    runs = _bucket_runs(entries, top)
+    return _largest(opened, entries, names, rows, runs), _sizes_table(runs)
+
+
+def _sizes_table(runs: _BucketRuns) -> pa.Table:
+    sizes, counts = runs.histogram()
+    return pa.Table.from_arrays([pa.array(sizes, pa.int64()), pa.array(counts, pa.int64())],
+                                schema=BUCKET_SIZES_SCHEMA)
+
+
+_cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
+_CACHED = 4
+
+
+def cached_report(dataset: str, column: str, **options) -> Report:
+    """:func:`report` of the dataset's current version, remembered for the last few
+    ``(dataset, version, column, options)``: one SQL statement can ask for the summary and
+    the S-curve without computing them twice."""
+    from .opened import dataset_handle
+
+    uri, ds = dataset_handle(dataset)
+    key = (uri, int(ds.version), column, tuple(sorted(options.items())))
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    rep = report(ds, column, **options)
+    with _cache_lock:
+        _cache[key] = rep
+        while len(_cache) > _CACHED:
+            _cache.popitem(last=False)
+    return rep
