@@ -9,9 +9,13 @@ The index parameters and their validation follow pylance 14.0.2's
 
 The S-curve: a pair of similarity ``s`` shares at least one of ``b`` bands of ``r`` rows
 with probability ``P(s) = 1 - (1 - s**r)**b``; its steepest point is near
-``(1/b)**(1/r)``. :func:`optimal_bands` picks ``(b, r)`` with ``b * r == num_hashes``
-that minimises the weighted false-positive and false-negative areas around a target
-threshold, as datasketch does, restricted to ``b`` dividing ``num_hashes``.
+``(1/b)**(1/r)``. :func:`recall_bands` picks the fewest bands that make a pair at a target
+threshold a candidate with probability >= :data:`CANDIDATE_PROBABILITY` (what a build
+with ``threshold`` uses: candidates are verified, so recall at the threshold is what
+counts); :func:`optimal_bands` instead minimises the weighted false-positive and
+false-negative areas around the threshold, as datasketch does, restricted to ``b``
+dividing ``num_hashes`` (it puts the threshold mid-curve: at 0.8 it gives 8 x 16, under
+which a pair of similarity 0.8 is a candidate with probability 0.2 only).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ __all__ = [
     "false_positive_area",
     "false_negative_area",
     "optimal_bands",
+    "recall_bands",
+    "CANDIDATE_PROBABILITY",
 ]
 
 MAX_NUM_HASHES = 4096
@@ -52,6 +58,8 @@ MAX_NUM_BANDS = 256  # the band id is the top byte of a band key
 SIGNATURE_SEED = 42
 SHINGLE_SEPARATOR = 0x1F
 SIGNATURE_VERSION = 0
+# a build with threshold := t makes a pair of similarity t a candidate at least this often
+CANDIDATE_PROBABILITY = 0.9
 INDEX_VERSION = 0
 DEFAULT_PAGE_ROWS = 4096
 MAX_SEGMENT_ROWS = 2**32  # doc ids are u32
@@ -254,7 +262,7 @@ class MinHashParams:
                     f"threshold={threshold!r} and num_bands={num_bands!r} were both given: threshold "
                     "chooses num_bands; pass one of them"
                 )
-            num_bands, _ = optimal_bands(threshold, _integer("num_hashes", k, "e.g. 128"))
+            num_bands, _ = recall_bands(threshold, _integer("num_hashes", k, "e.g. 128"))
         return cls(
             num_hashes=k,
             num_bands=16 if num_bands is None else num_bands,
@@ -347,6 +355,35 @@ def false_positive_area(threshold: float, num_bands: int, rows_per_band: int) ->
 def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
     """Integral of 1 - P(s) over s in [threshold, 1]: weight of pairs the index misses."""
     return _integrate(lambda s: (1.0 - s**rows_per_band) ** num_bands, threshold, 1.0)
+
+
+def recall_bands(threshold: float, num_hashes: int = 128,
+                 probability: float = CANDIDATE_PROBABILITY) -> tuple[int, int]:
+    """``(num_bands, rows_per_band)``: the fewest bands (``b`` dividing ``num_hashes``,
+    ``b <= 256``) under which a pair of similarity ``threshold`` becomes a candidate with
+    at least ``probability``; the most bands if none reaches it.
+
+    Fewer bands mean a smaller index and fewer false candidates to verify; every
+    candidate is then verified on the full signature, so what matters at the threshold
+    is recall. This is what ``minhash_build(..., threshold := t)`` uses.
+
+    >>> recall_bands(0.8, 128)
+    (16, 8)
+    >>> recall_bands(0.5, 128)
+    (64, 2)
+    """
+    t = _check_similarity("threshold", threshold)
+    if not 0.0 < t < 1.0:
+        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
+    k = _integer("num_hashes", num_hashes, "e.g. 128")
+    if not 1 <= k <= MAX_NUM_HASHES:
+        raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")
+    p = _check_similarity("probability", probability)
+    bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
+    for b in bands:
+        if lsh_probability(t, b, k // b) >= p:
+            return b, k // b
+    return bands[-1], k // bands[-1]
 
 
 def optimal_bands(

@@ -712,7 +712,7 @@ def test_invalid_parameters(tmp_path, kw, match):
 def test_threshold_chooses_bands(tmp_path):
     ds = write(str(tmp_path / "ds.lance"), corpus_table(300))
     r = build_index(ds.uri, "text", threshold=0.8)
-    assert (r.num_bands, r.rows_per_band) == (8, 16)
+    assert (r.num_bands, r.rows_per_band) == (16, 8)  # P(0.8 is a candidate) = 0.947
 
 
 def test_empty_dataset(tmp_path):

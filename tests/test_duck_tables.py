@@ -11,7 +11,7 @@ from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.corpus import generate_texts, write_corpus
-from lance_minhash_sql.params import MinHashParams, optimal_bands
+from lance_minhash_sql.params import MinHashParams, recall_bands
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_build_parameters_threshold_and_tokenizer(con, corpus):
             "threshold := 0.9, tokenizer := {'base_tokenizer': 'whitespace'})").fetchall()
     (seg,) = con.sql(f"SELECT num_hashes, num_bands, rows_per_band, shingle_size, tokenizer, fragment_ids, \"rows\" "
                      f"FROM minhash_indexes('{corpus}')").fetchall()
-    b, r = optimal_bands(0.9, 64)
+    b, r = recall_bands(0.9, 64)
     assert seg[:4] == (64, b, r, 2)
     assert '"base_tokenizer": "whitespace"' in seg[4]
     assert seg[5] == [0, 1, 2] and seg[6] == 3000

@@ -16,6 +16,7 @@ from lance_minhash_sql.params import (
     false_positive_area,
     lsh_probability,
     optimal_bands,
+    recall_bands,
     scurve_threshold,
 )
 
@@ -138,13 +139,27 @@ def test_optimal_bands_weights_move_the_choice():
 
 def test_threshold_chooses_bands():
     p = MinHashParams.create(threshold=0.9)
-    assert (p.num_bands, p.rows_per_band) == optimal_bands(0.9, 128)
+    assert (p.num_bands, p.rows_per_band) == recall_bands(0.9, 128)
     with pytest.raises(InvalidParameterError, match="pass one of them"):
         MinHashParams.create(num_bands=16, threshold=0.8)
     for bad in (0, 1, 1.2, -0.1, math.nan):
         with pytest.raises(InvalidParameterError):
             optimal_bands(bad)
+        with pytest.raises(InvalidParameterError):
+            recall_bands(bad)
 
 
 def test_docstring_examples():
     assert doctest.testmod(params_module).failed == 0
+
+
+@pytest.mark.parametrize("k", [1, 64, 128, 4096])
+@pytest.mark.parametrize("threshold", [0.05, 0.3, 0.5, 0.7, 0.8, 0.9, 0.97])
+def test_recall_bands_are_the_fewest_reaching_the_probability(k, threshold):
+    b, r = recall_bands(threshold, k)
+    assert b * r == k and b <= 256
+    reaching = [d for d in range(1, min(k, 256) + 1) if k % d == 0 and lsh_probability(threshold, d, k // d) >= 0.9]
+    if reaching:
+        assert b == reaching[0] and lsh_probability(threshold, b, r) >= 0.9
+    else:  # none reaches it: the most bands
+        assert b == max(d for d in range(1, min(k, 256) + 1) if k % d == 0)

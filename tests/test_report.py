@@ -29,7 +29,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.manifest import minhash_segments
 from lance_minhash_sql.kernels.pairs import pair_jaccard
 from lance_minhash_sql.params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability,
-                                      optimal_bands, scurve_threshold)
+                                      optimal_bands, recall_bands, scurve_threshold)
 
 ROWS = 4000
 SPEC = CorpusSpec(seed=3, duplicate_fraction=0.5, source_skew=1.0, edit_weights=(0.0, 0.9, 0.1),
@@ -84,7 +84,7 @@ def test_theoretical_values_come_from_params(rep):
     assert metric(rep, "candidate_probability_at_threshold") == lsh_probability(0.8, b, r)
     assert metric(rep, "false_positive_area") == false_positive_area(0.8, b, r)
     assert metric(rep, "false_negative_area") == false_negative_area(0.8, b, r)
-    assert metric(rep, "suggested_num_bands") == optimal_bands(0.8, 128)[0]
+    assert metric(rep, "suggested_num_bands") == recall_bands(0.8, 128)[0]
     # the per-bin theoretical probability is the mean of params.lsh_probability over the bin's pairs
     pairs = rep.pairs.to_pydict()
     sc = rep.scurve.to_pydict()

@@ -62,7 +62,7 @@ from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import (bucket_bounds, gather_rows, min_matches, multi_rows, new_cursor, pair_chunk,
                              padded_hashes, pair_jaccard, windows)
 from ..kernels.sort import DIGIT_BITS, radix_sort_run
-from ..params import MinHashParams, lsh_probability, optimal_bands
+from ..params import MinHashParams, lsh_probability, recall_bands
 from .opened import OpenedIndex, SegmentEntry, open_index
 from .sign import signer_for
 
@@ -144,12 +144,13 @@ def warn_if_low_recall(params: MinHashParams, threshold: float, stacklevel: int 
     p = lsh_probability(threshold, b, r)
     if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
         return
-    b2, r2 = optimal_bands(threshold, params.num_hashes)
+    b2, r2 = recall_bands(threshold, params.num_hashes)
     warnings.warn(LowRecallWarning(
         f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
         f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
         f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
-        f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}), e.g. "
+        f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
+        f"{lsh_probability(threshold, b2, r2):.3f}), e.g. "
         f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
         f"or minhash_build(dataset, column, threshold := {threshold:g})"), stacklevel=stacklevel + 1)
 

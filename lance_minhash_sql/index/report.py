@@ -71,7 +71,7 @@ from ..errors import DatasetError, InvalidParameterError
 from ..io.scan import scan_text
 from ..kernels.lsh import bucket_pages, merge_candidates
 from ..kernels.report import census_chunk, new_reservoirs
-from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, optimal_bands,
+from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, recall_bands, CANDIDATE_PROBABILITY,
                       scurve_threshold)
 from .opened import OpenedIndex, SegmentEntry, open_index
 from .report_tables import (BUCKET_SIZES_SCHEMA, CANDIDATES_SCHEMA, LARGEST_BUCKETS_SCHEMA, PAIRS_SCHEMA,
@@ -606,8 +606,9 @@ def _summary(params: MinHashParams, t: float, t_given: bool, rows: _Rows, opened
     add("candidate_probability_at_threshold", lsh_probability(t, b, r), "1 - (1 - t^r)^b")
     add("false_positive_area", false_positive_area(t, b, r), "integral of P(s) over s in [0, t]")
     add("false_negative_area", false_negative_area(t, b, r), "integral of 1 - P(s) over s in [t, 1]")
-    ob, orr = optimal_bands(t, k)
-    add("suggested_num_bands", ob, f"minimises fp + fn area at t with k={k}: b={ob}, r={orr}")
+    ob, orr = recall_bands(t, k)
+    add("suggested_num_bands", ob, f"fewest bands making a pair at t a candidate with probability >= "
+        f"{CANDIDATE_PROBABILITY:g} with k={k}: b={ob}, r={orr}")
     add("segments", len(opened.segments), f"{len(opened.unindexed)} fragment(s) not covered by a segment")
     add("rows", int(rows.alive.sum()), "live rows with a signature")
     add("query_rows", s.query_pos.size, "rows drawn uniformly as queries")
