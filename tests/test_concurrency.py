@@ -67,9 +67,10 @@ def _pair_set(uri: str) -> set:
             for left, right in zip(b.column("left_rowid").to_pylist(), b.column("right_rowid").to_pylist())}
 
 
-def _run_load(uri, queries, expected, seconds, writer=None):
+def _run_load(uri, queries, expected, seconds, writer=None, pair_set=None):
     """THREADS workers, each with its own cursor, mixing single searches, LATERAL batch
-    searches and Python searches until ``seconds`` pass; returns (errors, calls, rss)."""
+    searches and Python searches (and, given ``pair_set``, the self-join) until ``seconds``
+    pass; returns (errors, calls, rss)."""
     con = lms.connect()
     con.execute("CREATE TABLE queries AS SELECT * FROM (SELECT unnest(?::VARCHAR[]) AS q, "
                 "unnest(range(?)) AS qid)", [queries, len(queries)])
@@ -96,6 +97,10 @@ def _run_load(uri, queries, expected, seconds, writer=None):
                     want = [(i, len(expected[q])) for i, q in enumerate(queries) if expected[q]]
                     if got != want:
                         errors.append(f"worker {w}: batch search counts {got[:3]}... not {want[:3]}...")
+                elif pair_set is not None and w == THREADS - 1 and calls[w] % 6 == 2:
+                    got = _pair_set(uri)
+                    if got != pair_set:
+                        errors.append(f"worker {w}: pairs {len(got)} differ from the {len(pair_set)} expected")
                 else:
                     t = search_ids(uri, "text", queries[:8], 10)
                     if t.num_rows != sum(len(expected[q]) for q in queries[:8]):
@@ -143,6 +148,39 @@ def test_many_cursors_answer_consistently_while_the_index_is_rebuilt_and_rows_ap
     # the answers did not change: appended rows share no tokens with the corpus
     assert _expected(uri, queries, 10) == expected
     assert _pair_set(uri) == pairs_before
+
+
+def test_answers_stay_the_same_through_optimize_and_compaction(tmp_path):
+    """With stable row ids, row ids survive compaction: searches and pairs give the same
+    answers while appends, delta segments, merges, compactions and rebuilds commit."""
+    from lance_minhash_sql.index.optimize import optimize
+
+    uri = str(tmp_path / "stable.lance")
+    table = pa.table({"id": pa.array(np.arange(ROWS), pa.int64()), "text": generate_texts(0, ROWS)})
+    lance.write_dataset(table, uri, max_rows_per_file=1500, enable_stable_row_ids=True)
+    build_index(uri, "text")
+    queries = generate_texts(0, 40).to_pylist()
+    expected = _expected(uri, queries, 10)
+    pair_set = _pair_set(uri)
+    steps = []
+
+    def writer(stop):
+        actions = [lambda n: lance.write_dataset(_unrelated(40, 20_000_000 + 40 * n), uri, mode="append"),
+                   lambda n: optimize(uri, "text", merge=0),
+                   lambda n: optimize(uri, "text", merge="all"),
+                   lambda n: lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=4000),
+                   lambda n: build_index(uri, "text")]
+        n = 0
+        while time.monotonic() < stop:
+            actions[n % len(actions)](n)
+            steps.append(lance.dataset(uri).version)
+            n += 1
+
+    errors, calls, _ = _run_load(uri, queries, expected, float(os.environ.get("LMS_LOAD_SECONDS", "8")), writer,
+                                 pair_set=pair_set)
+    assert not errors, "\n".join(errors[:10])
+    assert len(steps) >= 5 and calls >= 30, (steps, calls)  # every kind of commit at least once
+    assert _expected(uri, queries, 10) == expected and _pair_set(uri) == pair_set
 
 
 @pytest.mark.slow
