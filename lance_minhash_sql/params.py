@@ -357,6 +357,16 @@ def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) ->
     return _integrate(lambda s: (1.0 - s**rows_per_band) ** num_bands, threshold, 1.0)
 
 
+def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
+    t = _check_similarity("threshold", threshold)
+    if not 0.0 < t < 1.0:
+        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
+    k = _integer("num_hashes", num_hashes, "e.g. 128")
+    if not 1 <= k <= MAX_NUM_HASHES:
+        raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")
+    return t, k
+
+
 def recall_bands(threshold: float, num_hashes: int = 128,
                  probability: float = CANDIDATE_PROBABILITY) -> tuple[int, int]:
     """``(num_bands, rows_per_band)``: the fewest bands (``b`` dividing ``num_hashes``,
@@ -372,12 +382,7 @@ def recall_bands(threshold: float, num_hashes: int = 128,
     >>> recall_bands(0.5, 128)
     (64, 2)
     """
-    t = _check_similarity("threshold", threshold)
-    if not 0.0 < t < 1.0:
-        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
-    k = _integer("num_hashes", num_hashes, "e.g. 128")
-    if not 1 <= k <= MAX_NUM_HASHES:
-        raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")
+    t, k = _threshold_and_hashes(threshold, num_hashes)
     p = _check_similarity("probability", probability)
     bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
     for b in bands:
@@ -400,12 +405,7 @@ def optimal_bands(
     >>> optimal_bands(0.5, 128)
     (32, 4)
     """
-    t = _check_similarity("threshold", threshold)
-    if not 0.0 < t < 1.0:
-        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
-    k = _integer("num_hashes", num_hashes, "e.g. 128")
-    if not 1 <= k <= MAX_NUM_HASHES:
-        raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")
+    t, k = _threshold_and_hashes(threshold, num_hashes)
     for name, w in (("false_positive_weight", false_positive_weight), ("false_negative_weight", false_negative_weight)):
         if isinstance(w, bool) or not isinstance(w, numbers.Real) or w < 0 or not math.isfinite(w):
             raise InvalidParameterError(f"{name}={w!r} must be a finite number >= 0")
