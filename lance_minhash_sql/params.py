@@ -58,6 +58,7 @@ MAX_NUM_BANDS = 256  # the band id is the top byte of a band key
 SIGNATURE_SEED = 42
 SHINGLE_SEPARATOR = 0x1F
 SIGNATURE_VERSION = 0
+MAX_SHINGLE_SIZE = 2**31 - 1
 # a build with threshold := t makes a pair of similarity t a candidate at least this often
 CANDIDATE_PROBABILITY = 0.9
 INDEX_VERSION = 0
@@ -239,6 +240,10 @@ class MinHashParams:
             )
         if w < 1:
             raise InvalidParameterError(f"shingle_size={w} must be >= 1 (tokens per shingle); e.g. 3")
+        if w > MAX_SHINGLE_SIZE:
+            raise InvalidParameterError(
+                f"shingle_size={w} is out of range: requires shingle_size <= {MAX_SHINGLE_SIZE} (Lance stores it "
+                "as a 32-bit value; a shingle longer than a text's token list is the whole list anyway); e.g. 3")
         if not isinstance(self.tokenizer, TokenizerParams):
             object.__setattr__(self, "tokenizer", TokenizerParams.parse(self.tokenizer))
         object.__setattr__(self, "num_hashes", k)

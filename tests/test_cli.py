@@ -60,7 +60,7 @@ def test_build_and_search_commands(tmp_path, capsys):
     write_corpus(uri, 2000)
     assert cli.main(["build", uri, "text", "--threshold", "0.8", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "2,000 rows indexed" in out and "b=8" in out
+    assert "2,000 rows indexed" in out and "b=16" in out  # recall_bands(0.8)
     query = generate_texts(5, 6)[0].as_py()
     assert cli.main(["search", uri, "text", query, "-k", "3", "--columns", "id"]) == 0
     out = capsys.readouterr().out
