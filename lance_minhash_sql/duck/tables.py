@@ -125,8 +125,6 @@ def indexes(dataset) -> pa.Array:
 
 IDS_TYPE = "STRUCT(_rowid UBIGINT, _distance FLOAT)[]"
 _IDS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("_distance", pa.float32())]))
-HITS_TYPE = "STRUCT(_h UBIGINT, _rowid UBIGINT, _distance FLOAT)[]"
-_HITS_ARROW = pa.list_(pa.struct([("_h", pa.uint64()), ("_rowid", pa.uint64()), ("_distance", pa.float32())]))
 
 
 def _check_query(fn: str, value) -> str:

@@ -161,12 +161,14 @@ class BandsWriter:
         self._w.close()
 
 
-def _metadata(reader: LanceFileReader, path: str) -> dict[str, str]:
+def _metadata(reader: LanceFileReader, path: str):
+    """``(file metadata, schema metadata as str -> str)`` of one file, read once."""
     try:
-        raw = reader.metadata().schema.metadata or {}
+        meta = reader.metadata()
+        raw = meta.schema.metadata or {}
     except Exception as exc:  # lance raises OSError / ValueError / RuntimeError for bad files
         raise CorruptIndexError(f"{path}: cannot read the file ({exc})") from None
-    return {k.decode(): v.decode() for k, v in raw.items()}
+    return meta, {k.decode(): v.decode() for k, v in raw.items()}
 
 
 def _require(meta: dict[str, str], key: str, path: str) -> str:
@@ -244,8 +246,8 @@ def iter_signatures(files: SegmentFiles, batch_rows: int = 1 << 16):
 _GLOBAL_BUFFER_LOCK = threading.Lock()
 
 
-def _global_buffer(reader: LanceFileReader, path: str, index: int) -> bytes:
-    buffers = reader.metadata().global_buffers
+def _global_buffer(reader: LanceFileReader, file_meta, path: str, index: int) -> bytes:
+    buffers = file_meta.global_buffers
     if not 0 <= index < len(buffers):
         raise CorruptIndexError(f"{path}: global buffer {index} (the page table) is missing (the file has {len(buffers)}); "
                                 "rebuild the index")
@@ -273,7 +275,7 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         except Exception as exc:
             raise CorruptIndexError(f"{path}: cannot open index file ({exc}); rebuild the index") from None
     bands, sigs = readers
-    bmeta, smeta = _metadata(bands, bpath), _metadata(sigs, spath)
+    (bfile, bmeta), (sfile, smeta) = _metadata(bands, bpath), _metadata(sigs, spath)
     for meta, path in ((bmeta, bpath), (smeta, spath)):
         version = _require(meta, KEY_VERSION, path)
         if version != str(INDEX_VERSION):
@@ -288,15 +290,15 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
     page_rows = _int(bmeta, KEY_PAGE_ROWS, bpath)
     if page_rows <= 0:
         raise CorruptIndexError(f"{bpath}: {KEY_PAGE_ROWS}={page_rows} must be positive")
-    sig_rows = sigs.metadata().num_rows
-    band_rows = bands.metadata().num_rows
+    sig_rows = sfile.num_rows
+    band_rows = bfile.num_rows
     if sig_rows != num_docs:
         raise CorruptIndexError(f"{bpath}: {KEY_NUM_DOCS}={num_docs} but signatures.lance has {sig_rows} rows")
     if band_rows != num_docs * params.num_bands:
         raise CorruptIndexError(
             f"{bpath}: {band_rows} band rows, expected num_docs * num_bands = {num_docs * params.num_bands}")
     try:
-        raw = _global_buffer(bands, bpath, _int(bmeta, KEY_PAGE_TABLE, bpath))
+        raw = _global_buffer(bands, bfile, bpath, _int(bmeta, KEY_PAGE_TABLE, bpath))
     except CorruptIndexError:
         raise
     except Exception as exc:
