@@ -65,7 +65,7 @@ from .sign import signer_for
 from .spill import SPILL_PREFIX, BandSorter, plan_sort
 
 __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "WrittenSegment", "write_segment",
-           "sign_fragments", "signed_batches", "check_segment_rows", "release_memory"]
+           "prepare_build", "sign_fragments", "signed_batches", "check_segment_rows", "release_memory"]
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
 _SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
@@ -544,6 +544,21 @@ def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *
     return w, stats
 
 
+def prepare_build(dataset, column: str, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name,
+                  storage_options):
+    """The checks of every build before anything is written: ``(dataset, parameters, index
+    name, MinHash segments it replaces, rows)``; a dataset without rows is refused."""
+    ds = _resolve_dataset(dataset, storage_options)
+    text_field(ds, column)
+    params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
+    replace = _check_bool("replace", replace)
+    index_name, old_segments = _target(ds, column, name, replace)
+    total_rows = int(ds.count_rows())
+    if total_rows == 0:
+        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
+    return ds, params, index_name, old_segments, total_rows
+
+
 def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int | None = None,
                 shingle_size: int = 3, threshold: float | None = None, tokenizer=None,
                 replace: bool = True, name: str | None = None, memory_limit=None,
@@ -563,15 +578,9 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     then unchanged.
     """
     t0 = time.perf_counter()
-    ds = _resolve_dataset(dataset, storage_options)
-    text_field(ds, column)
-    params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
-    replace = _check_bool("replace", replace)
     progress = _check_bool("progress", progress)
-    index_name, old_segments = _target(ds, column, name, replace)
-    total_rows = int(ds.count_rows())
-    if total_rows == 0:
-        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
+    ds, params, index_name, old_segments, total_rows = prepare_build(
+        dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
     check_segment_rows(ds, total_rows)
     plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     frags = manifest.fragment_ids(ds)

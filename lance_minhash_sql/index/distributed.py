@@ -62,15 +62,15 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DatasetError, DistributedTaskError, InvalidParameterError, MissingDependencyError
+from ..errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from ..io import manifest
-from ..io.scan import open_dataset, text_field
+from ..io.scan import open_dataset
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
-from .build import (BuildResult, _check_bool, _resolve_dataset, _target, check_segment_rows, cleanup_leftovers,
-                    marker_dir, sign_fragments)
+from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
+                    sign_fragments)
 from .clusters import components, shard_links
 from .optimize import optimize
-from .pairs import _check_flag, pair_shards, plan_shards, shard_pairs
+from .pairs import MAX_SHARDS, _check_count, _check_flag, pair_shards, plan_shards, shard_pairs
 from .spill import plan_sort
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
@@ -251,15 +251,10 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     without Ray; the dataset is then unchanged.
     """
     t0 = time.perf_counter()
-    ds = _resolve_dataset(dataset, storage_options)
-    text_field(ds, column)
-    params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
-    replace = _check_bool("replace", replace)
     merge = _check_bool("merge", merge)
-    index_name, old_segments = _target(ds, column, name, replace)
+    ds, params, index_name, old_segments, _ = prepare_build(
+        dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
     fragments = manifest.fragment_ids(ds)
-    if int(ds.count_rows()) == 0:
-        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
     groups = fragment_groups_of(fragment_groups, fragments)
     for group in groups:
         rows = sum(int(ds.get_fragment(f).count_rows()) for f in group)
@@ -355,12 +350,8 @@ def _links_task(uri, version, column, threshold, num_shards, storage_options, in
     return out
 
 
-def _check_positive(name: str, value: Any, example: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InvalidParameterError(f"{name}={value!r} must be a whole number >= 1 (or None); e.g. {example}")
-    return int(value)
+def _check_optional(name: str, value: Any, example: str) -> int | None:
+    return None if value is None else _check_count(name, value, MAX_SHARDS, example)
 
 
 @dataclass(frozen=True)
@@ -375,8 +366,8 @@ class _Job:
 
 
 def _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options) -> _Job:
-    num_shards = _check_positive("num_shards", num_shards, "64")
-    per_task = _check_positive("shards_per_task", shards_per_task, "4") or 1
+    num_shards = _check_optional("num_shards", num_shards, "64")
+    per_task = _check_optional("shards_per_task", shards_per_task, "4") or 1
     shards = plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=3)
     first = shards[0]
     n = len(shards)
@@ -401,7 +392,7 @@ def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bo
     ahead of the consumer. Arguments are checked and the index opened when called.
     Raises :class:`DistributedTaskError` naming the shards of a failed task."""
     exact = _check_flag("exact", exact)
-    in_flight = _check_positive("max_in_flight", max_in_flight, "8")
+    in_flight = _check_optional("max_in_flight", max_in_flight, "8")
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
     ray = _connect(ray_address)
     in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
