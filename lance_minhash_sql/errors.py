@@ -19,6 +19,7 @@ __all__ = [
     "UnsupportedIndexError",
     "ResourceLimitError",
     "MissingDependencyError",
+    "DistributedTaskError",
 ]
 
 
@@ -60,3 +61,12 @@ class ResourceLimitError(LanceMinHashError):
 
 class MissingDependencyError(LanceMinHashError, ImportError):
     """An optional package a feature needs is not installed (e.g. matplotlib for plots)."""
+
+
+class DistributedTaskError(LanceMinHashError):
+    """A task of a distributed (Ray) run failed; nothing was committed. ``failures`` maps each
+    failed task's fragment ids (a build) or shard indices (pairs, clusters) to its error."""
+
+    def __init__(self, message: str, failures: dict | None = None):
+        super().__init__(message)
+        self.failures = dict(failures or {})

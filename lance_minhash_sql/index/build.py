@@ -65,7 +65,7 @@ from .sign import signer_for
 from .spill import SPILL_PREFIX, BandSorter, plan_sort
 
 __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "WrittenSegment", "write_segment",
-           "signed_batches", "check_segment_rows", "release_memory"]
+           "prepare_build", "sign_fragments", "signed_batches", "check_segment_rows", "release_memory"]
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
 _SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
@@ -360,16 +360,16 @@ class _Writer:
 
 @dataclass
 class WrittenSegment:
-    """What :func:`write_segment` wrote and committed."""
+    """What :func:`write_segment` wrote (and committed, unless ``commit`` was None)."""
 
     seg: manifest.NewSegment
     rows: int  # docs in the segment (rows with a signature)
     spilled_bytes: int
     bytes: int  # size of the two files
-    dataset: Any  # the dataset version the commit made
+    dataset: Any  # the dataset version the commit made (None: left uncommitted)
 
 
-def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit, check=None,
+def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit=None, check=None,
                   progress_rows: int = 0, progress: bool = False, storage_options: dict | None = None,
                   desc: str = "signing") -> WrittenSegment:
     """Write one segment from ``rows`` and commit it: the pipeline of every index write
@@ -380,7 +380,10 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
     while its band keys go to the sorter (:class:`~.spill.BandSorter`, sized by ``plan``),
     then the band rows are written in ``(band_key, doc_id)`` order to ``bands.lance``.
     ``check(docs)`` runs once the input is exhausted (it may refuse, e.g. an empty build);
-    ``commit(segment)`` registers the segment and returns the new dataset version.
+    ``commit(segment)`` registers the segment and returns the new dataset version; with
+    ``commit=None`` the written segment is left uncommitted for the caller to commit (a
+    distributed build commits every task's segment in one commit), its marker kept so
+    that a later build removes it if no manifest ever references it.
 
     Atomic: on any exception (``KeyboardInterrupt`` included) the segment folder and the
     spill folder are removed and nothing is committed; a marker (see the module
@@ -454,9 +457,13 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         sorter.close()
 
         size = sum(os.path.getsize(os.path.join(seg.path, f)) for f in (SIGNATURES_FILE, BANDS_FILE))
-        commit_tried = True
-        new_ds = commit(seg)
-        committed = True
+        if commit is None:
+            new_ds = None
+            committed = True  # handed over: the caller commits it or removes it
+        else:
+            commit_tried = True
+            new_ds = commit(seg)
+            committed = True
     finally:
         heap.close()
         if sorter is not None:
@@ -470,7 +477,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
                     keep = True
             if not keep:
                 shutil.rmtree(seg.path, ignore_errors=True)
-        if marker is not None and (committed or not os.path.isdir(seg.path)):
+        if marker is not None and ((committed and commit is not None) or not os.path.isdir(seg.path)):
             _remove_quietly(marker)
     return WrittenSegment(seg, signed, spilled, size, new_ds)
 
@@ -501,6 +508,57 @@ def check_segment_rows(ds, rows: int) -> None:
             f"fewer rows) and commit them together")
 
 
+def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *, commit=None,
+                   progress_rows: int = 0, progress: bool = False, storage_options: dict | None = None,
+                   what: str = "") -> tuple[WrittenSegment, dict]:
+    """Sign the rows of ``fragment_ids`` (every fragment of ``ds``: the whole dataset in
+    scan order) and write them as one segment through :func:`write_segment`, committed by
+    ``commit`` or, with ``commit=None``, left uncommitted (a distributed build's task).
+    Returns the written segment and the scan's counts (``scanned``, ``nulls``).
+
+    A segment without a single signed row is refused with :class:`DatasetError` (Lance
+    would hold an empty segment that can never answer); ``what`` names the rows in that
+    message (e.g. a fragment group).
+    """
+    uri = ds.uri
+    fragment_ids = [int(f) for f in fragment_ids]
+    whole = fragment_ids == manifest.fragment_ids(ds)
+    frag_objs = None if whole else [ds.get_fragment(f) for f in fragment_ids]
+    stats: dict = {}
+    batches = scan_text(ds, column, fragments=frag_objs, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
+                        fragment_readahead=_SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
+
+    def check(signed: int) -> None:
+        scanned, nulls = stats.get("scanned", 0), stats.get("nulls", 0)
+        if signed == 0:
+            what_rows = (f"is NULL in all {scanned:,} rows" if nulls == scanned else
+                         f"has no tokens in any of its {scanned:,} rows ({nulls:,} NULL, the rest empty or "
+                         f"without words for tokenizer {params.tokenizer.base_tokenizer!r})")
+            raise DatasetError(
+                f"column {column!r} of dataset {uri!r}{what} {what_rows}: the index would be empty and "
+                "answer nothing; index a column with text (or another tokenizer)")
+
+    w = write_segment(ds, params, fragment_ids, plan, signed_batches(signer_for(params), batches, stats),
+                      commit=commit, check=check, progress_rows=progress_rows, progress=progress,
+                      storage_options=storage_options)
+    return w, stats
+
+
+def prepare_build(dataset, column: str, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name,
+                  storage_options):
+    """The checks of every build before anything is written: ``(dataset, parameters, index
+    name, MinHash segments it replaces, rows)``; a dataset without rows is refused."""
+    ds = _resolve_dataset(dataset, storage_options)
+    text_field(ds, column)
+    params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
+    replace = _check_bool("replace", replace)
+    index_name, old_segments = _target(ds, column, name, replace)
+    total_rows = int(ds.count_rows())
+    if total_rows == 0:
+        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
+    return ds, params, index_name, old_segments, total_rows
+
+
 def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int | None = None,
                 shingle_size: int = 3, threshold: float | None = None, tokenizer=None,
                 replace: bool = True, name: str | None = None, memory_limit=None,
@@ -520,15 +578,9 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     then unchanged.
     """
     t0 = time.perf_counter()
-    ds = _resolve_dataset(dataset, storage_options)
-    text_field(ds, column)
-    params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
-    replace = _check_bool("replace", replace)
     progress = _check_bool("progress", progress)
-    index_name, old_segments = _target(ds, column, name, replace)
-    total_rows = int(ds.count_rows())
-    if total_rows == 0:
-        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
+    ds, params, index_name, old_segments, total_rows = prepare_build(
+        dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
     check_segment_rows(ds, total_rows)
     plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     frags = manifest.fragment_ids(ds)
@@ -536,27 +588,12 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
 
     cleanup_leftovers(uri, storage_options)
 
-    stats: dict = {}
-    batches = scan_text(ds, column, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
-                        fragment_readahead=_SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
-
-    def check(signed: int) -> None:
-        scanned, nulls = stats.get("scanned", 0), stats.get("nulls", 0)
-        if signed == 0:
-            what = (f"is NULL in all {scanned:,} rows" if nulls == scanned else
-                    f"has no tokens in any of its {scanned:,} rows ({nulls:,} NULL, the rest empty or "
-                    f"without words for tokenizer {params.tokenizer.base_tokenizer!r})")
-            raise DatasetError(
-                f"column {column!r} of dataset {uri!r} {what}: the index would be empty and answer "
-                "nothing; index a column with text (or another tokenizer)")
-
     def commit(seg):
         return manifest.commit_replacing(ds, index_name, column, [seg], removed=old_segments,
                                          storage_options=storage_options)
 
-    w = write_segment(ds, params, frags, plan, signed_batches(signer_for(params), batches, stats),
-                      commit=commit, check=check, progress_rows=total_rows, progress=progress,
-                      storage_options=storage_options)
+    w, stats = sign_fragments(ds, column, params, frags, plan, commit=commit, progress_rows=total_rows,
+                              progress=progress, storage_options=storage_options)
     return BuildResult(
         index_name=index_name, column=column, num_hashes=params.num_hashes,
         num_bands=params.num_bands, rows_per_band=params.rows_per_band,

@@ -50,7 +50,7 @@ pair, i.e. the components of the graph of :func:`.pairs.pairs`):
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +61,7 @@ from ..kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from ..kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from .pairs import Shard, load_shard, plan_shards, run_ordered, shard_windows
 
-__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "shard_links"]
+__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "components", "shard_links"]
 
 CLUSTERS_SCHEMA = pa.schema([
     pa.field("_rowid", pa.uint64(), nullable=False),
@@ -109,9 +109,16 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: d
     row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``."""
     shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
     total = shards[0].plan.total_docs if shards else 0
+    return components(total, run_ordered(shards, shard_links))
+
+
+def components(total: int, links: Iterable[tuple[str, np.ndarray, np.ndarray]]) -> pa.Table:
+    """The clusters table of :func:`clusters` from :func:`shard_links` output of every shard
+    (in any order) over ``total`` global docs: union-find, then one row per member of a
+    component of two or more."""
     parent, size = new_union_find(total)
     rowid_of = np.zeros(total, dtype=np.uint64)
-    for kind, a, b in run_ordered(shards, shard_links):
+    for kind, a, b in links:
         if kind == "rows":
             rowid_of[a] = b
         else:
