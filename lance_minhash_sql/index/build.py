@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
-from ..io import manifest
+from ..io import manifest, store
 from ..io.details import TYPE_URL
 from ..io.scan import open_dataset, scan_text, text_field
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWriter
@@ -173,8 +173,8 @@ def cleanup_leftovers(uri: str, storage_options: dict | None = None) -> list[str
                 continue  # not a marker this module wrote: leave it alone
             if referenced is None or rec.get("read_version") is not None:
                 referenced = manifest.referenced_index_uuids(uri, rec.get("read_version"), storage_options)
-            if seg_uuid not in referenced and os.path.isdir(seg_path):
-                shutil.rmtree(seg_path)
+            if seg_uuid not in referenced and store.dir_exists(seg_path, storage_options):
+                store.remove_dir(seg_path, storage_options)
                 removed.append(seg_path)
             spill = rec.get("spill")
             if spill and os.path.basename(os.path.normpath(spill)).startswith(SPILL_PREFIX):
@@ -433,6 +433,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         if check is not None:
             check(signed)
         sig_writer.close()
+        seg.sizes[SIGNATURES_FILE] = sig_writer.size_bytes
         sig_writer = None
         sorter.finish()
         if plan.tight:
@@ -453,10 +454,11 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         finally:
             writer.close()
         bands_writer.close()
+        seg.sizes[BANDS_FILE] = bands_writer.size_bytes
         spilled = sorter.spilled_bytes
         sorter.close()
 
-        size = sum(os.path.getsize(os.path.join(seg.path, f)) for f in (SIGNATURES_FILE, BANDS_FILE))
+        size = sum(manifest.segment_file_size(seg, f) for f in (SIGNATURES_FILE, BANDS_FILE))
         if commit is None:
             new_ds = None
             committed = True  # handed over: the caller commits it or removes it
@@ -476,8 +478,9 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
                 except Exception:  # cannot tell: keep the folder, a later cleanup decides
                     keep = True
             if not keep:
-                shutil.rmtree(seg.path, ignore_errors=True)
-        if marker is not None and ((committed and commit is not None) or not os.path.isdir(seg.path)):
+                store.remove_dir(seg.path, storage_options)
+        if marker is not None and ((committed and commit is not None)
+                                   or not store.dir_exists(seg.path, storage_options)):
             _remove_quietly(marker)
     return WrittenSegment(seg, signed, spilled, size, new_ds)
 

@@ -54,7 +54,6 @@ from __future__ import annotations
 import json
 import numbers
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -63,7 +62,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
-from ..io import manifest
+from ..io import manifest, store
 from ..io.scan import open_dataset
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
@@ -203,10 +202,11 @@ def _build_task(uri: str, version: int, column: str, params: MinHashParams, frag
     return _GroupSegment(w.seg, w.rows, int(stats.get("scanned", 0)), w.bytes, w.spilled_bytes)
 
 
-def _remove_segments(segs: list[manifest.NewSegment]) -> None:
-    """Remove uncommitted segment folders and their build markers (this machine's)."""
+def _remove_segments(segs: list[manifest.NewSegment], storage_options: dict | None) -> None:
+    """Remove uncommitted segment folders (or object-store prefixes) and their build markers
+    (this machine's)."""
     for seg in segs:
-        shutil.rmtree(seg.path, ignore_errors=True)
+        store.remove_dir(seg.path, storage_options)
         try:
             os.remove(os.path.join(marker_dir(), f"{seg.uuid}.json"))
         except FileNotFoundError:
@@ -276,7 +276,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
         except Exception as exc:  # a task's error (Ray wraps it) or a lost worker
             failed[tuple(groups[i])] = _cause(exc)
     if failed:
-        _remove_segments([g.seg for g in done.values()])
+        _remove_segments([g.seg for g in done.values()], storage_options)
         what = "; ".join(f"fragments {list(f)}: {why}" for f, why in failed.items())
         raise DistributedTaskError(
             f"{len(failed)} of {len(groups)} build task(s) on {column!r} of {uri!r} failed ({what}); nothing was "
@@ -295,7 +295,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
             referenced = manifest.referenced_index_uuids(uri, None, storage_options)
         except Exception:  # cannot tell: a later build's cleanup decides
             referenced = {g.seg.uuid for g in got}
-        _remove_segments([g.seg for g in got if g.seg.uuid not in referenced])
+        _remove_segments([g.seg for g in got if g.seg.uuid not in referenced], storage_options)
         raise
     for g in got:  # committed: their markers are done with
         try:

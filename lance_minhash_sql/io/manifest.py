@@ -22,6 +22,7 @@ from ..errors import DatasetError, ParameterMismatchError
 from ..params import INDEX_VERSION, MinHashParams
 from .details import TYPE_URL, encode_details
 from .segments import BANDS_FILE, SIGNATURES_FILE, open_segment
+from .store import is_remote, make_dir
 
 __all__ = ["SegmentInfo", "NewSegment", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
@@ -53,6 +54,9 @@ class NewSegment:
     path: str
     fragment_ids: frozenset
     params: MinHashParams
+    # file name -> size in bytes, as the file writers report it once closed (object
+    # stores have no cheap stat; the writer knows the size it wrote)
+    sizes: dict = field(default_factory=dict, compare=False)
 
 
 def default_index_name(column: str) -> str:
@@ -86,8 +90,17 @@ def new_segment(ds: "lance.LanceDataset", fragment_ids, params: MinHashParams) -
     """A fresh segment folder under ``_indices/`` (invisible to readers until committed)."""
     seg_uuid = str(uuidlib.uuid4())
     path = segment_dir(ds, seg_uuid)
-    os.makedirs(path, exist_ok=False)
+    make_dir(path)
     return NewSegment(seg_uuid, path, frozenset(int(f) for f in fragment_ids), params)
+
+
+def segment_file_size(seg: NewSegment, name: str) -> int:
+    """Size of a written segment file: what its writer reported, else (a local file) a stat."""
+    if name in seg.sizes:
+        return int(seg.sizes[name])
+    if is_remote(seg.path):
+        raise DatasetError(f"segment file {name} of {seg.uuid} has no recorded size; write it with the segment writers")
+    return os.path.getsize(os.path.join(seg.path, name))
 
 
 def _index(seg_uuid: str, name: str, field_id: int, version: int, fragment_ids, params: MinHashParams,
@@ -131,8 +144,7 @@ def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[
     check_same_params(ds, name, column, new, removed, storage_options)
     new_indices = []
     for seg in new:
-        files = [IndexFile(path=f, size_bytes=os.path.getsize(os.path.join(seg.path, f)))
-                 for f in (SIGNATURES_FILE, BANDS_FILE)]
+        files = [IndexFile(path=f, size_bytes=segment_file_size(seg, f)) for f in (SIGNATURES_FILE, BANDS_FILE)]
         new_indices.append(_index(seg.uuid, name, field_id, ds.version, seg.fragment_ids, seg.params, files))
     old = [_index(s.uuid, s.name, s.field_id, s.dataset_version, s.fragment_ids,
                   removed_params or new[0].params, None) for s in removed]

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DatasetError
+from .store import check_uri, is_remote, redact, redact_uri
 
 __all__ = ["open_dataset", "text_field", "scan_text", "read_rows"]
 
@@ -19,11 +20,14 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
     """``lance.dataset(uri)`` with a clear error when it is missing or unreadable."""
     if not isinstance(uri, str) or not uri:
         raise DatasetError(f"dataset={uri!r} must be a non-empty path or URI of a Lance dataset")
+    check_uri(uri)
     try:
         return lance.dataset(uri, version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
-        msg = str(exc).splitlines()[0][:300]
-        raise DatasetError(f"dataset {uri!r} cannot be opened as a Lance dataset ({msg}); check the path") from None
+        msg = redact(str(exc).splitlines()[0][:300], storage_options)
+        where = ("check the URI, the bucket, the credentials and the endpoint in storage_options"
+                 if is_remote(uri) else "check the path")
+        raise DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); {where}") from None
 
 
 def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field:

@@ -103,6 +103,7 @@ class SignaturesWriter:
         self._w.add_schema_metadata(KEY_DETAILS, details_hex(self.params))
         self._w.add_schema_metadata(KEY_VERSION, str(INDEX_VERSION))
         self._w.close()
+        self.size_bytes = int(self._w.size_bytes)
 
 
 class BandsWriter:
@@ -159,6 +160,7 @@ class BandsWriter:
         for k, v in meta.items():
             self._w.add_schema_metadata(k, v)
         self._w.close()
+        self.size_bytes = int(self._w.size_bytes)
 
 
 def _metadata(reader: LanceFileReader, path: str):
@@ -197,6 +199,7 @@ class SegmentFiles:
     num_band_rows: int
     bands: LanceFileReader
     signatures: LanceFileReader
+    storage_options: dict | None = None
 
     def read_bands(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``(band_key, doc_id)`` of band rows ``[start, start + count)``."""
@@ -206,12 +209,14 @@ class SegmentFiles:
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
 
     def read_rowids(self) -> np.ndarray:
-        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"])
+        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"],
+                                 storage_options=self.storage_options)
         return reader.read_all(batch_size=1 << 20).to_table().column(0).to_numpy()
 
     def read_signatures(self, docs: np.ndarray | None = None, start: int = 0, count: int | None = None) -> np.ndarray:
         """``uint16[m, k]`` signatures of sorted doc ids, or of a contiguous doc range."""
-        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["signature"])
+        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["signature"],
+                                 storage_options=self.storage_options)
         if docs is not None:
             t = reader.take_rows(np.asarray(docs, dtype=np.uint64).tolist()).to_table() if len(docs) else None
         else:
@@ -310,5 +315,5 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(f"{bpath}: page table has {len(table)} entries, expected ceil({band_rows} / {page_rows})")
     if len(table) > 1 and not (table[1:] >= table[:-1]).all():
         raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
-    return SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs)
+    return SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options)
 

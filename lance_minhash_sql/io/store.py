@@ -1,0 +1,107 @@
+"""Where a dataset lives: local paths and object-store URIs (``s3://``, ``gs://``, ``az://``...).
+
+Everything here goes through Lance's own object store (``LanceFileSession``) for URIs, so
+the same ``storage_options`` (``aws_access_key_id``, ``aws_secret_access_key``,
+``aws_region``, ``aws_endpoint``, ``allow_http``...) reach every read, write and delete.
+Object stores have no folders: a segment "folder" is a key prefix, created by its first
+file and removed by deleting its files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from urllib.parse import urlsplit
+
+from lance.file import LanceFileSession
+
+from ..errors import DatasetError
+
+__all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "make_dir", "remove_dir", "dir_exists",
+           "SECRET_KEYS"]
+
+# URI schemes Lance 14 opens (file:// and memory:// are local to the process)
+SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfss", "oss", "hf", "file", "file+uring", "memory")
+SECRET_KEYS = ("aws_secret_access_key", "secret_access_key", "aws_session_token", "session_token",
+               "google_service_account_key", "azure_storage_account_key", "account_key",
+               "azure_storage_sas_token", "sas_token", "oss_secret_access_key", "token", "hf_token")
+
+
+def _scheme(uri: str) -> str | None:
+    if "://" not in uri:
+        return None
+    return uri.split("://", 1)[0].lower()
+
+
+def is_remote(uri: str) -> bool:
+    """True for an object-store URI (anything with a scheme other than ``file://``)."""
+    return _scheme(uri) not in (None, "file", "file+uring")
+
+
+def local_path(uri: str) -> str:
+    return uri[len("file://"):] if uri.startswith("file://") else uri
+
+
+def check_uri(uri: str) -> None:
+    """Refuse a URI scheme Lance cannot open, before Lance tries."""
+    scheme = _scheme(uri)
+    if scheme is not None and scheme not in SCHEMES:
+        raise DatasetError(
+            f"dataset {redact_uri(uri)!r} has URI scheme {scheme!r}, which Lance cannot open; use a local path "
+            f"or one of {', '.join(s + '://' for s in SCHEMES if s not in ('memory', 'file+uring'))}")
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` without any ``user:password@`` part."""
+    if "://" not in uri:
+        return uri
+    parts = urlsplit(uri)
+    if parts.password is None and parts.username is None:
+        return uri
+    host = parts.hostname or ""
+    return uri.replace(parts.netloc, host + (f":{parts.port}" if parts.port else ""), 1)
+
+
+def redact(text: str, storage_options: dict | None) -> str:
+    """``text`` with every secret value of ``storage_options`` replaced by ``***``."""
+    if not storage_options:
+        return text
+    for k, v in storage_options.items():
+        v = str(v)
+        if len(v) >= 4 and (str(k).lower() in SECRET_KEYS or "secret" in str(k).lower()
+                            or "token" in str(k).lower() or "key" in str(k).lower() and "id" not in str(k).lower()):
+            text = text.replace(v, "***")
+    return text
+
+
+def _session(uri: str, storage_options: dict | None) -> LanceFileSession:
+    return LanceFileSession(uri, storage_options=storage_options or None)
+
+
+def make_dir(path: str) -> None:
+    """Create a fresh local folder; nothing for an object store (prefixes need no creation)."""
+    if not is_remote(path):
+        os.makedirs(local_path(path), exist_ok=False)
+
+
+def dir_exists(path: str, storage_options: dict | None = None) -> bool:
+    if not is_remote(path):
+        return os.path.isdir(local_path(path))
+    return bool(_session(path, storage_options).list())
+
+
+def remove_dir(path: str, storage_options: dict | None = None) -> None:
+    """Delete a folder / every object under a prefix; missing is fine, errors are quiet
+    (callers use it to undo a failed build, where the first error is the one to report)."""
+    if not is_remote(path):
+        shutil.rmtree(local_path(path), ignore_errors=True)
+        return
+    try:
+        session = _session(path, storage_options)
+        for name in session.list():
+            try:
+                session.delete_file(name)
+            except OSError:
+                pass
+    except (OSError, ValueError, RuntimeError):
+        pass

@@ -1,0 +1,58 @@
+"""Index builds on an S3-compatible store (moto on localhost)."""
+
+from __future__ import annotations
+
+import logging
+
+import lance
+import pyarrow as pa
+import pytest
+
+from s3server import S3Server
+
+from lance_minhash_sql.corpus import CorpusSpec, generate_batches
+from lance_minhash_sql.errors import DatasetError
+from lance_minhash_sql.index.build import build_index
+
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+@pytest.fixture(scope="session")
+def s3():
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
+def test_build_writes_segment_files_to_the_store(s3):
+    bucket = s3.make_bucket("lms-build")
+    uri = f"s3://{bucket}/corpus.lance"
+    opts = s3.storage_options()
+    table = pa.Table.from_batches(list(generate_batches(1500, CorpusSpec(seed=3))))
+    lance.write_dataset(table, uri, storage_options=opts, max_rows_per_file=1000)
+    res = build_index(uri, "text", storage_options=opts)
+    assert res.rows_indexed == 1500 and res.segments == 1
+    seg = res.segment_uuids[0]
+    sizes = {o["Key"]: o["Size"] for o in s3.client().list_objects_v2(
+        Bucket=bucket, Prefix=f"corpus.lance/_indices/{seg}/")["Contents"]}
+    assert set(sizes) == {f"corpus.lance/_indices/{seg}/{f}" for f in ("bands.lance", "signatures.lance")}
+    assert res.bytes == sum(sizes.values())  # the writers' reported sizes are the stored sizes
+    ds = lance.dataset(uri, storage_options=opts)
+    assert [i["uuid"] for i in ds.list_indices()] == [seg]
+
+
+def test_unsupported_scheme_is_refused_without_the_secret(s3):
+    opts = s3.storage_options()
+    with pytest.raises(DatasetError) as err:
+        build_index("ftp://user:hunter2pass@host/corpus.lance", "text", storage_options=opts)
+    msg = str(err.value)
+    assert "'ftp'" in msg and "ftp://host/corpus.lance" in msg
+    assert "hunter2pass" not in msg and s3.SECRET_KEY not in msg
+
+
+def test_missing_bucket_names_the_uri_not_the_secret(s3):
+    opts = s3.storage_options()
+    with pytest.raises(DatasetError) as err:
+        build_index("s3://lms-no-such-bucket/corpus.lance", "text", storage_options=opts)
+    assert "s3://lms-no-such-bucket/corpus.lance" in str(err.value)
+    assert s3.SECRET_KEY not in str(err.value)
