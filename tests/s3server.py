@@ -1,10 +1,25 @@
-"""A local S3-compatible server (moto) that counts the requests and bytes it serves."""
+"""A local S3-compatible server (moto) in its own process that counts the requests and
+bytes it serves.
+
+The server runs in a child process, as a real store would: the client under test shares
+no interpreter (and no GIL) with it. Two extra paths answer the tests and benchmarks:
+``GET /_lms/counts`` gives the requests by method and the response bytes since the last
+``POST /_lms/reset``.
+
+Run by hand: ``python tests/s3server.py --port 5005``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
-from dataclasses import dataclass, field
+import time
+import urllib.request
 
 
 def free_port() -> int:
@@ -13,68 +28,99 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@dataclass
-class Counter:
-    """Requests by method, and response bytes, since the last :meth:`reset`."""
-
-    requests: dict = field(default_factory=dict)
-    bytes_out: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.requests = {}
-            self.bytes_out = 0
-
-    def total(self) -> int:
-        return sum(self.requests.values())
-
-    def snapshot(self) -> dict:
-        with self.lock:
-            return {"requests": sum(self.requests.values()), "by_method": dict(self.requests),
-                    "bytes": self.bytes_out}
-
-
 class _Counting:
     """WSGI middleware: counts each request and the bytes of each response body."""
 
-    def __init__(self, app, counter: Counter):
+    def __init__(self, app):
         self.app = app
-        self.counter = counter
+        self.lock = threading.Lock()
+        self.requests: dict = {}
+        self.bytes_out = 0
+        self.log: list = []  # (method, path, range) of each request since the last reset
+
+    def _answer(self, start_response, body: dict):
+        data = json.dumps(body).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
 
     def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path == "/_lms/counts":
+            with self.lock:
+                return self._answer(start_response, {"requests": sum(self.requests.values()),
+                                                     "by_method": dict(self.requests), "bytes": self.bytes_out,
+                                                     "log": list(self.log)})
+        if path == "/_lms/reset":
+            with self.lock:
+                self.requests, self.bytes_out, self.log = {}, 0, []
+            return self._answer(start_response, {"ok": True})
         method = environ.get("REQUEST_METHOD", "?")
-        with self.counter.lock:
-            self.counter.requests[method] = self.counter.requests.get(method, 0) + 1
-        for chunk in self.app(environ, start_response):
-            with self.counter.lock:
-                self.counter.bytes_out += len(chunk)
+        with self.lock:
+            self.requests[method] = self.requests.get(method, 0) + 1
+            if len(self.log) < 100_000:
+                self.log.append((method, path, environ.get("HTTP_RANGE", "")))
+        return self._count(self.app(environ, start_response))
+
+    def _count(self, chunks):
+        for chunk in chunks:
+            with self.lock:
+                self.bytes_out += len(chunk)
             yield chunk
 
 
 class S3Server:
-    """``moto`` on ``127.0.0.1:<free port>`` behind the counting middleware."""
+    """``moto`` on ``127.0.0.1:<free port>`` in a child process, behind the counting middleware."""
 
     ACCESS_KEY = "lms-test-access-key"
     SECRET_KEY = "lms-test-SECRET-9f8e7d6c5b4a"
     REGION = "us-east-1"
 
-    def __init__(self):
-        from moto.server import ThreadedMotoServer
-
-        self.port = free_port()
+    def __init__(self, port: int | None = None):
+        self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.counter = Counter()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._proc: subprocess.Popen | None = None
 
-    def start(self) -> "S3Server":
-        self._server.start()
-        wsgi = self._server._server  # werkzeug's server; wrap its app
-        wsgi.app = _Counting(wsgi.app, self.counter)
-        return self
+    def start(self, timeout: float = 60.0) -> "S3Server":
+        self._proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--port", str(self.port)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.counts()
+                return self
+            except OSError:
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the moto S3 server on port {self.port} did not start") from None
+                time.sleep(0.1)
 
     def stop(self) -> None:
-        self._server.stop()
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+
+    def __enter__(self) -> "S3Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _get(self, path: str, method: str = "GET") -> dict:
+        req = urllib.request.Request(self.endpoint + path, method=method)
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def counts(self) -> dict:
+        """``{"requests": n, "by_method": {...}, "bytes": n, "log": [(method, path, range)]}``
+        since the last reset."""
+        return self._get("/_lms/counts")
+
+    def reset(self) -> None:
+        self._get("/_lms/reset", "POST")
 
     def client(self):
         import boto3
@@ -97,3 +143,22 @@ class S3Server:
         for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             out += [o["Key"] for o in page.get("Contents", [])]
         return out
+
+
+def _serve(port: int) -> None:
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    wsgi = server._server  # werkzeug's server; wrap its app
+    wsgi.app = _Counting(wsgi.app)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, required=True)
+    _serve(ap.parse_args().port)
