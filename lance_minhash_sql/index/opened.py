@@ -51,6 +51,7 @@ from ..io.rowids import FragReuse, frag_reuse
 from ..io.rowids import remap as remap_rowids
 from ..io.scan import open_dataset, scan_text, text_field
 from ..io.segments import SegmentFiles, open_segment
+from ..io.store import is_remote
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, window_indices, window_plan,
                            window_rows)
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
@@ -82,6 +83,11 @@ CACHE_ENV = "LANCE_MINHASH_CACHE_BYTES"
 # reads stream at 160-220 MB/s.
 READ_CALL_SECONDS = 5e-4
 READ_BYTES_PER_SECOND = 180e6
+# Object stores: a round trip of tens of milliseconds (S3 first byte: 10-50 ms) and one
+# stream at about 100 MB/s. Remote segments charge the estimates, not the measured time,
+# to the ski rental below, so a slow store cannot make a whole-file read look cheap.
+REMOTE_READ_CALL_SECONDS = 0.03
+REMOTE_READ_BYTES_PER_SECOND = 100e6
 PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
@@ -477,6 +483,9 @@ class SegmentEntry:
         self.remap = None
         self.rent_bands = 0.0  # seconds spent on partial reads
         self.rent_docs = 0.0
+        self.remote = files is not None and is_remote(files.seg_dir)
+        self.call_seconds = REMOTE_READ_CALL_SECONDS if self.remote else READ_CALL_SECONDS
+        self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "docs_read": 0, "full_loads": 0}
 
     @property
@@ -504,6 +513,11 @@ class SegmentEntry:
             self._empty()
             self._settle()
 
+    def _rent(self, t0: float, estimate: float) -> float:
+        """What a partial read costs the ski rental: the time it took (local files), or the
+        estimate (object stores)."""
+        return estimate if self.remote else time.perf_counter() - t0
+
     def _reserve(self, extra: int) -> bool:
         return self.cached and _the_cache().reserve(self.key, extra)
 
@@ -530,7 +544,7 @@ class SegmentEntry:
             if rows.size:
                 t0 = time.perf_counter()
                 t = self.files.bands.take_rows(rows.tolist(), batch_size=max(1024, rows.size)).to_table()
-                self.rent_bands += time.perf_counter() - t0
+                self.rent_bands += self._rent(t0, self.call_seconds + rows.size * 12 / self.bytes_per_second)
                 self.stats["window_rows_read"] += int(rows.size)
                 win_keys = _readonly(np.ascontiguousarray(t.column(0).to_numpy()))
                 win_docs = _readonly(np.ascontiguousarray(t.column(1).to_numpy()))
@@ -559,8 +573,8 @@ class SegmentEntry:
             return store.arrays()
         runs = _runs(missing, PAGE_GAP)
         pages = sum(c for _, c in runs)
-        partial = len(runs) * READ_CALL_SECONDS + pages * store.page_rows * 12 / READ_BYTES_PER_SECOND
-        whole = store.file_bytes() / READ_BYTES_PER_SECOND
+        partial = len(runs) * self.call_seconds + pages * store.page_rows * 12 / self.bytes_per_second
+        whole = store.file_bytes() / self.bytes_per_second
         if self.files is not None and whole_read_pays(self.rent_bands, partial, whole):
             extra = store.file_bytes() + store.page_table.nbytes + store.num_pages * 4 - store.nbytes
             if self._reserve(extra):
@@ -579,7 +593,7 @@ class SegmentEntry:
             rows = min(count * pr, store.num_rows - start)
             keys, docs = self.files.read_bands(start, rows)
             store.add_pages(first, count, keys, docs)
-        self.rent_bands += time.perf_counter() - t0
+        self.rent_bands += self._rent(t0, partial)
         self.stats["band_pages_read"] += int(missing.size)
         if store is self.bands:
             self._settle()
@@ -608,8 +622,9 @@ class SegmentEntry:
         missing = store.missing(docs)
         if missing.size == 0:
             return store.arrays()
-        partial = READ_CALL_SECONDS + missing.size * TAKE_ROW_SECONDS
-        whole = store.file_bytes() / READ_BYTES_PER_SECOND
+        partial = self.call_seconds + missing.size * (TAKE_ROW_SECONDS if not self.remote
+                                                      else store.row_bytes / self.bytes_per_second)
+        whole = store.file_bytes() / self.bytes_per_second
         if self.files is not None and whole_read_pays(self.rent_docs, partial, whole):
             extra = store.file_bytes() - store.nbytes
             if self._reserve(extra):
@@ -630,7 +645,7 @@ class SegmentEntry:
             rowids = self.map_rowids(t.column(0).to_numpy())
             sig = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
             store.add_docs(part, rowids, sig)
-        self.rent_docs += time.perf_counter() - t0
+        self.rent_docs += self._rent(t0, partial)
         self.stats["docs_read"] += int(missing.size)
         if store is self.docs:
             self._settle()
