@@ -535,7 +535,9 @@ class SegmentEntry:
         kind = np.zeros((nq, nb), dtype=np.uint8)
         win_docs = _readonly(np.empty(0, dtype=np.uint32))
         resolved = None
-        if not store.full and self.files is not None:
+        # On an object store every take costs a round trip per storage chunk however few
+        # rows it wants, so whole pages (cached for later queries) cost what windows cost.
+        if not store.full and self.files is not None and not self.remote:
             slot_ro = _readonly(store.page_slot)
             ws, we = window_plan(qkeys, lo, hi, store.page_table, slot_ro, store.page_rows, store.num_rows,
                                  WINDOW_ROWS)
@@ -573,7 +575,8 @@ class SegmentEntry:
             return store.arrays()
         runs = _runs(missing, PAGE_GAP)
         pages = sum(c for _, c in runs)
-        partial = len(runs) * self.call_seconds + pages * store.page_rows * 12 / self.bytes_per_second
+        calls = 1 if self.remote else len(runs)  # remote runs go in one concurrent take
+        partial = calls * self.call_seconds + pages * store.page_rows * 12 / self.bytes_per_second
         whole = store.file_bytes() / self.bytes_per_second
         if self.files is not None and whole_read_pays(self.rent_bands, partial, whole):
             extra = store.file_bytes() + store.page_table.nbytes + store.num_pages * 4 - store.nbytes
@@ -587,12 +590,22 @@ class SegmentEntry:
         else:
             store = store.copy_pages(need)  # transient: not cached
         t0 = time.perf_counter()
-        for first, count in runs:
-            pr = store.page_rows
-            start = first * pr
-            rows = min(count * pr, store.num_rows - start)
-            keys, docs = self.files.read_bands(start, rows)
-            store.add_pages(first, count, keys, docs)
+        pr = store.page_rows
+        spans = [(first, count, first * pr, min(count * pr, store.num_rows - first * pr)) for first, count in runs]
+        if self.remote and len(spans) > 1:
+            # one take: Lance fetches every run's chunks concurrently, a run of calls would
+            # wait for each round trip (and re-read each page's chunk table) in turn
+            rows = np.concatenate([np.arange(start, start + n, dtype=np.uint64) for _, _, start, n in spans])
+            t = self.files.bands.take_rows(rows.tolist(), batch_size=max(1024, rows.size)).to_table()
+            all_keys, all_docs = t.column(0).to_numpy(), t.column(1).to_numpy()
+            at = 0
+            for first, count, _, n in spans:
+                store.add_pages(first, count, all_keys[at:at + n], all_docs[at:at + n])
+                at += n
+        else:
+            for first, count, start, n in spans:
+                keys, docs = self.files.read_bands(start, n)
+                store.add_pages(first, count, keys, docs)
         self.rent_bands += self._rent(t0, partial)
         self.stats["band_pages_read"] += int(missing.size)
         if store is self.bands:
