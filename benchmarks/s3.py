@@ -20,6 +20,10 @@ Request figures (top-10, columns ``id`` and ``text``):
 * *repeated query*: the previous query again;
 * *prewarmed*: ours after ``prewarm`` (signatures and band pages in the process cache).
 
+Ours is asked by URI, which checks for a newer dataset version on every query (one LIST
+request), and, in the third column, given a ``LanceDataset`` object pinned to its
+version, as Lance is.
+
 Timing figures, ``--work-rows`` rows written both to local disk and to the S3 server:
 build (ours), one warm search (median), pairs at 0.8 (ours).
 """
@@ -78,8 +82,8 @@ def request_figures(s3, uri: str, opts: dict, qs: list[str]) -> dict:
     from lance_minhash_sql.index.prewarm import prewarm
     from lance_minhash_sql.index.search import search
 
-    def ours(q):
-        return search(uri, "text", q, K, columns=COLUMNS, storage_options=opts)
+    def ours(q, where=uri):
+        return search(where, "text", q, K, columns=COLUMNS, storage_options=opts)
 
     def native(ds, q):
         return ds.to_table(nearest=MinHashQuery(q, "text"), limit=K, columns=COLUMNS + ["_distance"],
@@ -89,38 +93,52 @@ def request_figures(s3, uri: str, opts: dict, qs: list[str]) -> dict:
         return (a.column("_rowid").to_pylist() == b.column("_rowid").to_pylist()
                 and a.column("_distance").to_pylist() == b.column("_distance").to_pylist())
 
-    fig = {k: {"ours": [], "lance": []} for k in ("first", "new", "repeat")}
-    fig["prewarmed"] = {"ours": [], "lance": []}
+    fig = {k: {"ours": [], "pinned": [], "lance": []} for k in ("first", "new", "repeat", "prewarmed")}
     mismatches = 0
     first, rest = qs[: len(qs) // 2], qs[len(qs) // 2:]
     for q in first:  # a fresh process state per query
         clear_cache()
         a, ca = counted(s3, lambda: ours(q))
         b, cb = counted(s3, lambda: native(lance.dataset(uri, storage_options=opts), q))
+        clear_cache()
+        c, cc = counted(s3, lambda: ours(q, lance.dataset(uri, storage_options=opts)))
         fig["first"]["ours"].append(ca)
+        fig["first"]["pinned"].append(cc)
         fig["first"]["lance"].append(cb)
-        mismatches += not same(a, b)
+        mismatches += (not same(a, b)) + (not same(c, b))
     ds = lance.dataset(uri, storage_options=opts)
-    for q in rest:  # index open on both sides
-        a, ca = counted(s3, lambda: ours(q))
+    mine = lance.dataset(uri, storage_options=opts)
+
+    def round_of(kind, q):
+        nonlocal mismatches
         b, cb = counted(s3, lambda: native(ds, q))
-        fig["new"]["ours"].append(ca)
-        fig["new"]["lance"].append(cb)
-        a2, ca2 = counted(s3, lambda: ours(q))
-        b2, cb2 = counted(s3, lambda: native(ds, q))
-        fig["repeat"]["ours"].append(ca2)
-        fig["repeat"]["lance"].append(cb2)
-        mismatches += (not same(a, b)) + (not same(a2, b2))
+        a, ca = counted(s3, lambda: ours(q))
+        fig[kind]["ours"].append(ca)
+        fig[kind]["lance"].append(cb)
+        mismatches += not same(a, b)
+
+    def pinned_round(kind, q):
+        nonlocal mismatches
+        b = native(ds, q)
+        c, cc = counted(s3, lambda: ours(q, mine))
+        fig[kind]["pinned"].append(cc)
+        mismatches += not same(c, b)
+
+    for q in rest:  # index open on both sides
+        round_of("new", q)
+        round_of("repeat", q)
+    clear_cache()
+    ours(rest[0], mine)
+    for q in rest[1:]:  # the same with a pinned dataset object
+        pinned_round("new", q)
+        pinned_round("repeat", q)
     t0 = time.perf_counter()
     _, cw = counted(s3, lambda: prewarm(uri, "text", storage_options=opts))
     print(f"prewarm: {cw['requests']} requests, {cw['bytes'] / 1e6:.0f} MB, {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     for q in first:  # queries not asked on this open index, answered from the cache
-        a, ca = counted(s3, lambda: ours(q))
-        b, cb = counted(s3, lambda: native(ds, q))
-        fig["prewarmed"]["ours"].append(ca)
-        fig["prewarmed"]["lance"].append(cb)
-        mismatches += not same(a, b)
+        round_of("prewarmed", q)
+        pinned_round("prewarmed", q)
     out = {k: {who: summarize(v) for who, v in d.items()} for k, d in fig.items()}
     out["prewarm"] = {"requests": cw["requests"], "mb": cw["bytes"] / 1e6}
     out["mismatches"] = mismatches
@@ -194,13 +212,17 @@ def main() -> None:
 
     print(f"\nrequests per top-{K} query at the S3 server, {args.rows:,}-row index "
           f"(median [max], KB median); answers differing from Lance: {req['mismatches']}")
-    print(f"{'':24}{'ours':>22}{'lance':>22}{'ratio (lance/ours)':>20}")
+    print(f"{'':24}{'ours (URI)':>22}{'ours (LanceDataset)':>22}{'lance':>22}{'lance / ours':>14}")
+
+    def cell(f):
+        return f"{f['requests_median']:>8.0f} [{f['requests_max']:>3}] {f['kb_median']:>7.0f} KB"
+
     for k, label in (("first", "first query"), ("new", "new query, open index"), ("repeat", "repeated query"),
                      ("prewarmed", "prewarmed (ours)")):
-        o, n = req[k]["ours"], req[k]["lance"]
-        ratio = n["requests_median"] / o["requests_median"] if o["requests_median"] else float("inf")
-        print(f"{label:24}{o['requests_median']:>8.0f} [{o['requests_max']:>3}] {o['kb_median']:>7.0f} KB"
-              f"{n['requests_median']:>8.0f} [{n['requests_max']:>3}] {n['kb_median']:>7.0f} KB{ratio:>14.2f}")
+        o, p, n = req[k]["ours"], req[k]["pinned"], req[k]["lance"]
+        ratios = "/".join(f"{n['requests_median'] / x['requests_median']:.2f}" if x["requests_median"] else "inf"
+                          for x in (o, p))
+        print(f"{label:24}{cell(o)}{cell(p)}{cell(n)}{ratios:>14}")
     print(f"prewarm: {req['prewarm']['requests']} requests, {req['prewarm']['mb']:.0f} MB")
     print(f"\n{args.work_rows:,} rows, local disk vs the S3 server (moto)")
     print(f"{'':10}{'build s':>10}{'search p50 ms':>15}{'pairs s':>10}{'pairs':>10}{'pairs requests':>16}")

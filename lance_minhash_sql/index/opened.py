@@ -592,12 +592,11 @@ class SegmentEntry:
         t0 = time.perf_counter()
         pr = store.page_rows
         spans = [(first, count, first * pr, min(count * pr, store.num_rows - first * pr)) for first, count in runs]
-        if self.remote and len(spans) > 1:
+        if self.remote:
             # one take: Lance fetches every run's chunks concurrently, a run of calls would
             # wait for each round trip (and re-read each page's chunk table) in turn
-            rows = np.concatenate([np.arange(start, start + n, dtype=np.uint64) for _, _, start, n in spans])
-            t = self.files.bands.take_rows(rows.tolist(), batch_size=max(1024, rows.size)).to_table()
-            all_keys, all_docs = t.column(0).to_numpy(), t.column(1).to_numpy()
+            rows = np.concatenate([np.arange(start, start + n, dtype=np.int64) for _, _, start, n in spans])
+            all_keys, all_docs = self.files.read_band_rows(rows)
             at = 0
             for first, count, _, n in spans:
                 store.add_pages(first, count, all_keys[at:at + n], all_docs[at:at + n])

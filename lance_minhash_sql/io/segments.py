@@ -24,11 +24,13 @@ import threading
 from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
-from lance.file import LanceFileReader, LanceFileWriter
+from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 
 from ..errors import CorruptIndexError, UnsupportedIndexError
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
+from .chunks import chunked_column, read_columns
 from .details import details_hex, params_from_hex
+from .store import is_remote
 
 __all__ = [
     "SIGNATURES_FILE",
@@ -200,6 +202,18 @@ class SegmentFiles:
     bands: LanceFileReader
     signatures: LanceFileReader
     storage_options: dict | None = None
+    # bands.lance's (band_key, doc_id) columns read by chunk through cached chunk tables
+    # (io/chunks.py); set for object stores, where each read is a request
+    band_chunks: tuple | None = None
+
+    def read_band_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(band_key, doc_id)`` of sorted, distinct band ``rows`` in one batch of reads."""
+        if self.band_chunks is not None:
+            keys, docs = read_columns(list(self.band_chunks), rows)
+            return keys, docs
+        t = self.bands.take_rows(np.asarray(rows, dtype=np.uint64).tolist(),
+                                 batch_size=max(1024, len(rows))).to_table()
+        return t.column(0).to_numpy(), t.column(1).to_numpy()
 
     def read_bands(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """``(band_key, doc_id)`` of band rows ``[start, start + count)``."""
@@ -315,5 +329,19 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(f"{bpath}: page table has {len(table)} entries, expected ceil({band_rows} / {page_rows})")
     if len(table) > 1 and not (table[1:] >= table[:-1]).all():
         raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
-    return SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options)
+    chunks = _band_chunks(seg_dir, bpath, bfile, storage_options) if is_remote(seg_dir) else None
+    return SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options, chunks)
+
+
+def _band_chunks(seg_dir: str, bpath: str, bfile, storage_options) -> tuple | None:
+    """Chunk readers of bands.lance's two columns, or None when its layout is not the one
+    :mod:`.chunks` reads (the Lance reader is used then)."""
+    session = LanceFileSession(seg_dir, storage_options=storage_options or None)
+
+    def read(offset: int, length: int) -> bytes:
+        return session.read_range(BANDS_FILE, offset, length)
+
+    keys = chunked_column(read, bpath, bfile, 0, np.uint64)
+    docs = chunked_column(read, bpath, bfile, 1, np.uint32)
+    return None if keys is None or docs is None else (keys, docs)
 
