@@ -1,4 +1,4 @@
-"""Shared fixtures: Lance native indexes as oracles."""
+"""Shared fixtures: Lance native indexes as oracles; a local S3-compatible server."""
 
 from __future__ import annotations
 
@@ -52,3 +52,17 @@ def native_index(tmp_path):
         return build_native_index(str(tmp_path / f"native{next(counter)}.lance"), table, params, **kw)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A moto S3 server on localhost (tests/s3server.py), one per test session; each test
+    makes its own bucket with ``s3.make_bucket(name)``."""
+    import logging
+
+    from s3server import S3Server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = S3Server().start()
+    yield server
+    server.stop()

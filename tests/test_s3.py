@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-
 import lance
 import pyarrow as pa
 import pytest
 
-from s3server import S3Server
-
 from lance_minhash_sql.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.errors import DatasetError
 from lance_minhash_sql.index.build import build_index
-
-logging.getLogger("werkzeug").setLevel(logging.ERROR)
-
-
-@pytest.fixture(scope="session")
-def s3():
-    server = S3Server().start()
-    yield server
-    server.stop()
 
 
 def test_build_writes_segment_files_to_the_store(s3):
