@@ -4,7 +4,9 @@ bytes it serves.
 The server runs in a child process, as a real store would: the client under test shares
 no interpreter (and no GIL) with it. Two extra paths answer the tests and benchmarks:
 ``GET /_lms/counts`` gives the requests by method and the response bytes since the last
-``POST /_lms/reset``.
+``POST /_lms/reset``. moto checks no credentials; the middleware refuses a request signed
+with an access key id other than :attr:`S3Server.ACCESS_KEY` as S3 does (403
+``InvalidAccessKeyId``).
 
 Run by hand: ``python tests/s3server.py --port 5005``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -55,17 +58,36 @@ class _Counting:
                 self.requests, self.bytes_out, self.log = {}, 0, []
             return self._answer(start_response, {"ok": True})
         method = environ.get("REQUEST_METHOD", "?")
+        key_id = _access_key_id(environ)
+        if key_id is not None and key_id != S3Server.ACCESS_KEY:
+            return self._deny(start_response, key_id)
         with self.lock:
             self.requests[method] = self.requests.get(method, 0) + 1
             if len(self.log) < 100_000:
                 self.log.append((method, path, environ.get("HTTP_RANGE", "")))
         return self._count(self.app(environ, start_response))
 
+    def _deny(self, start_response, key_id: str):
+        """What S3 answers a request signed with an access key it does not know."""
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InvalidAccessKeyId</Code><Message>"
+                "The AWS Access Key Id you provided does not exist in our records.</Message>"
+                f"<AWSAccessKeyId>{key_id}</AWSAccessKeyId></Error>").encode()
+        start_response("403 Forbidden", [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+        return [body]
+
     def _count(self, chunks):
         for chunk in chunks:
             with self.lock:
                 self.bytes_out += len(chunk)
             yield chunk
+
+
+def _access_key_id(environ) -> str | None:
+    """The access key id a request is signed with (SigV4 header or presigned query)."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    m = re.search(r"Credential=([^/,\s]+)/", auth) or re.search(r"X-Amz-Credential=([^%/&]+)",
+                                                              environ.get("QUERY_STRING", ""))
+    return m.group(1) if m else None
 
 
 class S3Server:

@@ -58,7 +58,7 @@ import numpy as np
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
 from ..io import manifest, store
 from ..io.details import TYPE_URL
-from ..io.scan import open_dataset, scan_text, text_field
+from ..io.scan import open_dataset, options_for, scan_text, text_field
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWriter
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .sign import signer_for
@@ -582,6 +582,7 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     """
     t0 = time.perf_counter()
     progress = _check_bool("progress", progress)
+    storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, total_rows = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
     check_segment_rows(ds, total_rows)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.rewrite import dataset_exists, delete_rows, live_rows, write_without
-from ..io.scan import open_dataset, text_field
+from ..io.scan import open_dataset, options_for, text_field
 from .build import _bar
 from .clusters import clusters
 from .opened import dataset_handle
@@ -160,6 +160,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
     cluster. Rows not listed are in no cluster (always kept)."""
     check_threshold(threshold)
     keep, order_by = check_keep(keep, order_by)
+    storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
@@ -228,6 +229,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     check_threshold(threshold)
     check_keep(keep, order_by)
     output = _check_output(output, delete_in_place)
+    storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
         ds = open_dataset(uri, storage_options, version=int(ds.version))

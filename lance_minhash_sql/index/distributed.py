@@ -63,7 +63,7 @@ import pyarrow as pa
 
 from ..errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from ..io import manifest, store
-from ..io.scan import open_dataset
+from ..io.scan import open_dataset, options_for
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
                     sign_fragments)
@@ -252,6 +252,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     """
     t0 = time.perf_counter()
     merge = _check_bool("merge", merge)
+    storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, _ = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
     fragments = manifest.fragment_ids(ds)
@@ -393,6 +394,7 @@ def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bo
     Raises :class:`DistributedTaskError` naming the shards of a failed task."""
     exact = _check_flag("exact", exact)
     in_flight = _check_optional("max_in_flight", max_in_flight, "8")
+    storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
     ray = _connect(ray_address)
     in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
@@ -427,6 +429,7 @@ def clusters_distributed(dataset, column: str, threshold: float = 0.8, *, num_sh
     """:func:`.clusters.clusters` with each shard's verified links computed by a Ray task
     and the union-find on the driver: the same table as ``clusters()``.
     Raises :class:`DistributedTaskError` naming the shards of every failed task."""
+    storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
     ray = _connect(ray_address)
     task = _remote(ray, _links_task)

@@ -8,7 +8,7 @@ import os
 import pyarrow as pa
 
 from ..io.manifest import minhash_segments, segment_dir
-from ..io.scan import open_dataset, text_field
+from ..io.scan import open_dataset, options_for, text_field
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 
 __all__ = ["index_segments", "result_schema", "search_target"]
@@ -20,6 +20,7 @@ def _dataset(dataset, storage_options=None):
 
 def index_segments(dataset, storage_options=None) -> list[dict]:
     """One dict per MinHash LSH segment (every column), in manifest order."""
+    storage_options = options_for(dataset, storage_options)
     ds = _dataset(dataset, storage_options)
     out = []
     for seg in minhash_segments(ds):

@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import IndexNotFoundError, InvalidParameterError, ParameterMismatchError
 from ..io import manifest
 from ..io.rowids import frag_reuse, live_rowids, remap
-from ..io.scan import scan_text, text_field
+from ..io.scan import options_for, scan_text, text_field
 from ..io.segments import iter_signatures, open_segment
 from ..params import MinHashParams
 from .build import (_SCAN_FRAGMENTS, _check_bool, _resolve_dataset, check_segment_rows, cleanup_leftovers,
@@ -199,6 +199,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     the dataset is then unchanged.
     """
     t0 = time.perf_counter()
+    storage_options = options_for(dataset, storage_options)
     ds = _resolve_dataset(dataset, storage_options)
     text_field(ds, column)
     progress = _check_bool("progress", progress)

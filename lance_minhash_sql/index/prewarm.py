@@ -5,8 +5,9 @@ The cache (:mod:`.opened`) has a byte capacity (``LANCE_MINHASH_CACHE_BYTES``, o
 every segment of the column's index, first the signatures and row ids (what every
 candidate needs scoring), then the band pages, each file whole when it fits and else as
 many leading chunks (signatures) or pages (bands) as fit, so usage never goes above the
-capacity and a later segment never evicts an earlier one's data. Queries then read only
-what was not loaded.
+capacity and a later segment never evicts an earlier one's data. The live rows of
+fragments with deletions are read too (small, held with the opened index, outside the
+cache). Queries then read only what was not loaded.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def warm(opened) -> PrewarmResult:
         _warm_docs(e, _room(entries))
     for e in entries:
         _warm_bands(e, _room(entries))
+    opened.liveness.load()
     entries = opened.segment_entries()
     cache = _the_cache()
     docs = sum(e.docs.num_docs if e.docs.full else e.docs.used for e in entries if e.cached)

@@ -16,6 +16,18 @@ __all__ = ["open_dataset", "text_field", "scan_text", "read_rows"]
 DEFAULT_BATCH_ROWS = 65_536
 
 
+def options_for(dataset, storage_options: dict | None) -> dict | None:
+    """The storage options to reach ``dataset``'s files: ``storage_options`` when given,
+    else those a ``LanceDataset`` object was opened with (its index files live in the same
+    store)."""
+    if storage_options or not hasattr(dataset, "initial_storage_options"):
+        return storage_options
+    try:
+        return dataset.initial_storage_options or None
+    except (ValueError, OSError, RuntimeError):
+        return None
+
+
 def open_dataset(uri: str, storage_options: dict | None = None, version: int | None = None) -> "lance.LanceDataset":
     """``lance.dataset(uri)`` with a clear error when it is missing or unreadable."""
     if not isinstance(uri, str) or not uri:
@@ -25,9 +37,22 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
         return lance.dataset(uri, version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
         msg = redact(str(exc).splitlines()[0][:300], storage_options)
-        where = ("check the URI, the bucket, the credentials and the endpoint in storage_options"
-                 if is_remote(uri) else "check the path")
+        where = _store_hint(msg, storage_options) if is_remote(uri) else "check the path"
         raise DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); {where}") from None
+
+
+def _store_hint(msg: str, storage_options: dict | None) -> str:
+    """What to check, from the object store's answer in Lance's error message."""
+    endpoint = (storage_options or {}).get("aws_endpoint") or (storage_options or {}).get("endpoint")
+    if "403 Forbidden" in msg or "InvalidAccessKeyId" in msg or "SignatureDoesNotMatch" in msg:
+        return ("the store refused the credentials (403): check the access key id and secret in "
+                "storage_options (or the DuckDB secret)")
+    if "404 Not Found" in msg or "NoSuchBucket" in msg:
+        return "the bucket or the dataset path does not exist (404): check the URI"
+    if "error sending request" in msg or "onnect" in msg or "timed out" in msg.lower():
+        return (f"the object store endpoint {endpoint or '(default)'} cannot be reached: check the endpoint "
+                "and the network")
+    return "check the URI, the bucket, the credentials and the endpoint in storage_options"
 
 
 def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field:
