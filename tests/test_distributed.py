@@ -148,6 +148,29 @@ def test_pairs_and_clusters_equal_single_process(tmp_path):
     assert clusters_distributed(uri, "text", 0.7, num_shards=5, shards_per_task=2).equals(want_c)
 
 
+def test_build_and_pairs_on_an_object_store(tmp_path, s3):
+    """Tasks write their segments straight to the store (no shared file system); the
+    driver commits them; pairs tasks read the store with the same options."""
+    opts = s3.storage_options()
+    uri = f"s3://{s3.make_bucket('lms-ray')}/dist.lance"
+    single = twins(tmp_path)[0]
+    table = corpus_table()
+    lance.write_dataset(table, uri, max_rows_per_file=FRAGMENT_ROWS, max_rows_per_group=FRAGMENT_ROWS,
+                        storage_options=opts)
+    lance.dataset(uri, storage_options=opts).delete("id % 13 == 0")
+    r = build_index_distributed(uri, "text", fragment_groups=2, storage_options=opts)
+    assert r.segments == 2
+    dist = lance.dataset(uri, storage_options=opts)
+    assert len(manifest.minhash_segments(dist, "text")) == 2
+    for q in _queries()[:20]:
+        assert search(uri, "text", q, 10, columns=["id"], storage_options=opts).equals(
+            search(single.uri, "text", q, 10, columns=["id"])), q
+        assert query(dist, q).equals(query(single, q)), q
+    got = pa.Table.from_batches(list(pairs_distributed(uri, "text", 0.7, storage_options=opts)))
+    want = pa.Table.from_batches(list(pairs(single.uri, "text", 0.7)))
+    assert want.num_rows > 100 and got.equals(want)
+
+
 # --------------------------------------------------------------------------- failures
 
 
