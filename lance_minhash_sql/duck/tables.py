@@ -298,10 +298,11 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
     _require(fn, row, "dataset", "column", "k", "fast_search", "version")
-    ds = dataset_at(dataset, int(version), options_of(storage))
+    options = options_of(storage)
+    ds = dataset_at(dataset, int(version), options)
     layout = _layout(ds.schema)
     table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
-                filter=filter_, columns=list(layout.columns))
+                filter=filter_, columns=list(layout.columns), storage_options=options)
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
