@@ -11,6 +11,8 @@ Examples::
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
+    lance-minhash build s3://bucket/corpus.lance text --storage-option aws_region=us-east-1 \
+        --storage-option aws_access_key_id=... --storage-option aws_secret_access_key=...
 """
 
 from __future__ import annotations
@@ -176,13 +178,37 @@ def _copy_result(con, sql: str, path: str) -> None:
     con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {quoted} (FORMAT {fmt})")
 
 
+STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "
+                       "aws_region=us-east-1, aws_endpoint=http://127.0.0.1:9000, allow_http=true; repeat for "
+                       "each option (values are never printed)")
+
+
+def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
+    """``--storage-option KEY=VALUE`` arguments as a dict (``None`` without any). A
+    malformed one is named by its position, never by its text: without an ``=`` it may
+    be a bare secret."""
+    if not pairs:
+        return None
+    out = {}
+    for i, item in enumerate(pairs, 1):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidParameterError(
+                f"--storage-option #{i} (of {len(pairs)}) {'has no' if not sep else 'has an empty key before the'} "
+                "'=': each option is KEY=VALUE, e.g. --storage-option aws_region=us-east-1")
+        out[key] = value
+    return out
+
+
 def cmd_build(args) -> int:
     from .index.build import build_index
 
     tokenizer = args.tokenizer
     r = build_index(args.dataset, args.column, num_hashes=args.num_hashes, num_bands=args.num_bands,
                     shingle_size=args.shingle_size, threshold=args.threshold, tokenizer=tokenizer,
-                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=not args.quiet)
+                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=not args.quiet,
+                    storage_options=storage_options(args.storage_option))
     print(f"built {r.index_name} on {r.column}: {r.rows_indexed:,} rows indexed "
           f"({r.rows_without_tokens:,} without tokens), k={r.num_hashes}, b={r.num_bands}, r={r.rows_per_band}, "
           f"shingle_size={r.shingle_size}; {r.segments} segment(s), {r.bytes / 2**20:.1f} MiB, "
@@ -196,7 +222,8 @@ def cmd_optimize(args) -> int:
     merge = args.merge.strip()
     if not merge.isdigit() and merge.lower() != "all":
         merge = [u.strip() for u in merge.split(",") if u.strip()]
-    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=not args.quiet)
+    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=not args.quiet,
+                 storage_options=storage_options(args.storage_option))
     if r.action == "none":
         print(f"{r.index_name} on {r.column}: up to date ({r.segments_after} segment(s)); nothing committed")
     else:
@@ -211,7 +238,8 @@ def cmd_search(args) -> int:
     from .index.search import search
 
     table = search(args.dataset, args.column, args.query, args.k, fast_search=args.fast_search,
-                   filter=args.filter, columns=args.columns.split(",") if args.columns else None)
+                   filter=args.filter, columns=args.columns.split(",") if args.columns else None,
+                   storage_options=storage_options(args.storage_option))
     import duckdb
 
     print(str(duckdb.from_arrow(table)).rstrip())
@@ -246,7 +274,8 @@ def cmd_pairs(args) -> int:
     from .index.build import _bar
     from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
-    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact)
+    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
+                    storage_options=storage_options(args.storage_option))
     schema = PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA
     sink = _sink(args.output, schema) if args.output else None
     bar = _bar(not args.quiet, None, "pairs", unit="pairs")
@@ -277,7 +306,7 @@ def cmd_clusters(args) -> int:
 
     from .index.clusters import clusters
 
-    table = clusters(args.dataset, args.column, args.threshold)
+    table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
     if args.output:
         sink = _sink(args.output, table.schema)
         try:
@@ -297,7 +326,8 @@ def cmd_dedup(args) -> int:
 
     t0 = time.perf_counter()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
-              delete_in_place=args.delete_in_place, progress=not args.quiet)
+              delete_in_place=args.delete_in_place, progress=not args.quiet,
+              storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
           f"({time.perf_counter() - t0:.1f}s)")
@@ -317,7 +347,7 @@ def cmd_report(args) -> int:
     from .index.report import report
 
     rep = report(args.dataset, args.column, sample=args.sample, threshold=args.threshold, seed=args.seed,
-                 top_buckets=args.top, progress=not args.quiet)
+                 top_buckets=args.top, progress=not args.quiet, storage_options=storage_options(args.storage_option))
     print(rep.format())
     if args.out is not None:
         from .plots import save_plots
@@ -333,6 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Near-duplicate detection for text in Lance datasets, in SQL.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("Examples::", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def storage_flag(p):
+        p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
+                       help=STORAGE_OPTION_HELP)
 
     p = sub.add_parser("demo", help="generate a synthetic corpus and run SQL over it")
     p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")
@@ -359,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", type=int, default=None, help="sort budget in bytes (default 2 GiB)")
     p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    storage_flag(p)
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("optimize", help="bring a MinHash index up to date: index new rows, merge segments")
@@ -369,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 1, as Lance); all; or comma-separated segment uuids")
     p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 2 GiB)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    storage_flag(p)
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("search", help="top-k most similar rows of a text")
@@ -379,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
+    storage_flag(p)
     p.set_defaults(func=cmd_search)
 
     def self_join(name: str, help_: str, link: str, output: str):
@@ -394,11 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    storage_flag(p)
     p.set_defaults(func=cmd_pairs)
 
     p = self_join("clusters", "near-duplicate clusters (rows in clusters of two or more)", "similarity of a link",
                   "write the clusters to this .parquet or .csv file")
     p.add_argument("--limit", type=int, default=20, help="rows to print without --output (default 20)")
+    storage_flag(p)
     p.set_defaults(func=cmd_clusters)
 
     p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
@@ -409,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delete-in-place", action="store_true",
                    help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    storage_flag(p)
     p.set_defaults(func=cmd_dedup)
 
     p = sub.add_parser("report", help="diagnostics of an index: S-curve vs sampled pairs, buckets, error")
@@ -421,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
     p.add_argument("--top", type=int, default=10, help="largest buckets to list (default 10)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    storage_flag(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")

@@ -108,7 +108,7 @@ def test_install_on_a_connection_with_a_half_fetched_result():
 def test_two_connections_to_the_same_database(tmp_path):
     path = str(tmp_path / "same.duckdb")
     a = lms.connect(path)
-    b = duckdb.connect(path)
+    b = duckdb.connect(path, config={"allow_unredacted_secrets": True})  # a file opens with one configuration
     assert udf_names(b)  # registered once, for the database
     lms.install(b)  # the UDFs already exist: only the macros are created
     for con in (a, b):
@@ -117,6 +117,16 @@ def test_two_connections_to_the_same_database(tmp_path):
     assert b.execute("SELECT minhash_signature(x, 4, 2) FROM t").fetchall() == [(KNOWN_SIG,)]
     a.close()
     b.close()
+
+
+def test_connect_to_a_file_a_plain_connection_opened(tmp_path):
+    path = str(tmp_path / "plain-first.duckdb")
+    plain = duckdb.connect(path)
+    con = lms.connect(path)  # the file is open without unredacted secrets: connect with it off too
+    assert con.execute("SELECT current_setting('allow_unredacted_secrets')").fetchone() == (False,)
+    assert con.execute(KNOWN).fetchall() == [(KNOWN_SIG,)]
+    con.close()
+    plain.close()
 
 
 def test_connections_to_different_databases(tmp_path):
@@ -154,7 +164,7 @@ CRASH_SCRIPT = textwrap.dedent("""
     path = sys.argv[1]
     first = lms.connect(path)                # registers the UDFs
     cur = first.cursor(); lms.install(cur)
-    second = duckdb.connect(path); lms.install(second)
+    second = duckdb.connect(path, config={"allow_unredacted_secrets": True}); lms.install(second)
     cur.close(); first.close(); del cur, first
     gc.collect()
     print(second.execute("SELECT minhash_signature('The quick brown fox', 4, 2)").fetchall())

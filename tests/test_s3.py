@@ -43,3 +43,16 @@ def test_missing_bucket_names_the_uri_not_the_secret(s3):
         build_index("s3://lms-no-such-bucket/corpus.lance", "text", storage_options=opts)
     assert "s3://lms-no-such-bucket/corpus.lance" in str(err.value)
     assert s3.SECRET_KEY not in str(err.value)
+
+
+def test_opened_index_repr_leaves_the_options_out(s3):
+    from lance_minhash_sql.index.opened import open_index
+
+    bucket = s3.make_bucket("lms-repr")
+    uri = f"s3://{bucket}/corpus.lance"
+    opts = s3.storage_options()
+    lance.write_dataset(pa.Table.from_batches(list(generate_batches(200, CorpusSpec(seed=5)))), uri,
+                        storage_options=opts)
+    build_index(uri, "text", storage_options=opts)
+    opened = open_index(uri, "text", opts)
+    assert opened.storage_options == opts and s3.SECRET_KEY not in repr(opened)

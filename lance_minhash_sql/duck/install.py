@@ -31,11 +31,12 @@ import duckdb
 from .lifecycle import LIFECYCLE_UDFS
 from .pairs import PAIR_UDFS
 from .report import REPORT_UDFS
+from .storage import STORAGE_UDFS, register_connection
 from .tables import TABLE_UDFS
 from .udfs import UDFS
 
 # Every function the package registers, in registration order.
-ALL_UDFS = UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
+ALL_UDFS = UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
 
 __all__ = ["install", "connect", "macro_files", "ALL_UDFS"]
 
@@ -73,6 +74,7 @@ def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _create_macros(con: duckdb.DuckDBPyConnection) -> None:
+    register_connection(con)  # the macros pass it to _lms_storage, which may look up secrets
     for name, sql in macro_files():
         try:
             con.execute(sql)
@@ -105,5 +107,22 @@ def connect(database: str = ":memory:", *, read_only: bool = False, **config: An
     """A new DuckDB connection with the package's functions installed.
 
     ``config`` holds DuckDB settings, e.g. ``connect(threads=2, memory_limit="1GB")``.
+
+    ``allow_unredacted_secrets`` is on unless set here: the table functions read the
+    DuckDB S3 secret of an ``s3://`` dataset when no ``storage_options`` are given. It
+    also lets any SQL on this connection read secrets with ``duckdb_secrets(redact :=
+    false)``; pass ``allow_unredacted_secrets=False`` (and ``storage_options``) to avoid
+    that. DuckDB opens a database file once per process with one configuration: open more
+    connections to the file with ``connect(path)`` or ``con.cursor()`` (a plain
+    ``duckdb.connect(path)`` then fails); when the file is already open with the setting
+    off, this connects with it off too.
     """
-    return install(duckdb.connect(database, read_only=read_only, config=config))
+    if "allow_unredacted_secrets" in config:
+        return install(duckdb.connect(database, read_only=read_only, config=config))
+    try:
+        con = duckdb.connect(database, read_only=read_only, config={**config, "allow_unredacted_secrets": True})
+    except duckdb.ConnectionException as exc:
+        if "different configuration" not in str(exc):
+            raise
+        con = duckdb.connect(database, read_only=read_only, config=config)
+    return install(con)

@@ -13,6 +13,7 @@ import re
 import pyarrow as pa
 
 from ..errors import InvalidParameterError
+from .storage import options_of
 from .tables import TableUdf, _list_of_structs, _require, _scalars
 
 __all__ = ["LIFECYCLE_UDFS", "OPTIMIZE_TYPE", "PREWARM_TYPE"]
@@ -44,19 +45,19 @@ def _row(result, type_: pa.DataType) -> list[dict]:
     return [{f.name: getattr(result, f.name) for f in type_.value_type}]
 
 
-def optimize(dataset, column, merge) -> pa.Array:
+def optimize(dataset, column, merge, storage) -> pa.Array:
     from ..index.optimize import optimize as run
 
     fn = "minhash_optimize"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, merge=merge):
+    for row in _scalars(fn, dataset=dataset, column=column, merge=merge, storage=storage):
         _require(fn, row, "dataset", "column", "merge")
         try:
             how = json.loads(row["merge"])  # to_json() of an integer, 'all' or a list of uuids
         except ValueError:
             how = row["merge"]
         try:
-            r = run(row["dataset"], row["column"], merge=how)
+            r = run(row["dataset"], row["column"], merge=how, storage_options=options_of(row["storage"]))
         except InvalidParameterError as exc:
             raise type(exc)(f"{fn}: {exc}") from None
         out.append(_row(r, _OPTIMIZE_ARROW))
@@ -77,15 +78,16 @@ def _cache_bytes(value) -> int | None:
     return parse_bytes(value, "cache_bytes")
 
 
-def prewarm(dataset, column, cache_bytes) -> pa.Array:
+def prewarm(dataset, column, cache_bytes, storage) -> pa.Array:
     from ..index.prewarm import prewarm as run
 
     fn = "minhash_prewarm"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, cache_bytes=cache_bytes):
+    for row in _scalars(fn, dataset=dataset, column=column, cache_bytes=cache_bytes, storage=storage):
         _require(fn, row, "dataset", "column")
         try:
-            r = run(row["dataset"], row["column"], cache_bytes=_cache_bytes(row["cache_bytes"]))
+            r = run(row["dataset"], row["column"], cache_bytes=_cache_bytes(row["cache_bytes"]),
+                    storage_options=options_of(row["storage"]))
         except InvalidParameterError as exc:
             raise type(exc)(f"{fn}: {exc}") from None
         out.append(_row(r, _PREWARM_ARROW))
@@ -93,6 +95,6 @@ def prewarm(dataset, column, cache_bytes) -> pa.Array:
 
 
 LIFECYCLE_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_optimize", optimize, ("VARCHAR", "VARCHAR", "VARCHAR"), OPTIMIZE_TYPE, True),
-    TableUdf("_lms_prewarm", prewarm, ("VARCHAR", "VARCHAR", "VARCHAR"), PREWARM_TYPE, True),
+    TableUdf("_lms_optimize", optimize, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), OPTIMIZE_TYPE, True),
+    TableUdf("_lms_prewarm", prewarm, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), PREWARM_TYPE, True),
 )

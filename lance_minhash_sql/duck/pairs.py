@@ -6,13 +6,15 @@ shards to one call; instead:
 
 1. ``_lms_pairs_plan(...)`` (cheap, constant-folded at plan time) plans the shards of
    the index's current version (:func:`..index.pairs.pair_shards`; the plan is kept in a
-   process-wide cache keyed by ``(dataset, version, column, threshold, shards)``) and
+   process-wide cache keyed by ``(dataset, version, column, threshold, shards, storage
+   token)``) and
    returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard
    (DuckDB plans about 3,000 branches a second);
 2. each branch calls ``_lms_pair_shard(dataset, column, threshold, version, shard,
-   shards)`` (``_lms_pair_shard_exact`` with ``exact``; ``side_effects``: run at
+   shards, storage)`` (``_lms_pair_shard_exact`` with ``exact``; ``side_effects``: run at
    execution), which takes the plan from the cache (or plans that version again) and
-   returns that shard's pairs as one list.
+   returns that shard's pairs as one list. ``storage`` is the token of the storage
+   options (:mod:`.storage`): the SQL text never holds their values.
 
 So each call holds one shard's pairs, and DuckDB runs the branches on its threads (the
 numba kernels release the GIL). A shard whose pairs exceed :data:`MAX_SQL_SHARD_PAIRS`
@@ -34,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidParameterError, ResourceLimitError
+from .storage import options_of
 from .tables import TableUdf, _literal, _require, _scalars
 from .udfs import _prefixed
 
@@ -52,7 +55,7 @@ DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, ke
 
 
 class _Plans:
-    """Planned shards by ``(uri, version, column, threshold, shards)`` (bounded, thread-safe)."""
+    """Planned shards by ``(uri, version, column, threshold, shards, storage token)`` (bounded, thread-safe)."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
@@ -83,39 +86,45 @@ def _flag(fn: str, name: str, value) -> bool:
     return value
 
 
-def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int) -> str:
+def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int,
+              storage: str | None = None) -> str:
     """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
     (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
     head = ", ".join(_literal(a) for a in (uri, column, threshold, version))
     udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
     union = " UNION ALL ".join(
-        f"SELECT unnest({udf}({head}, {s}, {num_shards}), recursive := true)" for s in range(num_shards))
+        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {_literal(storage)}), recursive := true)"
+        for s in range(num_shards))
     return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
 
 
-def pairs_plan(dataset, column, threshold, exact) -> pa.Array:
+def pairs_plan(dataset, column, threshold, exact, storage) -> pa.Array:
     from ..index.pairs import pair_shards
 
     fn = "minhash_pairs"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact):
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
         _require(fn, row, "dataset", "column", "exact")
         exact_ = _flag(fn, "exact", row["exact"])
-        shards = _prefixed(fn, pair_shards, row["dataset"], row["column"], row["threshold"])
+        token = row["storage"]
+        shards = _prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
+                           row["column"], row["threshold"])
         s = shards[0]
-        _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards)), shards)
-        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards)))
+        _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)
+        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards), token))
     return pa.array(out, pa.string())
 
 
-def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards: int) -> list:
-    key = (uri, version, column, threshold, num_shards)
+def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards: int, storage: str | None) -> list:
+    key = (uri, version, column, threshold, num_shards, storage)
     shards = _PLANS.get(key)
     if shards is None:  # evicted, or planned in another process: plan that version again
         from ..index.pairs import pair_shards
         from ..io.scan import open_dataset
 
-        shards = pair_shards(open_dataset(uri, version=version), column, threshold, num_shards=num_shards)
+        options = options_of(storage)
+        shards = pair_shards(open_dataset(uri, options, version=version), column, threshold, num_shards=num_shards,
+                             storage_options=options)
         _PLANS.put(key, shards)
     return shards
 
@@ -154,13 +163,13 @@ def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
 
 
 def _pair_shard(exact: bool, type_: pa.DataType):
-    def run(dataset, column, threshold, version, shard, num_shards) -> pa.Array:
+    def run(dataset, column, threshold, version, shard, num_shards, storage) -> pa.Array:
         fn = "minhash_pairs"
         out = []
         for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
-                            num_shards=num_shards):
+                            num_shards=num_shards, storage=storage):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
-                                int(row["num_shards"]))
+                                int(row["num_shards"]), row["storage"])
             out.append(_shard_columns(fn, shards[int(row["shard"])], exact))
         return _lists(out, type_)
 
@@ -194,35 +203,39 @@ _DEDUP_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.ui
                                    ("cluster_size", pa.int64()), ("keep", pa.bool_())]))
 
 
-def clusters(dataset, column, threshold) -> pa.Array:
+def clusters(dataset, column, threshold, storage) -> pa.Array:
     from ..index.clusters import clusters as run
 
     fn = "minhash_clusters"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold):
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, storage=storage):
         _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, run, row["dataset"], row["column"], row["threshold"]))
+        out.append(_prefixed(fn, partial(run, storage_options=options_of(row["storage"])), row["dataset"],
+                             row["column"], row["threshold"]))
     return _table_lists(out, _CLUSTERS_ARROW)
 
 
-def dedup(dataset, column, threshold, keep, order_by) -> pa.Array:
+def dedup(dataset, column, threshold, keep, order_by, storage) -> pa.Array:
     from ..index.dedup import keep_flags
 
     fn = "minhash_dedup"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by):
+    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
+                        storage=storage):
         _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"]), row["dataset"],
+        out.append(_prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
+                                         storage_options=options_of(row["storage"])), row["dataset"],
                              row["column"], row["threshold"]))
     return _table_lists(out, _DEDUP_ARROW)
 
 
-# dataset, column, threshold, version, shard, shards
-_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT")
+# dataset, column, threshold, version, shard, shards, storage token
+_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR")
 PAIR_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), "VARCHAR", False),
+    TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"), "VARCHAR", False),
     TableUdf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
     TableUdf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
-    TableUdf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE"), CLUSTERS_TYPE, True),
-    TableUdf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), DEDUP_TYPE, True),
+    TableUdf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), CLUSTERS_TYPE, True),
+    TableUdf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), DEDUP_TYPE,
+             True),
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..index.report_tables import LARGEST_BUCKETS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
+from .storage import options_of
 from .tables import TableUdf, _int, _require, _scalars
 from .udfs import _prefixed
 
@@ -41,47 +42,50 @@ def _lists(tables: list[pa.Table], schema: pa.Schema) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values.cast(struct), type=pa.list_(struct))
 
 
-def _reports(fn: str, dataset, column, sample, threshold, seed) -> list:
+def _reports(fn: str, dataset, column, sample, threshold, seed, storage) -> list:
     from ..index.report import cached_report
 
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, sample=sample, threshold=threshold, seed=seed):
+    for row in _scalars(fn, dataset=dataset, column=column, sample=sample, threshold=threshold, seed=seed,
+                        storage=storage):
         _require(fn, row, "dataset", "column", "sample", "seed")
         options = dict(sample=_int(fn, "sample", row["sample"]), threshold=row["threshold"],
                        seed=_int(fn, "seed", row["seed"]))
-        out.append(_prefixed(fn, lambda: cached_report(row["dataset"], row["column"], **options)))
+        out.append(_prefixed(fn, lambda: cached_report(row["dataset"], row["column"],
+                                                       storage_options=options_of(row["storage"]), **options)))
     return out
 
 
-def report(dataset, column, sample, threshold, seed) -> pa.Array:
-    """``_lms_report(dataset, column, sample, threshold, seed)``: the summary metrics."""
-    reps = _reports("minhash_report", dataset, column, sample, threshold, seed)
+def report(dataset, column, sample, threshold, seed, storage) -> pa.Array:
+    """``_lms_report(dataset, column, sample, threshold, seed, storage)``: the summary metrics."""
+    reps = _reports("minhash_report", dataset, column, sample, threshold, seed, storage)
     return _lists([r.summary for r in reps], SUMMARY_SCHEMA)
 
 
-def scurve(dataset, column, sample, threshold, seed) -> pa.Array:
-    """``_lms_scurve(dataset, column, sample, threshold, seed)``: one row per similarity bin."""
-    reps = _reports("minhash_scurve", dataset, column, sample, threshold, seed)
+def scurve(dataset, column, sample, threshold, seed, storage) -> pa.Array:
+    """``_lms_scurve(dataset, column, sample, threshold, seed, storage)``: one row per similarity bin."""
+    reps = _reports("minhash_scurve", dataset, column, sample, threshold, seed, storage)
     return _lists([r.scurve for r in reps], SCURVE_SCHEMA)
 
 
-def buckets(dataset, column, top) -> pa.Array:
-    """``_lms_buckets(dataset, column, top)``: the largest buckets."""
+def buckets(dataset, column, top, storage) -> pa.Array:
+    """``_lms_buckets(dataset, column, top, storage)``: the largest buckets."""
     from ..index.report import largest_buckets
 
     fn = "minhash_buckets"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, top=top):
+    for row in _scalars(fn, dataset=dataset, column=column, top=top, storage=storage):
         _require(fn, row, "dataset", "column", "top")
         n = _int(fn, "top", row["top"])
-        out.append(_prefixed(fn, lambda: largest_buckets(row["dataset"], row["column"], top=n))[0])
+        out.append(_prefixed(fn, lambda: largest_buckets(row["dataset"], row["column"], top=n,
+                                                         storage_options=options_of(row["storage"])))[0])
     return _lists(out, LARGEST_BUCKETS_SCHEMA)
 
 
-_REPORT_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE")
+_REPORT_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR")
 
 REPORT_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_report", report, _REPORT_ARGS, duck_type(SUMMARY_SCHEMA), True),
     TableUdf("_lms_scurve", scurve, _REPORT_ARGS, duck_type(SCURVE_SCHEMA), True),
-    TableUdf("_lms_buckets", buckets, ("VARCHAR", "VARCHAR", "DOUBLE"), duck_type(LARGEST_BUCKETS_SCHEMA), True),
+    TableUdf("_lms_buckets", buckets, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), duck_type(LARGEST_BUCKETS_SCHEMA), True),
 )

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidInputError, InvalidParameterError
+from .storage import options_of
 from .udfs import _array
 
 __all__ = ["TABLE_UDFS", "search_sql"]
@@ -77,13 +78,14 @@ _BUILD_ARROW = pa.list_(pa.struct([
 ]))
 
 
-def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace) -> pa.Array:
+def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage) -> pa.Array:
     from ..index.build import build_index
 
     fn = "minhash_build"
     out = []
     for row in _scalars(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
-                        shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace):
+                        shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
+                        storage=storage):
         _require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
         tok = row["tokenizer"]
         tok = None if tok in (None, "null") else json.loads(tok)
@@ -92,7 +94,8 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
         r = build_index(row["dataset"], row["column"], num_hashes=_int(fn, "num_hashes", row["num_hashes"]),
                         num_bands=_int(fn, "num_bands", row["num_bands"]),
                         shingle_size=_int(fn, "shingle_size", row["shingle_size"]),
-                        threshold=row["threshold"], tokenizer=tok, replace=bool(row["replace"]))
+                        threshold=row["threshold"], tokenizer=tok, replace=bool(row["replace"]),
+                        storage_options=options_of(row["storage"]))
         out.append([{f.name: getattr(r, f.name) for f in _BUILD_ARROW.value_type}])
     return _list_of_structs(out, _BUILD_ARROW)
 
@@ -110,14 +113,14 @@ _INDEXES_ARROW = pa.list_(pa.struct([
 ]))
 
 
-def indexes(dataset) -> pa.Array:
+def indexes(dataset, storage) -> pa.Array:
     from ..index.info import index_segments
 
     fn = "minhash_indexes"
     out = []
-    for row in _scalars(fn, dataset=dataset):
+    for row in _scalars(fn, dataset=dataset, storage=storage):
         _require(fn, row, "dataset")
-        out.append(index_segments(row["dataset"]))
+        out.append(index_segments(row["dataset"], options_of(row["storage"])))
     return _list_of_structs(out, _INDEXES_ARROW)
 
 
@@ -145,22 +148,23 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
     return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
 
 
-def search_ids(dataset, column, query, k, fast_search) -> pa.Array:
-    """One list of (_rowid, _distance) per input row; rows sharing (dataset, column, k)
-    are searched as one batch."""
+def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
+    """One list of (_rowid, _distance) per input row; rows sharing (dataset, column, k,
+    storage options) are searched as one batch."""
     from ..index.search import search_ids as run
 
     fn = "minhash_search_ids"
-    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search)
+    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         _require(fn, row, "dataset", "column", "k", "fast_search")
         _check_query(fn, row["query"])
-        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]))
+        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]), row["storage"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists = [], [], []
-    for (ds, col, kk, fast), idx in groups.items():
-        table = run(ds, col, [rows[i]["query"] for i in idx], kk, fast_search=fast)
+    for (ds, col, kk, fast, token), idx in groups.items():
+        table = run(ds, col, [rows[i]["query"] for i in idx], kk, fast_search=fast,
+                    storage_options=options_of(token))
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
         dists.append(table.column("_distance").combine_chunks())
@@ -282,7 +286,7 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
     return values.cast(_CARRIER_TYPES[carrier])
 
 
-def search_rows(dataset, column, query, k, fast_search, filter_, version) -> dict:
+def search_rows(dataset, column, query, k, fast_search, filter_, version, storage) -> dict:
     """The search results with every user column, for the SQL :func:`search_plan` wrote.
 
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
@@ -294,10 +298,11 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version) -> dic
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
     _require(fn, row, "dataset", "column", "k", "fast_search", "version")
-    ds = dataset_at(dataset, int(version))
+    options = options_of(storage)
+    ds = dataset_at(dataset, int(version), options)
     layout = _layout(ds.schema)
     table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
-                filter=filter_, columns=list(layout.columns))
+                filter=filter_, columns=list(layout.columns), storage_options=options)
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
@@ -306,22 +311,24 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version) -> dic
 
 
 def search_sql(schema: pa.Schema, args: tuple) -> str:
-    """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version."""
+    """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version
+    (storage options travel as their token, never as values)."""
     call = f"_lms_search_rows({', '.join(_literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
     # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
     return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_) -> str:
+def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str:
     """Constant-folded at plan time: reads the dataset's schema and version only (native UDF)."""
     from ..index.info import search_target
 
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
     _require(fn, row, "dataset", "column", "k", "fast_search")
-    _, version, schema = search_target(dataset, column)
-    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version))
+    _, version, schema = search_target(dataset, column, options_of(storage))
+    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version,
+                               storage))
 
 
 class TableUdf(NamedTuple):
@@ -335,11 +342,12 @@ class TableUdf(NamedTuple):
 
 TABLE_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
-                                   "BOOLEAN"), BUILD_TYPE, True),
-    TableUdf("_lms_indexes", indexes, ("VARCHAR",), INDEXES_TYPE, True),
-    TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN"), IDS_TYPE, True),
+                                   "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
+    TableUdf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
+    TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
+             IDS_TYPE, True),
     TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                                "BIGINT"), ROWS_TYPE, True, False),
-    TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
-             "VARCHAR", False, False),
+                                                "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
+    TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
+                                               "VARCHAR"), "VARCHAR", False, False),
 )

@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -955,7 +955,7 @@ class OpenedIndex:
     fragments: tuple[int, ...]
     unindexed: tuple[int, ...]
     liveness: Liveness
-    storage_options: dict | None = None
+    storage_options: dict | None = field(default=None, repr=False)  # may hold secrets
     reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
 
     def segment_entries(self) -> list[SegmentEntry]:

@@ -725,20 +725,20 @@ _cache_lock = threading.Lock()
 _CACHED = 4
 
 
-def cached_report(dataset: str, column: str, **options) -> Report:
+def cached_report(dataset: str, column: str, *, storage_options: dict | None = None, **options) -> Report:
     """:func:`report` of the dataset's current version, remembered for the last few
     ``(dataset, version, column, options)``: one SQL statement can ask for the summary and
     the S-curve without computing them twice."""
     from .opened import dataset_handle
 
-    uri, ds = dataset_handle(dataset)
+    uri, ds = dataset_handle(dataset, storage_options)
     key = (uri, int(ds.version), column, tuple(sorted(options.items())))
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    rep = report(ds, column, **options)
+    rep = report(ds, column, storage_options=storage_options, **options)
     with _cache_lock:
         _cache[key] = rep
         while len(_cache) > _CACHED:

@@ -1,29 +1,43 @@
 -- Index build, listing and search: TEMP table macros over the _lms_* UDFs of
 -- lance_minhash_sql/duck/tables.py.
+--
+-- storage_options (every dataset-taking macro, here and in the other files): Lance's
+-- object-store options for an s3://, gs://, az://... dataset, as a MAP(VARCHAR, VARCHAR),
+-- a STRUCT or JSON object text, e.g. MAP {'aws_region': 'us-east-1'}. NULL: for s3:// the
+-- DuckDB S3 secret whose scope matches the dataset (CREATE SECRET ... TYPE s3), else none.
+-- _lms_storage (lance_minhash_sql/duck/storage.py) resolves it once per statement into a
+-- token that the working UDF takes instead of the values.
 
 -- Build Lance's MinHash LSH index on a text column (one row: what was built).
 -- threshold := chooses num_bands for a target similarity (then num_bands stays NULL);
 -- with neither, num_bands is 16.
 CREATE OR REPLACE TEMP MACRO minhash_build(dataset, "column", num_hashes := 128, num_bands := NULL,
                                            shingle_size := 3, threshold := NULL, tokenizer := NULL,
-                                           "replace" := true) AS TABLE
+                                           "replace" := true, storage_options := NULL) AS TABLE
     SELECT unnest(_lms_build(dataset, "column", num_hashes, num_bands, shingle_size, threshold,
-                             to_json(tokenizer)::VARCHAR, "replace"), recursive := true);
+                             to_json(tokenizer)::VARCHAR, "replace",
+                             _lms_storage('minhash_build', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);
 
 -- One row per MinHash index segment of the dataset.
-CREATE OR REPLACE TEMP MACRO minhash_indexes(dataset) AS TABLE
-    SELECT unnest(_lms_indexes(dataset), recursive := true);
+CREATE OR REPLACE TEMP MACRO minhash_indexes(dataset, storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_indexes(dataset, _lms_storage('minhash_indexes', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);
 
 -- Top-k rows by estimated Jaccard: the dataset's own columns with their real types, then
 -- _rowid and _distance (= 1 - estimated Jaccard), ordered by (_distance, _rowid).
 -- dataset, column, query, k, fast_search and filter must be constants; for a table of
 -- queries use minhash_search_ids with LATERAL.
 CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, fast_search := false,
-                                            "filter" := NULL) AS TABLE
-    SELECT * FROM query(_lms_search_plan(dataset, "column", query, k, fast_search, "filter"));
+                                            "filter" := NULL, storage_options := NULL) AS TABLE
+    SELECT * FROM query(_lms_search_plan(dataset, "column", query, k, fast_search, "filter",
+                                         _lms_storage('minhash_search', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))));
 
 -- Top-k (_rowid, _distance) of a query; a fixed schema, so it works per row:
 --   SELECT q.id, s.* FROM queries q, LATERAL minhash_search_ids('corpus.lance', 'text', q.text, 5) s
 -- All queries of a statement are answered as one batch.
-CREATE OR REPLACE TEMP MACRO minhash_search_ids(dataset, "column", query, k := 10, fast_search := false) AS TABLE
-    SELECT unnest(_lms_search_ids(dataset, "column", query, k, fast_search), recursive := true);
+CREATE OR REPLACE TEMP MACRO minhash_search_ids(dataset, "column", query, k := 10, fast_search := false,
+                                                storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_search_ids(dataset, "column", query, k, fast_search,
+                                  _lms_storage('minhash_search_ids', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);

@@ -5,18 +5,24 @@
 -- left_rowid < right_rowid, in no particular order. jaccard (the exact shingle Jaccard)
 -- is filled when exact := true, which also keeps only the pairs with jaccard >= threshold;
 -- otherwise it is NULL. Runs shard by shard on DuckDB's threads.
-CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, exact := false) AS TABLE
-    SELECT * FROM query(_lms_pairs_plan(dataset, "column", threshold, exact));
+CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, exact := false,
+                                           storage_options := NULL) AS TABLE
+    SELECT * FROM query(_lms_pairs_plan(dataset, "column", threshold, exact,
+                                        _lms_storage('minhash_pairs', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))));
 
 -- Near-duplicate clusters: one row per row in a cluster of two or more, with the
 -- cluster's smallest row id as cluster_id; ordered by (cluster_id, _rowid).
-CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.8) AS TABLE
-    SELECT unnest(_lms_clusters(dataset, "column", threshold), recursive := true);
+CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.8, storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_clusters(dataset, "column", threshold,
+                                _lms_storage('minhash_clusters', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);
 
 -- The clustered rows with a keep flag: exactly one kept per cluster, the first by
 -- keep := 'first' (lowest row id) or 'longest' (longest text), or by order_by := a SQL
 -- ORDER BY over the dataset's columns (ties: lowest row id). Rows not listed are in no
 -- cluster and always kept; the duplicates to remove are WHERE NOT keep.
 CREATE OR REPLACE TEMP MACRO minhash_dedup(dataset, "column", threshold := 0.8, keep := 'first',
-                                           order_by := NULL) AS TABLE
-    SELECT unnest(_lms_dedup(dataset, "column", threshold, keep, order_by), recursive := true);
+                                           order_by := NULL, storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_dedup(dataset, "column", threshold, keep, order_by,
+                             _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);

@@ -11,16 +11,22 @@
 -- precision, bucket-size percentiles, candidates per query, estimator error vs theory.
 --   SELECT value FROM minhash_report('corpus.lance', 'text') WHERE metric = 'recall_at_threshold'
 CREATE OR REPLACE TEMP MACRO minhash_report(dataset, "column", sample := 2000, threshold := NULL,
-                                            seed := 0) AS TABLE
-    SELECT unnest(_lms_report(dataset, "column", sample, threshold, seed), recursive := true);
+                                            seed := 0, storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_report(dataset, "column", sample, threshold, seed,
+                              _lms_storage('minhash_report', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);
 
 -- One row per exact-Jaccard bin of width 0.05: sampled pairs, candidates, empirical and
 -- theoretical candidate probability, binomial standard error, estimator error.
 CREATE OR REPLACE TEMP MACRO minhash_scurve(dataset, "column", sample := 2000, threshold := NULL,
-                                            seed := 0) AS TABLE
-    SELECT unnest(_lms_scurve(dataset, "column", sample, threshold, seed), recursive := true);
+                                            seed := 0, storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_scurve(dataset, "column", sample, threshold, seed,
+                              _lms_storage('minhash_scurve', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);
 
 -- The largest buckets (runs of equal band keys in the sorted band rows), largest first,
 -- with one member's row id and text.
-CREATE OR REPLACE TEMP MACRO minhash_buckets(dataset, "column", top := 10) AS TABLE
-    SELECT unnest(_lms_buckets(dataset, "column", top), recursive := true);
+CREATE OR REPLACE TEMP MACRO minhash_buckets(dataset, "column", top := 10, storage_options := NULL) AS TABLE
+    SELECT unnest(_lms_buckets(dataset, "column", top,
+                               _lms_storage('minhash_buckets', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                  recursive := true);
