@@ -12,7 +12,7 @@ import pytest
 from lance.file import LanceFileReader, LanceFileSession
 
 from lance_minhash_sql.errors import CorruptIndexError
-from lance_minhash_sql.io.chunks import chunked_column, read_columns
+from lance_minhash_sql.io.chunks import chunked_column, fixed_rows, read_columns
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, _band_chunks, open_segment
 from lance_minhash_sql.params import MinHashParams
 
@@ -54,7 +54,7 @@ def test_rows_equal_lances_reader(segments, writer):
     native, dirs = segments
     seg = dirs[writer]
     files = open_segment(seg)
-    chunks = _band_chunks(seg, f"{seg}/{BANDS_FILE}", files.bands.metadata(), None)
+    chunks = _band_chunks(LanceFileSession(seg), f"{seg}/{BANDS_FILE}", files.bands.metadata())
     assert chunks is not None, "bands.lance's layout is the one io/chunks.py reads"
     n = files.bands.metadata().num_rows
     assert n == native.bands.num_rows
@@ -116,3 +116,29 @@ def test_damaged_chunk_is_reported(segments, tmp_path):
         docs.read_rows(np.array([0, 1]))
     with pytest.raises(CorruptIndexError, match="outside"):
         docs.read_rows(np.array([0, 10 ** 9]))
+
+
+@pytest.mark.parametrize("writer", ["lance", "ours"])
+def test_signature_rows_equal_lances_reader(segments, writer):
+    _, dirs = segments
+    seg = dirs[writer]
+    reader = LanceFileReader(f"{seg}/{SIGNATURES_FILE}")
+    session = LanceFileSession(seg)
+    calls = []
+
+    def read(offset, length):
+        calls.append((offset, length))
+        return session.read_range(SIGNATURES_FILE, offset, length)
+
+    rows_of = fixed_rows(read, "sigs", reader.metadata(), 1, 64, 2)
+    assert rows_of is not None and rows_of.num_rows == len(TEXTS)
+    rng = np.random.default_rng(3)
+    for rows in row_sets(len(TEXTS), rng):
+        got = rows_of.read_rows(rows).view("<u2").reshape(-1, 64)
+        ref = reader.take_rows(rows.astype(np.uint64).tolist()).to_table().column(1)
+        assert (got == np.stack(ref.to_numpy(zero_copy_only=False))).all()
+    calls.clear()
+    rows_of.read_rows(np.array([10, 11, 12, 20, 5000]))
+    assert len(calls) == 2  # rows 10-20 lie within a few KiB: one read; row 5000 another
+    assert fixed_rows(read, "sigs", reader.metadata(), 0, 64, 2) is None  # _rowid: not fixed-size lists
+    assert fixed_rows(read, "sigs", reader.metadata(), 1, 128, 2) is None  # other width

@@ -394,6 +394,9 @@ class DocStore:
         self.sigs = np.empty((0, self.k), dtype=np.uint16)
         self.used = 0
         self.full = False
+        # every doc's stored row id, kept for object stores (one read per segment): the
+        # signatures of candidates are then plain byte ranges
+        self.all_rowids: np.ndarray | None = None
 
     @property
     def row_bytes(self) -> int:
@@ -401,7 +404,8 @@ class DocStore:
 
     @property
     def nbytes(self) -> int:
-        return self.doc_slot.nbytes + self.rowids.nbytes + self.sigs.nbytes
+        extra = 0 if self.all_rowids is None else self.all_rowids.nbytes
+        return self.doc_slot.nbytes + self.rowids.nbytes + self.sigs.nbytes + extra
 
     def file_bytes(self) -> int:
         return self.num_docs * self.row_bytes
@@ -449,6 +453,7 @@ class DocStore:
 
     def set_full(self, rowids: np.ndarray, sigs: np.ndarray) -> None:
         self.rowids, self.sigs = rowids, sigs
+        self.all_rowids = None
         self.doc_slot = np.empty(0, dtype=np.int32)
         self.used = self.num_docs
         self.full = True
@@ -649,19 +654,44 @@ class SegmentEntry:
         else:
             store = store.copy_docs(docs)  # transient: not cached
         t0 = time.perf_counter()
-        k = store.k
         for s in range(0, missing.size, _MAX_TAKE):
             part = missing[s:s + _MAX_TAKE]
-            t = self.files.signatures.take_rows(part.astype(np.int64).tolist(),
-                                                batch_size=max(1024, part.size)).to_table()
-            rowids = self.map_rowids(t.column(0).to_numpy())
-            sig = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
-            store.add_docs(part, rowids, sig)
+            rowids, sig = self._read_docs(part)
+            store.add_docs(part, self.map_rowids(rowids), sig)
         self.rent_docs += self._rent(t0, partial)
         self.stats["docs_read"] += int(missing.size)
         if store is self.docs:
             self._settle()
         return store.arrays()
+
+    def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store from the
+        resident row ids and byte ranges of the signatures (one request per run of nearby
+        docs, all concurrent), else one Lance take."""
+        files = self.files
+        if self.remote and files.signature_rows is not None:
+            ids = self._all_rowids()
+            if ids is not None:
+                return ids[docs], files.read_signature_rows(docs)
+        t = files.signatures.take_rows(docs.astype(np.int64).tolist(), batch_size=max(1024, docs.size)).to_table()
+        return t.column(0).to_numpy(), t.column(1).combine_chunks().values.to_numpy().reshape(-1, self.docs.k)
+
+    def stored_rowids(self, docs: np.ndarray) -> np.ndarray | None:
+        """Row ids (as the dataset version knows them) of ``docs`` when every doc's row id
+        is in memory (object stores; loaded here on first use), else None."""
+        if self.docs.full:
+            return self.docs.rowids[docs]
+        if not self.remote or self.files is None or self.files.signature_rows is None:
+            return None
+        ids = self._all_rowids()
+        return None if ids is None else self.map_rowids(ids[docs])
+
+    def _all_rowids(self) -> np.ndarray | None:
+        store = self.docs
+        if store.all_rowids is None and self._reserve(store.num_docs * 8):
+            store.all_rowids = self.files.read_rowids()
+            self._settle()
+        return store.all_rowids
 
     def _read_all_docs(self):
         n, k = self.docs.num_docs, self.docs.k

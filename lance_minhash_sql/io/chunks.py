@@ -18,6 +18,12 @@ column:
 * buffer 1, the chunks back to back: a u16 level count (0), a u32 value-buffer size,
   padding to 8 bytes, then the values, little-endian.
 
+``signatures.lance``'s signature column (a fixed-size list of ``uint16``) is read by
+:class:`FixedRows`: its pages have the ``FullZipLayout`` without repetition or
+definition levels, ``Flat`` 16-bit values and one buffer of exactly ``num_items`` rows
+of ``2 * num_hashes`` bytes, so row ``i`` of a page is a plain byte range. Nearby rows
+share one ranged read (gaps up to :data:`ROW_GAP_BYTES`).
+
 A column whose pages do not all match (another writer, another format version) is
 reported as not supported, and callers keep using ``take_rows``. Every chunk's header
 is checked against its table entry before its values are used.
@@ -34,13 +40,17 @@ import numpy as np
 
 from ..errors import CorruptIndexError
 
-__all__ = ["ChunkedColumn", "chunked_column", "read_columns"]
+__all__ = ["ChunkedColumn", "FixedRows", "chunked_column", "fixed_rows", "read_columns"]
 
 _HEADER = 8  # u16 levels, u32 value bytes, 2 bytes of padding
 _MAX_WORKERS = 16
 _ENCODING_RULES = ("MiniBlockLayout", "rep_compression: None", "def_compression: None", "dictionary: None",
                    "RepdefAllValidItem", "num_buffers: 1", "repetition_index_depth: 0", "has_large_chunk: true",
                    "Flat {")
+_FULLZIP_RULES = ("FullZipLayout", "bits_rep: 0", "bits_def: 0", "FixedSizeList {", "has_validity: false",
+                  "Flat {", "bits_per_value: 16", "RepdefAllValidItem")
+_ITEMS_PER_VALUE = re.compile(r"items_per_value: (\d+)")
+ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
 _BITS = re.compile(r"bits_per_value: (\d+)")
 _ITEMS = re.compile(r"num_items: (\d+)")
 
@@ -214,3 +224,74 @@ def chunked_column(read_range, path: str, file_meta, index: int, dtype) -> Chunk
     if not pages or first != int(file_meta.num_rows):
         return None
     return ChunkedColumn(read_range, path, pages, dtype)
+
+
+class FixedRows:
+    """A column of fixed-width rows stored as plain byte ranges (see the module doc)."""
+
+    def __init__(self, read_range, path: str, starts: np.ndarray, positions: np.ndarray, row_bytes: int):
+        self._read = read_range
+        self.path = path
+        self.starts = starts  # int64 first row of each page, + total rows
+        self.positions = positions  # int64 file position of each page's rows
+        self.row_bytes = int(row_bytes)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.starts[-1])
+
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray]:
+        """``(file offset of each row, [(offset, length)] reads, read index of each row)``."""
+        page = np.searchsorted(self.starts, rows, side="right") - 1
+        offs = self.positions[page] + (rows - self.starts[page]) * self.row_bytes
+        ends = offs + self.row_bytes
+        new = np.ones(rows.size, dtype=np.bool_)
+        new[1:] = offs[1:] - ends[:-1] > ROW_GAP_BYTES
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], rows.size) - 1
+        spans = [(int(offs[a]), int(ends[b] - offs[a])) for a, b in zip(first.tolist(), last.tolist())]
+        return offs, spans, np.cumsum(new) - 1
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """``uint8[n, row_bytes]`` of the sorted, distinct ``rows``, in one concurrent batch."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((rows.size, self.row_bytes), dtype=np.uint8)
+        if rows.size == 0:
+            return out
+        if rows[0] < 0 or rows[-1] >= self.num_rows:
+            raise CorruptIndexError(f"{self.path}: rows {rows[0]}..{rows[-1]} outside its {self.num_rows} rows")
+        offs, spans, which = self.spans(rows)
+        raws = _fetch([(self._read, span) for span in spans])
+        for i, (span, raw) in enumerate(zip(spans, raws)):
+            if len(raw) != span[1]:
+                raise CorruptIndexError(f"{self.path}: a read of {span[1]} bytes at {span[0]} gave {len(raw)} bytes; "
+                                        "the file is truncated")
+            sel = np.flatnonzero(which == i)
+            buf = np.frombuffer(raw, dtype=np.uint8)
+            rel = offs[sel] - span[0]
+            out[sel] = buf[rel[:, None] + np.arange(self.row_bytes)]
+        return out
+
+
+def fixed_rows(read_range, path: str, file_meta, index: int, items: int, item_bytes: int) -> FixedRows | None:
+    """A :class:`FixedRows` for column ``index`` (fixed-size lists of ``items`` values of
+    ``item_bytes``), or None when its pages are not laid out as plain rows."""
+    try:
+        column = file_meta.columns[index]
+    except (IndexError, AttributeError):
+        return None
+    row_bytes = items * item_bytes
+    starts, positions = [0], []
+    for page in column.pages:
+        enc = page.encoding or ""
+        n, ipv = _ITEMS.search(enc), _ITEMS_PER_VALUE.search(enc)
+        if (not all(rule in enc for rule in _FULLZIP_RULES) or item_bytes != 2 or n is None or ipv is None
+                or int(ipv.group(1)) != items or len(page.buffers) != 1
+                or int(page.buffers[0].size) != int(n.group(1)) * row_bytes):
+            return None
+        starts.append(starts[-1] + int(n.group(1)))
+        positions.append(int(page.buffers[0].position))
+    if not positions or starts[-1] != int(file_meta.num_rows):
+        return None
+    return FixedRows(read_range, path, np.array(starts, dtype=np.int64), np.array(positions, dtype=np.int64),
+                     row_bytes)

@@ -26,11 +26,11 @@ import numpy as np
 import pyarrow as pa
 from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 
-from ..errors import CorruptIndexError, UnsupportedIndexError
+from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
-from .chunks import chunked_column, read_columns
+from .chunks import FixedRows, chunked_column, fixed_rows, read_columns
 from .details import details_hex, params_from_hex
-from .store import is_remote
+from .store import is_remote, redact, redact_uri
 
 __all__ = [
     "SIGNATURES_FILE",
@@ -200,11 +200,36 @@ class SegmentFiles:
     page_table: np.ndarray  # uint64[num_pages]
     num_band_rows: int
     bands: LanceFileReader
-    signatures: LanceFileReader
+    # signatures.lance's reader: of both columns, or (object stores, where signatures are
+    # read as byte ranges) of ``_rowid`` only; :attr:`signatures` is always of both
+    sig_file: LanceFileReader
     storage_options: dict | None = None
-    # bands.lance's (band_key, doc_id) columns read by chunk through cached chunk tables
-    # (io/chunks.py); set for object stores, where each read is a request
+    sig_rowids_only: bool = False
+    _full_signatures: LanceFileReader | None = None
+
+    @property
+    def signatures(self) -> LanceFileReader:
+        """A reader of signatures.lance's two columns (opened on first use when only the
+        row ids' reader is open)."""
+        if not self.sig_rowids_only:
+            return self.sig_file
+        if self._full_signatures is None:
+            self._full_signatures = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE),
+                                                    storage_options=self.storage_options)
+        return self._full_signatures
+    # bands.lance's (band_key, doc_id) columns read by chunk through cached chunk tables,
+    # and signatures.lance's signatures as byte ranges (io/chunks.py); set for object
+    # stores, where each read is a request
     band_chunks: tuple | None = None
+    signature_rows: FixedRows | None = None
+
+    def read_signature_rows(self, docs: np.ndarray) -> np.ndarray:
+        """``uint16[m, k]`` signatures of sorted, distinct ``docs``: byte ranges of nearby
+        rows, read concurrently (object stores), else Lance's take."""
+        if self.signature_rows is None:
+            return self.read_signatures(docs)
+        k = self.params.num_hashes
+        return self.signature_rows.read_rows(docs).view("<u2").reshape(-1, k).astype(np.uint16, copy=False)
 
     def read_band_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(band_key, doc_id)`` of sorted, distinct band ``rows`` in one batch of reads."""
@@ -223,9 +248,14 @@ class SegmentFiles:
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
 
     def read_rowids(self) -> np.ndarray:
-        reader = LanceFileReader(os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"],
-                                 storage_options=self.storage_options)
-        return reader.read_all(batch_size=1 << 20).to_table().column(0).to_numpy()
+        """Every doc's stored row id, in doc order."""
+        reader = self.sig_file if self.sig_rowids_only else LanceFileReader(
+            os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"], storage_options=self.storage_options)
+        ids = reader.read_all(batch_size=1 << 20).to_table().column(0).to_numpy()
+        if ids.size != self.num_docs:
+            raise CorruptIndexError(f"{os.path.join(self.seg_dir, SIGNATURES_FILE)}: {ids.size} row ids for "
+                                    f"{self.num_docs} docs; rebuild the index")
+        return ids
 
     def read_signatures(self, docs: np.ndarray | None = None, start: int = 0, count: int | None = None) -> np.ndarray:
         """``uint16[m, k]`` signatures of sorted doc ids, or of a contiguous doc range."""
@@ -287,12 +317,17 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
     """Open and validate a segment's two files (metadata, versions, page table, counts)."""
     bpath = os.path.join(seg_dir, BANDS_FILE)
     spath = os.path.join(seg_dir, SIGNATURES_FILE)
+    remote = is_remote(seg_dir)
     readers = []
-    for path in (bpath, spath):
+    for path, columns in ((bpath, None), (spath, ["_rowid"] if remote else None)):
         try:
-            readers.append(LanceFileReader(path, storage_options=storage_options))
+            readers.append(LanceFileReader(path, storage_options=storage_options, columns=columns))
         except Exception as exc:
-            raise CorruptIndexError(f"{path}: cannot open index file ({exc}); rebuild the index") from None
+            msg = redact(str(exc).splitlines()[0][:300], storage_options)
+            if remote:
+                raise DatasetError(f"{redact_uri(path)}: cannot read index file ({msg}); check the credentials "
+                                   "and endpoint in storage_options, or rebuild the index if it is damaged") from None
+            raise CorruptIndexError(f"{path}: cannot open index file ({msg}); rebuild the index") from None
     bands, sigs = readers
     (bfile, bmeta), (sfile, smeta) = _metadata(bands, bpath), _metadata(sigs, spath)
     for meta, path in ((bmeta, bpath), (smeta, spath)):
@@ -329,18 +364,27 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(f"{bpath}: page table has {len(table)} entries, expected ceil({band_rows} / {page_rows})")
     if len(table) > 1 and not (table[1:] >= table[:-1]).all():
         raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
-    chunks = _band_chunks(seg_dir, bpath, bfile, storage_options) if is_remote(seg_dir) else None
-    return SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options, chunks)
+    files = SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options,
+                         sig_rowids_only=remote)
+    if remote:
+        session = LanceFileSession(seg_dir, storage_options=storage_options or None)
+        files.band_chunks = _band_chunks(session, bpath, bfile)
+        files.signature_rows = fixed_rows(_reader_of(session, SIGNATURES_FILE), spath, sfile, 1,
+                                          params.num_hashes, 2)
+    return files
 
 
-def _band_chunks(seg_dir: str, bpath: str, bfile, storage_options) -> tuple | None:
+def _reader_of(session: LanceFileSession, name: str):
+    def read(offset: int, length: int) -> bytes:
+        return session.read_range(name, offset, length)
+
+    return read
+
+
+def _band_chunks(session: LanceFileSession, bpath: str, bfile) -> tuple | None:
     """Chunk readers of bands.lance's two columns, or None when its layout is not the one
     :mod:`.chunks` reads (the Lance reader is used then)."""
-    session = LanceFileSession(seg_dir, storage_options=storage_options or None)
-
-    def read(offset: int, length: int) -> bytes:
-        return session.read_range(BANDS_FILE, offset, length)
-
+    read = _reader_of(session, BANDS_FILE)
     keys = chunked_column(read, bpath, bfile, 0, np.uint64)
     docs = chunked_column(read, bpath, bfile, 1, np.uint32)
     return None if keys is None or docs is None else (keys, docs)
