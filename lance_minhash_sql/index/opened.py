@@ -488,6 +488,8 @@ class SegmentEntry:
         self.remap = None
         self.rent_bands = 0.0  # seconds spent on partial reads
         self.rent_docs = 0.0
+        self.rent_rowids = 0.0
+        self._rowid_hint = None  # (docs, stored row ids) of the last candidates' take
         self.remote = files is not None and is_remote(files.seg_dir)
         self.call_seconds = REMOTE_READ_CALL_SECONDS if self.remote else READ_CALL_SECONDS
         self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
@@ -506,7 +508,8 @@ class SegmentEntry:
             self._empty()
 
     def _empty(self) -> None:
-        self.rent_bands = self.rent_docs = 0.0
+        self.rent_bands = self.rent_docs = self.rent_rowids = 0.0
+        self._rowid_hint = None
         self.bands = BandStore(self.bands.page_table, self.bands.page_rows, self.bands.num_rows)
         self.docs = DocStore(self.docs.num_docs, self.docs.k)
 
@@ -665,26 +668,49 @@ class SegmentEntry:
         return store.arrays()
 
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store from the
-        resident row ids and byte ranges of the signatures (one request per run of nearby
-        docs, all concurrent), else one Lance take."""
+        """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store the
+        signatures as byte ranges (one request per run of nearby docs, all concurrent) and
+        the row ids from memory (see :meth:`stored_rowids`), else one Lance take."""
         files = self.files
         if self.remote and files.signature_rows is not None:
-            ids = self._all_rowids()
-            if ids is not None:
-                return ids[docs], files.read_signature_rows(docs)
+            return self._raw_rowids(docs), files.read_signature_rows(docs)
         t = files.signatures.take_rows(docs.astype(np.int64).tolist(), batch_size=max(1024, docs.size)).to_table()
         return t.column(0).to_numpy(), t.column(1).combine_chunks().values.to_numpy().reshape(-1, self.docs.k)
 
     def stored_rowids(self, docs: np.ndarray) -> np.ndarray | None:
-        """Row ids (as the dataset version knows them) of ``docs`` when every doc's row id
-        is in memory (object stores; loaded here on first use), else None."""
+        """Row ids (as the dataset version knows them) of candidate ``docs`` on an object
+        store, None elsewhere: from the segment's row id column once it is resident (read
+        whole when the ski rental says it pays: at once for a small segment), until then
+        with one take of just these docs, kept for the signature reads that follow."""
         if self.docs.full:
             return self.docs.rowids[docs]
         if not self.remote or self.files is None or self.files.signature_rows is None:
             return None
-        ids = self._all_rowids()
-        return None if ids is None else self.map_rowids(ids[docs])
+        store = self.docs
+        if store.all_rowids is None:
+            whole = self.files.rowid_bytes / self.bytes_per_second
+            if whole_read_pays(self.rent_rowids, self.call_seconds, whole):
+                self._all_rowids()
+        if store.all_rowids is None:
+            wanted = np.unique(docs)
+            self._rowid_hint = (wanted, self.files.take_rowids(wanted))
+            self.rent_rowids += self.call_seconds
+        return self.map_rowids(self._raw_rowids(docs))
+
+    def _raw_rowids(self, docs: np.ndarray) -> np.ndarray:
+        """Stored row ids of sorted ``docs``: resident, kept from the last take, or read now."""
+        if self.docs.all_rowids is not None:
+            return self.docs.all_rowids[docs]
+        if self._rowid_hint is None:
+            return self.files.take_rowids(docs)
+        known, values = self._rowid_hint
+        pos = np.minimum(np.searchsorted(known, docs), max(known.size - 1, 0))
+        miss = np.ones(docs.size, dtype=np.bool_) if known.size == 0 else known[pos] != docs
+        out = np.empty(docs.size, dtype=np.uint64)
+        out[~miss] = values[pos[~miss]]
+        if miss.any():
+            out[miss] = self.files.take_rowids(docs[miss])
+        return out
 
     def _all_rowids(self) -> np.ndarray | None:
         store = self.docs

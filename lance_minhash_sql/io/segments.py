@@ -247,6 +247,17 @@ class SegmentFiles:
         t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
 
+    @property
+    def rowid_bytes(self) -> int:
+        """Stored size of signatures.lance's ``_rowid`` column."""
+        return sum(int(b.size) for p in self.sig_file.metadata().columns[0].pages for b in p.buffers)
+
+    def take_rowids(self, docs: np.ndarray) -> np.ndarray:
+        """Stored row ids of sorted, distinct ``docs`` (one take of the ``_rowid`` column)."""
+        reader = self.sig_file if self.sig_rowids_only else self.signatures
+        t = reader.take_rows(np.asarray(docs, dtype=np.uint64).tolist(), batch_size=max(1024, len(docs))).to_table()
+        return t.column("_rowid").to_numpy()
+
     def read_rowids(self) -> np.ndarray:
         """Every doc's stored row id, in doc order."""
         reader = self.sig_file if self.sig_rowids_only else LanceFileReader(
