@@ -56,3 +56,19 @@ def test_opened_index_repr_leaves_the_options_out(s3):
     build_index(uri, "text", storage_options=opts)
     opened = open_index(uri, "text", opts)
     assert opened.storage_options == opts and s3.SECRET_KEY not in repr(opened)
+
+
+def test_no_secret_is_stored_with_the_dataset_or_index(s3):
+    """Manifests, index files and details hold no credential (they travel with the data)."""
+    bucket = s3.make_bucket("lms-secrets")
+    uri = f"s3://{bucket}/corpus.lance"
+    opts = s3.storage_options()
+    table = pa.Table.from_batches(list(generate_batches(800, CorpusSpec(seed=5))))
+    lance.write_dataset(table, uri, storage_options=opts)
+    build_index(uri, "text", storage_options=opts)
+    client = s3.client()
+    keys = s3.keys(bucket)
+    assert any("/_indices/" in k for k in keys) and any("/_versions/" in k for k in keys)
+    for key in keys:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert s3.SECRET_KEY.encode() not in body and s3.ACCESS_KEY.encode() not in body, key
