@@ -52,8 +52,8 @@ from ..io.rowids import remap as remap_rowids
 from ..io.scan import open_dataset, options_for, scan_text, text_field
 from ..io.segments import SegmentFiles, open_segment
 from ..io.store import is_remote
-from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, window_indices, window_plan,
-                           window_rows)
+from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, sorted_unique, window_indices,
+                           window_plan, window_rows)
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from .sign import signer_for
 
@@ -692,7 +692,7 @@ class SegmentEntry:
             if whole_read_pays(self.rent_rowids, self.call_seconds, whole):
                 self._all_rowids()
         if store.all_rowids is None:
-            wanted = np.unique(docs)
+            wanted = sorted_unique(docs)
             self._rowid_hint = (wanted, self.files.take_rowids(wanted))
             self.rent_rowids += self.call_seconds
         return self.map_rowids(self._raw_rowids(docs))

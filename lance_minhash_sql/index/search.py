@@ -155,11 +155,11 @@ class _Candidates:
 
     On an object store, when the segment's signatures are not all in memory, candidates
     are visited as Lance visits them: by the number of bands they share with the query,
-    most first, one concurrent read per level; a level is skipped, with every level below
-    it, once the query's ``limit``-th best distance is below the level's lower bound
-    (a candidate sharing ``m`` of ``b`` bands differs in at least ``b - m`` hashes). The
-    candidates never visited could not have entered the top ``limit``, so the answer is
-    the same, with a fraction of the signature reads.
+    most first, each step one concurrent read; a query stops once no candidate left can
+    beat its ``limit``-th best (a candidate sharing ``m`` of ``b`` bands differs in at
+    least ``b - m`` hashes; see ``_visit_by_level``). The candidates never visited could
+    not have entered the top ``limit``, so the answer is the same, with a fraction of the
+    signature reads.
     """
 
     __slots__ = ("offsets", "docs", "doc_slot", "rowids", "sigs", "cand_rowids")

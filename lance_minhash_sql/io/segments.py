@@ -19,6 +19,7 @@ Every format rule is written here, next to the code that writes and reads it:
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -247,7 +248,7 @@ class SegmentFiles:
         t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
 
-    @property
+    @functools.cached_property
     def rowid_bytes(self) -> int:
         """Stored size of signatures.lance's ``_rowid`` column."""
         return sum(int(b.size) for p in self.sig_file.metadata().columns[0].pages for b in p.buffers)
