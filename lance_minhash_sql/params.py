@@ -26,6 +26,7 @@ import numbers
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
+from .checks import check_bool, check_int, check_similarity, check_threshold
 from .errors import InvalidParameterError
 
 __all__ = [
@@ -81,20 +82,6 @@ LANGUAGES = (
 _BLOCK_SIZES = (128, 256)
 
 
-def _integer(name: str, value: Any, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise InvalidParameterError(f"{name}={value!r} must be an integer; {fix}")
-    return int(value)
-
-
-def _boolean(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return value
-
-
 @dataclass(frozen=True)
 class TokenizerParams:
     """How text becomes tokens; the defaults are Lance's MinHash defaults.
@@ -130,7 +117,7 @@ class TokenizerParams:
         if self.language not in LANGUAGES:
             raise InvalidParameterError(f"language={self.language!r} is unknown; use one of {LANGUAGES}")
         if self.max_token_length is not None:
-            n = _integer("max_token_length", self.max_token_length, "use a positive integer or null for no limit")
+            n = check_int("max_token_length", self.max_token_length, "use a positive integer or null for no limit")
             if n < 1:
                 raise InvalidParameterError(
                     f"max_token_length={n} must be >= 1 (tokens of >= max_token_length bytes are dropped); "
@@ -138,15 +125,15 @@ class TokenizerParams:
                 )
             object.__setattr__(self, "max_token_length", n)
         for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position"):
-            _boolean(name, getattr(self, name))
+            check_bool(name, getattr(self, name))
         if self.stem or self.remove_stop_words:
             raise InvalidParameterError(
                 f"stem={self.stem}, remove_stop_words={self.remove_stop_words}: stemming and stop-word "
                 "removal are not supported by lance_minhash_sql (MinHash indexes default to neither); "
                 "set both to false"
             )
-        lo = _integer("min_ngram_length", self.min_ngram_length, "use a positive integer")
-        hi = _integer("max_ngram_length", self.max_ngram_length, "use a positive integer")
+        lo = check_int("min_ngram_length", self.min_ngram_length, "use a positive integer")
+        hi = check_int("max_ngram_length", self.max_ngram_length, "use a positive integer")
         if lo < 1 or hi < lo:
             raise InvalidParameterError(
                 f"min_ngram_length={lo}, max_ngram_length={hi}: require 1 <= min_ngram_length <= "
@@ -154,7 +141,7 @@ class TokenizerParams:
             )
         object.__setattr__(self, "min_ngram_length", lo)
         object.__setattr__(self, "max_ngram_length", hi)
-        bs = _integer("block_size", self.block_size, f"use one of {_BLOCK_SIZES}")
+        bs = check_int("block_size", self.block_size, f"use one of {_BLOCK_SIZES}")
         if bs not in _BLOCK_SIZES:
             raise InvalidParameterError(f"block_size={bs} must be one of {_BLOCK_SIZES}")
         object.__setattr__(self, "block_size", bs)
@@ -217,9 +204,9 @@ class MinHashParams:
     tokenizer: TokenizerParams = field(default_factory=TokenizerParams)
 
     def __post_init__(self) -> None:
-        k = _integer("num_hashes", self.num_hashes, f"use 1..{MAX_NUM_HASHES}, e.g. 128")
-        b = _integer("num_bands", self.num_bands, "use a divisor of num_hashes, e.g. 16")
-        w = _integer("shingle_size", self.shingle_size, "use a positive integer, e.g. 3")
+        k = check_int("num_hashes", self.num_hashes, f"use 1..{MAX_NUM_HASHES}, e.g. 128")
+        b = check_int("num_bands", self.num_bands, "use a divisor of num_hashes, e.g. 16")
+        w = check_int("shingle_size", self.shingle_size, "use a positive integer, e.g. 3")
         if not 1 <= k <= MAX_NUM_HASHES:
             raise InvalidParameterError(
                 f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}; e.g. 128"
@@ -267,7 +254,7 @@ class MinHashParams:
                     f"threshold={threshold!r} and num_bands={num_bands!r} were both given: threshold "
                     "chooses num_bands; pass one of them"
                 )
-            num_bands, _ = recall_bands(threshold, _integer("num_hashes", k, "e.g. 128"))
+            num_bands, _ = recall_bands(threshold, check_int("num_hashes", k, "e.g. 128"))
         return cls(
             num_hashes=k,
             num_bands=16 if num_bands is None else num_bands,
@@ -320,17 +307,11 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------- LSH math
 
 
-def _check_similarity(name: str, s: float) -> float:
-    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0.0 <= float(s) <= 1.0:
-        raise InvalidParameterError(f"{name}={s!r} must be a number in [0, 1]")
-    return float(s)
-
-
 def lsh_probability(similarity: float, num_bands: int, rows_per_band: int) -> float:
     """Probability that a pair of Jaccard ``similarity`` shares at least one band."""
-    s = _check_similarity("similarity", similarity)
-    b = _integer("num_bands", num_bands, "use a positive integer")
-    r = _integer("rows_per_band", rows_per_band, "use a positive integer")
+    s = check_similarity("similarity", similarity)
+    b = check_int("num_bands", num_bands, "use a positive integer")
+    r = check_int("rows_per_band", rows_per_band, "use a positive integer")
     if b < 1 or r < 1:
         raise InvalidParameterError(f"num_bands={b}, rows_per_band={r} must both be >= 1")
     return 1.0 - (1.0 - s**r) ** b
@@ -363,13 +344,7 @@ def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) ->
 
 
 def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
-    t = _check_similarity("threshold", threshold)
-    if not 0.0 < t < 1.0:
-        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
-    k = _integer("num_hashes", num_hashes, "e.g. 128")
-    if not 1 <= k <= MAX_NUM_HASHES:
-        raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")
-    return t, k
+    return check_threshold(threshold), check_int("num_hashes", num_hashes, "e.g. 128", 1, MAX_NUM_HASHES)
 
 
 def recall_bands(threshold: float, num_hashes: int = 128,
@@ -388,7 +363,7 @@ def recall_bands(threshold: float, num_hashes: int = 128,
     (64, 2)
     """
     t, k = _threshold_and_hashes(threshold, num_hashes)
-    p = _check_similarity("probability", probability)
+    p = check_similarity("probability", probability)
     bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
     for b in bands:
         if lsh_probability(t, b, k // b) >= p:

@@ -497,7 +497,7 @@ def test_radix_sort_is_stable_and_sorted():
         assert np.array_equal(k, keys[o]) and np.array_equal(d, docs[o])
 
 
-def test_parse_bytes():
+def test_parse_bytes():  # the rule itself: tests/test_sizes.py
     assert spill.parse_bytes("512MiB", "x") == 512 << 20
     assert spill.parse_bytes("2GB", "x") == 2 * 10**9
     assert spill.parse_bytes(" 1.5 gib ", "x") == 3 << 29

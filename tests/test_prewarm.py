@@ -134,7 +134,7 @@ def test_prewarm_errors(tmp_path, three_segments):
     lance.write_dataset(pa.table({"text": ["a b c"]}), uri)
     with pytest.raises(IndexNotFoundError, match="minhash_build"):
         prewarm(uri, "text")
-    for bad in (-1, "1GB", 1.5, True):
+    for bad in (-1, "1 parsec", 1.5, True):
         with pytest.raises(InvalidParameterError, match="cache capacity"):
             prewarm(three_segments, "text", cache_bytes=bad)
     assert cache_capacity() == DEFAULT_CACHE_BYTES
@@ -147,7 +147,7 @@ def test_capacity_from_the_environment(three_segments):
     env = {**os.environ, CACHE_ENV: "300K",
            "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(lms.__file__)))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(300 << 10), "True", "False"]
+    assert out.stdout.split() == [str(300_000), "True", "False"]
 
 
 def test_sql_minhash_prewarm(three_segments):

@@ -543,11 +543,7 @@ def test_capacity_validation_and_environment():
     with pytest.raises(InvalidParameterError):
         set_cache_capacity(-1)
     with pytest.raises(InvalidParameterError):
-        set_cache_capacity("1G")
-    assert opened_mod._parse_bytes("512M") == 512 << 20
-    assert opened_mod._parse_bytes("2g") == 2 << 30
-    with pytest.raises(InvalidParameterError):
-        opened_mod._parse_bytes("lots")
+        set_cache_capacity("lots")
     env = dict(os.environ, LANCE_MINHASH_CACHE_BYTES="123456")
     out = subprocess.run([sys.executable, "-c", "from lance_minhash_sql.index.opened import cache_capacity; "
                           "print(cache_capacity())"], env=env, capture_output=True, text=True, check=True)

@@ -8,11 +8,11 @@ at execution, and with ``null_handling="special"`` so a NULL argument is an erro
 from __future__ import annotations
 
 import json
-import re
 
 import pyarrow as pa
 
 from ..errors import InvalidParameterError
+from ..sizes import parse_bytes
 from .storage import options_of
 from .tables import TableUdf, _list_of_structs, _require, _scalars
 
@@ -64,18 +64,9 @@ def optimize(dataset, column, merge, storage) -> pa.Array:
     return _list_of_structs(out, _OPTIMIZE_ARROW)
 
 
-_DIGITS = re.compile(r"^\s*\d+\s*$")
-
-
 def _cache_bytes(value) -> int | None:
-    """NULL (keep the capacity), a byte count, or a size such as '512MiB'."""
-    if value is None:
-        return None
-    if _DIGITS.match(value):
-        return int(value)
-    from ..index.spill import parse_bytes
-
-    return parse_bytes(value, "cache_bytes")
+    """NULL (keep the capacity), a byte count, or a size such as '512MiB' (:mod:`..sizes`)."""
+    return None if value is None else parse_bytes(value, "cache_bytes", minimum=0)
 
 
 def prewarm(dataset, column, cache_bytes, storage) -> pa.Array:

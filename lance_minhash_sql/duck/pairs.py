@@ -35,7 +35,8 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidParameterError, ResourceLimitError
+from ..checks import check_bool
+from ..errors import ResourceLimitError
 from .storage import options_of
 from .tables import TableUdf, _literal, _require, _scalars
 from .udfs import _prefixed
@@ -80,12 +81,6 @@ class _Plans:
 _PLANS = _Plans(_MAX_PLANS)
 
 
-def _flag(fn: str, name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidParameterError(f"{fn}: {name}={value!r} must be true or false")
-    return value
-
-
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int,
               storage: str | None = None) -> str:
     """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
@@ -105,7 +100,7 @@ def pairs_plan(dataset, column, threshold, exact, storage) -> pa.Array:
     out = []
     for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
         _require(fn, row, "dataset", "column", "exact")
-        exact_ = _flag(fn, "exact", row["exact"])
+        exact_ = _prefixed(fn, check_bool, "exact", row["exact"])
         token = row["storage"]
         shards = _prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
                            row["column"], row["threshold"])

@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_bool
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
 from ..io import manifest, store
 from ..io.details import TYPE_URL
@@ -197,12 +198,6 @@ def _resolve_dataset(dataset: Any, storage_options: dict | None):
         raise InvalidInputError(
             f"dataset={dataset!r} must be a dataset path / URI string or a lance.LanceDataset")
     return open_dataset(dataset, storage_options=storage_options)
-
-
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return bool(value)
 
 
 def _target(ds, column: str, name: str | None, replace: bool) -> tuple[str, list]:
@@ -554,7 +549,7 @@ def prepare_build(dataset, column: str, num_hashes, num_bands, shingle_size, tok
     ds = _resolve_dataset(dataset, storage_options)
     text_field(ds, column)
     params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
-    replace = _check_bool("replace", replace)
+    replace = check_bool("replace", replace)
     index_name, old_segments = _target(ds, column, name, replace)
     total_rows = int(ds.count_rows())
     if total_rows == 0:
@@ -581,7 +576,7 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     then unchanged.
     """
     t0 = time.perf_counter()
-    progress = _check_bool("progress", progress)
+    progress = check_bool("progress", progress)
     storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, total_rows = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)

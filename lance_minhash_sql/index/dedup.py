@@ -34,13 +34,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..checks import check_bool, check_threshold
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.rewrite import dataset_exists, delete_rows, live_rows, write_without
 from ..io.scan import open_dataset, options_for, text_field
 from .build import _bar
 from .clusters import clusters
 from .opened import dataset_handle
-from .pairs import check_threshold
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
 
@@ -198,8 +198,7 @@ class DedupResult:
 
 
 def _check_output(output, delete_in_place) -> str | None:
-    if not isinstance(delete_in_place, (bool, np.bool_)):
-        raise InvalidParameterError(f"delete_in_place={delete_in_place!r} must be true or false")
+    check_bool("delete_in_place", delete_in_place)
     if output is None:
         return None
     if delete_in_place:

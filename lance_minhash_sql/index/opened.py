@@ -55,6 +55,7 @@ from ..io.store import is_remote
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, sorted_unique, window_indices,
                            window_plan, window_rows)
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
+from ..sizes import parse_bytes
 from .sign import signer_for
 
 __all__ = [
@@ -103,29 +104,8 @@ DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
 # --------------------------------------------------------------------------- the cache
 
 
-def _parse_bytes(value: str) -> int:
-    text = value.strip().upper().removesuffix("B")
-    scale = 1
-    for suffix, mult in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
-        if text.endswith(suffix):
-            text, scale = text[:-1], mult
-            break
-    try:
-        n = int(float(text) * scale)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise InvalidParameterError(
-            f"{CACHE_ENV}={value!r} is not a byte count; use e.g. 1073741824, 512M or 2G")
-    return n
-
-
 def _check_capacity(nbytes: Any) -> int:
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-        raise InvalidParameterError(
-            f"cache capacity {nbytes!r} must be an integer number of bytes >= 0; e.g. 1 << 30 (1 GiB), "
-            "or 0 to cache nothing")
-    return int(nbytes)
+    return parse_bytes(nbytes, "cache capacity", minimum=0)
 
 
 @dataclass(frozen=True)
@@ -235,7 +215,7 @@ def _the_cache() -> _ByteLRU:
         with _cache_lock:
             if _cache is None:
                 env = os.environ.get(CACHE_ENV)
-                _cache = _ByteLRU(DEFAULT_CACHE_BYTES if env is None or not env.strip() else _parse_bytes(env))
+                _cache = _ByteLRU(DEFAULT_CACHE_BYTES if env is None or not env.strip() else parse_bytes(env, f"${CACHE_ENV}", 0))
     return _cache
 
 

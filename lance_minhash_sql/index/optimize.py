@@ -39,13 +39,14 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_bool
 from ..errors import IndexNotFoundError, InvalidParameterError, ParameterMismatchError
 from ..io import manifest
 from ..io.rowids import frag_reuse, live_rowids, remap
 from ..io.scan import options_for, scan_text, text_field
 from ..io.segments import iter_signatures, open_segment
 from ..params import MinHashParams
-from .build import (_SCAN_FRAGMENTS, _check_bool, _resolve_dataset, check_segment_rows, cleanup_leftovers,
+from .build import (_SCAN_FRAGMENTS, _resolve_dataset, check_segment_rows, cleanup_leftovers,
                     signed_batches, write_segment)
 from .opened import needs_remap
 from .sign import signer_for
@@ -202,7 +203,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     storage_options = options_for(dataset, storage_options)
     ds = _resolve_dataset(dataset, storage_options)
     text_field(ds, column)
-    progress = _check_bool("progress", progress)
+    progress = check_bool("progress", progress)
     all_segments = manifest.minhash_segments(ds, column)
     if not all_segments:
         raise IndexNotFoundError(

@@ -43,8 +43,6 @@ batches in shard order.
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 import queue
 import threading
@@ -57,6 +55,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_bool, check_int, check_threshold
 from ..errors import DatasetError, InvalidParameterError, ResourceLimitError, UnsupportedIndexError
 from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import (bucket_bounds, gather_rows, min_matches, multi_rows, new_cursor, pair_chunk,
@@ -77,7 +76,6 @@ __all__ = [
     "pair_shards",
     "shard_pairs",
     "pairs",
-    "check_threshold",
 ]
 
 PAIRS_SCHEMA = pa.schema([
@@ -107,34 +105,6 @@ class LowRecallWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def check_threshold(threshold: Any) -> float:
-    """The threshold as a float in ``(0, 1]``, or :class:`InvalidParameterError`."""
-    if threshold is None:
-        raise InvalidParameterError(
-            "threshold is NULL: pass the MinHash similarity a pair must reach, a number in (0, 1]; e.g. 0.8")
-    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, numbers.Real):
-        raise InvalidParameterError(
-            f"threshold={threshold!r} must be a number in (0, 1] (the similarity a pair must reach); e.g. 0.8")
-    t = float(threshold)
-    if not math.isfinite(t) or not 0.0 < t <= 1.0:
-        raise InvalidParameterError(
-            f"threshold={threshold!r} is out of range: requires 0 < threshold <= 1 (the similarity a pair "
-            "must reach); e.g. 0.8")
-    return t
-
-
-def _check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return bool(value)
-
-
-def _check_count(name: str, value: Any, hi: int, example: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not 1 <= value <= hi:
-        raise InvalidParameterError(f"{name}={value!r} must be an integer in 1..{hi}; e.g. {example}")
-    return int(value)
 
 
 def warn_if_low_recall(params: MinHashParams, threshold: float, stacklevel: int = 2) -> None:
@@ -245,7 +215,7 @@ def _shards(plan: _Plan, threshold: float, num_shards: int | None) -> list[Shard
     if num_shards is None:
         num_shards = min(MAX_SHARDS, max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS)))
     else:
-        num_shards = _check_count("num_shards", num_shards, MAX_SHARDS, "8")
+        num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
     span = plan.params.num_bands << 56
     bounds = [span * s // num_shards for s in range(num_shards + 1)]
     return [Shard(s, num_shards, bounds[s], bounds[s + 1], threshold, plan) for s in range(num_shards)]
@@ -552,8 +522,8 @@ def shard_pairs(shard: Shard, *, exact: bool = False, chunk_pairs: int = DEFAULT
     its ``m (m - 1) / 2`` pairs chunk by chunk)."""
     if not isinstance(shard, Shard):
         raise InvalidParameterError(f"shard={shard!r} must be a Shard from pair_shards()")
-    exact = _check_flag("exact", exact)
-    chunk = _check_count("chunk_pairs", chunk_pairs, 1 << 30, "1048576")
+    exact = check_bool("exact", exact)
+    chunk = check_int("chunk_pairs", chunk_pairs, "e.g. 1048576", 1, 1 << 30)
     return _shard_pairs(shard, exact, chunk)
 
 
@@ -674,7 +644,7 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
 
     Arguments are checked (and the index opened) when called, before the first batch.
     """
-    exact = _check_flag("exact", exact)
+    exact = check_bool("exact", exact)
     shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
     stop = threading.Event()
     if not exact:

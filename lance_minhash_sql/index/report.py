@@ -57,7 +57,6 @@ and the unindexed rows, exactly as a search gathers them.
 from __future__ import annotations
 
 import math
-import numbers
 import threading
 import time
 from collections import OrderedDict
@@ -67,6 +66,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_int, check_threshold
 from ..errors import DatasetError, InvalidParameterError
 from ..io.scan import scan_text
 from ..kernels.lsh import bucket_pages, merge_candidates
@@ -107,27 +107,6 @@ SIMULATED_DRAWS = 32  # Binomial(k, J) draws per pair for the theoretical error 
 PERCENTILES = (50, 90, 99)
 
 # --------------------------------------------------------------------------- validation
-
-
-def _count(name: str, value: Any, lo: int, hi: int, example: str) -> int:
-    if value is None:
-        raise InvalidParameterError(f"{name} is NULL; pass an integer in {lo}..{hi}, e.g. {example}")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
-        raise InvalidParameterError(f"{name}={value!r} must be an integer in {lo}..{hi}; e.g. {example}")
-    return int(value)
-
-
-def _threshold(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(float(value)) or not 0.0 < float(value) < 1.0:
-        raise InvalidParameterError(
-            f"threshold={value!r} must be a number strictly between 0 and 1 (the similarity the "
-            "false-positive and false-negative areas are taken at); e.g. 0.8, or NULL for the S-curve threshold")
-    return float(value)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -668,11 +647,11 @@ def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: flo
     ``bins``: equal-width similarity bins of ``(0, 1]``; ``top_buckets``: largest buckets
     listed. Raises :class:`IndexNotFoundError` without an index.
     """
-    sample = _count("sample", sample, 1, MAX_SAMPLE, str(DEFAULT_SAMPLE))
-    seed = _count("seed", seed, 0, 2**63 - 1, "0")
-    nbins = _count("bins", bins, 1, MAX_BINS, str(DEFAULT_BINS))
-    top = _count("top_buckets", top_buckets, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
-    t_given = _threshold(threshold)
+    sample = check_int("sample", sample, f"e.g. {DEFAULT_SAMPLE}", 1, MAX_SAMPLE)
+    seed = check_int("seed", seed, "e.g. 0", 0, 2**63 - 1)
+    nbins = check_int("bins", bins, f"e.g. {DEFAULT_BINS}", 1, MAX_BINS)
+    top = check_int("top_buckets", top_buckets, f"e.g. {DEFAULT_TOP_BUCKETS}", 1, MAX_TOP_BUCKETS)
+    t_given = None if threshold is None else check_threshold(threshold)
     t0 = time.perf_counter()
     opened = open_index(dataset, column, storage_options)
     params = opened.params
@@ -706,7 +685,7 @@ def largest_buckets(dataset, column: str, *, top: int = DEFAULT_TOP_BUCKETS,
     """``(largest, sizes)``: the ``top`` largest buckets of ``column``'s index
     (:data:`LARGEST_BUCKETS_SCHEMA`, largest first) and the number of buckets of each size
     (:data:`BUCKET_SIZES_SCHEMA`); reads the band rows only, no text scan."""
-    top = _count("top", top, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
+    top = check_int("top", top, f"e.g. {DEFAULT_TOP_BUCKETS}", 1, MAX_TOP_BUCKETS)
     opened = open_index(dataset, column, storage_options)
     entries, names = _entries(opened)
     rows = _rows(opened, entries)

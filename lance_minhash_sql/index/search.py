@@ -28,12 +28,12 @@ A batch of queries (:func:`search_ids`) runs through every kernel once per segme
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_bool, check_int
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
 from ..kernels import lsh as _lsh
@@ -58,19 +58,7 @@ _MAX_K = 1 << 40  # more rows than any dataset has: keeps k inside int64 in the 
 
 
 def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        if isinstance(k, float) and k.is_integer() and k >= 1:
-            return int(k)
-        raise InvalidParameterError(f"k={k!r} must be a positive integer (rows to return per query); e.g. 10")
-    if k < 1:
-        raise InvalidParameterError(f"k={k} must be a positive integer (rows to return per query); e.g. 10")
-    return min(int(k), _MAX_K)
-
-
-def _check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return bool(value)
+    return min(check_int("k", k, "e.g. 10 (rows to return per query)", lo=1), _MAX_K)
 
 
 def _check_filter(expr: Any) -> str | None:
@@ -319,7 +307,7 @@ def search_ids(dataset, column: str, queries, k: int = 10, *, fast_search: bool 
     ``_distance`` (float32), ordered by ``query_index`` then ``(_distance, _rowid)``.
     """
     limit = _check_k(k)
-    fast = _check_flag("fast_search", fast_search)
+    fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
@@ -339,7 +327,7 @@ def search(dataset, column: str, query: str, k: int = 10, *, fast_search: bool =
     ``prefilter=True``); ``fast_search=True`` skips fragments no index segment covers.
     """
     limit = _check_k(k)
-    fast = _check_flag("fast_search", fast_search)
+    fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
