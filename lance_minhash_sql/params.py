@@ -26,6 +26,8 @@ import numbers
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
+from .kernels.lance_format import DEFAULT_PAGE_ROWS, MAX_NUM_BANDS, MAX_NUM_HASHES, SHINGLE_SEPARATOR
+from .kernels.lance_format import SEED as SIGNATURE_SEED
 from .checks import check_bool, check_int, check_similarity, check_threshold
 from .errors import InvalidParameterError
 
@@ -54,16 +56,11 @@ __all__ = [
     "CANDIDATE_PROBABILITY",
 ]
 
-MAX_NUM_HASHES = 4096
-MAX_NUM_BANDS = 256  # the band id is the top byte of a band key
-SIGNATURE_SEED = 42
-SHINGLE_SEPARATOR = 0x1F
 SIGNATURE_VERSION = 0
 MAX_SHINGLE_SIZE = 2**31 - 1
 # a build with threshold := t makes a pair of similarity t a candidate at least this often
 CANDIDATE_PROBABILITY = 0.9
 INDEX_VERSION = 0
-DEFAULT_PAGE_ROWS = 4096
 MAX_SEGMENT_ROWS = 2**32  # doc ids are u32
 DEFAULT_MEMORY_BUDGET = 2 << 30  # band sort budget of a build; $LANCE_MEM_POOL_SIZE overrides
 MIN_MEMORY_BUDGET = 64 << 10

@@ -78,12 +78,12 @@ def parse_bytes(value: Any, name: str, minimum: int = 1) -> int:
 
 
 def format_bytes(n: int) -> str:
-    """A byte count the way messages show it: exact binary units when they fit.
+    """A byte count the way messages show it, with its binary unit when that is exact.
 
     >>> format_bytes(64 << 10), format_bytes(2 * 10**9), format_bytes(100)
     ('64 KiB (65536 bytes)', '2000000000 bytes', '100 bytes')
     """
     for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale} {unit} ({n} bytes)"
+        if n >= scale:
+            return f"{n // scale} {unit} ({n} bytes)" if n % scale == 0 else f"{n} bytes"
     return f"{n} bytes"

@@ -187,3 +187,12 @@ def test_recall_bands_are_the_fewest_reaching_the_probability(k, threshold):
         assert b == reaching[0] and lsh_probability(threshold, b, r) >= 0.9
     else:  # none reaches it: the most bands
         assert b == max(d for d in range(1, min(k, 256) + 1) if k % d == 0)
+
+
+def test_docstring_examples_of_the_shared_rules():
+    from lance_minhash_sql import checks, sizes
+    from lance_minhash_sql.kernels import lance_format
+
+    for module in (checks, sizes, lance_format):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

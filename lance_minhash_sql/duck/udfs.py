@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidInputError, InvalidParameterError
+from ..kernels.lance_format import similarity as lance_similarity
 from ..params import MAX_NUM_HASHES, MinHashParams, TokenizerParams
 from ..params import lsh_probability as _lsh_probability_scalar
 
@@ -290,7 +291,7 @@ def similarity(sig_a, sig_b) -> pa.Array:
             within = np.arange(int(ka.sum())) - np.repeat(seg, ka)
             eq = a.values[np.repeat(a.starts[rows], ka) + within] == b.values[np.repeat(b.starts[rows], ka) + within]
             same = np.add.reduceat(eq.astype(np.int64), seg)
-        out[rows] = (same.astype(np.float32) / ka.astype(np.float32)).astype(np.float64)
+        out[rows] = lance_similarity(same, ka).astype(np.float64)
     return _doubles(out, both)
 
 

@@ -54,6 +54,7 @@ from ..io.segments import SegmentFiles, open_segment
 from ..io.store import is_remote
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, sorted_unique, window_indices,
                            window_plan, window_rows)
+from ..kernels.lance_format import BAND_ROW_BYTES
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from ..sizes import parse_bytes
 from .sign import signer_for
@@ -296,7 +297,7 @@ class BandStore:
         return self.page_table.nbytes + self.page_slot.nbytes + self.keys.nbytes + self.docs.nbytes
 
     def file_bytes(self) -> int:
-        return self.num_rows * 12
+        return self.num_rows * BAND_ROW_BYTES
 
     def missing(self, need: np.ndarray) -> np.ndarray:
         return np.flatnonzero(need & (self.page_slot < 0))
@@ -309,12 +310,12 @@ class BandStore:
             return 0
         new_cap = max(_FIRST_POOL_PAGES, cap * 2, want)
         new_cap = min(new_cap, self.num_pages)
-        return (new_cap - cap) * self.page_rows * 12
+        return (new_cap - cap) * self.page_rows * BAND_ROW_BYTES
 
     def _ensure_capacity(self, new_pages: int) -> None:
         extra = self.grow_bytes(new_pages)
         if extra:
-            cap = self.keys.size // self.page_rows + extra // (self.page_rows * 12)
+            cap = self.keys.size // self.page_rows + extra // (self.page_rows * BAND_ROW_BYTES)
             keys = np.empty(cap * self.page_rows, dtype=np.uint64)
             docs = np.empty(cap * self.page_rows, dtype=np.uint32)
             n = self.used * self.page_rows
@@ -534,7 +535,7 @@ class SegmentEntry:
             if rows.size:
                 t0 = time.perf_counter()
                 t = self.files.bands.take_rows(rows.tolist(), batch_size=max(1024, rows.size)).to_table()
-                self.rent_bands += self._rent(t0, self.call_seconds + rows.size * 12 / self.bytes_per_second)
+                self.rent_bands += self._rent(t0, self.call_seconds + rows.size * BAND_ROW_BYTES / self.bytes_per_second)
                 self.stats["window_rows_read"] += int(rows.size)
                 win_keys = _readonly(np.ascontiguousarray(t.column(0).to_numpy()))
                 win_docs = _readonly(np.ascontiguousarray(t.column(1).to_numpy()))
@@ -564,7 +565,7 @@ class SegmentEntry:
         runs = _runs(missing, PAGE_GAP)
         pages = sum(c for _, c in runs)
         calls = 1 if self.remote else len(runs)  # remote runs go in one concurrent take
-        partial = calls * self.call_seconds + pages * store.page_rows * 12 / self.bytes_per_second
+        partial = calls * self.call_seconds + pages * store.page_rows * BAND_ROW_BYTES / self.bytes_per_second
         whole = store.file_bytes() / self.bytes_per_second
         if self.files is not None and whole_read_pays(self.rent_bands, partial, whole):
             extra = store.file_bytes() + store.page_table.nbytes + store.num_pages * 4 - store.nbytes

@@ -60,6 +60,7 @@ from ..errors import DatasetError, InvalidParameterError, ResourceLimitError, Un
 from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import (bucket_bounds, gather_rows, min_matches, multi_rows, new_cursor, pair_chunk,
                              padded_hashes, pair_jaccard, windows)
+from ..kernels.lance_format import BAND_SHIFT, similarity as lance_similarity
 from ..kernels.sort import DIGIT_BITS, radix_sort_run
 from ..params import MinHashParams, lsh_probability, recall_bands
 from .opened import OpenedIndex, SegmentEntry, open_index
@@ -216,7 +217,7 @@ def _shards(plan: _Plan, threshold: float, num_shards: int | None) -> list[Shard
         num_shards = min(MAX_SHARDS, max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS)))
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
-    span = plan.params.num_bands << 56
+    span = plan.params.num_bands << BAND_SHIFT
     bounds = [span * s // num_shards for s in range(num_shards + 1)]
     return [Shard(s, num_shards, bounds[s], bounds[s + 1], threshold, plan) for s in range(num_shards)]
 
@@ -476,7 +477,7 @@ def shard_windows(data: ShardData, max_rows: int | None = None) -> Iterator[Wind
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
-    return (eq.astype(np.float32) / np.float32(k)).astype(np.float64)
+    return lance_similarity(eq, k).astype(np.float64)
 
 
 def _texts(opened: OpenedIndex, ids: np.ndarray) -> pa.Array:

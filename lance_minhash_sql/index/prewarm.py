@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.lance_format import BAND_ROW_BYTES
 from .opened import SegmentEntry, _runs, _the_cache, open_index, set_cache_capacity
 
 __all__ = ["PrewarmResult", "prewarm", "warm"]
@@ -90,7 +91,7 @@ def _warm_bands(entry: SegmentEntry, room: int) -> None:
                 entry._settle()
             return
         missing = store.missing(np.ones(store.num_pages, dtype=np.bool_))
-        p = min(missing.size, room // (store.page_rows * 12))
+        p = min(missing.size, room // (store.page_rows * BAND_ROW_BYTES))
         while p and store.grow_bytes(int(p)) > room:
             p -= 1
         if p == 0 or not entry._reserve(store.grow_bytes(int(p))):

@@ -71,6 +71,7 @@ from ..errors import DatasetError, InvalidParameterError
 from ..io.scan import scan_text
 from ..kernels.lsh import bucket_pages, merge_candidates
 from ..kernels.report import census_chunk, new_reservoirs
+from ..kernels.lance_format import BAND_SHIFT, similarity as lance_similarity
 from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, recall_bands, CANDIDATE_PROBABILITY,
                       scurve_threshold)
 from .opened import OpenedIndex, SegmentEntry, open_index
@@ -307,7 +308,7 @@ def _judge(entries, rows: _Rows, s: _Sample, params: MinHashParams, query_keys: 
     other_keys = signer_for(params).band_keys(other_sigs)
     qs = query_sigs[s.pair_query]
     eq = (qs == other_sigs).sum(axis=1)
-    est = (eq.astype(np.float32) / np.float32(k)).astype(np.float64)
+    est = lance_similarity(eq, k).astype(np.float64)
     cand = (query_keys[s.pair_query] == other_keys).any(axis=1)
     return _Pairs(s.pair_bin, rows.rowids[s.query_pos][s.pair_query], s.pair_other, s.pair_jaccard, est, cand)
 
@@ -482,7 +483,7 @@ def _largest(opened: OpenedIndex, entries, names, rows: _Rows, runs: _BucketRuns
             texts[rid] = None if text is None else text[:SAMPLE_TEXT_CHARS]
     for (neg, e, _, key, _), rid in zip(runs.best, rowids.tolist()):
         cols["segment"].append(names[e])
-        cols["band"].append(key >> 56)
+        cols["band"].append(key >> BAND_SHIFT)
         cols["band_key"].append(key)
         cols["size"].append(-neg)
         cols["sample_rowid"].append(rid)

@@ -70,6 +70,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, ResourceLimitError
 from ..kernels import sort as ks
+from ..kernels.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
 from ..params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from ..sizes import format_bytes, parse_bytes
 
@@ -99,7 +100,6 @@ __all__ = [
 
 ENV_MEMORY = "LANCE_MEM_POOL_SIZE"
 ENV_MAX_TEMP = "LANCE_MAX_TEMP_DIRECTORY_SIZE"
-ROW_BYTES = 12  # u64 band_key + u32 doc_id
 TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
 MAX_SCAN_ROWS = 65_536
 MIN_SCAN_ROWS = 4_096

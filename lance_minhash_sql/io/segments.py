@@ -28,6 +28,7 @@ import pyarrow as pa
 from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 
 from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
+from ..kernels.lance_format import page_ends
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
 from .chunks import FixedRows, chunked_column, fixed_rows, read_columns
 from .details import details_hex, params_from_hex
@@ -140,9 +141,7 @@ class BandsWriter:
         if first <= self._last or not is_sorted_pairs(keys, docs):
             raise CorruptIndexError(f"{self.path}: band rows are not sorted by (band_key, doc_id)")
         self._last = (int(keys[-1]), int(docs[-1]))
-        # page p ends at global row (p + 1) * page_rows - 1
-        ends = np.arange(self.page_rows - 1 - self.rows % self.page_rows, n, self.page_rows)
-        self._pages.append(keys[ends])
+        self._pages.append(keys[page_ends(self.rows, n, self.page_rows)])
         self.rows += n
         self._tail_key = keys[-1]
         self._w.write_batch(pa.record_batch([pa.array(keys), pa.array(docs)], schema=BANDS_SCHEMA))

@@ -37,7 +37,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import lance_format
 from .config import JIT, JIT_PARALLEL, jit_twins
+from .similarity import lance_similarity_jit
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -61,13 +63,13 @@ __all__ = [
 # 30 ms with the cores busy (OpenMP threads wait for descheduled peers). DuckDB hands a
 # UDF at most 2,048 rows and runs its own threads over nogil kernels, so it stays serial.
 PARALLEL_MIN_QUERIES = 4096
-_U56 = np.uint64(56)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 
 @njit(**JIT, inline="always")
 def distance_of(eq, k):
     """Lance's float32 distance for ``eq`` equal positions of ``k``."""
-    return np.float32(1) - np.float32(eq) / np.float32(k)
+    return np.float32(1) - lance_similarity_jit(eq, k)
 
 
 @njit(**JIT)
@@ -566,7 +568,7 @@ def sort_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def page_table_of(sorted_keys: np.ndarray, page_rows: int) -> np.ndarray:
     """The page table of sorted band keys: the key of the last row of each page."""
     n = sorted_keys.size
-    if n == 0:
-        return np.empty(0, dtype=np.uint64)
-    ends = np.minimum(np.arange(1, -(-n // page_rows) + 1, dtype=np.int64) * page_rows, n) - 1
+    ends = lance_format.page_ends(0, n, page_rows)
+    if n % page_rows:
+        ends = np.append(ends, n - 1)
     return sorted_keys[ends].astype(np.uint64)
