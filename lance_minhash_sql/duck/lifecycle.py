@@ -12,37 +12,18 @@ import json
 import pyarrow as pa
 
 from ..errors import InvalidParameterError
+from ..index.results import OptimizeResult, PrewarmResult
+from ..records import record_dict, record_schema
 from ..sizes import parse_bytes
 from .storage import options_of
 from .tables import TableUdf, _list_of_structs, _require, _scalars
+from .types import rows_type
 
 __all__ = ["LIFECYCLE_UDFS", "OPTIMIZE_TYPE", "PREWARM_TYPE"]
 
-OPTIMIZE_TYPE = "STRUCT(index_name VARCHAR, \"column\" VARCHAR, action VARCHAR, segments_before INTEGER, " \
-                "segments_after INTEGER, merged_segments INTEGER, new_fragments UINTEGER[], rows_indexed BIGINT, " \
-                "rows_added BIGINT, rows_dropped BIGINT, rows_without_tokens BIGINT, segment_uuid VARCHAR, " \
-                "seconds DOUBLE, bytes BIGINT, dataset_version BIGINT)[]"
-_OPTIMIZE_ARROW = pa.list_(pa.struct([
-    ("index_name", pa.string()), ("column", pa.string()), ("action", pa.string()),
-    ("segments_before", pa.int32()), ("segments_after", pa.int32()), ("merged_segments", pa.int32()),
-    ("new_fragments", pa.list_(pa.uint32())), ("rows_indexed", pa.int64()), ("rows_added", pa.int64()),
-    ("rows_dropped", pa.int64()), ("rows_without_tokens", pa.int64()), ("segment_uuid", pa.string()),
-    ("seconds", pa.float64()), ("bytes", pa.int64()), ("dataset_version", pa.int64()),
-]))
+_OPTIMIZE_ARROW, OPTIMIZE_TYPE = rows_type(record_schema(OptimizeResult))
 
-PREWARM_TYPE = "STRUCT(\"column\" VARCHAR, segments INTEGER, bytes_loaded BIGINT, cache_bytes BIGINT, " \
-               "cache_capacity BIGINT, signatures_loaded BIGINT, signatures_total BIGINT, " \
-               "band_pages_loaded BIGINT, band_pages_total BIGINT, complete BOOLEAN, seconds DOUBLE)[]"
-_PREWARM_ARROW = pa.list_(pa.struct([
-    ("column", pa.string()), ("segments", pa.int32()), ("bytes_loaded", pa.int64()), ("cache_bytes", pa.int64()),
-    ("cache_capacity", pa.int64()), ("signatures_loaded", pa.int64()), ("signatures_total", pa.int64()),
-    ("band_pages_loaded", pa.int64()), ("band_pages_total", pa.int64()), ("complete", pa.bool_()),
-    ("seconds", pa.float64()),
-]))
-
-
-def _row(result, type_: pa.DataType) -> list[dict]:
-    return [{f.name: getattr(result, f.name) for f in type_.value_type}]
+_PREWARM_ARROW, PREWARM_TYPE = rows_type(record_schema(PrewarmResult))
 
 
 def optimize(dataset, column, merge, storage) -> pa.Array:
@@ -60,7 +41,7 @@ def optimize(dataset, column, merge, storage) -> pa.Array:
             r = run(row["dataset"], row["column"], merge=how, storage_options=options_of(row["storage"]))
         except InvalidParameterError as exc:
             raise type(exc)(f"{fn}: {exc}") from None
-        out.append(_row(r, _OPTIMIZE_ARROW))
+        out.append([record_dict(r)])
     return _list_of_structs(out, _OPTIMIZE_ARROW)
 
 
@@ -81,7 +62,7 @@ def prewarm(dataset, column, cache_bytes, storage) -> pa.Array:
                     storage_options=options_of(row["storage"]))
         except InvalidParameterError as exc:
             raise type(exc)(f"{fn}: {exc}") from None
-        out.append(_row(r, _PREWARM_ARROW))
+        out.append([record_dict(r)])
     return _list_of_structs(out, _PREWARM_ARROW)
 
 

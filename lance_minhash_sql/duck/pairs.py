@@ -37,8 +37,10 @@ import pyarrow as pa
 
 from ..checks import check_bool
 from ..errors import ResourceLimitError
+from ..index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from .storage import options_of
 from .tables import TableUdf, _literal, _require, _scalars
+from .types import rows_type
 from .udfs import _prefixed
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
@@ -46,13 +48,10 @@ __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB)
 _MAX_PLANS = 64
 
-PAIRS_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE)[]"
-PAIRS_EXACT_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE, jaccard DOUBLE)[]"
-_PAIRS_ARROW = pa.list_(pa.struct([("left_rowid", pa.uint64()), ("right_rowid", pa.uint64()),
-                                   ("similarity", pa.float64())]))
-_PAIRS_EXACT_ARROW = pa.list_(pa.struct(list(_PAIRS_ARROW.value_type) + [pa.field("jaccard", pa.float64())]))
-CLUSTERS_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT)[]"
-DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, keep BOOLEAN)[]"
+_PAIRS_ARROW, PAIRS_TYPE = rows_type(PAIRS_SCHEMA)
+_PAIRS_EXACT_ARROW, PAIRS_EXACT_TYPE = rows_type(PAIRS_EXACT_SCHEMA)
+_CLUSTERS_ARROW, CLUSTERS_TYPE = rows_type(CLUSTERS_SCHEMA)
+_DEDUP_ARROW, DEDUP_TYPE = rows_type(DEDUP_SCHEMA)
 
 
 class _Plans:
@@ -190,12 +189,6 @@ def _lists(parts: list, type_: pa.DataType) -> pa.Array:
 
 def _table_lists(tables: list[pa.Table], type_: pa.DataType) -> pa.Array:
     return _lists([[t.column(f.name).combine_chunks() for f in type_.value_type] for t in tables], type_)
-
-
-_CLUSTERS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
-                                      ("cluster_size", pa.int64())]))
-_DEDUP_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
-                                   ("cluster_size", pa.int64()), ("keep", pa.bool_())]))
 
 
 def clusters(dataset, column, threshold, storage) -> pa.Array:

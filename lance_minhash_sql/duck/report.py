@@ -15,21 +15,10 @@ import pyarrow as pa
 from ..index.report_tables import LARGEST_BUCKETS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
 from .storage import options_of
 from .tables import TableUdf, _int, _require, _scalars
+from .types import rows_type
 from .udfs import _prefixed
 
-__all__ = ["REPORT_UDFS", "duck_type"]
-
-_DUCK_TYPES = {
-    pa.string(): "VARCHAR", pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.int32(): "INTEGER",
-    pa.uint64(): "UBIGINT", pa.bool_(): "BOOLEAN",
-}
-
-
-def duck_type(schema: pa.Schema) -> str:
-    """``STRUCT(...)[]`` of a flat Arrow schema, as a DuckDB type."""
-    fields = ", ".join(f'"{f.name}" {_DUCK_TYPES[f.type]}' for f in schema)
-    return f"STRUCT({fields})[]"
-
+__all__ = ["REPORT_UDFS"]
 
 def _lists(tables: list[pa.Table], schema: pa.Schema) -> pa.Array:
     """One list of structs per table (all of ``schema``)."""
@@ -85,7 +74,7 @@ def buckets(dataset, column, top, storage) -> pa.Array:
 _REPORT_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR")
 
 REPORT_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_report", report, _REPORT_ARGS, duck_type(SUMMARY_SCHEMA), True),
-    TableUdf("_lms_scurve", scurve, _REPORT_ARGS, duck_type(SCURVE_SCHEMA), True),
-    TableUdf("_lms_buckets", buckets, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), duck_type(LARGEST_BUCKETS_SCHEMA), True),
+    TableUdf("_lms_report", report, _REPORT_ARGS, rows_type(SUMMARY_SCHEMA)[1], True),
+    TableUdf("_lms_scurve", scurve, _REPORT_ARGS, rows_type(SCURVE_SCHEMA)[1], True),
+    TableUdf("_lms_buckets", buckets, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), rows_type(LARGEST_BUCKETS_SCHEMA)[1], True),
 )

@@ -29,7 +29,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidInputError, InvalidParameterError
+from ..index.results import SEARCH_IDS_SCHEMA, BuildResult, IndexSegment
+from ..records import record_dict, record_schema
 from .storage import options_of
+from .types import duck_type, rows_type
 from .udfs import _array
 
 __all__ = ["TABLE_UDFS", "search_sql"]
@@ -65,17 +68,7 @@ def _list_of_structs(rows_per_input: list[list[dict]], type_: pa.DataType) -> pa
 
 # --------------------------------------------------------------------------- build
 
-BUILD_TYPE = "STRUCT(index_name VARCHAR, \"column\" VARCHAR, num_hashes INTEGER, num_bands INTEGER, " \
-             "rows_per_band INTEGER, shingle_size INTEGER, tokenizer VARCHAR, segments INTEGER, " \
-             "rows_indexed BIGINT, rows_without_tokens BIGINT, seconds DOUBLE, bytes BIGINT, " \
-             "dataset_version BIGINT)[]"
-_BUILD_ARROW = pa.list_(pa.struct([
-    ("index_name", pa.string()), ("column", pa.string()), ("num_hashes", pa.int32()),
-    ("num_bands", pa.int32()), ("rows_per_band", pa.int32()), ("shingle_size", pa.int32()),
-    ("tokenizer", pa.string()), ("segments", pa.int32()), ("rows_indexed", pa.int64()),
-    ("rows_without_tokens", pa.int64()), ("seconds", pa.float64()), ("bytes", pa.int64()),
-    ("dataset_version", pa.int64()),
-]))
+_BUILD_ARROW, BUILD_TYPE = rows_type(record_schema(BuildResult))
 
 
 def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage) -> pa.Array:
@@ -96,21 +89,13 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
                         shingle_size=_int(fn, "shingle_size", row["shingle_size"]),
                         threshold=row["threshold"], tokenizer=tok, replace=bool(row["replace"]),
                         storage_options=options_of(row["storage"]))
-        out.append([{f.name: getattr(r, f.name) for f in _BUILD_ARROW.value_type}])
+        out.append([record_dict(r)])
     return _list_of_structs(out, _BUILD_ARROW)
 
 
 # --------------------------------------------------------------------------- indexes
 
-INDEXES_TYPE = "STRUCT(index_name VARCHAR, \"column\" VARCHAR, segment_uuid VARCHAR, num_hashes INTEGER, " \
-               "num_bands INTEGER, rows_per_band INTEGER, shingle_size INTEGER, tokenizer VARCHAR, " \
-               "fragment_ids UINTEGER[], \"rows\" BIGINT, bytes BIGINT, dataset_version BIGINT)[]"
-_INDEXES_ARROW = pa.list_(pa.struct([
-    ("index_name", pa.string()), ("column", pa.string()), ("segment_uuid", pa.string()),
-    ("num_hashes", pa.int32()), ("num_bands", pa.int32()), ("rows_per_band", pa.int32()),
-    ("shingle_size", pa.int32()), ("tokenizer", pa.string()), ("fragment_ids", pa.list_(pa.uint32())),
-    ("rows", pa.int64()), ("bytes", pa.int64()), ("dataset_version", pa.int64()),
-]))
+_INDEXES_ARROW, INDEXES_TYPE = rows_type(record_schema(IndexSegment))
 
 
 def indexes(dataset, storage) -> pa.Array:
@@ -126,8 +111,7 @@ def indexes(dataset, storage) -> pa.Array:
 
 # --------------------------------------------------------------------------- search
 
-IDS_TYPE = "STRUCT(_rowid UBIGINT, _distance FLOAT)[]"
-_IDS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("_distance", pa.float32())]))
+_IDS_ARROW, IDS_TYPE = rows_type(pa.schema([SEARCH_IDS_SCHEMA.field(n) for n in ("_rowid", "_distance")]))
 
 
 def _check_query(fn: str, value) -> str:
@@ -190,8 +174,9 @@ _TEXT_EXACT = frozenset({
     "UBIGINT", "FLOAT", "DOUBLE", "VARCHAR", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS",
     "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
 })
-ROWS_TYPE = "STRUCT(_rowid UBIGINT[], _distance FLOAT[], s VARCHAR[][], x BLOB[][])"
 _CARRIER_TYPES = {"s": pa.string(), "x": pa.binary()}
+ROWS_TYPE = duck_type(pa.struct([(n, pa.list_(SEARCH_IDS_SCHEMA.field(n).type)) for n in ("_rowid", "_distance")]
+                                + [(c, pa.list_(pa.list_(t))) for c, t in _CARRIER_TYPES.items()]))
 
 
 class _Slot(NamedTuple):

@@ -40,6 +40,7 @@ from ..errors import InvalidInputError, InvalidParameterError
 from ..kernels.lance_format import similarity as lance_similarity
 from ..params import MAX_NUM_HASHES, MinHashParams, TokenizerParams
 from ..params import lsh_probability as _lsh_probability_scalar
+from .types import duck_type
 
 __all__ = ["UdfSpec", "UDFS", "signature", "similarity", "band_keys", "shingle_jaccard", "lsh_probability"]
 
@@ -401,10 +402,10 @@ class UdfSpec(NamedTuple):
 
 UDFS: tuple[UdfSpec, ...] = (
     UdfSpec("_lms_signature", signature, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR"),
-            "USMALLINT[]", True),
-    UdfSpec("_lms_similarity", similarity, ("USMALLINT[]", "USMALLINT[]"), "DOUBLE", False),
-    UdfSpec("_lms_band_keys", band_keys, ("USMALLINT[]", "DOUBLE"), "UBIGINT[]", True),
+            duck_type(SIGNATURE_TYPE), True),
+    UdfSpec("_lms_similarity", similarity, (duck_type(SIGNATURE_TYPE),) * 2, duck_type(pa.float64()), False),
+    UdfSpec("_lms_band_keys", band_keys, (duck_type(SIGNATURE_TYPE), "DOUBLE"), duck_type(BAND_KEYS_TYPE), True),
     UdfSpec("_lms_shingle_jaccard", shingle_jaccard,
-            ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), "DOUBLE", True),
-    UdfSpec("_lms_lsh_probability", lsh_probability, ("DOUBLE", "DOUBLE", "DOUBLE"), "DOUBLE", False),
+            ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), duck_type(pa.float64()), True),
+    UdfSpec("_lms_lsh_probability", lsh_probability, ("DOUBLE", "DOUBLE", "DOUBLE"), duck_type(pa.float64()), False),
 )

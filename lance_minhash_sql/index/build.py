@@ -62,6 +62,7 @@ from ..io.details import TYPE_URL
 from ..io.scan import open_dataset, options_for, scan_text, text_field
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWriter
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
+from .results import BuildResult
 from .sign import signer_for
 from .spill import SPILL_PREFIX, BandSorter, plan_sort
 
@@ -70,27 +71,6 @@ __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "Wri
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
 _SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
-
-
-@dataclass(frozen=True)
-class BuildResult:
-    """What ``minhash_build`` returns as one row."""
-
-    index_name: str
-    column: str
-    num_hashes: int
-    num_bands: int
-    rows_per_band: int
-    shingle_size: int
-    tokenizer: str  # JSON of the tokenizer options
-    segments: int
-    rows_indexed: int
-    rows_without_tokens: int
-    seconds: float
-    bytes: int
-    dataset_version: int
-    segment_uuids: tuple[str, ...]
-    spilled_bytes: int
 
 
 # --------------------------------------------------------------------------- markers

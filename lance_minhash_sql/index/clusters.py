@@ -59,15 +59,10 @@ from ..errors import InvalidParameterError
 from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from ..kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
+from .results import CLUSTERS_SCHEMA
 from .pairs import Shard, load_shard, plan_shards, run_ordered, shard_windows
 
 __all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "components", "shard_links"]
-
-CLUSTERS_SCHEMA = pa.schema([
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("cluster_id", pa.uint64(), nullable=False),
-    pa.field("cluster_size", pa.int64(), nullable=False),
-])
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
 LINK_CHUNK = 1 << 20  # links per kernel call

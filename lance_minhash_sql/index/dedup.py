@@ -41,16 +41,11 @@ from ..io.scan import open_dataset, options_for, text_field
 from .build import _bar
 from .clusters import clusters
 from .opened import dataset_handle
+from .results import DEDUP_SCHEMA
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
 
 KEEP_POLICIES = ("first", "longest")
-DEDUP_SCHEMA = pa.schema([
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("cluster_id", pa.uint64(), nullable=False),
-    pa.field("cluster_size", pa.int64(), nullable=False),
-    pa.field("keep", pa.bool_(), nullable=False),
-])
 TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
 _CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
 

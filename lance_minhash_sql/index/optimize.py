@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import numbers
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,33 +48,13 @@ from ..params import MinHashParams
 from .build import (_SCAN_FRAGMENTS, _resolve_dataset, check_segment_rows, cleanup_leftovers,
                     signed_batches, write_segment)
 from .opened import needs_remap
+from .results import OptimizeResult
 from .sign import signer_for
 from .spill import plan_sort
 
 __all__ = ["OptimizeResult", "optimize", "parse_merge"]
 
 ALL = "all"
-
-
-@dataclass(frozen=True)
-class OptimizeResult:
-    """What ``minhash_optimize`` returns as one row."""
-
-    index_name: str
-    column: str
-    action: str  # "none" (nothing to do), "delta" (a segment for new fragments) or "merge"
-    segments_before: int
-    segments_after: int
-    merged_segments: int  # existing segments rewritten into the new one
-    new_fragments: tuple[int, ...]  # fragments indexed for the first time
-    rows_indexed: int  # docs in the new segment
-    rows_added: int  # of which new rows (signed now)
-    rows_dropped: int  # stored rows dropped: deleted, or dropped by a compaction
-    rows_without_tokens: int  # new rows without a signature (NULL, no tokens)
-    segment_uuid: str | None
-    seconds: float
-    bytes: int
-    dataset_version: int
 
 
 def parse_merge(merge: Any, segment_uuids: list[str]) -> list[str]:

@@ -64,6 +64,7 @@ from ..kernels.lance_format import BAND_SHIFT, similarity as lance_similarity
 from ..kernels.sort import DIGIT_BITS, radix_sort_run
 from ..params import MinHashParams, lsh_probability, recall_bands
 from .opened import OpenedIndex, SegmentEntry, open_index
+from .results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from .sign import signer_for
 
 __all__ = [
@@ -78,13 +79,6 @@ __all__ = [
     "shard_pairs",
     "pairs",
 ]
-
-PAIRS_SCHEMA = pa.schema([
-    pa.field("left_rowid", pa.uint64(), nullable=False),
-    pa.field("right_rowid", pa.uint64(), nullable=False),
-    pa.field("similarity", pa.float64(), nullable=False),
-])
-PAIRS_EXACT_SCHEMA = PAIRS_SCHEMA.append(pa.field("jaccard", pa.float64(), nullable=False))
 
 SHARD_BAND_ROWS = 1 << 21  # band rows per shard by default (24 MiB of band data)
 MAX_SHARDS = 1 << 16

@@ -13,33 +13,16 @@ cache). Queries then read only what was not loaded.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..kernels.lance_format import BAND_ROW_BYTES
 from .opened import SegmentEntry, _runs, _the_cache, open_index, set_cache_capacity
+from .results import PrewarmResult
 
 __all__ = ["PrewarmResult", "prewarm", "warm"]
 
 _CHUNK_DOCS = 1 << 16  # signatures read per call
-
-
-@dataclass(frozen=True)
-class PrewarmResult:
-    """What ``minhash_prewarm`` returns as one row."""
-
-    column: str
-    segments: int
-    bytes_loaded: int  # added to the cache by this call
-    cache_bytes: int  # the cache's usage afterwards
-    cache_capacity: int
-    signatures_loaded: int  # docs (row id + signature) now cached, of
-    signatures_total: int
-    band_pages_loaded: int  # band pages now cached, of
-    band_pages_total: int
-    complete: bool  # every segment whole in the cache
-    seconds: float
 
 
 def _room(entries: list[SegmentEntry]) -> int:

@@ -41,15 +41,11 @@ from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
 from .opened import OpenedIndex, SegmentEntry, open_index
+from .results import SEARCH_IDS_SCHEMA
 from .sign import signer_for
 
 __all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "topk"]
 
-SEARCH_IDS_SCHEMA = pa.schema([
-    pa.field("query_index", pa.int64(), nullable=False),
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("_distance", pa.float32(), nullable=False),
-])
 _SPECIAL = ("_rowid", "_distance")
 _MAX_K = 1 << 40  # more rows than any dataset has: keeps k inside int64 in the kernels
 
