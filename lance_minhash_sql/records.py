@@ -1,5 +1,5 @@
 """Result records described once: a frozen dataclass is the record, its Arrow schema is
-derived from the field annotations, and the SQL type from that schema (``duck/types.py``).
+derived from the field annotations, and the SQL type from that schema (``duck/results.py``).
 
 Plain annotations map to ``int`` -> int64, ``float`` -> float64, ``str`` -> string,
 ``bool`` -> bool, ``tuple[str, ...]`` -> list<string>, ``X | None`` -> X (nullable);

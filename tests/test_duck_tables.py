@@ -14,7 +14,7 @@ from lance.query import MinHashQuery
 import lance_minhash_sql as lms
 from lance_minhash_sql.corpus import generate_texts, write_corpus
 from lance_minhash_sql.duck import lifecycle, pairs, report, tables, udfs
-from lance_minhash_sql.duck.types import duck_type
+from lance_minhash_sql.duck.results import duck_type
 from lance_minhash_sql.index import report_tables, results
 from lance_minhash_sql.index.results import BuildResult
 from lance_minhash_sql.params import MinHashParams, recall_bands
@@ -89,6 +89,14 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
         (f"SELECT * FROM minhash_build('{corpus}/missing.lance', 'text')", "DatasetError", "missing.lance"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{\"stem\": true}}')",
          "InvalidParameterError", "stem"),
+        # the tokenizer text is decoded as the scalar functions decode it (duck/args.py)
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{bad')", "InvalidParameterError",
+         "minhash_build: tokenizer='{bad' is not valid JSON"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '[1]')", "InvalidParameterError",
+         "minhash_build: tokenizer='[1]' must be a JSON object"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := NULL)", "InvalidInputError", "replace is NULL"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', threshold := 1.5)", "InvalidParameterError",
+         "threshold=1.5 is out of range: requires 0 < threshold <= 1"),
     ]
     for sql, cls, fragment in cases:
         with pytest.raises(duckdb.Error) as info:

@@ -7,17 +7,14 @@ at execution, and with ``null_handling="special"`` so a NULL argument is an erro
 
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
 
-from ..errors import InvalidParameterError
 from ..index.results import OptimizeResult, PrewarmResult
 from ..records import record_dict, record_schema
 from ..sizes import parse_bytes
 from .storage import options_of
-from .tables import TableUdf, _list_of_structs, _require, _scalars
-from .types import rows_type
+from .args import Udf, json_value, prefixed, require, scalar_rows
+from .results import lists_of_records, rows_type
 
 __all__ = ["LIFECYCLE_UDFS", "OPTIMIZE_TYPE", "PREWARM_TYPE"]
 
@@ -31,18 +28,12 @@ def optimize(dataset, column, merge, storage) -> pa.Array:
 
     fn = "minhash_optimize"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, merge=merge, storage=storage):
-        _require(fn, row, "dataset", "column", "merge")
-        try:
-            how = json.loads(row["merge"])  # to_json() of an integer, 'all' or a list of uuids
-        except ValueError:
-            how = row["merge"]
-        try:
-            r = run(row["dataset"], row["column"], merge=how, storage_options=options_of(row["storage"]))
-        except InvalidParameterError as exc:
-            raise type(exc)(f"{fn}: {exc}") from None
+    for row in scalar_rows(fn, dataset=dataset, column=column, merge=merge, storage=storage):
+        require(fn, row, "dataset", "column", "merge")
+        how = json_value(row["merge"])  # to_json() of an integer, 'all' or a list of uuids
+        r = prefixed(fn, run, row["dataset"], row["column"], merge=how, storage_options=options_of(row["storage"]))
         out.append([record_dict(r)])
-    return _list_of_structs(out, _OPTIMIZE_ARROW)
+    return lists_of_records(out, _OPTIMIZE_ARROW)
 
 
 def _cache_bytes(value) -> int | None:
@@ -55,18 +46,15 @@ def prewarm(dataset, column, cache_bytes, storage) -> pa.Array:
 
     fn = "minhash_prewarm"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, cache_bytes=cache_bytes, storage=storage):
-        _require(fn, row, "dataset", "column")
-        try:
-            r = run(row["dataset"], row["column"], cache_bytes=_cache_bytes(row["cache_bytes"]),
-                    storage_options=options_of(row["storage"]))
-        except InvalidParameterError as exc:
-            raise type(exc)(f"{fn}: {exc}") from None
+    for row in scalar_rows(fn, dataset=dataset, column=column, cache_bytes=cache_bytes, storage=storage):
+        require(fn, row, "dataset", "column")
+        r = prefixed(fn, lambda: run(row["dataset"], row["column"], cache_bytes=_cache_bytes(row["cache_bytes"]),
+                                     storage_options=options_of(row["storage"])))
         out.append([record_dict(r)])
-    return _list_of_structs(out, _PREWARM_ARROW)
+    return lists_of_records(out, _PREWARM_ARROW)
 
 
-LIFECYCLE_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_optimize", optimize, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), OPTIMIZE_TYPE, True),
-    TableUdf("_lms_prewarm", prewarm, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), PREWARM_TYPE, True),
+LIFECYCLE_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_optimize", optimize, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), OPTIMIZE_TYPE, True),
+    Udf("_lms_prewarm", prewarm, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), PREWARM_TYPE, True),
 )

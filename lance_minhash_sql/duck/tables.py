@@ -20,50 +20,22 @@ millisecond of the search itself (measured: a typed getter UDF per column cost a
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidInputError, InvalidParameterError
 from ..index.results import SEARCH_IDS_SCHEMA, BuildResult, IndexSegment
 from ..records import record_dict, record_schema
+from .args import Udf, flag, ident, integer, literal, require, scalar_rows, text
+from .args import column as column_array
+from .args import tokenizer as tokenizer_options
 from .storage import options_of
-from .types import duck_type, rows_type
-from .udfs import _array
+from .results import duck_type, lists_of_records, rows_type
 
 __all__ = ["TABLE_UDFS", "search_sql"]
-
-
-def _scalars(fn: str, **columns) -> list[dict[str, Any]]:
-    """Rows of the UDF's argument columns as Python values."""
-    arrays = {k: _array(v).to_pylist() for k, v in columns.items()}
-    n = len(next(iter(arrays.values())))
-    return [{k: arrays[k][i] for k in arrays} for i in range(n)]
-
-
-def _require(fn: str, row: dict, *names: str) -> None:
-    for name in names:
-        if row[name] is None:
-            raise InvalidInputError(f"{fn}: {name} is NULL; pass a value")
-
-
-def _int(fn: str, name: str, value) -> int | None:
-    if value is None:
-        return None
-    if not math.isfinite(float(value)) or float(value) != int(value):
-        raise InvalidParameterError(f"{fn}: {name}={value!r} must be an integer")
-    return int(value)
-
-
-def _list_of_structs(rows_per_input: list[list[dict]], type_: pa.DataType) -> pa.Array:
-    offsets = np.zeros(len(rows_per_input) + 1, dtype=np.int32)
-    np.cumsum([len(r) for r in rows_per_input], out=offsets[1:])
-    values = pa.array([row for rows in rows_per_input for row in rows], type=type_.value_type)
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
 
 
 # --------------------------------------------------------------------------- build
@@ -76,21 +48,17 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
 
     fn = "minhash_build"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
-                        shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
-                        storage=storage):
-        _require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
-        tok = row["tokenizer"]
-        tok = None if tok in (None, "null") else json.loads(tok)
-        if isinstance(tok, str):  # a JSON string given as text: parse it once more
-            tok = json.loads(tok)
-        r = build_index(row["dataset"], row["column"], num_hashes=_int(fn, "num_hashes", row["num_hashes"]),
-                        num_bands=_int(fn, "num_bands", row["num_bands"]),
-                        shingle_size=_int(fn, "shingle_size", row["shingle_size"]),
-                        threshold=row["threshold"], tokenizer=tok, replace=bool(row["replace"]),
-                        storage_options=options_of(row["storage"]))
+    for row in scalar_rows(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
+                           shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
+                           storage=storage):
+        require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
+        r = build_index(row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
+                        num_bands=integer(fn, "num_bands", row["num_bands"]),
+                        shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
+                        threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
+                        replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"]))
         out.append([record_dict(r)])
-    return _list_of_structs(out, _BUILD_ARROW)
+    return lists_of_records(out, _BUILD_ARROW)
 
 
 # --------------------------------------------------------------------------- indexes
@@ -103,21 +71,15 @@ def indexes(dataset, storage) -> pa.Array:
 
     fn = "minhash_indexes"
     out = []
-    for row in _scalars(fn, dataset=dataset, storage=storage):
-        _require(fn, row, "dataset")
+    for row in scalar_rows(fn, dataset=dataset, storage=storage):
+        require(fn, row, "dataset")
         out.append(index_segments(row["dataset"], options_of(row["storage"])))
-    return _list_of_structs(out, _INDEXES_ARROW)
+    return lists_of_records(out, _INDEXES_ARROW)
 
 
 # --------------------------------------------------------------------------- search
 
 _IDS_ARROW, IDS_TYPE = rows_type(pa.schema([SEARCH_IDS_SCHEMA.field(n) for n in ("_rowid", "_distance")]))
-
-
-def _check_query(fn: str, value) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{fn}: query is {'NULL' if value is None else type(value).__name__}; pass a text")
-    return value
 
 
 def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], type_: pa.DataType) -> pa.Array:
@@ -138,12 +100,12 @@ def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
     from ..index.search import search_ids as run
 
     fn = "minhash_search_ids"
-    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
+    rows = scalar_rows(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        _require(fn, row, "dataset", "column", "k", "fast_search")
-        _check_query(fn, row["query"])
-        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]), row["storage"])
+        require(fn, row, "dataset", "column", "k", "fast_search")
+        text(fn, "query", row["query"])
+        key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), flag(fn, "fast_search", row["fast_search"]), row["storage"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists = [], [], []
     for (ds, col, kk, fast, token), idx in groups.items():
@@ -211,20 +173,6 @@ def _type_connection():
     return _TYPE_CON[0]
 
 
-def _literal(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 _LAYOUTS: OrderedDict = OrderedDict()
 
 
@@ -251,7 +199,7 @@ def _layout(schema: pa.Schema) -> _Layout:
         elif duck not in ("VARCHAR", "BLOB"):
             expr = f"CAST({expr} AS {duck})"
         columns.append(field.name)
-        exprs.append(f"{expr} AS {_ident(field.name)}")
+        exprs.append(f"{expr} AS {ident(field.name)}")
     select = ", ".join(exprs + ["unnest(r._rowid) AS _rowid", "unnest(r._distance) AS _distance"])
     layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select)
     with _TYPE_LOCK:
@@ -262,7 +210,7 @@ def _layout(schema: pa.Schema) -> _Layout:
 
 
 def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
-    values = _array(values)
+    values = column_array(values)
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     if slot.json:
@@ -282,11 +230,11 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
 
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
-    _require(fn, row, "dataset", "column", "k", "fast_search", "version")
+    require(fn, row, "dataset", "column", "k", "fast_search", "version")
     options = options_of(storage)
     ds = dataset_at(dataset, int(version), options)
     layout = _layout(ds.schema)
-    table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
+    table = run(ds, column, text(fn, "query", query), integer(fn, "k", k), fast_search=flag(fn, "fast_search", fast_search),
                 filter=filter_, columns=list(layout.columns), storage_options=options)
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
     for carrier in _CARRIER_TYPES:
@@ -298,7 +246,7 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
 def search_sql(schema: pa.Schema, args: tuple) -> str:
     """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version
     (storage options travel as their token, never as values)."""
-    call = f"_lms_search_rows({', '.join(_literal(a) for a in args)})"
+    call = f"_lms_search_rows({', '.join(literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
     # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
     return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
@@ -310,29 +258,20 @@ def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str
 
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
-    _require(fn, row, "dataset", "column", "k", "fast_search")
+    require(fn, row, "dataset", "column", "k", "fast_search")
     _, version, schema = search_target(dataset, column, options_of(storage))
-    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version,
+    return search_sql(schema, (dataset, column, query, integer(fn, "k", k), flag(fn, "fast_search", fast_search), filter_, version,
                                storage))
 
 
-class TableUdf(NamedTuple):
-    name: str
-    function: Callable
-    parameters: tuple[str, ...]
-    return_type: str
-    side_effects: bool
-    arrow: bool = True  # Arrow in and out (batches); False: Python values, one call per row
-
-
-TABLE_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
+TABLE_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
                                    "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
-    TableUdf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
-    TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
+    Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
+    Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
              IDS_TYPE, True),
-    TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
+    Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
                                                 "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
-    TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
+    Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
                                                "VARCHAR"), "VARCHAR", False, False),
 )
