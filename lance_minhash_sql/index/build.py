@@ -1,6 +1,6 @@
 """``build_index``: Lance's own ``MINHASHLSH`` index, written by this package's engine.
 
-One build writes one segment, ``_indices/<uuid>/{signatures,bands}.lance`` (contract §2),
+One build writes one segment, ``_indices/<uuid>/{signatures,bands}.lance`` (``docs/index-format.md``),
 and registers it with one ``CreateIndex`` commit on top of the version it read
 (removing the column's earlier MinHash segments when replacing), so Lance itself
 answers ``MinHashQuery`` with it and other readers see either the old index or the new

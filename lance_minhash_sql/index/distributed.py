@@ -14,7 +14,7 @@ writes an **uncommitted** segment through the build's own pipeline
 returns its :class:`~..io.manifest.NewSegment`. The driver checks the returned segments
 (identical parameters, fragment sets exactly the groups) and registers all of them as
 the segments of one index in **one** ``CreateIndex`` commit on top of the version read,
-removing the column's old MinHash segments when ``replace`` (contract §4). With
+removing the column's old MinHash segments when ``replace`` (``docs/index-format.md``). With
 ``merge=True`` a second commit then merges them into one segment from their stored
 signatures (:func:`.optimize.optimize` with ``merge="all"``; no text is read again);
 with contiguous ascending groups, the merged segment's files equal a single-process

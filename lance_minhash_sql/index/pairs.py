@@ -9,7 +9,7 @@
 What is reported, exactly:
 
 * **Candidates** are the pairs of live rows that share at least one band key (Lance's own
-  candidate rule, contract §3), across *all* of the column's segments and the rows of
+  candidate rule, ``docs/search.md``), across *all* of the column's segments and the rows of
   fragments no segment covers (signed on the fly, as a search does). So the answer does
   not depend on how the rows are split into segments.
 * Each candidate is **verified** with the full signatures: ``similarity = float32(eq) /

@@ -1,4 +1,4 @@
-"""Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (contract §3).
+"""Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (``docs/search.md``).
 
 >>> import lance_minhash_sql.index.search as s  # doctest: +SKIP
 >>> s.search("corpus.lance", "text", "the quick brown fox", k=5, columns=["id"])  # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""Index segment files: ``signatures.lance`` and ``bands.lance`` (contract §2).
+"""Index segment files: ``signatures.lance`` and ``bands.lance`` (``docs/index-format.md``).
 
 Every format rule is written here, next to the code that writes and reads it:
 

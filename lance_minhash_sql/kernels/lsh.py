@@ -2,8 +2,8 @@
 
 A segment's ``bands.lance`` holds ``num_docs * num_bands`` rows ``(band_key, doc_id)``
 sorted by ``(band_key, doc_id)``, cut into pages of ``page_rows`` rows; the page table
-holds the band key of the last row of each page (contract §2.3). For a query band key
-``K`` (contract §3):
+holds the band key of the last row of each page (``docs/index-format.md``). For a query
+band key ``K`` (``docs/search.md``):
 
 * the bucket starts in the first page whose last key is ``>= K`` (``lo``) and ends in the
   first page whose last key is ``> K`` (``hi``; the last page if there is none): pages
@@ -13,8 +13,8 @@ holds the band key of the last row of each page (contract §2.3). For a query ba
 * the candidates of a query are the doc ids of all its buckets, merged, each with the
   number of bands it shares with the query (``matches``);
 * a candidate's distance is ``1 - eq / k`` over the full signature (``eq`` equal
-  positions of ``k``), in float32 exactly as Lance computes it:
-  ``np.float32(1) - np.float32(eq) / np.float32(k)``;
+  positions of ``k``), in float32 exactly as Lance computes it
+  (:func:`.lance_format.similarity`, ``docs/signatures.md``);
 * the result is the first ``limit`` candidates by ``(distance, row id)``.
 
 Pages live in a *pool*: page ``p`` is at pool rows ``[slot[p] * page_rows, ...)``, so a

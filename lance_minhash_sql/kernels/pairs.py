@@ -8,7 +8,7 @@ whole words with equal lanes (:func:`padded_hashes`), with ``slot`` mapping a lo
 its pool row (``slot`` empty: the local id is the row), ``rowids u64[P]`` alongside. The
 caller gathers each window of buckets into such a pool in row order (:func:`windows`,
 :func:`gather_rows`), so a bucket's members are contiguous in memory. Band ``j``'s keys
-start with byte ``j`` (contract §2.3), so the band of a bucket is ``key >> 56``.
+start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key >> 56``.
 
 * A **bucket** is a run of equal keys; only runs of two rows or more matter
   (:func:`multi_rows` drops the rest, :func:`bucket_bounds` lists them).
