@@ -9,6 +9,7 @@ The rules:
 * a **flag** is ``True`` or ``False`` (NumPy's ``bool_`` too), never ``1``/``0`` or text;
 * an **integer** is an integral number; a float with no fraction counts (SQL hands
   integer arguments over as ``DOUBLE``, JSON writes ``128.0``), ``True``/``False`` do not;
+* a **real** is a finite number (``True``/``False`` are not), within the bounds given;
 * a **similarity** (an argument of the S-curve) is a number in ``[0, 1]``;
 * a **threshold** (the MinHash similarity a pair must reach, and the similarity a build
   chooses ``(b, r)`` for or a report measures at) is a number with
@@ -28,7 +29,7 @@ import numpy as np
 
 from .errors import InvalidParameterError
 
-__all__ = ["check_bool", "check_int", "check_similarity", "check_threshold", "THRESHOLD_RULE"]
+__all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE"]
 
 THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
 
@@ -79,6 +80,26 @@ def _real(value: Any) -> float | None:
         return None
     x = float(value)
     return x if math.isfinite(x) else None
+
+
+def check_real(name: str, value: Any, fix: str, lo: float | None = None, hi: float | None = None,
+               lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` as a finite ``float`` within the bounds (closed unless ``*_open``).
+
+    >>> check_real("zipf_exponent", 1, "e.g. 1.0", lo=0, hi=10)
+    1.0
+    """
+    rule = " ".join(
+        ([f"{lo:g}", "<" if lo_open else "<="] if lo is not None else []) + [name]
+        + (["<" if hi_open else "<=", f"{hi:g}"] if hi is not None else []))
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(f"{name}={value!r} must be a number ({rule}); {fix}")
+    x = _real(value)
+    if x is None:
+        raise InvalidParameterError(f"{name}={value!r} is out of range: requires a finite number ({rule}); {fix}")
+    if (lo is not None and (x <= lo if lo_open else x < lo)) or (hi is not None and (x >= hi if hi_open else x > hi)):
+        raise InvalidParameterError(f"{name}={value!r} is out of range: requires {rule}; {fix}")
+    return x
 
 
 def check_similarity(name: str, value: Any) -> float:

@@ -21,14 +21,12 @@ which a pair of similarity 0.8 is a candidate with probability 0.2 only).
 from __future__ import annotations
 
 import json
-import math
-import numbers
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
 from .kernels.lance_format import DEFAULT_PAGE_ROWS, MAX_NUM_BANDS, MAX_NUM_HASHES, SHINGLE_SEPARATOR
 from .kernels.lance_format import SEED as SIGNATURE_SEED
-from .checks import check_bool, check_int, check_similarity, check_threshold
+from .checks import check_bool, check_int, check_real, check_similarity, check_threshold
 from .errors import InvalidParameterError
 
 __all__ = [
@@ -47,6 +45,7 @@ __all__ = [
     "LANGUAGES",
     "TokenizerParams",
     "MinHashParams",
+    "scurve",
     "lsh_probability",
     "scurve_threshold",
     "false_positive_area",
@@ -304,6 +303,12 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------- LSH math
 
 
+def scurve(similarity, num_bands, rows_per_band):
+    """``1 - (1 - s**r)**b``, the S-curve, unchecked: for floats and NumPy arrays (the
+    one place the formula is written; :func:`lsh_probability` checks its arguments)."""
+    return 1.0 - (1.0 - similarity**rows_per_band) ** num_bands
+
+
 def lsh_probability(similarity: float, num_bands: int, rows_per_band: int) -> float:
     """Probability that a pair of Jaccard ``similarity`` shares at least one band."""
     s = check_similarity("similarity", similarity)
@@ -311,7 +316,7 @@ def lsh_probability(similarity: float, num_bands: int, rows_per_band: int) -> fl
     r = check_int("rows_per_band", rows_per_band, "use a positive integer")
     if b < 1 or r < 1:
         raise InvalidParameterError(f"num_bands={b}, rows_per_band={r} must both be >= 1")
-    return 1.0 - (1.0 - s**r) ** b
+    return scurve(s, b, r)
 
 
 def scurve_threshold(num_bands: int, rows_per_band: int) -> float:
@@ -332,12 +337,12 @@ def _integrate(f, a: float, b: float, steps: int = 200) -> float:
 
 def false_positive_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
     """Integral of P(s) over s in [0, threshold]: weight of candidates below the threshold."""
-    return _integrate(lambda s: 1.0 - (1.0 - s**rows_per_band) ** num_bands, 0.0, threshold)
+    return _integrate(lambda s: scurve(s, num_bands, rows_per_band), 0.0, threshold)
 
 
 def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
     """Integral of 1 - P(s) over s in [threshold, 1]: weight of pairs the index misses."""
-    return _integrate(lambda s: (1.0 - s**rows_per_band) ** num_bands, threshold, 1.0)
+    return _integrate(lambda s: 1.0 - scurve(s, num_bands, rows_per_band), threshold, 1.0)
 
 
 def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
@@ -384,8 +389,7 @@ def optimal_bands(
     """
     t, k = _threshold_and_hashes(threshold, num_hashes)
     for name, w in (("false_positive_weight", false_positive_weight), ("false_negative_weight", false_negative_weight)):
-        if isinstance(w, bool) or not isinstance(w, numbers.Real) or w < 0 or not math.isfinite(w):
-            raise InvalidParameterError(f"{name}={w!r} must be a finite number >= 0")
+        check_real(name, w, "e.g. 0.5", lo=0)
     if false_positive_weight + false_negative_weight <= 0:
         raise InvalidParameterError("false_positive_weight and false_negative_weight must not both be 0")
     best: tuple[float, int, int] | None = None

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidInputError, InvalidParameterError
 from ..kernels.lance_format import similarity as lance_similarity
-from ..params import MAX_NUM_HASHES, MinHashParams
+from ..params import MAX_NUM_HASHES, MinHashParams, scurve
 from ..params import lsh_probability as _lsh_probability_scalar
 from .args import Udf, check_text_types, number, prefixed
 from .args import column as column_array
@@ -319,7 +319,7 @@ def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
             f"{fn}: similarity={sv[i]!r}, num_bands={b[i]!r}, rows_per_band={r[i]!r} are invalid"
         )
     with np.errstate(over="ignore", under="ignore"):
-        out = 1.0 - (1.0 - sv ** r) ** b
+        out = scurve(sv, b, r)
     return _doubles(out, valid)
 
 

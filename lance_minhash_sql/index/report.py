@@ -73,7 +73,7 @@ from ..kernels.lsh import bucket_pages, merge_candidates
 from ..kernels.report import census_chunk, new_reservoirs
 from ..kernels.lance_format import BAND_SHIFT, similarity as lance_similarity
 from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, recall_bands, CANDIDATE_PROBABILITY,
-                      scurve_threshold)
+                      scurve, scurve_threshold)
 from .opened import OpenedIndex, SegmentEntry, open_index
 from .report_tables import (BUCKET_SIZES_SCHEMA, CANDIDATES_SCHEMA, LARGEST_BUCKETS_SCHEMA, PAIRS_SCHEMA,
                             SCURVE_SCHEMA, SUMMARY_SCHEMA)
@@ -315,7 +315,7 @@ def _judge(entries, rows: _Rows, s: _Sample, params: MinHashParams, query_keys: 
 
 def _scurve(p: _Pairs, seen: np.ndarray, nbins: int, params: MinHashParams) -> pa.Table:
     b, r, k = params.num_bands, params.rows_per_band, params.num_hashes
-    theory = 1.0 - (1.0 - p.jaccard ** r) ** b
+    theory = scurve(p.jaccard, b, r)
     cols: dict[str, list] = {f.name: [] for f in SCURVE_SCHEMA}
     for i in range(nbins):
         sel = p.bin == i
@@ -600,7 +600,7 @@ def _summary(params: MinHashParams, t: float, t_given: bool, rows: _Rows, opened
             "the index does not match the column; rebuild it")
     w = _weights(p, seen)
     above = p.jaccard >= t
-    theory = 1.0 - (1.0 - p.jaccard ** r) ** b
+    theory = scurve(p.jaccard, b, r)
     if above.any():
         add("recall_at_threshold", np.sum(w[above] * p.candidate[above]) / np.sum(w[above]),
             f"candidates among pairs with J >= t; theory {np.sum(w[above] * theory[above]) / np.sum(w[above]):.4f}")
