@@ -24,7 +24,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
-from .kernels.lance_format import DEFAULT_PAGE_ROWS, MAX_NUM_BANDS, MAX_NUM_HASHES, SHINGLE_SEPARATOR
+from .kernels.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS, MAX_NUM_HASHES, SHINGLE_SEPARATOR,
+                                   SIGNATURE_VERSION)
 from .kernels.lance_format import SEED as SIGNATURE_SEED
 from .checks import check_bool, check_int, check_real, check_similarity, check_threshold
 from .errors import InvalidParameterError
@@ -55,12 +56,10 @@ __all__ = [
     "CANDIDATE_PROBABILITY",
 ]
 
-SIGNATURE_VERSION = 0
 MAX_SHINGLE_SIZE = 2**31 - 1
 # a build with threshold := t makes a pair of similarity t a candidate at least this often
 CANDIDATE_PROBABILITY = 0.9
-INDEX_VERSION = 0
-MAX_SEGMENT_ROWS = 2**32  # doc ids are u32
+MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
 DEFAULT_MEMORY_BUDGET = 2 << 30  # band sort budget of a build; $LANCE_MEM_POOL_SIZE overrides
 MIN_MEMORY_BUDGET = 64 << 10
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides

@@ -14,6 +14,8 @@ import numpy as np
 __all__ = [
     "SEED",
     "SHINGLE_SEPARATOR",
+    "SIGNATURE_VERSION",
+    "INDEX_VERSION",
     "MAX_NUM_HASHES",
     "MAX_NUM_BANDS",
     "BAND_SHIFT",
@@ -21,7 +23,6 @@ __all__ = [
     "BAND_KEY_BYTES",
     "DOC_ID_BYTES",
     "BAND_ROW_BYTES",
-    "SIGNATURE_VALUE_BYTES",
     "DEFAULT_PAGE_ROWS",
     "page_ends",
     "similarity",
@@ -33,6 +34,8 @@ SEED = 42
 # Byte written after every token, so a shingle of w tokens is one contiguous byte range.
 SHINGLE_SEPARATOR = 0x1F
 MAX_NUM_HASHES = 4096  # Lance's limit on a signature's length
+SIGNATURE_VERSION = 0  # the signature algorithm (docs/signatures.md); readers refuse others
+INDEX_VERSION = 0  # minhash_lsh_index_version of the segment files; readers refuse others
 # A band key is (band id << 56) | (XXH64 of the band's values & (2**56 - 1)): the band id
 # is the key's top byte, so there are at most 256 bands.
 BAND_SHIFT = 56
@@ -42,8 +45,6 @@ MAX_NUM_BANDS = 1 << (64 - BAND_SHIFT)
 BAND_KEY_BYTES = 8
 DOC_ID_BYTES = 4
 BAND_ROW_BYTES = BAND_KEY_BYTES + DOC_ID_BYTES
-# One signature value: a u16 (the top 16 bits of a 64-bit product).
-SIGNATURE_VALUE_BYTES = 2
 # Band rows per page of the page table (Lance writes 4096).
 DEFAULT_PAGE_ROWS = 4096
 
