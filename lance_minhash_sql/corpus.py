@@ -112,8 +112,8 @@ class CorpusSpec:
             )
         dup = check_real("duplicate_fraction", self.duplicate_fraction, "some originals must remain; e.g. 0.2",
                          0.0, 1.0, hi_open=True)
-        skew = check_real("source_skew", self.source_skew,
-                          "1 picks sources uniformly, 2 (default) gives a few clusters of hundreds at 1M rows", 1.0, 16.0)
+        skew = check_real("source_skew", self.source_skew, "1 picks sources uniformly, 2 (default) gives a few "
+                          "clusters of hundreds at 1M rows", 1.0, 16.0)
         weights = self.edit_weights
         if (
             not isinstance(weights, (tuple, list))

@@ -1,4 +1,7 @@
-"""Parameters, limits and the LSH math, written once.
+"""Parameters, limits and the LSH math, written once (``docs/parameters.md``).
+
+The format's constants come from :mod:`.kernels.lance_format` and the argument checks
+from :mod:`.checks`; both are re-used here, not restated.
 
 The index parameters and their validation follow pylance 14.0.2's
 ``MinHashLshIndexParams::validate()`` (``rust/lance-index/src/scalar/minhash_lsh/mod.rs``):
@@ -24,11 +27,11 @@ import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
-from .kernels.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS, MAX_NUM_HASHES, SHINGLE_SEPARATOR,
-                                   SIGNATURE_VERSION)
-from .kernels.lance_format import SEED as SIGNATURE_SEED
 from .checks import check_bool, check_int, check_real, check_similarity, check_threshold
 from .errors import InvalidParameterError
+from .kernels.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS, MAX_NUM_HASHES,
+                                   SHINGLE_SEPARATOR, SIGNATURE_VERSION)
+from .kernels.lance_format import SEED as SIGNATURE_SEED
 
 __all__ = [
     "MAX_NUM_HASHES",

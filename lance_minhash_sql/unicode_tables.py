@@ -13,8 +13,9 @@ compiled into the pylance binary:
 Python's ``unicodedata``/``str`` methods use another Unicode version and are **not** a
 substitute (thousands of code points differ).  The tables are derived from ``lance.tokenize``
 by ``scripts/derive_unicode_tables.py`` (probing all 1,112,064 scalar values, as
-``docs/signatures.md`` explains under *The character tables*) and shipped as ``lance_minhash_sql/data/unicode_tables.npz``; this module only reads that
-file and does not import lance.  **Re-derive the tables after any Lance upgrade** (run the
+``docs/signatures.md`` explains under *The character tables*) and shipped as
+``lance_minhash_sql/data/unicode_tables.npz``; this module only reads that file and does
+not import lance.  **Re-derive the tables after any Lance upgrade** (run the
 script, then ``tests/test_unicode_tables.py``, which compares them with ``lance.tokenize``).
 
 Layout of the loaded tables (all C-contiguous, fixed dtypes, for Numba kernels; treat them as

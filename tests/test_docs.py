@@ -76,4 +76,5 @@ def test_band_table_of_parameters_md_is_the_math():
         t = float(t)
         assert recall_bands(t, 128) == (int(rb), int(rr)) and optimal_bands(t, 128) == (int(ob), int(orr))
         for b, r, p in ((rb, rr, rp), (ob, orr, op)):
-            assert abs(lsh_probability(t, int(b), int(r)) - float(p)) < 10 ** -(len(p.split(".")[-1]) if "." in p else 0)
+            decimals = len(p.split(".")[-1]) if "." in p else 0
+            assert abs(lsh_probability(t, int(b), int(r)) - float(p)) < 10 ** -decimals

@@ -64,5 +64,6 @@ _REPORT_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR")
 REPORT_UDFS: tuple[Udf, ...] = (
     Udf("_lms_report", report, _REPORT_ARGS, rows_type(SUMMARY_SCHEMA)[1], True),
     Udf("_lms_scurve", scurve, _REPORT_ARGS, rows_type(SCURVE_SCHEMA)[1], True),
-    Udf("_lms_buckets", buckets, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), rows_type(LARGEST_BUCKETS_SCHEMA)[1], True),
+    Udf("_lms_buckets", buckets, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), rows_type(LARGEST_BUCKETS_SCHEMA)[1],
+        True),
 )

@@ -105,7 +105,8 @@ def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
     for i, row in enumerate(rows):
         require(fn, row, "dataset", "column", "k", "fast_search")
         text(fn, "query", row["query"])
-        key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), flag(fn, "fast_search", row["fast_search"]), row["storage"])
+        key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), flag(fn, "fast_search", row["fast_search"]),
+               row["storage"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists = [], [], []
     for (ds, col, kk, fast, token), idx in groups.items():
@@ -234,7 +235,8 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
     options = options_of(storage)
     ds = dataset_at(dataset, int(version), options)
     layout = _layout(ds.schema)
-    table = run(ds, column, text(fn, "query", query), integer(fn, "k", k), fast_search=flag(fn, "fast_search", fast_search),
+    table = run(ds, column, text(fn, "query", query), integer(fn, "k", k),
+                fast_search=flag(fn, "fast_search", fast_search),
                 filter=filter_, columns=list(layout.columns), storage_options=options)
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
     for carrier in _CARRIER_TYPES:
@@ -260,8 +262,8 @@ def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
     require(fn, row, "dataset", "column", "k", "fast_search")
     _, version, schema = search_target(dataset, column, options_of(storage))
-    return search_sql(schema, (dataset, column, query, integer(fn, "k", k), flag(fn, "fast_search", fast_search), filter_, version,
-                               storage))
+    return search_sql(schema, (dataset, column, query, integer(fn, "k", k), flag(fn, "fast_search", fast_search),
+                               filter_, version, storage))
 
 
 TABLE_UDFS: tuple[Udf, ...] = (

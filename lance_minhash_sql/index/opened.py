@@ -216,7 +216,8 @@ def _the_cache() -> _ByteLRU:
         with _cache_lock:
             if _cache is None:
                 env = os.environ.get(CACHE_ENV)
-                _cache = _ByteLRU(DEFAULT_CACHE_BYTES if env is None or not env.strip() else parse_bytes(env, f"${CACHE_ENV}", 0))
+                _cache = _ByteLRU(DEFAULT_CACHE_BYTES if env is None or not env.strip()
+                                  else parse_bytes(env, f"${CACHE_ENV}", 0))
     return _cache
 
 
@@ -535,7 +536,8 @@ class SegmentEntry:
             if rows.size:
                 t0 = time.perf_counter()
                 t = self.files.bands.take_rows(rows.tolist(), batch_size=max(1024, rows.size)).to_table()
-                self.rent_bands += self._rent(t0, self.call_seconds + rows.size * BAND_ROW_BYTES / self.bytes_per_second)
+                self.rent_bands += self._rent(t0, self.call_seconds
+                                              + rows.size * BAND_ROW_BYTES / self.bytes_per_second)
                 self.stats["window_rows_read"] += int(rows.size)
                 win_keys = _readonly(np.ascontiguousarray(t.column(0).to_numpy()))
                 win_docs = _readonly(np.ascontiguousarray(t.column(1).to_numpy()))

@@ -50,10 +50,10 @@ cache) leaves less than an eighth of the budget, and the scan phase goes over it
   order and is streamed as it is.
 
 Before spilling, the spill size (``rows * bands * 12``, an upper bound) is checked
-against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (default 100 GiB; bytes or a
-size as :mod:`lance_minhash_sql.sizes` reads it, e.g. ``512MiB``, ``2GB``) and the free space of the temp folder; if it does not fit,
-:func:`plan_sort` raises :class:`ResourceLimitError` before anything is written. The temp
-folder is always removed (:meth:`BandSorter.close`).
+against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (default 100 GiB; bytes or a size as
+:mod:`lance_minhash_sql.sizes` reads it, e.g. ``512MiB``, ``2GB``) and the free space of
+the temp folder; if it does not fit, :func:`plan_sort` raises :class:`ResourceLimitError`
+before anything is written. The temp folder is always removed (:meth:`BandSorter.close`).
 """
 
 from __future__ import annotations
