@@ -20,7 +20,7 @@ from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 from lance_minhash_sql import cli
 from lance_minhash_sql.corpus import vocabulary, write_corpus
 from lance_minhash_sql.duck import pairs as duck_pairs
-from lance_minhash_sql.index import pairs as pairs_mod
+from lance_minhash_sql.index import shards as shards_mod
 from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.clusters import clusters
 from lance_minhash_sql.index.dedup import dedup, keep_flags
@@ -170,7 +170,7 @@ def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08):
 
 
 def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
-    monkeypatch.setattr(pairs_mod, "SHARD_BAND_ROWS", 5000)
+    monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 5000)
     seen = []
     real_scalars = duck_pairs._scalars
 

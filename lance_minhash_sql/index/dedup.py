@@ -40,7 +40,7 @@ from ..io.scan import open_dataset, options_for, text_field
 from .build import _bar
 from .clusters import clusters
 from .opened import dataset_handle
-from .pairs import check_threshold
+from .shards import check_threshold
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
 

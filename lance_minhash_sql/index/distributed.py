@@ -69,7 +69,8 @@ from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftov
                     sign_fragments)
 from .clusters import components, shard_links
 from .optimize import optimize
-from .pairs import MAX_SHARDS, _check_count, _check_flag, pair_shards, plan_shards, shard_pairs
+from .pairs import shard_pairs
+from .shards import MAX_SHARDS, check_count, check_flag, pair_shards, plan_shards
 from .spill import plan_sort
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
@@ -352,7 +353,7 @@ def _links_task(uri, version, column, threshold, num_shards, storage_options, in
 
 
 def _check_optional(name: str, value: Any, example: str) -> int | None:
-    return None if value is None else _check_count(name, value, MAX_SHARDS, example)
+    return None if value is None else check_count(name, value, MAX_SHARDS, example)
 
 
 @dataclass(frozen=True)
@@ -392,7 +393,7 @@ def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bo
     At most ``max_in_flight`` tasks (default: twice the cluster's CPUs) are submitted
     ahead of the consumer. Arguments are checked and the index opened when called.
     Raises :class:`DistributedTaskError` naming the shards of a failed task."""
-    exact = _check_flag("exact", exact)
+    exact = check_flag("exact", exact)
     in_flight = _check_optional("max_in_flight", max_in_flight, "8")
     storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
