@@ -88,6 +88,8 @@ READ_BYTES_PER_SECOND = 180e6
 # to the ski rental below, so a slow store cannot make a whole-file read look cheap.
 REMOTE_READ_CALL_SECONDS = 0.03
 REMOTE_READ_BYTES_PER_SECOND = 100e6
+# A local file read through its memory map (io/chunks.py): a gather, no call into Lance.
+MAPPED_READ_CALL_SECONDS = 2e-5
 PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
@@ -491,7 +493,8 @@ class SegmentEntry:
         self.rent_rowids = 0.0
         self._rowid_hint = None  # (docs, stored row ids) of the last candidates' take
         self.remote = files is not None and is_remote(files.seg_dir)
-        self.call_seconds = REMOTE_READ_CALL_SECONDS if self.remote else READ_CALL_SECONDS
+        self.call_seconds = (REMOTE_READ_CALL_SECONDS if self.remote else
+                             MAPPED_READ_CALL_SECONDS if files is not None and files.fast_path else READ_CALL_SECONDS)
         self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "docs_read": 0, "full_loads": 0}
 
@@ -553,11 +556,11 @@ class SegmentEntry:
             rows = window_indices(ws, we) if 0 < windows * WINDOW_ROWS <= WINDOW_MAX_ROWS else ws[:0]
             if rows.size:
                 t0 = time.perf_counter()
-                t = self.files.bands.take_rows(rows.tolist(), batch_size=max(1024, rows.size)).to_table()
+                win_keys, win_docs = self.files.read_band_rows(rows)
                 self.rent_bands += self._rent(t0, self.call_seconds + rows.size * 12 / self.bytes_per_second)
                 self.stats["window_rows_read"] += int(rows.size)
-                win_keys = _readonly(np.ascontiguousarray(t.column(0).to_numpy()))
-                win_docs = _readonly(np.ascontiguousarray(t.column(1).to_numpy()))
+                win_keys = _readonly(np.ascontiguousarray(win_keys))
+                win_docs = _readonly(np.ascontiguousarray(win_docs))
                 wstart, wend, exact = window_rows(qkeys, ws, we, _readonly(rows), win_keys,
                                                   store.page_rows, store.num_rows)
                 if exact.any():
@@ -621,6 +624,9 @@ class SegmentEntry:
 
     def _read_all_bands(self):
         n = self.bands.num_rows
+        if self.files.band_map is not None:
+            self.stats["full_loads"] += 1
+            return self.files.read_bands(0, n)
         keys = np.empty(n, dtype=np.uint64)
         docs = np.empty(n, dtype=np.uint32)
         w = 0
@@ -672,7 +678,9 @@ class SegmentEntry:
         signatures as byte ranges (one request per run of nearby docs, all concurrent) and
         the row ids from memory (see :meth:`stored_rowids`), else one Lance take."""
         files = self.files
-        if self.remote and files.signature_rows is not None:
+        if files.direct_signatures:
+            if not self.remote:
+                self._all_rowids()  # local: one read of the row id column, then none per query
             return self._raw_rowids(docs), files.read_signature_rows(docs)
         t = files.signatures.take_rows(docs.astype(np.int64).tolist(), batch_size=max(1024, docs.size)).to_table()
         return t.column(0).to_numpy(), t.column(1).combine_chunks().values.to_numpy().reshape(-1, self.docs.k)
@@ -684,7 +692,7 @@ class SegmentEntry:
         with one take of just these docs, kept for the signature reads that follow."""
         if self.docs.full:
             return self.docs.rowids[docs]
-        if not self.remote or self.files is None or self.files.signature_rows is None:
+        if not self.remote or self.files is None or not self.files.direct_signatures:
             return None
         store = self.docs
         if store.all_rowids is None:
@@ -721,6 +729,10 @@ class SegmentEntry:
 
     def _read_all_docs(self):
         n, k = self.docs.num_docs, self.docs.k
+        if self.files.signature_map is not None:
+            stored = self.docs.all_rowids if self.docs.all_rowids is not None else self.files.read_rowids()
+            self.stats["full_loads"] += 1
+            return self.map_rowids(stored), self.files.signature_map.read_range(0, n)
         rowids = np.empty(n, dtype=np.uint64)
         sigs = np.empty((n, k), dtype=np.uint16)
         w = 0
