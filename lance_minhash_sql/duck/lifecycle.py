@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ..errors import InvalidParameterError
 from .storage import options_of
-from .tables import TableUdf, _list_of_structs, _require, _scalars
+from .tables import TableUdf, list_of_structs, require, scalars
 
 __all__ = ["LIFECYCLE_UDFS", "OPTIMIZE_TYPE", "PREWARM_TYPE"]
 
@@ -50,8 +50,8 @@ def optimize(dataset, column, merge, storage) -> pa.Array:
 
     fn = "minhash_optimize"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, merge=merge, storage=storage):
-        _require(fn, row, "dataset", "column", "merge")
+    for row in scalars(fn, dataset=dataset, column=column, merge=merge, storage=storage):
+        require(fn, row, "dataset", "column", "merge")
         try:
             how = json.loads(row["merge"])  # to_json() of an integer, 'all' or a list of uuids
         except ValueError:
@@ -61,7 +61,7 @@ def optimize(dataset, column, merge, storage) -> pa.Array:
         except InvalidParameterError as exc:
             raise type(exc)(f"{fn}: {exc}") from None
         out.append(_row(r, _OPTIMIZE_ARROW))
-    return _list_of_structs(out, _OPTIMIZE_ARROW)
+    return list_of_structs(out, _OPTIMIZE_ARROW)
 
 
 _DIGITS = re.compile(r"^\s*\d+\s*$")
@@ -83,15 +83,15 @@ def prewarm(dataset, column, cache_bytes, storage) -> pa.Array:
 
     fn = "minhash_prewarm"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, cache_bytes=cache_bytes, storage=storage):
-        _require(fn, row, "dataset", "column")
+    for row in scalars(fn, dataset=dataset, column=column, cache_bytes=cache_bytes, storage=storage):
+        require(fn, row, "dataset", "column")
         try:
             r = run(row["dataset"], row["column"], cache_bytes=_cache_bytes(row["cache_bytes"]),
                     storage_options=options_of(row["storage"]))
         except InvalidParameterError as exc:
             raise type(exc)(f"{fn}: {exc}") from None
         out.append(_row(r, _PREWARM_ARROW))
-    return _list_of_structs(out, _PREWARM_ARROW)
+    return list_of_structs(out, _PREWARM_ARROW)
 
 
 LIFECYCLE_UDFS: tuple[TableUdf, ...] = (

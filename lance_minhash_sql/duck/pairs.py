@@ -28,17 +28,16 @@ in the thread that runs the statement.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidParameterError, ResourceLimitError
+from ..index.cache import ByteCache
 from .storage import options_of
-from .tables import TableUdf, _literal, _require, _scalars
-from .udfs import _prefixed
+from .tables import TableUdf, sql_literal, require, scalars
+from .udfs import prefixed
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 
@@ -54,30 +53,7 @@ CLUSTERS_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT)
 DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, keep BOOLEAN)[]"
 
 
-class _Plans:
-    """Planned shards by ``(uri, version, column, threshold, shards, storage token)`` (bounded, thread-safe)."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self._plans: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, key: tuple, shards: list) -> None:
-        with self._lock:
-            self._plans[key] = shards
-            self._plans.move_to_end(key)
-            while len(self._plans) > self.capacity:
-                self._plans.popitem(last=False)
-
-    def get(self, key: tuple):
-        with self._lock:
-            hit = self._plans.get(key)
-            if hit is not None:
-                self._plans.move_to_end(key)
-            return hit
-
-
-_PLANS = _Plans(_MAX_PLANS)
+_PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, version, column, threshold, shards, token)
 
 
 def _flag(fn: str, name: str, value) -> bool:
@@ -90,10 +66,10 @@ def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int
               storage: str | None = None) -> str:
     """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
     (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
-    head = ", ".join(_literal(a) for a in (uri, column, threshold, version))
+    head = ", ".join(sql_literal(a) for a in (uri, column, threshold, version))
     udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
     union = " UNION ALL ".join(
-        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {_literal(storage)}), recursive := true)"
+        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {sql_literal(storage)}), recursive := true)"
         for s in range(num_shards))
     return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
 
@@ -103,11 +79,11 @@ def pairs_plan(dataset, column, threshold, exact, storage) -> pa.Array:
 
     fn = "minhash_pairs"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
-        _require(fn, row, "dataset", "column", "exact")
+    for row in scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
+        require(fn, row, "dataset", "column", "exact")
         exact_ = _flag(fn, "exact", row["exact"])
         token = row["storage"]
-        shards = _prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
+        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
                            row["column"], row["threshold"])
         s = shards[0]
         _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)
@@ -166,7 +142,7 @@ def _pair_shard(exact: bool, type_: pa.DataType):
     def run(dataset, column, threshold, version, shard, num_shards, storage) -> pa.Array:
         fn = "minhash_pairs"
         out = []
-        for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
+        for row in scalars(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
                             num_shards=num_shards, storage=storage):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
                                 int(row["num_shards"]), row["storage"])
@@ -208,9 +184,9 @@ def clusters(dataset, column, threshold, storage) -> pa.Array:
 
     fn = "minhash_clusters"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, storage=storage):
-        _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, partial(run, storage_options=options_of(row["storage"])), row["dataset"],
+    for row in scalars(fn, dataset=dataset, column=column, threshold=threshold, storage=storage):
+        require(fn, row, "dataset", "column")
+        out.append(prefixed(fn, partial(run, storage_options=options_of(row["storage"])), row["dataset"],
                              row["column"], row["threshold"]))
     return _table_lists(out, _CLUSTERS_ARROW)
 
@@ -220,10 +196,10 @@ def dedup(dataset, column, threshold, keep, order_by, storage) -> pa.Array:
 
     fn = "minhash_dedup"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
+    for row in scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
                         storage=storage):
-        _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
+        require(fn, row, "dataset", "column")
+        out.append(prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
                                          storage_options=options_of(row["storage"])), row["dataset"],
                              row["column"], row["threshold"]))
     return _table_lists(out, _DEDUP_ARROW)

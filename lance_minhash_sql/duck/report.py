@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from ..index.report_tables import LARGEST_BUCKETS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
 from .storage import options_of
-from .tables import TableUdf, _int, _require, _scalars
-from .udfs import _prefixed
+from .tables import TableUdf, int_arg, require, scalars
+from .udfs import prefixed
 
 __all__ = ["REPORT_UDFS", "duck_type"]
 
@@ -46,12 +46,12 @@ def _reports(fn: str, dataset, column, sample, threshold, seed, storage) -> list
     from ..index.report import cached_report
 
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, sample=sample, threshold=threshold, seed=seed,
+    for row in scalars(fn, dataset=dataset, column=column, sample=sample, threshold=threshold, seed=seed,
                         storage=storage):
-        _require(fn, row, "dataset", "column", "sample", "seed")
-        options = dict(sample=_int(fn, "sample", row["sample"]), threshold=row["threshold"],
-                       seed=_int(fn, "seed", row["seed"]))
-        out.append(_prefixed(fn, lambda: cached_report(row["dataset"], row["column"],
+        require(fn, row, "dataset", "column", "sample", "seed")
+        options = dict(sample=int_arg(fn, "sample", row["sample"]), threshold=row["threshold"],
+                       seed=int_arg(fn, "seed", row["seed"]))
+        out.append(prefixed(fn, lambda: cached_report(row["dataset"], row["column"],
                                                        storage_options=options_of(row["storage"]), **options)))
     return out
 
@@ -74,10 +74,10 @@ def buckets(dataset, column, top, storage) -> pa.Array:
 
     fn = "minhash_buckets"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, top=top, storage=storage):
-        _require(fn, row, "dataset", "column", "top")
-        n = _int(fn, "top", row["top"])
-        out.append(_prefixed(fn, lambda: largest_buckets(row["dataset"], row["column"], top=n,
+    for row in scalars(fn, dataset=dataset, column=column, top=top, storage=storage):
+        require(fn, row, "dataset", "column", "top")
+        n = int_arg(fn, "top", row["top"])
+        out.append(prefixed(fn, lambda: largest_buckets(row["dataset"], row["column"], top=n,
                                                          storage_options=options_of(row["storage"])))[0])
     return _lists(out, LARGEST_BUCKETS_SCHEMA)
 

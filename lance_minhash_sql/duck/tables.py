@@ -22,33 +22,34 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections import OrderedDict
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidInputError, InvalidParameterError
+from ..index.cache import ByteCache
 from .storage import options_of
-from .udfs import _array
+from .storage import storage as storage_token
+from .udfs import as_array
 
 __all__ = ["TABLE_UDFS", "search_sql"]
 
 
-def _scalars(fn: str, **columns) -> list[dict[str, Any]]:
+def scalars(fn: str, **columns) -> list[dict[str, Any]]:
     """Rows of the UDF's argument columns as Python values."""
-    arrays = {k: _array(v).to_pylist() for k, v in columns.items()}
+    arrays = {k: as_array(v).to_pylist() for k, v in columns.items()}
     n = len(next(iter(arrays.values())))
     return [{k: arrays[k][i] for k in arrays} for i in range(n)]
 
 
-def _require(fn: str, row: dict, *names: str) -> None:
+def require(fn: str, row: dict, *names: str) -> None:
     for name in names:
         if row[name] is None:
             raise InvalidInputError(f"{fn}: {name} is NULL; pass a value")
 
 
-def _int(fn: str, name: str, value) -> int | None:
+def int_arg(fn: str, name: str, value) -> int | None:
     if value is None:
         return None
     if not math.isfinite(float(value)) or float(value) != int(value):
@@ -56,7 +57,7 @@ def _int(fn: str, name: str, value) -> int | None:
     return int(value)
 
 
-def _list_of_structs(rows_per_input: list[list[dict]], type_: pa.DataType) -> pa.Array:
+def list_of_structs(rows_per_input: list[list[dict]], type_: pa.DataType) -> pa.Array:
     offsets = np.zeros(len(rows_per_input) + 1, dtype=np.int32)
     np.cumsum([len(r) for r in rows_per_input], out=offsets[1:])
     values = pa.array([row for rows in rows_per_input for row in rows], type=type_.value_type)
@@ -83,21 +84,21 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
 
     fn = "minhash_build"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
+    for row in scalars(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
                         shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
                         storage=storage):
-        _require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
+        require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
         tok = row["tokenizer"]
         tok = None if tok in (None, "null") else json.loads(tok)
         if isinstance(tok, str):  # a JSON string given as text: parse it once more
             tok = json.loads(tok)
-        r = build_index(row["dataset"], row["column"], num_hashes=_int(fn, "num_hashes", row["num_hashes"]),
-                        num_bands=_int(fn, "num_bands", row["num_bands"]),
-                        shingle_size=_int(fn, "shingle_size", row["shingle_size"]),
+        r = build_index(row["dataset"], row["column"], num_hashes=int_arg(fn, "num_hashes", row["num_hashes"]),
+                        num_bands=int_arg(fn, "num_bands", row["num_bands"]),
+                        shingle_size=int_arg(fn, "shingle_size", row["shingle_size"]),
                         threshold=row["threshold"], tokenizer=tok, replace=bool(row["replace"]),
                         storage_options=options_of(row["storage"]))
         out.append([{f.name: getattr(r, f.name) for f in _BUILD_ARROW.value_type}])
-    return _list_of_structs(out, _BUILD_ARROW)
+    return list_of_structs(out, _BUILD_ARROW)
 
 
 # --------------------------------------------------------------------------- indexes
@@ -118,10 +119,10 @@ def indexes(dataset, storage) -> pa.Array:
 
     fn = "minhash_indexes"
     out = []
-    for row in _scalars(fn, dataset=dataset, storage=storage):
-        _require(fn, row, "dataset")
+    for row in scalars(fn, dataset=dataset, storage=storage):
+        require(fn, row, "dataset")
         out.append(index_segments(row["dataset"], options_of(row["storage"])))
-    return _list_of_structs(out, _INDEXES_ARROW)
+    return list_of_structs(out, _INDEXES_ARROW)
 
 
 # --------------------------------------------------------------------------- search
@@ -154,12 +155,12 @@ def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
     from ..index.search import search_ids as run
 
     fn = "minhash_search_ids"
-    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
+    rows = scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        _require(fn, row, "dataset", "column", "k", "fast_search")
+        require(fn, row, "dataset", "column", "k", "fast_search")
         _check_query(fn, row["query"])
-        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]), row["storage"])
+        key = (row["dataset"], row["column"], int_arg(fn, "k", row["k"]), bool(row["fast_search"]), row["storage"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists = [], [], []
     for (ds, col, kk, fast, token), idx in groups.items():
@@ -205,6 +206,8 @@ class _Layout(NamedTuple):
     columns: tuple[str, ...]
     slots: dict[str, tuple[_Slot, ...]]  # carrier field -> its columns, in order
     select: str
+    # the same columns from a VALUES list ``t(s1, .., x1, .., _rowid, _distance)`` of texts
+    inline_select: str
 
 
 def _duck_type_of(field: pa.Field) -> str:
@@ -226,7 +229,7 @@ def _type_connection():
     return _TYPE_CON[0]
 
 
-def _literal(value) -> str:
+def sql_literal(value) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -240,18 +243,17 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-_LAYOUTS: OrderedDict = OrderedDict()
+_LAYOUTS = ByteCache.for_objects("SQL result layouts", 256)  # schema text -> _Layout
 
 
 def _layout(schema: pa.Schema) -> _Layout:
     """The layout of a schema's user columns (memoized per schema)."""
     key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
-    with _TYPE_LOCK:
-        hit = _LAYOUTS.get(key)
+    hit = _LAYOUTS.get(key)
     if hit is not None:
         return hit
     slots: dict[str, list[_Slot]] = {"s": [], "x": []}
-    columns, exprs = [], []
+    columns, exprs, inline = [], [], []
     for field in schema:
         if field.name in ("_rowid", "_distance"):
             continue
@@ -260,24 +262,24 @@ def _layout(schema: pa.Schema) -> _Layout:
         carrier = "x" if duck == "BLOB" else "s"
         as_json = carrier == "s" and duck not in _TEXT_EXACT and not duck.startswith("DECIMAL")
         slots[carrier].append(_Slot(field.name, as_json))
-        expr = f"unnest(r.{carrier}[{len(slots[carrier])}])"
-        if as_json:
-            expr = f"CAST({expr}::JSON AS {duck})"
-        elif duck not in ("VARCHAR", "BLOB"):
-            expr = f"CAST({expr} AS {duck})"
+        for source, out in ((f"unnest(r.{carrier}[{len(slots[carrier])}])", exprs),
+                            (f"t.{carrier}{len(slots[carrier])}", inline)):
+            expr = source
+            if as_json:
+                expr = f"CAST({expr}::JSON AS {duck})"
+            elif duck not in ("VARCHAR", "BLOB") or out is inline:  # a VALUES column of NULLs has type NULL
+                expr = f"CAST({expr} AS {duck})"
+            out.append(f"{expr} AS {_ident(field.name)}")
         columns.append(field.name)
-        exprs.append(f"{expr} AS {_ident(field.name)}")
     select = ", ".join(exprs + ["unnest(r._rowid) AS _rowid", "unnest(r._distance) AS _distance"])
-    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select)
-    with _TYPE_LOCK:
-        _LAYOUTS[key] = layout
-        while len(_LAYOUTS) > 256:
-            _LAYOUTS.popitem(last=False)
+    inline_select = ", ".join(inline + ["CAST(t._rowid AS UBIGINT) AS _rowid", "CAST(t._distance AS FLOAT) AS _distance"])
+    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select)
+    _LAYOUTS.put(key, layout)
     return layout
 
 
 def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
-    values = _array(values)
+    values = as_array(values)
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     if slot.json:
@@ -292,17 +294,10 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
     cost less than building and importing Arrow arrays (about 1 ms per query measured).
     """
-    from ..index.opened import dataset_at
-    from ..index.search import search as run
-
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
-    _require(fn, row, "dataset", "column", "k", "fast_search", "version")
-    options = options_of(storage)
-    ds = dataset_at(dataset, int(version), options)
-    layout = _layout(ds.schema)
-    table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
-                filter=filter_, columns=list(layout.columns), storage_options=options)
+    require(fn, row, "dataset", "column", "k", "fast_search", "version")
+    layout, table = _search_table(dataset, column, query, k, fast_search, filter_, int(version), options_of(storage))
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
@@ -310,25 +305,85 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
     return out
 
 
+def _search_table(dataset, column, query, k, fast_search, filter_, version: int, options) -> tuple[_Layout, pa.Table]:
+    """The search's result table on dataset ``version``, with the layout of its columns."""
+    from ..index.opened import dataset_at
+    from ..index.search import search as run
+
+    fn = "minhash_search"
+    ds = dataset_at(dataset, version, options)
+    layout = _layout(ds.schema)
+    table = run(ds, column, _check_query(fn, query), int_arg(fn, "k", k), fast_search=bool(fast_search),
+                filter=filter_, columns=list(layout.columns), storage_options=options)
+    return layout, table
+
+
+INLINE_MAX_CHARS = 1 << 16  # results whose SQL text is longer go through _lms_search_rows
+
+
+def _text_literal(value) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def _blob_literal(value) -> str:
+    return "NULL" if value is None else "'" + "".join(f"\\x{b:02X}" for b in value) + "'::BLOB"
+
+
+def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
+    """The result as SQL text: a VALUES list of the carried texts (the same texts the
+    carriers hold), cast back by ``layout.inline_select``; None when it would be longer
+    than :data:`INLINE_MAX_CHARS` or a text holds a NUL (which SQL text cannot carry)."""
+    names, columns = [], []
+    for carrier, literal in (("s", _text_literal), ("x", _blob_literal)):
+        for i, slot in enumerate(layout.slots[carrier], 1):
+            values = _carried(table.column(slot.column), slot, carrier).to_pylist()
+            if carrier == "s" and any(v is not None and "\x00" in v for v in values):
+                return None
+            names.append(f"{carrier}{i}")
+            columns.append([literal(v) for v in values])
+    names += ["_rowid", "_distance"]
+    columns.append([str(v) for v in table.column("_rowid").to_pylist()])
+    columns.append([repr(v) for v in table.column("_distance").to_pylist()])
+    if table.num_rows == 0:
+        rows = "(" + ", ".join("NULL" for _ in names) + ")"
+        where = " WHERE false"
+    else:
+        rows = ", ".join("(" + ", ".join(vals) + ")" for vals in zip(*columns))
+        where = ""
+    if len(rows) > INLINE_MAX_CHARS:
+        return None
+    return f"SELECT {layout.inline_select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
+
+
 def search_sql(schema: pa.Schema, args: tuple) -> str:
     """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version
     (storage options travel as their token, never as values)."""
-    call = f"_lms_search_rows({', '.join(_literal(a) for a in args)})"
+    call = f"_lms_search_rows({', '.join(sql_literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
     # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
     return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str:
-    """Constant-folded at plan time: reads the dataset's schema and version only (native UDF)."""
+def search_plan(dataset, column, query, k, fast_search, filter_, options, cid) -> str:
+    """Constant-folded at plan time (native UDF, one call per statement): resolves the
+    storage options (NULL on a local dataset costs nothing more), reads the dataset's
+    version and schema, runs the search on that version and writes its result into the
+    SQL as a VALUES list; a result too large for that is left to one ``_lms_search_rows``
+    call at execution, on exactly the planned version."""
     from ..index.info import search_target
 
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
-    _require(fn, row, "dataset", "column", "k", "fast_search")
-    _, version, schema = search_target(dataset, column, options_of(storage))
-    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version,
-                               storage))
+    require(fn, row, "dataset", "column", "k", "fast_search")
+    token = storage_token(fn, dataset, options, cid)
+    opts = options_of(token)
+    _, version, schema = search_target(dataset, column, opts)
+    limit = int_arg(fn, "k", k)
+    layout, table = _search_table(dataset, column, query, limit, fast_search, filter_, version, opts)
+    inline = inline_sql(layout, table)
+    if inline is not None:
+        return inline
+    return search_sql(schema, (dataset, column, query, limit, bool(fast_search), filter_, version, token))
 
 
 class TableUdf(NamedTuple):
@@ -349,5 +404,5 @@ TABLE_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
                                                 "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
     TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                               "VARCHAR"), "VARCHAR", False, False),
+                                               "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

@@ -66,13 +66,13 @@ def _engine():
     return sign, kernels
 
 
-def _array(values) -> pa.Array:
+def as_array(values) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
     return values
 
 
-def _prefixed(fn: str, make: Callable, *args):
+def prefixed(fn: str, make: Callable, *args):
     """Call ``make(*args)``, putting the SQL function name in front of a parameter error."""
     try:
         return make(*args)
@@ -81,7 +81,7 @@ def _prefixed(fn: str, make: Callable, *args):
 
 
 def _check_text_type(fn: str, name: str, types) -> None:
-    arr = _array(types)
+    arr = as_array(types)
     for t in pc.unique(arr).to_pylist():
         if t in _TEXT_TYPES:
             continue
@@ -107,7 +107,7 @@ _NULL_FIX = {
 
 def _encode(fn: str, name: str, column, nullable: bool = False) -> tuple[list, np.ndarray | None]:
     """Distinct values of a parameter column and each row's code (``None``: one value)."""
-    arr = _array(column)
+    arr = as_array(column)
     if not nullable and arr.null_count:
         raise InvalidParameterError(f"{fn}: {name} is NULL; {_NULL_FIX[name]}")
     enc = pc.dictionary_encode(arr, null_encoding="encode")
@@ -159,13 +159,13 @@ def _tokenizer(fn: str, text: str | None) -> TokenizerParams:
                 f"{fn}: tokenizer={value!r} must be a JSON object of tokenizer options, e.g. "
                 "'{\"base_tokenizer\": \"whitespace\"}' or {'base_tokenizer': 'whitespace'}"
             )
-    return _prefixed(fn, TokenizerParams.parse, value)
+    return prefixed(fn, TokenizerParams.parse, value)
 
 
 @lru_cache(maxsize=256)
 def _params(fn: str, num_hashes: Any, shingle_size: Any, tokenizer: str | None) -> MinHashParams:
     tok = _tokenizer(fn, tokenizer)
-    return _prefixed(fn, MinHashParams, _py_number(num_hashes), _SIGN_BANDS, _py_number(shingle_size), tok)
+    return prefixed(fn, MinHashParams, _py_number(num_hashes), _SIGN_BANDS, _py_number(shingle_size), tok)
 
 
 def _fixed_lists(matrix: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
@@ -205,7 +205,7 @@ class _Lists(NamedTuple):
 
 def _lists(fn: str, name: str, column) -> _Lists:
     """A signature column (``list<uint16>``) taken apart; NULL elements and ``[]`` are errors."""
-    arr = _array(column)
+    arr = as_array(column)
     n = len(arr)
     valid = np.ones(n, dtype=bool) if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -242,7 +242,7 @@ def _doubles(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 def signature(text, text_type, num_hashes, shingle_size, tokenizer) -> pa.Array:
     """``_lms_signature(text, typeof(text), num_hashes, shingle_size, to_json(tokenizer))``."""
     fn = "minhash_signature"
-    text = _array(text)
+    text = as_array(text)
     n = len(text)
     _check_text_type(fn, "text", text_type)
     ks, k_codes = _encode(fn, "num_hashes", num_hashes)
@@ -330,7 +330,7 @@ def band_keys(sig, num_bands) -> pa.Array:
 def shingle_jaccard(text_a, type_a, text_b, type_b, shingle_size, tokenizer) -> pa.Array:
     """``_lms_shingle_jaccard(a, typeof(a), b, typeof(b), shingle_size, to_json(tokenizer))``."""
     fn = "shingle_jaccard"
-    a, b = _array(text_a), _array(text_b)
+    a, b = as_array(text_a), as_array(text_b)
     n = len(a)
     _check_text_type(fn, "text_a", type_a)
     _check_text_type(fn, "text_b", type_b)
@@ -360,10 +360,10 @@ def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
     passed to it so that the messages are the same.
     """
     fn = "lsh_probability"
-    s = _array(similarity_)
+    s = as_array(similarity_)
     cols = {}
     for name, col in (("num_bands", num_bands), ("rows_per_band", rows_per_band)):
-        col = _array(col)
+        col = as_array(col)
         if col.null_count:
             fix = _NULL_FIX.get(f"{fn}.{name}", _NULL_FIX[name])
             raise InvalidParameterError(f"{fn}: {name} is NULL; {fix}")
@@ -375,7 +375,7 @@ def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
         bad = (valid & ~((sv >= 0.0) & (sv <= 1.0))) | ~(b >= 1.0) | ~(r >= 1.0) | (b != np.floor(b)) | (r != np.floor(r))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        _prefixed(fn, _lsh_probability_scalar, float(sv[i]) if valid[i] else 0.0, _py_number(float(b[i])),
+        prefixed(fn, _lsh_probability_scalar, float(sv[i]) if valid[i] else 0.0, _py_number(float(b[i])),
                   _py_number(float(r[i])))
         raise InvalidParameterError(  # unreachable unless the scalar check is looser than ours
             f"{fn}: similarity={sv[i]!r}, num_bands={b[i]!r}, rows_per_band={r[i]!r} are invalid"

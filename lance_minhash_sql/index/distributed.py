@@ -65,7 +65,7 @@ from ..errors import DistributedTaskError, InvalidParameterError, MissingDepende
 from ..io import manifest, store
 from ..io.scan import open_dataset, options_for
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
-from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
+from .build import (BuildResult, check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
                     sign_fragments)
 from .clusters import components, shard_links
 from .optimize import optimize
@@ -252,7 +252,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     without Ray; the dataset is then unchanged.
     """
     t0 = time.perf_counter()
-    merge = _check_bool("merge", merge)
+    merge = check_bool("merge", merge)
     storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, _ = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)

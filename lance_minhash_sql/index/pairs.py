@@ -52,7 +52,8 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DatasetError, InvalidParameterError
+from ..errors import InvalidParameterError
+from ..io.takes import take_rows
 from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from .opened import OpenedIndex
@@ -98,12 +99,7 @@ def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
 
 
 def _texts(opened: OpenedIndex, ids: np.ndarray) -> pa.Array:
-    t = opened.ds._take_rows(pa.array(ids, type=pa.uint64()), [opened.column, "_rowid"])
-    got = t.column("_rowid").to_numpy()
-    if got.size != ids.size or not np.array_equal(got, ids):
-        raise DatasetError(
-            f"dataset {opened.uri!r} changed during the self-join ({ids.size} rows asked, {got.size} "
-            "fetched); run it again")
+    t = take_rows(opened.ds, ids, [opened.column, "_rowid"], "the self-join", opened.uri)
     return t.column(opened.column).combine_chunks()
 
 

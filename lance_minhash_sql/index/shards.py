@@ -17,7 +17,6 @@ import math
 import numbers
 import threading
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -28,7 +27,9 @@ from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import bucket_bounds, gather_rows, multi_rows, padded_hashes, windows
 from ..kernels.sort import DIGIT_BITS, radix_sort_run
 from ..params import MinHashParams, lsh_probability, recall_bands
-from .opened import OpenedIndex, SegmentEntry, open_index
+from .cache import ByteCache
+from .entries import SegmentEntry
+from .opened import OpenedIndex, open_index
 
 __all__ = [
     "SHARD_BAND_ROWS",
@@ -153,7 +154,7 @@ class Plan:
         self.total_band_rows = sum(e.bands.num_rows for e in self.entries)
 
 
-_plans: OrderedDict = OrderedDict()
+_plans = ByteCache.for_objects("self-join plans", _MAX_PLANS)  # id(opened index) -> its Plan
 _plans_lock = threading.Lock()
 
 
@@ -163,12 +164,9 @@ def plan_for(opened: OpenedIndex) -> Plan:
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None and hit.opened is opened:
-            _plans.move_to_end(key)
             return hit
         plan = Plan(opened)
-        _plans[key] = plan
-        while len(_plans) > _MAX_PLANS:
-            _plans.popitem(last=False)
+        _plans.put(key, plan)
         return plan
 
 
@@ -302,27 +300,23 @@ def _read_signatures_whole(entry: SegmentEntry) -> None:
     ``SegmentEntry.doc_arrays`` would load them whole too once a shard needs many docs,
     but through one ``read_all`` that Lance decodes ahead of the consumer: twice the
     file's size at the peak (1M rows: +530 MB against +265 MB here).
-    TODO(lead): move this loop into ``opened.SegmentEntry._read_all_docs``.
     """
     with entry.lock:
         store = entry.docs
         if store.full or entry.files is None or not entry.cached:
             return
-        if not entry._reserve(store.file_bytes() - store.nbytes):
+        if not entry.reserve(store.file_bytes() - store.nbytes):
             return  # does not fit: the shard reads what it needs
         n, k = store.num_docs, store.k
         rowids = np.empty(n, dtype=np.uint64)
         sigs = np.empty((n, k), dtype=np.uint16)
-        reader = entry.files.signatures
         for s in range(0, n, SIGNATURE_READ_ROWS):
             c = min(SIGNATURE_READ_ROWS, n - s)
-            t = reader.read_range(s, c, batch_size=c).to_table()
-            rowids[s:s + c] = entry.map_rowids(t.column(0).to_numpy())
-            sigs[s:s + c] = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
-            del t
+            stored, sigs[s:s + c] = entry.files.read_doc_range(s, c)
+            rowids[s:s + c] = entry.map_rowids(stored)
         store.set_full(rowids, sigs)
         entry.stats["full_loads"] += 1
-        entry._settle()
+        entry.settle()
 
 
 def _doc_arrays(entry: SegmentEntry, udocs: np.ndarray):

@@ -1,4 +1,4 @@
-"""Index segment files: ``signatures.lance`` and ``bands.lance`` (contract §2).
+"""Index segment files: ``signatures.lance`` and ``bands.lance`` (docs/index-format.md).
 
 Every format rule is written here, next to the code that writes and reads it:
 
@@ -278,6 +278,52 @@ class SegmentFiles:
             return self.band_map[0].read_range(start, count), self.band_map[1].read_range(start, count)
         t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
+
+    def take_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stored ``(row ids, signatures)`` of sorted, distinct ``docs``: one Lance take."""
+        t = self.signatures.take_rows(np.asarray(docs, dtype=np.int64).tolist(),
+                                      batch_size=max(1024, len(docs))).to_table()
+        return self._rowids_and_signatures(t)
+
+    def read_doc_range(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Stored ``(row ids, signatures)`` of docs ``[start, start + count)``."""
+        t = self.signatures.read_range(start, count, batch_size=max(1, count)).to_table()
+        return self._rowids_and_signatures(t)
+
+    def _rowids_and_signatures(self, t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        sigs = t.column(1).combine_chunks().values.to_numpy().reshape(-1, self.params.num_hashes)
+        return t.column(0).to_numpy(), sigs
+
+    def read_all_bands(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every band row: ``(band_key u64[n], doc_id u32[n])``."""
+        n = self.num_band_rows
+        if self.band_map is not None:
+            return self.read_bands(0, n)
+        keys = np.empty(n, dtype=np.uint64)
+        docs = np.empty(n, dtype=np.uint32)
+        w = 0
+        for batch in self.bands.read_all(batch_size=1 << 20).to_batches():
+            m = batch.num_rows
+            keys[w:w + m] = batch.column(0).to_numpy()
+            docs[w:w + m] = batch.column(1).to_numpy()
+            w += m
+        return keys, docs
+
+    def read_all_docs(self, stored_rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every doc's stored ``(row id, signature)`` (``stored_rowids``: already read)."""
+        n, k = self.num_docs, self.params.num_hashes
+        if self.signature_map is not None:
+            rowids = stored_rowids if stored_rowids is not None else self.read_rowids()
+            return rowids, self.signature_map.read_range(0, n)
+        rowids = np.empty(n, dtype=np.uint64)
+        sigs = np.empty((n, k), dtype=np.uint16)
+        w = 0
+        for batch in self.signatures.read_all(batch_size=1 << 16).to_batches():
+            m = batch.num_rows
+            rowids[w:w + m] = batch.column(0).to_numpy()
+            sigs[w:w + m] = batch.column(1).values.to_numpy().reshape(-1, k)
+            w += m
+        return rowids, sigs
 
     @functools.cached_property
     def rowid_bytes(self) -> int:
