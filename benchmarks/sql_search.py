@@ -19,9 +19,10 @@ Per query, in rotating order:
 * SQL ``SELECT * FROM minhash_search_ids(uri, 'text', ?, 10)``.
 
 Then the cost of each component of the SQL statement, measured in the same run on the same
-queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), the plan UDF
-(``_lms_search_plan``) alone, the index search alone (``topk``), the row fetch, and the
-rest (the statement around them: the result's VALUES list and casts).
+queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), the index
+search alone (``topk``), the row fetch alone, the plan call (``_lms_search_plan``: the
+search, the fetch and the result's SQL text), that result SQL run alone (a ``VALUES``
+list and casts), and the rest (``query()`` around them).
 
 Table 2, labelled best case: our index prewarmed, each query repeated (``--rounds``),
 against Lance with the same warm dataset object.
@@ -109,31 +110,34 @@ def main() -> None:
             times[name].append(timed(peers[name], q))
 
     # the components of one SQL minhash_search statement, on the same queries
-    from lance_minhash_sql.index.opened import open_index
-    from lance_minhash_sql.index.prewarm import warm
-    from lance_minhash_sql.index.search import topk
     import pyarrow as pa
+
+    from lance_minhash_sql.duck.tables import search_plan
+    from lance_minhash_sql.index.opened import open_index
+    from lance_minhash_sql.index.prewarm import warm as prewarm_index
+    from lance_minhash_sql.index.search import topk
 
     opened = open_index(uri, "text")
     cols = [c for c in ds.schema.names]
-    parts = {
-        "DuckDB statement, SELECT ? (bound text)": lambda q: con.execute("SELECT ?", [q]).fetchall(),
-        "plan UDF _lms_search_plan alone": lambda q: con.execute(
-            f"SELECT _lms_search_plan({u}, 'text', ?, 10, false, NULL, NULL)", [q]).fetchall(),
-        "index search alone (topk)": lambda q: topk(opened, pa.array([q], pa.large_string()), 10),
-        "row fetch alone (take of 10 rows)": None,
-    }
     hits = [pa.array(topk(opened, pa.array([q], pa.large_string()), 10)[1], pa.uint64()) for q in queries]
+    texts = [search_plan(uri, "text", q, 10, False, None, None, None) for q in queries]
+    parts = {
+        "DuckDB statement alone: SELECT ?": lambda i, q: con.execute("SELECT ?", [q]).fetchall(),
+        "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
+        "row fetch alone (take of 10 rows)": lambda i, q: opened.ds._take_rows(hits[i], cols),
+        "plan call: SELECT _lms_search_plan(..)": lambda i, q: con.execute(
+            f"SELECT _lms_search_plan({u}, 'text', ?, 10, false, NULL, NULL, NULL)", [q]).fetchall(),
+        "its result SQL run alone (VALUES)": lambda i, q: con.execute(texts[i]).fetchall(),
+    }
     part_times = {name: [] for name in parts}
     for i, q in enumerate(queries):
         for name, fn in parts.items():
-            if fn is None:
-                part_times[name].append(timed(lambda h: opened.ds._take_rows(h, cols), hits[i]))
-            else:
-                part_times[name].append(timed(fn, q))
+            t0 = time.perf_counter()
+            fn(i, q)
+            part_times[name].append(time.perf_counter() - t0)
 
     # table 2: prewarmed, repeated queries
-    warm(open_index(uri, "text"))
+    prewarm_index(open_index(uri, "text"))
     best = {name: [] for name in names}
     for _ in range(args.rounds):
         for i, q in enumerate(queries):
@@ -165,16 +169,15 @@ def main() -> None:
         for name in names:
             p50, p95 = pct(table[name])
             print(f"  {name:40s} {p50:6.2f}ms {p95:6.2f}ms {lp50 / p50:14.2f}x")
-    print("\nComponents of one SQL minhash_search (same queries, same run)")
-    sql_p50 = pct(times["SQL minhash_search"])[0]
-    known = 0.0
+    print("\nComponents of one SQL minhash_search (same queries, same run, after table 1)")
     for name in parts:
         p50, p95 = pct(part_times[name])
-        if name != "DuckDB statement, SELECT ? (bound text)":
-            known += p50
         print(f"  {name:40s} {p50:6.2f}ms {p95:6.2f}ms")
-    print(f"  {'rest: the result (VALUES, casts), statement':40s} {sql_p50 - known:6.2f}ms  "
-          f"(SQL p50 {sql_p50:.2f} ms minus the parts above)")
+    sql_p50 = pct(times["SQL minhash_search"])[0]
+    plan_p50 = pct(part_times["plan call: SELECT _lms_search_plan(..)"])[0]
+    values_p50 = pct(part_times["its result SQL run alone (VALUES)"])[0]
+    print(f"  {'rest: query() around them':40s} {sql_p50 - plan_p50 - values_p50:6.2f}ms  "
+          f"(SQL p50 {sql_p50:.2f} ms minus the plan call and its result SQL)")
     print(f"\nBatch of {len(batch):,}: Lance one by one {lance_batch / len(batch) * 1000:.3f} ms/query; one LATERAL "
           f"minhash_search_ids statement {sql_batch / len(batch) * 1000:.3f} ms/query ({hits:,} rows): "
           f"{lance_batch / sql_batch:.1f}x")

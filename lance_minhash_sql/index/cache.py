@@ -161,8 +161,8 @@ class ByteCache:
                 self.sizes[key] += extra
                 self.usage += extra
                 return True
-            if not self._evict_for(extra, key):
-                return False
+            if self.sizes[key] + extra > self.capacity or not self._evict_for(extra, key):
+                return False  # (an impossible growth evicts nothing)
             self.sizes[key] += extra
             self.usage += extra
             self.sizes.move_to_end(key)
