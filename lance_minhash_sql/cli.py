@@ -271,14 +271,14 @@ def _show(table, limit: int) -> None:
 def cmd_pairs(args) -> int:
     import pyarrow as pa
 
-    from .index.build import _bar
+    from .index.progress import progress_bar
     from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
     batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
                     storage_options=storage_options(args.storage_option))
     schema = PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA
     sink = _sink(args.output, schema) if args.output else None
-    bar = _bar(not args.quiet, None, "pairs", unit="pairs")
+    bar = progress_bar(not args.quiet, None, "pairs", unit="pairs")
     head, total = [], 0
     try:
         for b in batches:

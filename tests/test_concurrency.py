@@ -279,16 +279,16 @@ def test_an_evicted_unindexed_segment_still_answers_its_holders(corpus, tmp_path
 
 def test_concurrent_openers_share_one_cached_entry():
     """Regression: a second opener replaced (and emptied) the entry a first one was using."""
-    from lance_minhash_sql.index.opened import _ByteLRU
+    from lance_minhash_sql.index.cache import ByteCache
 
     class Entry:
         cached = False
         detached = 0
 
-        def _detach(self):
+        def detach(self):
             self.detached += 1
 
-    cache = _ByteLRU(1 << 20)
+    cache = ByteCache("test", 1 << 20)
     first, second = Entry(), Entry()
     assert cache.adopt("k", first, 100) is first and first.cached
     assert cache.adopt("k", second, 100) is first

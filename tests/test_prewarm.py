@@ -19,7 +19,7 @@ from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.opened import (CACHE_ENV, DEFAULT_CACHE_BYTES, cache_capacity, cache_usage,
                                             clear_cache, open_index, set_cache_capacity)
 from lance_minhash_sql.index.optimize import optimize
-from lance_minhash_sql.index.prewarm import PrewarmResult, prewarm
+from lance_minhash_sql.index.prewarm import PrewarmResult, prewarm, warm
 from lance_minhash_sql.index.search import search_ids
 
 ROWS = 6000
@@ -94,7 +94,7 @@ def test_prewarm_loads_everything_that_fits_and_queries_then_read_nothing(three_
     assert reads(uri) == before  # every query answered from the cache
     again = prewarm(uri, "text")
     assert again.bytes_loaded == 0 and again.complete
-    assert open_index(uri, "text").prewarm() is True
+    assert warm(open_index(uri, "text")).complete is True
 
 
 def test_prewarm_under_a_small_capacity_loads_signatures_first(three_segments):

@@ -29,7 +29,8 @@ from lance_minhash_sql.errors import (
     InvalidParameterError,
     UnsupportedIndexError,
 )
-from lance_minhash_sql.index import opened as opened_mod
+from lance_minhash_sql.index import cache as cache_mod
+from lance_minhash_sql.index import entries as entries_mod
 from lance_minhash_sql.index.opened import (
     cache_capacity,
     cache_info,
@@ -38,6 +39,7 @@ from lance_minhash_sql.index.opened import (
     open_index,
     set_cache_capacity,
 )
+from lance_minhash_sql.index.prewarm import warm as prewarm_index
 from lance_minhash_sql.index.search import SEARCH_IDS_SCHEMA, search, search_ids
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.segments import BandsWriter, SignaturesWriter
@@ -156,7 +158,7 @@ def policy(request, monkeypatch):
     p = POLICIES[request.param]
     if p is not None:
         whole, cap = p
-        monkeypatch.setattr(opened_mod, "whole_read_pays", lambda *a: whole)
+        monkeypatch.setattr(entries_mod, "whole_read_pays", lambda *a: whole)
         set_cache_capacity(cap)
     return request.param
 
@@ -489,7 +491,7 @@ def test_cache_capacity_is_respected(default_ds, monkeypatch):
     uri, table = default_ds
     cap = 300_000  # a few band pages and some signatures, not a whole segment
     set_cache_capacity(cap)
-    cache = opened_mod._the_cache()
+    cache = cache_mod.segment_cache()
     peaks = []
     real_reserve, real_put = cache.reserve, cache.put
 
@@ -530,12 +532,12 @@ def test_cold_query_touches_only_what_it_needs(tmp_path):
     assert not entry.bands.full and not entry.docs.full
     # windows of rows around each bucket's predicted position, in one take; pages only
     # for buckets a window does not prove
-    assert 0 < entry.stats["window_rows_read"] <= 16 * opened_mod.WINDOW_ROWS
+    assert 0 < entry.stats["window_rows_read"] <= 16 * entries_mod.WINDOW_ROWS
     assert entry.stats["band_pages_read"] <= 4 < entry.bands.num_pages
     assert 0 < entry.stats["docs_read"] < 100 < entry.docs.num_docs
     warm = search_ids(uri, "text", q, 10)  # answered from the pools: nothing more read
     assert warm.equals(got) and entry.stats["docs_read"] == entry.docs.used
-    assert open_index(uri, "text").prewarm()
+    assert prewarm_index(open_index(uri, "text")).complete
     assert entry.bands.full and entry.docs.full
     assert search_ids(uri, "text", q, 10).equals(got)
     assert cache_usage() == entry.nbytes

@@ -28,14 +28,13 @@ in the thread that runs the statement.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import ResourceLimitError
+from ..index.cache import ByteCache
 from ..index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from .args import Udf, flag, literal, prefixed, require, scalar_rows
 from .storage import options_of
@@ -52,30 +51,7 @@ _CLUSTERS_ARROW, CLUSTERS_TYPE = rows_type(CLUSTERS_SCHEMA)
 _DEDUP_ARROW, DEDUP_TYPE = rows_type(DEDUP_SCHEMA)
 
 
-class _Plans:
-    """Planned shards by ``(uri, version, column, threshold, shards, storage token)`` (bounded, thread-safe)."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self._plans: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, key: tuple, shards: list) -> None:
-        with self._lock:
-            self._plans[key] = shards
-            self._plans.move_to_end(key)
-            while len(self._plans) > self.capacity:
-                self._plans.popitem(last=False)
-
-    def get(self, key: tuple):
-        with self._lock:
-            hit = self._plans.get(key)
-            if hit is not None:
-                self._plans.move_to_end(key)
-            return hit
-
-
-_PLANS = _Plans(_MAX_PLANS)
+_PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, version, column, threshold, shards, token)
 
 
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int,

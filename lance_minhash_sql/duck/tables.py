@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -32,7 +31,9 @@ from ..records import record_dict, record_schema
 from .args import Udf, flag, ident, integer, literal, require, scalar_rows, text
 from .args import column as column_array
 from .args import tokenizer as tokenizer_options
+from ..index.cache import ByteCache
 from .storage import options_of
+from .storage import storage as storage_token
 from .results import duck_type, lists_of_records, rows_type
 
 __all__ = ["TABLE_UDFS", "search_sql"]
@@ -153,6 +154,8 @@ class _Layout(NamedTuple):
     columns: tuple[str, ...]
     slots: dict[str, tuple[_Slot, ...]]  # carrier field -> its columns, in order
     select: str
+    # the same columns from a VALUES list ``t(s1, .., x1, .., _rowid, _distance)`` of texts
+    inline_select: str
 
 
 def _duck_type_of(field: pa.Field) -> str:
@@ -174,18 +177,17 @@ def _type_connection():
     return _TYPE_CON[0]
 
 
-_LAYOUTS: OrderedDict = OrderedDict()
+_LAYOUTS = ByteCache.for_objects("SQL result layouts", 256)  # schema text -> _Layout
 
 
 def _layout(schema: pa.Schema) -> _Layout:
     """The layout of a schema's user columns (memoized per schema)."""
     key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
-    with _TYPE_LOCK:
-        hit = _LAYOUTS.get(key)
+    hit = _LAYOUTS.get(key)
     if hit is not None:
         return hit
     slots: dict[str, list[_Slot]] = {"s": [], "x": []}
-    columns, exprs = [], []
+    columns, exprs, inline = [], [], []
     for field in schema:
         if field.name in ("_rowid", "_distance"):
             continue
@@ -194,19 +196,19 @@ def _layout(schema: pa.Schema) -> _Layout:
         carrier = "x" if duck == "BLOB" else "s"
         as_json = carrier == "s" and duck not in _TEXT_EXACT and not duck.startswith("DECIMAL")
         slots[carrier].append(_Slot(field.name, as_json))
-        expr = f"unnest(r.{carrier}[{len(slots[carrier])}])"
-        if as_json:
-            expr = f"CAST({expr}::JSON AS {duck})"
-        elif duck not in ("VARCHAR", "BLOB"):
-            expr = f"CAST({expr} AS {duck})"
+        for source, out in ((f"unnest(r.{carrier}[{len(slots[carrier])}])", exprs),
+                            (f"t.{carrier}{len(slots[carrier])}", inline)):
+            expr = source
+            if as_json:
+                expr = f"CAST({expr}::JSON AS {duck})"
+            elif duck not in ("VARCHAR", "BLOB") or out is inline:  # a VALUES column of NULLs has type NULL
+                expr = f"CAST({expr} AS {duck})"
+            out.append(f"{expr} AS {ident(field.name)}")
         columns.append(field.name)
-        exprs.append(f"{expr} AS {ident(field.name)}")
     select = ", ".join(exprs + ["unnest(r._rowid) AS _rowid", "unnest(r._distance) AS _distance"])
-    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select)
-    with _TYPE_LOCK:
-        _LAYOUTS[key] = layout
-        while len(_LAYOUTS) > 256:
-            _LAYOUTS.popitem(last=False)
+    inline_select = ", ".join(inline + ["CAST(t._rowid AS UBIGINT) AS _rowid", "CAST(t._distance AS FLOAT) AS _distance"])
+    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select)
+    _LAYOUTS.put(key, layout)
     return layout
 
 
@@ -226,23 +228,66 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
     cost less than building and importing Arrow arrays (about 1 ms per query measured).
     """
-    from ..index.opened import dataset_at
-    from ..index.search import search as run
-
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
     require(fn, row, "dataset", "column", "k", "fast_search", "version")
-    options = options_of(storage)
-    ds = dataset_at(dataset, int(version), options)
-    layout = _layout(ds.schema)
-    table = run(ds, column, text(fn, "query", query), integer(fn, "k", k),
-                fast_search=flag(fn, "fast_search", fast_search),
-                filter=filter_, columns=list(layout.columns), storage_options=options)
+    layout, table = _search_table(dataset, column, query, k, fast_search, filter_, int(version), options_of(storage))
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
                         for slot in layout.slots[carrier]]
     return out
+
+
+def _search_table(dataset, column, query, k, fast_search, filter_, version: int, options) -> tuple[_Layout, pa.Table]:
+    """The search's result table on dataset ``version``, with the layout of its columns."""
+    from ..index.opened import dataset_at
+    from ..index.search import search as run
+
+    fn = "minhash_search"
+    ds = dataset_at(dataset, version, options)
+    layout = _layout(ds.schema)
+    table = run(ds, column, text(fn, "query", query), integer(fn, "k", k),
+                fast_search=flag(fn, "fast_search", fast_search),
+                filter=filter_, columns=list(layout.columns), storage_options=options)
+    return layout, table
+
+
+INLINE_MAX_CHARS = 1 << 16  # results whose SQL text is longer go through _lms_search_rows
+
+
+def _text_literal(value) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def _blob_literal(value) -> str:
+    return "NULL" if value is None else "'" + "".join(f"\\x{b:02X}" for b in value) + "'::BLOB"
+
+
+def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
+    """The result as SQL text: a VALUES list of the carried texts (the same texts the
+    carriers hold), cast back by ``layout.inline_select``; None when it would be longer
+    than :data:`INLINE_MAX_CHARS` or a text holds a NUL (which SQL text cannot carry)."""
+    names, columns = [], []
+    for carrier, lit in (("s", _text_literal), ("x", _blob_literal)):
+        for i, slot in enumerate(layout.slots[carrier], 1):
+            values = _carried(table.column(slot.column), slot, carrier).to_pylist()
+            if carrier == "s" and any(v is not None and "\x00" in v for v in values):
+                return None
+            names.append(f"{carrier}{i}")
+            columns.append([lit(v) for v in values])
+    names += ["_rowid", "_distance"]
+    columns.append([str(v) for v in table.column("_rowid").to_pylist()])
+    columns.append([repr(v) for v in table.column("_distance").to_pylist()])
+    if table.num_rows == 0:
+        rows = "(" + ", ".join("NULL" for _ in names) + ")"
+        where = " WHERE false"
+    else:
+        rows = ", ".join("(" + ", ".join(vals) + ")" for vals in zip(*columns))
+        where = ""
+    if len(rows) > INLINE_MAX_CHARS:
+        return None
+    return f"SELECT {layout.inline_select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
 
 
 def search_sql(schema: pa.Schema, args: tuple) -> str:
@@ -254,16 +299,27 @@ def search_sql(schema: pa.Schema, args: tuple) -> str:
     return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str:
-    """Constant-folded at plan time: reads the dataset's schema and version only (native UDF)."""
+def search_plan(dataset, column, query, k, fast_search, filter_, options, cid) -> str:
+    """Constant-folded at plan time (native UDF, one call per statement): resolves the
+    storage options (NULL on a local dataset costs nothing more), reads the dataset's
+    version and schema, runs the search on that version and writes its result into the
+    SQL as a VALUES list; a result too large for that is left to one ``_lms_search_rows``
+    call at execution, on exactly the planned version."""
     from ..index.info import search_target
 
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
     require(fn, row, "dataset", "column", "k", "fast_search")
-    _, version, schema = search_target(dataset, column, options_of(storage))
-    return search_sql(schema, (dataset, column, query, integer(fn, "k", k), flag(fn, "fast_search", fast_search),
-                               filter_, version, storage))
+    token = storage_token(fn, dataset, options, cid)
+    opts = options_of(token)
+    _, version, schema = search_target(dataset, column, opts)
+    limit = integer(fn, "k", k)
+    fast = flag(fn, "fast_search", fast_search)
+    layout, table = _search_table(dataset, column, query, limit, fast, filter_, version, opts)
+    inline = inline_sql(layout, table)
+    if inline is not None:
+        return inline
+    return search_sql(schema, (dataset, column, query, limit, fast, filter_, version, token))
 
 
 TABLE_UDFS: tuple[Udf, ...] = (
@@ -275,5 +331,5 @@ TABLE_UDFS: tuple[Udf, ...] = (
     Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
                                                 "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
     Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                               "VARCHAR"), "VARCHAR", False, False),
+                                          "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

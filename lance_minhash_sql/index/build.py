@@ -64,13 +64,14 @@ from ..io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWr
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .results import BuildResult
 from .sign import signer_for
+from .progress import progress_bar
 from .spill import SPILL_PREFIX, BandSorter, plan_sort
 
 __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "WrittenSegment", "write_segment",
            "prepare_build", "sign_fragments", "signed_batches", "check_segment_rows", "release_memory"]
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
-_SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
+SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
 
 
 # --------------------------------------------------------------------------- markers
@@ -169,7 +170,7 @@ def cleanup_leftovers(uri: str, storage_options: dict | None = None) -> list[str
 # --------------------------------------------------------------------------- validation
 
 
-def _resolve_dataset(dataset: Any, storage_options: dict | None):
+def resolve_dataset(dataset: Any, storage_options: dict | None):
     if manifest.is_lance_dataset(dataset):
         return dataset
     if isinstance(dataset, os.PathLike):
@@ -291,14 +292,6 @@ def release_memory() -> None:
 # --------------------------------------------------------------------------- build
 
 
-def _bar(enabled: bool, total: int, desc: str, unit: str = "rows"):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True)
-
-
 class _Writer:
     """One background thread for a file writer (LanceFileWriter releases the GIL), with
     at most ``depth`` calls waiting; errors surface in the caller's thread."""
@@ -388,7 +381,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         # signatures.lance is written on a second thread while the next batch is made;
         # the scanner's read-ahead, the batch size and the writer's queue are bounded by
         # the plan's pipeline share of the budget
-        writer = _Writer(plan.writer_depth, _bar(progress, progress_rows, desc))
+        writer = _Writer(plan.writer_depth, progress_bar(progress, progress_rows, desc))
         try:
             for rowids, sigs, n in rows:
                 if len(sigs):
@@ -418,7 +411,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         # one group of sorted bands is written while the next group is sorted
         # (the sort's budget counts the group being written beside the next one; holding
         # no chunk here lets a group go as soon as the writer is done with it)
-        writer = _Writer(plan.writer_depth, _bar(progress, signed * params.num_bands, "writing bands"))
+        writer = _Writer(plan.writer_depth, progress_bar(progress, signed * params.num_bands, "writing bands"))
         try:
             for keys, docs in sorter.sorted_chunks():
                 for s in range(0, len(keys), _WRITE_CHUNK):
@@ -504,7 +497,7 @@ def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *
     frag_objs = None if whole else [ds.get_fragment(f) for f in fragment_ids]
     stats: dict = {}
     batches = scan_text(ds, column, fragments=frag_objs, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
-                        fragment_readahead=_SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
+                        fragment_readahead=SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
 
     def check(signed: int) -> None:
         scanned, nulls = stats.get("scanned", 0), stats.get("nulls", 0)
@@ -526,7 +519,7 @@ def prepare_build(dataset, column: str, num_hashes, num_bands, shingle_size, tok
                   storage_options):
     """The checks of every build before anything is written: ``(dataset, parameters, index
     name, MinHash segments it replaces, rows)``; a dataset without rows is refused."""
-    ds = _resolve_dataset(dataset, storage_options)
+    ds = resolve_dataset(dataset, storage_options)
     text_field(ds, column)
     params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
     replace = check_bool("replace", replace)

@@ -59,8 +59,9 @@ from ..errors import InvalidParameterError
 from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from ..kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
+from .pairs import run_ordered
 from .results import CLUSTERS_SCHEMA
-from .pairs import Shard, load_shard, plan_shards, run_ordered, shard_windows
+from .shards import Shard, load_shard, plan_shards, shard_windows
 
 __all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "components", "shard_links"]
 

@@ -70,7 +70,8 @@ from .build import (BuildResult, check_segment_rows, cleanup_leftovers, marker_d
                     sign_fragments)
 from .clusters import components, shard_links
 from .optimize import optimize
-from .pairs import MAX_SHARDS, pair_shards, plan_shards, shard_pairs
+from .pairs import shard_pairs
+from .shards import MAX_SHARDS, pair_shards, plan_shards
 from .spill import plan_sort
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",

@@ -36,11 +36,13 @@ import pyarrow as pa
 from ..checks import check_bool, check_int
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
+from ..io.takes import take_rows
 from ..kernels import lsh as _lsh
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
-from .opened import OpenedIndex, SegmentEntry, open_index
+from .entries import SegmentEntry
+from .opened import OpenedIndex, open_index
 from .results import SEARCH_IDS_SCHEMA
 from .sign import signer_for
 
@@ -331,11 +333,7 @@ def search(dataset, column: str, query: str, k: int = 10, *, fast_search: bool =
     _, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
     ids = pa.array(rid, pa.uint64())
     if cols:
-        user = opened.ds._take_rows(ids, cols)
-        if user.num_rows != len(ids):  # a row deleted between the check and the take
-            raise DatasetError(
-                f"dataset {opened.uri!r} changed during the search ({len(ids)} hits, {user.num_rows} "
-                "rows fetched); run the search again")
+        user = take_rows(opened.ds, ids, cols, "the search", opened.uri)  # a row deleted since the check: error
         arrays = [user.column(c) for c in cols]
         fields = [opened.ds.schema.field(c) for c in cols]
     else:

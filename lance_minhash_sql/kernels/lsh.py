@@ -73,7 +73,7 @@ def distance_of(eq, k):
 
 
 @njit(**JIT)
-def _lower_bound(a, lo, hi, x):
+def lower_bound(a, lo, hi, x):
     """First index ``i`` in ``[lo, hi)`` with ``a[i] >= x`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -104,7 +104,7 @@ def _pages_one(page_table, keys, lo, hi):
     npages = page_table.size
     for j in range(keys.size):
         key = keys[j]
-        a = _lower_bound(page_table, 0, npages, key)
+        a = lower_bound(page_table, 0, npages, key)
         lo[j] = a
         if a == npages:
             hi[j] = npages - 1
@@ -163,7 +163,7 @@ def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, en
         # first row >= key: inside page a
         base = np.int64(page_slot[a]) * page_rows
         rows = min(page_rows, num_rows - a * page_rows)
-        i = _lower_bound(pool_keys, base, base + rows, key)
+        i = lower_bound(pool_keys, base, base + rows, key)
         if i == base + rows or pool_keys[i] != key:
             continue
         s = a * page_rows + (i - base)
@@ -259,10 +259,10 @@ def window_rows(qkeys, ws, we, rows, win_keys, page_rows, num_rows):
             s = ws[q, j]
             if s < 0:
                 continue
-            off = _lower_bound(rows, 0, rows.size, s)
+            off = lower_bound(rows, 0, rows.size, s)
             stop = off + (we[q, j] - s)
             key = qkeys[q, j]
-            i = _lower_bound(win_keys, off, stop, key)
+            i = lower_bound(win_keys, off, stop, key)
             e = _upper_bound(win_keys, i, stop, key)
             page_start = (s // page_rows) * page_rows
             page_end = min(page_start + page_rows, num_rows)
