@@ -57,6 +57,7 @@ __all__ = [
     "optimal_bands",
     "recall_bands",
     "CANDIDATE_PROBABILITY",
+    "check_threshold",  # re-exported from checks: the one threshold rule
 ]
 
 MAX_SHINGLE_SIZE = 2**31 - 1
