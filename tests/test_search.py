@@ -555,13 +555,18 @@ def test_capacity_validation_and_environment():
 
 
 def test_concurrent_searches(default_ds):
+    """Four threads searching a cold cache at once each get Lance's answer."""
     uri, table = default_ds
     queries = make_queries(table, 24, seed=13)
-    expected = [search_ids(uri, "text", q, 10) for q in queries]
+    ds = lance.dataset(uri)
+    expected = [lance_ref(ds, q, 10, columns=()) for q in queries]
+    assert sum(t.num_rows for t in expected) > 24  # not only empty answers
     clear_cache()
     with ThreadPoolExecutor(4) as ex:
         got = list(ex.map(lambda q: search_ids(uri, "text", q, 10), queries))
-    assert all(a.equals(b) for a, b in zip(got, expected))
+    for q, g, want in zip(queries, got, expected):
+        assert g.column("_rowid").to_pylist() == want.column("_rowid").to_pylist(), q
+        assert g.column("_distance").to_pylist() == want.column("_distance").to_pylist(), q
 
 
 def test_new_version_is_seen(tmp_path):
