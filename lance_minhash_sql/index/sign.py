@@ -21,11 +21,18 @@ from ..io.arrow import string_buffers
 from ..kernels import minhash, similarity, tokenize
 from ..params import MinHashParams, TokenizerParams
 from ..unicode_tables import load_tables
+from .threads import run_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
 
 if sys.byteorder != "little":  # band keys hash the u16 signature bytes as little-endian
     raise ImportError("lance_minhash_sql requires a little-endian machine")
+
+# Fewer rows than this are signed on the calling thread: a query, a DuckDB chunk of at
+# most 2,048 rows (DuckDB runs its own threads over the nogil kernel). More are cut into
+# chunks of SIGN_CHUNK_ROWS rows signed on every core by the same compiled kernel.
+PARALLEL_MIN_ROWS = 4096
+SIGN_CHUNK_ROWS = 4096
 
 _KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
           "raw": tokenize.RAW, "ngram": tokenize.NGRAM}
@@ -56,8 +63,15 @@ class Signer:
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
         buf = string_buffers(texts)
-        return minhash.sign_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg,
-                                 self.tables, self.params.shingle_size, self.a, self.b, self.c)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+                self.params.shingle_size, self.a, self.b, self.c)
+        n = len(buf.offsets) - 1
+        if n < PARALLEL_MIN_ROWS:
+            return minhash.sign_rows_serial(*args)
+        sigs = np.zeros((n, self.params.num_hashes), dtype=np.uint16)
+        has = np.zeros(n, dtype=np.bool_)
+        run_chunks(lambda lo, hi: minhash.sign_range(*args, sigs, has, lo, hi), n, SIGN_CHUNK_ROWS)
+        return sigs, has
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix."""

@@ -12,7 +12,8 @@ first (``a`` forced odd), then the ``k`` values ``c`` (forced odd).
 Rows are read straight from the Arrow buffers: ``offsets`` (int64, already
 sliced to the array's ``offset``), ``data`` (uint8), and the validity bitmap ``valid``
 with its bit offset (empty array: no NULLs). The parallel kernels split rows into
-chunks; each chunk owns its scratch buffers.
+chunks; each chunk owns its scratch buffers. Signing runs :func:`sign_range` over
+disjoint row ranges, on the calling thread or on several (it releases the GIL).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
 @njit(**JIT)
 def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
     """Signature of one document's tokens into ``sig``; ``xs`` is scratch (>= ntok)."""
-    n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, 0)
+    n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
     for i in range(a.size):
         ai = a[i]
         bi = b[i]
@@ -93,8 +94,12 @@ def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
 
 
 @njit(**JIT)
-def _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, lo, hi):
-    """Sign rows ``lo:hi`` into ``sigs`` / ``has`` with one set of scratch buffers."""
+def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, lo, hi):
+    """Sign rows ``lo:hi`` into ``sigs`` / ``has`` with one set of scratch buffers.
+
+    ``has[i]`` stays false for NULL rows and rows without tokens (their signature row is
+    left as it is). Callers run disjoint ranges on several threads (the kernel releases
+    the GIL), rather than a ``parallel=True`` twin: one compiled kernel serves both."""
     out, tok_start, tok_end, raw = new_buffers()
     xs = np.empty(1024, dtype=np.uint64)
     for r in range(lo, hi):
@@ -109,29 +114,14 @@ def _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, 
             has[r] = True
 
 
-@njit(**JIT_PARALLEL)
-def sign_rows(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
-    """Signatures of every row: ``(sigs uint16[n, k], has bool[n])``.
-
-    ``has[i]`` is false for NULL rows and rows without tokens; their signature row is 0.
-    """
-    n = offsets.size - 1
-    sigs = np.zeros((n, a.size), dtype=np.uint16)
-    has = np.zeros(n, dtype=np.bool_)
-    for ch in prange((n + _CHUNK - 1) // _CHUNK):
-        _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has,
-                    ch * _CHUNK, min(n, (ch + 1) * _CHUNK))
-    return sigs, has
-
-
 @njit(**JIT)
 def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
-    """:func:`sign_rows` on the calling thread: for a few texts (a query), where a
-    parallel launch costs more than the signing."""
+    """Signatures of every row on the calling thread: ``(sigs uint16[n, k], has bool[n])``;
+    ``has[i]`` is false for NULL rows and rows without tokens (their signature row is 0)."""
     n = offsets.size - 1
     sigs = np.zeros((n, a.size), dtype=np.uint16)
     has = np.zeros(n, dtype=np.bool_)
-    _sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, 0, n)
+    sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, np.int64(0), n)
     return sigs, has
 
 
