@@ -51,7 +51,7 @@ from ..io.rowids import FragReuse, frag_reuse
 from ..io.rowids import remap as remap_rowids
 from ..io.scan import open_dataset, options_for, scan_text, text_field
 from ..io.segments import SegmentFiles, open_segment
-from ..io.store import is_remote
+from ..io.store import is_remote, lance_message
 from ..kernels.lsh import (bucket_rows, page_table_of, pages_needed, sort_bands, sorted_unique, window_indices,
                            window_plan, window_rows)
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
@@ -933,7 +933,7 @@ class Liveness:
         try:
             t = self.ds._take_rows(pa.array(ids, type=pa.uint64()), {"_rowid": "_rowid", "_ok": expr})
         except (ValueError, OSError, RuntimeError) as exc:
-            msg = str(exc).splitlines()[0][:300]
+            msg = lance_message(exc)
             raise InvalidParameterError(
                 f"filter={expr!r} is not a valid Lance filter expression for this dataset ({msg}); "
                 "use SQL over the dataset's columns, e.g. \"id > 10 AND lang = 'en'\"") from None

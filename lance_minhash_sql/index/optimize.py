@@ -72,7 +72,7 @@ class OptimizeResult:
     rows_dropped: int  # stored rows dropped: deleted, or dropped by a compaction
     rows_without_tokens: int  # new rows without a signature (NULL, no tokens)
     segment_uuid: str | None
-    seconds: float
+    seconds: float  # wall time, to the millisecond
     bytes: int
     dataset_version: int
 
@@ -259,5 +259,5 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
         segments_after=len(segments) - len(selected) + 1, merged_segments=len(selected),
         new_fragments=tuple(new_frags), rows_indexed=w.rows, rows_added=added,
         rows_dropped=stats.get("dropped", 0), rows_without_tokens=scanned - added,
-        segment_uuid=w.seg.uuid, seconds=time.perf_counter() - t0, bytes=w.bytes,
+        segment_uuid=w.seg.uuid, seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes,
         dataset_version=int(w.dataset.version))
