@@ -584,22 +584,25 @@ def sql_hint(message: str) -> str:
     return ""
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """The package's warnings as one ``lance-minhash: warning:`` line; others as Python prints them."""
-    if category.__module__.split(".")[0] == "lance_minhash_sql":
-        print(f"lance-minhash: warning: {cli_advice(str(message))}", file=sys.stderr)
-    else:
-        _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
+def _warning_printer(fallback):
+    """A ``warnings.showwarning`` that prints the package's warnings as one
+    ``lance-minhash: warning:`` line and hands the others to ``fallback``."""
 
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if category.__module__.split(".")[0] == "lance_minhash_sql":
+            print(f"lance-minhash: warning: {cli_advice(str(message))}", file=sys.stderr)
+        else:
+            fallback(message, category, filename, lineno, file, line)
 
-_PYTHON_SHOWWARNING = warnings.showwarning
+    return show
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):
         _quiet_compiles()
-    warnings.showwarning = _show_warning
+    previous = warnings.showwarning
+    warnings.showwarning = _warning_printer(previous)
     try:
         return args.func(args)
     except LanceMinHashError as exc:
@@ -616,6 +619,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("lance-minhash: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ __all__ = [
     "MinHashParams",
     "lsh_probability",
     "scurve_threshold",
+    "check_threshold",
     "false_positive_area",
     "false_negative_area",
     "optimal_bands",
@@ -362,10 +363,23 @@ def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) ->
     return _integrate(lambda s: (1.0 - s**rows_per_band) ** num_bands, threshold, 1.0)
 
 
+def check_threshold(threshold: Any) -> float:
+    """The one rule for every ``threshold`` (build, pairs, clusters, dedup, report): a
+    similarity with ``0 < threshold <= 1``, as a float; else :class:`InvalidParameterError`
+    saying so. 1 means identical shingle sets (exact duplicates after tokenizing)."""
+    if threshold is None:
+        raise InvalidParameterError(
+            "threshold is NULL: pass a similarity with 0 < threshold <= 1; e.g. 0.8")
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) \
+            or not math.isfinite(float(threshold)) or not 0.0 < float(threshold) <= 1.0:
+        raise InvalidParameterError(
+            f"threshold={threshold!r} is out of range: a threshold is a similarity with 0 < threshold <= 1 "
+            "(1: identical shingle sets); e.g. 0.8")
+    return float(threshold)
+
+
 def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
-    t = _check_similarity("threshold", threshold)
-    if not 0.0 < t < 1.0:
-        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
+    t = check_threshold(threshold)
     k = _integer("num_hashes", num_hashes, "e.g. 128")
     if not 1 <= k <= MAX_NUM_HASHES:
         raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")

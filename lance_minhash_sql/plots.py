@@ -42,7 +42,7 @@ PLOT_INSTALL = "pip install 'matplotlib>=3.7' (in a clone of this repository: pi
 def require_matplotlib() -> None:
     """Raise :class:`MissingDependencyError` now, before any work, if matplotlib is missing."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib.figure  # noqa: F401
     except ImportError:
         raise MissingDependencyError(
             f"writing the report's PNG plots needs matplotlib, which is not installed; install it with "

@@ -33,7 +33,7 @@ def build_native_index(uri: str, table: pa.Table, params, column: str = "text", 
     ds = lance.write_dataset(table, uri, **write_kwargs)
     ds.create_scalar_index(column, IndexConfig("MINHASHLSH", params.to_lance_config()))
     ds = lance.dataset(uri)
-    seg = os.path.join(uri, "_indices", ds.list_indices()[0]["uuid"])
+    seg = os.path.join(uri, "_indices", ds.describe_indices()[0].segments[0].uuid)
     sig_reader = LanceFileReader(os.path.join(seg, "signatures.lance"))
     sigs = sig_reader.read_all().to_table()
     band_reader = LanceFileReader(os.path.join(seg, "bands.lance"))

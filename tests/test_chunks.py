@@ -27,7 +27,7 @@ def segments(tmp_path_factory):
 
     native = build_native_index(str(tmp_path_factory.mktemp("c") / "a.lance"), pa.table({"text": TEXTS}),
                                 MinHashParams(num_hashes=64, num_bands=8))
-    lance_seg = os.path.join(native.dataset.uri, "_indices", native.dataset.list_indices()[0]["uuid"])
+    lance_seg = os.path.join(native.dataset.uri, "_indices", native.dataset.describe_indices()[0].segments[0].uuid)
     ours = str(tmp_path_factory.mktemp("c") / "seg")
     write_segment(ours, MinHashParams(num_hashes=64, num_bands=8), *native_arrays(native), page_rows=1000)
     return native, {"lance": lance_seg, "ours": ours}

@@ -30,13 +30,13 @@ def _which(texts: pa.Array, idx: np.ndarray) -> str:
 
 
 def warn_empty_queries(texts: pa.Array, has: np.ndarray, candidates: np.ndarray | None,
-                       stacklevel: int = 3) -> None:
+                       stacklevel: int = 4) -> None:
     """Warn for queries without tokens (``has`` false) and, of the others, those with no
     candidate (``candidates``: candidate counts of the queries with tokens, in order)."""
     no_tokens = np.flatnonzero(~has)
     if no_tokens.size:
         warnings.warn(
-            f"{_which(texts, no_tokens)} has no tokens (it is empty, or only punctuation and spaces for the "
+            f"{_which(texts, no_tokens)} {'has' if no_tokens.size == 1 else 'have'} no tokens (it is empty, or only punctuation and spaces for the "
             "index's tokenizer), so it has no MinHash signature and matches no row: 0 rows for it",
             EmptySearchWarning, stacklevel=stacklevel)
     if candidates is not None and candidates.size:
@@ -44,7 +44,7 @@ def warn_empty_queries(texts: pa.Array, has: np.ndarray, candidates: np.ndarray 
         if none.size:
             active = np.flatnonzero(has)
             warnings.warn(
-                f"{_which(texts, active[none])} shares no LSH band with any indexed row, so no row is a candidate: "
+                f"{_which(texts, active[none])} {'shares' if none.size == 1 else 'share'} no LSH band with any indexed row, so no row is a candidate: "
                 "0 rows for it (no indexed text is near-duplicate enough; an index with more bands, e.g. "
                 "minhash_build(..., threshold := 0.5), finds less similar rows)",
                 EmptySearchWarning, stacklevel=stacklevel)

@@ -43,7 +43,6 @@ batches in shard order.
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 import queue
@@ -62,7 +61,7 @@ from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import (bucket_bounds, gather_rows, min_matches, multi_rows, new_cursor, pair_chunk,
                              padded_hashes, pair_jaccard, windows)
 from ..kernels.sort import DIGIT_BITS, radix_sort_run
-from ..params import MinHashParams, lsh_probability, recall_bands
+from ..params import MinHashParams, check_threshold, lsh_probability, recall_bands
 from .opened import OpenedIndex, SegmentEntry, open_index
 from .sign import signer_for
 
@@ -107,22 +106,6 @@ class LowRecallWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def check_threshold(threshold: Any) -> float:
-    """The threshold as a float in ``(0, 1]``, or :class:`InvalidParameterError`."""
-    if threshold is None:
-        raise InvalidParameterError(
-            "threshold is NULL: pass the MinHash similarity a pair must reach, a number in (0, 1]; e.g. 0.8")
-    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, numbers.Real):
-        raise InvalidParameterError(
-            f"threshold={threshold!r} must be a number in (0, 1] (the similarity a pair must reach); e.g. 0.8")
-    t = float(threshold)
-    if not math.isfinite(t) or not 0.0 < t <= 1.0:
-        raise InvalidParameterError(
-            f"threshold={threshold!r} is out of range: requires 0 < threshold <= 1 (the similarity a pair "
-            "must reach); e.g. 0.8")
-    return t
 
 
 def _check_flag(name: str, value: Any) -> bool:

@@ -71,8 +71,8 @@ from ..errors import DatasetError, InvalidParameterError
 from ..io.scan import scan_text
 from ..kernels.lsh import bucket_pages, merge_candidates
 from ..kernels.report import census_chunk, new_reservoirs
-from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, recall_bands, CANDIDATE_PROBABILITY,
-                      scurve_threshold)
+from ..params import (CANDIDATE_PROBABILITY, MinHashParams, check_threshold, false_negative_area,
+                      false_positive_area, lsh_probability, recall_bands, scurve_threshold)
 from .opened import OpenedIndex, SegmentEntry, open_index
 from .report_tables import (BUCKET_SIZES_SCHEMA, CANDIDATES_SCHEMA, LARGEST_BUCKETS_SCHEMA, PAIRS_SCHEMA,
                             SCURVE_SCHEMA, SUMMARY_SCHEMA)
@@ -122,12 +122,7 @@ def _count(name: str, value: Any, lo: int, hi: int, example: str) -> int:
 def _threshold(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(float(value)) or not 0.0 < float(value) < 1.0:
-        raise InvalidParameterError(
-            f"threshold={value!r} must be a number strictly between 0 and 1 (the similarity the "
-            "false-positive and false-negative areas are taken at); e.g. 0.8, or NULL for the S-curve threshold")
-    return float(value)
+    return check_threshold(value)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Union
 
 import lance
@@ -32,6 +33,8 @@ def write_dataset(
     """
     if mode not in WRITE_MODES:
         raise InvalidParameterError(f"mode={mode!r} is not a write mode: use one of {WRITE_MODES}")
+    if mode == "overwrite" and "://" not in str(uri) and not os.path.exists(str(uri)):
+        mode = "create"  # the same result, without Lance's "No existing dataset ... will be created" WARN log
     kwargs = {}
     if max_rows_per_file is not None:
         if isinstance(max_rows_per_file, bool) or not isinstance(max_rows_per_file, int) or max_rows_per_file < 1:
