@@ -76,17 +76,28 @@ class Signer:
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix."""
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)
-        return similarity.band_keys(sig.view(np.uint8).reshape(sig.shape[0], -1), self.params.num_bands)
+        rows = sig.view(np.uint8).reshape(sig.shape[0], -1)
+        nb = self.params.num_bands
+        if rows.shape[0] < PARALLEL_MIN_ROWS:
+            return similarity.band_keys_serial(rows, nb)
+        keys = np.empty((rows.shape[0], nb), dtype=np.uint64)
+
+        def chunk(lo: int, hi: int) -> None:
+            keys[lo:hi] = similarity.band_keys_serial(rows[lo:hi], nb)
+
+        run_chunks(chunk, rows.shape[0], SIGN_CHUNK_ROWS)
+        return keys
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
         buf = string_buffers(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
                 self.params.shingle_size)
-        counts = minhash.shingle_counts(*args)
+        serial = len(buf.offsets) - 1 < PARALLEL_MIN_ROWS
+        counts = (minhash.shingle_counts_serial if serial else minhash.shingle_counts)(*args)
         bounds = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=bounds[1:])
-        return minhash.shingle_sets(*args, bounds)
+        return (minhash.shingle_sets_serial if serial else minhash.shingle_sets)(*args, bounds)
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from .config import JIT, JIT_PARALLEL, jit_twins
+from .order import order_by_pair, sort_values
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -329,7 +330,7 @@ def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg
             p = r // page_rows
             seg[w] = pool_docs[np.int64(page_slot[p]) * page_rows + (r - p * page_rows)]
             w += 1
-    seg.sort()
+    sort_values(seg)
     u = 0
     for i in range(seg.size):
         if i == 0 or seg[i] != seg[i - 1]:
@@ -392,45 +393,11 @@ def merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs
 
 
 @njit(**JIT)
-def _sort_by(idx, mism, rid):
-    """``idx`` ordered by ``(mism[i], rid[i])``: a bottom-up merge sort (numba compiles
-    these plain loops in a fraction of the time of ``np.argsort`` and ``np.partition``)."""
-    n = idx.size
-    src = idx.copy()
-    dst = np.empty(n, dtype=np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i = lo
-            j = mid
-            for w in range(lo, hi):
-                if j >= hi:
-                    take_left = True
-                elif i >= mid:
-                    take_left = False
-                else:
-                    a = src[i]
-                    b = src[j]
-                    take_left = mism[a] < mism[b] or (mism[a] == mism[b] and rid[a] <= rid[b])
-                if take_left:
-                    dst[w] = src[i]
-                    i += 1
-                else:
-                    dst[w] = src[j]
-                    j += 1
-        src, dst = dst, src
-        width *= 2
-    return src
-
-
-@njit(**JIT)
 def _select(mism, rid, limit, k):
     """Indices of the first ``limit`` ``(mism, rid)`` pairs, in that order (rids distinct)."""
     n = mism.size
     if n <= limit:
-        return _sort_by(np.arange(n), mism, rid)
+        return order_by_pair(np.arange(n), mism, rid)
     # histogram of mismatch counts: c is the mismatch count of the limit-th best
     hist = np.zeros(k + 1, dtype=np.int64)
     for i in range(n):
@@ -447,7 +414,7 @@ def _select(mism, rid, limit, k):
         if mism[i] <= c:
             sel[w] = i
             w += 1
-    return _sort_by(sel, mism, rid)[:limit]
+    return order_by_pair(sel, mism, rid)[:limit]
 
 
 @njit(**JIT)

@@ -23,7 +23,8 @@ from functools import lru_cache
 import numpy as np
 from numba import njit, prange
 
-from .config import JIT, JIT_PARALLEL
+from .config import JIT, jit_twins
+from .order import sort_values
 from .tokenize import new_buffers, tokenize_doc
 from .xxh64 import xxh64
 
@@ -125,8 +126,7 @@ def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a
     return sigs, has
 
 
-@njit(**JIT_PARALLEL)
-def shingle_counts(offsets, data, valid, valid_offset, cfg, tables, shingle):
+def _shingle_counts(offsets, data, valid, valid_offset, cfg, tables, shingle):
     """Number of shingles per row (0 for NULL rows and rows without tokens)."""
     n = offsets.size - 1
     counts = np.zeros(n, dtype=np.int64)
@@ -142,8 +142,7 @@ def shingle_counts(offsets, data, valid, valid_offset, cfg, tables, shingle):
     return counts
 
 
-@njit(**JIT_PARALLEL)
-def shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, bounds):
+def _shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, bounds):
     """Sorted distinct shingle hashes per row, as CSR ``(set_offsets int64[n+1], hashes)``.
 
     ``bounds`` is the exclusive prefix sum of :func:`shingle_counts` (length n + 1).
@@ -161,7 +160,8 @@ def shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, bound
                 data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
             lo = bounds[r]
             hi = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, scratch, lo)
-            seg = np.sort(scratch[lo:hi])
+            seg = scratch[lo:hi].copy()
+            sort_values(seg)
             m = 0
             for j in range(seg.size):
                 if j == 0 or seg[j] != seg[j - 1]:
@@ -175,3 +175,8 @@ def shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, bound
     for r in prange(n):
         hashes[set_offsets[r]:set_offsets[r + 1]] = scratch[bounds[r]:bounds[r] + sizes[r]]
     return set_offsets, hashes
+
+
+# the _serial twins run on the calling thread: a DuckDB chunk, a few rows
+shingle_counts, shingle_counts_serial = jit_twins(_shingle_counts)
+shingle_sets, shingle_sets_serial = jit_twins(_shingle_sets)
