@@ -3,6 +3,7 @@ and with a warm one, and the first queries of a new process against Lance's.
 
     python benchmarks/cold_start.py                 # table + new-process queries on 1M rows
     python benchmarks/cold_start.py --demo          # also `lance-minhash demo`, cold and warm
+    python benchmarks/cold_start.py --demo --compare /path/to/other/checkout   # ratios, same load
 
 Every figure comes from a fresh child process, as a user meets it:
 
@@ -48,7 +49,21 @@ t0, c0 = time.perf_counter(), time.process_time()
 import lance_minhash_sql as lms
 con = lms.connect()
 con.execute("SET enable_progress_bar = false")
-from lance_minhash_sql.kernels.config import COMPILES
+try:
+    from lance_minhash_sql.kernels.config import COMPILES
+except ImportError:  # a checkout without the compile log (--compare): count numba's own events
+    from numba.core import event
+    class _Log(event.Listener):
+        count, kernels = 0, {}
+        def on_start(self, ev):
+            f = ev.data["dispatcher"].py_func
+            if f.__module__.startswith("lance_minhash_sql."):
+                self.count += 1
+                self.kernels[f.__module__ + "." + f.__name__] = self.kernels.get(f.__module__ + "." + f.__name__, 0) + 1
+        def on_end(self, ev):
+            pass
+    COMPILES = _Log()
+    event.register("numba:compile", COMPILES)
 out = [("connect()", time.perf_counter() - t0, time.process_time() - c0, 0)]
 uri = sys.argv[1]
 q = "'" + uri + "'"
@@ -98,14 +113,14 @@ print(json.dumps({"open": t1 - t0, "first": t2 - t1, "second": t3 - t2}))
 """
 
 
-def _env(cache: str) -> dict:
+def _env(cache: str, root: str = ROOT) -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache, LANCE_MINHASH_COMPILE_NOTICE="0")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = root  # this checkout (or --compare's) wins over any installed copy
     return env
 
 
-def _child(code: str, args: list[str], cache: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(cache))
+def _child(code: str, args: list[str], cache: str, root: str = ROOT) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(cache, root))
     if proc.returncode != 0:
         raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -115,20 +130,20 @@ def _load() -> str:
     return "load average %.2f %.2f %.2f (2 cores)" % os.getloadavg()
 
 
-def first_calls(work: str) -> tuple[list, list, dict]:
+def first_calls(work: str, root: str = ROOT, label: str = "ours") -> tuple[list, list, dict]:
     from lance_minhash_sql.corpus import write_corpus
 
-    uri = os.path.join(work, "corpus-39k.lance")
+    uri = os.path.join(work, f"corpus-39k-{label}.lance")
     write_corpus(uri, 39_000)
-    cache = os.path.join(work, "numba-cache")
+    cache = os.path.join(work, f"numba-cache-{label}")
     os.makedirs(cache)
-    cold = _child(_FIRST_CALLS, [uri], cache)
-    warm = _child(_FIRST_CALLS, [uri], cache)
+    cold = _child(_FIRST_CALLS, [uri], cache, root)
+    warm = _child(_FIRST_CALLS, [uri], cache, root)
     return cold["steps"], warm["steps"], cold["kernels"]
 
 
-def print_first_calls(cold: list, warm: list) -> None:
-    print(f"\nFirst call of each function in a new process ({_load()})")
+def print_first_calls(cold: list, warm: list, label: str = "this checkout") -> None:
+    print(f"\nFirst call of each function in a new process, {label} ({_load()})")
     print(f"{'first call':<26} {'cold s':>7} {'(CPU s)':>8} {'compiled':>9}   {'warm s':>7} {'(CPU s)':>8} "
           f"{'compiled':>9}")
     tot = [0.0, 0.0, 0, 0.0, 0.0, 0]
@@ -170,20 +185,24 @@ def new_process_queries(data_dir: str, rounds: int, work: str) -> None:
           f"kernels compiled in the timed processes: {sum(x['compiled'] for x in ours)}")
 
 
-def demo(work: str) -> None:
-    cache = os.path.join(work, "demo-cache")
+def demo(work: str, root: str = ROOT, label: str = "this checkout") -> float:
+    cache = os.path.join(work, f"demo-cache-{label}")
     os.makedirs(cache)
     out = {}
-    for label in ("cold", "warm"):
-        d = os.path.join(work, f"demo-{label}")
-        t0 = time.perf_counter()
+    for state in ("cold", "warm"):
+        d = os.path.join(work, f"demo-{label}-{state}")
+        t0, c0 = time.perf_counter(), os.times()
         proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.cli", "demo", "--quiet", "--dir", d],
-                              capture_output=True, text=True, env=_env(cache))
+                              capture_output=True, text=True, env=_env(cache, root))
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
-        out[label] = time.perf_counter() - t0
-    print(f"\nlance-minhash demo (20,000 rows, new process): cold cache {out['cold']:.1f} s, warm cache "
-          f"{out['warm']:.1f} s ({_load()})")
+        c1 = os.times()
+        out[state] = (time.perf_counter() - t0, c1.children_user + c1.children_system - c0.children_user
+                      - c0.children_system)
+    print(f"\nlance-minhash demo (20,000 rows, new process), {label}: cold cache {out['cold'][0]:.1f} s "
+          f"({out['cold'][1]:.1f} CPU s), warm cache {out['warm'][0]:.1f} s ({out['warm'][1]:.1f} CPU s) "
+          f"({_load()})")
+    return out["cold"][0]
 
 
 def main() -> None:
@@ -192,15 +211,28 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="new processes per peer for the query figures")
     ap.add_argument("--demo", action="store_true", help="also time `lance-minhash demo`, cold and warm")
     ap.add_argument("--skip-queries", action="store_true", help="only the first-call table")
+    ap.add_argument("--compare", default=None, metavar="CHECKOUT",
+                    help="another checkout of the package (e.g. the main branch) to run the first calls and the "
+                         "demo of, interleaved with this one's, for ratios under the same load")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="lms-cold-")
     try:
         cold, warm, kernels = first_calls(work)
         print_first_calls(cold, warm)
+        if args.compare:
+            bcold, bwarm, _ = first_calls(work, os.path.abspath(args.compare), "baseline")
+            print_first_calls(bcold, bwarm, f"baseline {args.compare}")
+            ours, base = sum(x[1] for x in cold), sum(x[1] for x in bcold)
+            ours_c, base_c = sum(x[2] for x in cold), sum(x[2] for x in bcold)
+            print(f"all first calls, cold: this checkout / baseline = {ours / base:.2f} wall, "
+                  f"{ours_c / base_c:.2f} CPU")
         if not args.skip_queries:
             new_process_queries(args.data, args.rounds, work)
         if args.demo:
-            demo(work)
+            ours = demo(work)
+            if args.compare:
+                base = demo(work, os.path.abspath(args.compare), f"baseline {args.compare}")
+                print(f"demo cold: this checkout / baseline = {ours / base:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

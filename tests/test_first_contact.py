@@ -175,3 +175,21 @@ def test_every_argument_has_help(capsys):
     assert "--quiet" in sub.choices["clusters"].format_help()
     assert "FILE" in sub.choices["sql"].format_help() and "stdin" in sub.choices["sql"].format_help()
     assert "aws_region=us-east-1 \\\n" in parser.format_help()  # the S3 example keeps its line break
+
+
+# 13. the README says what the package is, then the two set-up commands CI runs
+def test_readme_opens_with_what_it_is_then_the_two_commands():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    intro, rest = readme.split("```bash\n", 1)
+    assert "Near-duplicate detection" in intro and "```" not in intro
+    commands = rest.split("```", 1)[0].strip().splitlines()
+    assert len(commands) == 2 and commands[0].endswith("lance-minhash demo")
+    with open(os.path.join(root, ".ci", "run"), encoding="utf-8") as fh:
+        ci = fh.read()
+    # CI runs the README's test command (pip quietly)
+    assert commands[1].split(" && ", 2)[2] == 'pip install -e ".[test]" && python -m pytest -q'
+    assert 'pip install -q -e ".[test]" && python -m pytest -q' in ci
+    assert "## Contents" in readme and "## Cold start and the numba cache" in readme
+    assert os.path.exists(os.path.join(root, "examples", "dbt_project", "README.md"))
