@@ -78,7 +78,7 @@ for name, sql in steps:
     n0, t0, c0 = COMPILES.count, time.perf_counter(), time.process_time()
     con.sql(sql).fetchall()
     out.append((name, time.perf_counter() - t0, time.process_time() - c0, COMPILES.count - n0))
-print(json.dumps({"steps": out, "kernels": COMPILES.kernels}))
+print(json.dumps({"steps": out, "kernels": COMPILES.kernels, "package": lms.__file__}))
 """
 
 _OURS_QUERIES = r"""
@@ -120,7 +120,9 @@ def _env(cache: str, root: str = ROOT) -> dict:
 
 
 def _child(code: str, args: list[str], cache: str, root: str = ROOT) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(cache, root))
+    # cwd: a folder without the package, so PYTHONPATH decides which checkout is imported
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(cache, root),
+                          cwd=os.path.dirname(cache))
     if proc.returncode != 0:
         raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -139,6 +141,7 @@ def first_calls(work: str, root: str = ROOT, label: str = "ours") -> tuple[list,
     os.makedirs(cache)
     cold = _child(_FIRST_CALLS, [uri], cache, root)
     warm = _child(_FIRST_CALLS, [uri], cache, root)
+    assert cold["package"].startswith(root + os.sep), (cold["package"], root)
     return cold["steps"], warm["steps"], cold["kernels"]
 
 
@@ -193,7 +196,7 @@ def demo(work: str, root: str = ROOT, label: str = "this checkout") -> float:
         d = os.path.join(work, f"demo-{label}-{state}")
         t0, c0 = time.perf_counter(), os.times()
         proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.cli", "demo", "--quiet", "--dir", d],
-                              capture_output=True, text=True, env=_env(cache, root))
+                              capture_output=True, text=True, env=_env(cache, root), cwd=work)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
         c1 = os.times()

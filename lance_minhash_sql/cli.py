@@ -601,8 +601,14 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):
         _quiet_compiles()
-    previous = warnings.showwarning
-    warnings.showwarning = _warning_printer(previous)
+    with warnings.catch_warnings():  # restores the filters and showwarning on return
+        # the package's warnings (raised from its own modules here) are shown whatever the filters say
+        warnings.filterwarnings("default", category=UserWarning, module=r"lance_minhash_sql\.")
+        warnings.showwarning = _warning_printer(warnings.showwarning)
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         return args.func(args)
     except LanceMinHashError as exc:
@@ -619,8 +625,6 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("lance-minhash: interrupted", file=sys.stderr)
         return 130
-    finally:
-        warnings.showwarning = previous
 
 
 if __name__ == "__main__":
