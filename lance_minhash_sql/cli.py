@@ -95,7 +95,7 @@ PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _ro
                    FROM minhash_clusters({uri}, 'text') GROUP BY cluster_id)
         SELECT CASE WHEN size < 6 THEN size::VARCHAR WHEN size < 10 THEN '6-9' WHEN size < 20 THEN '10-19'
                     ELSE '20+' END AS cluster_size,
-               count(*) AS clusters, sum(size) AS rows, max(size) AS largest
+               count(*) AS clusters, sum(size)::BIGINT AS rows, max(size) AS largest
         FROM c GROUP BY 1 ORDER BY min(size)"""),
     ("Dedup keeping the longest text of each cluster (minhash_dedup): what it would remove",
      """SELECT count(*) FILTER (WHERE keep) AS clusters, count(*) FILTER (WHERE NOT keep) AS duplicates,
