@@ -131,10 +131,10 @@ def _print_result(con, title: str, sql: str, out) -> None:
     out(f"\n-- {title}")
     before = _compile_seconds()
     out(con.sql(sql).__str__().rstrip())
-    note = _compiled_since(before)
-    if note:
-        out(f"   (this statement's time{note}; its seconds column counts that too)"
-            if "seconds" in sql else f"   (this statement ran{note})")
+    spent = _compile_seconds() - before
+    if spent >= 0.05:
+        counted = "; the seconds column counts it too" if "seconds" in sql else ""
+        out(f"   ({spent:.1f}s of this statement went to compiling numba kernels, once per machine{counted})")
 
 
 def cmd_demo(args) -> int:
