@@ -22,6 +22,8 @@ def run(args, cwd, env=None, timeout=300):
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # no log noise: Lance's "WARN ... No existing dataset at ..." on a first write
+    assert "WARN" not in proc.stderr and "No existing dataset" not in proc.stderr, proc.stderr[-3000:]
     return proc.stdout
 
 
@@ -59,6 +61,8 @@ def test_notebook(tmp_path):
     nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    stderr = "".join(o.get("text", "") for o in outputs if o.get("name") == "stderr")
+    assert "WARN" not in stderr and "No existing dataset" not in stderr and "\x1b[" not in stderr
     text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in outputs)
     assert "text_idx" in text and "│     0 │         0 │ original │" in text
     plan = lms.dedup(str(tmp_path / "notebook" / "corpus.lance"), "text", threshold=0.8, keep="longest")

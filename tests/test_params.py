@@ -142,11 +142,12 @@ def test_threshold_chooses_bands():
     assert (p.num_bands, p.rows_per_band) == recall_bands(0.9, 128)
     with pytest.raises(InvalidParameterError, match="pass one of them"):
         MinHashParams.create(num_bands=16, threshold=0.8)
-    for bad in (0, 1.2, -0.1, math.nan):
-        with pytest.raises(InvalidParameterError):
+    for bad in (0, 1.2, -0.1, math.nan, True):
+        with pytest.raises(InvalidParameterError, match="0 < threshold <= 1"):
             optimal_bands(bad)
-        with pytest.raises(InvalidParameterError):
+        with pytest.raises(InvalidParameterError, match="0 < threshold <= 1"):
             recall_bands(bad)
+    assert recall_bands(1, 128) == (1, 128)  # identical sets: one band of every hash finds them all
 
 
 @pytest.mark.parametrize("k", [1, 64, 128, 4096])

@@ -41,6 +41,7 @@ from ..kernels import lsh as _lsh
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
+from .empty_query import warn_empty_queries
 from .entries import SegmentEntry
 from .opened import OpenedIndex, open_index
 from .results import SEARCH_IDS_SCHEMA
@@ -248,6 +249,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     sigs, has, keys = _sign(signer_for(params), texts)
     active = np.flatnonzero(has)
     if active.size == 0:
+        warn_empty_queries(texts, has, None)
         return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
     qsigs = _ro(sigs[active])
     qkeys = _ro(keys[active])
@@ -268,6 +270,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
         return flags[np.searchsorted(uniq, ids)]
 
     cands = [_Candidates(e, qkeys, qsigs, limit, ok_of) for e in entries]
+    warn_empty_queries(texts, has, sum((np.diff(c.offsets) for c in cands), np.zeros(active.size, np.int64)))
     # deletions and the filter: one Lance take over the distinct candidate row ids
     if checked:
         ok_all = ok_of(np.concatenate([c.cand_rowids for c in cands]))

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DatasetError
-from .store import check_uri, is_remote, redact, redact_uri
+from .store import check_uri, is_remote, lance_message, redact, redact_uri
 
 __all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "text_field", "scan_text", "read_rows"]
 
@@ -58,7 +58,7 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
     try:
         return lance.dataset(uri, version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
-        msg = redact(str(exc).splitlines()[0][:300], storage_options)
+        msg = redact(lance_message(exc, uri), storage_options)
         where = _store_hint(msg, storage_options) if is_remote(uri) else "check the path"
         raise DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); {where}") from None
 

@@ -49,6 +49,7 @@ from numba import njit
 
 from . import lance_format
 from .config import JIT
+from .order import order_by
 from .similarity import sorted_jaccard
 from .xxh64 import xxh64_u16_run
 
@@ -381,7 +382,7 @@ def order_buckets(docs, slot, rowids, starts, ends):
         v = np.empty(e - s, dtype=rowids.dtype)
         for i in range(e - s):
             v[i] = rowids[_row(slot, seg[i])]
-        order = np.argsort(v, kind="mergesort")
+        order = order_by(v)
         for i in range(e - s):
             docs[s + i] = seg[order[i]]
     return moved
