@@ -371,7 +371,7 @@ class WrittenSegment:
 
 def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit=None, check=None,
                   progress_rows: int = 0, progress: bool = False, storage_options: dict | None = None,
-                  desc: str = "signing") -> WrittenSegment:
+                  desc: str = "signing", seg_uuid: str | None = None) -> WrittenSegment:
     """Write one segment from ``rows`` and commit it: the pipeline of every index write
     (a build, an optimize's delta segment or merge).
 
@@ -387,7 +387,9 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
 
     Atomic: on any exception (``KeyboardInterrupt`` included) the segment folder and the
     spill folder are removed and nothing is committed; a marker (see the module
-    docstring) lets a later build clean up after ``kill -9``.
+    docstring) lets a later build clean up after ``kill -9``. ``seg_uuid`` names the
+    segment (default: a new uuid), so that a caller that loses the writing process (a
+    distributed build whose node died) knows which folder to remove.
     """
     uri = ds.uri
     seg = None
@@ -399,7 +401,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
     try:
         if plan.tight:  # with room to spare, the heap's page faults are not worth it
             heap.enter_context(_bounded_heap())
-        seg = manifest.new_segment(ds, fragment_ids, params)
+        seg = manifest.new_segment(ds, fragment_ids, params, seg_uuid)
         sorter = BandSorter(plan)
         marker = os.path.join(marker_dir(), f"{seg.uuid}.json")
         _write_marker(marker, {
@@ -513,7 +515,7 @@ def check_segment_rows(ds, rows: int) -> None:
 
 def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *, commit=None,
                    progress_rows: int = 0, progress: bool = False, storage_options: dict | None = None,
-                   what: str = "") -> tuple[WrittenSegment, dict]:
+                   what: str = "", seg_uuid: str | None = None) -> tuple[WrittenSegment, dict]:
     """Sign the rows of ``fragment_ids`` (every fragment of ``ds``: the whole dataset in
     scan order) and write them as one segment through :func:`write_segment`, committed by
     ``commit`` or, with ``commit=None``, left uncommitted (a distributed build's task).
@@ -543,7 +545,7 @@ def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *
 
     w = write_segment(ds, params, fragment_ids, plan, signed_batches(signer_for(params), batches, stats),
                       commit=commit, check=check, progress_rows=progress_rows, progress=progress,
-                      storage_options=storage_options)
+                      storage_options=storage_options, seg_uuid=seg_uuid)
     return w, stats
 
 
