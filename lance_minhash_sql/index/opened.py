@@ -91,6 +91,9 @@ REMOTE_READ_BYTES_PER_SECOND = 100e6
 PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
+# a local segment's row ids are read whole (8 bytes a doc) once a read asks for at least
+# 1/64 of its docs (a self-join shard); fewer go through a take of the row ids only
+_LOCAL_ROWIDS_FRACTION = 64
 TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
 _FIRST_POOL_PAGES = 64
 _FIRST_POOL_DOCS = 1024
@@ -642,8 +645,9 @@ class SegmentEntry:
         missing = store.missing(docs)
         if missing.size == 0:
             return store.arrays()
-        partial = self.call_seconds + missing.size * (TAKE_ROW_SECONDS if not self.remote
-                                                      else store.row_bytes / self.bytes_per_second)
+        mapped = not self.remote and self.files is not None and self.files.signature_rows is not None
+        partial = self.call_seconds + missing.size * (store.row_bytes / self.bytes_per_second
+                                                      if self.remote or mapped else TAKE_ROW_SECONDS)
         whole = store.file_bytes() / self.bytes_per_second
         if self.files is not None and whole_read_pays(self.rent_docs, partial, whole):
             extra = store.file_bytes() - store.nbytes
@@ -670,9 +674,13 @@ class SegmentEntry:
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store the
         signatures as byte ranges (one request per run of nearby docs, all concurrent) and
-        the row ids from memory (see :meth:`stored_rowids`), else one Lance take."""
+        the row ids from memory (see :meth:`stored_rowids`); on a local disk the signatures
+        from a memory map and the row ids from memory once many docs are asked for (8
+        bytes a doc, read whole), else with one take; failing both, one Lance take."""
         files = self.files
-        if self.remote and files.signature_rows is not None:
+        if files.signature_rows is not None:
+            if not self.remote and docs.size * _LOCAL_ROWIDS_FRACTION >= self.docs.num_docs:
+                self._all_rowids()
             return self._raw_rowids(docs), files.read_signature_rows(docs)
         t = files.signatures.take_rows(docs.astype(np.int64).tolist(), batch_size=max(1024, docs.size)).to_table()
         return t.column(0).to_numpy(), t.column(1).combine_chunks().values.to_numpy().reshape(-1, self.docs.k)

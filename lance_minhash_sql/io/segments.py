@@ -31,6 +31,7 @@ from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
 from .chunks import FixedRows, chunked_column, fixed_rows, read_columns
 from .details import details_hex, params_from_hex
+from .mapped import mapped_rows
 from .store import is_remote, redact, redact_uri
 
 __all__ = [
@@ -219,8 +220,9 @@ class SegmentFiles:
                                                     storage_options=self.storage_options)
         return self._full_signatures
     # bands.lance's (band_key, doc_id) columns read by chunk through cached chunk tables,
-    # and signatures.lance's signatures as byte ranges (io/chunks.py); set for object
-    # stores, where each read is a request
+    # and signatures.lance's signatures as byte ranges (io/chunks.py), set for object
+    # stores, where each read is a request; on a local disk the signatures are gathered
+    # from a memory map (io/mapped.py)
     band_chunks: tuple | None = None
     signature_rows: FixedRows | None = None
 
@@ -378,6 +380,8 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
     files = SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options,
                          sig_rowids_only=remote)
+    if not remote:  # signatures gathered from a memory map (io/mapped.py)
+        files.signature_rows = mapped_rows(spath, fixed_rows(None, spath, sfile, 1, params.num_hashes, 2))
     if remote:
         session = LanceFileSession(seg_dir, storage_options=storage_options or None)
         files.band_chunks = _band_chunks(session, bpath, bfile)
