@@ -380,9 +380,10 @@ def test_plan_shares_fit_the_budget(budget, rows, bands, tmp_path, monkeypatch):
     b = plan.budget
     pipeline = spill.pipeline_bytes(b, 128, bands)
     assert plan.sort_bytes + spill.writer_bytes(b) <= b
-    # the scan's batches in flight (queued, being signed, queued for the writer) fit the
+    # the scan's batches in flight (queued, being signed, band keys on the sorter's thread,
+    # queued for the writer) fit the
     # pipeline share beside the scanner's read buffer and the signature writer's cache
-    per_row = (plan.readahead + 1) * (spill.TEXT_BYTES + 8) + 2 * (2 * 128 + 8) + 1 + bands * 8 \
+    per_row = (plan.readahead + 1) * (spill.TEXT_BYTES + 8) + 2 * (2 * 128 + 8) + 1 + 2 * bands * 8 \
         + plan.writer_depth * (2 * 128 + 8)
     assert plan.io_buffer + spill.LANCE_WRITER_CACHE + plan.scan_rows * per_row <= pipeline
     assert 8 << 20 <= plan.io_buffer <= 64 << 20 and 4096 <= plan.scan_rows <= 65536
