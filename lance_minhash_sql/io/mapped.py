@@ -26,6 +26,7 @@ from ..errors import CorruptIndexError
 __all__ = ["MappedRows", "mapped_rows"]
 
 _PAGE = mmap.PAGESIZE
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on Windows: pages then stay mapped
 
 
 class MappedRows:
@@ -65,8 +66,9 @@ class MappedRows:
             page = np.frombuffer(self._map, dtype=np.uint8, count=count * self.row_bytes, offset=pos)
             out[a:b] = page.reshape(count, self.row_bytes)[rows[a:b] - first]
             del page
-            lo = pos - pos % _PAGE
-            self._map.madvise(mmap.MADV_DONTNEED, lo, pos + count * self.row_bytes - lo)
+            if _DONTNEED is not None:
+                lo = pos - pos % _PAGE
+                self._map.madvise(_DONTNEED, lo, pos + count * self.row_bytes - lo)
         return out
 
 
