@@ -24,6 +24,10 @@ If any task fails, nothing is committed: the driver waits for the other tasks, r
 the segment folders they wrote, and raises :class:`DistributedTaskError` naming each
 failed group's fragment ids and its error. A group whose rows have no token at all is
 such a failure (the segment would be empty): put those fragments in a group with text.
+A task whose worker or node dies is such a failure too (Ray's error, e.g. the node that
+died, is in the message): the driver names each task's segment before it starts, so it
+also removes what the dead task had written, and build tasks are not retried (a retry
+would race the dead task's writes). Rerun the build once the cluster is healthy.
 
 **Pairs and clusters.** The driver opens the index once and plans the key-range shards
 of :func:`.pairs.pair_shards` (the same number of shards as :func:`.pairs.pairs`); each
@@ -55,6 +59,7 @@ import json
 import numbers
 import os
 import time
+import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -195,23 +200,24 @@ class _GroupSegment:
 
 
 def _build_task(uri: str, version: int, column: str, params: MinHashParams, fragment_ids: list[int],
-                memory_limit, temp_dir, storage_options) -> _GroupSegment:
-    """One group: sign its fragments at the driver's version and write an uncommitted segment."""
+                memory_limit, temp_dir, storage_options, seg_uuid: str) -> _GroupSegment:
+    """One group: sign its fragments at the driver's version and write an uncommitted
+    segment named ``seg_uuid``."""
     ds = open_dataset(uri, storage_options, version)
     rows = sum(int(ds.get_fragment(f).count_rows()) for f in fragment_ids)
     plan = plan_sort(max(rows, 1), params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     w, stats = sign_fragments(ds, column, params, fragment_ids, plan, storage_options=storage_options,
-                              what=f" (fragment group {fragment_ids})")
+                              what=f" (fragment group {fragment_ids})", seg_uuid=seg_uuid)
     return _GroupSegment(w.seg, w.rows, int(stats.get("scanned", 0)), w.bytes, w.spilled_bytes)
 
 
-def _remove_segments(segs: list[manifest.NewSegment], storage_options: dict | None) -> None:
+def _remove_segments(ds, uuids: list[str], storage_options: dict | None) -> None:
     """Remove uncommitted segment folders (or object-store prefixes) and their build markers
     (this machine's)."""
-    for seg in segs:
-        store.remove_dir(seg.path, storage_options)
+    for seg_uuid in uuids:
+        store.remove_dir(manifest.segment_dir(ds, seg_uuid), storage_options)
         try:
-            os.remove(os.path.join(marker_dir(), f"{seg.uuid}.json"))
+            os.remove(os.path.join(marker_dir(), f"{seg_uuid}.json"))
         except FileNotFoundError:
             pass
 
@@ -269,9 +275,13 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     uri, version = ds.uri, int(ds.version)
     cleanup_leftovers(uri, storage_options)
 
-    task = _remote(ray, _build_task)
-    refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options)
-            for group in groups]
+    # the driver names every task's segment, so it can remove what a task wrote even when
+    # the task's worker or node died mid-write; a task is not retried (a retry elsewhere
+    # would race the dead one's files): the build fails, names the group, and can be rerun
+    seg_uuids = [str(uuidlib.uuid4()) for _ in groups]
+    task = _remote(ray, _build_task, max_retries=0)
+    refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options, u)
+            for group, u in zip(groups, seg_uuids)]
     done: dict[int, _GroupSegment] = {}
     failed: dict[tuple, str] = {}
     for i, ref in enumerate(refs):  # wait for every task: a failure must not leave others' folders behind
@@ -280,7 +290,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
         except Exception as exc:  # a task's error (Ray wraps it) or a lost worker
             failed[tuple(groups[i])] = _cause(exc)
     if failed:
-        _remove_segments([g.seg for g in done.values()], storage_options)
+        _remove_segments(ds, seg_uuids, storage_options)  # the failed tasks' partial folders too
         what = "; ".join(f"fragments {list(f)}: {why}" for f, why in failed.items())
         raise DistributedTaskError(
             f"{len(failed)} of {len(groups)} build task(s) on {column!r} of {uri!r} failed ({what}); nothing was "
@@ -299,7 +309,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
             referenced = manifest.referenced_index_uuids(uri, None, storage_options)
         except Exception:  # cannot tell: a later build's cleanup decides
             referenced = {g.seg.uuid for g in got}
-        _remove_segments([g.seg for g in got if g.seg.uuid not in referenced], storage_options)
+        _remove_segments(ds, [g.seg.uuid for g in got if g.seg.uuid not in referenced], storage_options)
         raise
     for g in got:  # committed: their markers are done with
         try:

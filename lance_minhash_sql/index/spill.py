@@ -12,8 +12,9 @@ build's own buffers, in every phase:
   (at most 256 MiB, at least :func:`pipeline_floor`), for what is in flight while the
   column is scanned and signed: the scanner's reads (``io_buffer_size``, a quarter of
   that share within 8..64 MiB), the decoded batches queued ahead (``batch_readahead``),
-  the batch being signed with its signatures and band keys, and the signature batches
-  queued for the writer thread (with that writer's 16 MiB cache); the scan batch is the
+  the batch being signed with its signatures and band keys, the previous batch's band keys
+  (handed to the sorter on its own thread), and the signature batches queued for the
+  writer thread (with that writer's 16 MiB cache); the scan batch is the
   largest power of two of rows (4,096..65,536) whose share fits, assuming
   :data:`TEXT_BYTES` of text per row. Beside it, either all band keys (in-memory sort)
   or the *spill buffer* (:func:`spill_buffer_bytes`: band keys of the docs not yet
@@ -147,7 +148,7 @@ def scan_row_bytes(num_hashes: int, bands: int) -> int:
     sig = 2 * num_hashes + 8  # signature + row id
     return ((SCAN_READAHEAD + 1) * (TEXT_BYTES + 8)  # decoded batches: queued and current
             + 2 * sig + 1  # signatures, has-signature flags, rows kept (copies)
-            + bands * 8  # band keys
+            + 2 * bands * 8  # band keys: the batch's, and the previous batch's on the sorter's thread
             + WRITER_DEPTH * sig)  # signature batches queued for the writer
 
 

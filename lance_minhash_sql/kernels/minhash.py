@@ -14,6 +14,13 @@ sliced to the array's ``offset``), ``data`` (uint8), and the validity bitmap ``v
 with its bit offset (empty array: no NULLs). The parallel kernels split rows into
 chunks; each chunk owns its scratch buffers. Signing runs :func:`sign_range` over
 disjoint row ranges, on the calling thread or on several (it releases the GIL).
+
+Where a core's time goes (synthetic corpus, 178 bytes and 38 shingles per row): about a
+third tokenizing (:mod:`.tokenize`; an all-ASCII text takes a one-pass branch-free path),
+a fifth hashing shingles (:mod:`.xxh64`, whole 64-bit loads), the rest the minima. The
+minima loop runs over the shingles for each hash: it compiles to 256-bit ``vpmullq`` /
+``vpminuq`` with a vector reduction, which measured ~10% faster than updating all ``k``
+minima per shingle (the same instructions, plus a load and a store of the minima).
 """
 
 from __future__ import annotations
