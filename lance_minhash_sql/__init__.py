@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .index.build import build_index
     from .index.clusters import clusters
     from .index.dedup import dedup
+    from .index.join import join
     from .index.pairs import pairs
     from .index.search import search, search_ids
 
@@ -45,6 +46,7 @@ __all__ = [
     "pairs",
     "clusters",
     "dedup",
+    "join",
     "LanceMinHashError",
     "InvalidParameterError",
     "ParameterMismatchError",
@@ -59,7 +61,7 @@ __all__ = [
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}
 _LAZY.update(build_index=".index.build", search=".index.search", search_ids=".index.search", pairs=".index.pairs",
-             clusters=".index.clusters", dedup=".index.dedup")
+             clusters=".index.clusters", dedup=".index.dedup", join=".index.join")
 
 
 def _version() -> str:

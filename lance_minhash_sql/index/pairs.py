@@ -690,3 +690,13 @@ def _exact_shard(shard: Shard, stop: threading.Event) -> Iterator[pa.RecordBatch
 
     yield from _shard_pairs(shard, True, DEFAULT_CHUNK_PAIRS, stop)
     release_memory()
+
+
+# Pieces of the self-join engine that the cross-dataset join (index/join.py) is built on.
+plan_for = _plan_for
+read_run = _read_run
+merge_runs = _merge
+pool_signatures = _pools_multi
+check_flag = _check_flag
+check_count = _check_count
+similarity_of = _similarity

@@ -435,3 +435,10 @@ def pair_jaccard(offsets, hashes, ia, ib):
         b = hashes[offsets[ib[i]]:offsets[ib[i] + 1]]
         out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
     return out
+
+
+# The candidate and verification rules above, shared with the cross-dataset join (kernels/join.py).
+band_equal = _band_equal
+values_equal = _values_equal
+count_matches = _matches
+collision_pair_first = _collision_pair_first
