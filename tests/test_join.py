@@ -332,3 +332,39 @@ def test_quality_on_a_two_dataset_split(tmp_path):
     print(f"cross pairs J>=0.9: {len(high)}, reported: {len(got)}, recall {recall:.4f}, precision {precision:.4f}")
     assert recall >= 0.99
     assert precision >= 0.95
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from lance_minhash_sql import cli
+    from lance_minhash_sql.index import join as join_mod
+
+    out = tmp_path / "pairs.parquet"
+    assert cli.main(["join", left, right, "text", "--threshold", "0.8", "--output", str(out), "--quiet"]) == 0
+    assert f"{len(want_08):,} (left, right) pairs at threshold 0.8 written to" in capsys.readouterr().out
+    t = pq.read_table(out)
+    assert t.schema.equals(JOIN_SCHEMA) and as_dict(t.to_batches()) == want_08
+    csv = tmp_path / "pairs.csv"
+    assert cli.main(["join", left, right, "text", "--exact", "--output", str(csv), "--quiet"]) == 0
+    t = pcsv.read_csv(csv)
+    assert t.num_rows == len(as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True))
+    assert cli.main(["join", left, right, "text", "--limit", "3", "--quiet"]) == 0
+    assert "left_rowid" in capsys.readouterr().out
+    assert cli.main(["join", left, right, "text", "--output", str(tmp_path / "p.json")]) == 2
+    assert ".parquet or .csv" in capsys.readouterr().err
+
+    def failing(*args, **kw):  # a run that fails after its first batch leaves no file behind
+        yield next(iter(orig(*args, **kw)))
+        raise DatasetError("the store went away")
+
+    orig = join_mod.join
+    monkeypatch.setattr(join_mod, "join", failing)
+    bad = tmp_path / "half.parquet"
+    assert cli.main(["join", left, right, "text", "--output", str(bad), "--quiet"]) == 2
+    assert "the store went away" in capsys.readouterr().err
+    assert not bad.exists() and [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
