@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..errors import InvalidInputError, InvalidParameterError
 from .storage import options_of
-from .udfs import _array
+from .udfs import _array, _prefixed
 
 __all__ = ["TABLE_UDFS", "search_sql"]
 
@@ -126,8 +126,8 @@ def indexes(dataset, storage) -> pa.Array:
 
 # --------------------------------------------------------------------------- search
 
-IDS_TYPE = "STRUCT(_rowid UBIGINT, _distance FLOAT)[]"
-_IDS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("_distance", pa.float32())]))
+IDS_TYPE = "STRUCT(_rowid UBIGINT, _distance FLOAT, _jaccard DOUBLE)[]"
+_IDS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("_distance", pa.float32()), ("_jaccard", pa.float64())]))
 
 
 def _check_query(fn: str, value) -> str:
@@ -148,28 +148,32 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
     return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
 
 
-def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
-    """One list of (_rowid, _distance) per input row; rows sharing (dataset, column, k,
-    storage options) are searched as one batch."""
+def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage) -> pa.Array:
+    """One list of (_rowid, _distance, _jaccard) per input row; rows sharing (dataset,
+    column, k, threshold, exact, storage options) are searched as one batch."""
     from ..index.search import search_ids as run
 
     fn = "minhash_search_ids"
-    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
+    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, threshold=threshold, exact=exact,
+                    fast_search=fast_search, storage=storage)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        _require(fn, row, "dataset", "column", "k", "fast_search")
+        _require(fn, row, "dataset", "column", "exact", "fast_search")
         _check_query(fn, row["query"])
-        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]), row["storage"])
+        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), row["threshold"], bool(row["exact"]),
+               bool(row["fast_search"]), row["storage"])
         groups.setdefault(key, []).append(i)
-    owners, rowids, dists = [], [], []
-    for (ds, col, kk, fast, token), idx in groups.items():
-        table = run(ds, col, [rows[i]["query"] for i in idx], kk, fast_search=fast,
-                    storage_options=options_of(token))
+    owners, rowids, dists, jacs = [], [], [], []
+    for (ds, col, kk, t, exact_, fast, token), idx in groups.items():
+        table = _prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t, exact=exact_,
+                                          fast_search=fast, storage_options=options_of(token)))
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
         dists.append(table.column("_distance").combine_chunks())
+        jacs.append(table.column("_jaccard").combine_chunks() if exact_ else pa.nulls(table.num_rows, pa.float64()))
     fields = {"_rowid": pa.concat_arrays(rowids) if rowids else pa.array([], pa.uint64()),
-              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32())}
+              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32()),
+              "_jaccard": pa.concat_arrays(jacs) if jacs else pa.array([], pa.float64())}
     owner = np.concatenate(owners) if owners else np.empty(0, np.int64)
     return _lists_by_row(len(rows), owner, fields, _IDS_ARROW)
 
@@ -190,7 +194,7 @@ _TEXT_EXACT = frozenset({
     "UBIGINT", "FLOAT", "DOUBLE", "VARCHAR", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS",
     "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
 })
-ROWS_TYPE = "STRUCT(_rowid UBIGINT[], _distance FLOAT[], s VARCHAR[][], x BLOB[][])"
+ROWS_TYPE = "STRUCT(_rowid UBIGINT[], _distance FLOAT[], _jaccard DOUBLE[], s VARCHAR[][], x BLOB[][])"
 _CARRIER_TYPES = {"s": pa.string(), "x": pa.binary()}
 
 
@@ -286,7 +290,7 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
     return values.cast(_CARRIER_TYPES[carrier])
 
 
-def search_rows(dataset, column, query, k, fast_search, filter_, version, storage) -> dict:
+def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter_, version, storage) -> dict:
     """The search results with every user column, for the SQL :func:`search_plan` wrote.
 
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
@@ -296,14 +300,16 @@ def search_rows(dataset, column, query, k, fast_search, filter_, version, storag
     from ..index.search import search as run
 
     fn = "minhash_search"
-    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
-    _require(fn, row, "dataset", "column", "k", "fast_search", "version")
+    row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search, "version": version}
+    _require(fn, row, "dataset", "column", "exact", "fast_search", "version")
     options = options_of(storage)
     ds = dataset_at(dataset, int(version), options)
     layout = _layout(ds.schema)
-    table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
-                filter=filter_, columns=list(layout.columns), storage_options=options)
-    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
+    table = _prefixed(fn, lambda: run(ds, column, _check_query(fn, query), _int(fn, "k", k), threshold=threshold,
+                                      exact=bool(exact), fast_search=bool(fast_search), filter=filter_,
+                                      columns=list(layout.columns), storage_options=options))
+    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist(),
+           "_jaccard": table.column("_jaccard").to_pylist() if exact else None}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
                         for slot in layout.slots[carrier]]
@@ -315,20 +321,23 @@ def search_sql(schema: pa.Schema, args: tuple) -> str:
     (storage options travel as their token, never as values)."""
     call = f"_lms_search_rows({', '.join(_literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
-    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
-    return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
+    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query). args[5]: exact (adds _jaccard).
+    jaccard = ", unnest(r._jaccard) AS _jaccard" if args[5] else ""
+    return f"SELECT {_layout(schema).select}{jaccard} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str:
+def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter_, storage) -> str:
     """Constant-folded at plan time: reads the dataset's schema and version only (native UDF)."""
     from ..index.info import search_target
+    from ..index.scores import check_limit
 
     fn = "minhash_search"
-    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
-    _require(fn, row, "dataset", "column", "k", "fast_search")
+    row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search}
+    _require(fn, row, "dataset", "column", "exact", "fast_search")
+    _prefixed(fn, check_limit, _int(fn, "k", k), threshold)
     _, version, schema = search_target(dataset, column, options_of(storage))
-    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version,
-                               storage))
+    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), threshold, bool(exact), bool(fast_search),
+                               filter_, version, storage))
 
 
 class TableUdf(NamedTuple):
@@ -344,10 +353,10 @@ TABLE_UDFS: tuple[TableUdf, ...] = (
     TableUdf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
                                    "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
     TableUdf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
-    TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
-             IDS_TYPE, True),
-    TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                                "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
-    TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                               "VARCHAR"), "VARCHAR", False, False),
+    TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN",
+                                              "BOOLEAN", "VARCHAR"), IDS_TYPE, True),
+    TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN",
+                                                "BOOLEAN", "VARCHAR", "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
+    TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN",
+                                               "BOOLEAN", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

@@ -44,8 +44,8 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptIndexError, DatasetError, IndexNotFoundError, InvalidParameterError, UnsupportedIndexError
-from ..io.scan import options_for, scan_text, text_field
+from ..errors import CorruptIndexError, IndexNotFoundError, InvalidParameterError, UnsupportedIndexError
+from ..io.scan import options_for, scan_text, take_texts, text_field
 from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
 from ..kernels.lsh import page_table_of, sort_bands, sorted_unique
 from ..kernels.pairs import min_matches, padded_hashes, pair_jaccard
@@ -316,15 +316,6 @@ def _shard_join(shard: JoinShard, exact: bool, chunk: int, stop: threading.Event
                 yield batch
 
 
-def _texts(side: Side, ids: np.ndarray) -> pa.Array:
-    t = side.ds._take_rows(pa.array(ids, type=pa.uint64()), [side.column, "_rowid"])
-    got = t.column("_rowid").to_numpy()
-    if got.size != ids.size or not np.array_equal(got, ids):
-        raise DatasetError(
-            f"dataset {side.uri!r} changed during the join ({ids.size} rows asked, {got.size} fetched); run it again")
-    return t.column(side.column).combine_chunks().cast(pa.large_string())
-
-
 def _jaccard(plan: JoinPlan, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Exact shingle Jaccard of each (left, right) pair, :data:`EXACT_CHUNK` pairs at a time."""
     signer = signer_for(plan.right.params)
@@ -332,7 +323,8 @@ def _jaccard(plan: JoinPlan, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     for s in range(0, left.size, EXACT_CHUNK):
         lft, rgt = left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK]
         lu, ru = sorted_unique(lft), sorted_unique(rgt)
-        texts = pa.concat_arrays([_texts(plan.left, lu), _texts(plan.right, ru)])
+        texts = pa.concat_arrays([take_texts(plan.left.ds, plan.left.column, lu, plan.left.uri),
+                                  take_texts(plan.right.ds, plan.right.column, ru, plan.right.uri)])
         offsets, hashes = signer.shingle_sets(texts)
         ia = np.searchsorted(lu, lft)
         ib = np.searchsorted(ru, rgt) + lu.size

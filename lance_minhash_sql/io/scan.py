@@ -110,3 +110,15 @@ def read_rows(uri: str, columns: list[str] | None = None, storage_options: dict 
         if missing:
             raise DatasetError(f"column(s) {missing} are not in dataset {uri!r}; its columns are {names}")
     return ds.to_table(columns=columns, with_row_id=True)
+
+
+def take_texts(ds: "lance.LanceDataset", column: str, rowids: np.ndarray, uri: str = "") -> pa.Array:
+    """The ``column`` values of sorted unique ``rowids`` (as ``large_string``), in that order;
+    :class:`DatasetError` if a row is gone (the dataset changed under a running job)."""
+    t = ds._take_rows(pa.array(rowids, type=pa.uint64()), [column, "_rowid"])
+    got = t.column("_rowid").to_numpy()
+    if got.size != rowids.size or not np.array_equal(got, rowids):
+        raise DatasetError(
+            f"dataset {uri or ds.uri!r} changed while it was read ({rowids.size} rows asked, {got.size} fetched); "
+            "run it again")
+    return t.column(column).combine_chunks().cast(pa.large_string())
