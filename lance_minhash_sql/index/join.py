@@ -47,7 +47,8 @@ import pyarrow as pa
 from ..errors import CorruptIndexError, IndexNotFoundError, InvalidParameterError, UnsupportedIndexError
 from ..io.scan import options_for, scan_text, take_texts, text_field
 from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
-from ..kernels.lsh import page_table_of, sort_bands, sorted_unique
+from ..kernels.lsh import page_table_of, sorted_unique
+from ..kernels.sort import radix_sort_run
 from ..kernels.pairs import min_matches, padded_hashes, pair_jaccard
 from ..params import DEFAULT_PAGE_ROWS, MinHashParams
 from .opened import BandStore, DocStore, SegmentEntry, dataset_handle, open_index
@@ -64,6 +65,7 @@ JOIN_SCHEMA = pa.schema([
     pa.field("similarity", pa.float64(), nullable=False),
     pa.field("jaccard", pa.float64()),
 ])
+_SORT_BITS = 11  # radix digit of the left rows' band sort
 _MAX_SIGNED = 2  # left datasets whose signed rows are kept (one version each)
 
 
@@ -96,6 +98,18 @@ _signed: OrderedDict = OrderedDict()
 _signed_lock = threading.Lock()
 
 
+def _sorted_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Band rows ``uint64[n, b]`` as ``(band_key, doc)``-sorted arrays: the bands one after
+    the other (doc ids ascending in each), sorted stably on the key by a radix sort (band
+    ``j``'s keys start with byte ``j``) in 11-bit digits: 2.5x numpy's stable argsort on
+    1.6M rows (8-bit digits: 2x)."""
+    n, b = keys.shape
+    flat = np.ascontiguousarray(keys.T).reshape(-1)
+    docs = np.tile(np.arange(n, dtype=np.uint32), b)
+    radix_sort_run(flat, docs, np.empty_like(flat), np.empty_like(docs), _SORT_BITS)
+    return flat, docs
+
+
 def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
     the last :data:`_MAX_SIGNED` dataset versions, so a statement's shards sign once)."""
@@ -114,7 +128,7 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> S
     k = params.num_hashes
     rowids = np.concatenate(rowid_parts).astype(np.uint64, copy=False) if rowid_parts else np.empty(0, np.uint64)
     sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, k), np.uint16)
-    keys, docs = sort_bands(signer.band_keys(sigs))
+    keys, docs = _sorted_bands(signer.band_keys(sigs))
     bands = BandStore(page_table_of(keys, DEFAULT_PAGE_ROWS), DEFAULT_PAGE_ROWS, keys.size)
     bands.set_full(keys, docs)
     store = DocStore(rowids.size, k)
