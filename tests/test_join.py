@@ -368,3 +368,27 @@ def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
     assert cli.main(["join", left, right, "text", "--output", str(bad), "--quiet"]) == 2
     assert "the store went away" in capsys.readouterr().err
     assert not bad.exists() and [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+
+
+def test_signed_left_rows_respect_the_memory_budget(tmp_path, left, right):
+    """Signing a left dataset larger than the index cache's capacity is refused with the fix
+    (index the left column with the right index's parameters); indexed, it joins."""
+    from lance_minhash_sql.errors import ResourceLimitError
+    from lance_minhash_sql.index.join import signed_bytes
+    from lance_minhash_sql.index.opened import clear_cache, set_cache_capacity
+
+    rows = lance.dataset(left).count_rows()
+    copy = str(tmp_path / "indexed.lance")
+    lance.write_dataset(lance.dataset(left).to_table(), copy)
+    old = set_cache_capacity(signed_bytes(rows, PARAMS) - 1)
+    try:
+        with pytest.raises(ResourceLimitError, match="num_bands := 16"):
+            join(copy, right, "text", 0.8)
+        build_index(copy, "text")
+        set_cache_capacity(old)
+        want = brute_join(copy, right, 0.8)
+        set_cache_capacity(signed_bytes(rows, PARAMS) - 1)
+        assert as_dict(join(copy, right, "text", 0.8)) == want
+    finally:
+        set_cache_capacity(old)
+        clear_cache()

@@ -11,9 +11,11 @@ What is reported, exactly:
   dataset: all its segments and the rows of fragments no segment covers (signed on the
   fly), as the self-join reads it (:mod:`.pairs`). Its parameters are the join's.
 * The **left** side is every live row of the left dataset whose ``column`` has tokens,
-  signed with the right index's parameters; when the left column has an index whose
-  parameters are identical, its signatures (and its unindexed rows, signed) are used
-  instead. Signatures are never mixed: any other left index is ignored.
+  signed with the right index's parameters (held in memory for the statement: at most the
+  index cache's capacity, else :class:`ResourceLimitError` advising to index the left
+  column); when the left column has an index whose parameters are identical, its
+  signatures (and its unindexed rows, signed) are used instead, read shard by shard.
+  Signatures are never mixed: any other left index is ignored.
 * **Candidates** are the (left, right) pairs sharing at least one band key; each is
   reported once (from the first band it shares) when ``similarity = float32(eq) /
   float32(k) >= threshold`` (Lance's ``1 - _distance``), returned as float64 of that
@@ -44,20 +46,21 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptIndexError, IndexNotFoundError, InvalidParameterError, UnsupportedIndexError
+from ..errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError, ResourceLimitError,
+                      UnsupportedIndexError)
 from ..io.scan import options_for, scan_text, take_texts, text_field
 from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
 from ..kernels.lsh import page_table_of, sorted_unique
 from ..kernels.sort import radix_sort_run
 from ..kernels.pairs import min_matches, padded_hashes, pair_jaccard
 from ..params import DEFAULT_PAGE_ROWS, MinHashParams
-from .opened import BandStore, DocStore, SegmentEntry, dataset_handle, open_index
+from .opened import BandStore, DocStore, SegmentEntry, cache_capacity, dataset_handle, open_index
 from .pairs import (DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, MAX_SHARDS, SHARD_BAND_ROWS, VISIT_BUDGET, check_count,
                     check_flag, check_threshold, merge_runs, plan_for, pool_signatures, read_run, run_ordered,
                     similarity_of, warn_if_low_recall)
 from .sign import signer_for
 
-__all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "join"]
+__all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "join", "signed_bytes"]
 
 JOIN_SCHEMA = pa.schema([
     pa.field("left_rowid", pa.uint64(), nullable=False),
@@ -110,6 +113,25 @@ def _sorted_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat, docs
 
 
+def signed_bytes(rows: int, params: MinHashParams) -> int:
+    """Memory of ``rows`` left rows signed for the join: row id, signature, band rows."""
+    return rows * (8 + 2 * params.num_hashes + 12 * params.num_bands)
+
+
+def _check_budget(uri: str, column: str, rows: int, params: MinHashParams) -> None:
+    """The signed left rows must fit the segment cache's capacity (the memory budget of
+    index data); beyond it the left dataset should be indexed, and is then read in shards."""
+    need, cap = signed_bytes(rows, params), cache_capacity()
+    if need > cap:
+        raise ResourceLimitError(
+            f"the left dataset {uri!r} has {rows:,} rows: signing them for the join takes about "
+            f"{need / 2**20:,.0f} MiB, more than the index cache capacity of {cap / 2**20:,.0f} MiB "
+            f"(LANCE_MINHASH_CACHE_BYTES). Build an index on its column {column!r} with the right index's "
+            f"parameters (num_hashes := {params.num_hashes}, num_bands := {params.num_bands}, "
+            f"shingle_size := {params.shingle_size}, and its tokenizer): the join then reads it shard by shard; "
+            "or raise the capacity")
+
+
 def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
     the last :data:`_MAX_SIGNED` dataset versions, so a statement's shards sign once)."""
@@ -119,6 +141,7 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> S
         if hit is not None:
             _signed.move_to_end(key)
             return hit
+    _check_budget(uri, column, ds.count_rows(), params)
     signer = signer_for(params)
     rowid_parts, sig_parts = [], []
     for rowids, texts in scan_text(ds, column):
