@@ -392,3 +392,31 @@ def test_signed_left_rows_respect_the_memory_budget(tmp_path, left, right):
     finally:
         set_cache_capacity(old)
         clear_cache()
+
+
+def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
+    """The planned SQL names both versions; rows appended and deleted afterwards, and a plan
+    evicted from the cache (planned again for those versions), change nothing."""
+    from lance_minhash_sql.duck import join as duck_join
+
+    lcopy, rcopy = str(tmp_path / "l.lance"), str(tmp_path / "r.lance")
+    lance.write_dataset(_left_table(2500, 3300), lcopy)
+    lance.write_dataset(lance.dataset(right).to_table(columns=["id", "text"]), rcopy, max_rows_per_file=1000)
+    build_index(rcopy, "text")
+    want = brute_join(lcopy, rcopy, 0.8)
+    con = lms.connect()
+    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL)",
+                       [lcopy, rcopy]).fetchall()[0][0]
+    versions = (lance.dataset(lcopy).version, lance.dataset(rcopy).version)
+    assert f", {versions[0]}, {versions[1]}, " in plan
+    lance.write_dataset(_left_table(2500, 2600), lcopy, mode="append")
+    lance.write_dataset(_left_table(2500, 2600), rcopy, mode="append")
+    lance.dataset(rcopy).delete("id % 2 = 0")
+    got = {(a, b): s for a, b, s, _ in con.execute(plan).fetchall()}
+    assert got == want
+    duck_join._PLANS._plans.clear()
+    got = {(a, b): s for a, b, s, _ in con.execute(plan).fetchall()}
+    assert got == want
+    now = {(a, b): s for a, b, s, _ in con.execute("SELECT * FROM minhash_join(?, ?, 'text')",
+                                                   [lcopy, rcopy]).fetchall()}
+    assert now == brute_join(lcopy, rcopy, 0.8) != want
