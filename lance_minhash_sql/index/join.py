@@ -286,8 +286,9 @@ class _ShardData:
 
 def _load(shard: JoinShard) -> _ShardData | None:
     plan = shard.plan
-    lk, lg = _side_rows(plan.left, shard.lo, shard.hi)
     rk, rg = _side_rows(plan.right, shard.lo, shard.hi)
+    same = plan.left.entries is plan.right.entries  # one index on both sides: read it once
+    lk, lg = (rk, rg) if same else _side_rows(plan.left, shard.lo, shard.hi)
     if lk.size == 0 or rk.size == 0:
         return None
     lm, rm = shared_key_rows(_ro(lk), _ro(rk))
