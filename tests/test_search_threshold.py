@@ -167,13 +167,14 @@ def test_sql_threshold_and_exact(dataset, queries):
     py = search_ids(dataset, "text", queries, None, threshold=0.8, exact=True)
     assert sorted(rows) == sorted(zip(*(py.column(c).to_pylist() for c in ("query_index", "_rowid", "_jaccard"))))
     i = int(np.argmax([len(w) for w in want]))
-    t = con.execute("SELECT * FROM minhash_search(?, 'text', ?, k := NULL, threshold := 0.8, exact := true)",
-                    [dataset, queries[i]]).to_arrow_table()
+    q = queries[i].replace("'", "''")
+    t = con.sql(f"SELECT * FROM minhash_search('{dataset}', 'text', '{q}', k := NULL, threshold := 0.8, "
+                "exact := true)").to_arrow_table()
     assert t.column_names == ["id", "text", "_rowid", "_distance", "_jaccard"]
     ref = search(dataset, "text", queries[i], None, threshold=0.8, exact=True)
     assert t.column("_rowid").to_pylist() == ref.column("_rowid").to_pylist()
     assert t.column("_jaccard").to_pylist() == ref.column("_jaccard").to_pylist()
-    t = con.execute("SELECT * FROM minhash_search(?, 'text', ?, threshold := 0.8)", [dataset, queries[i]]).to_arrow_table()
+    t = con.sql(f"SELECT * FROM minhash_search('{dataset}', 'text', '{q}', threshold := 0.8)").to_arrow_table()
     assert t.column_names == ["id", "text", "_rowid", "_distance"]
     assert t.column("_rowid").to_pylist() == [r for r, _ in want[i][:10]]
 
