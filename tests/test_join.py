@@ -420,3 +420,27 @@ def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
     now = {(a, b): s for a, b, s, _ in con.execute("SELECT * FROM minhash_join(?, ?, 'text')",
                                                    [lcopy, rcopy]).fetchall()}
     assert now == brute_join(lcopy, rcopy, 0.8) != want
+
+
+def test_stable_row_ids_nulls_and_empty_texts(tmp_path):
+    """Stable row ids and deletions on both sides (the left reusing its index), and left
+    rows without tokens (NULL, empty, punctuation only), which match nothing."""
+    right_uri, left_uri = str(tmp_path / "r.lance"), str(tmp_path / "l.lance")
+    lance.write_dataset(_left_table(0, 2500), right_uri, max_rows_per_file=1000, enable_stable_row_ids=True)
+    build_index(right_uri, "text")
+    lance.dataset(right_uri).delete("id % 4 = 1")
+    t = _left_table(2000, 3200)
+    texts = t.column("text").to_pylist()
+    texts[:3] = [None, "", "!!! ???"]
+    t = t.set_column(1, "text", pa.array(texts, pa.string()))
+    lance.write_dataset(t, left_uri, max_rows_per_file=500, enable_stable_row_ids=True)
+    build_index(left_uri, "text")
+    lance.dataset(left_uri).delete("id % 6 = 2")
+    (s, *_) = join_shards(left_uri, right_uri, "text", 0.8)
+    assert s.plan.left.reused
+    want = brute_join(left_uri, right_uri, 0.8)
+    assert len(want) > 50
+    assert as_dict(join(left_uri, right_uri, "text", 0.8)) == want
+    lt = lance.dataset(left_uri).to_table(columns=["id"], with_row_id=True, filter="id < 2003")
+    tokenless = set(lt.column("_rowid").to_pylist())
+    assert len(tokenless) == 2 and not any(x in tokenless for x, _ in want)
