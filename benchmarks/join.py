@@ -36,8 +36,10 @@ once first), threshold 0.8:
   the table). Its pairs on the sample must equal ours on the sample (checked).
 
 All three answer the same question: their pair counts must agree (checked). Figures:
-seconds, pairs per second, peak RSS, and the ratios. The machine is shared: the load
-average is printed; wall times vary.
+seconds, CPU seconds of the process (both threads of ours and of DuckDB counted), pairs per
+second, peak RSS, and the ratios by wall time and by CPU time. The machine is shared: the
+load average is printed; wall times vary with it (a busy machine gives a two-thread
+statement less than two cores, and a one-thread peer its one), CPU times much less.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ def _rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def _cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def datasets(data_dir: str, left_rows: int, right_rows: int) -> tuple[str, str]:
@@ -136,9 +145,10 @@ def child_ours(left: str, right: str, out_path: str, small: str) -> dict:
     sql = f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := {THRESHOLD})"
     runs = {}
     for run in ("first statement", "second statement"):
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_s(), time.perf_counter()
         table = con.sql(sql).to_arrow_table()
-        runs[run] = {"seconds": time.perf_counter() - t0, "pairs": table.num_rows, "peak_rss_mb": _peak_mb()}
+        runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "pairs": table.num_rows,
+                     "peak_rss_mb": _peak_mb()}
     lid = table.column("left_rowid").to_numpy()
     _, counts = np.unique(lid, return_counts=True)
     pq.write_table(table.select(["left_rowid", "right_rowid"]), out_path)
@@ -157,13 +167,14 @@ def child_lateral(left: str, right: str, small: str) -> dict:
     base = _rss_mb()
     runs = {}
     for run in ("first statement", "second statement"):
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_s(), time.perf_counter()
         rows = lance.dataset(left).to_table(columns=["text"], with_row_id=True)
         con.register("left_rows", rows)
         table = con.sql(f"SELECT l._rowid AS left_rowid, s._rowid AS right_rowid, 1 - s._distance AS similarity "
                         f"FROM left_rows l, LATERAL minhash_search_ids('{right}', 'text', l.text, "
                         f"threshold := {THRESHOLD}, k := NULL) s").to_arrow_table()
-        runs[run] = {"seconds": time.perf_counter() - t0, "pairs": table.num_rows, "peak_rss_mb": _peak_mb()}
+        runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "pairs": table.num_rows,
+                     "peak_rss_mb": _peak_mb()}
         con.unregister("left_rows")
     return {"runs": runs, "baseline_rss_mb": base}
 
@@ -183,7 +194,7 @@ def child_lance(left: str, right: str, sample: int, limit: int, out_path: str) -
     ds = lance.dataset(right)
     base = _rss_mb()
     got_l, got_r = [], []
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     for text, me in zip(texts, ids):
         if text is None:
             continue
@@ -193,11 +204,11 @@ def child_lance(left: str, right: str, sample: int, limit: int, out_path: str) -
         r = hits.column("_rowid").to_numpy()[keep]
         got_l.extend([me] * r.size)
         got_r.extend(r.tolist())
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _cpu_s() - c0
     pq.write_table(pa.table({"left_rowid": pa.array(got_l, pa.uint64()), "right_rowid": pa.array(got_r, pa.uint64()),
                              "sample": pa.array([True] * len(got_l))}), out_path)
     pq.write_table(pa.table({"left_rowid": pa.array(ids, pa.uint64())}), out_path + ".sample")
-    return {"seconds": seconds, "queries": len(texts), "pairs": len(got_l), "peak_rss_mb": _peak_mb(),
+    return {"seconds": seconds, "cpu_s": cpu, "queries": len(texts), "pairs": len(got_l), "peak_rss_mb": _peak_mb(),
             "baseline_rss_mb": base, "limit": limit}
 
 
@@ -266,35 +277,35 @@ def main() -> None:
     same_count = len(counts) == 1
     print(f"\n{n_left:,} left rows x {args.right_rows:,} indexed right rows, threshold {THRESHOLD}; "
           f"load average {load[0]:.2f} at start on {os.cpu_count()} cores\n")
-    print(f"  {'peer':60s} {'seconds':>9s} {'pairs':>9s} {'pairs/s':>10s} {'peak RSS':>9s} {'baseline':>9s}")
+    print(f"  {'peer':60s} {'seconds':>8s} {'CPU s':>7s} {'pairs':>9s} {'pairs/s':>9s} {'peak RSS':>9s} "
+          f"{'baseline':>9s}")
 
-    def row(name, seconds, pairs, peak, base):
-        print(f"  {name:60s} {seconds:9.2f} {pairs:9,d} {pairs / seconds:10,.0f} {peak:7.0f}MB {base:7.0f}MB")
+    def row(name, r, base, seconds=None, cpu=None, pairs=None):
+        seconds = r["seconds"] if seconds is None else seconds
+        cpu = r["cpu_s"] if cpu is None else cpu
+        pairs = r["pairs"] if pairs is None else pairs
+        print(f"  {name:60s} {seconds:8.2f} {cpu:7.2f} {pairs:9,d} {pairs / seconds:9,.0f} "
+              f"{r['peak_rss_mb']:7.0f}MB {base:7.0f}MB")
 
-    row("ours: minhash_join, new process (loads kernels)", o1["seconds"], o1["pairs"], o1["peak_rss_mb"],
-        ours["baseline_rss_mb"])
-    row("ours: minhash_join, kernels loaded, datasets not cached", ok["seconds"], ok["pairs"], ok["peak_rss_mb"],
-        ours_k["baseline_rss_mb"])
-    row("ours: minhash_join, again (right index cached)", o2["seconds"], o2["pairs"], o2["peak_rss_mb"],
-        ours["baseline_rss_mb"])
-    row("LATERAL minhash_search_ids, new process", l1["seconds"], l1["pairs"], l1["peak_rss_mb"],
-        lateral["baseline_rss_mb"])
-    row("LATERAL minhash_search_ids, kernels loaded, not cached", lk["seconds"], lk["pairs"], lk["peak_rss_mb"],
-        lateral_k["baseline_rss_mb"])
-    row("LATERAL minhash_search_ids, again (index cached)", l2["seconds"], l2["pairs"], l2["peak_rss_mb"],
-        lateral["baseline_rss_mb"])
+    row("ours: minhash_join, new process (loads kernels)", o1, ours["baseline_rss_mb"])
+    row("ours: minhash_join, kernels loaded, datasets not cached", ok, ours_k["baseline_rss_mb"])
+    row("ours: minhash_join, again (right index cached)", o2, ours["baseline_rss_mb"])
+    row("LATERAL minhash_search_ids, new process", l1, lateral["baseline_rss_mb"])
+    row("LATERAL minhash_search_ids, kernels loaded, not cached", lk, lateral_k["baseline_rss_mb"])
+    row("LATERAL minhash_search_ids, again (index cached)", l2, lateral["baseline_rss_mb"])
     est_pairs = round(lance_r["pairs"] * scale)
-    row(f"Lance MinHashQuery per row (limit {limit}), extrapolated", lance_s, est_pairs, lance_r["peak_rss_mb"],
-        lance_r["baseline_rss_mb"])
+    lance_cpu = lance_r["cpu_s"] * scale
+    row(f"Lance MinHashQuery per row (limit {limit}), extrapolated", lance_r, lance_r["baseline_rss_mb"],
+        seconds=lance_s, cpu=lance_cpu, pairs=est_pairs)
     print(f"\n  Lance: {lance_r['queries']:,}-row sample, {1e3 * lance_r['seconds'] / lance_r['queries']:.2f} ms/query, "
           f"time and pairs extrapolated x{scale:.1f} to {n_left:,} rows")
     print(f"  same pairs: all statements {'agree' if same_count else 'DISAGREE'} on the count; Lance's pairs on its "
           f"sample {'equal' if same_sample else 'DIFFER FROM'} ours on it")
-    print(f"  ours vs Lance per row: {lance_s / o1['seconds']:.1f}x (new process), {lance_s / ok['seconds']:.1f}x "
-          f"(kernels loaded), {lance_s / o2['seconds']:.1f}x (index cached)   [target >= 50x]")
-    print(f"  ours vs LATERAL:       {l1['seconds'] / o1['seconds']:.2f}x (new process), "
-          f"{lk['seconds'] / ok['seconds']:.2f}x (kernels loaded), {l2['seconds'] / o2['seconds']:.2f}x "
-          f"(index cached)   [target >= 2x]")
+    for what, key, lance_v in (("wall time", "seconds", lance_s), ("CPU time", "cpu_s", lance_cpu)):
+        print(f"  by {what}: ours vs Lance per row {lance_v / o1[key]:.1f}x (new process), "
+              f"{lance_v / ok[key]:.1f}x (kernels loaded), {lance_v / o2[key]:.1f}x (index cached) [target >= 50x]; "
+              f"ours vs LATERAL {l1[key] / o1[key]:.2f}x, {lk[key] / ok[key]:.2f}x, {l2[key] / o2[key]:.2f}x "
+              "[target >= 2x]")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"ours": ours, "ours_kernels_loaded": ours_k, "lateral": lateral,
