@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .index.build import build_index
     from .index.clusters import clusters
     from .index.dedup import dedup
+    from .index.join import join
     from .index.pairs import pairs
     from .index.search import search, search_ids
     from .warmup import warmup
@@ -49,6 +50,7 @@ __all__ = [
     "clusters",
     "dedup",
     "warmup",
+    "join",
     "LanceMinHashError",
     "InvalidParameterError",
     "ParameterMismatchError",
@@ -64,7 +66,7 @@ __all__ = [
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}
 _LAZY.update(build_index=".index.build", search=".index.search", search_ids=".index.search", pairs=".index.pairs",
-             clusters=".index.clusters", dedup=".index.dedup", warmup=".warmup")
+             clusters=".index.clusters", dedup=".index.dedup", join=".index.join", warmup=".warmup")
 
 
 def _version() -> str:

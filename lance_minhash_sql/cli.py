@@ -5,6 +5,7 @@ Examples::
     lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
     lance-minhash search corpus.lance text "some text" -k 5
     lance-minhash pairs corpus.lance text --threshold 0.8 --output pairs.parquet
+    lance-minhash join eval.lance corpus.lance text --threshold 0.8 --output contaminated.parquet
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
     lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
@@ -304,11 +305,17 @@ def cmd_search(args) -> int:
     return 0
 
 
+def _sink_kind(path: str) -> str:
+    """``.parquet`` or ``.csv``: the output format, from the file extension."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".parquet", ".csv"):
+        raise InvalidParameterError(f"--output {path!r} must end in .parquet or .csv (the format is taken from it)")
+    return ext
+
+
 def _sink(path: str, schema):
     """A streaming Arrow writer chosen by the file extension (.parquet or .csv)."""
-    from .errors import InvalidParameterError
-
-    ext = os.path.splitext(path)[1].lower()
+    ext = _sink_kind(path)
     if ext == ".parquet":
         import pyarrow.parquet as pq
 
@@ -317,7 +324,6 @@ def _sink(path: str, schema):
         import pyarrow.csv as pcsv
 
         return pcsv.CSVWriter(path, schema)
-    raise InvalidParameterError(f"--output {path!r} must end in .parquet or .csv (the format is taken from it)")
 
 
 def _show(table, limit: int) -> None:
@@ -326,17 +332,20 @@ def _show(table, limit: int) -> None:
     print(str(duckdb.from_arrow(table.slice(0, limit))).rstrip())
 
 
-def cmd_pairs(args) -> int:
+def _stream_pairs(batches, schema, args, unit: str = "pairs") -> int:
+    """Write ``batches`` to ``--output`` (streamed into a temporary file renamed at the end,
+    so a failed run leaves no half-written file) or print the first ``--limit`` rows;
+    a progress bar counts them. Returns the number of rows."""
     import pyarrow as pa
 
     from .index.progress import progress_bar
-    from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
-    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
-                    storage_options=storage_options(args.storage_option))
-    schema = PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA
-    sink = _sink(args.output, schema) if args.output else None
-    bar = progress_bar(not args.quiet, None, "pairs", unit="pairs")
+    tmp = None
+    if args.output:
+        tmp = os.path.join(os.path.dirname(os.path.abspath(args.output)),
+                           f".{os.path.basename(args.output)}.{os.getpid()}.partial{os.path.splitext(args.output)[1]}")
+    sink = _sink(tmp, schema) if tmp else None
+    bar = progress_bar(not args.quiet, None, unit, unit=unit)
     head, total = [], 0
     try:
         for b in batches:
@@ -347,15 +356,48 @@ def cmd_pairs(args) -> int:
                 head.append(b.slice(0, args.limit))
             if bar is not None:
                 bar.update(b.num_rows)
+        if sink is not None:
+            sink.close()
+            sink = None
+            os.replace(tmp, args.output)
+            tmp = None
     finally:
         if bar is not None:
             bar.close()
         if sink is not None:
             sink.close()
-    if sink is None:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+    if not args.output:
         _show(pa.Table.from_batches(head, schema=schema), args.limit)
+    return total
+
+
+def cmd_pairs(args) -> int:
+    from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
+
+    if args.output:
+        _sink_kind(args.output)
+    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
+                    storage_options=storage_options(args.storage_option))
+    total = _stream_pairs(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} pairs at threshold {args.threshold:g}{where}")
+    return 0
+
+
+def cmd_join(args) -> int:
+    from .index.join import JOIN_SCHEMA, join
+
+    if args.output:
+        _sink_kind(args.output)
+    batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact,
+                   right_column=args.right_column,
+                   left_storage_options=storage_options(args.left_storage_option),
+                   right_storage_options=storage_options(args.right_storage_option))
+    total = _stream_pairs(batches, JOIN_SCHEMA, args)
+    where = f" written to {args.output}" if args.output else ""
+    print(f"{total:,} (left, right) pairs at threshold {args.threshold:g}{where}")
     return 0
 
 
@@ -502,6 +544,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     storage_flag(p)
     p.set_defaults(func=cmd_pairs)
+
+    p = sub.add_parser("join", help="every (left, right) pair of rows of two datasets whose MinHash similarity "
+                                    "reaches a threshold, through RIGHT's index (decontamination, ingestion dedup)")
+    p.add_argument("left", help="path or URI of the dataset whose rows are looked up (signed with RIGHT's parameters)")
+    p.add_argument("right", help="path or URI of the indexed dataset")
+    p.add_argument("column", help="the text column of LEFT (and of RIGHT unless --right-column)")
+    p.add_argument("--right-column", default=None, help="RIGHT's indexed text column, if named differently")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
+    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
+    p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    for side in ("left", "right"):
+        p.add_argument(f"--{side}-storage-option", action="append", default=None, metavar="KEY=VALUE",
+                       help=f"an object-store option of the {side.upper()} dataset only (repeat for several)")
+    p.set_defaults(func=cmd_join)
 
     p = self_join("clusters", "near-duplicate clusters (rows in clusters of two or more)", "similarity of a link",
                   "write the clusters to this .parquet or .csv file")

@@ -8,6 +8,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from .takes import take_rows
 from ..errors import DatasetError
 from .store import check_uri, is_remote, lance_message, redact, redact_uri
 
@@ -132,3 +133,10 @@ def read_rows(uri: str, columns: list[str] | None = None, storage_options: dict 
         if missing:
             raise DatasetError(f"column(s) {missing} are not in dataset {uri!r}; its columns are {names}")
     return ds.to_table(columns=columns, with_row_id=True)
+
+
+def take_texts(ds: "lance.LanceDataset", column: str, rowids: np.ndarray, uri: str = "") -> pa.Array:
+    """The ``column`` values of sorted unique ``rowids`` (as ``large_string``), in that order;
+    :class:`DatasetError` if a row is gone (the dataset changed under a running job)."""
+    t = take_rows(ds, rowids, [column, "_rowid"], "a read of its texts", uri or None)
+    return t.column(column).combine_chunks().cast(pa.large_string())
