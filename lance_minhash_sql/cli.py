@@ -26,6 +26,7 @@ import sys
 import time
 import warnings
 
+from .cli_io import STORAGE_OPTION_HELP, open_sink, show_head, sink_kind, storage_options, stream_pairs
 from .errors import InvalidParameterError, LanceMinHashError
 
 __all__ = ["main"]
@@ -234,29 +235,6 @@ def _copy_result(con, sql: str, path: str) -> None:
     con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {quoted} (FORMAT {fmt})")
 
 
-STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "
-                       "aws_region=us-east-1, aws_endpoint=http://127.0.0.1:9000, allow_http=true; repeat for "
-                       "each option (values are never printed)")
-
-
-def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
-    """``--storage-option KEY=VALUE`` arguments as a dict (``None`` without any). A
-    malformed one is named by its position, never by its text: without an ``=`` it may
-    be a bare secret."""
-    if not pairs:
-        return None
-    out = {}
-    for i, item in enumerate(pairs, 1):
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InvalidParameterError(
-                f"--storage-option #{i} (of {len(pairs)}) {'has no' if not sep else 'has an empty key before the'} "
-                "'=': each option is KEY=VALUE, e.g. --storage-option aws_region=us-east-1")
-        out[key] = value
-    return out
-
-
 def cmd_build(args) -> int:
     from .index.build import build_index
 
@@ -305,82 +283,14 @@ def cmd_search(args) -> int:
     return 0
 
 
-def _sink_kind(path: str) -> str:
-    """``.parquet`` or ``.csv``: the output format, from the file extension."""
-    ext = os.path.splitext(path)[1].lower()
-    if ext not in (".parquet", ".csv"):
-        raise InvalidParameterError(f"--output {path!r} must end in .parquet or .csv (the format is taken from it)")
-    return ext
-
-
-def _sink(path: str, schema):
-    """A streaming Arrow writer chosen by the file extension (.parquet or .csv)."""
-    ext = _sink_kind(path)
-    if ext == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.ParquetWriter(path, schema)
-    if ext == ".csv":
-        import pyarrow.csv as pcsv
-
-        return pcsv.CSVWriter(path, schema)
-
-
-def _show(table, limit: int) -> None:
-    import duckdb
-
-    print(str(duckdb.from_arrow(table.slice(0, limit))).rstrip())
-
-
-def _stream_pairs(batches, schema, args, unit: str = "pairs") -> int:
-    """Write ``batches`` to ``--output`` (streamed into a temporary file renamed at the end,
-    so a failed run leaves no half-written file) or print the first ``--limit`` rows;
-    a progress bar counts them. Returns the number of rows."""
-    import pyarrow as pa
-
-    from .index.progress import progress_bar
-
-    tmp = None
-    if args.output:
-        tmp = os.path.join(os.path.dirname(os.path.abspath(args.output)),
-                           f".{os.path.basename(args.output)}.{os.getpid()}.partial{os.path.splitext(args.output)[1]}")
-    sink = _sink(tmp, schema) if tmp else None
-    bar = progress_bar(not args.quiet, None, unit, unit=unit)
-    head, total = [], 0
-    try:
-        for b in batches:
-            total += b.num_rows
-            if sink is not None:
-                sink.write_batch(b)
-            elif sum(h.num_rows for h in head) < args.limit:
-                head.append(b.slice(0, args.limit))
-            if bar is not None:
-                bar.update(b.num_rows)
-        if sink is not None:
-            sink.close()
-            sink = None
-            os.replace(tmp, args.output)
-            tmp = None
-    finally:
-        if bar is not None:
-            bar.close()
-        if sink is not None:
-            sink.close()
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
-    if not args.output:
-        _show(pa.Table.from_batches(head, schema=schema), args.limit)
-    return total
-
-
 def cmd_pairs(args) -> int:
     from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
     if args.output:
-        _sink_kind(args.output)
+        sink_kind(args.output)
     batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
                     storage_options=storage_options(args.storage_option))
-    total = _stream_pairs(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
+    total = stream_pairs(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} pairs at threshold {args.threshold:g}{where}")
     return 0
@@ -390,12 +300,12 @@ def cmd_join(args) -> int:
     from .index.join import JOIN_SCHEMA, join
 
     if args.output:
-        _sink_kind(args.output)
+        sink_kind(args.output)
     batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact,
                    right_column=args.right_column,
                    left_storage_options=storage_options(args.left_storage_option),
                    right_storage_options=storage_options(args.right_storage_option))
-    total = _stream_pairs(batches, JOIN_SCHEMA, args)
+    total = stream_pairs(batches, JOIN_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} (left, right) pairs at threshold {args.threshold:g}{where}")
     return 0
@@ -408,13 +318,13 @@ def cmd_clusters(args) -> int:
 
     table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
     if args.output:
-        sink = _sink(args.output, table.schema)
+        sink = open_sink(args.output, table.schema)
         try:
             sink.write_table(table)
         finally:
             sink.close()
     else:
-        _show(table, args.limit)
+        show_head(table, args.limit)
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
     print(f"{n:,} clusters holding {table.num_rows:,} rows at threshold {args.threshold:g}{where}")
