@@ -414,7 +414,7 @@ def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
     lance.dataset(rcopy).delete("id % 2 = 0")
     got = {(a, b): s for a, b, s, _ in con.execute(plan).fetchall()}
     assert got == want
-    duck_join._PLANS._plans.clear()
+    duck_join._PLANS.clear()
     got = {(a, b): s for a, b, s, _ in con.execute(plan).fetchall()}
     assert got == want
     now = {(a, b): s for a, b, s, _ in con.execute("SELECT * FROM minhash_join(?, ?, 'text')",
