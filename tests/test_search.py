@@ -405,7 +405,7 @@ def test_no_index(tmp_path):
 def test_bad_k(default_ds, k):
     uri, _ = default_ds
     # k=None means no limit, which needs a threshold (tests/test_search_threshold.py)
-    named = "k=None (NULL: no limit) needs a threshold" if k is None else f"k={k!r}"
+    named = "k is NULL (no limit), which needs a threshold" if k is None else f"k={k!r}"
     with pytest.raises(InvalidParameterError, match=re.escape(named)):
         search(uri, "text", "hello", k)
     with pytest.raises(InvalidParameterError, match=re.escape(named)):

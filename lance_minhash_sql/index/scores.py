@@ -39,8 +39,8 @@ def check_limit(k: Any, threshold: Any) -> tuple[int, float | None]:
     if k is None:
         if t is None:
             raise InvalidParameterError(
-                "k=None (NULL: no limit) needs a threshold, but threshold is NULL too: pass a threshold, e.g. "
-                "threshold := 0.8 for every row at least that similar, or a number of rows, e.g. k := 10")
+                "k is NULL (no limit), which needs a threshold, but threshold is NULL too: pass a threshold, "
+                "e.g. threshold := 0.8 for every row at least that similar, or a number of rows, e.g. k := 10")
         return NO_LIMIT, t
     k = check_int("k", k, "e.g. 10 (rows to return per query), or NULL for no limit with a threshold", lo=1)
     return min(int(k), NO_LIMIT), t
