@@ -26,89 +26,12 @@ import sys
 import time
 import warnings
 
-from .cli_io import STORAGE_OPTION_HELP, open_sink, show_head, sink_kind, storage_options, stream_pairs
 from .errors import InvalidParameterError, LanceMinHashError
+from .sinks import check_output, stream_rows
 
 __all__ = ["main"]
 
-DEMO_QUERIES = [
-    ("The corpus: rows, near-duplicates by edit kind",
-     """SELECT edit, count(*) AS rows, round(avg(replaced_fraction), 3) AS avg_replaced
-        FROM corpus GROUP BY edit ORDER BY rows DESC"""),
-    ("A MinHash signature is a USMALLINT[] of num_hashes values (first 6 shown)",
-     """SELECT id, left(text, 48) AS text, minhash_signature(text)[1:6] AS signature_head
-        FROM corpus ORDER BY id LIMIT 3"""),
-    ("Near-duplicates against their sources: estimated vs exact shingle Jaccard",
-     """SELECT d.id, d.source_id, d.edit,
-               round(minhash_similarity(minhash_signature(d.text), minhash_signature(s.text)), 3) AS estimated,
-               round(shingle_jaccard(d.text, s.text), 3) AS exact
-        FROM corpus d JOIN corpus s ON s.id = d.source_id
-        WHERE d.edit <> 'original' ORDER BY d.id LIMIT 8"""),
-    ("Estimator error over all near-duplicate pairs (k = 128)",
-     """WITH p AS (
-          SELECT minhash_similarity(minhash_signature(d.text), minhash_signature(s.text)) AS est,
-                 shingle_jaccard(d.text, s.text) AS exact
-          FROM corpus d JOIN corpus s ON s.id = d.source_id WHERE d.edit <> 'original')
-        SELECT count(*) AS pairs, round(avg(abs(est - exact)), 4) AS mean_abs_error,
-               round(quantile_cont(abs(est - exact), 0.95), 4) AS p95_abs_error FROM p"""),
-    ("The LSH S-curve for 16 bands of 8 rows: probability a pair becomes a candidate",
-     """SELECT s AS similarity, round(lsh_probability(s, 16, 8), 4) AS candidate_probability
-        FROM (SELECT unnest([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]::DOUBLE[]) AS s)"""),
-]
-
-
-INDEX_QUERIES = [
-    ("Build Lance's MinHash LSH index on the text column (our engine, Lance's format)",
-     """SELECT index_name, num_hashes, num_bands, rows_per_band, rows_indexed, round(seconds, 2) AS seconds,
-               bytes FROM minhash_build({uri}, 'text')"""),
-    ("The index as the dataset manifest records it",
-     "SELECT segment_uuid, fragment_ids, \"rows\", bytes FROM minhash_indexes({uri})"),
-    ("Top-5 near-duplicates of document 14 (an edited copy of document 0), with the dataset's own columns",
-     """SELECT id, source_id, edit, left(text, 40) AS text, _distance
-        FROM minhash_search({uri}, 'text', {query}, 5)"""),
-    ("Batch search: the best match of 5 documents besides themselves, one LATERAL statement "
-     "(match_id NULL: no other row shares a band)",
-     """WITH q AS (SELECT id, text FROM corpus WHERE id IN (7, 14, 20, 23, 32)),
-             hits AS (
-               SELECT q.id AS query_id, r.id AS match_id, round(1 - s._distance, 3) AS similarity
-               FROM q, LATERAL minhash_search_ids({uri}, 'text', q.text, 3) s
-               JOIN corpus_rows r ON r._rowid = s._rowid
-               WHERE r.id <> q.id
-               QUALIFY row_number() OVER (PARTITION BY q.id ORDER BY s._distance, r.id) = 1)
-        SELECT q.id AS query_id, hits.match_id, hits.similarity
-        FROM q LEFT JOIN hits ON hits.query_id = q.id ORDER BY q.id"""),
-]
-
-
-PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
-    ("Near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the rows by _rowid",
-     """SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
-               round(p.jaccard, 3) AS jaccard, r.edit
-        FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
-        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
-        ORDER BY p.similarity, left_id, right_id LIMIT 6"""),
-    ("Pairs at 0.8 against the generator's truth: share of pairs copied from one source, by edit kind",
-     """SELECT r.edit, count(*) AS pairs, round(avg((l.source_id = r.source_id)::INTEGER), 3) AS same_source
-        FROM minhash_pairs({uri}, 'text') p
-        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
-        GROUP BY r.edit ORDER BY pairs DESC"""),
-    ("Clusters by size (minhash_clusters): every cluster, small sizes one by one, larger ones in ranges",
-     """WITH c AS (SELECT cluster_id, any_value(cluster_size) AS size
-                   FROM minhash_clusters({uri}, 'text') GROUP BY cluster_id)
-        SELECT CASE WHEN size < 6 THEN size::VARCHAR WHEN size < 10 THEN '6-9' WHEN size < 20 THEN '10-19'
-                    ELSE '20+' END AS cluster_size,
-               count(*) AS clusters, sum(size)::BIGINT AS rows, max(size) AS largest
-        FROM c GROUP BY 1 ORDER BY min(size)"""),
-    ("Dedup keeping the longest text of each cluster (minhash_dedup): what it would remove",
-     """SELECT count(*) FILTER (WHERE keep) AS clusters, count(*) FILTER (WHERE NOT keep) AS duplicates,
-               (SELECT count(*) FROM corpus) - count(*) FILTER (WHERE NOT keep) AS rows_after_dedup
-        FROM minhash_dedup({uri}, 'text', keep := 'longest')"""),
-    ("The deduplicated corpus as a query: every row but the duplicates (lance-minhash dedup writes it)",
-     """SELECT edit, count(*) AS rows
-        FROM corpus_rows ANTI JOIN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest')
-                                    WHERE NOT keep) d USING (_rowid)
-        GROUP BY edit ORDER BY rows DESC"""),
-]
+from .demo import DEMO_QUERIES, INDEX_QUERIES, PAIRS_QUERIES  # noqa: E402  (the demo's SQL)
 
 
 def _compile_seconds() -> float:
@@ -235,6 +158,29 @@ def _copy_result(con, sql: str, path: str) -> None:
     con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {quoted} (FORMAT {fmt})")
 
 
+STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "
+                       "aws_region=us-east-1, aws_endpoint=http://127.0.0.1:9000, allow_http=true; repeat for "
+                       "each option (values are never printed)")
+
+
+def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
+    """``--storage-option KEY=VALUE`` arguments as a dict (``None`` without any). A
+    malformed one is named by its position, never by its text: without an ``=`` it may
+    be a bare secret."""
+    if not pairs:
+        return None
+    out = {}
+    for i, item in enumerate(pairs, 1):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidParameterError(
+                f"--storage-option #{i} (of {len(pairs)}) {'has no' if not sep else 'has an empty key before the'} "
+                "'=': each option is KEY=VALUE, e.g. --storage-option aws_region=us-east-1")
+        out[key] = value
+    return out
+
+
 def cmd_build(args) -> int:
     from .index.build import build_index
 
@@ -287,10 +233,10 @@ def cmd_pairs(args) -> int:
     from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
     if args.output:
-        sink_kind(args.output)
+        check_output(args.output)
     batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
                     storage_options=storage_options(args.storage_option))
-    total = stream_pairs(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
+    total = stream_rows(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} pairs at threshold {args.threshold:g}{where}")
     return 0
@@ -300,12 +246,12 @@ def cmd_join(args) -> int:
     from .index.join import JOIN_SCHEMA, join
 
     if args.output:
-        sink_kind(args.output)
+        check_output(args.output)
     batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact,
                    right_column=args.right_column,
                    left_storage_options=storage_options(args.left_storage_option),
                    right_storage_options=storage_options(args.right_storage_option))
-    total = stream_pairs(batches, JOIN_SCHEMA, args)
+    total = stream_rows(batches, JOIN_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} (left, right) pairs at threshold {args.threshold:g}{where}")
     return 0
@@ -316,15 +262,10 @@ def cmd_clusters(args) -> int:
 
     from .index.clusters import clusters
 
-    table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
     if args.output:
-        sink = open_sink(args.output, table.schema)
-        try:
-            sink.write_table(table)
-        finally:
-            sink.close()
-    else:
-        show_head(table, args.limit)
+        check_output(args.output)
+    table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
+    stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
     print(f"{n:,} clusters holding {table.num_rows:,} rows at threshold {args.threshold:g}{where}")

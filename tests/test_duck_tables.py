@@ -126,8 +126,7 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
     schemas = [record_schema(c) for c in (results.BuildResult, results.OptimizeResult, results.PrewarmResult,
                                           results.IndexSegment)]
     schemas += [getattr(m, n) for m in (results, report_tables) for n in m.__all__ if n.endswith("_SCHEMA")]
-    schemas.append(pa.schema([results.SEARCH_IDS_EXACT_SCHEMA.field(n)
-                              for n in ("_rowid", "_distance", "_jaccard")]))  # per query
+    schemas.append(pa.schema([results.SEARCH_IDS_EXACT_SCHEMA.field(n) for n in ("_rowid", "_distance", "_jaccard")]))
     derived = set()
     for schema in schemas:
         t = pa.list_(pa.struct(list(schema)))
@@ -136,9 +135,8 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
     for t in (udfs.SIGNATURE_TYPE, udfs.BAND_KEYS_TYPE, pa.float64()):
         assert _parsed(duck_type(t)) == _duckdb_type_of(t)
         derived.add(duck_type(t))
-    for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + join.JOIN_UDFS + report.REPORT_UDFS
-                 + udfs.UDFS):
-        if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan",
-                             "_lms_join_plan"):  # carriers, SQL text
+    for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS
+                 + join.JOIN_UDFS):
+        if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan", "_lms_join_plan"):
             assert spec.return_type in derived, spec.name
     assert [f.name for f in dataclasses.fields(BuildResult)] == record_schema(BuildResult).names

@@ -1,4 +1,5 @@
-"""Ranged reads of ``bands.lance``'s fixed-width columns, chunk by chunk.
+"""Rows of the index files read by position: ``bands.lance``'s fixed-width columns chunk
+by chunk, ``signatures.lance``'s signatures as plain byte ranges (docs/index-format.md).
 
 On an object store every read is a request. pylance's ``LanceFileReader.take_rows``
 fetches each page's chunk table again on every call before the chunks it needs; this
