@@ -3,8 +3,9 @@
 A fresh install has an empty cache, so each kernel compiles on its first call (seconds
 each). :func:`warmup` runs every public operation once on a small synthetic corpus in a
 temporary folder — the corpus generator, the SQL scalar functions, a build in memory and
-one that spills, search (single, filtered, and a batch large enough for the parallel
-drivers), optimize, prewarm, pairs, clusters, dedup and the report — so every kernel
+one that spills, search (single, filtered, by threshold with exact scores, and a batch
+large enough for the parallel drivers), the join of two datasets, optimize, prewarm,
+pairs, clusters, dedup and the report — so every kernel
 compiles with exactly the argument types real calls use. A container image or a CI cache
 that runs ``lance-minhash warmup`` (or ``lms.warmup()``) once then starts every later
 process with nothing to compile. The cache goes where numba puts it: beside the package
@@ -55,7 +56,7 @@ def cache_dir() -> str:
     from .kernels import minhash
 
     try:
-        return os.path.dirname(minhash.sign_rows_serial._cache._cache_path)
+        return minhash.sign_rows_serial._cache._cache_path
     except AttributeError:
         return os.path.join(os.path.dirname(minhash.__file__), "__pycache__")
 
@@ -84,6 +85,14 @@ def _run_all(tmp: str) -> None:
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[1]]).fetchall()
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, filter := 'id > 10')", params=[texts[2]]).fetchall()
     con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, 5)", params=[texts[3]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, k := NULL, threshold := 0.5, exact := true)",
+            params=[texts[5]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, exact := true)", params=[texts[6]]).fetchall()
+    left = os.path.join(tmp, "left.lance")
+    write_corpus(left, 1000, start=_ROWS // 2)  # half of it overlaps the corpus
+    ql = "'" + left.replace("'", "''") + "'"
+    con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text', exact := true)").fetchall()
     search_ids(uri, "text", pa.array(texts, pa.large_string()), 3)  # the parallel drivers
     write_corpus(uri, 500, mode="append", with_truth=True, start=_ROWS)
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[4]]).fetchall()  # unindexed rows

@@ -37,6 +37,11 @@ con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text', exact := true)").fetch
 con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text')").fetchall()
 con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text')").fetchall()
 lms.search_ids(uri, "text", ["one two three", "four five six"], 3)
+con.sql(f"SELECT count(*) FROM minhash_search_ids({q}, 'text', 'one two three four', k := NULL, threshold := 0.3, "
+        "exact := true)").fetchall()
+left = os.path.join(sys.argv[1], "left.lance")
+write_corpus(left, 700, start=4000)
+con.sql(f"SELECT count(*) FROM minhash_join('{left}', {q}, 'text', exact := true)").fetchall()
 write_corpus(uri, 300, mode="append", start=9000)
 con.sql(f"SELECT * FROM minhash_optimize({q}, 'text')").fetchall()
 lms.dedup(uri, "text", keep="longest")

@@ -16,7 +16,7 @@ from numba import njit
 
 from .config import JIT
 
-__all__ = ["sort_values", "order_by", "order_by_pair"]
+__all__ = ["sort_values", "order_by_pair"]
 
 _RUN = 16
 
@@ -99,10 +99,3 @@ def order_by_pair(idx, primary, secondary):
         src, dst = dst, src
         width *= 2
     return src
-
-
-@njit(**JIT)
-def order_by(keys):
-    """Positions ``0..n-1`` ordered by ``keys`` (a stable argsort)."""
-    idx = np.arange(keys.size)
-    return order_by_pair(idx, keys, idx)

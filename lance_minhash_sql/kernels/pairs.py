@@ -49,7 +49,7 @@ from numba import njit
 
 from . import lance_format
 from .config import JIT
-from .order import order_by
+from .order import order_by_pair
 from .similarity import sorted_jaccard
 from .xxh64 import xxh64_u16_run
 
@@ -382,7 +382,9 @@ def order_buckets(docs, slot, rowids, starts, ends):
         v = np.empty(e - s, dtype=rowids.dtype)
         for i in range(e - s):
             v[i] = rowids[_row(slot, seg[i])]
-        order = order_by(v)
+        # by row id alone (a zero primary key): the (int64, int32, uint64) specialization the
+        # search's top-k selection compiles too
+        order = order_by_pair(np.arange(e - s), np.zeros(e - s, dtype=np.int32), v)
         for i in range(e - s):
             docs[s + i] = seg[order[i]]
     return moved
