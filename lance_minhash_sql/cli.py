@@ -271,14 +271,14 @@ def _show(table, limit: int) -> None:
 def cmd_pairs(args) -> int:
     import pyarrow as pa
 
-    from .index.build import _bar
+    from .index.progress import progress_bar
     from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
     batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
                     storage_options=storage_options(args.storage_option))
     schema = PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA
     sink = _sink(args.output, schema) if args.output else None
-    bar = _bar(not args.quiet, None, "pairs", unit="pairs")
+    bar = progress_bar(not args.quiet, None, "pairs", unit="pairs")
     head, total = [], 0
     try:
         for b in batches:
@@ -390,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shingle-size", type=int, default=3)
     p.add_argument("--threshold", type=float, default=None, help="choose num_bands for this similarity")
     p.add_argument("--tokenizer", default=None, help='JSON tokenizer options, e.g. \'{"base_tokenizer": "whitespace"}\'')
-    p.add_argument("--memory-limit", type=int, default=None, help="sort budget in bytes (default 2 GiB)")
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 2 GiB)")
     p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     storage_flag(p)

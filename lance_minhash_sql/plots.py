@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 from .errors import InvalidParameterError, MissingDependencyError
+from .params import scurve
 
 __all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "save_plots"]
 
@@ -65,7 +66,7 @@ def _scurve(rep, path: str) -> None:
     fig, ax = _figure()
     b, r = rep.params.num_bands, rep.params.rows_per_band
     s = np.linspace(0.0, 1.0, 501)
-    curve = 1.0 - (1.0 - s ** r) ** b
+    curve = scurve(s, b, r)
     t = rep.threshold
     ax.fill_between(s, 0, curve, where=s <= t, color="tab:red", alpha=0.12,
                     label=f"false-positive area {rep.metric('false_positive_area'):.3f}")

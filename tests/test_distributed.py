@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 import lance
 import numpy as np
@@ -30,13 +35,47 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FRAGMENT_ROWS = 750  # 3000 rows: 4 fragments
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="module", autouse=True)
-def local_ray():
+def local_ray(tmp_path_factory):
+    """A local Ray cluster of 2 CPUs in its own process group, started by ``ray start`` and
+    joined with ``ray.init(address=...)``. (``ray.init()`` alone would start it from this
+    process, whose fork before exec runs lance's at-fork hook: lance is not fork-safe.)"""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    yield
-    ray.shutdown()
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    log = open(tmp_path_factory.mktemp("ray") / "head.log", "w")
+    head = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "ray"), "start", "--head", "--block",
+                             f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
+                             f"--temp-dir={temp}"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    try:
+        deadline = time.monotonic() + 180  # only guards against a head that never comes up
+        while True:
+            try:
+                ray.init(address=f"127.0.0.1:{port}", log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path}})
+                break
+            except ConnectionError:
+                if head.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        yield
+    finally:
+        ray.shutdown()
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def write(uri, table=None, **kw):

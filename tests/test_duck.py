@@ -81,11 +81,23 @@ def test_install_on_the_default_connection():
     assert duckdb.sql("SELECT minhash_similarity([1, 2, 3, 4], [1, 2, 3, 5])").fetchall() == [(0.75,)]
 
 
-def test_install_twice_is_idempotent_and_cheap(record_property):
+def catalogue(con) -> list[tuple]:
+    """Every function and macro of the package on ``con``, one row per overload."""
+    return sorted(con.execute(
+        "SELECT function_name, function_type, parameters::VARCHAR FROM duckdb_functions() "
+        "WHERE function_name LIKE 'minhash\\_%' ESCAPE '\\' OR function_name LIKE '\\_lms\\_%' ESCAPE '\\'"
+    ).fetchall())
+
+
+def test_install_twice_is_idempotent(record_property):
+    """Installing again adds no overload and no duplicate UDF, and the functions still answer
+    (the timings are printed as figures, not asserted)."""
     con = duckdb.connect()
     t0 = time.perf_counter()
     lms.install(con)
     first = time.perf_counter() - t0
+    once = catalogue(con)
+    assert {name for name, _, _ in once} >= {s.name for s in ALL_UDFS} | {"minhash_signature", "minhash_search"}
     t0 = time.perf_counter()
     for _ in range(20):
         lms.install(con)
@@ -94,6 +106,7 @@ def test_install_twice_is_idempotent_and_cheap(record_property):
     record_property("install_repeated_ms", round(repeated * 1e3, 2))
     print(f"install: first {first * 1e3:.1f} ms, repeated {repeated * 1e3:.1f} ms")
     assert sorted(udf_names(con)) == sorted(s.name for s in ALL_UDFS)  # no duplicates
+    assert catalogue(con) == once
     assert con.execute(KNOWN).fetchall() == [(KNOWN_SIG,)]
 
 
@@ -208,12 +221,37 @@ def test_import_is_cheap_and_numba_loads_on_first_use():
     assert out[-2] == "0.1.0" or out[-2] == "0+unknown"
 
 
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lance-minhash-sql")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def test_public_api():
     assert {"install", "connect", "__version__", "LanceMinHashError", "InvalidParameterError",
             "InvalidInputError"} <= set(lms.__all__)
-    for name in lms.__all__:
-        assert getattr(lms, name) is not None
-    assert issubclass(lms.InvalidInputError, lms.LanceMinHashError)
+    import lance_minhash_sql.errors as errors
+    from lance_minhash_sql.duck.install import connect, install
+    from lance_minhash_sql.index.dedup import dedup
+    from lance_minhash_sql.index.search import search
+
+    # each public name is the object its module defines (lazy names resolve to the real ones)
+    assert lms.install is install and lms.connect is connect and lms.dedup is dedup and lms.search is search
+    for name in errors.__all__:
+        if name in lms.__all__:
+            assert getattr(lms, name) is getattr(errors, name)
+    assert lms.__version__ == _installed_version()
+    # one base class catches every public error, whichever public function raises it
+    public_errors = [getattr(lms, n) for n in lms.__all__ if n.endswith("Error")]
+    assert len(public_errors) == 10
+    assert all(issubclass(e, lms.LanceMinHashError) for e in public_errors)
+    with pytest.raises(lms.LanceMinHashError, match="no_such.lance"):
+        lms.search("/no_such.lance", "text", "a b c")
+    with pytest.raises(lms.LanceMinHashError, match="no_such.lance"):
+        lms.build_index("/no_such.lance", "text")
     with pytest.raises(AttributeError):
         lms.no_such_name
 

@@ -295,9 +295,14 @@ def test_optimize_and_prewarm_on_s3(s3, con, table):
     action, added = con.execute(f"SELECT action, rows_added FROM minhash_optimize({lit(uri)}, 'text', {so})").fetchone()
     assert action != "none" and added == 200
     assert con.execute(f"SELECT sum(\"rows\") FROM minhash_indexes({lit(uri)}, {so})").fetchone() == (600,)
-    complete, loaded = con.execute(f"SELECT complete, bytes_loaded FROM minhash_prewarm({lit(uri)}, 'text', "
-                               f"{so})").fetchone()
-    assert complete and loaded >= 0
+    from lance_minhash_sql.index.opened import clear_cache
+
+    clear_cache()  # what the calls above cached: prewarm then loads every segment from the store
+    complete, loaded, sigs, total, segments = con.execute(
+        f"SELECT complete, bytes_loaded, signatures_loaded, signatures_total, segments "
+        f"FROM minhash_prewarm({lit(uri)}, 'text', {so})").fetchone()
+    assert complete and sigs == total == 600 and segments >= 1
+    assert loaded >= 600 * (8 + 2 * 128)  # at least each row's id and 128 u16 hashes
 
 
 def test_options_from_a_duckdb_secret(s3, remote, table, monkeypatch):

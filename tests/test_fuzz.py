@@ -4,7 +4,6 @@ silently wrong result."""
 
 from __future__ import annotations
 
-import math
 import os
 
 import duckdb
@@ -16,6 +15,7 @@ import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
 import naive
@@ -36,7 +36,7 @@ def lit(s: str) -> str:
 
 
 def reference_signature(text: str, params: MinHashParams) -> list[int] | None:
-    """Lance's tokens (``lance.tokenize``), ``xxhash`` and numpy: the contract's formula,
+    """Lance's tokens (``lance.tokenize``), ``xxhash`` and numpy: the formula of docs/signatures.md,
     vectorised so that texts of millions of tokens stay checkable."""
     tokens = naive.lance_tokens(text, params.tokenizer)
     shingles = naive.shingles(tokens, params.shingle_size)
@@ -133,22 +133,64 @@ def test_wild_parameters_are_valid_or_refused_clearly(num_hashes, num_bands, shi
 _SQL_VALUES = st.sampled_from(["NULL", "0", "-1", "1", "3", "4097", "1e300", "'nan'::DOUBLE", "2.5", "'abc'",
                                "true", "[1, 2]", "{'a': 1}", "'{\"base_tokenizer\": 7}'", "''",
                                "9223372036854775807"])
+# DuckDB refuses these before any of the package's code runs: a string that is not a number
+# cast to the macro's numeric parameter (Conversion Error), a type no overload takes (Binder Error)
+_NOT_A_NUMBER = {"'abc'": "Conversion Error", "'{\"base_tokenizer\": 7}'": "Conversion Error",
+                 "''": "Conversion Error", "true": "Binder Error", "[1, 2]": "Binder Error",
+                 "{'a': 1}": "Binder Error"}
+
+
+def _expected_integer(name: str, literal: str, lo: int, hi: int | None):
+    """``("ok", value)`` for a valid SQL literal of an integer parameter, else the error
+    expected: ``("duckdb", kind)`` or ``("package", text the message must hold)``."""
+    if literal in _NOT_A_NUMBER:
+        return "duckdb", _NOT_A_NUMBER[literal]
+    if literal == "NULL":
+        return "package", f"{name} is NULL"
+    value = float("nan") if literal == "'nan'::DOUBLE" else float(literal) if "." in literal or "e" in literal \
+        else int(literal)
+    if value != value or value != int(value):
+        shown = "nan" if value != value else literal
+        return "package", f"{name}={shown} must be an integer"
+    if value < lo or (hi is not None and value > hi):
+        return "package", f"{name}="
+    return "ok", int(value)
+
+
+def _expected_tokenizer(literal: str):
+    """NULL or an empty string: the default tokenizer; anything else here is not a valid
+    tokenizer object (a number, a list, unknown options, a non-string base_tokenizer)."""
+    if literal in ("NULL", "''"):
+        return "ok", None
+    return "package", "tokenizer" if literal != "'{\"base_tokenizer\": 7}'" else "base_tokenizer=7"
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(num_hashes=_SQL_VALUES, shingle_size=_SQL_VALUES, tokenizer=_SQL_VALUES)
-def test_wild_sql_arguments_give_an_answer_or_a_package_error(sql_con, num_hashes, shingle_size, tokenizer):
-    sql = (f"SELECT minhash_signature('the quick brown fox jumps', num_hashes := {num_hashes}, "
+def test_wild_sql_arguments_give_the_reference_answer_or_the_expected_error(sql_con, num_hashes, shingle_size,
+                                                                            tokenizer):
+    """Each argument's outcome follows from the parameter rules written out here (num_hashes
+    an integer in 1..4096, shingle_size an integer >= 1, tokenizer a JSON object or NULL):
+    all valid gives the reference signature; otherwise the error is one of those the
+    invalid arguments call for."""
+    text = "the quick brown fox jumps"
+    expected = [_expected_integer("num_hashes", num_hashes, 1, 4096),
+                _expected_integer("shingle_size", shingle_size, 1, None), _expected_tokenizer(tokenizer)]
+    sql = (f"SELECT minhash_signature({lit(text)}, num_hashes := {num_hashes}, "
            f"shingle_size := {shingle_size}, tokenizer := {tokenizer})")
     try:
         (value,) = sql_con.execute(sql).fetchone()
     except duckdb.Error as exc:
-        text = str(exc)
-        # DuckDB's own binder refuses some types before our code runs; everything else is ours
-        assert any(n in text for n in PACKAGE_ERRORS) or "Binder Error" in text or "Conversion Error" in text, text
+        message = str(exc)
+        wanted = [e for e in expected if e[0] != "ok"]
+        assert wanted, (sql, message)  # every argument valid, yet an error
+        assert any((kind == "duckdb" and message.startswith(what)) or
+                   (kind == "package" and any(n in message for n in PACKAGE_ERRORS) and what in message)
+                   for kind, what in wanted), (sql, message, wanted)
         return
-    if value is not None:
-        assert isinstance(value, list) and all(0 <= v < 65536 for v in value)
+    assert all(e[0] == "ok" for e in expected), (sql, value, expected)
+    params = MinHashParams(num_hashes=expected[0][1], num_bands=1, shingle_size=expected[1][1])
+    assert value == reference_signature(text, params)
 
 
 @pytest.fixture(scope="module")
@@ -207,17 +249,21 @@ def test_bad_search_arguments(sql_con, indexed, args, fragment):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.text(alphabet=_ANY_CHAR | _CONTROL, max_size=40) | st.none(), min_size=1, max_size=6))
 def test_fuzzed_query_batches_equal_one_by_one(indexed, queries):
-    """A batch with NULLs is refused clearly; otherwise it answers as its queries one by one."""
+    """A batch with NULLs is refused clearly; otherwise each of its queries, and each query
+    alone, answers as Lance's own MinHashQuery does on the same index."""
     if any(q is None for q in queries):
         with pytest.raises(LanceMinHashError, match="NULL"):
             search_ids(indexed, "text", queries, 3)
         return
+    ds = lance.dataset(indexed)
     batch = search_ids(indexed, "text", queries, 3)
     for i, q in enumerate(queries):
+        ref = ds.to_table(nearest=MinHashQuery(q, "text"), limit=3, with_row_id=True, columns=["_distance"])
         one = search(indexed, "text", q, 3, columns=[])
         mine = batch.filter(pc.equal(batch.column("query_index"), i))
-        assert mine.column("_rowid").to_pylist() == one.column("_rowid").to_pylist()
-        assert all(0.0 <= d <= 1.0 and not math.isnan(d) for d in one.column("_distance").to_pylist())
+        for got in (one, mine):
+            assert got.column("_rowid").to_pylist() == ref.column("_rowid").to_pylist(), q
+            assert got.column("_distance").to_pylist() == ref.column("_distance").to_pylist(), q
 
 
 def test_nothing_written_by_failed_calls(sql_con, indexed):

@@ -142,11 +142,35 @@ def test_threshold_chooses_bands():
     assert (p.num_bands, p.rows_per_band) == recall_bands(0.9, 128)
     with pytest.raises(InvalidParameterError, match="pass one of them"):
         MinHashParams.create(num_bands=16, threshold=0.8)
-    for bad in (0, 1, 1.2, -0.1, math.nan):
+    for bad in (0, 1.2, -0.1, math.nan):
         with pytest.raises(InvalidParameterError):
             optimal_bands(bad)
         with pytest.raises(InvalidParameterError):
             recall_bands(bad)
+
+
+@pytest.mark.parametrize("k", [1, 64, 128, 4096])
+def test_threshold_one_asks_for_identical_signatures(k):
+    """At threshold 1 only identical signatures count; one band of all k rows makes every
+    such pair a candidate (P(1) = 1) and no other pair shares a band more often."""
+    assert recall_bands(1, k) == (1, k) == optimal_bands(1.0, k)
+    p = MinHashParams.create(num_hashes=k, threshold=1)
+    assert (p.num_bands, p.rows_per_band) == (1, k) and lsh_probability(1.0, 1, k) == 1.0
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.1, 1.5, math.nan, math.inf, True, "0.8", None])
+def test_one_threshold_rule_and_message_everywhere(bad):
+    from lance_minhash_sql.checks import THRESHOLD_RULE, check_threshold
+
+    calls = [lambda: check_threshold(bad), lambda: recall_bands(bad), lambda: optimal_bands(bad)]
+    if bad is not None:  # None: no threshold, num_bands chooses
+        calls.append(lambda: MinHashParams.create(threshold=bad))
+    for call in calls:
+        with pytest.raises(InvalidParameterError) as exc:
+            call()
+        msg = str(exc.value)
+        assert THRESHOLD_RULE in msg and "e.g. 0.8" in msg, msg
+        assert ("threshold is NULL" if bad is None else f"threshold={bad!r}") in msg, msg
 
 
 def test_docstring_examples():
@@ -163,3 +187,12 @@ def test_recall_bands_are_the_fewest_reaching_the_probability(k, threshold):
         assert b == reaching[0] and lsh_probability(threshold, b, r) >= 0.9
     else:  # none reaches it: the most bands
         assert b == max(d for d in range(1, min(k, 256) + 1) if k % d == 0)
+
+
+def test_docstring_examples_of_the_shared_rules():
+    from lance_minhash_sql import checks, sizes
+    from lance_minhash_sql.kernels import lance_format
+
+    for module in (checks, sizes, lance_format):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

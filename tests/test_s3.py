@@ -25,7 +25,7 @@ def test_build_writes_segment_files_to_the_store(s3):
     assert set(sizes) == {f"corpus.lance/_indices/{seg}/{f}" for f in ("bands.lance", "signatures.lance")}
     assert res.bytes == sum(sizes.values())  # the writers' reported sizes are the stored sizes
     ds = lance.dataset(uri, storage_options=opts)
-    assert [i["uuid"] for i in ds.list_indices()] == [seg]
+    assert [str(s.uuid) for d in ds.describe_indices() for s in d.segments] == [seg]
 
 
 def test_unsupported_scheme_is_refused_without_the_secret(s3):

@@ -61,7 +61,8 @@ def test_written_files_equal_native(native, tmp_path):
 
 
 def test_native_segment_opens(native):
-    s = open_segment(os.path.dirname(native.dataset.uri + "/_indices/") + "/" + native.dataset.list_indices()[0]["uuid"])
+    uuid = str(native.dataset.describe_indices()[0].segments[0].uuid)
+    s = open_segment(os.path.join(native.dataset.uri, "_indices", uuid))
     assert s.num_docs == len(TEXTS) and (s.page_table == native.page_table).all()
 
 
@@ -136,7 +137,7 @@ def rewrite_bands(src_seg, dst_seg, metadata, page_table=True):
     ({"no_page_table": True}, CorruptIndexError, "page table"),
 ])
 def test_bad_metadata_detected(native, tmp_path, change, error, fragment):
-    src = os.path.join(native.dataset.uri, "_indices", native.dataset.list_indices()[0]["uuid"])
+    src = os.path.join(native.dataset.uri, "_indices", str(native.dataset.describe_indices()[0].segments[0].uuid))
     meta = dict(native.bands_metadata)
     if "drop" in change:
         meta.pop(change["drop"])
@@ -149,7 +150,7 @@ def test_bad_metadata_detected(native, tmp_path, change, error, fragment):
 
 
 def test_truncated_file_detected(native, tmp_path):
-    src = os.path.join(native.dataset.uri, "_indices", native.dataset.list_indices()[0]["uuid"])
+    src = os.path.join(native.dataset.uri, "_indices", str(native.dataset.describe_indices()[0].segments[0].uuid))
     dst = tmp_path / "trunc"
     dst.mkdir()
     os.link(os.path.join(src, "signatures.lance"), dst / "signatures.lance")

@@ -1,4 +1,5 @@
-"""Signatures and band keys against the contract's vectors, a slow reference and Lance itself."""
+"""Signatures and band keys against the known-answer vectors of docs/signatures.md, a slow
+reference and Lance itself."""
 
 from __future__ import annotations
 

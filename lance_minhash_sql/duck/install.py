@@ -62,7 +62,7 @@ def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
         for spec in ALL_UDFS:
             try:
                 cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
-                                    type="arrow" if getattr(spec, "arrow", True) else "native",
+                                    type="arrow" if spec.arrow else "native",
                                     null_handling="special", side_effects=spec.side_effects)
             except (duckdb.CatalogException, duckdb.NotImplementedException) as exc:
                 if "already" not in str(exc):

@@ -14,7 +14,7 @@ writes an **uncommitted** segment through the build's own pipeline
 returns its :class:`~..io.manifest.NewSegment`. The driver checks the returned segments
 (identical parameters, fragment sets exactly the groups) and registers all of them as
 the segments of one index in **one** ``CreateIndex`` commit on top of the version read,
-removing the column's old MinHash segments when ``replace`` (contract §4). With
+removing the column's old MinHash segments when ``replace`` (``docs/index-format.md``). With
 ``merge=True`` a second commit then merges them into one segment from their stored
 signatures (:func:`.optimize.optimize` with ``merge="all"``; no text is read again);
 with contiguous ascending groups, the merged segment's files equal a single-process
@@ -66,15 +66,17 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_bool, check_int
 from ..errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from ..io import manifest, store
 from ..io.scan import open_dataset, options_for
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
-from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
+from .build import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
                     sign_fragments)
 from .clusters import components, shard_links
 from .optimize import optimize
-from .pairs import MAX_SHARDS, _check_count, _check_flag, pair_shards, plan_shards, shard_pairs
+from .pairs import shard_pairs
+from .shards import MAX_SHARDS, pair_shards, plan_shards
 from .spill import plan_sort
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
@@ -257,7 +259,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     without Ray; the dataset is then unchanged.
     """
     t0 = time.perf_counter()
-    merge = _check_bool("merge", merge)
+    merge = check_bool("merge", merge)
     storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, _ = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
@@ -362,7 +364,7 @@ def _links_task(uri, version, column, threshold, num_shards, storage_options, in
 
 
 def _check_optional(name: str, value: Any, example: str) -> int | None:
-    return None if value is None else _check_count(name, value, MAX_SHARDS, example)
+    return None if value is None else check_int(name, value, f"e.g. {example}", 1, MAX_SHARDS)
 
 
 @dataclass(frozen=True)
@@ -402,7 +404,7 @@ def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bo
     At most ``max_in_flight`` tasks (default: twice the cluster's CPUs) are submitted
     ahead of the consumer. Arguments are checked and the index opened when called.
     Raises :class:`DistributedTaskError` naming the shards of a failed task."""
-    exact = _check_flag("exact", exact)
+    exact = check_bool("exact", exact)
     in_flight = _check_optional("max_in_flight", max_in_flight, "8")
     storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)

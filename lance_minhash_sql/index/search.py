@@ -1,4 +1,4 @@
-"""Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (contract §3).
+"""Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (``docs/search.md``).
 
 >>> import lance_minhash_sql.index.search as s  # doctest: +SKIP
 >>> s.search("corpus.lance", "text", "the quick brown fox", k=5, columns=["id"])  # doctest: +SKIP
@@ -28,28 +28,26 @@ A batch of queries (:func:`search_ids`) runs through every kernel once per segme
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_bool, check_int
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
+from ..io.takes import take_rows
 from ..kernels import lsh as _lsh
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
-from .opened import OpenedIndex, SegmentEntry, open_index
+from .entries import SegmentEntry
+from .opened import OpenedIndex, open_index
+from .results import SEARCH_IDS_SCHEMA
 from .sign import signer_for
 
 __all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "topk"]
 
-SEARCH_IDS_SCHEMA = pa.schema([
-    pa.field("query_index", pa.int64(), nullable=False),
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("_distance", pa.float32(), nullable=False),
-])
 _SPECIAL = ("_rowid", "_distance")
 _MAX_K = 1 << 40  # more rows than any dataset has: keeps k inside int64 in the kernels
 
@@ -58,19 +56,7 @@ _MAX_K = 1 << 40  # more rows than any dataset has: keeps k inside int64 in the 
 
 
 def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        if isinstance(k, float) and k.is_integer() and k >= 1:
-            return int(k)
-        raise InvalidParameterError(f"k={k!r} must be a positive integer (rows to return per query); e.g. 10")
-    if k < 1:
-        raise InvalidParameterError(f"k={k} must be a positive integer (rows to return per query); e.g. 10")
-    return min(int(k), _MAX_K)
-
-
-def _check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return bool(value)
+    return min(check_int("k", k, "e.g. 10 (rows to return per query)", lo=1), _MAX_K)
 
 
 def _check_filter(expr: Any) -> str | None:
@@ -319,7 +305,7 @@ def search_ids(dataset, column: str, queries, k: int = 10, *, fast_search: bool 
     ``_distance`` (float32), ordered by ``query_index`` then ``(_distance, _rowid)``.
     """
     limit = _check_k(k)
-    fast = _check_flag("fast_search", fast_search)
+    fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
@@ -339,7 +325,7 @@ def search(dataset, column: str, query: str, k: int = 10, *, fast_search: bool =
     ``prefilter=True``); ``fast_search=True`` skips fragments no index segment covers.
     """
     limit = _check_k(k)
-    fast = _check_flag("fast_search", fast_search)
+    fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
@@ -347,11 +333,7 @@ def search(dataset, column: str, query: str, k: int = 10, *, fast_search: bool =
     _, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
     ids = pa.array(rid, pa.uint64())
     if cols:
-        user = opened.ds._take_rows(ids, cols)
-        if user.num_rows != len(ids):  # a row deleted between the check and the take
-            raise DatasetError(
-                f"dataset {opened.uri!r} changed during the search ({len(ids)} hits, {user.num_rows} "
-                "rows fetched); run the search again")
+        user = take_rows(opened.ds, ids, cols, "the search", opened.uri)  # a row deleted since the check: error
         arrays = [user.column(c) for c in cols]
         fields = [opened.ds.schema.field(c) for c in cols]
     else:

@@ -1,4 +1,4 @@
-"""MinHash LSH index segments in the dataset manifest (contract §2.6, §4).
+"""MinHash LSH index segments in the dataset manifest (``docs/index-format.md``).
 
 A segment is registered as a ``lance.dataset.Index`` whose ``index_details`` is
 ``(TYPE_URL, details protobuf)``; its ``fragment_ids`` bitmap is authoritative (Lance does

@@ -11,9 +11,31 @@ import pyarrow as pa
 from ..errors import DatasetError
 from .store import check_uri, is_remote, redact, redact_uri
 
-__all__ = ["open_dataset", "text_field", "scan_text", "read_rows"]
+__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "text_field", "scan_text", "read_rows"]
 
 DEFAULT_BATCH_ROWS = 65_536
+
+
+def is_dataset(obj) -> bool:
+    """True for an opened ``LanceDataset`` (or an object that reads like one)."""
+    return isinstance(obj, lance.LanceDataset) or (hasattr(obj, "_take_rows") and hasattr(obj, "uri"))
+
+
+def fragments_of(ds, fragment_ids) -> tuple[list, tuple]:
+    """The fragments ``fragment_ids`` of ``ds``, and a key naming their data files (it
+    changes when a fragment is rewritten)."""
+    frags = [ds.get_fragment(f) for f in fragment_ids]
+    return frags, tuple((f.fragment_id, tuple(d.path for d in f.data_files())) for f in frags)
+
+
+def latest_of(ds):
+    """``ds`` checked out at its dataset's latest version (``ds`` itself when it is the
+    latest), or None when the version cannot be read (reopen the dataset then)."""
+    try:
+        latest = ds.latest_version
+        return ds if latest == ds.version else ds.checkout_version(latest)
+    except (ValueError, OSError, RuntimeError):
+        return None
 
 
 def options_for(dataset, storage_options: dict | None) -> dict | None:

@@ -2,8 +2,8 @@
 
 A segment's ``bands.lance`` holds ``num_docs * num_bands`` rows ``(band_key, doc_id)``
 sorted by ``(band_key, doc_id)``, cut into pages of ``page_rows`` rows; the page table
-holds the band key of the last row of each page (contract §2.3). For a query band key
-``K`` (contract §3):
+holds the band key of the last row of each page (``docs/index-format.md``). For a query
+band key ``K`` (``docs/search.md``):
 
 * the bucket starts in the first page whose last key is ``>= K`` (``lo``) and ends in the
   first page whose last key is ``> K`` (``hi``; the last page if there is none): pages
@@ -13,8 +13,8 @@ holds the band key of the last row of each page (contract §2.3). For a query ba
 * the candidates of a query are the doc ids of all its buckets, merged, each with the
   number of bands it shares with the query (``matches``);
 * a candidate's distance is ``1 - eq / k`` over the full signature (``eq`` equal
-  positions of ``k``), in float32 exactly as Lance computes it:
-  ``np.float32(1) - np.float32(eq) / np.float32(k)``;
+  positions of ``k``), in float32 exactly as Lance computes it
+  (:func:`.lance_format.similarity`, ``docs/signatures.md``);
 * the result is the first ``limit`` candidates by ``(distance, row id)``.
 
 Pages live in a *pool*: page ``p`` is at pool rows ``[slot[p] * page_rows, ...)``, so a
@@ -37,7 +37,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import lance_format
 from .config import JIT, JIT_PARALLEL, jit_twins
+from .similarity import lance_similarity_jit
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -61,17 +63,17 @@ __all__ = [
 # 30 ms with the cores busy (OpenMP threads wait for descheduled peers). DuckDB hands a
 # UDF at most 2,048 rows and runs its own threads over nogil kernels, so it stays serial.
 PARALLEL_MIN_QUERIES = 4096
-_U56 = np.uint64(56)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 
 @njit(**JIT, inline="always")
 def distance_of(eq, k):
     """Lance's float32 distance for ``eq`` equal positions of ``k``."""
-    return np.float32(1) - np.float32(eq) / np.float32(k)
+    return np.float32(1) - lance_similarity_jit(eq, k)
 
 
 @njit(**JIT)
-def _lower_bound(a, lo, hi, x):
+def lower_bound(a, lo, hi, x):
     """First index ``i`` in ``[lo, hi)`` with ``a[i] >= x`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -102,7 +104,7 @@ def _pages_one(page_table, keys, lo, hi):
     npages = page_table.size
     for j in range(keys.size):
         key = keys[j]
-        a = _lower_bound(page_table, 0, npages, key)
+        a = lower_bound(page_table, 0, npages, key)
         lo[j] = a
         if a == npages:
             hi[j] = npages - 1
@@ -161,7 +163,7 @@ def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, en
         # first row >= key: inside page a
         base = np.int64(page_slot[a]) * page_rows
         rows = min(page_rows, num_rows - a * page_rows)
-        i = _lower_bound(pool_keys, base, base + rows, key)
+        i = lower_bound(pool_keys, base, base + rows, key)
         if i == base + rows or pool_keys[i] != key:
             continue
         s = a * page_rows + (i - base)
@@ -257,10 +259,10 @@ def window_rows(qkeys, ws, we, rows, win_keys, page_rows, num_rows):
             s = ws[q, j]
             if s < 0:
                 continue
-            off = _lower_bound(rows, 0, rows.size, s)
+            off = lower_bound(rows, 0, rows.size, s)
             stop = off + (we[q, j] - s)
             key = qkeys[q, j]
-            i = _lower_bound(win_keys, off, stop, key)
+            i = lower_bound(win_keys, off, stop, key)
             e = _upper_bound(win_keys, i, stop, key)
             page_start = (s // page_rows) * page_rows
             page_end = min(page_start + page_rows, num_rows)
@@ -566,7 +568,7 @@ def sort_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def page_table_of(sorted_keys: np.ndarray, page_rows: int) -> np.ndarray:
     """The page table of sorted band keys: the key of the last row of each page."""
     n = sorted_keys.size
-    if n == 0:
-        return np.empty(0, dtype=np.uint64)
-    ends = np.minimum(np.arange(1, -(-n // page_rows) + 1, dtype=np.int64) * page_rows, n) - 1
+    ends = lance_format.page_ends(0, n, page_rows)
+    if n % page_rows:
+        ends = np.append(ends, n - 1)
     return sorted_keys[ends].astype(np.uint64)

@@ -1,6 +1,6 @@
 """MinHash signatures (``signature_version`` 0) and shingle sets over Arrow string buffers.
 
-For shingle hashes ``x = XXH64(shingle, seed=42)`` and per-hash coefficients
+For shingle hashes ``x = XXH64(shingle, seed=42)`` (:data:`.lance_format.SEED`) and per-hash coefficients
 ``a[i], b[i], c[i]``::
 
     m[i]   = min over shingles of (a[i] * x + b[i]) mod 2**64     (unsigned)
@@ -29,11 +29,12 @@ from functools import lru_cache
 import numpy as np
 from numba import njit, prange
 
+from . import lance_format
 from .config import JIT, JIT_PARALLEL
 from .tokenize import new_buffers, tokenize_doc
 from .xxh64 import xxh64
 
-SEED = np.uint64(42)
+SEED = np.uint64(lance_format.SEED)
 _MASK64 = (1 << 64) - 1
 _U48 = np.uint64(48)
 _CHUNK = 512
@@ -50,7 +51,7 @@ def _splitmix64(state: int) -> tuple[int, int]:
 @lru_cache(maxsize=64)
 def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(a, b, c)``, each ``uint64[num_hashes]``, read-only."""
-    state = 42
+    state = lance_format.SEED
     a, b, c = [], [], []
     for _ in range(num_hashes):
         state, x = _splitmix64(state)

@@ -8,7 +8,7 @@ whole words with equal lanes (:func:`padded_hashes`), with ``slot`` mapping a lo
 its pool row (``slot`` empty: the local id is the row), ``rowids u64[P]`` alongside. The
 caller gathers each window of buckets into such a pool in row order (:func:`windows`,
 :func:`gather_rows`), so a bucket's members are contiguous in memory. Band ``j``'s keys
-start with byte ``j`` (contract §2.3), so the band of a bucket is ``key >> 56``.
+start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key >> 56``.
 
 * A **bucket** is a run of equal keys; only runs of two rows or more matter
   (:func:`multi_rows` drops the rest, :func:`bucket_bounds` lists them).
@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import lance_format
 from .config import JIT
 from .similarity import sorted_jaccard
 from .xxh64 import xxh64_u16_run
@@ -66,9 +67,9 @@ __all__ = [
     "pair_jaccard",
 ]
 
-SEED = np.uint64(42)
-_KEY_MASK = np.uint64(0x00FFFFFFFFFFFFFF)
-_U56 = np.uint64(56)
+SEED = np.uint64(lance_format.SEED)
+_KEY_MASK = np.uint64(lance_format.BAND_HASH_MASK)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 # cursor layout (int64): [bucket index, i, jj, reps held (link_chunk)]
 CURSOR_SIZE = 4
@@ -77,9 +78,8 @@ CURSOR_SIZE = 4
 def min_matches(threshold: float, num_hashes: int) -> int:
     """Smallest ``eq`` with ``float64(float32(eq) / float32(k)) >= threshold`` (``k + 1``
     if none): the verification rule in integers."""
-    k = np.float32(num_hashes)
     for eq in range(num_hashes + 1):
-        if float(np.float32(eq) / k) >= threshold:
+        if float(lance_format.similarity(eq, num_hashes)) >= threshold:
             return eq
     return num_hashes + 1
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import lance_format
 from .config import JIT
 
 SIMPLE = 0
 WHITESPACE = 1
 RAW = 2
 NGRAM = 3
-SEPARATOR = np.uint8(0x1F)
+SEPARATOR = np.uint8(lance_format.SHINGLE_SEPARATOR)
 
 
 @njit(**JIT, inline="always")

@@ -31,7 +31,7 @@ CREATE OR REPLACE TEMP MACRO minhash_indexes(dataset, storage_options := NULL) A
 CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, fast_search := false,
                                             "filter" := NULL, storage_options := NULL) AS TABLE
     SELECT * FROM query(_lms_search_plan(dataset, "column", query, k, fast_search, "filter",
-                                         _lms_storage('minhash_search', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))));
+                                         to_json(storage_options)::VARCHAR, getvariable('_lms_connection')));
 
 -- Top-k (_rowid, _distance) of a query; a fixed schema, so it works per row:
 --   SELECT q.id, s.* FROM queries q, LATERAL minhash_search_ids('corpus.lance', 'text', q.text, 5) s
