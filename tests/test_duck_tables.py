@@ -13,7 +13,7 @@ from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.corpus import generate_texts, write_corpus
-from lance_minhash_sql.duck import lifecycle, pairs, report, tables, udfs
+from lance_minhash_sql.duck import join, lifecycle, pairs, report, tables, udfs
 from lance_minhash_sql.duck.results import duck_type
 from lance_minhash_sql.index import report_tables, results
 from lance_minhash_sql.index.results import BuildResult
@@ -126,7 +126,7 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
     schemas = [record_schema(c) for c in (results.BuildResult, results.OptimizeResult, results.PrewarmResult,
                                           results.IndexSegment)]
     schemas += [getattr(m, n) for m in (results, report_tables) for n in m.__all__ if n.endswith("_SCHEMA")]
-    schemas.append(pa.schema([results.SEARCH_IDS_SCHEMA.field(n) for n in ("_rowid", "_distance")]))  # per query
+    schemas.append(pa.schema([results.SEARCH_IDS_EXACT_SCHEMA.field(n) for n in ("_rowid", "_distance", "_jaccard")]))
     derived = set()
     for schema in schemas:
         t = pa.list_(pa.struct(list(schema)))
@@ -135,7 +135,8 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
     for t in (udfs.SIGNATURE_TYPE, udfs.BAND_KEYS_TYPE, pa.float64()):
         assert _parsed(duck_type(t)) == _duckdb_type_of(t)
         derived.add(duck_type(t))
-    for spec in tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS:
-        if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan"):  # carriers, SQL text
+    for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS
+                 + join.JOIN_UDFS):
+        if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan", "_lms_join_plan"):
             assert spec.return_type in derived, spec.name
     assert [f.name for f in dataclasses.fields(BuildResult)] == record_schema(BuildResult).names

@@ -142,11 +142,12 @@ def test_threshold_chooses_bands():
     assert (p.num_bands, p.rows_per_band) == recall_bands(0.9, 128)
     with pytest.raises(InvalidParameterError, match="pass one of them"):
         MinHashParams.create(num_bands=16, threshold=0.8)
-    for bad in (0, 1.2, -0.1, math.nan):
-        with pytest.raises(InvalidParameterError):
+    for bad in (0, 1.2, -0.1, math.nan, True):
+        with pytest.raises(InvalidParameterError, match="0 < threshold <= 1"):
             optimal_bands(bad)
-        with pytest.raises(InvalidParameterError):
+        with pytest.raises(InvalidParameterError, match="0 < threshold <= 1"):
             recall_bands(bad)
+    assert recall_bands(1, 128) == (1, 128)  # identical sets: one band of every hash finds them all
 
 
 @pytest.mark.parametrize("k", [1, 64, 128, 4096])
@@ -196,3 +197,137 @@ def test_docstring_examples_of_the_shared_rules():
     for module in (checks, sizes, lance_format):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+# --------------------------------------------------------------------------- rules, value by value
+# Boundaries, normalised values and the exact messages: each message names the parameter
+# and its value, the rule and the fix.
+
+
+def _message(call) -> str:
+    with pytest.raises(InvalidParameterError) as info:
+        call()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: MinHashParams(num_hashes="x"), "num_hashes='x' must be an integer; use 1..4096, e.g. 128"),
+    (lambda: MinHashParams(num_bands="x"), "num_bands='x' must be an integer; use a divisor of num_hashes, e.g. 16"),
+    (lambda: MinHashParams(shingle_size="x"), "shingle_size='x' must be an integer; use a positive integer, e.g. 3"),
+    (lambda: MinHashParams(num_hashes=2.5), "num_hashes=2.5 must be an integer; use 1..4096, e.g. 128"),
+    (lambda: MinHashParams(num_hashes=True), "num_hashes=True must be an integer; use 1..4096, e.g. 128"),
+    (lambda: lsh_probability(2.0, 16, 8), "similarity=2.0 must be a number in [0, 1]; e.g. 0.8"),
+    (lambda: lsh_probability(True, 16, 8), "similarity=True must be a number in [0, 1]; e.g. 0.8"),
+    (lambda: lsh_probability(0.5, "x", 8), "num_bands='x' must be an integer; use a positive integer"),
+    (lambda: lsh_probability(0.5, 16, "x"), "rows_per_band='x' must be an integer; use a positive integer"),
+    (lambda: recall_bands(2, 128), "threshold=2 is out of range: requires 0 < threshold <= 1 (the MinHash "
+     "similarity a pair must reach; 1: identical signatures); e.g. 0.8"),
+    (lambda: recall_bands(0.0, 128), "threshold=0.0 is out of range: requires 0 < threshold <= 1 (the MinHash "
+     "similarity a pair must reach; 1: identical signatures); e.g. 0.8"),
+    (lambda: recall_bands(0.8, "x"), "num_hashes='x' must be an integer in 1..4096; e.g. 128"),
+    (lambda: recall_bands(0.8, 0), "num_hashes=0 must be an integer in 1..4096; e.g. 128"),
+    (lambda: recall_bands(0.8, 128, probability=1.5), "probability=1.5 must be a number in [0, 1]; e.g. 0.8"),
+    (lambda: optimal_bands(0.8, 128, false_positive_weight=-1),
+     "false_positive_weight=-1 is out of range: requires 0 <= false_positive_weight; e.g. 0.5"),
+    (lambda: optimal_bands(0.8, 128, false_negative_weight=float("inf")),
+     "false_negative_weight=inf is out of range: requires a finite number (0 <= false_negative_weight); "
+     "e.g. 0.5"),
+    (lambda: TokenizerParams(max_token_length="x"),
+     "max_token_length='x' must be an integer; use a positive integer or null for no limit"),
+    (lambda: TokenizerParams(max_token_length=0), "max_token_length=0 must be >= 1 (tokens of >= max_token_length "
+     "bytes are dropped); use a positive integer or null for no limit"),
+    (lambda: TokenizerParams(min_ngram_length="x"), "min_ngram_length='x' must be an integer; use a positive integer"),
+    (lambda: TokenizerParams(max_ngram_length="x"), "max_ngram_length='x' must be an integer; use a positive integer"),
+    (lambda: TokenizerParams(block_size="x"), "block_size='x' must be an integer; use one of (128, 256)"),
+    (lambda: TokenizerParams(block_size=64), "block_size=64 must be one of (128, 256)"),
+    (lambda: TokenizerParams(lower_case=1), "lower_case=1 must be true or false"),
+    (lambda: TokenizerParams(stem=True), "stem=True, remove_stop_words=False: stemming and stop-word removal are not "
+     "supported by lance_minhash_sql (MinHash indexes default to neither); set both to false"),
+    (lambda: TokenizerParams.parse("{nope"), "tokenizer='{nope' is not valid JSON (Expecting property name enclosed "
+     "in double quotes); pass a JSON object such as '{\"base_tokenizer\": \"whitespace\"}'"),
+])
+def test_messages_name_the_value_the_rule_and_the_fix(call, message):
+    assert _message(call) == message
+
+
+def test_bounds_are_inclusive():
+    from lance_minhash_sql.params import MAX_NUM_BANDS, MAX_NUM_HASHES, MAX_SHINGLE_SIZE
+
+    p = MinHashParams(1, 1, 1)
+    assert (p.num_hashes, p.num_bands, p.shingle_size, p.rows_per_band) == (1, 1, 1, 1)
+    assert MinHashParams(MAX_NUM_HASHES, MAX_NUM_BANDS).rows_per_band == MAX_NUM_HASHES // MAX_NUM_BANDS
+    assert MinHashParams(shingle_size=MAX_SHINGLE_SIZE).shingle_size == MAX_SHINGLE_SIZE
+    for bad in (dict(num_hashes=0, num_bands=1), dict(num_hashes=MAX_NUM_HASHES + 1, num_bands=1),
+                dict(num_bands=0), dict(num_hashes=2 * MAX_NUM_BANDS + 2, num_bands=MAX_NUM_BANDS + 1),
+                dict(shingle_size=0), dict(shingle_size=MAX_SHINGLE_SIZE + 1)):
+        with pytest.raises(InvalidParameterError):
+            MinHashParams(**bad)
+    assert "num_hashes=0 is out of range" in _message(lambda: MinHashParams(0, 1))
+    assert f"num_hashes={MAX_NUM_HASHES + 1} is out of range" in _message(lambda: MinHashParams(MAX_NUM_HASHES + 1, 1))
+    assert "num_bands=0 is out of range" in _message(lambda: MinHashParams(num_bands=0))
+    assert "shingle_size=0" in _message(lambda: MinHashParams(shingle_size=0))
+    assert f"shingle_size={MAX_SHINGLE_SIZE + 1}" in _message(lambda: MinHashParams(shingle_size=MAX_SHINGLE_SIZE + 1))
+    t = TokenizerParams(base_tokenizer="ngram", max_token_length=1, min_ngram_length=1, max_ngram_length=1)
+    assert (t.max_token_length, t.min_ngram_length, t.max_ngram_length) == (1, 1, 1)
+    assert "min_ngram_length=0, max_ngram_length=3" in _message(lambda: TokenizerParams(min_ngram_length=0))
+    assert "min_ngram_length=4, max_ngram_length=3" in _message(lambda: TokenizerParams(min_ngram_length=4))
+    assert TokenizerParams(block_size=128).block_size == 128
+
+
+def test_integral_values_are_stored_as_int():
+    import numpy as np
+
+    p = MinHashParams(np.int64(64), 8.0, np.uint8(2))
+    assert (p.num_hashes, p.num_bands, p.shingle_size) == (64, 8, 2)
+    assert all(type(v) is int for v in (p.num_hashes, p.num_bands, p.shingle_size))
+    t = TokenizerParams(base_tokenizer="ngram", max_token_length=np.int32(7), min_ngram_length=2.0,
+                        max_ngram_length=np.int16(3), block_size=256.0)
+    assert (t.max_token_length, t.min_ngram_length, t.max_ngram_length, t.block_size) == (7, 2, 3, 256)
+    assert all(type(v) is int for v in (t.max_token_length, t.min_ngram_length, t.max_ngram_length, t.block_size))
+    assert MinHashParams(tokenizer={"base_tokenizer": "whitespace"}).tokenizer == \
+        TokenizerParams(base_tokenizer="whitespace")
+    assert MinHashParams(tokenizer='{"lower_case": false}').tokenizer == TokenizerParams(lower_case=False)
+
+
+@pytest.mark.parametrize("k, b, near", [(128, 7, [4, 8]), (9, 2, [1, 3]), (6, 4, [3, 6]), (12, 5, [4, 6])])
+def test_a_band_count_that_does_not_divide_suggests_the_nearest_divisors(k, b, near):
+    assert _message(lambda: MinHashParams(k, b)).endswith(f"use e.g. num_bands in {near}")
+
+
+@pytest.mark.parametrize("name", ["lindera/ipadic", "jieba/default", "code", "icu"])
+def test_lance_only_tokenizers_are_refused_by_name(name):
+    assert _message(lambda: TokenizerParams(base_tokenizer=name)).startswith(
+        f"base_tokenizer={name!r} is not supported by lance_minhash_sql")
+
+
+def test_create_fills_defaults_and_chooses_bands_for_a_threshold():
+    assert MinHashParams.create(None, None, None) == MinHashParams()
+    assert MinHashParams.create(64) == MinHashParams(64, 16)
+    assert MinHashParams.create(num_hashes=64, threshold=0.8) == MinHashParams(64, recall_bands(0.8, 64)[0])
+    assert MinHashParams.create(num_hashes=None, threshold=0.5).num_bands == recall_bands(0.5, 128)[0] == 64
+    assert _message(lambda: MinHashParams.create(threshold=0.8, num_bands=16)) == (
+        "threshold=0.8 and num_bands=16 were both given: threshold chooses num_bands; pass one of them")
+
+
+def test_with_tokenizer_and_differences():
+    p = MinHashParams(64, 8).with_tokenizer(lower_case=False, base_tokenizer="whitespace")
+    assert p.tokenizer == TokenizerParams(lower_case=False, base_tokenizer="whitespace") and p.num_hashes == 64
+    assert p.differences(MinHashParams(64, 8)) == ["tokenizer.base_tokenizer='whitespace' vs 'simple'",
+                                                   "tokenizer.lower_case=False vs True"]
+    assert MinHashParams(64, 8).differences(MinHashParams(128, 8)) == ["num_hashes=64 vs 128"]
+
+
+def test_recall_bands_edges():
+    # a threshold no band count reaches with the probability: the most bands, r as an int
+    assert recall_bands(0.01, 128) == (128, 1) and all(type(x) is int for x in recall_bands(0.01, 128))
+    # exactly reaching the probability counts: with r = 1, P = 1 - (1 - t)^b
+    assert recall_bands(0.5, 4, probability=0.4375) == (2, 2)  # 1 - (1 - 0.5^2)^2, exactly
+    assert recall_bands(0.5, 2, probability=0.75) == (2, 1)
+    assert recall_bands(0.5, 300)[0] <= 256  # b never above MAX_NUM_BANDS
+    assert lsh_probability(0.5, 2, 1) == 0.75
+
+
+def test_areas_of_an_empty_interval_are_zero():
+    assert false_positive_area(0.0, 16, 8) == 0.0
+    assert false_negative_area(1.0, 16, 8) == 0.0
+    assert false_positive_area(1.0, 1, 1) == pytest.approx(0.5)  # integral of s over [0, 1]

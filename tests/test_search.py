@@ -404,7 +404,8 @@ def test_no_index(tmp_path):
 @pytest.mark.parametrize("k", [0, -1, True, 1.5, "10", None])
 def test_bad_k(default_ds, k):
     uri, _ = default_ds
-    named = "k is NULL" if k is None else f"k={k!r}"
+    # k=None means no limit, which needs a threshold (tests/test_search_threshold.py)
+    named = "k is NULL (no limit), which needs a threshold" if k is None else f"k={k!r}"
     with pytest.raises(InvalidParameterError, match=re.escape(named)):
         search(uri, "text", "hello", k)
     with pytest.raises(InvalidParameterError, match=re.escape(named)):

@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from .join import JOIN_UDFS
 from .lifecycle import LIFECYCLE_UDFS
 from .pairs import PAIR_UDFS
 from .report import REPORT_UDFS
@@ -36,7 +37,7 @@ from .tables import TABLE_UDFS
 from .udfs import UDFS
 
 # Every function the package registers, in registration order.
-ALL_UDFS = UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
+ALL_UDFS = UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + JOIN_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
 
 __all__ = ["install", "connect", "macro_files", "ALL_UDFS"]
 

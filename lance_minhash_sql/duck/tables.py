@@ -26,9 +26,9 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..index.results import SEARCH_IDS_SCHEMA, BuildResult, IndexSegment
+from ..index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
 from ..records import record_dict, record_schema
-from .args import Udf, flag, ident, integer, literal, require, scalar_rows, text
+from .args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
 from .args import column as column_array
 from .args import tokenizer as tokenizer_options
 from ..index.cache import ByteCache
@@ -80,7 +80,8 @@ def indexes(dataset, storage) -> pa.Array:
 
 # --------------------------------------------------------------------------- search
 
-_IDS_ARROW, IDS_TYPE = rows_type(pa.schema([SEARCH_IDS_SCHEMA.field(n) for n in ("_rowid", "_distance")]))
+_HIT_FIELDS = ("_rowid", "_distance", "_jaccard")  # one search hit as SQL sees it
+_IDS_ARROW, IDS_TYPE = rows_type(pa.schema([SEARCH_IDS_EXACT_SCHEMA.field(n) for n in _HIT_FIELDS]))
 
 
 def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], type_: pa.DataType) -> pa.Array:
@@ -95,29 +96,32 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
     return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
 
 
-def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
-    """One list of (_rowid, _distance) per input row; rows sharing (dataset, column, k,
-    storage options) are searched as one batch."""
+def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage) -> pa.Array:
+    """One list of (_rowid, _distance, _jaccard) per input row; rows sharing (dataset,
+    column, k, threshold, exact, storage options) are searched as one batch."""
     from ..index.search import search_ids as run
 
     fn = "minhash_search_ids"
-    rows = scalar_rows(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
+    rows = scalar_rows(fn, dataset=dataset, column=column, query=query, k=k, threshold=threshold, exact=exact,
+                       fast_search=fast_search, storage=storage)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        require(fn, row, "dataset", "column", "k", "fast_search")
+        require(fn, row, "dataset", "column", "exact", "fast_search")
         text(fn, "query", row["query"])
-        key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), flag(fn, "fast_search", row["fast_search"]),
-               row["storage"])
+        key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), row["threshold"],
+               flag(fn, "exact", row["exact"]), flag(fn, "fast_search", row["fast_search"]), row["storage"])
         groups.setdefault(key, []).append(i)
-    owners, rowids, dists = [], [], []
-    for (ds, col, kk, fast, token), idx in groups.items():
-        table = run(ds, col, [rows[i]["query"] for i in idx], kk, fast_search=fast,
-                    storage_options=options_of(token))
+    owners, rowids, dists, jacs = [], [], [], []
+    for (ds, col, kk, t, exact_, fast, token), idx in groups.items():
+        table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t, exact=exact_,
+                                          fast_search=fast, storage_options=options_of(token)))
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
         dists.append(table.column("_distance").combine_chunks())
+        jacs.append(table.column("_jaccard").combine_chunks() if exact_ else pa.nulls(table.num_rows, pa.float64()))
     fields = {"_rowid": pa.concat_arrays(rowids) if rowids else pa.array([], pa.uint64()),
-              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32())}
+              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32()),
+              "_jaccard": pa.concat_arrays(jacs) if jacs else pa.array([], pa.float64())}
     owner = np.concatenate(owners) if owners else np.empty(0, np.int64)
     return _lists_by_row(len(rows), owner, fields, _IDS_ARROW)
 
@@ -139,7 +143,7 @@ _TEXT_EXACT = frozenset({
     "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
 })
 _CARRIER_TYPES = {"s": pa.string(), "x": pa.binary()}
-ROWS_TYPE = duck_type(pa.struct([(n, pa.list_(SEARCH_IDS_SCHEMA.field(n).type)) for n in ("_rowid", "_distance")]
+ROWS_TYPE = duck_type(pa.struct([(n, pa.list_(SEARCH_IDS_EXACT_SCHEMA.field(n).type)) for n in _HIT_FIELDS]
                                 + [(c, pa.list_(pa.list_(t))) for c, t in _CARRIER_TYPES.items()]))
 
 
@@ -222,24 +226,27 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
     return values.cast(_CARRIER_TYPES[carrier])
 
 
-def search_rows(dataset, column, query, k, fast_search, filter_, version, storage) -> dict:
+def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter_, version, storage) -> dict:
     """The search results with every user column, for the SQL :func:`search_plan` wrote.
 
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
     cost less than building and importing Arrow arrays (about 1 ms per query measured).
     """
     fn = "minhash_search"
-    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
-    require(fn, row, "dataset", "column", "k", "fast_search", "version")
-    layout, table = _search_table(dataset, column, query, k, fast_search, filter_, int(version), options_of(storage))
-    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
+    row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search, "version": version}
+    require(fn, row, "dataset", "column", "exact", "fast_search", "version")
+    layout, table = _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, int(version),
+                                  options_of(storage))
+    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist(),
+           "_jaccard": table.column("_jaccard").to_pylist() if "_jaccard" in table.column_names else None}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
                         for slot in layout.slots[carrier]]
     return out
 
 
-def _search_table(dataset, column, query, k, fast_search, filter_, version: int, options) -> tuple[_Layout, pa.Table]:
+def _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, version: int,
+                  options) -> tuple[_Layout, pa.Table]:
     """The search's result table on dataset ``version``, with the layout of its columns."""
     from ..index.opened import dataset_at
     from ..index.search import search as run
@@ -247,9 +254,9 @@ def _search_table(dataset, column, query, k, fast_search, filter_, version: int,
     fn = "minhash_search"
     ds = dataset_at(dataset, version, options)
     layout = _layout(ds.schema)
-    table = run(ds, column, text(fn, "query", query), integer(fn, "k", k),
-                fast_search=flag(fn, "fast_search", fast_search),
-                filter=filter_, columns=list(layout.columns), storage_options=options)
+    table = prefixed(fn, lambda: run(ds, column, text(fn, "query", query), integer(fn, "k", k), threshold=threshold,
+                                     exact=flag(fn, "exact", exact), fast_search=flag(fn, "fast_search", fast_search),
+                                     filter=filter_, columns=list(layout.columns), storage_options=options))
     return layout, table
 
 
@@ -279,6 +286,11 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     names += ["_rowid", "_distance"]
     columns.append([str(v) for v in table.column("_rowid").to_pylist()])
     columns.append([repr(v) for v in table.column("_distance").to_pylist()])
+    select = layout.inline_select
+    if "_jaccard" in table.column_names:  # exact: the exact Jaccard (NaN when a side has no shingles)
+        names.append("_jaccard")
+        columns.append([repr(v) if v == v else "'NaN'::DOUBLE" for v in table.column("_jaccard").to_pylist()])
+        select += ", CAST(t._jaccard AS DOUBLE) AS _jaccard"
     if table.num_rows == 0:
         rows = "(" + ", ".join("NULL" for _ in names) + ")"
         where = " WHERE false"
@@ -287,7 +299,7 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
         where = ""
     if len(rows) > INLINE_MAX_CHARS:
         return None
-    return f"SELECT {layout.inline_select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
+    return f"SELECT {select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
 
 
 def search_sql(schema: pa.Schema, args: tuple) -> str:
@@ -295,41 +307,45 @@ def search_sql(schema: pa.Schema, args: tuple) -> str:
     (storage options travel as their token, never as values)."""
     call = f"_lms_search_rows({', '.join(literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
-    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
-    return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
+    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query). args[5]: exact (adds _jaccard).
+    jaccard = ", unnest(r._jaccard) AS _jaccard" if args[5] else ""
+    return f"SELECT {_layout(schema).select}{jaccard} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_, options, cid) -> str:
+def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter_, options, cid) -> str:
     """Constant-folded at plan time (native UDF, one call per statement): resolves the
     storage options (NULL on a local dataset costs nothing more), reads the dataset's
     version and schema, runs the search on that version and writes its result into the
     SQL as a VALUES list; a result too large for that is left to one ``_lms_search_rows``
     call at execution, on exactly the planned version."""
     from ..index.info import search_target
+    from ..index.scores import check_limit
 
     fn = "minhash_search"
-    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
-    require(fn, row, "dataset", "column", "k", "fast_search")
+    row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search}
+    require(fn, row, "dataset", "column", "exact", "fast_search")
+    limit = integer(fn, "k", k)
+    prefixed(fn, check_limit, limit, threshold)
+    exact_ = flag(fn, "exact", exact)
+    fast = flag(fn, "fast_search", fast_search)
     token = storage_token(fn, dataset, options, cid)
     opts = options_of(token)
     _, version, schema = search_target(dataset, column, opts)
-    limit = integer(fn, "k", k)
-    fast = flag(fn, "fast_search", fast_search)
-    layout, table = _search_table(dataset, column, query, limit, fast, filter_, version, opts)
+    layout, table = _search_table(dataset, column, query, limit, threshold, exact_, fast, filter_, version, opts)
     inline = inline_sql(layout, table)
     if inline is not None:
         return inline
-    return search_sql(schema, (dataset, column, query, limit, fast, filter_, version, token))
+    return search_sql(schema, (dataset, column, query, limit, threshold, exact_, fast, filter_, version, token))
 
 
 TABLE_UDFS: tuple[Udf, ...] = (
     Udf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
                                    "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
     Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
-    Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
-             IDS_TYPE, True),
-    Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                                "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
-    Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                          "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
+    Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
+                                        "VARCHAR"), IDS_TYPE, True),
+    Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
+                                          "VARCHAR", "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
+    Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
+                                          "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

@@ -261,7 +261,7 @@ def band_keys(sig, num_bands) -> pa.Array:
     out = []
     for rows, k, b in parts:
         matrix = np.ascontiguousarray(_gather(lists, rows, k), dtype=np.uint16)
-        out.append((rows, kernels.band_keys(matrix.view(np.uint8).reshape(rows.size, 2 * k), b)))
+        out.append((rows, kernels.band_keys_serial(matrix.view(np.uint8).reshape(rows.size, 2 * k), b)))
     return _scattered_lists(n, out, BAND_KEYS_TYPE)
 
 
@@ -282,7 +282,7 @@ def shingle_jaccard(text_a, type_a, text_b, type_b, shingle_size, tokenizer) -> 
               for (j, t), rows in _groups(n, [w_codes, t_codes])]
     for signer, rows in groups:
         sa, sb = (a, b) if rows is None else (a.take(pa.array(rows)), b.take(pa.array(rows)))
-        jac = kernels.set_jaccard(*signer.shingle_sets(sa), *signer.shingle_sets(sb))
+        jac = kernels.set_jaccard_serial(*signer.shingle_sets(sa), *signer.shingle_sets(sb))
         if rows is None:
             out = jac
         else:

@@ -580,5 +580,5 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
         num_bands=params.num_bands, rows_per_band=params.rows_per_band,
         shingle_size=params.shingle_size, tokenizer=json.dumps(params.tokenizer.to_dict()),
         segments=1, rows_indexed=w.rows, rows_without_tokens=stats.get("scanned", 0) - w.rows,
-        seconds=time.perf_counter() - t0, bytes=w.bytes, dataset_version=int(w.dataset.version),
+        seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes, dataset_version=int(w.dataset.version),
         segment_uuids=(w.seg.uuid,), spilled_bytes=w.spilled_bytes)

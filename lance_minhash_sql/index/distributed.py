@@ -82,7 +82,8 @@ from .spill import plan_sort
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
            "RAY_INSTALL"]
 
-RAY_INSTALL = "pip install 'lance-minhash-sql[ray]'"
+# the package installs from its repository (README), so the hint names the package itself
+RAY_INSTALL = "pip install 'ray>=2.9' (in a clone of this repository: pip install -e '.[ray]')"
 
 
 # --------------------------------------------------------------------------- Ray

@@ -208,5 +208,5 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
         segments_after=len(segments) - len(selected) + 1, merged_segments=len(selected),
         new_fragments=tuple(new_frags), rows_indexed=w.rows, rows_added=added,
         rows_dropped=stats.get("dropped", 0), rows_without_tokens=scanned - added,
-        segment_uuid=w.seg.uuid, seconds=time.perf_counter() - t0, bytes=w.bytes,
+        segment_uuid=w.seg.uuid, seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes,
         dataset_version=int(w.dataset.version))

@@ -270,3 +270,4 @@ def _exact_shard(shard: Shard, stop: threading.Event) -> Iterator[pa.RecordBatch
 
     yield from _shard_pairs(shard, True, DEFAULT_CHUNK_PAIRS, stop)
     release_memory()
+

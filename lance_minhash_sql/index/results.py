@@ -21,10 +21,12 @@ __all__ = [
     "PrewarmResult",
     "IndexSegment",
     "SEARCH_IDS_SCHEMA",
+    "SEARCH_IDS_EXACT_SCHEMA",
     "PAIRS_SCHEMA",
     "PAIRS_EXACT_SCHEMA",
     "CLUSTERS_SCHEMA",
     "DEDUP_SCHEMA",
+    "JOIN_SCHEMA",
 ]
 
 
@@ -110,6 +112,8 @@ SEARCH_IDS_SCHEMA = pa.schema([
     pa.field("_rowid", pa.uint64(), nullable=False),
     pa.field("_distance", pa.float32(), nullable=False),
 ])
+# with exact := true: the exact shingle Jaccard (NaN when the query or the row has no shingles)
+SEARCH_IDS_EXACT_SCHEMA = SEARCH_IDS_SCHEMA.append(pa.field("_jaccard", pa.float64()))
 PAIRS_SCHEMA = pa.schema([
     pa.field("left_rowid", pa.uint64(), nullable=False),
     pa.field("right_rowid", pa.uint64(), nullable=False),
@@ -122,3 +126,11 @@ CLUSTERS_SCHEMA = pa.schema([
     pa.field("cluster_size", pa.int64(), nullable=False),
 ])
 DEDUP_SCHEMA = CLUSTERS_SCHEMA.append(pa.field("keep", pa.bool_(), nullable=False))
+
+# minhash_join: a left row and a right row, their MinHash similarity, and (exact) their Jaccard
+JOIN_SCHEMA = pa.schema([
+    pa.field("left_rowid", pa.uint64(), nullable=False),
+    pa.field("right_rowid", pa.uint64(), nullable=False),
+    pa.field("similarity", pa.float64(), nullable=False),
+    pa.field("jaccard", pa.float64()),
+])

@@ -230,7 +230,7 @@ class ShardData:
         return self.gids[local]
 
 
-def _read_run(entry: SegmentEntry, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def read_run(entry: SegmentEntry, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Band rows with keys in ``[lo, hi)`` of one run: page-table search, one read."""
     with entry.lock:
         store = entry.bands
@@ -253,7 +253,7 @@ def _read_run(entry: SegmentEntry, lo: int, hi: int) -> tuple[np.ndarray, np.nda
     return keys[i0:i1], docs[i0:i1]
 
 
-def _merge(parts: list[tuple[int, np.ndarray, np.ndarray]], offsets: np.ndarray):
+def merge_runs(parts: list[tuple[int, np.ndarray, np.ndarray]], offsets: np.ndarray):
     """Rows of several runs as one ``(key, global doc)``-sorted array (a stable radix sort on
     the key of the runs concatenated in run order)."""
     keys = np.concatenate([p[1] for p in parts]).astype(np.uint64, copy=False)
@@ -302,7 +302,7 @@ def _pools_single(entry: SegmentEntry, docs: np.ndarray):
     return udocs, slot, rowids, sigs
 
 
-def _pools_multi(plan: Plan, gids: np.ndarray):
+def pool_signatures(plan: Plan, gids: np.ndarray):
     """Signatures and row ids of the distinct ``gids``, gathered run by run into one pool."""
     ugids = sorted_unique(gids)
     k = plan.params.num_hashes
@@ -326,7 +326,7 @@ def load_shard(shard: Shard) -> ShardData | None:
     plan = shard.plan
     parts = []
     for r, entry in enumerate(plan.entries):
-        keys, docs = _read_run(entry, shard.lo, shard.hi)
+        keys, docs = read_run(entry, shard.lo, shard.hi)
         if keys.size:
             parts.append((r, keys, docs))
     if not parts:
@@ -347,11 +347,11 @@ def load_shard(shard: Shard) -> ShardData | None:
                 keep = np.isin(docs, udocs[~alive], invert=True)
                 keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
     else:
-        keys, gids_rows = _merge(parts, plan.offsets)
+        keys, gids_rows = merge_runs(parts, plan.offsets)
         keys, gids_rows = multi_rows(readonly(keys), readonly(gids_rows))
         if keys.size == 0:
             return None
-        gids, sigs, rowids = _pools_multi(plan, gids_rows)
+        gids, sigs, rowids = pool_signatures(plan, gids_rows)
         docs = np.searchsorted(gids, gids_rows).astype(np.uint32)
         slot, gid_offset = empty_slot, 0
         gids = gids.astype(np.int64)

@@ -66,7 +66,6 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-import numba
 import numpy as np
 
 from ..errors import InvalidParameterError, ResourceLimitError
@@ -74,6 +73,7 @@ from ..kernels import sort as ks
 from ..kernels.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
 from ..params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from ..sizes import format_bytes, parse_bytes
+from .threads import num_threads, run_chunks
 
 __all__ = [
     "ENV_MEMORY",
@@ -195,7 +195,19 @@ def scan_batch_rows(pipeline: int, io_buffer: int, num_hashes: int, bands: int) 
 
 
 def _threads() -> int:
-    return max(1, int(numba.get_num_threads()))
+    return num_threads()
+
+
+def sort_runs(keys: np.ndarray, docs: np.ndarray, starts: np.ndarray, lengths: np.ndarray, threads: int) -> None:
+    """Sort each run ``[starts[i], starts[i] + lengths[i])`` of ``keys`` / ``docs`` stably
+    by key, in place: the serial radix sort on up to ``threads`` threads at once, each
+    with its own scratch (so at most ``threads`` runs' scratch is alive)."""
+
+    def one(i: int, _stop: int) -> None:
+        s, n = int(starts[i]), int(lengths[i])
+        ks.radix_sort_run(keys[s:s + n], docs[s:s + n], ks.empty_u64(n), ks.empty_u32(n), ks.DIGIT_BITS)
+
+    run_chunks(one, len(starts), 1, threads)
 
 
 def _fmt(n: int) -> str:
@@ -413,8 +425,10 @@ class BandSorter:
             starts = np.arange(m, dtype=np.int64) * cap
             lengths = np.full(m, n, dtype=np.int64)
             docs = ks.empty_u32(m * cap)
-            ks.fill_doc_ids(docs, starts, lengths)
-            ks.sort_runs(keys, docs, starts, lengths, ks.DIGIT_BITS, t)
+            ids = np.arange(n, dtype=np.uint32)
+            for s in starts:
+                docs[s:s + n] = ids  # doc ids in arrival order
+            sort_runs(keys, docs, starts, lengths, t)
             for s in starts:
                 yield keys[s:s + n], docs[s:s + n]
 
@@ -457,7 +471,7 @@ class BandSorter:
             _read_into(part.base + ".keys", keys[s:s + n])
             _read_into(part.base + ".docs", docs[s:s + n])
             _remove(part)
-        ks.sort_runs(keys, docs, starts, lengths, ks.DIGIT_BITS, self.plan.threads)
+        sort_runs(keys, docs, starts, lengths, self.plan.threads)
         for s, n in zip(starts, lengths):
             yield keys[s:s + n], docs[s:s + n]
 

@@ -1,4 +1,5 @@
-"""Ranged reads of ``bands.lance``'s fixed-width columns, chunk by chunk.
+"""Rows of the index files read by position: ``bands.lance``'s fixed-width columns chunk
+by chunk, ``signatures.lance``'s signatures as plain byte ranges (docs/index-format.md).
 
 On an object store every read is a request. pylance's ``LanceFileReader.take_rows``
 fetches each page's chunk table again on every call before the chunks it needs; this
@@ -37,6 +38,7 @@ in the mapping, so a query costs no Lance call and no system call.
 
 from __future__ import annotations
 
+import mmap
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -341,6 +343,10 @@ def fixed_rows(read_range, path: str, layout: FileLayout, index: int, items: int
 # --------------------------------------------------------------------------- local files
 
 
+_OS_PAGE = mmap.PAGESIZE
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
+
+
 def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The mapping as an array of ``dtype`` (little-endian), from byte 0."""
     width = dtype.itemsize
@@ -418,7 +424,9 @@ class MappedRows:
         if positions.size and int((positions + np.diff(self.starts) * row_bytes).max()) > mm.size:
             raise CorruptIndexError(f"{path}: rows end past the end of the file; rebuild the index")
         self.first_item = positions // item_bytes
+        self.item_bytes = int(item_bytes)
         self._items = _view(mm, np.dtype(f"u{item_bytes}"))
+        self._map = mm.base if isinstance(mm.base, mmap.mmap) else None
 
     @property
     def num_rows(self) -> int:
@@ -430,7 +438,7 @@ class MappedRows:
         if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
         page = np.searchsorted(self.starts, rows, side="right") - 1
-        out = np.empty((rows.size, self.items), dtype=self._items.dtype)
+        out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
         # page by page, each page a [rows, items] view: one row copy per row, and no
         # [n, items] index array (179 MB for a self-join shard's 175k signatures)
         order = np.argsort(page, kind="stable")
@@ -441,7 +449,19 @@ class MappedRows:
             first = int(self.first_item[p])
             view = self._items[first:first + count * self.items].reshape(count, self.items)
             out[sel] = view[rows[sel] - self.starts[p]]
+        self._release(self.first_item[page] + (rows - self.starts[page]) * self.items)
         return out
+
+    def _release(self, first: np.ndarray) -> None:
+        """Hand the mapped pages a gather touched back to the OS (``MADV_DONTNEED``): the
+        copy is made, the OS page cache keeps the file, and the process's resident set
+        grows only by the rows asked for, not by every page of a large file it visits."""
+        if self._map is None or _DONTNEED is None or first.size == 0:
+            return
+        lo = int(first.min()) * self.item_bytes
+        hi = (int(first.max()) + self.items) * self.item_bytes
+        lo -= lo % _OS_PAGE
+        self._map.madvise(_DONTNEED, lo, hi - lo)
 
     def read_range(self, start: int, count: int) -> np.ndarray:
         """``[count, items]`` values of rows ``[start, start + count)``, copied page by page."""

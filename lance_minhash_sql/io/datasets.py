@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Union
 
 import lance
@@ -33,6 +34,8 @@ def write_dataset(
     """
     if mode not in WRITE_MODES:
         raise InvalidParameterError(f"mode={mode!r} is not a write mode: use one of {WRITE_MODES}")
+    if mode == "overwrite" and "://" not in str(uri) and not os.path.exists(str(uri)):
+        mode = "create"  # the same result, without Lance's "No existing dataset ... will be created" WARN log
     kwargs = {}
     if max_rows_per_file is not None:
         kwargs["max_rows_per_file"] = check_int("max_rows_per_file", max_rows_per_file,

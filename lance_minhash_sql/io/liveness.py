@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from ..errors import InvalidParameterError
 from .rowids import live_rowids
+from .store import lance_message
 from .takes import MAX_TAKE, take_expression
 
 __all__ = ["Liveness", "member"]
@@ -160,7 +161,7 @@ class Liveness:
         try:
             t = take_expression(self.ds, ids, {"_rowid": "_rowid", "_ok": expr})
         except (ValueError, OSError, RuntimeError) as exc:
-            msg = str(exc).splitlines()[0][:300]
+            msg = lance_message(exc)
             raise InvalidParameterError(
                 f"filter={expr!r} is not a valid Lance filter expression for this dataset ({msg}); "
                 "use SQL over the dataset's columns, e.g. \"id > 10 AND lang = 'en'\"") from None

@@ -8,8 +8,9 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from .takes import take_rows
 from ..errors import DatasetError
-from .store import check_uri, is_remote, redact, redact_uri
+from .store import check_uri, is_remote, lance_message, redact, redact_uri
 
 __all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "text_field", "scan_text", "read_rows"]
 
@@ -58,7 +59,7 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
     try:
         return lance.dataset(uri, version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
-        msg = redact(str(exc).splitlines()[0][:300], storage_options)
+        msg = redact(lance_message(exc, uri), storage_options)
         where = _store_hint(msg, storage_options) if is_remote(uri) else "check the path"
         raise DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); {where}") from None
 
@@ -132,3 +133,10 @@ def read_rows(uri: str, columns: list[str] | None = None, storage_options: dict 
         if missing:
             raise DatasetError(f"column(s) {missing} are not in dataset {uri!r}; its columns are {names}")
     return ds.to_table(columns=columns, with_row_id=True)
+
+
+def take_texts(ds: "lance.LanceDataset", column: str, rowids: np.ndarray, uri: str = "") -> pa.Array:
+    """The ``column`` values of sorted unique ``rowids`` (as ``large_string``), in that order;
+    :class:`DatasetError` if a row is gone (the dataset changed under a running job)."""
+    t = take_rows(ds, rowids, [column, "_rowid"], "a read of its texts", uri or None)
+    return t.column(column).combine_chunks().cast(pa.large_string())

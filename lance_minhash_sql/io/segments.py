@@ -54,6 +54,12 @@ __all__ = [
 
 log = logging.getLogger("lance_minhash_sql")
 
+# Reads of more rows than this go through Lance's reader even where the memory map could
+# serve them: Lance decodes without holding the GIL, so a self-join's shards load in
+# parallel and a closing stream is not kept waiting; a query's windows, pages and
+# candidates are far fewer rows.
+MAPPED_MAX_ROWS = 1 << 16
+
 SIGNATURES_FILE = "signatures.lance"
 BANDS_FILE = "bands.lance"
 FILE_VERSION = "2.2"
@@ -273,7 +279,7 @@ class SegmentFiles:
         """``(band_key, doc_id)`` of band rows ``[start, start + count)``."""
         if count <= 0:
             return np.empty(0, np.uint64), np.empty(0, np.uint32)
-        if self.band_map is not None:
+        if self.band_map is not None and count <= MAPPED_MAX_ROWS:
             return self.band_map[0].read_range(start, count), self.band_map[1].read_range(start, count)
         t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
@@ -296,7 +302,7 @@ class SegmentFiles:
     def read_all_bands(self) -> tuple[np.ndarray, np.ndarray]:
         """Every band row: ``(band_key u64[n], doc_id u32[n])``."""
         n = self.num_band_rows
-        if self.band_map is not None:
+        if self.band_map is not None and n <= MAPPED_MAX_ROWS:
             return self.read_bands(0, n)
         keys = np.empty(n, dtype=np.uint64)
         docs = np.empty(n, dtype=np.uint32)
@@ -311,7 +317,7 @@ class SegmentFiles:
     def read_all_docs(self, stored_rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every doc's stored ``(row id, signature)`` (``stored_rowids``: already read)."""
         n, k = self.num_docs, self.params.num_hashes
-        if self.signature_map is not None:
+        if self.signature_map is not None and n <= MAPPED_MAX_ROWS:
             rowids = stored_rowids if stored_rowids is not None else self.read_rowids()
             return rowids, self.signature_map.read_range(0, n)
         rowids = np.empty(n, dtype=np.uint64)

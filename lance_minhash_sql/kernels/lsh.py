@@ -38,8 +38,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import lance_format
-from .config import JIT, JIT_PARALLEL, jit_twins
+from .config import JIT, jit_twins
 from .similarity import lance_similarity_jit
+from .order import order_by_pair, sort_values
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -104,7 +105,7 @@ def _pages_one(page_table, keys, lo, hi):
     npages = page_table.size
     for j in range(keys.size):
         key = keys[j]
-        a = lower_bound(page_table, 0, npages, key)
+        a = lower_bound(page_table, np.int64(0), npages, key)
         lo[j] = a
         if a == npages:
             hi[j] = npages - 1
@@ -259,7 +260,7 @@ def window_rows(qkeys, ws, we, rows, win_keys, page_rows, num_rows):
             s = ws[q, j]
             if s < 0:
                 continue
-            off = lower_bound(rows, 0, rows.size, s)
+            off = lower_bound(rows, np.int64(0), rows.size, s)
             stop = off + (we[q, j] - s)
             key = qkeys[q, j]
             i = lower_bound(win_keys, off, stop, key)
@@ -331,7 +332,7 @@ def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg
             p = r // page_rows
             seg[w] = pool_docs[np.int64(page_slot[p]) * page_rows + (r - p * page_rows)]
             w += 1
-    seg.sort()
+    sort_values(seg)
     u = 0
     for i in range(seg.size):
         if i == 0 or seg[i] != seg[i - 1]:
@@ -397,46 +398,25 @@ def merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs
 def _select(mism, rid, limit, k):
     """Indices of the first ``limit`` ``(mism, rid)`` pairs, in that order (rids distinct)."""
     n = mism.size
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    if n > limit:
-        # histogram of mismatch counts: c is the mismatch count of the limit-th best
-        hist = np.zeros(k + 1, dtype=np.int64)
-        for i in range(n):
-            hist[mism[i]] += 1
-        acc = 0
-        c = 0
-        while acc + hist[c] < limit:
-            acc += hist[c]
-            c += 1
-        need = limit - acc  # taken from mismatch count c, smallest row ids first
-        lt_idx = np.empty(acc, dtype=np.int64)
-        eq_idx = np.empty(hist[c], dtype=np.int64)
-        a = 0
-        b = 0
-        for i in range(n):
-            if mism[i] < c:
-                lt_idx[a] = i
-                a += 1
-            elif mism[i] == c:
-                eq_idx[b] = i
-                b += 1
-        if eq_idx.size > need:
-            vals = rid[eq_idx]
-            cut = np.partition(vals, need - 1)[need - 1]
-            keep = np.empty(need, dtype=np.int64)
-            w = 0
-            for i in range(eq_idx.size):
-                if vals[i] <= cut and w < need:  # (w < need: safe even if row ids repeat)
-                    keep[w] = eq_idx[i]
-                    w += 1
-            eq_idx = keep
-        sel = np.concatenate((lt_idx, eq_idx))
-    else:
-        sel = np.arange(n)
-    # order the (at most limit) selected by (mism, rid): stable by rid, then by mism
-    sel = sel[np.argsort(rid[sel], kind="mergesort")]
-    return sel[np.argsort(mism[sel], kind="mergesort")]
+    if n <= limit:
+        return order_by_pair(np.arange(n), mism, rid)
+    # histogram of mismatch counts: c is the mismatch count of the limit-th best
+    hist = np.zeros(k + 1, dtype=np.int64)
+    for i in range(n):
+        hist[mism[i]] += 1
+    acc = 0
+    c = 0
+    while acc + hist[c] < limit:
+        acc += hist[c]
+        c += 1
+    # every row below mismatch count c, and those at c (the smallest row ids are kept)
+    sel = np.empty(acc + hist[c], dtype=np.int64)
+    w = 0
+    for i in range(n):
+        if mism[i] <= c:
+            sel[w] = i
+            w += 1
+    return order_by_pair(sel, mism, rid)[:limit]
 
 
 @njit(**JIT)

@@ -80,8 +80,7 @@ def sorted_jaccard(a, b):
     return inter / union if union else 0.0
 
 
-@njit(**JIT_PARALLEL)
-def set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
+def _set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
     """Jaccard of row i of two CSR set arrays (``nan`` where either set is empty)."""
     n = left_offsets.size - 1
     out = np.empty(n, dtype=np.float64)
@@ -90,3 +89,7 @@ def set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
         b = right_hashes[right_offsets[i]:right_offsets[i + 1]]
         out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
     return out
+
+
+# set_jaccard_serial: on the calling thread, for a DuckDB chunk (at most 2,048 rows)
+set_jaccard, set_jaccard_serial = jit_twins(_set_jaccard)

@@ -259,7 +259,7 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 nraw += 1
     tok_start = _grow_i64(tok_start, nraw)
     tok_end = _grow_i64(tok_end, nraw)
-    q = 0
+    q = np.int64(0)  # not a literal: a literal 0 would compile a second _transform_unicode
     ntok = 0
     for t in range(nraw):
         ts = raw[2 * t]

@@ -131,4 +131,4 @@ def xxh64_u16_run(values, start, count, seed):
         v = values[start + i]
         buf[2 * i] = np.uint8(v & 0xFF)
         buf[2 * i + 1] = np.uint8(v >> 8)
-    return xxh64(buf, 0, 2 * count, seed)
+    return xxh64(buf, np.int64(0), 2 * count, seed)  # not a literal 0: one specialization of xxh64
