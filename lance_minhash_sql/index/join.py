@@ -52,7 +52,7 @@ from ..io.scan import options_for, scan_text, take_texts, text_field
 from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
 from ..kernels.lsh import page_table_of, sorted_unique
 from ..kernels.sort import radix_sort_run
-from ..kernels.lance_format import BAND_ROW_BYTES, similarity as lance_similarity
+from ..kernels.lance_format import BAND_ROW_BYTES, BAND_SHIFT, similarity as lance_similarity
 from ..kernels.pairs import min_matches, padded_hashes, pair_jaccard
 from ..params import DEFAULT_PAGE_ROWS, MinHashParams
 from .cache import ByteCache, cache_capacity
@@ -228,7 +228,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
     plan = JoinPlan(lside, rside, t)
-    span = opened.params.num_bands << 56
+    span = opened.params.num_bands << BAND_SHIFT
     bounds = [span * s // num_shards for s in range(num_shards + 1)]
     return [JoinShard(s, num_shards, bounds[s], bounds[s + 1], plan) for s in range(num_shards)]
 
