@@ -1,5 +1,5 @@
 """Distributed build, pairs and clusters on a Ray cluster of separate nodes: a head and two
-worker nodes, each its own raylet and object store (``ray.cluster_utils.Cluster``), with
+worker nodes, each its own raylet and object store (``ray start`` processes), with
 the dataset on the S3 test server because the nodes share no disk. The answers equal the
 single-process engine's; a worker node killed in the middle of a build leaves nothing
 committed and nothing written, the error names the group that failed, and a rerun builds.
@@ -16,6 +16,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 
@@ -24,7 +30,6 @@ import pyarrow as pa
 import pytest
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from lance_minhash_sql.errors import DistributedTaskError  # noqa: E402
 from lance_minhash_sql.index.build import build_index  # noqa: E402
@@ -79,20 +84,92 @@ def _install_gate():
     build.signed_batches = gated_signed_batches
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nodes:
+    """Ray nodes on this machine, each a ``ray start --block`` in its own process group (its
+    own raylet and object store), started from a process that never imported lance (lance
+    is not fork-safe, and Ray forks the processes it starts)."""
+
+    def __init__(self, temp: str, logs):
+        self.temp, self.logs = temp, logs
+        self.procs: dict[str, subprocess.Popen] = {}  # node id -> its ray start
+        self.port = _free_port()
+        self.ray = os.path.join(os.path.dirname(sys.executable), "ray")
+
+    def _start(self, args: list[str], name: str) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")
+        return subprocess.Popen([self.ray, "start", "--block", "--disable-usage-stats", *args], stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+
+    def start_head(self) -> None:
+        self.head = self._start([f"--port={self.port}", "--head", "--num-cpus=0", "--include-dashboard=false",
+                                 f"--temp-dir={self.temp}"], "head")
+
+    def alive(self) -> set[str]:
+        return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+
+    def add_worker(self) -> str:
+        before = self.alive()
+        proc = self._start([f"--address=127.0.0.1:{self.port}", "--num-cpus=1"], f"worker{len(self.procs)}")
+        wait_for("a worker node to join", lambda: len(self.alive() - before) == 1 or proc.poll() is not None)
+        assert proc.poll() is None, "ray start of a worker node exited"
+        (node,) = self.alive() - before
+        self.procs[node] = proc
+        return node
+
+    def kill(self, node: str) -> None:
+        """The node's raylet, object store and workers, at once (SIGKILL to its group)."""
+        proc = self.procs.pop(node)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        for proc in [*self.procs.values(), getattr(self, "head", None)]:
+            if proc is None:
+                continue
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(60)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     signals = tmp_path_factory.mktemp("signals")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    workers = [c.add_node(num_cpus=1) for _ in range(2)]
-    c.wait_for_nodes()
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    nodes = Nodes(temp, tmp_path_factory.mktemp("ray-logs"))
     path = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH")) if p)
-    ray.init(address=c.address, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path, SIGNALS: str(signals)},
-                          "worker_process_setup_hook": _install_gate})
-    (signals / "release-all").touch()
-    yield c, workers, signals
-    ray.shutdown()
-    c.shutdown()
+    try:
+        nodes.start_head()
+        deadline = time.monotonic() + WAIT  # only guards against a head that never comes up
+        while True:
+            try:
+                ray.init(address=f"127.0.0.1:{nodes.port}", log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path, SIGNALS: str(signals)},
+                                      "worker_process_setup_hook": _install_gate})
+                break
+            except ConnectionError:
+                if nodes.head.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        workers = [nodes.add_worker() for _ in range(2)]
+        (signals / "release-all").touch()
+        yield nodes, workers, signals
+    finally:
+        ray.shutdown()
+        nodes.stop()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def write(uri, table, **kw):
@@ -122,8 +199,8 @@ def started(signals) -> dict:
 
 
 def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_path, s3, cluster):
-    c, workers, signals = cluster
-    assert len({n["NodeID"] for n in ray.nodes() if n["Alive"]}) == 3
+    nodes, workers, signals = cluster
+    assert len(nodes.alive()) == 3
     opts = s3.storage_options()
     bucket = s3.make_bucket("lms-nodes")
     uri = f"s3://{bucket}/corpus.lance"
@@ -135,9 +212,9 @@ def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_pat
     # the tasks of a build run on both worker nodes and give the single-process answers
     r = build_index_distributed(uri, "text", fragment_groups=4, storage_options=opts)
     assert r.segments == 4 and r.rows_indexed == lance.dataset(single.uri).count_rows()
-    nodes = started(signals)
-    assert set(nodes) == {w.node_id for w in workers}, "every worker node ran build tasks"
-    assert sorted(f for groups in nodes.values() for g in groups for f in g) == [0, 1, 2, 3]
+    ran = started(signals)
+    assert set(ran) == set(workers), "every worker node ran build tasks"
+    assert sorted(f for groups in ran.values() for g in groups for f in g) == [0, 1, 2, 3]
     for q in _queries()[:15]:
         assert search(uri, "text", q, 10, columns=["id"], storage_options=opts).equals(
             search(single.uri, "text", q, 10, columns=["id"])), q
@@ -163,12 +240,11 @@ def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_pat
     driver = threading.Thread(target=run)
     driver.start()
     wait_for("a build task on each worker node", lambda: len(started(signals)) == 2)
-    victim_id = sorted(started(signals))[0]
-    victim = next(w for w in workers if w.node_id == victim_id)
-    (victim_group,) = started(signals)[victim_id]
-    survivor = next(w for w in workers if w.node_id != victim_id)
-    c.remove_node(victim, allow_graceful=False)
-    (signals / f"release-{survivor.node_id}").touch()
+    victim = sorted(started(signals))[0]
+    (victim_group,) = started(signals)[victim]
+    (survivor,) = set(workers) - {victim}
+    nodes.kill(victim)
+    (signals / f"release-{survivor}").touch()
     driver.join(WAIT)
     assert not driver.is_alive(), "the build returned after the node died"
     err = outcome.get("error")
