@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .pairs import band_equal, collision_pair_first, count_matches, values_equal
+from .pairs import reported_here
 
 __all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_key_rows", "join_chunk"]
 
@@ -114,19 +114,9 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
             stop = min(rm, b + (cap - n_out))
             for t in range(ri + b, ri + stop):
                 rb = np.int64(rdocs[t])
-                earlier = False
-                for j in range(band):
-                    if band_equal(words, halves, ra, rb, j, r):
-                        earlier = True
-                        break
-                if earlier:
-                    continue
-                eq = count_matches(words, ra, rb, k, max_miss)
+                eq = reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss)
                 if eq < 0:
                     continue
-                if not values_equal(halves, ra, rb, band * r, r):
-                    if not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
-                        continue
                 out_left[n_out] = ida
                 out_right[n_out] = rowids[rb]
                 out_eq[n_out] = eq

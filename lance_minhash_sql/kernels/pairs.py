@@ -224,6 +224,26 @@ def collision_pair_first(words, halves, ra, rb, band, num_bands, r):
 
 
 @njit(**JIT, inline="always")
+def reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss):
+    """The equal positions of rows ``ra`` and ``rb`` when their pair is reported from a
+    bucket of band ``band``, else -1: they share no earlier band (the pair is reported from
+    its first shared band), they match in at least ``k - max_miss`` positions, and the
+    bucket is really theirs (equal values in this band, or a key collision that no other
+    band reports first). The self-join and the cross-dataset join apply this one rule."""
+    for j in range(band):
+        if band_equal(words, halves, ra, rb, j, r):
+            return -1
+    eq = count_matches(words, ra, rb, k, max_miss)
+    if eq < 0:
+        return -1
+    # (value by value here: a second word-path call site slows the loop by 60%)
+    if not values_equal(halves, ra, rb, band * r, r):
+        if not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
+            return -1
+    return eq
+
+
+@njit(**JIT, inline="always")
 def _row_pairs(docs, s, ra, ida, t0, t1, words, halves, slot, rowids, band, num_bands, r, k, max_miss,
                out_left, out_right, out_eq, n_out):
     """Pairs of member ``ra`` with members ``t0 .. t1 - 1`` of the bucket at ``s``: those
@@ -231,20 +251,9 @@ def _row_pairs(docs, s, ra, ida, t0, t1, words, halves, slot, rowids, band, num_
     returns the new ``n_out`` (at most ``t1 - t0`` written)."""
     for t in range(t0, t1):
         rb = _row(slot, docs[s + t])
-        earlier = False
-        for j in range(band):
-            if band_equal(words, halves, ra, rb, j, r):
-                earlier = True
-                break
-        if earlier:
-            continue
-        eq = count_matches(words, ra, rb, k, max_miss)
+        eq = reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss)
         if eq < 0:
             continue
-        # (value by value here: a second word-path call site slows the loop by 60%)
-        if not values_equal(halves, ra, rb, band * r, r):
-            if not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
-                continue
         idb = rowids[rb]
         if ida == idb:
             continue
