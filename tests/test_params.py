@@ -204,6 +204,8 @@ def _message(call) -> str:
     (lambda: TokenizerParams(block_size="x"), "block_size='x' must be an integer; use one of (128, 256)"),
     (lambda: TokenizerParams(block_size=64), "block_size=64 must be one of (128, 256)"),
     (lambda: TokenizerParams(lower_case=1), "lower_case=1 must be true or false"),
+    (lambda: TokenizerParams(base_tokenizer=7),
+     "base_tokenizer=7 must be a string, one of ('simple', 'whitespace', 'raw', 'ngram')"),
     (lambda: TokenizerParams(stem=True), "stem=True, remove_stop_words=False: stemming and stop-word removal are not "
      "supported by lance_minhash_sql (MinHash indexes default to neither); set both to false"),
     (lambda: TokenizerParams.parse("{nope"), "tokenizer='{nope' is not valid JSON (Expecting property name enclosed "
