@@ -2,6 +2,7 @@
 
     python benchmarks/distributed.py                       # 1M rows, 4 fragments, 4 groups, local Ray
     python benchmarks/distributed.py --rows 200000 --ray-address auto
+    python benchmarks/distributed.py --nodes 4 --pairs      # head + 3 worker nodes, also pairs/clusters
 
 The synthetic corpus (``lance_minhash_sql.corpus``, 250k rows per fragment) is written
 once under ``--data`` and copied, so both builds index identical datasets. Before timing,
@@ -14,6 +15,16 @@ for ``--queries`` texts of the corpus through our ``search`` and through Lance's
 bands tables as the single-process build. On a machine with few cores Ray adds its task
 and object-store overhead and the tasks compete for the same cores: the figures show
 that cost honestly, they do not show a speed-up.
+
+``--nodes N`` starts a Ray cluster of separate nodes on this machine
+(``ray.cluster_utils.Cluster``: a head without CPUs for tasks and ``N - 1`` worker nodes
+of ``--cpus-per-node`` CPUs, each its own raylet and object store), so tasks, their
+arguments and their results cross node boundaries as on a real cluster. ``--pairs``
+also times ``pairs_distributed`` / ``clusters_distributed`` against ``pairs`` /
+``clusters`` (threshold 0.8) and checks they give the same rows. Where the overhead
+shows in the fixed costs printed beside the table: the cluster's start, the first tasks
+on each worker (process start, imports, the kernels' load: the warm-up) and a no-op
+task's round trip.
 """
 
 from __future__ import annotations
@@ -50,9 +61,13 @@ def main() -> None:
     ap.add_argument("--data", default="/tmp/ray-data")
     ap.add_argument("--ray-address", default=None)
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
+    ap.add_argument("--nodes", type=int, default=0, help="a Ray cluster of this many nodes on this machine")
+    ap.add_argument("--cpus-per-node", type=int, default=1)
+    ap.add_argument("--pairs", action="store_true", help="also time pairs and clusters")
     args = ap.parse_args()
 
     import lance
+    import pyarrow as pa
     import ray
     from lance.query import MinHashQuery
 
@@ -77,13 +92,36 @@ def main() -> None:
     write_corpus(warm, 4000, rows_per_fragment=1000)
 
     t = time.perf_counter()
-    if args.ray_address is None:
+    cluster = None
+    if args.nodes:
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        for _ in range(args.nodes - 1):
+            cluster.add_node(num_cpus=args.cpus_per_node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                     p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}})
+    elif args.ray_address is None:
         ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=args.ray_address)
     ray_start = time.perf_counter() - t
+    t = time.perf_counter()
     build_index(warm, "text")
     build_index_distributed(warm, "text", fragment_groups=4)
+    warm_s = time.perf_counter() - t
+
+    @ray.remote
+    def noop():
+        return 0
+
+    ray.get(noop.remote())
+    t = time.perf_counter()
+    for _ in range(20):
+        ray.get(noop.remote())
+    noop_ms = (time.perf_counter() - t) / 20 * 1000
 
     t = time.perf_counter()
     rs = build_index(single, "text")
@@ -100,6 +138,35 @@ def main() -> None:
         lq = dict(nearest=MinHashQuery(q, "text"), limit=10, with_row_id=True, columns=["_distance"])
         same_lance += lance.dataset(single).to_table(**lq).equals(lance.dataset(dist).to_table(**lq))
 
+    selfjoin = []
+    if args.pairs:
+        from lance_minhash_sql.index.clusters import clusters
+        from lance_minhash_sql.index.distributed import clusters_distributed, pairs_distributed
+        from lance_minhash_sql.index.pairs import pairs
+
+        list(pairs_distributed(warm, "text", 0.8))  # the pairs kernels in the workers
+        clusters_distributed(warm, "text", 0.8)
+        t = time.perf_counter()
+        p1 = pa.Table.from_batches(list(pairs(single, "text", 0.8)))
+        t1 = time.perf_counter() - t
+        t = time.perf_counter()
+        p2 = pa.Table.from_batches(list(pairs_distributed(dist, "text", 0.8)))
+        t2 = time.perf_counter() - t
+        t = time.perf_counter()
+        c1 = clusters(single, "text", 0.8)
+        t3 = time.perf_counter() - t
+        t = time.perf_counter()
+        c2 = clusters_distributed(dist, "text", 0.8)
+        t4 = time.perf_counter() - t
+        key = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
+        same_pairs = p1.sort_by(key).equals(p2.sort_by(key))
+        selfjoin = [("pairs, one process", t1, f"{p1.num_rows:,} pairs"),
+                    ("pairs_distributed (4-segment index)", t2, f"same pairs: {same_pairs}"),
+                    ("clusters, one process", t3, f"{c1.num_rows:,} rows in clusters"),
+                    ("clusters_distributed", t4, f"same table: {c1.equals(c2)}")]
+        if not same_pairs or not c1.equals(c2):
+            sys.exit("MISMATCH (pairs or clusters)")
+
     t = time.perf_counter()
     m = optimize(dist, "text", merge="all")
     t_merge = time.perf_counter() - t
@@ -107,22 +174,33 @@ def main() -> None:
     files_equal = a[0].equals(b[0]) and a[1].equals(b[1])
 
     cpus = int(ray.cluster_resources().get("CPU", 0))
+    nodes = len([n for n in ray.nodes() if n["Alive"]])
     ray.shutdown()
+    if cluster is not None:
+        cluster.shutdown()
     for path in (single, dist, warm):
         shutil.rmtree(path, ignore_errors=True)
 
     print(f"\n{args.rows:,} rows, {args.rows // args.rows_per_fragment} fragments, {args.groups} groups, "
-          f"Ray with {cpus} CPUs (started in {ray_start:.1f} s, not counted), os.cpu_count()={os.cpu_count()}\n")
+          f"Ray: {nodes} node(s), {cpus} CPUs for tasks (started in {ray_start:.1f} s, not counted), "
+          f"os.cpu_count()={os.cpu_count()}, load {os.getloadavg()[0]:.1f}\n")
+    print(f"not counted either: the warm-up builds (workers start, load the kernels) {warm_s:.1f} s; "
+          f"a no-op task's round trip {noop_ms:.1f} ms\n")
     rows = [
         ("single-process build_index", t_single, f"{rs.segments} segment, {rs.rows_indexed:,} rows"),
         (f"Ray build, {args.groups} tasks, one commit", t_dist, f"{rd.segments} segments, {rd.rows_indexed:,} rows"),
         ("merge of the Ray segments (merge=True)", t_merge, f"{m.merged_segments} -> 1 segment"),
         ("Ray build + merge", t_dist + t_merge, ""),
     ]
+    single_of = {"pairs_distributed (4-segment index)": selfjoin[0][1] if selfjoin else 1,
+                 "clusters_distributed": selfjoin[2][1] if selfjoin else 1}
+    rows += selfjoin
     print(f"| {'what':<40} | {'seconds':>8} | {'vs single':>9} | notes")
     print(f"|{'-' * 42}|{'-' * 10}|{'-' * 11}|------")
     for what, secs, note in rows:
-        print(f"| {what:<40} | {secs:8.2f} | {secs / t_single:8.2f}x | {note}")
+        base = single_of.get(what, selfjoin[0][1] if what.startswith("pairs") else
+                             selfjoin[2][1] if what.startswith("clusters") else t_single)
+        print(f"| {what:<40} | {secs:8.2f} | {secs / base:8.2f}x | {note}")
     print(f"\nsame top-10 answers (our search) on the {args.groups}-segment index: {same_ours}/{len(queries)}")
     print(f"same top-10 answers (Lance MinHashQuery):             {same_lance}/{len(queries)}")
     print(f"merged segment's signatures and bands equal the single-process build's: {files_equal}")

@@ -102,6 +102,7 @@ def main() -> None:
     from lance.query import MinHashQuery
 
     from lance_minhash_sql.index.opened import cache_info, clear_cache, open_index
+    from lance_minhash_sql.index.prewarm import warm
     from lance_minhash_sql.index.search import search, search_ids
 
     uri = dataset(args.rows, args.data_dir)
@@ -179,7 +180,7 @@ def main() -> None:
 
     # ---- warm
     t0 = time.perf_counter()
-    fits = open_index(uri, "text").prewarm()
+    fits = warm(open_index(uri, "text")).complete
     fig["prewarm_s"] = time.perf_counter() - t0
     fig["prewarm_fits"] = fits
     fig["cache_bytes"] = cache_info().usage

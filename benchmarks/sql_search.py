@@ -1,17 +1,36 @@
-"""Search through SQL, side by side with Lance's native Python query.
+"""Search through SQL and Python, side by side with Lance's native query.
 
-    python benchmarks/sql_search.py --rows 1000000
+    python benchmarks/sql_search.py --rows 1000000 --data-dir /path/to/bench-data
 
-Uses the dataset of ``benchmarks/search.py`` (``bench-data/search-<rows>.lance``, a
-Lance-built index; run that script first to create it). In one process:
+Uses the dataset of ``benchmarks/search.py`` (``<data-dir>/search-<rows>.lance``: the
+synthetic corpus of ``lance_minhash_sql.corpus`` with a Lance-built ``MINHASHLSH`` index;
+run that script first to create it).
 
-* single query, warm (Lance reusing one dataset object, ours after ``prewarm``): Lance ``ds.to_table(nearest=MinHashQuery(q, "text"), limit=10,
-  columns=["id", "text"])`` against SQL ``SELECT * FROM minhash_search(uri, 'text', q, 10)``
-  (every column of the dataset: ``id``, ``text``), p50 / p95 over the queries;
-* the same for row ids only: Lance ``columns=["_distance"], with_row_id=True`` against
-  ``minhash_search_ids``;
-* batch: ``--batch`` queries through one ``LATERAL minhash_search_ids`` statement against
-  the same queries through Lance one by one.
+Table 1, as a user meets it (DESIGN.md's protocol): one DuckDB connection from
+``lms.connect()``; the dataset passed as a URI in every statement; the query bound as a
+``?`` parameter; ``--queries`` distinct queries, each the first three quarters of the
+words of a random corpus row; ``--warmup`` warm-up queries (other rows); no prewarm.
+Per query, in rotating order:
+
+* Lance: ``ds.to_table(nearest=MinHashQuery(q, "text"), limit=10, columns=["id", "text"])``
+  on one dataset object;
+* Python ``search(uri, "text", q, 10)`` (all user columns: ``id``, ``text``);
+* SQL ``SELECT * FROM minhash_search(uri, 'text', ?, 10)``;
+* SQL ``SELECT * FROM minhash_search_ids(uri, 'text', ?, 10)``.
+
+Then the cost of each component of the SQL statement, measured in the same run on the same
+queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), the index
+search alone (``topk``), the row fetch alone, the plan call (``_lms_search_plan``: the
+search, the fetch and the result's SQL text), that result SQL run alone (a ``VALUES``
+list and casts), and the rest (``query()`` around them).
+
+Table 2, labelled best case: our index prewarmed, each query repeated (``--rounds``),
+against Lance with the same warm dataset object.
+
+Batch: ``--batch`` queries in one ``LATERAL minhash_search_ids`` statement against the same
+queries through Lance one by one (row ids only).
+
+Ratios are Lance p50 / ours p50 (above 1: ours is faster).
 """
 
 from __future__ import annotations
@@ -28,8 +47,21 @@ def pct(ts):
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
-def lit(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+def make_queries(ds, n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    ids = np.sort(rng.choice(ds.count_rows(), size=n, replace=False))
+    out = []
+    for t in ds.take(ids.tolist(), columns=["text"]).column("text").to_pylist():
+        words = (t or "").split()
+        out.append(" ".join(words[: max(1, (3 * len(words)) // 4)]))
+    rng.shuffle(out)
+    return out
+
+
+def timed(fn, q) -> float:
+    t0 = time.perf_counter()
+    fn(q)
+    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -37,6 +69,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--data-dir", default="bench-data")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=2, help="repeats of each query in the prewarmed table")
+    ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--batch", type=int, default=1000)
     args = ap.parse_args()
 
@@ -44,62 +79,108 @@ def main() -> None:
     from lance.query import MinHashQuery
 
     import lance_minhash_sql as lms
+    from lance_minhash_sql.index.search import search
 
     uri = os.path.join(args.data_dir, f"search-{args.rows}.lance")
     if not os.path.exists(uri):
         raise SystemExit(f"{uri} is missing: run python benchmarks/search.py --rows {args.rows} first")
     ds = lance.dataset(uri)
-    rng = np.random.default_rng(11)
-    ids = rng.choice(ds.count_rows(), size=max(args.queries, args.batch), replace=False)
-    texts = ds.take(sorted(int(i) for i in ids), columns=["text"]).column("text").to_pylist()
-    queries = texts[: args.queries]
+    qs = make_queries(ds, args.queries + args.warmup, args.seed)
+    warm, queries = qs[: args.warmup], qs[args.warmup:]
     con = lms.connect()
-    u = lit(uri)
+    u = "'" + uri.replace("'", "''") + "'"
+
+    peers = {
+        "Lance to_table(nearest=MinHashQuery)": lambda q: ds.to_table(
+            nearest=MinHashQuery(q, "text"), limit=10, columns=["id", "text"]),
+        "Python search() by URI": lambda q: search(uri, "text", q, 10),
+        "SQL minhash_search": lambda q: con.execute(
+            f"SELECT * FROM minhash_search({u}, 'text', ?, 10)", [q]).fetchall(),
+        "SQL minhash_search_ids": lambda q: con.execute(
+            f"SELECT * FROM minhash_search_ids({u}, 'text', ?, 10)", [q]).fetchall(),
+    }
+    names = list(peers)
+    for q in warm:
+        for name in names:
+            peers[name](q)
+    times = {name: [] for name in names}
+    for i, q in enumerate(queries):  # rotate the order so no peer always runs first on a query
+        for j in range(len(names)):
+            name = names[(i + j) % len(names)]
+            times[name].append(timed(peers[name], q))
+
+    # the components of one SQL minhash_search statement, on the same queries
+    import pyarrow as pa
+
+    from lance_minhash_sql.duck.tables import search_plan
     from lance_minhash_sql.index.opened import open_index
+    from lance_minhash_sql.index.prewarm import warm as prewarm_index
+    from lance_minhash_sql.index.search import topk
 
-    open_index(uri, "text").prewarm()  # warm, as Lance's dataset object is: segments in the process cache
+    opened = open_index(uri, "text")
+    cols = [c for c in ds.schema.names]
+    hits = [pa.array(topk(opened, pa.array([q], pa.large_string()), 10)[1], pa.uint64()) for q in queries]
+    texts = [search_plan(uri, "text", q, 10, False, None, None, None) for q in queries]
+    parts = {
+        "DuckDB statement alone: SELECT ?": lambda i, q: con.execute("SELECT ?", [q]).fetchall(),
+        "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
+        "row fetch alone (take of 10 rows)": lambda i, q: opened.ds._take_rows(hits[i], cols),
+        "plan call: SELECT _lms_search_plan(..)": lambda i, q: con.execute(
+            f"SELECT _lms_search_plan({u}, 'text', ?, 10, false, NULL, NULL, NULL)", [q]).fetchall(),
+        "its result SQL run alone (VALUES)": lambda i, q: con.execute(texts[i]).fetchall(),
+    }
+    part_times = {name: [] for name in parts}
+    for i, q in enumerate(queries):
+        for name, fn in parts.items():
+            t0 = time.perf_counter()
+            fn(i, q)
+            part_times[name].append(time.perf_counter() - t0)
 
-    def run(fn, qs, rounds=2):
-        for q in qs[:20]:
-            fn(q)
-        ts = []
-        for _ in range(rounds):
-            for q in qs:
-                t0 = time.perf_counter()
-                fn(q)
-                ts.append(time.perf_counter() - t0)
-        return pct(ts)
+    # table 2: prewarmed, repeated queries
+    prewarm_index(open_index(uri, "text"))
+    best = {name: [] for name in names}
+    for _ in range(args.rounds):
+        for i, q in enumerate(queries):
+            for j in range(len(names)):
+                name = names[(i + j) % len(names)]
+                best[name].append(timed(peers[name], q))
 
-    rows = []
-    lance_cols = run(lambda q: ds.to_table(nearest=MinHashQuery(q, "text"), limit=10, columns=["id", "text"]), queries)
-    sql_cols = run(lambda q: con.execute(f"SELECT * FROM minhash_search({u}, 'text', {lit(q)}, 10)").fetchall(),
-                   queries)
-    rows.append(("single query, id + text columns", lance_cols, sql_cols))
-    lance_ids = run(lambda q: ds.to_table(nearest=MinHashQuery(q, "text"), limit=10, columns=["_distance"],
-                                          with_row_id=True), queries)
-    sql_ids = run(lambda q: con.execute(f"SELECT * FROM minhash_search_ids({u}, 'text', {lit(q)}, 10)").fetchall(),
-                  queries)
-    rows.append(("single query, row ids only", lance_ids, sql_ids))
-
-    batch = texts[: args.batch]
-    con.execute("CREATE OR REPLACE TEMP TABLE queries AS SELECT * FROM (SELECT unnest(?::VARCHAR[]) AS q)", [batch])
+    batch = make_queries(ds, args.batch, args.seed + 1)
+    con.execute("CREATE OR REPLACE TEMP TABLE queries AS SELECT unnest(?::VARCHAR[]) AS q", [batch])
     t0 = time.perf_counter()
     for q in batch:
         ds.to_table(nearest=MinHashQuery(q, "text"), limit=10, columns=["_distance"], with_row_id=True)
-    lance_s = time.perf_counter() - t0
-    sql = f"SELECT s.* FROM queries, LATERAL minhash_search_ids({u}, 'text', q, 10) s"
-    con.execute(sql).fetchall()
+    lance_batch = time.perf_counter() - t0
+    lateral = f"SELECT s.* FROM queries, LATERAL minhash_search_ids({u}, 'text', q, 10) s"
+    con.execute(lateral).fetchall()
     t0 = time.perf_counter()
-    n = len(con.execute(sql).fetchall())
-    sql_s = time.perf_counter() - t0
+    hits = len(con.execute(lateral).fetchall())
+    sql_batch = time.perf_counter() - t0
 
-    print(f"SQL search vs Lance native, {args.rows:,} rows, top-10, warm")
-    print(f"  {'what':34s} {'Lance p50':>10s} {'p95':>8s} {'SQL p50':>9s} {'p95':>8s} {'Lance/SQL p50':>14s}")
-    for name, a, b in rows:
-        print(f"  {name:34s} {a[0]:8.2f}ms {a[1]:6.2f}ms {b[0]:7.2f}ms {b[1]:6.2f}ms {a[0] / b[0]:13.2f}x")
-    print(f"  batch of {len(batch):,}: Lance one by one {lance_s:.2f} s ({lance_s / len(batch) * 1000:.3f} ms/query); "
-          f"one LATERAL statement {sql_s:.3f} s ({sql_s / len(batch) * 1000:.3f} ms/query, {n:,} rows): "
-          f"{lance_s / sql_s:.1f}x per query")
+    load = os.getloadavg()
+    lance_name = names[0]
+    for title, table in ((f"As a user meets it: {len(queries)} distinct queries, URI per statement, bound ?, "
+                          f"{args.warmup} warm-up, no prewarm", times),
+                         (f"Best case (labelled): our index prewarmed, each query {args.rounds + 1}x "
+                          f"(incl. table 1)", best)):
+        print(f"\n{title}  [{args.rows:,} rows, top-10, load {load[0]:.2f}]")
+        lp50, lp95 = pct(table[lance_name])
+        print(f"  {'what':40s} {'p50':>8s} {'p95':>8s} {'Lance/this p50':>15s}")
+        for name in names:
+            p50, p95 = pct(table[name])
+            print(f"  {name:40s} {p50:6.2f}ms {p95:6.2f}ms {lp50 / p50:14.2f}x")
+    print("\nComponents of one SQL minhash_search (same queries, same run, after table 1)")
+    for name in parts:
+        p50, p95 = pct(part_times[name])
+        print(f"  {name:40s} {p50:6.2f}ms {p95:6.2f}ms")
+    sql_p50 = pct(times["SQL minhash_search"])[0]
+    plan_p50 = pct(part_times["plan call: SELECT _lms_search_plan(..)"])[0]
+    values_p50 = pct(part_times["its result SQL run alone (VALUES)"])[0]
+    print(f"  {'rest: query() around them':40s} {sql_p50 - plan_p50 - values_p50:6.2f}ms  "
+          f"(SQL p50 {sql_p50:.2f} ms minus the plan call and its result SQL)")
+    print(f"\nBatch of {len(batch):,}: Lance one by one {lance_batch / len(batch) * 1000:.3f} ms/query; one LATERAL "
+          f"minhash_search_ids statement {sql_batch / len(batch) * 1000:.3f} ms/query ({hits:,} rows): "
+          f"{lance_batch / sql_batch:.1f}x")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 
 ``import lance_minhash_sql`` stays cheap: :func:`install`, :func:`connect` (DuckDB,
 pyarrow) and ``__version__`` load on first access, and the numba engine on the first
-SQL call that needs it.
+SQL call that needs it. On a fresh install each numba kernel compiles on its first call
+(once: numba caches it on disk); :func:`warmup` compiles them all ahead of time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import (
     CorruptIndexError,
     DatasetError,
+    EmptySearchWarning,
     IndexNotFoundError,
     InvalidInputError,
     InvalidParameterError,
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
     from .index.build import build_index
     from .index.clusters import clusters
     from .index.dedup import dedup
+    from .index.join import join
     from .index.pairs import pairs
     from .index.search import search, search_ids
+    from .warmup import warmup
 
 __all__ = [
     "__version__",
@@ -45,6 +49,8 @@ __all__ = [
     "pairs",
     "clusters",
     "dedup",
+    "warmup",
+    "join",
     "LanceMinHashError",
     "InvalidParameterError",
     "ParameterMismatchError",
@@ -55,11 +61,12 @@ __all__ = [
     "UnsupportedIndexError",
     "ResourceLimitError",
     "MissingDependencyError",
+    "EmptySearchWarning",
 ]
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}
 _LAZY.update(build_index=".index.build", search=".index.search", search_ids=".index.search", pairs=".index.pairs",
-             clusters=".index.clusters", dedup=".index.dedup")
+             clusters=".index.clusters", dedup=".index.dedup", join=".index.join", warmup=".warmup")
 
 
 def _version() -> str:

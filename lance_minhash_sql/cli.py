@@ -1,15 +1,17 @@
-"""The ``lance-minhash`` command line.
+r"""The ``lance-minhash`` command line.
 
 Examples::
 
     lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
     lance-minhash search corpus.lance text "some text" -k 5
     lance-minhash pairs corpus.lance text --threshold 0.8 --output pairs.parquet
+    lance-minhash join eval.lance corpus.lance text --threshold 0.8 --output contaminated.parquet
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
     lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
+    lance-minhash warmup                     # compile every numba kernel into the cache, once
     lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
     lance-minhash build s3://bucket/corpus.lance text --storage-option aws_region=us-east-1 \
         --storage-option aws_access_key_id=... --storage-option aws_secret_access_key=...
@@ -19,86 +21,45 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
+import warnings
 
 from .errors import InvalidParameterError, LanceMinHashError
+from .sinks import check_output, stream_rows
 
 __all__ = ["main"]
 
-DEMO_QUERIES = [
-    ("The corpus: rows, near-duplicates by edit kind",
-     """SELECT edit, count(*) AS rows, round(avg(replaced_fraction), 3) AS avg_replaced
-        FROM corpus GROUP BY edit ORDER BY rows DESC"""),
-    ("A MinHash signature is a USMALLINT[] of num_hashes values (first 6 shown)",
-     """SELECT id, left(text, 48) AS text, minhash_signature(text)[1:6] AS signature_head
-        FROM corpus ORDER BY id LIMIT 3"""),
-    ("Near-duplicates against their sources: estimated vs exact shingle Jaccard",
-     """SELECT d.id, d.source_id, d.edit,
-               round(minhash_similarity(minhash_signature(d.text), minhash_signature(s.text)), 3) AS estimated,
-               round(shingle_jaccard(d.text, s.text), 3) AS exact
-        FROM corpus d JOIN corpus s ON s.id = d.source_id
-        WHERE d.edit <> 'original' ORDER BY d.id LIMIT 8"""),
-    ("Estimator error over all near-duplicate pairs (k = 128)",
-     """WITH p AS (
-          SELECT minhash_similarity(minhash_signature(d.text), minhash_signature(s.text)) AS est,
-                 shingle_jaccard(d.text, s.text) AS exact
-          FROM corpus d JOIN corpus s ON s.id = d.source_id WHERE d.edit <> 'original')
-        SELECT count(*) AS pairs, round(avg(abs(est - exact)), 4) AS mean_abs_error,
-               round(quantile_cont(abs(est - exact), 0.95), 4) AS p95_abs_error FROM p"""),
-    ("The LSH S-curve for 16 bands of 8 rows: probability a pair becomes a candidate",
-     """SELECT s AS similarity, round(lsh_probability(s, 16, 8), 4) AS candidate_probability
-        FROM (SELECT unnest([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]::DOUBLE[]) AS s)"""),
-]
+from .demo import DEMO_QUERIES, INDEX_QUERIES, PAIRS_QUERIES  # noqa: E402  (the demo's SQL)
 
 
-INDEX_QUERIES = [
-    ("Build Lance's MinHash LSH index on the text column (our engine, Lance's format)",
-     """SELECT index_name, num_hashes, num_bands, rows_per_band, rows_indexed, round(seconds, 2) AS seconds,
-               bytes FROM minhash_build({uri}, 'text')"""),
-    ("The index as the dataset manifest records it",
-     "SELECT segment_uuid, fragment_ids, \"rows\", bytes FROM minhash_indexes({uri})"),
-    ("Top-5 near-duplicates of document 14 (an edited copy of document 0), with the dataset's own columns",
-     """SELECT id, source_id, edit, left(text, 40) AS text, _distance
-        FROM minhash_search({uri}, 'text', {query}, 5)"""),
-    ("Batch search: the best match of 5 documents, one LATERAL statement",
-     """SELECT q.id AS query_id, s._rowid, round(1 - s._distance, 3) AS similarity
-        FROM (SELECT id, text FROM corpus WHERE id IN (7, 14, 20, 23, 32)) q,
-             LATERAL minhash_search_ids({uri}, 'text', q.text, 2) s
-        WHERE s._rowid <> q.id ORDER BY q.id, s._distance"""),
-]
+def _compile_seconds() -> float:
+    """Seconds this process spent compiling numba kernels so far (0 before numba is loaded)."""
+    config = sys.modules.get("lance_minhash_sql.kernels.config")
+    return config.COMPILES.seconds if config is not None else 0.0
 
 
-PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
-    ("Near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the rows by _rowid",
-     """SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
-               round(p.jaccard, 3) AS jaccard, r.edit
-        FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
-        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
-        ORDER BY p.similarity, left_id, right_id LIMIT 6"""),
-    ("Pairs at 0.8 against the generator's truth: share of pairs copied from one source, by edit kind",
-     """SELECT r.edit, count(*) AS pairs, round(avg((l.source_id = r.source_id)::INTEGER), 3) AS same_source
-        FROM minhash_pairs({uri}, 'text') p
-        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
-        GROUP BY r.edit ORDER BY pairs DESC"""),
-    ("Clusters by size (minhash_clusters)",
-     """SELECT cluster_size, count(DISTINCT cluster_id) AS clusters, count(*) AS rows
-        FROM minhash_clusters({uri}, 'text') GROUP BY cluster_size ORDER BY cluster_size LIMIT 8"""),
-    ("Dedup keeping the longest text of each cluster (minhash_dedup): what it would remove",
-     """SELECT count(*) FILTER (WHERE keep) AS clusters, count(*) FILTER (WHERE NOT keep) AS duplicates,
-               (SELECT count(*) FROM corpus) - count(*) FILTER (WHERE NOT keep) AS rows_after_dedup
-        FROM minhash_dedup({uri}, 'text', keep := 'longest')"""),
-    ("The deduplicated corpus as a query: every row but the duplicates (lance-minhash dedup writes it)",
-     """SELECT edit, count(*) AS rows
-        FROM corpus_rows ANTI JOIN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest')
-                                    WHERE NOT keep) d USING (_rowid)
-        GROUP BY edit ORDER BY rows DESC"""),
-]
+def _compiled_since(before: float) -> str:
+    """`` (including N s compiling ...)`` when kernels compiled since ``before``."""
+    spent = _compile_seconds() - before
+    return f" (including {spent:.1f}s compiling numba kernels, once per machine)" if spent >= 0.05 else ""
+
+
+def _quiet_compiles() -> None:
+    from .kernels.config import COMPILES
+
+    COMPILES.notice = False
 
 
 def _print_result(con, title: str, sql: str, out) -> None:
     out(f"\n-- {title}")
+    before = _compile_seconds()
     out(con.sql(sql).__str__().rstrip())
+    spent = _compile_seconds() - before
+    if spent >= 0.05:
+        counted = "; the seconds column counts it too" if "seconds" in sql else ""
+        out(f"   ({spent:.1f}s of this statement went to compiling numba kernels, once per machine{counted})")
 
 
 def cmd_demo(args) -> int:
@@ -109,10 +70,12 @@ def cmd_demo(args) -> int:
     os.makedirs(args.dir, exist_ok=True)
     uri = os.path.join(args.dir, "corpus.lance")
     t0 = time.perf_counter()
+    before = _compile_seconds()
     mode = "overwrite" if os.path.exists(uri) else "create"
     write_corpus(uri, args.rows, mode=mode, with_truth=True, progress=not args.quiet)
-    print(f"wrote {args.rows:,} synthetic rows to {uri} in {time.perf_counter() - t0:.1f}s")
+    print(f"wrote {args.rows:,} synthetic rows to {uri} in {time.perf_counter() - t0:.1f}s{_compiled_since(before)}")
     con = connect()
+    con.execute("SET enable_progress_bar = false")  # the tables below are the output
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:
         _print_result(con, title, sql, print)
@@ -123,6 +86,15 @@ def cmd_demo(args) -> int:
     con.register("corpus_rows", open_dataset(uri).to_table(columns=["id", "source_id", "edit"], with_row_id=True))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
         _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
+    return 0
+
+
+def cmd_warmup(args) -> int:
+    from .warmup import warmup
+
+    print("compiling every numba kernel into numba's cache (a minute or two on a fresh install; nothing "
+          "when the cache is already full) ...", file=sys.stderr)
+    print(warmup().format())
     return 0
 
 
@@ -147,6 +119,9 @@ def cmd_sql(args) -> int:
     elif os.path.isfile(args.query):
         with open(args.query) as fh:
             text = fh.read()
+    elif _looks_like_file(args.query):
+        raise InvalidParameterError(f"lance-minhash sql: no such file {args.query!r}; pass an existing .sql file, "
+                                    "SQL text, or - to read SQL from stdin")
     else:
         text = args.query
     con = connect()
@@ -163,6 +138,11 @@ def cmd_sql(args) -> int:
         if result is not None:
             print(str(result).rstrip())
     return 0
+
+
+def _looks_like_file(arg: str) -> bool:
+    """A single word ending in .sql (or naming a folder) is meant as a file, not as SQL."""
+    return not any(c.isspace() for c in arg.strip()) and (arg.lower().endswith(".sql") or os.sep in arg)
 
 
 _OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
@@ -205,6 +185,7 @@ def cmd_build(args) -> int:
     from .index.build import build_index
 
     tokenizer = args.tokenizer
+    before = _compile_seconds()
     r = build_index(args.dataset, args.column, num_hashes=args.num_hashes, num_bands=args.num_bands,
                     shingle_size=args.shingle_size, threshold=args.threshold, tokenizer=tokenizer,
                     replace=not args.no_replace, memory_limit=args.memory_limit, progress=not args.quiet,
@@ -212,7 +193,7 @@ def cmd_build(args) -> int:
     print(f"built {r.index_name} on {r.column}: {r.rows_indexed:,} rows indexed "
           f"({r.rows_without_tokens:,} without tokens), k={r.num_hashes}, b={r.num_bands}, r={r.rows_per_band}, "
           f"shingle_size={r.shingle_size}; {r.segments} segment(s), {r.bytes / 2**20:.1f} MiB, "
-          f"{r.seconds:.2f}s, dataset version {r.dataset_version}")
+          f"{r.seconds:.2f}s{_compiled_since(before)}, dataset version {r.dataset_version}")
     return 0
 
 
@@ -222,6 +203,7 @@ def cmd_optimize(args) -> int:
     merge = args.merge.strip()
     if not merge.isdigit() and merge.lower() != "all":
         merge = [u.strip() for u in merge.split(",") if u.strip()]
+    before = _compile_seconds()
     r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=not args.quiet,
                  storage_options=storage_options(args.storage_option))
     if r.action == "none":
@@ -230,7 +212,8 @@ def cmd_optimize(args) -> int:
         print(f"{r.index_name} on {r.column}: {r.action}: {r.merged_segments} segment(s) rewritten, new fragments "
               f"{list(r.new_fragments)}; {r.rows_indexed:,} rows in segment {r.segment_uuid} ({r.rows_added:,} new, "
               f"{r.rows_dropped:,} deleted rows dropped); {r.segments_before} -> {r.segments_after} segment(s), "
-              f"{r.bytes / 2**20:.1f} MiB, {r.seconds:.2f}s, dataset version {r.dataset_version}")
+              f"{r.bytes / 2**20:.1f} MiB, {r.seconds:.2f}s{_compiled_since(before)}, dataset version "
+              f"{r.dataset_version}")
     return 0
 
 
@@ -246,58 +229,31 @@ def cmd_search(args) -> int:
     return 0
 
 
-def _sink(path: str, schema):
-    """A streaming Arrow writer chosen by the file extension (.parquet or .csv)."""
-    from .errors import InvalidParameterError
-
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.ParquetWriter(path, schema)
-    if ext == ".csv":
-        import pyarrow.csv as pcsv
-
-        return pcsv.CSVWriter(path, schema)
-    raise InvalidParameterError(f"--output {path!r} must end in .parquet or .csv (the format is taken from it)")
-
-
-def _show(table, limit: int) -> None:
-    import duckdb
-
-    print(str(duckdb.from_arrow(table.slice(0, limit))).rstrip())
-
-
 def cmd_pairs(args) -> int:
-    import pyarrow as pa
-
-    from .index.build import _bar
     from .index.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 
+    if args.output:
+        check_output(args.output)
     batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
                     storage_options=storage_options(args.storage_option))
-    schema = PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA
-    sink = _sink(args.output, schema) if args.output else None
-    bar = _bar(not args.quiet, None, "pairs", unit="pairs")
-    head, total = [], 0
-    try:
-        for b in batches:
-            total += b.num_rows
-            if sink is not None:
-                sink.write_batch(b)
-            elif sum(h.num_rows for h in head) < args.limit:
-                head.append(b.slice(0, args.limit))
-            if bar is not None:
-                bar.update(b.num_rows)
-    finally:
-        if bar is not None:
-            bar.close()
-        if sink is not None:
-            sink.close()
-    if sink is None:
-        _show(pa.Table.from_batches(head, schema=schema), args.limit)
+    total = stream_rows(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} pairs at threshold {args.threshold:g}{where}")
+    return 0
+
+
+def cmd_join(args) -> int:
+    from .index.join import JOIN_SCHEMA, join
+
+    if args.output:
+        check_output(args.output)
+    batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact,
+                   right_column=args.right_column,
+                   left_storage_options=storage_options(args.left_storage_option),
+                   right_storage_options=storage_options(args.right_storage_option))
+    total = stream_rows(batches, JOIN_SCHEMA, args)
+    where = f" written to {args.output}" if args.output else ""
+    print(f"{total:,} (left, right) pairs at threshold {args.threshold:g}{where}")
     return 0
 
 
@@ -306,15 +262,10 @@ def cmd_clusters(args) -> int:
 
     from .index.clusters import clusters
 
-    table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
     if args.output:
-        sink = _sink(args.output, table.schema)
-        try:
-            sink.write_table(table)
-        finally:
-            sink.close()
-    else:
-        _show(table, args.limit)
+        check_output(args.output)
+    table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
+    stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
     print(f"{n:,} clusters holding {table.num_rows:,} rows at threshold {args.threshold:g}{where}")
@@ -325,12 +276,13 @@ def cmd_dedup(args) -> int:
     from .index.dedup import dedup
 
     t0 = time.perf_counter()
+    before = _compile_seconds()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
               delete_in_place=args.delete_in_place, progress=not args.quiet,
               storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
-          f"({time.perf_counter() - t0:.1f}s)")
+          f"({time.perf_counter() - t0:.1f}s{_compiled_since(before)})")
     if r.dry_run:
         print("dry run: nothing written; pass --output NEW.lance to write the kept rows to a new dataset, or "
               "--delete-in-place to delete the duplicates in a new version of this one")
@@ -346,6 +298,10 @@ def cmd_dedup(args) -> int:
 def cmd_report(args) -> int:
     from .index.report import report
 
+    if args.out is not None:
+        from .plots import require_matplotlib
+
+        require_matplotlib()  # before the report's work, not after it
     rep = report(args.dataset, args.column, sample=args.sample, threshold=args.threshold, seed=args.seed,
                  top_buckets=args.top, progress=not args.quiet, storage_options=storage_options(args.storage_option))
     print(rep.format())
@@ -382,15 +338,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     p.set_defaults(func=cmd_bench)
 
+    p = sub.add_parser("warmup", help="compile every numba kernel into numba's on-disk cache (for container "
+                       "images and CI caches): later processes then compile nothing")
+    p.set_defaults(func=cmd_warmup)
+
     p = sub.add_parser("build", help="build Lance's MinHash LSH index on a text column")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the text column")
-    p.add_argument("--num-hashes", type=int, default=128)
+    p.add_argument("--num-hashes", type=int, default=128,
+                   help="MinHash values per signature, k (default 128); more: finer similarity estimates")
     p.add_argument("--num-bands", type=int, default=None, help="default 16, or chosen by --threshold")
-    p.add_argument("--shingle-size", type=int, default=3)
+    p.add_argument("--shingle-size", type=int, default=3,
+                   help="tokens per shingle (default 3); the sets whose Jaccard similarity is estimated")
     p.add_argument("--threshold", type=float, default=None, help="choose num_bands for this similarity")
     p.add_argument("--tokenizer", default=None, help='JSON tokenizer options, e.g. \'{"base_tokenizer": "whitespace"}\'')
-    p.add_argument("--memory-limit", type=int, default=None, help="sort budget in bytes (default 2 GiB)")
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 2 GiB)")
     p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     storage_flag(p)
@@ -408,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("search", help="top-k most similar rows of a text")
-    p.add_argument("dataset")
-    p.add_argument("column")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
     p.add_argument("query", help="the text to look up")
     p.add_argument("-k", type=int, default=10, help="rows to return (default 10)")
     p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
@@ -434,9 +396,26 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_pairs)
 
+    p = sub.add_parser("join", help="every (left, right) pair of rows of two datasets whose MinHash similarity "
+                                    "reaches a threshold, through RIGHT's index (decontamination, ingestion dedup)")
+    p.add_argument("left", help="path or URI of the dataset whose rows are looked up (signed with RIGHT's parameters)")
+    p.add_argument("right", help="path or URI of the indexed dataset")
+    p.add_argument("column", help="the text column of LEFT (and of RIGHT unless --right-column)")
+    p.add_argument("--right-column", default=None, help="RIGHT's indexed text column, if named differently")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
+    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
+    p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    for side in ("left", "right"):
+        p.add_argument(f"--{side}-storage-option", action="append", default=None, metavar="KEY=VALUE",
+                       help=f"an object-store option of the {side.upper()} dataset only (repeat for several)")
+    p.set_defaults(func=cmd_join)
+
     p = self_join("clusters", "near-duplicate clusters (rows in clusters of two or more)", "similarity of a link",
                   "write the clusters to this .parquet or .csv file")
     p.add_argument("--limit", type=int, default=20, help="rows to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no notice of a first-run kernel compilation")
     storage_flag(p)
     p.set_defaults(func=cmd_clusters)
 
@@ -452,8 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dedup)
 
     p = sub.add_parser("report", help="diagnostics of an index: S-curve vs sampled pairs, buckets, error")
-    p.add_argument("dataset")
-    p.add_argument("column")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
     p.add_argument("--out", default=None, help="folder for scurve.png, buckets.png, estimator.png (needs matplotlib)")
     p.add_argument("--sample", type=int, default=2000, help="query rows, and most pairs kept per bin (default 2000)")
     p.add_argument("--threshold", type=float, default=None, help="similarity for fp/fn areas and recall "
@@ -464,26 +443,92 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)")
-    p.add_argument("query", nargs="?", default="-")
+    p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)",
+                       description="Run SQL statements with every lance_minhash_sql function installed and print "
+                                   "each result.")
+    p.add_argument("query", nargs="?", default="-", metavar="SQL|FILE|-",
+                   help="SQL text (one or more statements), a .sql FILE, or - to read SQL from stdin (default -)")
     p.add_argument("--output", "-o", default=None,
                    help="write the last statement's rows to this file (.csv, .parquet or .json lines)")
     p.set_defaults(func=cmd_sql)
     return parser
 
 
+_SQL_CALL = re.compile(r"(?:SELECT \* FROM )?minhash_(build|optimize|pairs|clusters|dedup|report)\(([^()]*)\)")
+_SQL_NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
+
+
+def _cli_argument(m: re.Match) -> str:
+    name, value = m.group(1), m.group(2)
+    if name == "replace":  # the CLI replaces by default; --no-replace refuses
+        return "" if value == "true" else "--no-replace"
+    return f"--{name.replace('_', '-')} {value}"
+
+
+def _cli_call(m: re.Match) -> str:
+    args = [a.strip() for a in m.group(2).split(",") if a.strip()]
+    words = ["lance-minhash", m.group(1)]
+    for a in args:
+        named = _SQL_NAMED.fullmatch(a)
+        words.append(_cli_argument(named) if named else a.upper() if a in ("dataset", "column") else a)
+    return " ".join(w for w in words if w)
+
+
+def cli_advice(message: str) -> str:
+    """An error message's SQL advice in the command line's terms: ``SELECT * FROM
+    minhash_build('d', 'c')`` becomes ``lance-minhash build 'd' 'c'``, ``order_by := 'x'``
+    becomes ``--order-by 'x'``."""
+    return _SQL_NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message))
+
+
+LATERAL_HINT = ("minhash_search returns the dataset's own columns, so it needs a constant query and cannot take a "
+                "column of another table (LATERAL); per row use minhash_search_ids(dataset, column, q.text, k), "
+                "which returns _rowid and _distance, and join the rows by _rowid")
+
+
+def sql_hint(message: str) -> str:
+    """A line of advice for DuckDB errors that our macros cause, or ''."""
+    if "does not support lateral join column parameters" in message:
+        return LATERAL_HINT
+    return ""
+
+
+def _warning_printer(fallback):
+    """A ``warnings.showwarning`` that prints the package's warnings as one
+    ``lance-minhash: warning:`` line and hands the others to ``fallback``."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if category.__module__.split(".")[0] == "lance_minhash_sql":
+            print(f"lance-minhash: warning: {cli_advice(str(message))}", file=sys.stderr)
+        else:
+            fallback(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "quiet", False):
+        _quiet_compiles()
+    with warnings.catch_warnings():  # restores the filters and showwarning on return
+        # the package's warnings (raised from its own modules here) are shown whatever the filters say
+        warnings.filterwarnings("default", category=UserWarning, module=r"lance_minhash_sql\.")
+        warnings.showwarning = _warning_printer(warnings.showwarning)
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         return args.func(args)
     except LanceMinHashError as exc:
-        print(f"lance-minhash: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"lance-minhash: error: {type(exc).__name__}: {cli_advice(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         import duckdb
 
         if isinstance(exc, duckdb.Error):  # SQL errors, including ours raised inside UDFs
-            print(f"lance-minhash: error: {exc}", file=sys.stderr)
+            hint = sql_hint(str(exc))
+            print(f"lance-minhash: error: {exc}" + (f"\nhint: {hint}" if hint else ""), file=sys.stderr)
             return 2
         raise
     except KeyboardInterrupt:

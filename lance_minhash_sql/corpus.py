@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .checks import check_int, check_real
 from .errors import InvalidParameterError
 from .kernels import corpus as _k
 
@@ -61,27 +62,6 @@ MAX_DOC_ID = 2**62
 _INT32_MAX = 2**31 - 1
 GIANT_WORDS = 60  # words of the giant cluster's text
 _GIANT_STREAM = 0x6A1A27  # seeds the giant cluster's rows and text, apart from the documents
-
-
-def _integer(name: str, value: Any, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidParameterError(f"{name}={value!r} must be an integer; {fix}")
-    return int(value)
-
-
-def _real(name: str, value: Any, lo: float, hi: float, rule: str, fix: str,
-          lo_open: bool = False, hi_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidParameterError(f"{name}={value!r} must be a number {rule}; {fix}")
-    v = float(value)
-    bad = (
-        not math.isfinite(v)
-        or (v <= lo if lo_open else v < lo)
-        or (v >= hi if hi_open else v > hi)
-    )
-    if bad:
-        raise InvalidParameterError(f"{name}={value!r} is out of range: requires {rule}; {fix}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -108,35 +88,32 @@ class CorpusSpec:
     max_truncate_fraction: float = 0.2
 
     def __post_init__(self) -> None:
-        seed = _integer("seed", self.seed, "use an integer in 0 .. 2**64 - 1, e.g. 0")
+        seed = check_int("seed", self.seed, "use an integer in 0 .. 2**64 - 1, e.g. 0")
         if not 0 <= seed < 2**64:
             raise InvalidParameterError(f"seed={seed} is out of range: requires 0 <= seed < 2**64; e.g. 0")
-        vocab = _integer("vocab_size", self.vocab_size, "e.g. 50_000")
+        vocab = check_int("vocab_size", self.vocab_size, "e.g. 50_000")
         if not 2 <= vocab <= MAX_VOCAB_SIZE:
             raise InvalidParameterError(
                 f"vocab_size={vocab} is out of range: requires 2 <= vocab_size <= {MAX_VOCAB_SIZE:_} "
                 "(a replaced word must differ from the original); e.g. 50_000"
             )
-        phrases = _integer("num_boilerplate", self.num_boilerplate, "e.g. 200")
+        phrases = check_int("num_boilerplate", self.num_boilerplate, "e.g. 200")
         if not 0 <= phrases <= MAX_BOILERPLATE:
             raise InvalidParameterError(
                 f"num_boilerplate={phrases} is out of range: requires 0 <= num_boilerplate <= "
                 f"{MAX_BOILERPLATE:_}; e.g. 200, or 0 for no boilerplate"
             )
-        zipf = _real("zipf_exponent", self.zipf_exponent, 0.0, 10.0, "0 <= zipf_exponent <= 10",
-                     "natural text is close to 1.0")
-        bp = _real("boilerplate_fraction", self.boilerplate_fraction, 0.0, 1.0,
-                   "0 <= boilerplate_fraction <= 1", "e.g. 1/3")
+        zipf = check_real("zipf_exponent", self.zipf_exponent, "natural text is close to 1.0", 0.0, 10.0)
+        bp = check_real("boilerplate_fraction", self.boilerplate_fraction, "e.g. 1/3", 0.0, 1.0)
         if bp > 0 and phrases == 0:
             raise InvalidParameterError(
                 f"boilerplate_fraction={bp} needs phrases but num_boilerplate=0: set "
                 "num_boilerplate >= 1 or boilerplate_fraction=0"
             )
-        dup = _real("duplicate_fraction", self.duplicate_fraction, 0.0, 1.0,
-                    "0 <= duplicate_fraction < 1 (some originals must remain)", "e.g. 0.2",
-                    hi_open=True)
-        skew = _real("source_skew", self.source_skew, 1.0, 16.0, "1 <= source_skew <= 16",
-                     "1 picks sources uniformly, 2 (default) gives a few clusters of hundreds at 1M rows")
+        dup = check_real("duplicate_fraction", self.duplicate_fraction, "some originals must remain; e.g. 0.2",
+                         0.0, 1.0, hi_open=True)
+        skew = check_real("source_skew", self.source_skew, "1 picks sources uniformly, 2 (default) gives a few "
+                          "clusters of hundreds at 1M rows", 1.0, 16.0)
         weights = self.edit_weights
         if (
             not isinstance(weights, (tuple, list))
@@ -153,10 +130,9 @@ class CorpusSpec:
                 f"edit_weights={weights!r} is invalid: requires non-negative finite weights with a "
                 "positive sum (exact, replace, truncate); e.g. (0.2, 0.6, 0.2)"
             )
-        rep = _real("max_replace_fraction", self.max_replace_fraction, 0.0, 1.0,
-                    "0 < max_replace_fraction <= 1", "e.g. 0.3", lo_open=True)
-        trunc = _real("max_truncate_fraction", self.max_truncate_fraction, 0.0, 1.0,
-                      "0 < max_truncate_fraction < 1", "e.g. 0.2", lo_open=True, hi_open=True)
+        rep = check_real("max_replace_fraction", self.max_replace_fraction, "e.g. 0.3", 0.0, 1.0, lo_open=True)
+        trunc = check_real("max_truncate_fraction", self.max_truncate_fraction, "e.g. 0.2", 0.0, 1.0,
+                           lo_open=True, hi_open=True)
         for name, value in (
             ("seed", seed), ("vocab_size", vocab), ("num_boilerplate", phrases),
             ("zipf_exponent", zipf), ("boilerplate_fraction", bp), ("duplicate_fraction", dup),
@@ -202,8 +178,8 @@ def _check_spec(spec: Any) -> CorpusSpec:
 
 
 def _check_range(start: Any, stop: Any) -> tuple[int, int]:
-    start = _integer("start", start, "use a document id >= 0")
-    stop = _integer("stop", stop, "use a document id >= start")
+    start = check_int("start", start, "use a document id >= 0")
+    stop = check_int("stop", stop, "use a document id >= start")
     if not 0 <= start <= stop <= MAX_DOC_ID:
         raise InvalidParameterError(
             f"start={start}, stop={stop} is not a document id range: requires 0 <= start <= stop "
@@ -304,7 +280,7 @@ def ground_truth(start: int, stop: int, spec: CorpusSpec = CorpusSpec()) -> pa.T
 
 
 def _check_copies(copies: Any, num_rows: int) -> int:
-    copies = _integer("giant_copies", copies, "use a row count >= 0, e.g. 5_000")
+    copies = check_int("giant_copies", copies, "use a row count >= 0, e.g. 5_000")
     if not 0 <= copies <= num_rows:
         raise InvalidParameterError(
             f"giant_copies={copies} is out of range: requires 0 <= giant_copies <= num_rows ({num_rows}); "
@@ -338,13 +314,13 @@ def generate_batches(
     """Record batches of ids ``start .. start + num_rows - 1`` with :func:`corpus_schema`;
     ``giant_copies`` rows overwritten by :func:`giant_cluster` (their truth: copies of the
     first of them, ``exact``)."""
-    num_rows = _integer("num_rows", num_rows, "use a row count >= 0")
-    batch_rows = _integer("batch_rows", batch_rows, "e.g. 65_536")
+    num_rows = check_int("num_rows", num_rows, "use a row count >= 0")
+    batch_rows = check_int("batch_rows", batch_rows, "e.g. 65_536")
     if num_rows < 0:
         raise InvalidParameterError(f"num_rows={num_rows} must be >= 0 (rows to generate)")
     if batch_rows < 1:
         raise InvalidParameterError(f"batch_rows={batch_rows} must be >= 1 (rows per batch); e.g. 65_536")
-    start, stop = _check_range(start, _integer("start", start, "use a document id >= 0") + num_rows)
+    start, stop = _check_range(start, check_int("start", start, "use a document id >= 0") + num_rows)
     spec = _check_spec(spec)
     giant = giant_cluster(start, stop, giant_copies, spec) if _check_copies(giant_copies, num_rows) else None
     schema = corpus_schema(with_truth)
@@ -409,7 +385,7 @@ def write_corpus(
     if mode not in WRITE_MODES:
         raise InvalidParameterError(f"mode={mode!r} is not a write mode: use one of {WRITE_MODES}")
     if rows_per_fragment is not None:
-        rows_per_fragment = _integer("rows_per_fragment", rows_per_fragment, "e.g. 100_000, or None")
+        rows_per_fragment = check_int("rows_per_fragment", rows_per_fragment, "e.g. 100_000, or None")
         if rows_per_fragment < 1:
             raise InvalidParameterError(
                 f"rows_per_fragment={rows_per_fragment} must be >= 1; e.g. 100_000, or None for Lance's default"

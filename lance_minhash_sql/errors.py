@@ -20,6 +20,7 @@ __all__ = [
     "ResourceLimitError",
     "MissingDependencyError",
     "DistributedTaskError",
+    "EmptySearchWarning",
 ]
 
 
@@ -70,3 +71,9 @@ class DistributedTaskError(LanceMinHashError):
     def __init__(self, message: str, failures: dict | None = None):
         super().__init__(message)
         self.failures = dict(failures or {})
+
+
+class EmptySearchWarning(UserWarning):
+    """A search query returns no rows for a reason the result cannot show: the query has
+    no tokens (empty, or only punctuation for the tokenizer), or it shares no LSH band
+    with any indexed row."""

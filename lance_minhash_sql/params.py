@@ -1,4 +1,7 @@
-"""Parameters, limits and the LSH math, written once.
+"""Parameters, limits and the LSH math, written once (``docs/parameters.md``).
+
+The format's constants come from :mod:`.kernels.lance_format` and the argument checks
+from :mod:`.checks`; both are re-used here, not restated.
 
 The index parameters and their validation follow pylance 14.0.2's
 ``MinHashLshIndexParams::validate()`` (``rust/lance-index/src/scalar/minhash_lsh/mod.rs``):
@@ -21,12 +24,14 @@ which a pair of similarity 0.8 is a candidate with probability 0.2 only).
 from __future__ import annotations
 
 import json
-import math
-import numbers
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
+from .checks import check_bool, check_int, check_real, check_similarity, check_threshold
 from .errors import InvalidParameterError
+from .kernels.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS, MAX_NUM_HASHES,
+                                   SHINGLE_SEPARATOR, SIGNATURE_VERSION)
+from .kernels.lance_format import SEED as SIGNATURE_SEED
 
 __all__ = [
     "MAX_NUM_HASHES",
@@ -44,6 +49,7 @@ __all__ = [
     "LANGUAGES",
     "TokenizerParams",
     "MinHashParams",
+    "scurve",
     "lsh_probability",
     "scurve_threshold",
     "false_positive_area",
@@ -51,19 +57,13 @@ __all__ = [
     "optimal_bands",
     "recall_bands",
     "CANDIDATE_PROBABILITY",
+    "check_threshold",  # re-exported from checks: the one threshold rule
 ]
 
-MAX_NUM_HASHES = 4096
-MAX_NUM_BANDS = 256  # the band id is the top byte of a band key
-SIGNATURE_SEED = 42
-SHINGLE_SEPARATOR = 0x1F
-SIGNATURE_VERSION = 0
 MAX_SHINGLE_SIZE = 2**31 - 1
 # a build with threshold := t makes a pair of similarity t a candidate at least this often
 CANDIDATE_PROBABILITY = 0.9
-INDEX_VERSION = 0
-DEFAULT_PAGE_ROWS = 4096
-MAX_SEGMENT_ROWS = 2**32  # doc ids are u32
+MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
 DEFAULT_MEMORY_BUDGET = 2 << 30  # band sort budget of a build; $LANCE_MEM_POOL_SIZE overrides
 MIN_MEMORY_BUDGET = 64 << 10
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
@@ -79,20 +79,6 @@ LANGUAGES = (
     "Swedish", "Tamil", "Turkish",
 )
 _BLOCK_SIZES = (128, 256)
-
-
-def _integer(name: str, value: Any, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise InvalidParameterError(f"{name}={value!r} must be an integer; {fix}")
-    return int(value)
-
-
-def _boolean(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return value
 
 
 @dataclass(frozen=True)
@@ -130,7 +116,7 @@ class TokenizerParams:
         if self.language not in LANGUAGES:
             raise InvalidParameterError(f"language={self.language!r} is unknown; use one of {LANGUAGES}")
         if self.max_token_length is not None:
-            n = _integer("max_token_length", self.max_token_length, "use a positive integer or null for no limit")
+            n = check_int("max_token_length", self.max_token_length, "use a positive integer or null for no limit")
             if n < 1:
                 raise InvalidParameterError(
                     f"max_token_length={n} must be >= 1 (tokens of >= max_token_length bytes are dropped); "
@@ -138,15 +124,15 @@ class TokenizerParams:
                 )
             object.__setattr__(self, "max_token_length", n)
         for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position"):
-            _boolean(name, getattr(self, name))
+            check_bool(name, getattr(self, name))
         if self.stem or self.remove_stop_words:
             raise InvalidParameterError(
                 f"stem={self.stem}, remove_stop_words={self.remove_stop_words}: stemming and stop-word "
                 "removal are not supported by lance_minhash_sql (MinHash indexes default to neither); "
                 "set both to false"
             )
-        lo = _integer("min_ngram_length", self.min_ngram_length, "use a positive integer")
-        hi = _integer("max_ngram_length", self.max_ngram_length, "use a positive integer")
+        lo = check_int("min_ngram_length", self.min_ngram_length, "use a positive integer")
+        hi = check_int("max_ngram_length", self.max_ngram_length, "use a positive integer")
         if lo < 1 or hi < lo:
             raise InvalidParameterError(
                 f"min_ngram_length={lo}, max_ngram_length={hi}: require 1 <= min_ngram_length <= "
@@ -154,7 +140,7 @@ class TokenizerParams:
             )
         object.__setattr__(self, "min_ngram_length", lo)
         object.__setattr__(self, "max_ngram_length", hi)
-        bs = _integer("block_size", self.block_size, f"use one of {_BLOCK_SIZES}")
+        bs = check_int("block_size", self.block_size, f"use one of {_BLOCK_SIZES}")
         if bs not in _BLOCK_SIZES:
             raise InvalidParameterError(f"block_size={bs} must be one of {_BLOCK_SIZES}")
         object.__setattr__(self, "block_size", bs)
@@ -217,9 +203,9 @@ class MinHashParams:
     tokenizer: TokenizerParams = field(default_factory=TokenizerParams)
 
     def __post_init__(self) -> None:
-        k = _integer("num_hashes", self.num_hashes, f"use 1..{MAX_NUM_HASHES}, e.g. 128")
-        b = _integer("num_bands", self.num_bands, "use a divisor of num_hashes, e.g. 16")
-        w = _integer("shingle_size", self.shingle_size, "use a positive integer, e.g. 3")
+        k = check_int("num_hashes", self.num_hashes, f"use 1..{MAX_NUM_HASHES}, e.g. 128")
+        b = check_int("num_bands", self.num_bands, "use a divisor of num_hashes, e.g. 16")
+        w = check_int("shingle_size", self.shingle_size, "use a positive integer, e.g. 3")
         if not 1 <= k <= MAX_NUM_HASHES:
             raise InvalidParameterError(
                 f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}; e.g. 128"
@@ -267,7 +253,7 @@ class MinHashParams:
                     f"threshold={threshold!r} and num_bands={num_bands!r} were both given: threshold "
                     "chooses num_bands; pass one of them"
                 )
-            num_bands, _ = recall_bands(threshold, _integer("num_hashes", k, "e.g. 128"))
+            num_bands, _ = recall_bands(threshold, check_int("num_hashes", k, "e.g. 128"))
         return cls(
             num_hashes=k,
             num_bands=16 if num_bands is None else num_bands,
@@ -320,20 +306,20 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------- LSH math
 
 
-def _check_similarity(name: str, s: float) -> float:
-    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0.0 <= float(s) <= 1.0:
-        raise InvalidParameterError(f"{name}={s!r} must be a number in [0, 1]")
-    return float(s)
+def scurve(similarity, num_bands, rows_per_band):
+    """``1 - (1 - s**r)**b``, the S-curve, unchecked: for floats and NumPy arrays (the
+    one place the formula is written; :func:`lsh_probability` checks its arguments)."""
+    return 1.0 - (1.0 - similarity**rows_per_band) ** num_bands
 
 
 def lsh_probability(similarity: float, num_bands: int, rows_per_band: int) -> float:
     """Probability that a pair of Jaccard ``similarity`` shares at least one band."""
-    s = _check_similarity("similarity", similarity)
-    b = _integer("num_bands", num_bands, "use a positive integer")
-    r = _integer("rows_per_band", rows_per_band, "use a positive integer")
+    s = check_similarity("similarity", similarity)
+    b = check_int("num_bands", num_bands, "use a positive integer")
+    r = check_int("rows_per_band", rows_per_band, "use a positive integer")
     if b < 1 or r < 1:
         raise InvalidParameterError(f"num_bands={b}, rows_per_band={r} must both be >= 1")
-    return 1.0 - (1.0 - s**r) ** b
+    return scurve(s, b, r)
 
 
 def scurve_threshold(num_bands: int, rows_per_band: int) -> float:
@@ -354,22 +340,16 @@ def _integrate(f, a: float, b: float, steps: int = 200) -> float:
 
 def false_positive_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
     """Integral of P(s) over s in [0, threshold]: weight of candidates below the threshold."""
-    return _integrate(lambda s: 1.0 - (1.0 - s**rows_per_band) ** num_bands, 0.0, threshold)
+    return _integrate(lambda s: scurve(s, num_bands, rows_per_band), 0.0, threshold)
 
 
 def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
     """Integral of 1 - P(s) over s in [threshold, 1]: weight of pairs the index misses."""
-    return _integrate(lambda s: (1.0 - s**rows_per_band) ** num_bands, threshold, 1.0)
+    return _integrate(lambda s: 1.0 - scurve(s, num_bands, rows_per_band), threshold, 1.0)
 
 
 def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
-    t = _check_similarity("threshold", threshold)
-    if not 0.0 < t < 1.0:
-        raise InvalidParameterError(f"threshold={threshold!r} must lie strictly between 0 and 1; e.g. 0.8")
-    k = _integer("num_hashes", num_hashes, "e.g. 128")
-    if not 1 <= k <= MAX_NUM_HASHES:
-        raise InvalidParameterError(f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}")
-    return t, k
+    return check_threshold(threshold), check_int("num_hashes", num_hashes, "e.g. 128", 1, MAX_NUM_HASHES)
 
 
 def recall_bands(threshold: float, num_hashes: int = 128,
@@ -388,7 +368,7 @@ def recall_bands(threshold: float, num_hashes: int = 128,
     (64, 2)
     """
     t, k = _threshold_and_hashes(threshold, num_hashes)
-    p = _check_similarity("probability", probability)
+    p = check_similarity("probability", probability)
     bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
     for b in bands:
         if lsh_probability(t, b, k // b) >= p:
@@ -412,8 +392,7 @@ def optimal_bands(
     """
     t, k = _threshold_and_hashes(threshold, num_hashes)
     for name, w in (("false_positive_weight", false_positive_weight), ("false_negative_weight", false_negative_weight)):
-        if isinstance(w, bool) or not isinstance(w, numbers.Real) or w < 0 or not math.isfinite(w):
-            raise InvalidParameterError(f"{name}={w!r} must be a finite number >= 0")
+        check_real(name, w, "e.g. 0.5", lo=0)
     if false_positive_weight + false_negative_weight <= 0:
         raise InvalidParameterError("false_positive_weight and false_negative_weight must not both be 0")
     best: tuple[float, int, int] | None = None

@@ -26,8 +26,9 @@ import os
 import numpy as np
 
 from .errors import InvalidParameterError, MissingDependencyError
+from .params import scurve
 
-__all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "save_plots"]
+__all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "PLOT_INSTALL", "require_matplotlib", "save_plots"]
 
 FIGSIZE = (8.0, 5.0)  # inches
 DPI = 120  # 960 x 600 pixels
@@ -35,13 +36,24 @@ PLOT_FILES = {"scurve": "scurve.png", "buckets": "buckets.png", "estimator": "es
 _Z95 = 1.959963984540054
 
 
-def _figure():
+# the package installs from its repository (README), so the hint names matplotlib itself
+PLOT_INSTALL = "pip install 'matplotlib>=3.7' (in a clone of this repository: pip install -e '.[plot]')"
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`MissingDependencyError` now, before any work, if matplotlib is missing."""
     try:
-        from matplotlib.figure import Figure
+        import matplotlib.figure  # noqa: F401
     except ImportError:
         raise MissingDependencyError(
-            "writing the report's PNG plots needs matplotlib, which is not installed; install it with "
-            "pip install 'lance-minhash-sql[plot]' (the report's tables work without it)") from None
+            f"writing the report's PNG plots needs matplotlib, which is not installed; install it with "
+            f"{PLOT_INSTALL} (the report's tables work without it)") from None
+
+
+def _figure():
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     return fig, fig.subplots()
 
@@ -65,7 +77,7 @@ def _scurve(rep, path: str) -> None:
     fig, ax = _figure()
     b, r = rep.params.num_bands, rep.params.rows_per_band
     s = np.linspace(0.0, 1.0, 501)
-    curve = 1.0 - (1.0 - s ** r) ** b
+    curve = scurve(s, b, r)
     t = rep.threshold
     ax.fill_between(s, 0, curve, where=s <= t, color="tab:red", alpha=0.12,
                     label=f"false-positive area {rep.metric('false_positive_area'):.3f}")
@@ -106,6 +118,8 @@ def _buckets(rep, path: str) -> None:
         ax.axvline(p99, color="tab:green", ls="--", label=f"p99 = {p99:,.0f}")
         ax.axvline(sizes[-1], color="tab:red", ls=":", label=f"max = {int(sizes[-1]):,}")
     ax.set_xscale("log")
+    if sizes.size:
+        ax.set_xlim(right=float(sizes[-1]) * 2)  # room right of the max line
     ax.set_yscale("log")
     ax.set_xlabel("bucket size (rows sharing one band key)")
     ax.set_ylabel("number of buckets")
@@ -113,7 +127,8 @@ def _buckets(rep, path: str) -> None:
     multi = int(counts[sizes >= 2].sum()) if counts.size else 0
     ax.set_title(_title(rep, f"Bucket sizes: {total:,} buckets, {multi:,} with 2+ rows"))
     ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="upper right", fontsize=8)
+    # counts fall with size: the lower left is empty, the max line is at the right
+    ax.legend(loc="lower left", fontsize=8)
     fig.savefig(path)
 
 

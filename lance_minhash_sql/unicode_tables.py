@@ -1,6 +1,6 @@
 """Lance 14.0.2's per-code-point tokenizer tables, as NumPy arrays for the Numba tokenizer.
 
-Lance's MinHash tokenizer (contract section 1.2) depends on three pieces of character data
+Lance's MinHash tokenizer (``docs/signatures.md``, *Tokenizer*) depends on three pieces of character data
 compiled into the pylance binary:
 
 * ``alnum`` -- Rust ``char::is_alphanumeric`` (the ``simple`` base tokenizer splits on every
@@ -12,9 +12,10 @@ compiled into the pylance binary:
 
 Python's ``unicodedata``/``str`` methods use another Unicode version and are **not** a
 substitute (thousands of code points differ).  The tables are derived from ``lance.tokenize``
-by ``scripts/derive_unicode_tables.py`` (probing all 1,112,064 scalar values, contract section
-1.3) and shipped as ``lance_minhash_sql/data/unicode_tables.npz``; this module only reads that
-file and does not import lance.  **Re-derive the tables after any Lance upgrade** (run the
+by ``scripts/derive_unicode_tables.py`` (probing all 1,112,064 scalar values, as
+``docs/signatures.md`` explains under *The character tables*) and shipped as
+``lance_minhash_sql/data/unicode_tables.npz``; this module only reads that file and does
+not import lance.  **Re-derive the tables after any Lance upgrade** (run the
 script, then ``tests/test_unicode_tables.py``, which compares them with ``lance.tokenize``).
 
 Layout of the loaded tables (all C-contiguous, fixed dtypes, for Numba kernels; treat them as

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 @dataclass
 class NativeIndex:
-    """Files of a MINHASHLSH index that pylance built (contract §5)."""
+    """Files of a MINHASHLSH index that pylance built (the oracle: docs/index-format.md)."""
 
     dataset: object
     signatures: pa.Table  # _rowid, signature

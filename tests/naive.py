@@ -1,4 +1,4 @@
-"""Slow, obvious reference implementations used as oracles (contract §1.4–1.5).
+"""Slow, obvious reference implementations used as oracles (docs/signatures.md: shingles, hashing).
 
 Tokens come from ``lance.tokenize`` itself; hashing from the ``xxhash`` package.
 """

@@ -439,9 +439,9 @@ def test_spill_sort_groups_fit_the_sort_share(tmp_path, monkeypatch):
     plan = spill.plan_sort(n, b, memory_limit="1MiB", temp_dir=str(tmp_path))
     assert not plan.in_memory and plan.sort_bytes < plan.budget
     groups, chunks = [], []
-    real_sort, real_chunks = ks.sort_runs, spill.BandSorter._chunks
-    monkeypatch.setattr(spill.ks, "sort_runs", lambda k, d, starts, lengths, bits, t: groups.append(
-        (int(lengths.sum()), int(lengths.max()), min(t, len(lengths)))) or real_sort(k, d, starts, lengths, bits, t))
+    real_sort, real_chunks = spill.sort_runs, spill.BandSorter._chunks
+    monkeypatch.setattr(spill, "sort_runs", lambda k, d, starts, lengths, t: groups.append(
+        (int(lengths.sum()), int(lengths.max()), min(t, len(lengths)))) or real_sort(k, d, starts, lengths, t))
     monkeypatch.setattr(spill.BandSorter, "_chunks", lambda self, part, rows: chunks.append(rows) or real_chunks(
         self, part, rows))
     sorter = spill.BandSorter(plan)
@@ -520,11 +520,11 @@ def test_radix_sort_is_stable_and_sorted():
         docs = np.arange(n, dtype=np.uint32)
         o = np.argsort(keys, kind="stable")
         k, d = keys.copy(), docs.copy()
-        ks.sort_runs(k, d, np.array([0], np.int64), np.array([n], np.int64), ks.DIGIT_BITS, 2)
+        spill.sort_runs(k, d, np.array([0], np.int64), np.array([n], np.int64), 2)
         assert np.array_equal(k, keys[o]) and np.array_equal(d, docs[o])
 
 
-def test_parse_bytes():
+def test_parse_bytes():  # the rule itself: tests/test_sizes.py
     assert spill.parse_bytes("512MiB", "x") == 512 << 20
     assert spill.parse_bytes("2GB", "x") == 2 * 10**9
     assert spill.parse_bytes(" 1.5 gib ", "x") == 3 << 29

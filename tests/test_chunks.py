@@ -13,6 +13,7 @@ from lance.file import LanceFileReader, LanceFileSession
 
 from lance_minhash_sql.errors import CorruptIndexError
 from lance_minhash_sql.io.chunks import chunked_column, fixed_rows, read_columns
+from lance_minhash_sql.io.lancefile import FileLayout, read_layout
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, _band_chunks, open_segment
 from lance_minhash_sql.params import MinHashParams
 
@@ -31,6 +32,13 @@ def segments(tmp_path_factory):
     ours = str(tmp_path_factory.mktemp("c") / "seg")
     write_segment(ours, MinHashParams(num_hashes=64, num_bands=8), *native_arrays(native), page_rows=1000)
     return native, {"lance": lance_seg, "ours": ours}
+
+
+def layout_of(path: str) -> FileLayout:
+    """The file's layout, read from its own column metadata."""
+    session = LanceFileSession(os.path.dirname(path))
+    name = os.path.basename(path)
+    return read_layout(lambda o, n: session.read_range(name, o, n), path, LanceFileReader(path).metadata())
 
 
 def reference(seg_dir, rows):
@@ -54,7 +62,7 @@ def test_rows_equal_lances_reader(segments, writer):
     native, dirs = segments
     seg = dirs[writer]
     files = open_segment(seg)
-    chunks = _band_chunks(LanceFileSession(seg), f"{seg}/{BANDS_FILE}", files.bands.metadata())
+    chunks = _band_chunks(LanceFileSession(seg), f"{seg}/{BANDS_FILE}", layout_of(f"{seg}/{BANDS_FILE}"))
     assert chunks is not None, "bands.lance's layout is the one io/chunks.py reads"
     n = files.bands.metadata().num_rows
     assert n == native.bands.num_rows
@@ -79,7 +87,7 @@ def test_chunk_tables_are_read_once(segments):
         calls.append((offset, length))
         return session.read_range(BANDS_FILE, offset, length)
 
-    meta = open_segment(seg).bands.metadata()
+    meta = layout_of(f"{seg}/{BANDS_FILE}")
     keys = chunked_column(read, "bands", meta, 0, np.uint64)
     rows = np.array([3, 4, 5])
     assert (keys.read_rows(rows) == reference(seg, rows)[0]).all()
@@ -91,10 +99,10 @@ def test_chunk_tables_are_read_once(segments):
 
 def test_other_layouts_are_declined(segments):
     _, dirs = segments
-    meta = LanceFileReader(f"{dirs['ours']}/{SIGNATURES_FILE}").metadata()
+    meta = layout_of(f"{dirs['ours']}/{SIGNATURES_FILE}")
     # signatures.lance's column 1 is a fixed-size list: not a flat mini-block column
     assert chunked_column(lambda o, n: b"", "sigs", meta, 1, np.uint32) is None
-    bands = LanceFileReader(f"{dirs['ours']}/{BANDS_FILE}").metadata()
+    bands = layout_of(f"{dirs['ours']}/{BANDS_FILE}")
     assert chunked_column(lambda o, n: b"", "bands", bands, 0, np.uint32) is None  # wrong width
     assert chunked_column(lambda o, n: b"", "bands", bands, 5, np.uint64) is None  # no such column
 
@@ -103,8 +111,8 @@ def test_damaged_chunk_is_reported(segments, tmp_path):
     _, dirs = segments
     seg = str(tmp_path / "seg")
     shutil.copytree(dirs["ours"], seg)
-    meta = LanceFileReader(f"{seg}/{BANDS_FILE}").metadata()
-    data = meta.columns[1].pages[0].buffers[1].position
+    meta = layout_of(f"{seg}/{BANDS_FILE}")
+    data = meta.columns[1][0].buffers[1][0]
     with open(f"{seg}/{BANDS_FILE}", "r+b") as f:  # the first doc_id chunk claims 4 more value bytes
         f.seek(data + 2)
         size = int.from_bytes(f.read(4), "little")
@@ -130,7 +138,7 @@ def test_signature_rows_equal_lances_reader(segments, writer):
         calls.append((offset, length))
         return session.read_range(SIGNATURES_FILE, offset, length)
 
-    rows_of = fixed_rows(read, "sigs", reader.metadata(), 1, 64, 2)
+    rows_of = fixed_rows(read, "sigs", layout_of(f"{seg}/{SIGNATURES_FILE}"), 1, 64, 2)
     assert rows_of is not None and rows_of.num_rows == len(TEXTS)
     rng = np.random.default_rng(3)
     for rows in row_sets(len(TEXTS), rng):
@@ -140,5 +148,5 @@ def test_signature_rows_equal_lances_reader(segments, writer):
     calls.clear()
     rows_of.read_rows(np.array([10, 11, 12, 20, 5000]))
     assert len(calls) == 2  # rows 10-20 lie within a few KiB: one read; row 5000 another
-    assert fixed_rows(read, "sigs", reader.metadata(), 0, 64, 2) is None  # _rowid: not fixed-size lists
-    assert fixed_rows(read, "sigs", reader.metadata(), 1, 128, 2) is None  # other width
+    assert fixed_rows(read, "sigs", layout_of(f"{seg}/{SIGNATURES_FILE}"), 0, 64, 2) is None  # _rowid: not fixed-size lists
+    assert fixed_rows(read, "sigs", layout_of(f"{seg}/{SIGNATURES_FILE}"), 1, 128, 2) is None  # other width

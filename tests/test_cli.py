@@ -67,3 +67,25 @@ def test_build_and_search_commands(tmp_path, capsys):
     assert "_distance" in out and "│     5 │" in out
     assert cli.main(["search", uri, "nope", query]) == 2
     assert "DatasetError" in capsys.readouterr().err
+
+
+def test_threshold_rule_is_the_same_for_build_and_the_self_joins(tmp_path, capsys):
+    """One rule, 0 < threshold <= 1, with one message: 1 builds one band of all rows (only
+    identical signatures need to collide) and keeps identical signatures in pairs."""
+    from lance_minhash_sql.checks import THRESHOLD_RULE
+    from lance_minhash_sql.corpus import write_corpus
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, 500)
+    assert cli.main(["build", uri, "text", "--threshold", "1", "--quiet"]) == 0
+    assert "b=1, r=128," in capsys.readouterr().out
+    assert cli.main(["pairs", uri, "text", "--threshold", "1"]) == 0
+    capsys.readouterr()
+    for command in ("build", "pairs", "clusters", "dedup"):
+        for bad in ("1.5", "0"):
+            args = [command, uri, "text", "--threshold", bad]
+            if command == "dedup":
+                args += ["--output", str(tmp_path / "out.lance")]
+            assert cli.main(args + (["--quiet"] if command == "build" else [])) == 2
+            err = capsys.readouterr().err
+            assert f"threshold={float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)

@@ -389,16 +389,16 @@ def test_concurrent_openers_share_one_cached_entry(corpus):
 def test_adopt_returns_the_entry_cached_first():
     """The cache's rule behind the test above, on its own: adopting a second value under a
     key returns the first, leaves it attached and does not cache the second."""
-    from lance_minhash_sql.index.opened import _ByteLRU
+    from lance_minhash_sql.index.cache import ByteCache
 
     class Entry:
         cached = False
         detached = 0
 
-        def _detach(self):
+        def detach(self):
             self.detached += 1
 
-    cache = _ByteLRU(1 << 20)
+    cache = ByteCache("test", 1 << 20)
     first, second = Entry(), Entry()
     assert cache.adopt("k", first, 100) is first and first.cached
     assert cache.adopt("k", second, 100) is first

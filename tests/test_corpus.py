@@ -344,7 +344,7 @@ def test_good_spec_is_normalised_and_hashable():
     [
         (lambda: generate_texts(10, 5), "start=10, stop=5"),
         (lambda: generate_texts(-1, 5), "start=-1"),
-        (lambda: generate_texts(0, 5.0), "stop=5.0 must be an integer"),
+        (lambda: generate_texts(0, 5.5), "stop=5.5 must be an integer"),
         (lambda: ground_truth(0, 5, spec={"seed": 1}), "must be a CorpusSpec"),
         (lambda: generate_batches(10, SPEC, batch_rows=0), "batch_rows=0"),
         (lambda: generate_batches(-5, SPEC), "num_rows=-5"),

@@ -1,4 +1,4 @@
-"""The details protobuf against pylance's own bytes (contract §2.4)."""
+"""The details protobuf against pylance's own bytes (docs/index-format.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_known_native_bytes(params):
     assert params_from_hex(NATIVE[params]) == params
 
 
-def test_prefixes_from_contract():
+def test_known_prefixes():
     assert details_hex(MinHashParams(64, 8, 5)).startswith("08401008180522220a06")
     assert details_hex(MinHashParams(64, 8, 2)).startswith("08401008180222220a06")
     assert "22260a0a77686974657370616365" in details_hex(MinHashParams().with_tokenizer(base_tokenizer="whitespace"))

@@ -280,7 +280,7 @@ def test_bad_parameters_and_options_write_nothing(tmp_path):
 def test_missing_ray_is_a_clear_error(tmp_path, monkeypatch):
     ds = write(str(tmp_path / "d.lance"))
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
-    with pytest.raises(MissingDependencyError, match=r"pip install 'lance-minhash-sql\[ray\]'"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'ray>=2.9'"):
         build_index_distributed(ds.uri, "text", fragment_groups=2)
     assert indices_dir(lance.dataset(ds.uri)) == []
 

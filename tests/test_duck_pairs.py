@@ -20,7 +20,7 @@ from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 from lance_minhash_sql import cli
 from lance_minhash_sql.corpus import vocabulary, write_corpus
 from lance_minhash_sql.duck import pairs as duck_pairs
-from lance_minhash_sql.index import pairs as pairs_mod
+from lance_minhash_sql.index import shards as shards_mod
 from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.clusters import clusters
 from lance_minhash_sql.index.dedup import dedup, keep_flags
@@ -170,9 +170,9 @@ def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08):
 
 
 def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
-    monkeypatch.setattr(pairs_mod, "SHARD_BAND_ROWS", 5000)
+    monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 5000)
     seen = []
-    real_scalars = duck_pairs._scalars
+    real_scalars = duck_pairs.scalar_rows
 
     def spy(fn, **columns):
         rows = real_scalars(fn, **columns)
@@ -180,7 +180,7 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
             seen.extend((len(rows), r["shard"], r["num_shards"]) for r in rows)
         return rows
 
-    monkeypatch.setattr(duck_pairs, "_scalars", spy)
+    monkeypatch.setattr(duck_pairs, "scalar_rows", spy)
     plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL)").fetchall()[0][0]
     n = plan.count("_lms_pair_shard(")
     assert n > 10 and plan.count(" UNION ALL ") == n - 1
@@ -194,7 +194,7 @@ def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
     plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL)").fetchall()[0][0]
     version = lance.dataset(corpus).version
     assert f", {version}, 0, " in plan
-    duck_pairs._PLANS._plans.clear()
+    duck_pairs._PLANS.clear()
     got = {(a, b): s for a, b, s, _ in con.sql(plan).fetchall()}
     assert got == oracle_08
 

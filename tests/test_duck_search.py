@@ -92,8 +92,9 @@ def test_lateral_batch_equals_one_by_one(con, dataset):
                     f"LATERAL minhash_search_ids({lit(dataset)}, 'text', q, 5) s ORDER BY qid, s._distance, s._rowid").fetchall()
     one_by_one = []
     for i, q in enumerate(QUERIES):
-        one_by_one += [(i, r, d) for r, d in con.sql(
-            f"SELECT * FROM minhash_search_ids({lit(dataset)}, 'text', {lit(q)}, 5)").fetchall()]
+        rows = con.sql(f"SELECT * FROM minhash_search_ids({lit(dataset)}, 'text', {lit(q)}, 5)").fetchall()
+        assert all(j is None for _, _, j in rows)  # _jaccard: NULL unless exact := true
+        one_by_one += [(i, r, d) for r, d, _ in rows]
     assert batch == one_by_one and len(batch) > len(QUERIES)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import duckdb
 import lance
 import pyarrow as pa
@@ -11,7 +13,12 @@ from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.corpus import generate_texts, write_corpus
+from lance_minhash_sql.duck import join, lifecycle, pairs, report, tables, udfs
+from lance_minhash_sql.duck.results import duck_type
+from lance_minhash_sql.index import report_tables, results
+from lance_minhash_sql.index.results import BuildResult
 from lance_minhash_sql.params import MinHashParams, recall_bands
+from lance_minhash_sql.records import record_schema
 
 
 @pytest.fixture
@@ -31,13 +38,16 @@ def test_build_returns_one_row_and_lance_answers(con, corpus, tmp_path):
     names = [d[0] for d in con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text')").description]
     assert names == ["index_name", "column", "num_hashes", "num_bands", "rows_per_band", "shingle_size",
                      "tokenizer", "segments", "rows_indexed", "rows_without_tokens", "seconds", "bytes",
-                     "dataset_version"]
+                     "dataset_version", "segment_uuids", "spilled_bytes"]
+    assert names == [f.name for f in dataclasses.fields(BuildResult)]  # the record, described once
     r = dict(zip(names, row[0]))
     assert (r["index_name"], r["column"], r["num_hashes"], r["num_bands"], r["rows_per_band"]) == \
         ("text_idx", "text", 128, 16, 8)
     assert r["rows_indexed"] == 3000 and r["rows_without_tokens"] == 0 and r["segments"] == 1 and r["bytes"] > 0
+    assert r["spilled_bytes"] == 0  # 3,000 rows sort in memory
     ds = lance.dataset(corpus)
     (desc,) = ds.describe_indices()
+    assert r["segment_uuids"] == [desc.segments[0].uuid]
     assert desc.type_url == "/lance.index.pb.MinHashLshIndexDetails" and desc.num_rows_indexed == 3000
     # the same data indexed by Lance itself answers identically
     native = lance.write_dataset(ds.to_table(), str(tmp_path / "native.lance"), max_rows_per_file=1000)
@@ -79,6 +89,14 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
         (f"SELECT * FROM minhash_build('{corpus}/missing.lance', 'text')", "DatasetError", "missing.lance"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{\"stem\": true}}')",
          "InvalidParameterError", "stem"),
+        # the tokenizer text is decoded as the scalar functions decode it (duck/args.py)
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{bad')", "InvalidParameterError",
+         "minhash_build: tokenizer='{bad' is not valid JSON"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '[1]')", "InvalidParameterError",
+         "minhash_build: tokenizer='[1]' must be a JSON object"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := NULL)", "InvalidInputError", "replace is NULL"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', threshold := 1.5)", "InvalidParameterError",
+         "threshold=1.5 is out of range: requires 0 < threshold <= 1"),
     ]
     for sql, cls, fragment in cases:
         with pytest.raises(duckdb.Error) as info:
@@ -90,3 +108,35 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
 def test_build_is_not_run_at_plan_time(con, corpus):
     con.sql(f"EXPLAIN SELECT * FROM minhash_build('{corpus}', 'text')").fetchall()
     assert lance.dataset(corpus).describe_indices() == []
+
+
+def _duckdb_type_of(arrow_type: pa.DataType) -> str:
+    """DuckDB's own type for an Arrow type (what it makes of an Arrow column)."""
+    return str(duckdb.connect().from_arrow(pa.table({"x": pa.array([], arrow_type)})).types[0])
+
+
+def _parsed(declared: str) -> str:
+    """A type text as DuckDB parses and prints it."""
+    return str(duckdb.sqltype(declared))
+
+
+def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
+    """Every result record and table schema gives the SQL type DuckDB itself gives its
+    Arrow type, and every UDF's declared return type is one of those derivations."""
+    schemas = [record_schema(c) for c in (results.BuildResult, results.OptimizeResult, results.PrewarmResult,
+                                          results.IndexSegment)]
+    schemas += [getattr(m, n) for m in (results, report_tables) for n in m.__all__ if n.endswith("_SCHEMA")]
+    schemas.append(pa.schema([results.SEARCH_IDS_EXACT_SCHEMA.field(n) for n in ("_rowid", "_distance", "_jaccard")]))
+    derived = set()
+    for schema in schemas:
+        t = pa.list_(pa.struct(list(schema)))
+        assert _parsed(duck_type(t)) == _duckdb_type_of(t), schema
+        derived.add(duck_type(t))
+    for t in (udfs.SIGNATURE_TYPE, udfs.BAND_KEYS_TYPE, pa.float64()):
+        assert _parsed(duck_type(t)) == _duckdb_type_of(t)
+        derived.add(duck_type(t))
+    for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS
+                 + join.JOIN_UDFS):
+        if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan", "_lms_join_plan"):
+            assert spec.return_type in derived, spec.name
+    assert [f.name for f in dataclasses.fields(BuildResult)] == record_schema(BuildResult).names

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import duckdb
+import lance
 import pytest
 
 import lance_minhash_sql as lms
@@ -22,6 +23,8 @@ def run(args, cwd, env=None, timeout=300):
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # no log noise: Lance's "WARN ... No existing dataset at ..." on a first write
+    assert "WARN" not in proc.stderr and "No existing dataset" not in proc.stderr, proc.stderr[-3000:]
     return proc.stdout
 
 
@@ -59,6 +62,8 @@ def test_notebook(tmp_path):
     nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    stderr = "".join(o.get("text", "") for o in outputs if o.get("name") == "stderr")
+    assert "WARN" not in stderr and "No existing dataset" not in stderr and "\x1b[" not in stderr
     text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in outputs)
     assert "text_idx" in text and "│     0 │         0 │ original │" in text
     plan = lms.dedup(str(tmp_path / "notebook" / "corpus.lance"), "text", threshold=0.8, keep="longest")
@@ -71,14 +76,28 @@ def test_dbt_project_builds(tmp_path):
     shutil.copytree(os.path.join(EXAMPLES, "dbt_project"), project)
     corpus = str(tmp_path / "corpus.lance")
     write_corpus(corpus, 3000)
+    # later rows of the same generator: near-duplicates of corpus rows and of each other
+    eval_set, batch = str(tmp_path / "eval.lance"), str(tmp_path / "batch.lance")
+    write_corpus(eval_set, 400, start=3000)
+    write_corpus(batch, 800, start=3400)
     db = str(tmp_path / "dbt.duckdb")
     out = run([os.path.join(BIN, "dbt"), "build", "--profiles-dir", ".", "--project-dir", "."], cwd=project,
-              env={"LMS_CORPUS": corpus, "DBT_DUCKDB_PATH": db, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+              env={"LMS_CORPUS": corpus, "LMS_EVAL_SET": eval_set, "LMS_NEW_BATCH": batch, "DBT_DUCKDB_PATH": db,
+                   "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
     assert "Completed successfully" in out and "ERROR=0" in out
     con = duckdb.connect(db, read_only=True)
     kept = con.execute("SELECT count(*) FROM deduplicated_corpus").fetchone()[0]
     pairs = con.execute("SELECT count(*) FROM near_duplicate_pairs").fetchone()[0]
+    contaminated = {r for (r,) in con.execute("SELECT eval_rowid FROM decontamination_report").fetchall()}
+    ingested = {r for (r,) in con.execute("SELECT _rowid FROM ingest_batch").fetchall()}
     con.close()
+    # the two jobs, from the Python API
+    want = {r for b in lms.join(eval_set, corpus, "text", 0.8, exact=True) for r in b.column("left_rowid").to_pylist()}
+    assert contaminated == want and 0 < len(want) < 400
+    dropped = {r for b in lms.join(batch, corpus, "text", 0.8) for r in b.column("left_rowid").to_pylist()}
+    dropped |= {r for b in lms.pairs(batch, "text", 0.8) for r in b.column("right_rowid").to_pylist()}
+    batch_rows = set(lance.dataset(batch).to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
+    assert ingested == batch_rows - dropped and 0 < len(ingested) < 800
     plan = lms.dedup(corpus, "text", threshold=0.8, keep="longest")
     assert kept == plan.kept and 0 < plan.removed < plan.rows
     exact = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, exact=True))

@@ -36,7 +36,7 @@ def lit(s: str) -> str:
 
 
 def reference_signature(text: str, params: MinHashParams) -> list[int] | None:
-    """Lance's tokens (``lance.tokenize``), ``xxhash`` and numpy: the contract's formula,
+    """Lance's tokens (``lance.tokenize``), ``xxhash`` and numpy: the formula of docs/signatures.md,
     vectorised so that texts of millions of tokens stay checkable."""
     tokens = naive.lance_tokens(text, params.tokenizer)
     shingles = naive.shingles(tokens, params.shingle_size)

@@ -1,30 +1,46 @@
-"""Imports flow one way: kernels <- io <- index <- duck <- cli; only io/ (and the benchmark
-peers) import lance; kernels are pure numpy + numba."""
+"""The package's structure rules, checked on its source:
+
+* imports flow one way: kernels <- io <- index <- duck <- cli; kernels are pure numpy + numba;
+* only io/ touches Lance: no ``import lance``, ``LanceFileReader`` or ``_take_rows``
+  elsewhere (``bench.py`` runs Lance itself as a benchmark peer);
+* no module uses another module's private names (``from .x import _y``, ``x._y``);
+* no module is over :data:`MAX_LINES` lines.
+
+The checker is :func:`violations`; the ``test_checker_*`` tests feed it sources that break
+each rule, so it cannot silently stop finding them.
+"""
 
 from __future__ import annotations
 
 import ast
 import pathlib
 
+import pytest
+
 PKG = pathlib.Path(__file__).resolve().parents[1] / "lance_minhash_sql"
 LAYER_ORDER = ["kernels", "io", "index", "duck", "cli"]
+LANCE_PEERS = {"bench.py"}  # runs Lance itself as a benchmark peer
+LANCE_ONLY_NAMES = ("_take_rows", "LanceFileReader")
+MAX_LINES = 600
 
 
-def imports_of(path: pathlib.Path) -> set[str]:
+def _resolve(rel: str, node: ast.ImportFrom) -> str:
+    """Absolute module of an ``ImportFrom`` in the package file ``rel`` (posix, from PKG's parent)."""
+    if not node.level:
+        return node.module or ""
+    package = rel.removesuffix(".py").split("/")[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(tree: ast.AST, rel: str) -> set[str]:
     """Absolute module names imported by a file (relative imports resolved)."""
-    tree = ast.parse(path.read_text())
-    rel = path.relative_to(PKG.parent).with_suffix("")
-    package = list(rel.parts[:-1])
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = _resolve(rel, node)
             out.add(mod)
             out.update(f"{mod}.{a.name}" for a in node.names)
     return out
@@ -37,8 +53,72 @@ def layer_of(module: str) -> str | None:
     return parts[1] if parts[1] in LAYER_ORDER else None
 
 
+def _own_layer(rel: str) -> str | None:
+    parts = rel.removesuffix(".py").split("/")[1:]  # drop "lance_minhash_sql"
+    own = parts[0] if len(parts) > 1 else parts[0]
+    return own if own in LAYER_ORDER else None
+
+
+def _is_package_module(mod: str) -> bool:
+    return mod == "lance_minhash_sql" or mod.startswith("lance_minhash_sql.")
+
+
+def violations(source: str, rel: str) -> list[str]:
+    """Every rule ``source`` breaks as the file ``rel`` (e.g. ``lance_minhash_sql/index/x.py``)."""
+    tree = ast.parse(source)
+    out = []
+    own = _own_layer(rel)
+    name = rel.split("/", 1)[1]
+    in_io = name.startswith("io/")
+    # import direction
+    if own is not None:
+        for mod in imports_of(tree, rel):
+            other = layer_of(mod)
+            if other is not None and LAYER_ORDER.index(other) > LAYER_ORDER.index(own):
+                out.append(f"{rel}: imports {mod} (layer {other} above {own})")
+    # only io/ touches Lance
+    if not in_io:
+        for mod in imports_of(tree, rel):
+            if mod.split(".")[0] == "lance" and name not in LANCE_PEERS:
+                out.append(f"{rel}: imports {mod} (only io/ touches Lance)")
+        for node in ast.walk(tree):
+            ident = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if ident is None and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                ident = node.value if node.value in LANCE_ONLY_NAMES else None
+            if ident in LANCE_ONLY_NAMES:
+                out.append(f"{rel}:{node.lineno}: uses {ident} (only io/ touches Lance)")
+    # no private names of other modules
+    aliases = {}  # local name -> package module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _resolve(rel, node)
+            if not _is_package_module(mod):
+                continue
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"{rel}:{node.lineno}: imports private {a.name} from {mod}")
+                aliases[a.asname or a.name] = f"{mod}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if _is_package_module(a.name):
+                    aliases[a.asname or a.name.split(".")[0]] = a.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            out.append(f"{rel}:{node.lineno}: uses private {aliases[node.value.id]}.{node.attr}")
+    # size
+    lines = source.count("\n") + (not source.endswith("\n"))
+    if lines > MAX_LINES:
+        out.append(f"{rel}: {lines} lines (at most {MAX_LINES})")
+    return out
+
+
 def modules():
-    return [p for p in PKG.rglob("*.py")]
+    return sorted(PKG.rglob("*.py"))
+
+
+def _rel(path: pathlib.Path) -> str:
+    return path.relative_to(PKG.parent).as_posix()
 
 
 def test_there_are_modules_to_check():
@@ -46,10 +126,17 @@ def test_there_are_modules_to_check():
     assert {"kernels/minhash.py", "io/segments.py", "index/sign.py", "cli.py"} <= names
 
 
+def test_the_package_keeps_every_rule():
+    found = [v for path in modules() for v in violations(path.read_text(), _rel(path))]
+    assert found == []
+
+
 def test_kernels_are_pure():
-    allowed_roots = {"numpy", "numba", "math", "os", "functools", "typing", "types", "__future__", "dataclasses"}
+    # sys, threading, time: config.py's log of numba compilations and its one-line notice
+    allowed_roots = {"numpy", "numba", "math", "os", "functools", "typing", "types", "__future__", "dataclasses",
+                     "sys", "threading", "time"}
     for path in (PKG / "kernels").glob("*.py"):
-        for mod in imports_of(path):
+        for mod in imports_of(ast.parse(path.read_text()), _rel(path)):
             root = mod.split(".")[0]
             if root == "lance_minhash_sql":
                 assert mod.startswith("lance_minhash_sql.kernels"), (path.name, mod)
@@ -57,22 +144,38 @@ def test_kernels_are_pure():
                 assert root in allowed_roots, (path.name, mod)
 
 
-def test_only_io_imports_lance():
-    for path in modules():
-        rel = path.relative_to(PKG).as_posix()
-        if rel.startswith("io/") or rel == "bench.py":  # bench runs Lance itself as a peer
-            continue
-        for mod in imports_of(path):
-            assert mod.split(".")[0] != "lance", (rel, mod)
+# --------------------------------------------------------------------------- the checker itself
 
 
-def test_imports_point_down_the_layers():
-    for path in modules():
-        rel = path.relative_to(PKG)
-        own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        if own not in LAYER_ORDER:
-            continue
-        for mod in imports_of(path):
-            other = layer_of(mod)
-            if other is not None:
-                assert LAYER_ORDER.index(other) <= LAYER_ORDER.index(own), (rel.as_posix(), mod)
+@pytest.mark.parametrize("rel, source, expected", [
+    ("lance_minhash_sql/index/x.py", "from ..duck import tables\n", "layer duck above index"),
+    ("lance_minhash_sql/io/x.py", "from lance_minhash_sql.index.search import search\n", "layer index above io"),
+    ("lance_minhash_sql/index/x.py", "import lance\n", "only io/ touches Lance"),
+    ("lance_minhash_sql/duck/x.py", "from lance.file import LanceFileReader\n", "only io/ touches Lance"),
+    ("lance_minhash_sql/index/x.py", "def f(ds, ids):\n    return ds._take_rows(ids, ['a'])\n", "uses _take_rows"),
+    ("lance_minhash_sql/index/x.py", "def f(ds):\n    return hasattr(ds, '_take_rows')\n", "uses _take_rows"),
+    ("lance_minhash_sql/index/x.py", "def f(p, m):\n    return m.LanceFileReader(p)\n", "uses LanceFileReader"),
+    ("lance_minhash_sql/index/x.py", "from .build import _bar\n", "imports private _bar"),
+    ("lance_minhash_sql/duck/x.py", "from .tables import _scalars, search_sql\n", "imports private _scalars"),
+    ("lance_minhash_sql/index/x.py", "from . import opened\n\ndef f():\n    return opened._the_cache()\n",
+     "uses private lance_minhash_sql.index.opened._the_cache"),
+    ("lance_minhash_sql/index/x.py", "import lance_minhash_sql.index.opened as o\nx = o._runs\n",
+     "uses private lance_minhash_sql.index.opened._runs"),
+    ("lance_minhash_sql/index/x.py", "x = 1\n" * (MAX_LINES + 1), "lines (at most"),
+])
+def test_checker_finds_each_violation(rel, source, expected):
+    found = violations(source, rel)
+    assert any(expected in v for v in found), found
+
+
+def test_checker_accepts_what_the_rules_allow():
+    ok = [
+        ("lance_minhash_sql/io/x.py", "import lance\nfrom lance.file import LanceFileReader\n"
+                                      "def f(ds, i):\n    return ds._take_rows(i, ['a'])\n"),
+        ("lance_minhash_sql/duck/x.py", "from ..index.search import search\nfrom ..io.scan import open_dataset\n"),
+        ("lance_minhash_sql/index/x.py", "from .cache import ByteCache\n\nclass A:\n    def _own(self):\n"
+                                         "        return self._x\n"),
+        ("lance_minhash_sql/bench.py", "import lance\n"),
+    ]
+    for rel, source in ok:
+        assert violations(source, rel) == [], rel

@@ -579,4 +579,4 @@ def test_cli_optimize(tmp_path, capsys):
     lance.write_dataset(table(0, 10), plain)
     assert cli.main(["optimize", plain, "text", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "IndexNotFoundError" in err and "minhash_build" in err
+    assert "IndexNotFoundError" in err and "lance-minhash build" in err  # the CLI's own advice

@@ -21,7 +21,7 @@ from naive import exact_jaccard
 
 from lance_minhash_sql.corpus import generate_batches, ground_truth, vocabulary, write_corpus
 from lance_minhash_sql.errors import IndexNotFoundError, InvalidParameterError
-from lance_minhash_sql.index import pairs as pairs_mod
+from lance_minhash_sql.index import shards as shards_mod
 from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.clusters import CLUSTERS_SCHEMA, MAX_REPS, clusters
 from lance_minhash_sql.index.pairs import (PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, LowRecallWarning, pair_shards, pairs,
@@ -185,7 +185,7 @@ def test_shards_and_chunks_do_not_change_the_answer(corpus, oracle_08):
 
 
 def test_direct_window_path(corpus, oracle_08, monkeypatch):
-    monkeypatch.setattr(pairs_mod, "WINDOW_ROWS", 3)  # most buckets exceed it: read from the pool
+    monkeypatch.setattr(shards_mod, "WINDOW_ROWS", 3)  # most buckets exceed it: read from the pool
     assert as_dict(pairs(corpus, "text", 0.8)) == oracle_08
     base = as_clusters(clusters(corpus, "text", 0.8))
     monkeypatch.undo()
@@ -264,7 +264,7 @@ def test_odd_parameters(tmp_path, monkeypatch):
     assert len(want) > 100
     assert as_dict(pairs(uri, "text", 0.75)) == want
     assert as_dict(all_shards(uri, 0.75, num_shards=9, chunk_pairs=5)) == want
-    monkeypatch.setattr(pairs_mod, "WINDOW_ROWS", 3)  # large buckets gathered whole (k % 4 != 0)
+    monkeypatch.setattr(shards_mod, "WINDOW_ROWS", 3)  # large buckets gathered whole (k % 4 != 0)
     assert as_dict(pairs(uri, "text", 0.75)) == want
 
 

@@ -19,6 +19,7 @@ from lance_minhash_sql.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.clusters import clusters, shard_links
 from lance_minhash_sql.index import pairs as pairs_mod
+from lance_minhash_sql.index import shards as shards_mod
 from lance_minhash_sql.index.pairs import pair_shards, shard_pairs
 
 ROWS = 20_000
@@ -112,7 +113,7 @@ def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
     monkeypatch.setattr(pairs_mod, "pair_chunk", slow)
     monkeypatch.setattr(pairs_mod, "VISIT_BUDGET", 1_000)
     monkeypatch.setattr(pairs_mod, "DEFAULT_CHUNK_PAIRS", 10_000)
-    monkeypatch.setattr(pairs_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
+    monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
     assert len(pair_shards(uri, "text", THRESHOLD)) >= 16
     for exact in (False, True):
         stream = pairs_mod.pairs(uri, "text", THRESHOLD, exact=exact)

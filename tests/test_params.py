@@ -142,11 +142,36 @@ def test_threshold_chooses_bands():
     assert (p.num_bands, p.rows_per_band) == recall_bands(0.9, 128)
     with pytest.raises(InvalidParameterError, match="pass one of them"):
         MinHashParams.create(num_bands=16, threshold=0.8)
-    for bad in (0, 1, 1.2, -0.1, math.nan):
-        with pytest.raises(InvalidParameterError):
+    for bad in (0, 1.2, -0.1, math.nan, True):
+        with pytest.raises(InvalidParameterError, match="0 < threshold <= 1"):
             optimal_bands(bad)
-        with pytest.raises(InvalidParameterError):
+        with pytest.raises(InvalidParameterError, match="0 < threshold <= 1"):
             recall_bands(bad)
+    assert recall_bands(1, 128) == (1, 128)  # identical sets: one band of every hash finds them all
+
+
+@pytest.mark.parametrize("k", [1, 64, 128, 4096])
+def test_threshold_one_asks_for_identical_signatures(k):
+    """At threshold 1 only identical signatures count; one band of all k rows makes every
+    such pair a candidate (P(1) = 1) and no other pair shares a band more often."""
+    assert recall_bands(1, k) == (1, k) == optimal_bands(1.0, k)
+    p = MinHashParams.create(num_hashes=k, threshold=1)
+    assert (p.num_bands, p.rows_per_band) == (1, k) and lsh_probability(1.0, 1, k) == 1.0
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.1, 1.5, math.nan, math.inf, True, "0.8", None])
+def test_one_threshold_rule_and_message_everywhere(bad):
+    from lance_minhash_sql.checks import THRESHOLD_RULE, check_threshold
+
+    calls = [lambda: check_threshold(bad), lambda: recall_bands(bad), lambda: optimal_bands(bad)]
+    if bad is not None:  # None: no threshold, num_bands chooses
+        calls.append(lambda: MinHashParams.create(threshold=bad))
+    for call in calls:
+        with pytest.raises(InvalidParameterError) as exc:
+            call()
+        msg = str(exc.value)
+        assert THRESHOLD_RULE in msg and "e.g. 0.8" in msg, msg
+        assert ("threshold is NULL" if bad is None else f"threshold={bad!r}") in msg, msg
 
 
 def test_docstring_examples():
@@ -163,6 +188,15 @@ def test_recall_bands_are_the_fewest_reaching_the_probability(k, threshold):
         assert b == reaching[0] and lsh_probability(threshold, b, r) >= 0.9
     else:  # none reaches it: the most bands
         assert b == max(d for d in range(1, min(k, 256) + 1) if k % d == 0)
+
+
+def test_docstring_examples_of_the_shared_rules():
+    from lance_minhash_sql import checks, sizes
+    from lance_minhash_sql.kernels import lance_format
+
+    for module in (checks, sizes, lance_format):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 # --------------------------------------------------------------------------- rules, value by value
@@ -182,19 +216,22 @@ def _message(call) -> str:
     (lambda: MinHashParams(shingle_size="x"), "shingle_size='x' must be an integer; use a positive integer, e.g. 3"),
     (lambda: MinHashParams(num_hashes=2.5), "num_hashes=2.5 must be an integer; use 1..4096, e.g. 128"),
     (lambda: MinHashParams(num_hashes=True), "num_hashes=True must be an integer; use 1..4096, e.g. 128"),
-    (lambda: lsh_probability(2.0, 16, 8), "similarity=2.0 must be a number in [0, 1]"),
-    (lambda: lsh_probability(True, 16, 8), "similarity=True must be a number in [0, 1]"),
+    (lambda: lsh_probability(2.0, 16, 8), "similarity=2.0 must be a number in [0, 1]; e.g. 0.8"),
+    (lambda: lsh_probability(True, 16, 8), "similarity=True must be a number in [0, 1]; e.g. 0.8"),
     (lambda: lsh_probability(0.5, "x", 8), "num_bands='x' must be an integer; use a positive integer"),
     (lambda: lsh_probability(0.5, 16, "x"), "rows_per_band='x' must be an integer; use a positive integer"),
-    (lambda: recall_bands(2, 128), "threshold=2 must be a number in [0, 1]"),
-    (lambda: recall_bands(1.0, 128), "threshold=1.0 must lie strictly between 0 and 1; e.g. 0.8"),
-    (lambda: recall_bands(0.8, "x"), "num_hashes='x' must be an integer; e.g. 128"),
-    (lambda: recall_bands(0.8, 0), "num_hashes=0 is out of range: requires 1 <= num_hashes <= 4096"),
-    (lambda: recall_bands(0.8, 128, probability=1.5), "probability=1.5 must be a number in [0, 1]"),
+    (lambda: recall_bands(2, 128), "threshold=2 is out of range: requires 0 < threshold <= 1 (the MinHash "
+     "similarity a pair must reach; 1: identical signatures); e.g. 0.8"),
+    (lambda: recall_bands(0.0, 128), "threshold=0.0 is out of range: requires 0 < threshold <= 1 (the MinHash "
+     "similarity a pair must reach; 1: identical signatures); e.g. 0.8"),
+    (lambda: recall_bands(0.8, "x"), "num_hashes='x' must be an integer in 1..4096; e.g. 128"),
+    (lambda: recall_bands(0.8, 0), "num_hashes=0 must be an integer in 1..4096; e.g. 128"),
+    (lambda: recall_bands(0.8, 128, probability=1.5), "probability=1.5 must be a number in [0, 1]; e.g. 0.8"),
     (lambda: optimal_bands(0.8, 128, false_positive_weight=-1),
-     "false_positive_weight=-1 must be a finite number >= 0"),
+     "false_positive_weight=-1 is out of range: requires 0 <= false_positive_weight; e.g. 0.5"),
     (lambda: optimal_bands(0.8, 128, false_negative_weight=float("inf")),
-     "false_negative_weight=inf must be a finite number >= 0"),
+     "false_negative_weight=inf is out of range: requires a finite number (0 <= false_negative_weight); "
+     "e.g. 0.5"),
     (lambda: TokenizerParams(max_token_length="x"),
      "max_token_length='x' must be an integer; use a positive integer or null for no limit"),
     (lambda: TokenizerParams(max_token_length=0), "max_token_length=0 must be >= 1 (tokens of >= max_token_length "
@@ -328,6 +365,6 @@ def test_optimal_bands_weights_and_band_range():
     assert optimal_bands(0.1, 4) == (4, 1)  # b = num_hashes considered
     assert optimal_bands(0.8, 128, false_positive_weight=0) == optimal_bands(0.8, 128, 0, 1)  # 0 is a weight
     assert _message(lambda: optimal_bands(0.8, 128, false_positive_weight=True)) == (
-        "false_positive_weight=True must be a finite number >= 0")
+        "false_positive_weight=True must be a number (0 <= false_positive_weight); e.g. 0.5")
     assert _message(lambda: optimal_bands(0.8, 128, 0, 0)) == (
         "false_positive_weight and false_negative_weight must not both be 0")

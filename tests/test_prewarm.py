@@ -19,7 +19,7 @@ from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.opened import (CACHE_ENV, DEFAULT_CACHE_BYTES, cache_capacity, cache_usage,
                                             clear_cache, open_index, set_cache_capacity)
 from lance_minhash_sql.index.optimize import optimize
-from lance_minhash_sql.index.prewarm import PrewarmResult, prewarm
+from lance_minhash_sql.index.prewarm import PrewarmResult, prewarm, warm
 from lance_minhash_sql.index.search import search_ids
 
 ROWS = 6000
@@ -94,7 +94,7 @@ def test_prewarm_loads_everything_that_fits_and_queries_then_read_nothing(three_
     assert reads(uri) == before  # every query answered from the cache
     again = prewarm(uri, "text")
     assert again.bytes_loaded == 0 and again.complete
-    assert open_index(uri, "text").prewarm() is True
+    assert warm(open_index(uri, "text")).complete is True
 
 
 def test_prewarm_under_a_small_capacity_loads_signatures_first(three_segments):
@@ -134,7 +134,7 @@ def test_prewarm_errors(tmp_path, three_segments):
     lance.write_dataset(pa.table({"text": ["a b c"]}), uri)
     with pytest.raises(IndexNotFoundError, match="minhash_build"):
         prewarm(uri, "text")
-    for bad in (-1, "1GB", 1.5, True):
+    for bad in (-1, "1 parsec", 1.5, True):
         with pytest.raises(InvalidParameterError, match="cache capacity"):
             prewarm(three_segments, "text", cache_bytes=bad)
     assert cache_capacity() == DEFAULT_CACHE_BYTES
@@ -147,7 +147,7 @@ def test_capacity_from_the_environment(three_segments):
     env = {**os.environ, CACHE_ENV: "300K",
            "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(lms.__file__)))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == [str(300 << 10), "True", "False"]
+    assert out.stdout.split() == [str(300_000), "True", "False"]
 
 
 def test_sql_minhash_prewarm(three_segments):

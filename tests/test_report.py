@@ -278,7 +278,7 @@ def test_plots_without_matplotlib_raise_a_package_error(rep, tmp_path, monkeypat
     from lance_minhash_sql.plots import save_plots
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(MissingDependencyError, match=r"lance-minhash-sql\[plot\]"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'matplotlib"):
         save_plots(rep, str(tmp_path / "none"))
     assert not (tmp_path / "none").exists()
     assert rep.format().count("\n") > 40  # the tables need no matplotlib
@@ -302,6 +302,17 @@ def test_sql_equals_python(corpus):
     assert recall == report(corpus, "text", sample=200, seed=1, threshold=0.8).metric("recall_at_threshold")
 
 
+def test_threshold_one_is_measured_like_any_other(corpus):
+    """1 is a threshold like the others (identical signatures): nothing lies above it to
+    miss, and one band of all 128 rows is the suggestion."""
+    rep1 = report(corpus, "text", sample=200, threshold=1)
+    assert metric(rep1, "threshold") == 1.0
+    assert metric(rep1, "false_negative_area") == 0.0
+    assert metric(rep1, "false_positive_area") == false_positive_area(1.0, 16, 8)
+    assert metric(rep1, "candidate_probability_at_threshold") == 1.0
+    assert metric(rep1, "suggested_num_bands") == 1
+
+
 def test_bad_input_gives_package_errors(corpus, tmp_path):
     import duckdb
 
@@ -313,8 +324,8 @@ def test_bad_input_gives_package_errors(corpus, tmp_path):
         report(corpus, "text", sample=0)
     with pytest.raises(InvalidParameterError, match="sample=-5"):
         report(corpus, "text", sample=-5)
-    with pytest.raises(InvalidParameterError, match="threshold=1.0"):
-        report(corpus, "text", threshold=1.0)
+    with pytest.raises(InvalidParameterError, match=r"threshold=1.5 is out of range: requires 0 < threshold <= 1"):
+        report(corpus, "text", threshold=1.5)
     with pytest.raises(InvalidParameterError, match="sample is NULL"):
         report(corpus, "text", sample=None)
     with pytest.raises(DatasetError, match="'nope'"):

@@ -219,10 +219,10 @@ def test_visiting_by_shared_bands_gives_the_exact_answer(s3, tmp_path, monkeypat
     texts across a fragment boundary), deletions, a filter, k from 1 to 40, batches."""
     from test_search import TIE_IDS, TIE_TEXT, corpus_table, make_queries
 
-    from lance_minhash_sql.index import opened as opened_mod
+    from lance_minhash_sql.index import entries as entries_mod
 
     # a slow store: signatures are never worth reading whole, every query reads by level
-    monkeypatch.setattr(opened_mod, "REMOTE_READ_BYTES_PER_SECOND", 1e3)
+    monkeypatch.setattr(entries_mod, "REMOTE_READ_BYTES_PER_SECOND", 1e3)
     table = corpus_table(3000, seed=4)
     opts = s3.storage_options()
     uri = f"s3://{s3.make_bucket('lms-levels')}/c.lance"

@@ -1,4 +1,5 @@
-"""Signatures and band keys against the contract's vectors, a slow reference and Lance itself."""
+"""Signatures and band keys against the known-answer vectors of docs/signatures.md, a slow
+reference and Lance itself."""
 
 from __future__ import annotations
 
@@ -193,3 +194,25 @@ def test_tokenizer_fuzzed_against_lance_tokenize():
             assert signer.tokens(t) == naive.lance_tokens(t, p.tokenizer)
 
     check()
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"max_token_length": 3}, {"max_token_length": None, "lower_case": False},
+    {"base_tokenizer": "whitespace", "max_token_length": 4},
+    {"base_tokenizer": "whitespace", "lower_case": False, "max_token_length": None},
+])
+def test_ascii_texts_tokenize_as_the_general_path_does(options):
+    """An all-ASCII text takes the one-pass tokenizer; the same text followed by a
+    non-ASCII token takes the general two-phase one: the tokens must agree, and so must
+    the signatures of the ASCII texts with Lance's own (``test_signatures_match_lance``)."""
+    signer = Signer(MinHashParams().with_tokenizer(**options))
+    rng = np.random.default_rng(7)
+    alphabet = list("aZ9 _-.\t\n\r\x0c\x1f'xYQ0") + ["abcdefgh", "  ", "XXXXXX"]
+    taken = 0
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 25))))
+        got = signer.tokens(text)
+        general = signer.tokens(text + " \u00e9")  # é: one token 'e' (folded) or 'é'
+        assert got == general[:-1], (text, options)
+        taken += len(got)
+    assert taken > 300

@@ -2,7 +2,7 @@
 
 Fixture format (sqllogictest-like)::
 
-    # name: known-answer signature (contract vector)
+    # name: known-answer signature (docs/signatures.md)
     SELECT minhash_signature('The quick brown fox', num_hashes := 4, shingle_size := 2)
     ----
     [45071, 22998, 20762, 52524]

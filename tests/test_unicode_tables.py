@@ -1,4 +1,4 @@
-"""Tests of lance_minhash_sql.unicode_tables against the contract and against lance.tokenize."""
+"""Tests of lance_minhash_sql.unicode_tables against docs/signatures.md and against lance.tokenize."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_lance_version_recorded():
 
 
 # ---------------------------------------------------------------------------------------------
-# Spot checks from the contract
+# Spot checks (docs/signatures.md, Tokenizer)
 
 
 def test_spot_checks(tables):

@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from .join import JOIN_UDFS
 from .lifecycle import LIFECYCLE_UDFS
 from .pairs import PAIR_UDFS
 from .report import REPORT_UDFS
@@ -36,7 +37,7 @@ from .tables import TABLE_UDFS
 from .udfs import UDFS
 
 # Every function the package registers, in registration order.
-ALL_UDFS = UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
+ALL_UDFS = UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + JOIN_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
 
 __all__ = ["install", "connect", "macro_files", "ALL_UDFS"]
 
@@ -62,7 +63,7 @@ def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
         for spec in ALL_UDFS:
             try:
                 cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
-                                    type="arrow" if getattr(spec, "arrow", True) else "native",
+                                    type="arrow" if spec.arrow else "native",
                                     null_handling="special", side_effects=spec.side_effects)
             except (duckdb.CatalogException, duckdb.NotImplementedException) as exc:
                 if "already" not in str(exc):

@@ -28,72 +28,40 @@ in the thread that runs the statement.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidParameterError, ResourceLimitError
+from ..errors import ResourceLimitError
+from ..index.cache import ByteCache
+from ..index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
+from .args import Udf, flag, literal, prefixed, require, scalar_rows
 from .storage import options_of
-from .tables import TableUdf, _literal, _require, _scalars
-from .udfs import _prefixed
+from .results import lists_of_columns, lists_of_tables, rows_type
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 
 MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB)
 _MAX_PLANS = 64
 
-PAIRS_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE)[]"
-PAIRS_EXACT_TYPE = "STRUCT(left_rowid UBIGINT, right_rowid UBIGINT, similarity DOUBLE, jaccard DOUBLE)[]"
-_PAIRS_ARROW = pa.list_(pa.struct([("left_rowid", pa.uint64()), ("right_rowid", pa.uint64()),
-                                   ("similarity", pa.float64())]))
-_PAIRS_EXACT_ARROW = pa.list_(pa.struct(list(_PAIRS_ARROW.value_type) + [pa.field("jaccard", pa.float64())]))
-CLUSTERS_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT)[]"
-DEDUP_TYPE = "STRUCT(_rowid UBIGINT, cluster_id UBIGINT, cluster_size BIGINT, keep BOOLEAN)[]"
+_PAIRS_ARROW, PAIRS_TYPE = rows_type(PAIRS_SCHEMA)
+_PAIRS_EXACT_ARROW, PAIRS_EXACT_TYPE = rows_type(PAIRS_EXACT_SCHEMA)
+_CLUSTERS_ARROW, CLUSTERS_TYPE = rows_type(CLUSTERS_SCHEMA)
+_DEDUP_ARROW, DEDUP_TYPE = rows_type(DEDUP_SCHEMA)
 
 
-class _Plans:
-    """Planned shards by ``(uri, version, column, threshold, shards, storage token)`` (bounded, thread-safe)."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self._plans: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, key: tuple, shards: list) -> None:
-        with self._lock:
-            self._plans[key] = shards
-            self._plans.move_to_end(key)
-            while len(self._plans) > self.capacity:
-                self._plans.popitem(last=False)
-
-    def get(self, key: tuple):
-        with self._lock:
-            hit = self._plans.get(key)
-            if hit is not None:
-                self._plans.move_to_end(key)
-            return hit
-
-
-_PLANS = _Plans(_MAX_PLANS)
-
-
-def _flag(fn: str, name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidParameterError(f"{fn}: {name}={value!r} must be true or false")
-    return value
+_PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, version, column, threshold, shards, token)
 
 
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int,
               storage: str | None = None) -> str:
     """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
     (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
-    head = ", ".join(_literal(a) for a in (uri, column, threshold, version))
+    head = ", ".join(literal(a) for a in (uri, column, threshold, version))
     udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
     union = " UNION ALL ".join(
-        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {_literal(storage)}), recursive := true)"
+        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {literal(storage)}), recursive := true)"
         for s in range(num_shards))
     return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
 
@@ -103,12 +71,12 @@ def pairs_plan(dataset, column, threshold, exact, storage) -> pa.Array:
 
     fn = "minhash_pairs"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
-        _require(fn, row, "dataset", "column", "exact")
-        exact_ = _flag(fn, "exact", row["exact"])
+    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
+        require(fn, row, "dataset", "column", "exact")
+        exact_ = flag(fn, "exact", row["exact"])
         token = row["storage"]
-        shards = _prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
-                           row["column"], row["threshold"])
+        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
+                          row["column"], row["threshold"])
         s = shards[0]
         _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)
         out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards), token))
@@ -166,41 +134,15 @@ def _pair_shard(exact: bool, type_: pa.DataType):
     def run(dataset, column, threshold, version, shard, num_shards, storage) -> pa.Array:
         fn = "minhash_pairs"
         out = []
-        for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
-                            num_shards=num_shards, storage=storage):
+        for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
+                               num_shards=num_shards, storage=storage):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
                                 int(row["num_shards"]), row["storage"])
             out.append(_shard_columns(fn, shards[int(row["shard"])], exact))
-        return _lists(out, type_)
+        return lists_of_columns(out, type_)
 
     run.__name__ = "pair_shard_exact" if exact else "pair_shard"
     return run
-
-
-def _lists(parts: list, type_: pa.DataType) -> pa.Array:
-    """One list per input row from per-row column lists (``None``: an empty list)."""
-    fields = list(type_.value_type)
-    empty = [pa.array([], f.type) for f in fields]
-    if len(parts) == 1:  # the usual case (one shard per call): no copy
-        cols = [c.cast(f.type) for c, f in zip(parts[0] or empty, fields)]
-    else:
-        cols = [pa.concat_arrays([(p if p is not None else empty)[i].cast(f.type) for p in parts])
-                for i, f in enumerate(fields)]
-    counts = [0 if p is None else len(p[0]) for p in parts]
-    offsets = np.zeros(len(parts) + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    values = pa.StructArray.from_arrays(cols, fields=fields)
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
-
-
-def _table_lists(tables: list[pa.Table], type_: pa.DataType) -> pa.Array:
-    return _lists([[t.column(f.name).combine_chunks() for f in type_.value_type] for t in tables], type_)
-
-
-_CLUSTERS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
-                                      ("cluster_size", pa.int64())]))
-_DEDUP_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("cluster_id", pa.uint64()),
-                                   ("cluster_size", pa.int64()), ("keep", pa.bool_())]))
 
 
 def clusters(dataset, column, threshold, storage) -> pa.Array:
@@ -208,11 +150,11 @@ def clusters(dataset, column, threshold, storage) -> pa.Array:
 
     fn = "minhash_clusters"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, storage=storage):
-        _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, partial(run, storage_options=options_of(row["storage"])), row["dataset"],
-                             row["column"], row["threshold"]))
-    return _table_lists(out, _CLUSTERS_ARROW)
+    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, storage=storage):
+        require(fn, row, "dataset", "column")
+        out.append(prefixed(fn, partial(run, storage_options=options_of(row["storage"])), row["dataset"],
+                            row["column"], row["threshold"]))
+    return lists_of_tables(out, _CLUSTERS_ARROW)
 
 
 def dedup(dataset, column, threshold, keep, order_by, storage) -> pa.Array:
@@ -220,22 +162,22 @@ def dedup(dataset, column, threshold, keep, order_by, storage) -> pa.Array:
 
     fn = "minhash_dedup"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
-                        storage=storage):
-        _require(fn, row, "dataset", "column")
-        out.append(_prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
-                                         storage_options=options_of(row["storage"])), row["dataset"],
+    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
+                           storage=storage):
+        require(fn, row, "dataset", "column")
+        out.append(prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
+                                        storage_options=options_of(row["storage"])), row["dataset"],
                              row["column"], row["threshold"]))
-    return _table_lists(out, _DEDUP_ARROW)
+    return lists_of_tables(out, _DEDUP_ARROW)
 
 
 # dataset, column, threshold, version, shard, shards, storage token
 _SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR")
-PAIR_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"), "VARCHAR", False),
-    TableUdf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
-    TableUdf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
-    TableUdf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), CLUSTERS_TYPE, True),
-    TableUdf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), DEDUP_TYPE,
+PAIR_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"), "VARCHAR", False),
+    Udf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
+    Udf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
+    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), CLUSTERS_TYPE, True),
+    Udf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), DEDUP_TYPE,
              True),
 )

@@ -34,6 +34,7 @@ import weakref
 from typing import Any, Callable, NamedTuple
 
 from ..errors import DatasetError, InvalidParameterError
+from .args import Udf
 
 __all__ = ["parse_storage_options", "parse_secret_string", "s3_secret_options", "SecretLookup", "read_secret",
            "secret_storage_options", "register_connection", "resolve", "options_token", "options_of",
@@ -318,13 +319,5 @@ def storage(fn, dataset, options, cid) -> str | None:
     return options_token(resolve(fn or "storage_options", dataset, options, cid))
 
 
-class StorageUdf(NamedTuple):
-    name: str
-    function: Callable
-    parameters: tuple[str, ...]
-    return_type: str
-    side_effects: bool
-    arrow: bool = False  # one call per row: a macro passes constants, constant-folded at plan time
-
-
-STORAGE_UDFS = (StorageUdf("_lms_storage", storage, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False),)
+# one call per row (not Arrow): a macro passes constants, constant-folded at plan time
+STORAGE_UDFS = (Udf("_lms_storage", storage, ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),)

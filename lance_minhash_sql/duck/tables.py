@@ -20,62 +20,28 @@ millisecond of the search itself (measured: a typed getter UDF per column cost a
 from __future__ import annotations
 
 import json
-import math
 import threading
-from collections import OrderedDict
-from typing import Any, Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidInputError, InvalidParameterError
+from ..index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
+from ..records import record_dict, record_schema
+from .args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
+from .args import column as column_array
+from .args import tokenizer as tokenizer_options
+from ..index.cache import ByteCache
 from .storage import options_of
-from .udfs import _array
+from .storage import storage as storage_token
+from .results import duck_type, lists_of_records, rows_type
 
 __all__ = ["TABLE_UDFS", "search_sql"]
 
 
-def _scalars(fn: str, **columns) -> list[dict[str, Any]]:
-    """Rows of the UDF's argument columns as Python values."""
-    arrays = {k: _array(v).to_pylist() for k, v in columns.items()}
-    n = len(next(iter(arrays.values())))
-    return [{k: arrays[k][i] for k in arrays} for i in range(n)]
-
-
-def _require(fn: str, row: dict, *names: str) -> None:
-    for name in names:
-        if row[name] is None:
-            raise InvalidInputError(f"{fn}: {name} is NULL; pass a value")
-
-
-def _int(fn: str, name: str, value) -> int | None:
-    if value is None:
-        return None
-    if not math.isfinite(float(value)) or float(value) != int(value):
-        raise InvalidParameterError(f"{fn}: {name}={value!r} must be an integer")
-    return int(value)
-
-
-def _list_of_structs(rows_per_input: list[list[dict]], type_: pa.DataType) -> pa.Array:
-    offsets = np.zeros(len(rows_per_input) + 1, dtype=np.int32)
-    np.cumsum([len(r) for r in rows_per_input], out=offsets[1:])
-    values = pa.array([row for rows in rows_per_input for row in rows], type=type_.value_type)
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
-
-
 # --------------------------------------------------------------------------- build
 
-BUILD_TYPE = "STRUCT(index_name VARCHAR, \"column\" VARCHAR, num_hashes INTEGER, num_bands INTEGER, " \
-             "rows_per_band INTEGER, shingle_size INTEGER, tokenizer VARCHAR, segments INTEGER, " \
-             "rows_indexed BIGINT, rows_without_tokens BIGINT, seconds DOUBLE, bytes BIGINT, " \
-             "dataset_version BIGINT)[]"
-_BUILD_ARROW = pa.list_(pa.struct([
-    ("index_name", pa.string()), ("column", pa.string()), ("num_hashes", pa.int32()),
-    ("num_bands", pa.int32()), ("rows_per_band", pa.int32()), ("shingle_size", pa.int32()),
-    ("tokenizer", pa.string()), ("segments", pa.int32()), ("rows_indexed", pa.int64()),
-    ("rows_without_tokens", pa.int64()), ("seconds", pa.float64()), ("bytes", pa.int64()),
-    ("dataset_version", pa.int64()),
-]))
+_BUILD_ARROW, BUILD_TYPE = rows_type(record_schema(BuildResult))
 
 
 def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage) -> pa.Array:
@@ -83,34 +49,22 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
 
     fn = "minhash_build"
     out = []
-    for row in _scalars(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
-                        shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
-                        storage=storage):
-        _require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
-        tok = row["tokenizer"]
-        tok = None if tok in (None, "null") else json.loads(tok)
-        if isinstance(tok, str):  # a JSON string given as text: parse it once more
-            tok = json.loads(tok)
-        r = build_index(row["dataset"], row["column"], num_hashes=_int(fn, "num_hashes", row["num_hashes"]),
-                        num_bands=_int(fn, "num_bands", row["num_bands"]),
-                        shingle_size=_int(fn, "shingle_size", row["shingle_size"]),
-                        threshold=row["threshold"], tokenizer=tok, replace=bool(row["replace"]),
-                        storage_options=options_of(row["storage"]))
-        out.append([{f.name: getattr(r, f.name) for f in _BUILD_ARROW.value_type}])
-    return _list_of_structs(out, _BUILD_ARROW)
+    for row in scalar_rows(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
+                           shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
+                           storage=storage):
+        require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
+        r = build_index(row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
+                        num_bands=integer(fn, "num_bands", row["num_bands"]),
+                        shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
+                        threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
+                        replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"]))
+        out.append([record_dict(r)])
+    return lists_of_records(out, _BUILD_ARROW)
 
 
 # --------------------------------------------------------------------------- indexes
 
-INDEXES_TYPE = "STRUCT(index_name VARCHAR, \"column\" VARCHAR, segment_uuid VARCHAR, num_hashes INTEGER, " \
-               "num_bands INTEGER, rows_per_band INTEGER, shingle_size INTEGER, tokenizer VARCHAR, " \
-               "fragment_ids UINTEGER[], \"rows\" BIGINT, bytes BIGINT, dataset_version BIGINT)[]"
-_INDEXES_ARROW = pa.list_(pa.struct([
-    ("index_name", pa.string()), ("column", pa.string()), ("segment_uuid", pa.string()),
-    ("num_hashes", pa.int32()), ("num_bands", pa.int32()), ("rows_per_band", pa.int32()),
-    ("shingle_size", pa.int32()), ("tokenizer", pa.string()), ("fragment_ids", pa.list_(pa.uint32())),
-    ("rows", pa.int64()), ("bytes", pa.int64()), ("dataset_version", pa.int64()),
-]))
+_INDEXES_ARROW, INDEXES_TYPE = rows_type(record_schema(IndexSegment))
 
 
 def indexes(dataset, storage) -> pa.Array:
@@ -118,22 +72,16 @@ def indexes(dataset, storage) -> pa.Array:
 
     fn = "minhash_indexes"
     out = []
-    for row in _scalars(fn, dataset=dataset, storage=storage):
-        _require(fn, row, "dataset")
+    for row in scalar_rows(fn, dataset=dataset, storage=storage):
+        require(fn, row, "dataset")
         out.append(index_segments(row["dataset"], options_of(row["storage"])))
-    return _list_of_structs(out, _INDEXES_ARROW)
+    return lists_of_records(out, _INDEXES_ARROW)
 
 
 # --------------------------------------------------------------------------- search
 
-IDS_TYPE = "STRUCT(_rowid UBIGINT, _distance FLOAT)[]"
-_IDS_ARROW = pa.list_(pa.struct([("_rowid", pa.uint64()), ("_distance", pa.float32())]))
-
-
-def _check_query(fn: str, value) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{fn}: query is {'NULL' if value is None else type(value).__name__}; pass a text")
-    return value
+_HIT_FIELDS = ("_rowid", "_distance", "_jaccard")  # one search hit as SQL sees it
+_IDS_ARROW, IDS_TYPE = rows_type(pa.schema([SEARCH_IDS_EXACT_SCHEMA.field(n) for n in _HIT_FIELDS]))
 
 
 def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], type_: pa.DataType) -> pa.Array:
@@ -148,28 +96,32 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
     return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
 
 
-def search_ids(dataset, column, query, k, fast_search, storage) -> pa.Array:
-    """One list of (_rowid, _distance) per input row; rows sharing (dataset, column, k,
-    storage options) are searched as one batch."""
+def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage) -> pa.Array:
+    """One list of (_rowid, _distance, _jaccard) per input row; rows sharing (dataset,
+    column, k, threshold, exact, storage options) are searched as one batch."""
     from ..index.search import search_ids as run
 
     fn = "minhash_search_ids"
-    rows = _scalars(fn, dataset=dataset, column=column, query=query, k=k, fast_search=fast_search, storage=storage)
+    rows = scalar_rows(fn, dataset=dataset, column=column, query=query, k=k, threshold=threshold, exact=exact,
+                       fast_search=fast_search, storage=storage)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        _require(fn, row, "dataset", "column", "k", "fast_search")
-        _check_query(fn, row["query"])
-        key = (row["dataset"], row["column"], _int(fn, "k", row["k"]), bool(row["fast_search"]), row["storage"])
+        require(fn, row, "dataset", "column", "exact", "fast_search")
+        text(fn, "query", row["query"])
+        key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), row["threshold"],
+               flag(fn, "exact", row["exact"]), flag(fn, "fast_search", row["fast_search"]), row["storage"])
         groups.setdefault(key, []).append(i)
-    owners, rowids, dists = [], [], []
-    for (ds, col, kk, fast, token), idx in groups.items():
-        table = run(ds, col, [rows[i]["query"] for i in idx], kk, fast_search=fast,
-                    storage_options=options_of(token))
+    owners, rowids, dists, jacs = [], [], [], []
+    for (ds, col, kk, t, exact_, fast, token), idx in groups.items():
+        table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t, exact=exact_,
+                                          fast_search=fast, storage_options=options_of(token)))
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
         dists.append(table.column("_distance").combine_chunks())
+        jacs.append(table.column("_jaccard").combine_chunks() if exact_ else pa.nulls(table.num_rows, pa.float64()))
     fields = {"_rowid": pa.concat_arrays(rowids) if rowids else pa.array([], pa.uint64()),
-              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32())}
+              "_distance": pa.concat_arrays(dists) if dists else pa.array([], pa.float32()),
+              "_jaccard": pa.concat_arrays(jacs) if jacs else pa.array([], pa.float64())}
     owner = np.concatenate(owners) if owners else np.empty(0, np.int64)
     return _lists_by_row(len(rows), owner, fields, _IDS_ARROW)
 
@@ -190,8 +142,9 @@ _TEXT_EXACT = frozenset({
     "UBIGINT", "FLOAT", "DOUBLE", "VARCHAR", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS",
     "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
 })
-ROWS_TYPE = "STRUCT(_rowid UBIGINT[], _distance FLOAT[], s VARCHAR[][], x BLOB[][])"
 _CARRIER_TYPES = {"s": pa.string(), "x": pa.binary()}
+ROWS_TYPE = duck_type(pa.struct([(n, pa.list_(SEARCH_IDS_EXACT_SCHEMA.field(n).type)) for n in _HIT_FIELDS]
+                                + [(c, pa.list_(pa.list_(t))) for c, t in _CARRIER_TYPES.items()]))
 
 
 class _Slot(NamedTuple):
@@ -205,6 +158,8 @@ class _Layout(NamedTuple):
     columns: tuple[str, ...]
     slots: dict[str, tuple[_Slot, ...]]  # carrier field -> its columns, in order
     select: str
+    # the same columns from a VALUES list ``t(s1, .., x1, .., _rowid, _distance)`` of texts
+    inline_select: str
 
 
 def _duck_type_of(field: pa.Field) -> str:
@@ -226,32 +181,17 @@ def _type_connection():
     return _TYPE_CON[0]
 
 
-def _literal(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-_LAYOUTS: OrderedDict = OrderedDict()
+_LAYOUTS = ByteCache.for_objects("SQL result layouts", 256)  # schema text -> _Layout
 
 
 def _layout(schema: pa.Schema) -> _Layout:
     """The layout of a schema's user columns (memoized per schema)."""
     key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
-    with _TYPE_LOCK:
-        hit = _LAYOUTS.get(key)
+    hit = _LAYOUTS.get(key)
     if hit is not None:
         return hit
     slots: dict[str, list[_Slot]] = {"s": [], "x": []}
-    columns, exprs = [], []
+    columns, exprs, inline = [], [], []
     for field in schema:
         if field.name in ("_rowid", "_distance"):
             continue
@@ -260,24 +200,24 @@ def _layout(schema: pa.Schema) -> _Layout:
         carrier = "x" if duck == "BLOB" else "s"
         as_json = carrier == "s" and duck not in _TEXT_EXACT and not duck.startswith("DECIMAL")
         slots[carrier].append(_Slot(field.name, as_json))
-        expr = f"unnest(r.{carrier}[{len(slots[carrier])}])"
-        if as_json:
-            expr = f"CAST({expr}::JSON AS {duck})"
-        elif duck not in ("VARCHAR", "BLOB"):
-            expr = f"CAST({expr} AS {duck})"
+        for source, out in ((f"unnest(r.{carrier}[{len(slots[carrier])}])", exprs),
+                            (f"t.{carrier}{len(slots[carrier])}", inline)):
+            expr = source
+            if as_json:
+                expr = f"CAST({expr}::JSON AS {duck})"
+            elif duck not in ("VARCHAR", "BLOB") or out is inline:  # a VALUES column of NULLs has type NULL
+                expr = f"CAST({expr} AS {duck})"
+            out.append(f"{expr} AS {ident(field.name)}")
         columns.append(field.name)
-        exprs.append(f"{expr} AS {_ident(field.name)}")
     select = ", ".join(exprs + ["unnest(r._rowid) AS _rowid", "unnest(r._distance) AS _distance"])
-    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select)
-    with _TYPE_LOCK:
-        _LAYOUTS[key] = layout
-        while len(_LAYOUTS) > 256:
-            _LAYOUTS.popitem(last=False)
+    inline_select = ", ".join(inline + ["CAST(t._rowid AS UBIGINT) AS _rowid", "CAST(t._distance AS FLOAT) AS _distance"])
+    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select)
+    _LAYOUTS.put(key, layout)
     return layout
 
 
 def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
-    values = _array(values)
+    values = column_array(values)
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     if slot.json:
@@ -286,68 +226,126 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
     return values.cast(_CARRIER_TYPES[carrier])
 
 
-def search_rows(dataset, column, query, k, fast_search, filter_, version, storage) -> dict:
+def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter_, version, storage) -> dict:
     """The search results with every user column, for the SQL :func:`search_plan` wrote.
 
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
     cost less than building and importing Arrow arrays (about 1 ms per query measured).
     """
-    from ..index.opened import dataset_at
-    from ..index.search import search as run
-
     fn = "minhash_search"
-    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search, "version": version}
-    _require(fn, row, "dataset", "column", "k", "fast_search", "version")
-    options = options_of(storage)
-    ds = dataset_at(dataset, int(version), options)
-    layout = _layout(ds.schema)
-    table = run(ds, column, _check_query(fn, query), _int(fn, "k", k), fast_search=bool(fast_search),
-                filter=filter_, columns=list(layout.columns), storage_options=options)
-    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist()}
+    row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search, "version": version}
+    require(fn, row, "dataset", "column", "exact", "fast_search", "version")
+    layout, table = _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, int(version),
+                                  options_of(storage))
+    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist(),
+           "_jaccard": table.column("_jaccard").to_pylist() if "_jaccard" in table.column_names else None}
     for carrier in _CARRIER_TYPES:
         out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
                         for slot in layout.slots[carrier]]
     return out
 
 
+def _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, version: int,
+                  options) -> tuple[_Layout, pa.Table]:
+    """The search's result table on dataset ``version``, with the layout of its columns."""
+    from ..index.opened import dataset_at
+    from ..index.search import search as run
+
+    fn = "minhash_search"
+    ds = dataset_at(dataset, version, options)
+    layout = _layout(ds.schema)
+    table = prefixed(fn, lambda: run(ds, column, text(fn, "query", query), integer(fn, "k", k), threshold=threshold,
+                                     exact=flag(fn, "exact", exact), fast_search=flag(fn, "fast_search", fast_search),
+                                     filter=filter_, columns=list(layout.columns), storage_options=options))
+    return layout, table
+
+
+INLINE_MAX_CHARS = 1 << 16  # results whose SQL text is longer go through _lms_search_rows
+
+
+def _text_literal(value) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def _blob_literal(value) -> str:
+    return "NULL" if value is None else "'" + "".join(f"\\x{b:02X}" for b in value) + "'::BLOB"
+
+
+def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
+    """The result as SQL text: a VALUES list of the carried texts (the same texts the
+    carriers hold), cast back by ``layout.inline_select``; None when it would be longer
+    than :data:`INLINE_MAX_CHARS` or a text holds a NUL (which SQL text cannot carry)."""
+    names, columns = [], []
+    for carrier, lit in (("s", _text_literal), ("x", _blob_literal)):
+        for i, slot in enumerate(layout.slots[carrier], 1):
+            values = _carried(table.column(slot.column), slot, carrier).to_pylist()
+            if carrier == "s" and any(v is not None and "\x00" in v for v in values):
+                return None
+            names.append(f"{carrier}{i}")
+            columns.append([lit(v) for v in values])
+    names += ["_rowid", "_distance"]
+    columns.append([str(v) for v in table.column("_rowid").to_pylist()])
+    columns.append([repr(v) for v in table.column("_distance").to_pylist()])
+    select = layout.inline_select
+    if "_jaccard" in table.column_names:  # exact: the exact Jaccard (NaN when a side has no shingles)
+        names.append("_jaccard")
+        columns.append([repr(v) if v == v else "'NaN'::DOUBLE" for v in table.column("_jaccard").to_pylist()])
+        select += ", CAST(t._jaccard AS DOUBLE) AS _jaccard"
+    if table.num_rows == 0:
+        rows = "(" + ", ".join("NULL" for _ in names) + ")"
+        where = " WHERE false"
+    else:
+        rows = ", ".join("(" + ", ".join(vals) + ")" for vals in zip(*columns))
+        where = ""
+    if len(rows) > INLINE_MAX_CHARS:
+        return None
+    return f"SELECT {select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
+
+
 def search_sql(schema: pa.Schema, args: tuple) -> str:
     """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version
     (storage options travel as their token, never as values)."""
-    call = f"_lms_search_rows({', '.join(_literal(a) for a in args)})"
+    call = f"_lms_search_rows({', '.join(literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
-    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
-    return f"SELECT {_layout(schema).select} FROM (SELECT {call} AS r)"
+    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query). args[5]: exact (adds _jaccard).
+    jaccard = ", unnest(r._jaccard) AS _jaccard" if args[5] else ""
+    return f"SELECT {_layout(schema).select}{jaccard} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, fast_search, filter_, storage) -> str:
-    """Constant-folded at plan time: reads the dataset's schema and version only (native UDF)."""
+def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter_, options, cid) -> str:
+    """Constant-folded at plan time (native UDF, one call per statement): resolves the
+    storage options (NULL on a local dataset costs nothing more), reads the dataset's
+    version and schema, runs the search on that version and writes its result into the
+    SQL as a VALUES list; a result too large for that is left to one ``_lms_search_rows``
+    call at execution, on exactly the planned version."""
     from ..index.info import search_target
+    from ..index.scores import check_limit
 
     fn = "minhash_search"
-    row = {"dataset": dataset, "column": column, "k": k, "fast_search": fast_search}
-    _require(fn, row, "dataset", "column", "k", "fast_search")
-    _, version, schema = search_target(dataset, column, options_of(storage))
-    return search_sql(schema, (dataset, column, query, _int(fn, "k", k), bool(fast_search), filter_, version,
-                               storage))
+    row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search}
+    require(fn, row, "dataset", "column", "exact", "fast_search")
+    limit = integer(fn, "k", k)
+    prefixed(fn, check_limit, limit, threshold)
+    exact_ = flag(fn, "exact", exact)
+    fast = flag(fn, "fast_search", fast_search)
+    token = storage_token(fn, dataset, options, cid)
+    opts = options_of(token)
+    _, version, schema = search_target(dataset, column, opts)
+    layout, table = _search_table(dataset, column, query, limit, threshold, exact_, fast, filter_, version, opts)
+    inline = inline_sql(layout, table)
+    if inline is not None:
+        return inline
+    return search_sql(schema, (dataset, column, query, limit, threshold, exact_, fast, filter_, version, token))
 
 
-class TableUdf(NamedTuple):
-    name: str
-    function: Callable
-    parameters: tuple[str, ...]
-    return_type: str
-    side_effects: bool
-    arrow: bool = True  # Arrow in and out (batches); False: Python values, one call per row
-
-
-TABLE_UDFS: tuple[TableUdf, ...] = (
-    TableUdf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
+TABLE_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
                                    "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
-    TableUdf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
-    TableUdf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"),
-             IDS_TYPE, True),
-    TableUdf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                                "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
-    TableUdf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR",
-                                               "VARCHAR"), "VARCHAR", False, False),
+    Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
+    Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
+                                        "VARCHAR"), IDS_TYPE, True),
+    Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
+                                          "VARCHAR", "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
+    Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
+                                          "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

@@ -5,7 +5,7 @@ argument (parameters too: a constant argument arrives as a column of equal value
 The SQL macros in ``lance_minhash_sql/sql/scalar.sql`` are the public surface; these
 ``_lms_*`` functions are internal and their argument lists may change.
 
-Conventions, shared by every function here:
+Conventions, shared by every function here (arguments are decoded by :mod:`.args`):
 
 * Every argument column is read as a whole. Parameter columns (``num_hashes``,
   ``shingle_size``, ``tokenizer``, ``num_bands``, ...) are usually constant: that case
@@ -28,25 +28,26 @@ so registering the functions does not load numba.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidInputError, InvalidParameterError
-from ..params import MAX_NUM_HASHES, MinHashParams, TokenizerParams
+from ..kernels.lance_format import similarity as lance_similarity
+from ..params import MAX_NUM_HASHES, MinHashParams, scurve
 from ..params import lsh_probability as _lsh_probability_scalar
+from .args import Udf, check_text_types, number, prefixed
+from .args import column as column_array
+from .args import tokenizer as tokenizer_options
+from .results import duck_type
 
-__all__ = ["UdfSpec", "UDFS", "signature", "similarity", "band_keys", "shingle_jaccard", "lsh_probability"]
+__all__ = ["UDFS", "signature", "similarity", "band_keys", "shingle_jaccard", "lsh_probability"]
 
 SIGNATURE_TYPE = pa.list_(pa.uint16())
 BAND_KEYS_TYPE = pa.list_(pa.uint64())
-
-# ``typeof(x)`` values accepted for text arguments. An untyped NULL literal is '"NULL"'.
-_TEXT_TYPES = frozenset({"VARCHAR", '"NULL"'})
 
 # Signing does not use num_bands; 1 divides every num_hashes.
 _SIGN_BANDS = 1
@@ -66,36 +67,6 @@ def _engine():
     return sign, kernels
 
 
-def _array(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
-    return values
-
-
-def _prefixed(fn: str, make: Callable, *args):
-    """Call ``make(*args)``, putting the SQL function name in front of a parameter error."""
-    try:
-        return make(*args)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError(f"{fn}: {exc}") from None
-
-
-def _check_text_type(fn: str, name: str, types) -> None:
-    arr = _array(types)
-    for t in pc.unique(arr).to_pylist():
-        if t in _TEXT_TYPES:
-            continue
-        if t == "BLOB":
-            fix = f"decode UTF-8 bytes first, e.g. {fn}(decode({name}), ...)"
-        elif t.endswith("]"):
-            fix = f"join the list into one string first, e.g. {fn}(array_to_string({name}, ' '), ...)"
-        elif t == "JSON":
-            fix = f"extract the text, e.g. json_extract_string({name}, '$.field'), or cast with {name}::VARCHAR"
-        else:
-            fix = f"cast it, e.g. {fn}(CAST({name} AS VARCHAR), ...), if its text form is what you mean"
-        raise InvalidInputError(f"{fn}: {name} has type {t}, but a VARCHAR is required; {fix}")
-
-
 _NULL_FIX = {
     "num_hashes": f"pass an integer in 1..{MAX_NUM_HASHES}, e.g. num_hashes := 128",
     "shingle_size": "pass an integer >= 1, e.g. shingle_size := 3",
@@ -107,7 +78,7 @@ _NULL_FIX = {
 
 def _encode(fn: str, name: str, column, nullable: bool = False) -> tuple[list, np.ndarray | None]:
     """Distinct values of a parameter column and each row's code (``None``: one value)."""
-    arr = _array(column)
+    arr = column_array(column)
     if not nullable and arr.null_count:
         raise InvalidParameterError(f"{fn}: {name} is NULL; {_NULL_FIX[name]}")
     enc = pc.dictionary_encode(arr, null_encoding="encode")
@@ -129,43 +100,10 @@ def _groups(n: int, codes: list[np.ndarray | None]) -> list[tuple[tuple[int, ...
     return [(tuple(int(x) for x in combo), order[bounds[g]:bounds[g + 1]]) for g, combo in enumerate(combos)]
 
 
-def _py_number(x: Any) -> Any:
-    """128.0 -> 128 so that messages quote what the user typed."""
-    if isinstance(x, float) and x.is_integer():
-        return int(x)
-    return x
-
-
-@lru_cache(maxsize=256)
-def _tokenizer(fn: str, text: str | None) -> TokenizerParams:
-    """Tokenizer options from the macro's ``to_json(tokenizer)``.
-
-    ``to_json`` of a VARCHAR is a JSON string holding the user's text (parsed again as a
-    JSON object); of a STRUCT, MAP or JSON value it is the object itself.
-    """
-    if text is None:
-        return TokenizerParams()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:  # called without the macro: the raw option text
-        value = text
-    if isinstance(value, str) and value.strip():
-        try:
-            inner = json.loads(value)
-        except json.JSONDecodeError:
-            inner = {}  # TokenizerParams.parse reports the JSON error
-        if not isinstance(inner, dict):
-            raise InvalidParameterError(
-                f"{fn}: tokenizer={value!r} must be a JSON object of tokenizer options, e.g. "
-                "'{\"base_tokenizer\": \"whitespace\"}' or {'base_tokenizer': 'whitespace'}"
-            )
-    return _prefixed(fn, TokenizerParams.parse, value)
-
-
 @lru_cache(maxsize=256)
 def _params(fn: str, num_hashes: Any, shingle_size: Any, tokenizer: str | None) -> MinHashParams:
-    tok = _tokenizer(fn, tokenizer)
-    return _prefixed(fn, MinHashParams, _py_number(num_hashes), _SIGN_BANDS, _py_number(shingle_size), tok)
+    tok = tokenizer_options(fn, tokenizer)
+    return prefixed(fn, MinHashParams, number(num_hashes), _SIGN_BANDS, number(shingle_size), tok)
 
 
 def _fixed_lists(matrix: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
@@ -205,7 +143,7 @@ class _Lists(NamedTuple):
 
 def _lists(fn: str, name: str, column) -> _Lists:
     """A signature column (``list<uint16>``) taken apart; NULL elements and ``[]`` are errors."""
-    arr = _array(column)
+    arr = column_array(column)
     n = len(arr)
     valid = np.ones(n, dtype=bool) if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -242,9 +180,9 @@ def _doubles(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 def signature(text, text_type, num_hashes, shingle_size, tokenizer) -> pa.Array:
     """``_lms_signature(text, typeof(text), num_hashes, shingle_size, to_json(tokenizer))``."""
     fn = "minhash_signature"
-    text = _array(text)
+    text = column_array(text)
     n = len(text)
-    _check_text_type(fn, "text", text_type)
+    check_text_types(fn, "text", text_type)
     ks, k_codes = _encode(fn, "num_hashes", num_hashes)
     ws, w_codes = _encode(fn, "shingle_size", shingle_size)
     toks, t_codes = _encode(fn, "tokenizer", tokenizer, nullable=True)
@@ -290,14 +228,14 @@ def similarity(sig_a, sig_b) -> pa.Array:
             within = np.arange(int(ka.sum())) - np.repeat(seg, ka)
             eq = a.values[np.repeat(a.starts[rows], ka) + within] == b.values[np.repeat(b.starts[rows], ka) + within]
             same = np.add.reduceat(eq.astype(np.int64), seg)
-        out[rows] = (same.astype(np.float32) / ka.astype(np.float32)).astype(np.float64)
+        out[rows] = lance_similarity(same, ka).astype(np.float64)
     return _doubles(out, both)
 
 
 @lru_cache(maxsize=1024)
 def _band_params(fn: str, k: int, b: Any) -> int:
     try:
-        return MinHashParams(num_hashes=k, num_bands=_py_number(b)).num_bands
+        return MinHashParams(num_hashes=k, num_bands=number(b)).num_bands
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{fn}: the signature has {k} values (its num_hashes); {exc}") from None
 
@@ -323,17 +261,17 @@ def band_keys(sig, num_bands) -> pa.Array:
     out = []
     for rows, k, b in parts:
         matrix = np.ascontiguousarray(_gather(lists, rows, k), dtype=np.uint16)
-        out.append((rows, kernels.band_keys(matrix.view(np.uint8).reshape(rows.size, 2 * k), b)))
+        out.append((rows, kernels.band_keys_serial(matrix.view(np.uint8).reshape(rows.size, 2 * k), b)))
     return _scattered_lists(n, out, BAND_KEYS_TYPE)
 
 
 def shingle_jaccard(text_a, type_a, text_b, type_b, shingle_size, tokenizer) -> pa.Array:
     """``_lms_shingle_jaccard(a, typeof(a), b, typeof(b), shingle_size, to_json(tokenizer))``."""
     fn = "shingle_jaccard"
-    a, b = _array(text_a), _array(text_b)
+    a, b = column_array(text_a), column_array(text_b)
     n = len(a)
-    _check_text_type(fn, "text_a", type_a)
-    _check_text_type(fn, "text_b", type_b)
+    check_text_types(fn, "text_a", type_a)
+    check_text_types(fn, "text_b", type_b)
     ws, w_codes = _encode(fn, "shingle_size", shingle_size)
     toks, t_codes = _encode(fn, "tokenizer", tokenizer, nullable=True)
     if n == 0:
@@ -344,7 +282,7 @@ def shingle_jaccard(text_a, type_a, text_b, type_b, shingle_size, tokenizer) -> 
               for (j, t), rows in _groups(n, [w_codes, t_codes])]
     for signer, rows in groups:
         sa, sb = (a, b) if rows is None else (a.take(pa.array(rows)), b.take(pa.array(rows)))
-        jac = kernels.set_jaccard(*signer.shingle_sets(sa), *signer.shingle_sets(sb))
+        jac = kernels.set_jaccard_serial(*signer.shingle_sets(sa), *signer.shingle_sets(sb))
         if rows is None:
             out = jac
         else:
@@ -360,10 +298,10 @@ def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
     passed to it so that the messages are the same.
     """
     fn = "lsh_probability"
-    s = _array(similarity_)
+    s = column_array(similarity_)
     cols = {}
     for name, col in (("num_bands", num_bands), ("rows_per_band", rows_per_band)):
-        col = _array(col)
+        col = column_array(col)
         if col.null_count:
             fix = _NULL_FIX.get(f"{fn}.{name}", _NULL_FIX[name])
             raise InvalidParameterError(f"{fn}: {name} is NULL; {fix}")
@@ -375,35 +313,25 @@ def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
         bad = (valid & ~((sv >= 0.0) & (sv <= 1.0))) | ~(b >= 1.0) | ~(r >= 1.0) | (b != np.floor(b)) | (r != np.floor(r))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        _prefixed(fn, _lsh_probability_scalar, float(sv[i]) if valid[i] else 0.0, _py_number(float(b[i])),
-                  _py_number(float(r[i])))
+        prefixed(fn, _lsh_probability_scalar, float(sv[i]) if valid[i] else 0.0, number(float(b[i])),
+                 number(float(r[i])))
         raise InvalidParameterError(  # unreachable unless the scalar check is looser than ours
             f"{fn}: similarity={sv[i]!r}, num_bands={b[i]!r}, rows_per_band={r[i]!r} are invalid"
         )
     with np.errstate(over="ignore", under="ignore"):
-        out = 1.0 - (1.0 - sv ** r) ** b
+        out = scurve(sv, b, r)
     return _doubles(out, valid)
 
 
 # --------------------------------------------------------------------------- registry
 
 
-class UdfSpec(NamedTuple):
-    """One ``con.create_function(name, function, parameters, return_type, ...)`` call."""
-
-    name: str
-    function: Callable
-    parameters: tuple[str, ...]
-    return_type: str
-    side_effects: bool  # True: never constant-folded at plan time (heavy or numba-backed work)
-
-
-UDFS: tuple[UdfSpec, ...] = (
-    UdfSpec("_lms_signature", signature, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR"),
-            "USMALLINT[]", True),
-    UdfSpec("_lms_similarity", similarity, ("USMALLINT[]", "USMALLINT[]"), "DOUBLE", False),
-    UdfSpec("_lms_band_keys", band_keys, ("USMALLINT[]", "DOUBLE"), "UBIGINT[]", True),
-    UdfSpec("_lms_shingle_jaccard", shingle_jaccard,
-            ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), "DOUBLE", True),
-    UdfSpec("_lms_lsh_probability", lsh_probability, ("DOUBLE", "DOUBLE", "DOUBLE"), "DOUBLE", False),
+UDFS: tuple[Udf, ...] = (
+    Udf("_lms_signature", signature, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "VARCHAR"),
+            duck_type(SIGNATURE_TYPE), True),
+    Udf("_lms_similarity", similarity, (duck_type(SIGNATURE_TYPE),) * 2, duck_type(pa.float64()), False),
+    Udf("_lms_band_keys", band_keys, (duck_type(SIGNATURE_TYPE), "DOUBLE"), duck_type(BAND_KEYS_TYPE), True),
+    Udf("_lms_shingle_jaccard", shingle_jaccard,
+            ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), duck_type(pa.float64()), True),
+    Udf("_lms_lsh_probability", lsh_probability, ("DOUBLE", "DOUBLE", "DOUBLE"), duck_type(pa.float64()), False),
 )

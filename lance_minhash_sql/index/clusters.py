@@ -59,15 +59,11 @@ from ..errors import InvalidParameterError
 from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from ..kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
-from .pairs import Shard, load_shard, plan_shards, run_ordered, shard_windows
+from .pairs import run_ordered
+from .results import CLUSTERS_SCHEMA
+from .shards import Shard, load_shard, plan_shards, shard_windows
 
 __all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "components", "shard_links"]
-
-CLUSTERS_SCHEMA = pa.schema([
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("cluster_id", pa.uint64(), nullable=False),
-    pa.field("cluster_size", pa.int64(), nullable=False),
-])
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
 LINK_CHUNK = 1 << 20  # links per kernel call

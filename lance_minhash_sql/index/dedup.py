@@ -34,23 +34,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..checks import check_bool, check_threshold
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.rewrite import dataset_exists, delete_rows, live_rows, write_without
 from ..io.scan import open_dataset, options_for, text_field
-from .build import _bar
+from ..io.takes import take_rows
+from .progress import progress_bar
 from .clusters import clusters
 from .opened import dataset_handle
-from .pairs import check_threshold
+from .results import DEDUP_SCHEMA
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
 
 KEEP_POLICIES = ("first", "longest")
-DEDUP_SCHEMA = pa.schema([
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("cluster_id", pa.uint64(), nullable=False),
-    pa.field("cluster_size", pa.int64(), nullable=False),
-    pa.field("keep", pa.bool_(), nullable=False),
-])
 TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
 _CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
 
@@ -119,12 +115,7 @@ def _take(ds, rowids: np.ndarray, columns: list[str]):
     """The columns of the given rows, :data:`TAKE_ROWS` at a time."""
     for s in range(0, rowids.size, TAKE_ROWS):
         ids = rowids[s:s + TAKE_ROWS]
-        t = ds._take_rows(pa.array(ids, type=pa.uint64()), columns + ["_rowid"])
-        got = t.column("_rowid").to_numpy()
-        if got.size != ids.size or not np.array_equal(got, ids):
-            raise DatasetError(f"dataset {ds.uri!r} changed during the dedup ({ids.size} rows asked, {got.size} "
-                               "fetched); run it again")
-        yield t
+        yield take_rows(ds, ids, columns + ["_rowid"], "the dedup")
 
 
 def _first_longest(ds, column: str, rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
@@ -198,8 +189,7 @@ class DedupResult:
 
 
 def _check_output(output, delete_in_place) -> str | None:
-    if not isinstance(delete_in_place, (bool, np.bool_)):
-        raise InvalidParameterError(f"delete_in_place={delete_in_place!r} must be true or false")
+    check_bool("delete_in_place", delete_in_place)
     if output is None:
         return None
     if delete_in_place:
@@ -243,7 +233,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     if output is None and not delete_in_place:
         return DedupResult(dry_run=True, **base)
     if output is not None:
-        bar = _bar(progress, rows, "dedup write")
+        bar = progress_bar(progress, rows, "dedup write")
         try:
             written = write_without(ds, remove, output, bar.update if bar is not None else None)
         finally:

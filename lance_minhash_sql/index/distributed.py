@@ -14,7 +14,7 @@ writes an **uncommitted** segment through the build's own pipeline
 returns its :class:`~..io.manifest.NewSegment`. The driver checks the returned segments
 (identical parameters, fragment sets exactly the groups) and registers all of them as
 the segments of one index in **one** ``CreateIndex`` commit on top of the version read,
-removing the column's old MinHash segments when ``replace`` (contract §4). With
+removing the column's old MinHash segments when ``replace`` (``docs/index-format.md``). With
 ``merge=True`` a second commit then merges them into one segment from their stored
 signatures (:func:`.optimize.optimize` with ``merge="all"``; no text is read again);
 with contiguous ascending groups, the merged segment's files equal a single-process
@@ -24,6 +24,10 @@ If any task fails, nothing is committed: the driver waits for the other tasks, r
 the segment folders they wrote, and raises :class:`DistributedTaskError` naming each
 failed group's fragment ids and its error. A group whose rows have no token at all is
 such a failure (the segment would be empty): put those fragments in a group with text.
+A task whose worker or node dies is such a failure too (Ray's error, e.g. the node that
+died, is in the message): the driver names each task's segment before it starts, so it
+also removes what the dead task had written, and build tasks are not retried (a retry
+would race the dead task's writes). Rerun the build once the cluster is healthy.
 
 **Pairs and clusters.** The driver opens the index once and plans the key-range shards
 of :func:`.pairs.pair_shards` (the same number of shards as :func:`.pairs.pairs`); each
@@ -55,27 +59,31 @@ import json
 import numbers
 import os
 import time
+import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_bool, check_int
 from ..errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from ..io import manifest, store
 from ..io.scan import open_dataset, options_for
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
-from .build import (BuildResult, _check_bool, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
+from .build import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
                     sign_fragments)
 from .clusters import components, shard_links
 from .optimize import optimize
-from .pairs import MAX_SHARDS, _check_count, _check_flag, pair_shards, plan_shards, shard_pairs
+from .pairs import shard_pairs
+from .shards import MAX_SHARDS, pair_shards, plan_shards
 from .spill import plan_sort
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
            "RAY_INSTALL"]
 
-RAY_INSTALL = "pip install 'lance-minhash-sql[ray]'"
+# the package installs from its repository (README), so the hint names the package itself
+RAY_INSTALL = "pip install 'ray>=2.9' (in a clone of this repository: pip install -e '.[ray]')"
 
 
 # --------------------------------------------------------------------------- Ray
@@ -192,23 +200,24 @@ class _GroupSegment:
 
 
 def _build_task(uri: str, version: int, column: str, params: MinHashParams, fragment_ids: list[int],
-                memory_limit, temp_dir, storage_options) -> _GroupSegment:
-    """One group: sign its fragments at the driver's version and write an uncommitted segment."""
+                memory_limit, temp_dir, storage_options, seg_uuid: str) -> _GroupSegment:
+    """One group: sign its fragments at the driver's version and write an uncommitted
+    segment named ``seg_uuid``."""
     ds = open_dataset(uri, storage_options, version)
     rows = sum(int(ds.get_fragment(f).count_rows()) for f in fragment_ids)
     plan = plan_sort(max(rows, 1), params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     w, stats = sign_fragments(ds, column, params, fragment_ids, plan, storage_options=storage_options,
-                              what=f" (fragment group {fragment_ids})")
+                              what=f" (fragment group {fragment_ids})", seg_uuid=seg_uuid)
     return _GroupSegment(w.seg, w.rows, int(stats.get("scanned", 0)), w.bytes, w.spilled_bytes)
 
 
-def _remove_segments(segs: list[manifest.NewSegment], storage_options: dict | None) -> None:
+def _remove_segments(ds, uuids: list[str], storage_options: dict | None) -> None:
     """Remove uncommitted segment folders (or object-store prefixes) and their build markers
     (this machine's)."""
-    for seg in segs:
-        store.remove_dir(seg.path, storage_options)
+    for seg_uuid in uuids:
+        store.remove_dir(manifest.segment_dir(ds, seg_uuid), storage_options)
         try:
-            os.remove(os.path.join(marker_dir(), f"{seg.uuid}.json"))
+            os.remove(os.path.join(marker_dir(), f"{seg_uuid}.json"))
         except FileNotFoundError:
             pass
 
@@ -251,7 +260,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     without Ray; the dataset is then unchanged.
     """
     t0 = time.perf_counter()
-    merge = _check_bool("merge", merge)
+    merge = check_bool("merge", merge)
     storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, _ = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
@@ -266,9 +275,13 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     uri, version = ds.uri, int(ds.version)
     cleanup_leftovers(uri, storage_options)
 
-    task = _remote(ray, _build_task)
-    refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options)
-            for group in groups]
+    # the driver names every task's segment, so it can remove what a task wrote even when
+    # the task's worker or node died mid-write; a task is not retried (a retry elsewhere
+    # would race the dead one's files): the build fails, names the group, and can be rerun
+    seg_uuids = [str(uuidlib.uuid4()) for _ in groups]
+    task = _remote(ray, _build_task, max_retries=0)
+    refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options, u)
+            for group, u in zip(groups, seg_uuids)]
     done: dict[int, _GroupSegment] = {}
     failed: dict[tuple, str] = {}
     for i, ref in enumerate(refs):  # wait for every task: a failure must not leave others' folders behind
@@ -277,7 +290,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
         except Exception as exc:  # a task's error (Ray wraps it) or a lost worker
             failed[tuple(groups[i])] = _cause(exc)
     if failed:
-        _remove_segments([g.seg for g in done.values()], storage_options)
+        _remove_segments(ds, seg_uuids, storage_options)  # the failed tasks' partial folders too
         what = "; ".join(f"fragments {list(f)}: {why}" for f, why in failed.items())
         raise DistributedTaskError(
             f"{len(failed)} of {len(groups)} build task(s) on {column!r} of {uri!r} failed ({what}); nothing was "
@@ -296,7 +309,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
             referenced = manifest.referenced_index_uuids(uri, None, storage_options)
         except Exception:  # cannot tell: a later build's cleanup decides
             referenced = {g.seg.uuid for g in got}
-        _remove_segments([g.seg for g in got if g.seg.uuid not in referenced], storage_options)
+        _remove_segments(ds, [g.seg.uuid for g in got if g.seg.uuid not in referenced], storage_options)
         raise
     for g in got:  # committed: their markers are done with
         try:
@@ -352,7 +365,7 @@ def _links_task(uri, version, column, threshold, num_shards, storage_options, in
 
 
 def _check_optional(name: str, value: Any, example: str) -> int | None:
-    return None if value is None else _check_count(name, value, MAX_SHARDS, example)
+    return None if value is None else check_int(name, value, f"e.g. {example}", 1, MAX_SHARDS)
 
 
 @dataclass(frozen=True)
@@ -392,7 +405,7 @@ def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bo
     At most ``max_in_flight`` tasks (default: twice the cluster's CPUs) are submitted
     ahead of the consumer. Arguments are checked and the index opened when called.
     Raises :class:`DistributedTaskError` naming the shards of a failed task."""
-    exact = _check_flag("exact", exact)
+    exact = check_bool("exact", exact)
     in_flight = _check_optional("max_in_flight", max_in_flight, "8")
     storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)

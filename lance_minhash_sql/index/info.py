@@ -10,6 +10,8 @@ import pyarrow as pa
 from ..io.manifest import minhash_segments, segment_dir
 from ..io.scan import open_dataset, options_for, text_field
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
+from ..records import record_dict
+from .results import IndexSegment
 
 __all__ = ["index_segments", "result_schema", "search_target"]
 
@@ -19,7 +21,7 @@ def _dataset(dataset, storage_options=None):
 
 
 def index_segments(dataset, storage_options=None) -> list[dict]:
-    """One dict per MinHash LSH segment (every column), in manifest order."""
+    """One dict of :class:`.results.IndexSegment` per MinHash LSH segment (every column), in manifest order."""
     storage_options = options_for(dataset, storage_options)
     ds = _dataset(dataset, storage_options)
     out = []
@@ -29,13 +31,11 @@ def index_segments(dataset, storage_options=None) -> list[dict]:
         p = files.params
         size = seg.size_bytes or sum(os.path.getsize(os.path.join(path, f)) for f in (SIGNATURES_FILE, BANDS_FILE)
                                      if os.path.exists(os.path.join(path, f)))
-        out.append({
-            "index_name": seg.name, "column": seg.column, "segment_uuid": seg.uuid,
-            "num_hashes": p.num_hashes, "num_bands": p.num_bands, "rows_per_band": p.rows_per_band,
-            "shingle_size": p.shingle_size, "tokenizer": json.dumps(p.tokenizer.to_dict()),
-            "fragment_ids": sorted(seg.fragment_ids), "rows": files.num_docs, "bytes": size,
-            "dataset_version": seg.dataset_version,
-        })
+        out.append(record_dict(IndexSegment(
+            index_name=seg.name, column=seg.column, segment_uuid=seg.uuid, num_hashes=p.num_hashes,
+            num_bands=p.num_bands, rows_per_band=p.rows_per_band, shingle_size=p.shingle_size,
+            tokenizer=json.dumps(p.tokenizer.to_dict()), fragment_ids=tuple(sorted(seg.fragment_ids)),
+            rows=files.num_docs, bytes=size, dataset_version=seg.dataset_version)))
     return out
 
 

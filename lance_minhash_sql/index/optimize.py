@@ -1,7 +1,7 @@
 """``optimize``: keep a MinHash LSH index current as the dataset changes, as Lance's own
 ``ds.optimize.optimize_indices()`` does, through the build's own pipeline.
 
-What pylance 14.0.2 does with a ``MINHASHLSH`` index (measured; contract §3):
+What pylance 14.0.2 does with a ``MINHASHLSH`` index (measured; ``docs/index-format.md``):
 
 * ``optimize_indices(num_indices_to_merge=0)`` adds a *delta segment* over the fragments
   no segment covers (appended since), signed with the parameters stored in the index;
@@ -34,47 +34,28 @@ from __future__ import annotations
 import json
 import numbers
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..checks import check_bool
 from ..errors import IndexNotFoundError, InvalidParameterError, ParameterMismatchError
 from ..io import manifest
-from ..io.rowids import frag_reuse, live_rowids, remap
+from ..io.liveness import Liveness
+from ..io.rowids import frag_reuse, remap
 from ..io.scan import options_for, scan_text, text_field
 from ..io.segments import iter_signatures, open_segment
 from ..params import MinHashParams
-from .build import (_SCAN_FRAGMENTS, _check_bool, _resolve_dataset, check_segment_rows, cleanup_leftovers,
+from .build import (SCAN_FRAGMENTS, resolve_dataset, check_segment_rows, cleanup_leftovers,
                     signed_batches, write_segment)
-from .opened import needs_remap
+from .entries import needs_remap
+from .results import OptimizeResult
 from .sign import signer_for
 from .spill import plan_sort
 
 __all__ = ["OptimizeResult", "optimize", "parse_merge"]
 
 ALL = "all"
-
-
-@dataclass(frozen=True)
-class OptimizeResult:
-    """What ``minhash_optimize`` returns as one row."""
-
-    index_name: str
-    column: str
-    action: str  # "none" (nothing to do), "delta" (a segment for new fragments) or "merge"
-    segments_before: int
-    segments_after: int
-    merged_segments: int  # existing segments rewritten into the new one
-    new_fragments: tuple[int, ...]  # fragments indexed for the first time
-    rows_indexed: int  # docs in the new segment
-    rows_added: int  # of which new rows (signed now)
-    rows_dropped: int  # stored rows dropped: deleted, or dropped by a compaction
-    rows_without_tokens: int  # new rows without a signature (NULL, no tokens)
-    segment_uuid: str | None
-    seconds: float
-    bytes: int
-    dataset_version: int
 
 
 def parse_merge(merge: Any, segment_uuids: list[str]) -> list[str]:
@@ -132,42 +113,10 @@ def _index_params(ds, column: str, segments, files: dict) -> MinHashParams:
     return params
 
 
-class _Liveness:
-    """Which stored row ids are live in the dataset version (after their remap)."""
-
-    def __init__(self, ds):
-        frags = ds.get_fragments()
-        self.current = np.array(sorted(f.fragment_id for f in frags), dtype=np.uint64)
-        self.stable = bool(ds.has_stable_row_ids)
-        with_deletions = [f.fragment_id for f in frags if f.metadata.deletion_file is not None]
-        # stable row ids say nothing about their fragment: check every id
-        self.checked = self.current if self.stable else np.array(sorted(with_deletions), dtype=np.uint64)
-        self.live = live_rowids(ds, self.checked.tolist()) if self.checked.size else np.empty(0, np.uint64)
-
-    def alive(self, rowids: np.ndarray) -> np.ndarray:
-        if self.stable:
-            return _member(rowids, self.live)
-        frag = rowids >> np.uint64(32)
-        ok = _member(frag, self.current)
-        check = ok & _member(frag, self.checked)
-        if check.any():
-            ok[check] = _member(rowids[check], self.live)
-        return ok
-
-
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """``np.isin`` against a sorted array by binary search (numpy's hash-based isin
-    costs ~1 s per 64K ids against 1M)."""
-    if sorted_set.size == 0:
-        return np.zeros(values.size, dtype=np.bool_)
-    pos = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
-    return sorted_set[pos] == values
-
-
 def _stored_rows(ds, segments, files: dict, reuse, stats: dict):
     """``(row ids, signatures, rows read)`` of the segments' live rows, in manifest then doc
     order, row ids mapped through the fragment-reuse index."""
-    liveness = _Liveness(ds)
+    liveness = Liveness.of_every_row(ds)
     for seg in segments:
         stale = needs_remap(seg, reuse)
         for rowids, sigs in iter_signatures(files[seg.uuid]):
@@ -200,9 +149,9 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     """
     t0 = time.perf_counter()
     storage_options = options_for(dataset, storage_options)
-    ds = _resolve_dataset(dataset, storage_options)
+    ds = resolve_dataset(dataset, storage_options)
     text_field(ds, column)
-    progress = _check_bool("progress", progress)
+    progress = check_bool("progress", progress)
     all_segments = manifest.minhash_segments(ds, column)
     if not all_segments:
         raise IndexNotFoundError(
@@ -241,7 +190,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
         yield from _stored_rows(ds, selected, files, reuse, stats)
         if frag_objs:
             batches = scan_text(ds, column, fragments=frag_objs, batch_rows=plan.scan_rows,
-                                batch_readahead=plan.readahead, fragment_readahead=_SCAN_FRAGMENTS,
+                                batch_readahead=plan.readahead, fragment_readahead=SCAN_FRAGMENTS,
                                 io_buffer_size=plan.io_buffer)
             yield from signed_batches(signer_for(params), batches, stats)
 
@@ -259,5 +208,5 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
         segments_after=len(segments) - len(selected) + 1, merged_segments=len(selected),
         new_fragments=tuple(new_frags), rows_indexed=w.rows, rows_added=added,
         rows_dropped=stats.get("dropped", 0), rows_without_tokens=scanned - added,
-        segment_uuid=w.seg.uuid, seconds=time.perf_counter() - t0, bytes=w.bytes,
+        segment_uuid=w.seg.uuid, seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes,
         dataset_version=int(w.dataset.version))

@@ -1,7 +1,7 @@
 """``prewarm``: load an index into the process cache before the first query.
 
-The cache (:mod:`.opened`) has a byte capacity (``LANCE_MINHASH_CACHE_BYTES``, or
-:func:`~.opened.set_cache_capacity`, or ``cache_bytes=`` here). Prewarming loads, for
+The segment cache (:mod:`.cache`) has a byte capacity (``LANCE_MINHASH_CACHE_BYTES``, or
+:func:`~.cache.set_cache_capacity`, or ``cache_bytes=`` here). Prewarming loads, for
 every segment of the column's index, first the signatures and row ids (what every
 candidate needs scoring), then the band pages, each file whole when it fits and else as
 many leading chunks (signatures) or pages (bands) as fit, so usage never goes above the
@@ -13,39 +13,24 @@ cache). Queries then read only what was not loaded.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from .opened import SegmentEntry, _runs, _the_cache, open_index, set_cache_capacity
+from .cache import segment_cache, set_cache_capacity
+from .entries import SegmentEntry
+from .opened import open_index
+from ..kernels.lance_format import BAND_ROW_BYTES
+from .pools import runs
+from .results import PrewarmResult
 
 __all__ = ["PrewarmResult", "prewarm", "warm"]
 
 _CHUNK_DOCS = 1 << 16  # signatures read per call
 
 
-@dataclass(frozen=True)
-class PrewarmResult:
-    """What ``minhash_prewarm`` returns as one row."""
-
-    column: str
-    segments: int
-    bytes_loaded: int  # added to the cache by this call
-    cache_bytes: int  # the cache's usage afterwards
-    cache_capacity: int
-    signatures_loaded: int  # docs (row id + signature) now cached, of
-    signatures_total: int
-    band_pages_loaded: int  # band pages now cached, of
-    band_pages_total: int
-    complete: bool  # every segment whole in the cache
-    seconds: float
-
-
 def _room(entries: list[SegmentEntry]) -> int:
     """Bytes the entries may still grow by without evicting each other."""
-    cache = _the_cache()
-    with cache.lock:
-        return cache.capacity - sum(cache.sizes.get(e.key, 0) for e in entries)
+    return segment_cache().room([e.key for e in entries])
 
 
 def _warm_docs(entry: SegmentEntry, room: int) -> None:
@@ -55,27 +40,24 @@ def _warm_docs(entry: SegmentEntry, room: int) -> None:
             return
         whole = store.file_bytes() - store.nbytes
         if whole <= room:
-            if entry._reserve(whole):
-                store.set_full(*entry._read_all_docs())
-                entry._settle()
+            if entry.reserve(whole):
+                store.set_full(*entry.read_all_docs())
+                entry.settle()
             return
         missing = store.missing(np.arange(store.num_docs, dtype=np.int64))
         m = min(missing.size, max(0, (room - store.grow_bytes(0)) // store.row_bytes))
         while m and store.grow_bytes(int(m)) > room:
             m -= 1
-        if m == 0 or not entry._reserve(store.grow_bytes(int(m))):
+        if m == 0 or not entry.reserve(store.grow_bytes(int(m))):
             return
         store.ensure_capacity(int(m))
-        k = store.k
-        for first, count in _runs(missing[:m]):
+        for first, count in runs(missing[:m]):
             for s in range(first, first + count, _CHUNK_DOCS):
                 n = min(_CHUNK_DOCS, first + count - s)
-                t = entry.files.signatures.read_range(s, n, batch_size=n).to_table()
-                rowids = entry.map_rowids(t.column(0).to_numpy())
-                sigs = t.column(1).combine_chunks().values.to_numpy().reshape(-1, k)
-                store.add_docs(np.arange(s, s + n, dtype=np.int64), rowids, sigs)
+                rowids, sigs = entry.files.read_doc_range(s, n)
+                store.add_docs(np.arange(s, s + n, dtype=np.int64), entry.map_rowids(rowids), sigs)
         entry.stats["docs_read"] += int(m)
-        entry._settle()
+        entry.settle()
 
 
 def _warm_bands(entry: SegmentEntry, room: int) -> None:
@@ -85,27 +67,28 @@ def _warm_bands(entry: SegmentEntry, room: int) -> None:
             return
         whole = store.file_bytes() + store.page_table.nbytes + store.num_pages * 4 - store.nbytes
         if whole <= room:
-            if entry._reserve(whole):
-                store.set_full(*entry._read_all_bands())
-                entry._settle()
+            if entry.reserve(whole):
+                store.set_full(*entry.read_all_bands())
+                entry.settle()
             return
         missing = store.missing(np.ones(store.num_pages, dtype=np.bool_))
-        p = min(missing.size, room // (store.page_rows * 12))
+        p = min(missing.size, room // (store.page_rows * BAND_ROW_BYTES))
         while p and store.grow_bytes(int(p)) > room:
             p -= 1
-        if p == 0 or not entry._reserve(store.grow_bytes(int(p))):
+        if p == 0 or not entry.reserve(store.grow_bytes(int(p))):
             return
         store._ensure_capacity(int(p))
         pr = store.page_rows
-        for first, count in _runs(missing[:p]):
+        for first, count in runs(missing[:p]):
             keys, docs = entry.files.read_bands(first * pr, min(count * pr, store.num_rows - first * pr))
             store.add_pages(first, count, keys, docs)
         entry.stats["band_pages_read"] += int(p)
-        entry._settle()
+        entry.settle()
 
 
 def warm(opened) -> PrewarmResult:
-    """Prewarm an :class:`~.opened.OpenedIndex` (see the module docstring)."""
+    """Prewarm an :class:`~.opened.OpenedIndex` (see the module docstring);
+    ``warm(open_index(uri, column)).complete`` is True when every segment fits whole."""
     t0 = time.perf_counter()
     entries = opened.segment_entries()
     before = sum(e.nbytes for e in entries if e.cached)
@@ -115,7 +98,7 @@ def warm(opened) -> PrewarmResult:
         _warm_bands(e, _room(entries))
     opened.liveness.load()
     entries = opened.segment_entries()
-    cache = _the_cache()
+    cache = segment_cache()
     docs = sum(e.docs.num_docs if e.docs.full else e.docs.used for e in entries if e.cached)
     pages = sum(e.bands.num_pages if e.bands.full else e.bands.used for e in entries if e.cached)
     complete = all(e.cached and e.docs.full and e.bands.full for e in entries)

@@ -57,25 +57,26 @@ and the unindexed rows, exactly as a search gathers them.
 from __future__ import annotations
 
 import math
-import numbers
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_int, check_threshold
 from ..errors import DatasetError, InvalidParameterError
 from ..io.scan import scan_text
 from ..kernels.lsh import bucket_pages, merge_candidates
 from ..kernels.report import census_chunk, new_reservoirs
+from ..kernels.lance_format import similarity as lance_similarity
 from ..params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability, recall_bands, CANDIDATE_PROBABILITY,
-                      scurve_threshold)
-from .opened import OpenedIndex, SegmentEntry, open_index
-from .report_tables import (BUCKET_SIZES_SCHEMA, CANDIDATES_SCHEMA, LARGEST_BUCKETS_SCHEMA, PAIRS_SCHEMA,
-                            SCURVE_SCHEMA, SUMMARY_SCHEMA)
+                      scurve, scurve_threshold)
+from .cache import ByteCache
+from .opened import OpenedIndex, open_index
+from .report_buckets import BucketRuns, bucket_runs, largest_table, sizes_table
+from .report_rows import Rows, index_entries, index_rows, readonly, signatures_of, take_texts
+from .report_tables import CANDIDATES_SCHEMA, PAIRS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
 from .sign import signer_for
 
 __all__ = [
@@ -96,9 +97,7 @@ DEFAULT_TOP_BUCKETS = 10
 MAX_SAMPLE = 100_000  # with MAX_BINS: at most 10M reservoir slots (200 MB)
 MAX_BINS = 100
 MAX_TOP_BUCKETS = 10_000
-BAND_CHUNK_ROWS = 1 << 20  # band rows read at a time for bucket sizes (12 MiB)
 CANDIDATE_ROWS = 1 << 24  # bucket rows gathered at once for candidates per query (64 MiB)
-SAMPLE_TEXT_CHARS = 200
 # The column scan's read-ahead: Lance's defaults keep 300-550 MB in flight when the
 # consumer is slower than the scan (index/build.py); a batch or two ahead is enough here.
 SCAN_READAHEAD = 2
@@ -109,28 +108,7 @@ PERCENTILES = (50, 90, 99)
 # --------------------------------------------------------------------------- validation
 
 
-def _count(name: str, value: Any, lo: int, hi: int, example: str) -> int:
-    if value is None:
-        raise InvalidParameterError(f"{name} is NULL; pass an integer in {lo}..{hi}, e.g. {example}")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
-        raise InvalidParameterError(f"{name}={value!r} must be an integer in {lo}..{hi}; e.g. {example}")
-    return int(value)
-
-
-def _threshold(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(float(value)) or not 0.0 < float(value) < 1.0:
-        raise InvalidParameterError(
-            f"threshold={value!r} must be a number strictly between 0 and 1 (the similarity the "
-            "false-positive and false-negative areas are taken at); e.g. 0.8, or NULL for the S-curve threshold")
-    return float(value)
-
-
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- percentiles
 
 
 def percentile(values: np.ndarray, counts: np.ndarray, p: float):
@@ -149,94 +127,11 @@ def percentile(values: np.ndarray, counts: np.ndarray, p: float):
     return values[int(np.searchsorted(cum, rank, side="left"))].item()
 
 
-def _values_percentile(values: np.ndarray, p: float) -> float:
+def values_percentile(values: np.ndarray, p: float) -> float:
     if values.size == 0:
         return float("nan")
     u, c = np.unique(values, return_counts=True)
     return float(percentile(u, c, p))
-
-
-def _entries(opened: OpenedIndex) -> tuple[list[SegmentEntry], list[str]]:
-    entries = opened.segment_entries()
-    names = [info.uuid for info in opened.segments]
-    flat = opened.unindexed_entry()
-    if flat is not None:
-        entries.append(flat)
-        names.append("unindexed")
-    return entries, names
-
-
-def _entry_rowids(entry: SegmentEntry) -> np.ndarray:
-    with entry.lock:
-        if entry.docs.full:
-            return np.asarray(entry.docs.rowids, dtype=np.uint64)
-        return entry.files.read_rowids().astype(np.uint64, copy=False)
-
-
-@dataclass
-class _Rows:
-    """Every row the index holds: row ids sorted, with their run and doc; live flags per run."""
-
-    rowids: np.ndarray  # uint64, sorted
-    entry: np.ndarray  # int32
-    doc: np.ndarray  # uint32
-    alive: np.ndarray  # bool, per sorted row
-    alive_by_entry: list[np.ndarray | None]  # per run, by doc (None: all live)
-
-    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(position, found)`` of row ids in the sorted table."""
-        pos = np.minimum(np.searchsorted(self.rowids, ids), max(self.rowids.size - 1, 0))
-        found = (self.rowids[pos] == ids) if self.rowids.size else np.zeros(ids.size, bool)
-        return pos, found
-
-
-def _rows(opened: OpenedIndex, entries: list[SegmentEntry]) -> _Rows:
-    ids, ent, docs, alive_by_entry = [], [], [], []
-    for e, entry in enumerate(entries):
-        rid = _entry_rowids(entry)
-        live = None if opened.liveness.trivial else opened.liveness.alive(rid)
-        alive_by_entry.append(live)
-        ids.append(rid)
-        ent.append(np.full(rid.size, e, dtype=np.int32))
-        docs.append(np.arange(rid.size, dtype=np.uint32))
-    rowids = np.concatenate(ids) if ids else np.empty(0, np.uint64)
-    order = np.argsort(rowids, kind="stable")
-    entry = np.concatenate(ent)[order]
-    doc = np.concatenate(docs)[order]
-    alive = np.ones(rowids.size, dtype=bool)
-    for e, live in enumerate(alive_by_entry):
-        if live is not None:
-            sel = entry == e
-            alive[sel] = live[doc[sel]]
-    return _Rows(rowids[order], entry, doc, alive, alive_by_entry)
-
-
-def _signatures(entries: list[SegmentEntry], entry: np.ndarray, doc: np.ndarray, k: int) -> np.ndarray:
-    """``uint16[n, k]`` stored signatures of ``(run, doc)`` pairs."""
-    out = np.empty((entry.size, k), dtype=np.uint16)
-    for e in np.unique(entry):
-        sel = np.flatnonzero(entry == e)
-        udocs, inv = np.unique(doc[sel], return_inverse=True)
-        with entries[e].lock:
-            slot, _, sigs = entries[e].doc_arrays(udocs.astype(np.uint32))
-        rows = udocs.astype(np.int64) if slot.size == 0 else slot[udocs]
-        out[sel] = sigs[rows][inv]
-    return out
-
-
-def _take_texts(opened: OpenedIndex, ids: np.ndarray) -> pa.Array:
-    """Texts of live row ids (ascending), in that order."""
-    t = opened.ds._take_rows(pa.array(ids, type=pa.uint64()), [opened.column, "_rowid"])
-    if t.num_rows != ids.size or not np.array_equal(t.column("_rowid").to_numpy(), ids):
-        raise DatasetError(f"dataset {opened.uri!r} changed while the report ran; run it again")
-    return t.column(opened.column).combine_chunks()
-
-
-def _ro(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    v = a.view()
-    v.setflags(write=False)
-    return v
 
 
 # --------------------------------------------------------------------------- S-curve sample
@@ -244,7 +139,7 @@ def _ro(a: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Sample:
-    query_pos: np.ndarray  # positions in _Rows of the query rows (ascending)
+    query_pos: np.ndarray  # positions in Rows of the query rows (ascending)
     query_size: np.ndarray  # shingles per query row
     seen: np.ndarray  # pairs with J > 0 per bin (population)
     pair_bin: np.ndarray
@@ -264,7 +159,7 @@ def _inverted(offsets: np.ndarray, hashes: np.ndarray):
     return h[starts], np.concatenate((starts, [h.size])).astype(np.int64), q
 
 
-def _census(opened: OpenedIndex, rows: _Rows, sample: int, nbins: int, seed: int, progress: bool) -> _Sample:
+def _census(opened: OpenedIndex, rows: Rows, sample: int, nbins: int, seed: int, progress: bool) -> _Sample:
     live = np.flatnonzero(rows.alive)
     if live.size < 2:
         raise DatasetError(
@@ -274,14 +169,14 @@ def _census(opened: OpenedIndex, rows: _Rows, sample: int, nbins: int, seed: int
     query_pos = np.sort(live[rng.choice(live.size, min(sample, live.size), replace=False)])
     q_rowid = rows.rowids[query_pos]
     signer = signer_for(opened.params)
-    q_off, q_hash = signer.shingle_sets(_take_texts(opened, q_rowid))
+    q_off, q_hash = signer.shingle_sets(take_texts(opened, q_rowid))
     q_size = np.diff(q_off).astype(np.int64)
     qh, qh_off, qh_q = _inverted(q_off, q_hash)
     seen, res_q, res_o, res_j, state = new_reservoirs(nbins, sample, int(rng.integers(0, 2**63)))
     nq = query_pos.size
     counter = np.zeros(nq, dtype=np.int32)
     touched = np.empty(nq, dtype=np.int32)
-    args = (_ro(qh), _ro(qh_off), _ro(qh_q), _ro(q_size), _ro(q_rowid), nbins, counter, touched,
+    args = (readonly(qh), readonly(qh_off), readonly(qh_q), readonly(q_size), readonly(q_rowid), nbins, counter, touched,
             seen, res_q, res_o, res_j, state)
     bar = None
     if progress:
@@ -293,7 +188,7 @@ def _census(opened: OpenedIndex, rows: _Rows, sample: int, nbins: int, seed: int
         for rowids, texts in scan_text(opened.ds, opened.column, batch_readahead=SCAN_READAHEAD,
                                        fragment_readahead=1, io_buffer_size=SCAN_IO_BUFFER):
             off, hashes = signer.shingle_sets(texts)
-            scanned += census_chunk(_ro(off), _ro(hashes), _ro(rowids.astype(np.uint64, copy=False)), *args)
+            scanned += census_chunk(readonly(off), readonly(hashes), readonly(rowids.astype(np.uint64, copy=False)), *args)
             if bar is not None:
                 bar.update(rowids.size)
     finally:
@@ -319,23 +214,23 @@ class _Pairs:
     candidate: np.ndarray
 
 
-def _judge(entries, rows: _Rows, s: _Sample, params: MinHashParams, query_keys: np.ndarray,
+def _judge(entries, rows: Rows, s: _Sample, params: MinHashParams, query_keys: np.ndarray,
            query_sigs: np.ndarray) -> _Pairs:
     """Estimated similarity and candidacy of each sampled pair, from stored signatures."""
     k = params.num_hashes
     pos, _ = rows.locate(s.pair_other)
-    other_sigs = _signatures(entries, rows.entry[pos], rows.doc[pos], k)
+    other_sigs = signatures_of(entries, rows.entry[pos], rows.doc[pos], k)
     other_keys = signer_for(params).band_keys(other_sigs)
     qs = query_sigs[s.pair_query]
     eq = (qs == other_sigs).sum(axis=1)
-    est = (eq.astype(np.float32) / np.float32(k)).astype(np.float64)
+    est = lance_similarity(eq, k).astype(np.float64)
     cand = (query_keys[s.pair_query] == other_keys).any(axis=1)
     return _Pairs(s.pair_bin, rows.rowids[s.query_pos][s.pair_query], s.pair_other, s.pair_jaccard, est, cand)
 
 
 def _scurve(p: _Pairs, seen: np.ndarray, nbins: int, params: MinHashParams) -> pa.Table:
     b, r, k = params.num_bands, params.rows_per_band, params.num_hashes
-    theory = 1.0 - (1.0 - p.jaccard ** r) ** b
+    theory = scurve(p.jaccard, b, r)
     cols: dict[str, list] = {f.name: [] for f in SCURVE_SCHEMA}
     for i in range(nbins):
         sel = p.bin == i
@@ -378,12 +273,12 @@ def _error_theory(p: _Pairs, k: int, seed: int) -> tuple[float, float]:
 # --------------------------------------------------------------------------- candidates per query
 
 
-def _candidates(entries, rows: _Rows, query_pos: np.ndarray, query_keys: np.ndarray) -> np.ndarray:
+def _candidates(entries, rows: Rows, query_pos: np.ndarray, query_keys: np.ndarray) -> np.ndarray:
     """Distinct live rows (other than itself) sharing a band key with each query row."""
     nq = query_pos.size
     counts = np.zeros(nq, dtype=np.int64)
     own_entry = rows.entry[query_pos]
-    keys = _ro(query_keys)
+    keys = readonly(query_keys)
     for e, entry in enumerate(entries):
         alive = rows.alive_by_entry[e]
         with entry.lock:
@@ -394,7 +289,7 @@ def _candidates(entries, rows: _Rows, query_pos: np.ndarray, query_keys: np.ndar
             while q0 < nq:  # batches of queries whose buckets hold at most CANDIDATE_ROWS rows
                 cum = np.cumsum(sizes[q0:])
                 q1 = q0 + max(1, int(np.searchsorted(cum, CANDIDATE_ROWS, side="right")))
-                offsets, docs, _ = merge_candidates(_ro(start[q0:q1]), _ro(end[q0:q1]), _ro(kind[q0:q1]),
+                offsets, docs, _ = merge_candidates(readonly(start[q0:q1]), readonly(end[q0:q1]), readonly(kind[q0:q1]),
                                                     page_slot, pool_docs, entry.bands.page_rows, win_docs)
                 live = np.ones(docs.size) if alive is None else alive[docs].astype(np.float64)
                 owner = np.repeat(np.arange(q1 - q0), np.diff(offsets))
@@ -402,113 +297,6 @@ def _candidates(entries, rows: _Rows, query_pos: np.ndarray, query_keys: np.ndar
                 q0 = q1
         counts -= own_entry == e  # each query row is in its own buckets
     return counts
-
-
-# --------------------------------------------------------------------------- buckets
-
-
-class _BucketRuns:
-    """Runs of equal keys of sorted band rows, fed chunk by chunk: size histogram and the
-    largest runs (ties: smallest key first, in run order)."""
-
-    def __init__(self, top: int):
-        self.top = top
-        self.hist: dict[int, int] = {}
-        self.best: list[tuple[int, int, int, int, int]] = []  # (-size, entry, order, key, doc)
-        self.carry: tuple[int, int, int] | None = None  # key, size, first doc
-        self.order = 0
-
-    def feed(self, entry: int, keys: np.ndarray, docs: np.ndarray) -> None:
-        if keys.size == 0:
-            return
-        starts = np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1))
-        sizes = np.diff(np.concatenate((starts, [keys.size])))
-        run_keys = keys[starts]
-        run_docs = docs[starts]
-        if self.carry is not None:
-            if int(run_keys[0]) == self.carry[0]:
-                sizes[0] += self.carry[1]
-                run_docs[0] = self.carry[2]
-            else:
-                self._finish(entry, np.array([self.carry[1]]), np.array([self.carry[0]], np.uint64),
-                             np.array([self.carry[2]], np.uint32))
-        self.carry = (int(run_keys[-1]), int(sizes[-1]), int(run_docs[-1]))
-        self._finish(entry, sizes[:-1], run_keys[:-1], run_docs[:-1])
-
-    def close(self, entry: int) -> None:
-        if self.carry is not None:
-            self._finish(entry, np.array([self.carry[1]]), np.array([self.carry[0]], np.uint64),
-                         np.array([self.carry[2]], np.uint32))
-            self.carry = None
-
-    def _finish(self, entry: int, sizes: np.ndarray, keys: np.ndarray, docs: np.ndarray) -> None:
-        if sizes.size == 0:
-            return
-        u, c = np.unique(sizes, return_counts=True)
-        for size, count in zip(u.tolist(), c.tolist()):
-            self.hist[size] = self.hist.get(size, 0) + count
-        t = min(self.top, sizes.size)
-        cut = np.partition(sizes, sizes.size - t)[sizes.size - t]
-        pick = np.concatenate((np.flatnonzero(sizes > cut), np.flatnonzero(sizes == cut)))[:max(t, 0)]
-        for i in pick.tolist():
-            self.best.append((-int(sizes[i]), entry, self.order + i, int(keys[i]), int(docs[i])))
-        self.order += sizes.size
-        self.best.sort()
-        del self.best[self.top:]
-
-    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
-        sizes = np.array(sorted(self.hist), dtype=np.int64)
-        return sizes, np.array([self.hist[s] for s in sizes.tolist()], dtype=np.int64)
-
-
-def _bucket_runs(entries: list[SegmentEntry], top: int) -> _BucketRuns:
-    runs = _BucketRuns(top)
-    for e, entry in enumerate(entries):
-        with entry.lock:
-            store = entry.bands
-            n = store.num_rows
-            full = store.full
-            keys_all, docs_all = (store.keys, store.docs) if full else (None, None)
-        for s in range(0, n, BAND_CHUNK_ROWS):
-            c = min(BAND_CHUNK_ROWS, n - s)
-            if full:
-                keys, docs = keys_all[s:s + c], docs_all[s:s + c]
-            else:
-                with entry.lock:
-                    keys, docs = entry.files.read_bands(s, c)
-            runs.feed(e, keys, docs)
-        runs.close(e)
-    return runs
-
-
-def _largest(opened: OpenedIndex, entries, names, rows: _Rows, runs: _BucketRuns) -> pa.Table:
-    cols: dict[str, list] = {f.name: [] for f in LARGEST_BUCKETS_SCHEMA}
-    if not runs.best:
-        return pa.Table.from_pydict(cols, schema=LARGEST_BUCKETS_SCHEMA)
-    ent = np.array([b[1] for b in runs.best], dtype=np.int32)
-    doc = np.array([b[4] for b in runs.best], dtype=np.uint32)
-    rowids = np.empty(ent.size, dtype=np.uint64)
-    for e in np.unique(ent):
-        sel = np.flatnonzero(ent == e)
-        udocs, inv = np.unique(doc[sel], return_inverse=True)
-        with entries[e].lock:
-            slot, rid, _ = entries[e].doc_arrays(udocs)
-        rowids[sel] = (rid[udocs.astype(np.int64)] if slot.size == 0 else rid[slot[udocs]])[inv]
-    pos, found = rows.locate(rowids)
-    live = found & rows.alive[pos]
-    texts: dict[int, str | None] = {}
-    ids = np.unique(rowids[live])
-    if ids.size:
-        for rid, text in zip(ids.tolist(), _take_texts(opened, ids).to_pylist()):
-            texts[rid] = None if text is None else text[:SAMPLE_TEXT_CHARS]
-    for (neg, e, _, key, _), rid in zip(runs.best, rowids.tolist()):
-        cols["segment"].append(names[e])
-        cols["band"].append(key >> 56)
-        cols["band_key"].append(key)
-        cols["size"].append(-neg)
-        cols["sample_rowid"].append(rid)
-        cols["sample_text"].append(texts.get(rid))
-    return pa.Table.from_pydict(cols, schema=LARGEST_BUCKETS_SCHEMA)
 
 
 # --------------------------------------------------------------------------- the report
@@ -588,8 +376,8 @@ def format_table(table: pa.Table) -> str:
     return "\n".join(out)
 
 
-def _summary(params: MinHashParams, t: float, t_given: bool, rows: _Rows, opened: OpenedIndex, s: _Sample,
-             p: _Pairs, seen: np.ndarray, runs: _BucketRuns, cands: np.ndarray, seed: int) -> pa.Table:
+def _summary(params: MinHashParams, t: float, t_given: bool, rows: Rows, opened: OpenedIndex, s: _Sample,
+             p: _Pairs, seen: np.ndarray, runs: BucketRuns, cands: np.ndarray, seed: int) -> pa.Table:
     b, r, k = params.num_bands, params.rows_per_band, params.num_hashes
     out: list[tuple[str, float | None, str]] = []
 
@@ -620,7 +408,7 @@ def _summary(params: MinHashParams, t: float, t_given: bool, rows: _Rows, opened
             "the index does not match the column; rebuild it")
     w = _weights(p, seen)
     above = p.jaccard >= t
-    theory = 1.0 - (1.0 - p.jaccard ** r) ** b
+    theory = scurve(p.jaccard, b, r)
     if above.any():
         add("recall_at_threshold", np.sum(w[above] * p.candidate[above]) / np.sum(w[above]),
             f"candidates among pairs with J >= t; theory {np.sum(w[above] * theory[above]) / np.sum(w[above]):.4f}")
@@ -639,14 +427,14 @@ def _summary(params: MinHashParams, t: float, t_given: bool, rows: _Rows, opened
         add(f"multi_row_bucket_size_p{q}", percentile(sizes[multi], counts[multi], q), "buckets of >= 2 rows")
     add("candidates_per_query_mean", cands.mean() if cands.size else None, "distinct live rows sharing a band")
     for q in PERCENTILES:
-        add(f"candidates_per_query_p{q}", _values_percentile(cands, q), "nearest rank")
+        add(f"candidates_per_query_p{q}", values_percentile(cands, q), "nearest rank")
     add("candidates_per_query_max", cands.max() if cands.size else None, "")
     add("queries_without_candidates", int((cands == 0).sum()) if cands.size else None, "")
     err = np.abs(p.estimated - p.jaccard)
     th_mean, th_p95 = _error_theory(p, k, seed)
     add("estimator_mean_abs_error", err.mean() if err.size else None,
         f"|eq/k - J| over sampled pairs; theory {th_mean:.4f} (Binomial(k, J)/k)")
-    add("estimator_p95_abs_error", _values_percentile(err, 95) if err.size else None, f"theory {th_p95:.4f}")
+    add("estimator_p95_abs_error", values_percentile(err, 95) if err.size else None, f"theory {th_p95:.4f}")
     rmse_th = float(np.sqrt(np.mean(p.jaccard * (1 - p.jaccard) / k))) if err.size else float("nan")
     add("estimator_rmse", np.sqrt(np.mean(err ** 2)) if err.size else None,
         f"theory sqrt(mean J(1-J)/k) = {rmse_th:.4f}")
@@ -668,23 +456,23 @@ def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: flo
     ``bins``: equal-width similarity bins of ``(0, 1]``; ``top_buckets``: largest buckets
     listed. Raises :class:`IndexNotFoundError` without an index.
     """
-    sample = _count("sample", sample, 1, MAX_SAMPLE, str(DEFAULT_SAMPLE))
-    seed = _count("seed", seed, 0, 2**63 - 1, "0")
-    nbins = _count("bins", bins, 1, MAX_BINS, str(DEFAULT_BINS))
-    top = _count("top_buckets", top_buckets, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
-    t_given = _threshold(threshold)
+    sample = check_int("sample", sample, f"e.g. {DEFAULT_SAMPLE}", 1, MAX_SAMPLE)
+    seed = check_int("seed", seed, "e.g. 0", 0, 2**63 - 1)
+    nbins = check_int("bins", bins, f"e.g. {DEFAULT_BINS}", 1, MAX_BINS)
+    top = check_int("top_buckets", top_buckets, f"e.g. {DEFAULT_TOP_BUCKETS}", 1, MAX_TOP_BUCKETS)
+    t_given = None if threshold is None else check_threshold(threshold)
     t0 = time.perf_counter()
     opened = open_index(dataset, column, storage_options)
     params = opened.params
     t = t_given if t_given is not None else params.threshold
-    entries, names = _entries(opened)
-    rows = _rows(opened, entries)
+    entries, names = index_entries(opened)
+    rows = index_rows(opened, entries)
     s = _census(opened, rows, sample, nbins, seed, progress)
-    query_sigs = _signatures(entries, rows.entry[s.query_pos], rows.doc[s.query_pos], params.num_hashes)
+    query_sigs = signatures_of(entries, rows.entry[s.query_pos], rows.doc[s.query_pos], params.num_hashes)
     query_keys = signer_for(params).band_keys(query_sigs)
     p = _judge(entries, rows, s, params, query_keys, query_sigs)
     cands = _candidates(entries, rows, s.query_pos, query_keys)
-    runs = _bucket_runs(entries, top)
+    runs = bucket_runs(entries, top)
     summary = _summary(params, t, t_given is not None, rows, opened, s, p, s.seen, runs, cands, seed)
     pairs_table = pa.Table.from_arrays(
         [pa.array(p.bin, pa.int32()), pa.array(p.query_rowid, pa.uint64()), pa.array(p.other_rowid, pa.uint64()),
@@ -693,8 +481,8 @@ def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: flo
     return Report(
         uri=opened.uri, version=opened.version, column=column, params=params, threshold=t, sample=sample,
         seed=seed, summary=summary, scurve=_scurve(p, s.seen, nbins, params), pairs=pairs_table,
-        bucket_sizes=_sizes_table(runs),
-        largest_buckets=_largest(opened, entries, names, rows, runs),
+        bucket_sizes=sizes_table(runs),
+        largest_buckets=largest_table(opened, entries, names, rows, runs),
         candidates=pa.Table.from_arrays([pa.array(rows.rowids[s.query_pos], pa.uint64()),
                                          pa.array(cands, pa.int64())], schema=CANDIDATES_SCHEMA),
         seconds=time.perf_counter() - t0,
@@ -706,23 +494,16 @@ def largest_buckets(dataset, column: str, *, top: int = DEFAULT_TOP_BUCKETS,
     """``(largest, sizes)``: the ``top`` largest buckets of ``column``'s index
     (:data:`LARGEST_BUCKETS_SCHEMA`, largest first) and the number of buckets of each size
     (:data:`BUCKET_SIZES_SCHEMA`); reads the band rows only, no text scan."""
-    top = _count("top", top, 1, MAX_TOP_BUCKETS, str(DEFAULT_TOP_BUCKETS))
+    top = check_int("top", top, f"e.g. {DEFAULT_TOP_BUCKETS}", 1, MAX_TOP_BUCKETS)
     opened = open_index(dataset, column, storage_options)
-    entries, names = _entries(opened)
-    rows = _rows(opened, entries)
-    runs = _bucket_runs(entries, top)
-    return _largest(opened, entries, names, rows, runs), _sizes_table(runs)
+    entries, names = index_entries(opened)
+    rows = index_rows(opened, entries)
+    runs = bucket_runs(entries, top)
+    return largest_table(opened, entries, names, rows, runs), sizes_table(runs)
 
 
-def _sizes_table(runs: _BucketRuns) -> pa.Table:
-    sizes, counts = runs.histogram()
-    return pa.Table.from_arrays([pa.array(sizes, pa.int64()), pa.array(counts, pa.int64())],
-                                schema=BUCKET_SIZES_SCHEMA)
-
-
-_cache: OrderedDict = OrderedDict()
-_cache_lock = threading.Lock()
 _CACHED = 4
+_cache = ByteCache.for_objects("reports", _CACHED)  # (uri, version, column, options) -> Report
 
 
 def cached_report(dataset: str, column: str, *, storage_options: dict | None = None, **options) -> Report:
@@ -733,14 +514,9 @@ def cached_report(dataset: str, column: str, *, storage_options: dict | None = N
 
     uri, ds = dataset_handle(dataset, storage_options)
     key = (uri, int(ds.version), column, tuple(sorted(options.items())))
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
     rep = report(ds, column, storage_options=storage_options, **options)
-    with _cache_lock:
-        _cache[key] = rep
-        while len(_cache) > _CACHED:
-            _cache.popitem(last=False)
+    _cache.put(key, rep)
     return rep

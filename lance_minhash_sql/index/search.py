@@ -1,4 +1,4 @@
-"""Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (contract §3).
+"""Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (``docs/search.md``).
 
 >>> import lance_minhash_sql.index.search as s  # doctest: +SKIP
 >>> s.search("corpus.lance", "text", "the quick brown fox", k=5, columns=["id"])  # doctest: +SKIP
@@ -28,49 +28,34 @@ A batch of queries (:func:`search_ids`) runs through every kernel once per segme
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from ..checks import check_bool
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
+from ..io.takes import take_rows
 from ..kernels import lsh as _lsh
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
-from .opened import OpenedIndex, SegmentEntry, open_index
+from .empty_query import warn_empty_queries
+from .entries import SegmentEntry
+from .opened import OpenedIndex, open_index
+from .results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
+from .scores import apply_scores, check_limit
 from .sign import signer_for
 
-__all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "topk"]
+__all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk"]
 
-SEARCH_IDS_SCHEMA = pa.schema([
-    pa.field("query_index", pa.int64(), nullable=False),
-    pa.field("_rowid", pa.uint64(), nullable=False),
-    pa.field("_distance", pa.float32(), nullable=False),
-])
 _SPECIAL = ("_rowid", "_distance")
-_MAX_K = 1 << 40  # more rows than any dataset has: keeps k inside int64 in the kernels
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        if isinstance(k, float) and k.is_integer() and k >= 1:
-            return int(k)
-        raise InvalidParameterError(f"k={k!r} must be a positive integer (rows to return per query); e.g. 10")
-    if k < 1:
-        raise InvalidParameterError(f"k={k} must be a positive integer (rows to return per query); e.g. 10")
-    return min(int(k), _MAX_K)
-
-
-def _check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name}={value!r} must be true or false")
-    return bool(value)
 
 
 def _check_filter(expr: Any) -> str | None:
@@ -262,6 +247,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     sigs, has, keys = _sign(signer_for(params), texts)
     active = np.flatnonzero(has)
     if active.size == 0:
+        warn_empty_queries(texts, has, None)
         return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
     qsigs = _ro(sigs[active])
     qkeys = _ro(keys[active])
@@ -282,6 +268,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
         return flags[np.searchsorted(uniq, ids)]
 
     cands = [_Candidates(e, qkeys, qsigs, limit, ok_of) for e in entries]
+    warn_empty_queries(texts, has, sum((np.diff(c.offsets) for c in cands), np.zeros(active.size, np.int64)))
     # deletions and the filter: one Lance take over the distinct candidate row ids
     if checked:
         ok_all = ok_of(np.concatenate([c.cand_rowids for c in cands]))
@@ -310,52 +297,62 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
 # --------------------------------------------------------------------------- public API
 
 
-def search_ids(dataset, column: str, queries, k: int = 10, *, fast_search: bool = False,
-               filter: str | None = None, storage_options: dict | None = None) -> pa.Table:
+def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: float | None = None,
+               exact: bool = False, fast_search: bool = False, filter: str | None = None,
+               storage_options: dict | None = None) -> pa.Table:
     """Top-``k`` row ids and distances of each query, in one pass over the index.
 
     ``queries`` is a string or a list / Arrow array of strings (NULL entries are refused).
     Returns ``query_index`` (int64, position in ``queries``), ``_rowid`` (uint64),
     ``_distance`` (float32), ordered by ``query_index`` then ``(_distance, _rowid)``.
+    ``threshold`` keeps only the hits whose similarity (``1 - _distance``) reaches it, and
+    ``k=None`` then means no limit; ``exact=True`` adds ``_jaccard`` (float64), the exact
+    shingle Jaccard, and with a threshold drops the hits below it (:mod:`.scores`).
     """
-    limit = _check_k(k)
-    fast = _check_flag("fast_search", fast_search)
+    limit, t = check_limit(k, threshold)
+    exact = check_bool("exact", exact)
+    fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
-    return pa.Table.from_arrays([pa.array(q, pa.int64()), pa.array(rid, pa.uint64()),
-                                 pa.array(dist, pa.float32())], schema=SEARCH_IDS_SCHEMA)
+    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact)
+    arrays = [pa.array(q, pa.int64()), pa.array(rid, pa.uint64()), pa.array(dist, pa.float32())]
+    if jac is None:
+        return pa.Table.from_arrays(arrays, schema=SEARCH_IDS_SCHEMA)
+    return pa.Table.from_arrays(arrays + [pa.array(jac, pa.float64())], schema=SEARCH_IDS_EXACT_SCHEMA)
 
 
-def search(dataset, column: str, query: str, k: int = 10, *, fast_search: bool = False,
-           filter: str | None = None, columns: list[str] | None = None,
-           storage_options: dict | None = None) -> pa.Table:
+def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: float | None = None,
+           exact: bool = False, fast_search: bool = False, filter: str | None = None,
+           columns: list[str] | None = None, storage_options: dict | None = None) -> pa.Table:
     """The ``k`` rows nearest to ``query``: the dataset's columns (all, or ``columns``) with
     their own types, then ``_rowid`` (uint64) and ``_distance`` (float32), ordered by
     ``(_distance, _rowid)``.
 
     ``filter`` is a Lance filter expression applied before the top-k (Lance's
     ``prefilter=True``); ``fast_search=True`` skips fragments no index segment covers.
+    ``threshold``, ``k=None`` and ``exact`` (a last ``_jaccard`` column) as in :func:`search_ids`.
     """
-    limit = _check_k(k)
-    fast = _check_flag("fast_search", fast_search)
+    limit, t = check_limit(k, threshold)
+    exact = check_bool("exact", exact)
+    fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
     cols = _columns(opened.ds, columns)
-    _, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
+    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
+    _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact)
     ids = pa.array(rid, pa.uint64())
     if cols:
-        user = opened.ds._take_rows(ids, cols)
-        if user.num_rows != len(ids):  # a row deleted between the check and the take
-            raise DatasetError(
-                f"dataset {opened.uri!r} changed during the search ({len(ids)} hits, {user.num_rows} "
-                "rows fetched); run the search again")
+        user = take_rows(opened.ds, ids, cols, "the search", opened.uri)  # a row deleted since the check: error
         arrays = [user.column(c) for c in cols]
         fields = [opened.ds.schema.field(c) for c in cols]
     else:
         arrays, fields = [], []
     fields += [pa.field("_rowid", pa.uint64()), pa.field("_distance", pa.float32())]
     arrays += [ids, pa.array(dist, pa.float32())]
+    if jac is not None:
+        fields.append(pa.field("_jaccard", pa.float64()))
+        arrays.append(pa.array(jac, pa.float64()))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -21,11 +21,18 @@ from ..io.arrow import string_buffers
 from ..kernels import minhash, similarity, tokenize
 from ..params import MinHashParams, TokenizerParams
 from ..unicode_tables import load_tables
+from .threads import run_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
 
 if sys.byteorder != "little":  # band keys hash the u16 signature bytes as little-endian
     raise ImportError("lance_minhash_sql requires a little-endian machine")
+
+# Fewer rows than this are signed on the calling thread: a query, a DuckDB chunk of at
+# most 2,048 rows (DuckDB runs its own threads over the nogil kernel). More are cut into
+# chunks of SIGN_CHUNK_ROWS rows signed on every core by the same compiled kernel.
+PARALLEL_MIN_ROWS = 4096
+SIGN_CHUNK_ROWS = 4096
 
 _KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
           "raw": tokenize.RAW, "ngram": tokenize.NGRAM}
@@ -56,23 +63,41 @@ class Signer:
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
         buf = string_buffers(texts)
-        return minhash.sign_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg,
-                                 self.tables, self.params.shingle_size, self.a, self.b, self.c)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+                self.params.shingle_size, self.a, self.b, self.c)
+        n = len(buf.offsets) - 1
+        if n < PARALLEL_MIN_ROWS:
+            return minhash.sign_rows_serial(*args)
+        sigs = np.zeros((n, self.params.num_hashes), dtype=np.uint16)
+        has = np.zeros(n, dtype=np.bool_)
+        run_chunks(lambda lo, hi: minhash.sign_range(*args, sigs, has, lo, hi), n, SIGN_CHUNK_ROWS)
+        return sigs, has
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix."""
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)
-        return similarity.band_keys(sig.view(np.uint8).reshape(sig.shape[0], -1), self.params.num_bands)
+        rows = sig.view(np.uint8).reshape(sig.shape[0], -1)
+        nb = self.params.num_bands
+        if rows.shape[0] < PARALLEL_MIN_ROWS:
+            return similarity.band_keys_serial(rows, nb)
+        keys = np.empty((rows.shape[0], nb), dtype=np.uint64)
+
+        def chunk(lo: int, hi: int) -> None:
+            keys[lo:hi] = similarity.band_keys_serial(rows[lo:hi], nb)
+
+        run_chunks(chunk, rows.shape[0], SIGN_CHUNK_ROWS)
+        return keys
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
         buf = string_buffers(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
                 self.params.shingle_size)
-        counts = minhash.shingle_counts(*args)
+        serial = len(buf.offsets) - 1 < PARALLEL_MIN_ROWS
+        counts = (minhash.shingle_counts_serial if serial else minhash.shingle_counts)(*args)
         bounds = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=bounds[1:])
-        return minhash.shingle_sets(*args, bounds)
+        return (minhash.shingle_sets_serial if serial else minhash.shingle_sets)(*args, bounds)
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""

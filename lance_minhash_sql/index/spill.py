@@ -12,8 +12,9 @@ build's own buffers, in every phase:
   (at most 256 MiB, at least :func:`pipeline_floor`), for what is in flight while the
   column is scanned and signed: the scanner's reads (``io_buffer_size``, a quarter of
   that share within 8..64 MiB), the decoded batches queued ahead (``batch_readahead``),
-  the batch being signed with its signatures and band keys, and the signature batches
-  queued for the writer thread (with that writer's 16 MiB cache); the scan batch is the
+  the batch being signed with its signatures and band keys, the previous batch's band keys
+  (handed to the sorter on its own thread), and the signature batches queued for the
+  writer thread (with that writer's 16 MiB cache); the scan batch is the
   largest power of two of rows (4,096..65,536) whose share fits, assuming
   :data:`TEXT_BYTES` of text per row. Beside it, either all band keys (in-memory sort)
   or the *spill buffer* (:func:`spill_buffer_bytes`: band keys of the docs not yet
@@ -50,28 +51,29 @@ cache) leaves less than an eighth of the budget, and the scan phase goes over it
   order and is streamed as it is.
 
 Before spilling, the spill size (``rows * bands * 12``, an upper bound) is checked
-against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (bytes, default 100 GiB; integers or sizes such
-as ``512MiB``, ``2GB``) and the free space of the temp folder; if it does not fit,
-:func:`plan_sort` raises :class:`ResourceLimitError` before anything is written. The temp
-folder is always removed (:meth:`BandSorter.close`).
+against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (default 100 GiB; bytes or a size as
+:mod:`lance_minhash_sql.sizes` reads it, e.g. ``512MiB``, ``2GB``) and the free space of
+the temp folder; if it does not fit, :func:`plan_sort` raises :class:`ResourceLimitError`
+before anything is written. The temp folder is always removed (:meth:`BandSorter.close`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-import numba
 import numpy as np
 
 from ..errors import InvalidParameterError, ResourceLimitError
 from ..kernels import sort as ks
+from ..kernels.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
 from ..params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
+from ..sizes import format_bytes, parse_bytes
+from .threads import num_threads, run_chunks
 
 __all__ = [
     "ENV_MEMORY",
@@ -82,7 +84,6 @@ __all__ = [
     "ROW_BYTES",
     "TEXT_BYTES",
     "HEAP_BOUND_MIN_ROWS",
-    "parse_bytes",
     "memory_budget",
     "max_temp_size",
     "in_memory_bytes",
@@ -100,7 +101,6 @@ __all__ = [
 
 ENV_MEMORY = "LANCE_MEM_POOL_SIZE"
 ENV_MAX_TEMP = "LANCE_MAX_TEMP_DIRECTORY_SIZE"
-ROW_BYTES = 12  # u64 band_key + u32 doc_id
 TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
 MAX_SCAN_ROWS = 65_536
 MIN_SCAN_ROWS = 4_096
@@ -114,44 +114,6 @@ MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
 HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
 SPILL_PREFIX = "lance-minhash-spill-"
 
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_bytes(value, name: str) -> int:
-    """Bytes from an integer or a size string: ``1048576``, ``512MiB``, ``2GB``, ``1.5 GiB``.
-
-    ``KB``/``MB``/``GB``/``TB`` are powers of 1000, ``KiB``/``MiB``/``GiB``/``TiB`` and a
-    bare ``K``/``M``/``G``/``T`` powers of 1024 (case-insensitive).
-
-    >>> parse_bytes("512MiB", "memory_limit"), parse_bytes("2GB", "x"), parse_bytes(4096, "x")
-    (536870912, 2000000000, 4096)
-    """
-    fix = "use a positive number of bytes or a size such as '512MiB' or '2GB'"
-    if isinstance(value, bool):
-        raise InvalidParameterError(f"{name}={value!r} is not a size; {fix}")
-    if isinstance(value, (int, np.integer)):
-        n = int(value)
-    elif isinstance(value, str):
-        m = _SIZE.match(value)
-        unit = m.group(2).lower() if m else None
-        if m is None or unit not in _UNITS:
-            raise InvalidParameterError(
-                f"{name}={value!r} is not a size: expected a number with an optional unit among "
-                f"B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; {fix}")
-        n = int(float(m.group(1)) * _UNITS[unit])
-    else:
-        raise InvalidParameterError(f"{name}={value!r} is not a size; {fix}")
-    if n <= 0:
-        raise InvalidParameterError(f"{name}={value!r} must be positive; {fix}")
-    return n
-
-
 def memory_budget(memory_limit=None) -> int:
     """The sort budget in bytes: ``memory_limit``, else ``$LANCE_MEM_POOL_SIZE``, else 2 GiB."""
     if memory_limit is not None:
@@ -162,7 +124,7 @@ def memory_budget(memory_limit=None) -> int:
         return DEFAULT_MEMORY_BUDGET
     if n < MIN_MEMORY_BUDGET:
         raise InvalidParameterError(
-            f"{name}={n} bytes is below the minimum of {MIN_MEMORY_BUDGET} bytes (64 KiB) for sorting "
+            f"{name}={n} bytes is below the minimum of {format_bytes(MIN_MEMORY_BUDGET)} for sorting "
             "band rows; use e.g. '512MiB'")
     return n
 
@@ -186,7 +148,7 @@ def scan_row_bytes(num_hashes: int, bands: int) -> int:
     sig = 2 * num_hashes + 8  # signature + row id
     return ((SCAN_READAHEAD + 1) * (TEXT_BYTES + 8)  # decoded batches: queued and current
             + 2 * sig + 1  # signatures, has-signature flags, rows kept (copies)
-            + bands * 8  # band keys
+            + 2 * bands * 8  # band keys: the batch's, and the previous batch's on the sorter's thread
             + WRITER_DEPTH * sig)  # signature batches queued for the writer
 
 
@@ -233,7 +195,19 @@ def scan_batch_rows(pipeline: int, io_buffer: int, num_hashes: int, bands: int) 
 
 
 def _threads() -> int:
-    return max(1, int(numba.get_num_threads()))
+    return num_threads()
+
+
+def sort_runs(keys: np.ndarray, docs: np.ndarray, starts: np.ndarray, lengths: np.ndarray, threads: int) -> None:
+    """Sort each run ``[starts[i], starts[i] + lengths[i])`` of ``keys`` / ``docs`` stably
+    by key, in place: the serial radix sort on up to ``threads`` threads at once, each
+    with its own scratch (so at most ``threads`` runs' scratch is alive)."""
+
+    def one(i: int, _stop: int) -> None:
+        s, n = int(starts[i]), int(lengths[i])
+        ks.radix_sort_run(keys[s:s + n], docs[s:s + n], ks.empty_u64(n), ks.empty_u32(n), ks.DIGIT_BITS)
+
+    run_chunks(one, len(starts), 1, threads)
 
 
 def _fmt(n: int) -> str:
@@ -451,8 +425,10 @@ class BandSorter:
             starts = np.arange(m, dtype=np.int64) * cap
             lengths = np.full(m, n, dtype=np.int64)
             docs = ks.empty_u32(m * cap)
-            ks.fill_doc_ids(docs, starts, lengths)
-            ks.sort_runs(keys, docs, starts, lengths, ks.DIGIT_BITS, t)
+            ids = np.arange(n, dtype=np.uint32)
+            for s in starts:
+                docs[s:s + n] = ids  # doc ids in arrival order
+            sort_runs(keys, docs, starts, lengths, t)
             for s in starts:
                 yield keys[s:s + n], docs[s:s + n]
 
@@ -495,7 +471,7 @@ class BandSorter:
             _read_into(part.base + ".keys", keys[s:s + n])
             _read_into(part.base + ".docs", docs[s:s + n])
             _remove(part)
-        ks.sort_runs(keys, docs, starts, lengths, ks.DIGIT_BITS, self.plan.threads)
+        sort_runs(keys, docs, starts, lengths, self.plan.threads)
         for s, n in zip(starts, lengths):
             yield keys[s:s + n], docs[s:s + n]
 

@@ -66,7 +66,7 @@ def string_buffers(array: pa.Array) -> StringBuffers:
     else:
         valid, valid_offset = _EMPTY_U8, 0
     # numba compiles one specialization per (dtype, writability): hand it read-only arrays only
-    for arr in (offsets, valid):
+    for arr in (offsets, data, valid):
         if arr.flags.writeable:
             arr.setflags(write=False)
     return StringBuffers(offsets, data, valid, valid_offset)

@@ -1,4 +1,5 @@
-"""Ranged reads of ``bands.lance``'s fixed-width columns, chunk by chunk.
+"""Rows of the index files read by position: ``bands.lance``'s fixed-width columns chunk
+by chunk, ``signatures.lance``'s signatures as plain byte ranges (docs/index-format.md).
 
 On an object store every read is a request. pylance's ``LanceFileReader.take_rows``
 fetches each page's chunk table again on every call before the chunks it needs; this
@@ -24,14 +25,20 @@ definition levels, ``Flat`` 16-bit values and one buffer of exactly ``num_items`
 of ``2 * num_hashes`` bytes, so row ``i`` of a page is a plain byte range. Nearby rows
 share one ranged read (gaps up to :data:`ROW_GAP_BYTES`).
 
-A column whose pages do not all match (another writer, another format version) is
-reported as not supported, and callers keep using ``take_rows``. Every chunk's header
-is checked against its table entry before its values are used.
+Which layout a page has is read from the file's own encoding messages
+(:mod:`.lancefile`), never from pylance's display text. A column whose pages do not all
+match (another writer, another format version) is not read here: :func:`layout_problem`
+says why, and the caller names the file and the encoding in its warning or error. Every
+chunk's header is checked against its table entry before its values are used.
+
+Local files are memory-mapped (:class:`MappedColumn`, :class:`MappedRows`): the chunk
+tables are decoded once when the file is opened, and a row is then a computed position
+in the mapping, so a query costs no Lance call and no system call.
 """
 
 from __future__ import annotations
 
-import re
+import mmap
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,20 +46,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptIndexError
+from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
-__all__ = ["ChunkedColumn", "FixedRows", "chunked_column", "fixed_rows", "read_columns"]
+__all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
+           "layout_problem", "rows_problem", "mapped_column", "mapped_rows"]
 
 _HEADER = 8  # u16 levels, u32 value bytes, 2 bytes of padding
 _MAX_WORKERS = 16
-_ENCODING_RULES = ("MiniBlockLayout", "rep_compression: None", "def_compression: None", "dictionary: None",
-                   "RepdefAllValidItem", "num_buffers: 1", "repetition_index_depth: 0", "has_large_chunk: true",
-                   "Flat {")
-_FULLZIP_RULES = ("FullZipLayout", "bits_rep: 0", "bits_def: 0", "FixedSizeList {", "has_validity: false",
-                  "Flat {", "bits_per_value: 16", "RepdefAllValidItem")
-_ITEMS_PER_VALUE = re.compile(r"items_per_value: (\d+)")
 ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
-_BITS = re.compile(r"bits_per_value: (\d+)")
-_ITEMS = re.compile(r"num_items: (\d+)")
 
 
 @dataclass
@@ -65,15 +66,61 @@ class _Page:
     offsets: np.ndarray | None = None  # int64 file position of each chunk, + end
 
 
-def _page_of(page, first_row: int, bits: int) -> _Page | None:
-    enc = page.encoding or ""
-    if not all(rule in enc for rule in _ENCODING_RULES):
-        return None
-    b, n = _BITS.search(enc), _ITEMS.search(enc)
-    if b is None or n is None or int(b.group(1)) != bits or len(page.buffers) != 2:
-        return None
-    t, d = page.buffers
-    return _Page(first_row, int(n.group(1)), (int(t.position), int(t.size)), int(d.position))
+def _mini_block_problem(layout: PageLayout, bits: int) -> str | None:
+    if layout.kind != "MiniBlockLayout":
+        return "not a mini-block page"
+    v = layout.values
+    if v is None or v.kind != "Flat" or v.buffer_compressed:
+        return "values are not stored flat"
+    if v.bits_per_value != bits:
+        return f"{v.bits_per_value} bits per value, not {bits}"
+    if layout.rep or layout.definition or layout.dictionary or layout.repetition_index_depth:
+        return "repetition/definition levels or a dictionary"
+    if layout.layers not in ((), (REPDEF_ALL_VALID_ITEM,)) or layout.num_buffers != 1 or not layout.large_chunks:
+        return "not one buffer of large chunks of all-valid items"
+    return None
+
+
+def layout_problem(layout: FileLayout, index: int, bits: int) -> str | None:
+    """None when column ``index`` is a flat mini-block column of ``bits``-bit values as this
+    module reads it; else what differs."""
+    if not 0 <= index < len(layout.columns) or not layout.columns[index]:
+        return f"no column {index}"
+    for page in layout.columns[index]:
+        why = _mini_block_problem(page.layout, bits)
+        if why is None and len(page.buffers) != 2:
+            why = f"{len(page.buffers)} page buffers"
+        if why is not None:
+            return why
+    if sum(p.num_rows for p in layout.columns[index]) != layout.num_rows:
+        return "its pages do not add up to the file's rows"
+    return None
+
+
+def _pages_of_layout(layout: FileLayout, index: int) -> list[_Page]:
+    pages, first = [], 0
+    for page in layout.columns[index]:
+        (tpos, tsize), (dpos, _) = page.buffers
+        pages.append(_Page(first, int(page.num_rows), (int(tpos), int(tsize)), int(dpos)))
+        first += int(page.num_rows)
+    return pages
+
+
+def _chunk_bounds(path: str, page: _Page, raw) -> tuple[np.ndarray, np.ndarray]:
+    """A page's chunk table -> (first row of each chunk within the page, + num_rows;
+    file position of each chunk, + end)."""
+    if len(raw) % 4:
+        raise CorruptIndexError(f"{path}: chunk table of {len(raw)} bytes is not a multiple of 4")
+    words = np.frombuffer(raw, dtype="<u4").astype(np.int64)
+    sizes = ((words >> 4) + 1) * 8
+    counts = np.left_shift(1, words & 0xF)
+    if words.size:
+        counts[-1] = page.num_rows - int(counts[:-1].sum())
+    if words.size == 0 or counts[-1] <= 0 or (counts[:-1] <= 1).any():
+        raise CorruptIndexError(f"{path}: chunk table does not add up to the page's {page.num_rows} rows")
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    offsets = page.data + np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return starts, offsets
 
 
 class ChunkedColumn:
@@ -97,17 +144,7 @@ class ChunkedColumn:
             return [self.pages[i] for i in page_ids if self.pages[i].starts is None]
 
     def _set_table(self, page: _Page, raw: bytes) -> None:
-        if len(raw) % 4:
-            raise CorruptIndexError(f"{self.path}: chunk table of {len(raw)} bytes is not a multiple of 4")
-        words = np.frombuffer(raw, dtype="<u4").astype(np.int64)
-        sizes = ((words >> 4) + 1) * 8
-        counts = np.left_shift(1, words & 0xF)
-        if words.size:
-            counts[-1] = page.num_rows - int(counts[:-1].sum())
-        if words.size == 0 or counts[-1] <= 0 or (counts[:-1] <= 1).any():
-            raise CorruptIndexError(f"{self.path}: chunk table does not add up to the page's {page.num_rows} rows")
-        starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        offsets = page.data + np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        starts, offsets = _chunk_bounds(self.path, page, raw)
         with self._lock:
             page.starts, page.offsets = starts, offsets
 
@@ -206,24 +243,13 @@ def read_columns(columns: list[ChunkedColumn], rows: np.ndarray) -> list[np.ndar
     return out
 
 
-def chunked_column(read_range, path: str, file_meta, index: int, dtype) -> ChunkedColumn | None:
-    """A :class:`ChunkedColumn` for column ``index`` of an opened file's metadata, or None
-    when its pages are not laid out as this module reads them."""
+def chunked_column(read_range, path: str, layout: FileLayout, index: int, dtype) -> ChunkedColumn | None:
+    """A :class:`ChunkedColumn` for column ``index`` of a file's layout, or None when its
+    pages are not laid out as this module reads them (:func:`layout_problem` says why)."""
     dtype = np.dtype(dtype)
-    try:
-        column = file_meta.columns[index]
-    except (IndexError, AttributeError):
+    if layout_problem(layout, index, dtype.itemsize * 8) is not None:
         return None
-    pages, first = [], 0
-    for page in column.pages:
-        p = _page_of(page, first, dtype.itemsize * 8)
-        if p is None:
-            return None
-        pages.append(p)
-        first += p.num_rows
-    if not pages or first != int(file_meta.num_rows):
-        return None
-    return ChunkedColumn(read_range, path, pages, dtype)
+    return ChunkedColumn(read_range, path, _pages_of_layout(layout, index), dtype)
 
 
 class FixedRows:
@@ -273,25 +299,188 @@ class FixedRows:
         return out
 
 
-def fixed_rows(read_range, path: str, file_meta, index: int, items: int, item_bytes: int) -> FixedRows | None:
+def rows_problem(layout: FileLayout, index: int, items: int, item_bytes: int) -> str | None:
+    """None when column ``index`` holds fixed-size lists of ``items`` values of
+    ``item_bytes`` stored as plain rows (full-zip, flat, no levels); else what differs."""
+    if not 0 <= index < len(layout.columns) or not layout.columns[index]:
+        return f"no column {index}"
+    row_bits = items * item_bytes * 8
+    for page in layout.columns[index]:
+        lay, v = page.layout, page.layout.values
+        if lay.kind != "FullZipLayout":
+            return "not a full-zip page"
+        if lay.rep or lay.definition or lay.layers not in ((), (REPDEF_ALL_VALID_ITEM,)):
+            return "repetition/definition levels"
+        if (v is None or v.kind != "FixedSizeList" or v.has_validity or v.items_per_value != items
+                or v.inner is None or v.inner.kind != "Flat" or v.inner.buffer_compressed
+                or v.inner.bits_per_value != item_bytes * 8 or lay.bits_per_value != row_bits):
+            return f"values are not fixed-size lists of {items} flat {item_bytes * 8}-bit items"
+        if len(page.buffers) != 1 or page.buffers[0][1] != page.num_rows * row_bits // 8:
+            return "not one buffer of exactly its rows"
+    if sum(p.num_rows for p in layout.columns[index]) != layout.num_rows:
+        return "its pages do not add up to the file's rows"
+    return None
+
+
+def _row_pages(layout: FileLayout, index: int) -> tuple[np.ndarray, np.ndarray]:
+    starts, positions = [0], []
+    for page in layout.columns[index]:
+        starts.append(starts[-1] + int(page.num_rows))
+        positions.append(int(page.buffers[0][0]))
+    return np.array(starts, dtype=np.int64), np.array(positions, dtype=np.int64)
+
+
+def fixed_rows(read_range, path: str, layout: FileLayout, index: int, items: int, item_bytes: int
+               ) -> FixedRows | None:
     """A :class:`FixedRows` for column ``index`` (fixed-size lists of ``items`` values of
     ``item_bytes``), or None when its pages are not laid out as plain rows."""
-    try:
-        column = file_meta.columns[index]
-    except (IndexError, AttributeError):
+    if rows_problem(layout, index, items, item_bytes) is not None:
         return None
-    row_bytes = items * item_bytes
-    starts, positions = [0], []
-    for page in column.pages:
-        enc = page.encoding or ""
-        n, ipv = _ITEMS.search(enc), _ITEMS_PER_VALUE.search(enc)
-        if (not all(rule in enc for rule in _FULLZIP_RULES) or item_bytes != 2 or n is None or ipv is None
-                or int(ipv.group(1)) != items or len(page.buffers) != 1
-                or int(page.buffers[0].size) != int(n.group(1)) * row_bytes):
-            return None
-        starts.append(starts[-1] + int(n.group(1)))
-        positions.append(int(page.buffers[0].position))
-    if not positions or starts[-1] != int(file_meta.num_rows):
+    starts, positions = _row_pages(layout, index)
+    return FixedRows(read_range, path, starts, positions, items * item_bytes)
+
+
+# --------------------------------------------------------------------------- local files
+
+
+_OS_PAGE = mmap.PAGESIZE
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
+
+
+def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The mapping as an array of ``dtype`` (little-endian), from byte 0."""
+    width = dtype.itemsize
+    return mm[: mm.size - mm.size % width].view(dtype.newbyteorder("<"))
+
+
+class MappedColumn:
+    """A flat mini-block column of a memory-mapped file: every chunk table decoded at open
+    (and every chunk header checked), then rows are gathered by computed position."""
+
+    def __init__(self, mm: np.ndarray, path: str, layout: FileLayout, index: int, dtype):
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        width = self.dtype.itemsize
+        firsts, values = [], []
+        for page in _pages_of_layout(layout, index):
+            tpos, tsize = page.table
+            if tpos + tsize > mm.size:
+                raise CorruptIndexError(f"{path}: a chunk table ends past the end of the file; rebuild the index")
+            starts, offsets = _chunk_bounds(path, page, mm[tpos:tpos + tsize])
+            if offsets[-1] > mm.size:
+                raise CorruptIndexError(f"{path}: chunks end past the end of the file; rebuild the index")
+            head = offsets[:-1]
+            levels = mm[head].astype(np.int64) | mm[head + 1].astype(np.int64) << 8
+            nbytes = sum(mm[head + 2 + i].astype(np.int64) << (8 * i) for i in range(4))
+            counts = np.diff(starts)
+            if (levels != 0).any() or (nbytes != counts * width).any() or (np.diff(offsets) < _HEADER + nbytes).any():
+                raise CorruptIndexError(f"{path}: a chunk's header does not match its chunk table entry; "
+                                        "rebuild the index")
+            firsts.append(page.first_row + starts[:-1])
+            values.append(head + _HEADER)
+        self.first_row = np.concatenate(firsts)  # global first row of each chunk
+        value_pos = np.concatenate(values)
+        if (value_pos % width).any():
+            raise CorruptIndexError(f"{path}: chunk values are not aligned to {width} bytes")
+        self.value_index = value_pos // width  # index in the typed view of each chunk's first value
+        self.num_rows = int(layout.num_rows)
+        self._values = _view(mm, self.dtype)
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Values of global ``rows`` (any order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
+            raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+        c = np.searchsorted(self.first_row, rows, side="right") - 1
+        return self._values[self.value_index[c] + (rows - self.first_row[c])].astype(self.dtype, copy=False)
+
+    def read_range(self, start: int, count: int) -> np.ndarray:
+        """Values of rows ``[start, start + count)``, copied chunk by chunk."""
+        if start < 0 or count < 0 or start + count > self.num_rows:
+            raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
+        out = np.empty(count, dtype=self.dtype)
+        c = int(np.searchsorted(self.first_row, start, side="right") - 1)
+        at, end = start, start + count
+        while at < end:
+            stop = int(self.first_row[c + 1]) if c + 1 < self.first_row.size else self.num_rows
+            n = min(stop, end) - at
+            i = int(self.value_index[c]) + at - int(self.first_row[c])
+            out[at - start:at - start + n] = self._values[i:i + n]
+            at += n
+            c += 1
+        return out
+
+
+class MappedRows:
+    """Fixed-size-list rows of a memory-mapped file (see :func:`rows_problem`)."""
+
+    def __init__(self, mm: np.ndarray, path: str, layout: FileLayout, index: int, items: int, item_bytes: int):
+        self.path = path
+        self.starts, positions = _row_pages(layout, index)
+        self.items = int(items)
+        row_bytes = items * item_bytes
+        if (positions % item_bytes).any():
+            raise CorruptIndexError(f"{path}: signature pages are not aligned to {item_bytes} bytes")
+        if positions.size and int((positions + np.diff(self.starts) * row_bytes).max()) > mm.size:
+            raise CorruptIndexError(f"{path}: rows end past the end of the file; rebuild the index")
+        self.first_item = positions // item_bytes
+        self.item_bytes = int(item_bytes)
+        self._items = _view(mm, np.dtype(f"u{item_bytes}"))
+        self._map = mm.base if isinstance(mm.base, mmap.mmap) else None
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.starts[-1])
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, items]`` values of global ``rows`` (any order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
+            raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+        page = np.searchsorted(self.starts, rows, side="right") - 1
+        first = self.first_item[page] + (rows - self.starts[page]) * self.items
+        out = self._items[first[:, None] + np.arange(self.items)]
+        self._release(first)
+        return out
+
+    def _release(self, first: np.ndarray) -> None:
+        """Hand the mapped pages a gather touched back to the OS (``MADV_DONTNEED``): the
+        copy is made, the OS page cache keeps the file, and the process's resident set
+        grows only by the rows asked for, not by every page of a large file it visits."""
+        if self._map is None or _DONTNEED is None or first.size == 0:
+            return
+        lo = int(first.min()) * self.item_bytes
+        hi = (int(first.max()) + self.items) * self.item_bytes
+        lo -= lo % _OS_PAGE
+        self._map.madvise(_DONTNEED, lo, hi - lo)
+
+    def read_range(self, start: int, count: int) -> np.ndarray:
+        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page."""
+        if start < 0 or count < 0 or start + count > self.num_rows:
+            raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
+        out = np.empty((count, self.items), dtype=self._items.dtype.newbyteorder("="))
+        page = int(np.searchsorted(self.starts, start, side="right") - 1)
+        at, end = start, start + count
+        while at < end:
+            n = min(int(self.starts[page + 1]), end) - at
+            i = int(self.first_item[page]) + (at - int(self.starts[page])) * self.items
+            out[at - start:at - start + n] = self._items[i:i + n * self.items].reshape(n, self.items)
+            at += n
+            page += 1
+        return out
+
+
+def mapped_column(mm: np.ndarray, path: str, layout: FileLayout, index: int, dtype) -> MappedColumn | None:
+    """A :class:`MappedColumn`, or None when :func:`layout_problem` finds the layout differs."""
+    dtype = np.dtype(dtype)
+    if layout_problem(layout, index, dtype.itemsize * 8) is not None:
         return None
-    return FixedRows(read_range, path, np.array(starts, dtype=np.int64), np.array(positions, dtype=np.int64),
-                     row_bytes)
+    return MappedColumn(mm, path, layout, index, dtype)
+
+
+def mapped_rows(mm: np.ndarray, path: str, layout: FileLayout, index: int, items: int, item_bytes: int
+                ) -> MappedRows | None:
+    """A :class:`MappedRows`, or None when :func:`rows_problem` finds the layout differs."""
+    if rows_problem(layout, index, items, item_bytes) is not None:
+        return None
+    return MappedRows(mm, path, layout, index, items, item_bytes)

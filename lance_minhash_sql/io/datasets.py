@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Union
 
 import lance
 import pyarrow as pa
 
+from ..checks import check_int
 from ..errors import DatasetError, InvalidParameterError
 
 __all__ = ["WRITE_MODES", "write_dataset"]
@@ -32,14 +34,12 @@ def write_dataset(
     """
     if mode not in WRITE_MODES:
         raise InvalidParameterError(f"mode={mode!r} is not a write mode: use one of {WRITE_MODES}")
+    if mode == "overwrite" and "://" not in str(uri) and not os.path.exists(str(uri)):
+        mode = "create"  # the same result, without Lance's "No existing dataset ... will be created" WARN log
     kwargs = {}
     if max_rows_per_file is not None:
-        if isinstance(max_rows_per_file, bool) or not isinstance(max_rows_per_file, int) or max_rows_per_file < 1:
-            raise InvalidParameterError(
-                f"max_rows_per_file={max_rows_per_file!r} must be a positive integer (rows per "
-                "fragment); e.g. 1_048_576, or None for Lance's default"
-            )
-        kwargs["max_rows_per_file"] = max_rows_per_file
+        kwargs["max_rows_per_file"] = check_int("max_rows_per_file", max_rows_per_file,
+                                                "rows per fragment, e.g. 1_048_576, or None for Lance's default", lo=1)
         # a row group must not be larger than a file
         kwargs["max_rows_per_group"] = min(1024, max_rows_per_file)
     if isinstance(batches_or_reader, pa.Table):

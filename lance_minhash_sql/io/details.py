@@ -2,7 +2,7 @@
 
 The same bytes are the manifest's ``index_details`` (type URL
 :data:`TYPE_URL`) and, as lower-case hex, the ``minhash_lsh_details`` schema metadata of
-both segment files (contract §2.4). Fields, as pylance 14.0.2 writes them (proto3: zero /
+both segment files (``docs/index-format.md``). Fields, as pylance 14.0.2 writes them (proto3: zero /
 false omitted, ``optional`` fields written when set)::
 
     1 num_hashes (u32)   2 num_bands (u32)   3 shingle_size (u32)   5 signature_version (u32)

@@ -1,4 +1,4 @@
-"""MinHash LSH index segments in the dataset manifest (contract §2.6, §4).
+"""MinHash LSH index segments in the dataset manifest (``docs/index-format.md``).
 
 A segment is registered as a ``lance.dataset.Index`` whose ``index_details`` is
 ``(TYPE_URL, details protobuf)``; its ``fragment_ids`` bitmap is authoritative (Lance does
@@ -86,9 +86,11 @@ def segment_dir(ds: "lance.LanceDataset", seg_uuid: str) -> str:
     return os.path.join(ds.uri, "_indices", seg_uuid)
 
 
-def new_segment(ds: "lance.LanceDataset", fragment_ids, params: MinHashParams) -> NewSegment:
-    """A fresh segment folder under ``_indices/`` (invisible to readers until committed)."""
-    seg_uuid = str(uuidlib.uuid4())
+def new_segment(ds: "lance.LanceDataset", fragment_ids, params: MinHashParams,
+                seg_uuid: str | None = None) -> NewSegment:
+    """A fresh segment folder under ``_indices/`` (invisible to readers until committed);
+    ``seg_uuid`` names it (default: a new random uuid)."""
+    seg_uuid = str(uuidlib.uuid4()) if seg_uuid is None else str(uuidlib.UUID(seg_uuid))
     path = segment_dir(ds, seg_uuid)
     make_dir(path)
     return NewSegment(seg_uuid, path, frozenset(int(f) for f in fragment_ids), params)

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..errors import DatasetError
 from .datasets import write_dataset
+from .store import lance_message
 
 __all__ = ["dataset_exists", "live_rows", "write_without", "delete_rows"]
 
@@ -85,7 +86,7 @@ def delete_rows(ds: "lance.LanceDataset", remove: np.ndarray) -> int:
     try:
         result = ds.delete(predicate, conflict_retries=0)
     except (OSError, ValueError, RuntimeError) as exc:
-        msg = str(exc).splitlines()[0][:300]
+        msg = lance_message(exc)
         raise DatasetError(
             f"cannot delete {remove.size:,} rows from {ds.uri!r} (version {ds.version}): {msg}; nothing was "
             "deleted; run the dedup again on the current version") from None

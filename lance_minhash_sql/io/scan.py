@@ -8,12 +8,35 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from .takes import take_rows
 from ..errors import DatasetError
-from .store import check_uri, is_remote, redact, redact_uri
+from .store import check_uri, is_remote, lance_message, redact, redact_uri
 
-__all__ = ["open_dataset", "text_field", "scan_text", "read_rows"]
+__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "text_field", "scan_text", "read_rows"]
 
 DEFAULT_BATCH_ROWS = 65_536
+
+
+def is_dataset(obj) -> bool:
+    """True for an opened ``LanceDataset`` (or an object that reads like one)."""
+    return isinstance(obj, lance.LanceDataset) or (hasattr(obj, "_take_rows") and hasattr(obj, "uri"))
+
+
+def fragments_of(ds, fragment_ids) -> tuple[list, tuple]:
+    """The fragments ``fragment_ids`` of ``ds``, and a key naming their data files (it
+    changes when a fragment is rewritten)."""
+    frags = [ds.get_fragment(f) for f in fragment_ids]
+    return frags, tuple((f.fragment_id, tuple(d.path for d in f.data_files())) for f in frags)
+
+
+def latest_of(ds):
+    """``ds`` checked out at its dataset's latest version (``ds`` itself when it is the
+    latest), or None when the version cannot be read (reopen the dataset then)."""
+    try:
+        latest = ds.latest_version
+        return ds if latest == ds.version else ds.checkout_version(latest)
+    except (ValueError, OSError, RuntimeError):
+        return None
 
 
 def options_for(dataset, storage_options: dict | None) -> dict | None:
@@ -36,7 +59,7 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
     try:
         return lance.dataset(uri, version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
-        msg = redact(str(exc).splitlines()[0][:300], storage_options)
+        msg = redact(lance_message(exc, uri), storage_options)
         where = _store_hint(msg, storage_options) if is_remote(uri) else "check the path"
         raise DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); {where}") from None
 
@@ -110,3 +133,10 @@ def read_rows(uri: str, columns: list[str] | None = None, storage_options: dict 
         if missing:
             raise DatasetError(f"column(s) {missing} are not in dataset {uri!r}; its columns are {names}")
     return ds.to_table(columns=columns, with_row_id=True)
+
+
+def take_texts(ds: "lance.LanceDataset", column: str, rowids: np.ndarray, uri: str = "") -> pa.Array:
+    """The ``column`` values of sorted unique ``rowids`` (as ``large_string``), in that order;
+    :class:`DatasetError` if a row is gone (the dataset changed under a running job)."""
+    t = take_rows(ds, rowids, [column, "_rowid"], "a read of its texts", uri or None)
+    return t.column(column).combine_chunks().cast(pa.large_string())

@@ -1,4 +1,4 @@
-"""Index segment files: ``signatures.lance`` and ``bands.lance`` (contract §2).
+"""Index segment files: ``signatures.lance`` and ``bands.lance`` (docs/index-format.md).
 
 Every format rule is written here, next to the code that writes and reads it:
 
@@ -20,17 +20,22 @@ Every format rule is written here, next to the code that writes and reads it:
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 
 from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
+from ..kernels.lance_format import page_ends
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
-from .chunks import FixedRows, chunked_column, fixed_rows, read_columns
+from .chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows, layout_problem, mapped_column,
+                     mapped_rows, read_columns, rows_problem)
 from .details import details_hex, params_from_hex
+from .lancefile import FileLayout, parse_layout, read_layout, tail_span
 from .store import is_remote, redact, redact_uri
 
 __all__ = [
@@ -44,7 +49,16 @@ __all__ = [
     "SegmentFiles",
     "open_segment",
     "iter_signatures",
+    "local_path",
 ]
+
+log = logging.getLogger("lance_minhash_sql")
+
+# Reads of more rows than this go through Lance's reader even where the memory map could
+# serve them: Lance decodes without holding the GIL, so a self-join's shards load in
+# parallel and a closing stream is not kept waiting; a query's windows, pages and
+# candidates are far fewer rows.
+MAPPED_MAX_ROWS = 1 << 16
 
 SIGNATURES_FILE = "signatures.lance"
 BANDS_FILE = "bands.lance"
@@ -140,9 +154,7 @@ class BandsWriter:
         if first <= self._last or not is_sorted_pairs(keys, docs):
             raise CorruptIndexError(f"{self.path}: band rows are not sorted by (band_key, doc_id)")
         self._last = (int(keys[-1]), int(docs[-1]))
-        # page p ends at global row (p + 1) * page_rows - 1
-        ends = np.arange(self.page_rows - 1 - self.rows % self.page_rows, n, self.page_rows)
-        self._pages.append(keys[ends])
+        self._pages.append(keys[page_ends(self.rows, n, self.page_rows)])
         self.rows += n
         self._tail_key = keys[-1]
         self._w.write_batch(pa.record_batch([pa.array(keys), pa.array(docs)], schema=BANDS_SCHEMA))
@@ -223,10 +235,30 @@ class SegmentFiles:
     # stores, where each read is a request
     band_chunks: tuple | None = None
     signature_rows: FixedRows | None = None
+    # local files: bands.lance's two columns and signatures.lance's signatures addressed
+    # in a memory map of each file (io/chunks.py)
+    band_map: tuple[MappedColumn, MappedColumn] | None = None
+    signature_map: MappedRows | None = None
+    # why a file is read through Lance instead (None when both files take the fast path)
+    slow_reason: str | None = None
+
+    @property
+    def fast_path(self) -> bool:
+        """True when band rows and signature rows are read directly (memory map or ranged
+        reads), without a Lance reader call per query."""
+        if is_remote(self.seg_dir):
+            return self.band_chunks is not None and self.signature_rows is not None
+        return self.band_map is not None and self.signature_map is not None
+
+    @property
+    def direct_signatures(self) -> bool:
+        return self.signature_map is not None or self.signature_rows is not None
 
     def read_signature_rows(self, docs: np.ndarray) -> np.ndarray:
         """``uint16[m, k]`` signatures of sorted, distinct ``docs``: byte ranges of nearby
         rows, read concurrently (object stores), else Lance's take."""
+        if self.signature_map is not None:
+            return self.signature_map.read_rows(docs)
         if self.signature_rows is None:
             return self.read_signatures(docs)
         k = self.params.num_hashes
@@ -234,6 +266,8 @@ class SegmentFiles:
 
     def read_band_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(band_key, doc_id)`` of sorted, distinct band ``rows`` in one batch of reads."""
+        if self.band_map is not None:
+            return self.band_map[0].read_rows(rows), self.band_map[1].read_rows(rows)
         if self.band_chunks is not None:
             keys, docs = read_columns(list(self.band_chunks), rows)
             return keys, docs
@@ -245,8 +279,56 @@ class SegmentFiles:
         """``(band_key, doc_id)`` of band rows ``[start, start + count)``."""
         if count <= 0:
             return np.empty(0, np.uint64), np.empty(0, np.uint32)
+        if self.band_map is not None and count <= MAPPED_MAX_ROWS:
+            return self.band_map[0].read_range(start, count), self.band_map[1].read_range(start, count)
         t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
+
+    def take_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stored ``(row ids, signatures)`` of sorted, distinct ``docs``: one Lance take."""
+        t = self.signatures.take_rows(np.asarray(docs, dtype=np.int64).tolist(),
+                                      batch_size=max(1024, len(docs))).to_table()
+        return self._rowids_and_signatures(t)
+
+    def read_doc_range(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Stored ``(row ids, signatures)`` of docs ``[start, start + count)``."""
+        t = self.signatures.read_range(start, count, batch_size=max(1, count)).to_table()
+        return self._rowids_and_signatures(t)
+
+    def _rowids_and_signatures(self, t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        sigs = t.column(1).combine_chunks().values.to_numpy().reshape(-1, self.params.num_hashes)
+        return t.column(0).to_numpy(), sigs
+
+    def read_all_bands(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every band row: ``(band_key u64[n], doc_id u32[n])``."""
+        n = self.num_band_rows
+        if self.band_map is not None and n <= MAPPED_MAX_ROWS:
+            return self.read_bands(0, n)
+        keys = np.empty(n, dtype=np.uint64)
+        docs = np.empty(n, dtype=np.uint32)
+        w = 0
+        for batch in self.bands.read_all(batch_size=1 << 20).to_batches():
+            m = batch.num_rows
+            keys[w:w + m] = batch.column(0).to_numpy()
+            docs[w:w + m] = batch.column(1).to_numpy()
+            w += m
+        return keys, docs
+
+    def read_all_docs(self, stored_rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every doc's stored ``(row id, signature)`` (``stored_rowids``: already read)."""
+        n, k = self.num_docs, self.params.num_hashes
+        if self.signature_map is not None and n <= MAPPED_MAX_ROWS:
+            rowids = stored_rowids if stored_rowids is not None else self.read_rowids()
+            return rowids, self.signature_map.read_range(0, n)
+        rowids = np.empty(n, dtype=np.uint64)
+        sigs = np.empty((n, k), dtype=np.uint16)
+        w = 0
+        for batch in self.signatures.read_all(batch_size=1 << 16).to_batches():
+            m = batch.num_rows
+            rowids[w:w + m] = batch.column(0).to_numpy()
+            sigs[w:w + m] = batch.column(1).values.to_numpy().reshape(-1, k)
+            w += m
+        return rowids, sigs
 
     @functools.cached_property
     def rowid_bytes(self) -> int:
@@ -307,13 +389,18 @@ def iter_signatures(files: SegmentFiles, batch_rows: int = 1 << 16):
 _GLOBAL_BUFFER_LOCK = threading.Lock()
 
 
+def local_path(path: str) -> str | None:
+    """The file system path of a local file (plain or ``file://``), None for object stores."""
+    return path[7:] if path.startswith("file://") else None if "://" in path else path
+
+
 def _global_buffer(reader: LanceFileReader, file_meta, path: str, index: int) -> bytes:
     buffers = file_meta.global_buffers
     if not 0 <= index < len(buffers):
         raise CorruptIndexError(f"{path}: global buffer {index} (the page table) is missing (the file has {len(buffers)}); "
                                 "rebuild the index")
     desc = buffers[index]
-    local = path[7:] if path.startswith("file://") else None if "://" in path else path
+    local = local_path(path)
     if local is None:
         with _GLOBAL_BUFFER_LOCK:
             return reader.read_global_buffer(index)
@@ -378,12 +465,54 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
     files = SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options,
                          sig_rowids_only=remote)
+    k = params.num_hashes
     if remote:
         session = LanceFileSession(seg_dir, storage_options=storage_options or None)
-        files.band_chunks = _band_chunks(session, bpath, bfile)
-        files.signature_rows = fixed_rows(_reader_of(session, SIGNATURES_FILE), spath, sfile, 1,
-                                          params.num_hashes, 2)
+        blayout = read_layout(_reader_of(session, BANDS_FILE), bpath, bfile)
+        slayout = read_layout(_reader_of(session, SIGNATURES_FILE), spath, sfile)
+        files.band_chunks = _band_chunks(session, bpath, blayout)
+        files.signature_rows = fixed_rows(_reader_of(session, SIGNATURES_FILE), spath, slayout, 1, k, 2)
+    else:
+        bmap, smap = _mapped(bpath), _mapped(spath)
+        blayout, slayout = _mapped_layout(bmap, bpath, bfile), _mapped_layout(smap, spath, sfile)
+        keys = mapped_column(bmap, bpath, blayout, 0, np.uint64)
+        docs = mapped_column(bmap, bpath, blayout, 1, np.uint32)
+        files.band_map = None if keys is None or docs is None else (keys, docs)
+        files.signature_map = mapped_rows(smap, spath, slayout, 1, k, 2)
+    files.slow_reason = _slow_reason(blayout, slayout, k)
+    if files.slow_reason is not None:
+        log.warning("%s: %s; this segment is read through Lance's reader, one call per read",
+                    redact_uri(seg_dir), files.slow_reason)
     return files
+
+
+def _mapped(path: str) -> np.ndarray:
+    local = local_path(path)
+    try:
+        return np.memmap(local, mode="r")
+    except (OSError, ValueError) as exc:
+        raise CorruptIndexError(f"{path}: cannot map the index file ({exc}); rebuild the index") from None
+
+
+def _mapped_layout(mm: np.ndarray, path: str, file_meta) -> FileLayout:
+    start, size = tail_span(file_meta)
+    if start + size != mm.size:
+        raise CorruptIndexError(f"{path}: the file is {mm.size} bytes, its metadata says {start + size}; "
+                                "rebuild the index")
+    return parse_layout(path, mm[start:].tobytes(), start, int(file_meta.num_rows))
+
+
+def _slow_reason(blayout: FileLayout, slayout: FileLayout, k: int) -> str | None:
+    """Why a segment's files are not laid out as the fast readers read them, naming the
+    file, the column and its encoding; None when they are."""
+    checks = ((blayout, 0, layout_problem(blayout, 0, 64)), (blayout, 1, layout_problem(blayout, 1, 32)),
+              (slayout, 1, rows_problem(slayout, 1, k, 2)))
+    for layout, index, why in checks:
+        if why is not None:
+            name = os.path.basename(layout.path)
+            encoding = layout.describe(index) if index < len(layout.columns) else "none"
+            return f"{name} column {index} is not read directly ({why}; encoding: {encoding})"
+    return None
 
 
 def _reader_of(session: LanceFileSession, name: str):
@@ -393,11 +522,11 @@ def _reader_of(session: LanceFileSession, name: str):
     return read
 
 
-def _band_chunks(session: LanceFileSession, bpath: str, bfile) -> tuple | None:
+def _band_chunks(session: LanceFileSession, bpath: str, layout: FileLayout) -> tuple | None:
     """Chunk readers of bands.lance's two columns, or None when its layout is not the one
-    :mod:`.chunks` reads (the Lance reader is used then)."""
+    :mod:`.chunks` reads (the Lance reader is used then, with a warning)."""
     read = _reader_of(session, BANDS_FILE)
-    keys = chunked_column(read, bpath, bfile, 0, np.uint64)
-    docs = chunked_column(read, bpath, bfile, 1, np.uint32)
+    keys = chunked_column(read, bpath, layout, 0, np.uint64)
+    docs = chunked_column(read, bpath, layout, 1, np.uint32)
     return None if keys is None or docs is None else (keys, docs)
 

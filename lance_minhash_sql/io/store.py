@@ -10,6 +10,7 @@ file and removed by deleting its files.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from urllib.parse import urlsplit
 
@@ -17,7 +18,7 @@ from lance.file import LanceFileSession
 
 from ..errors import DatasetError
 
-__all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "make_dir", "remove_dir", "dir_exists",
+__all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "lance_message", "make_dir", "remove_dir", "dir_exists",
            "SECRET_KEYS"]
 
 # URI schemes Lance 14 opens (file:// and memory:// are local to the process)
@@ -72,6 +73,22 @@ def redact(text: str, storage_options: dict | None) -> str:
                             or "token" in str(k).lower() or "key" in str(k).lower() and "id" not in str(k).lower()):
             text = text.replace(v, "***")
     return text
+
+
+# ", /home/runner/work/lance/lance/rust/lance-table/src/io/commit.rs:653:26": where in
+# Lance's Rust sources the error was raised, meaningless to a user
+_RUST_LOCATION = re.compile(r",?\s*[^\s,()]*\.rs:\d+:\d+")
+
+
+def lance_message(exc: BaseException, path: str | None = None, limit: int = 300) -> str:
+    """The first line of a Lance error, without Lance's Rust source locations; a local
+    ``path``, which Lance prints absolute but without its leading ``/``, gets it back."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = _RUST_LOCATION.sub("", text)
+    if path and "://" not in path:
+        bare = os.path.abspath(path).lstrip("/")
+        text = re.sub(r"(?<![\w/.])" + re.escape(bare), lambda _: "/" + bare, text)
+    return text[:limit]
 
 
 def _session(uri: str, storage_options: dict | None) -> LanceFileSession:

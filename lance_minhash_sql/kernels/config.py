@@ -1,20 +1,44 @@
-"""Numba flags in one place.
+"""Numba flags in one place, and a log of the kernels numba compiles.
 
 ``nogil`` kernels release the GIL so DuckDB's threads run them concurrently; ``cache``
 keeps compiled machine code on disk between processes. Set
 ``LANCE_MINHASH_NUMBA_CACHE=0`` to disable the on-disk cache.
+
+Numba compiles a kernel on its first call with a new combination of argument types, and
+with ``cache=True`` writes the machine code beside the package's sources (in
+``__pycache__``), or under ``NUMBA_CACHE_DIR`` when that is set, or in the user's cache
+folder when the package folder is read-only. Later processes load it from there. So the
+rules that keep compilation short are about argument types: every array a kernel gets
+has one dtype and one writability (Arrow buffers are read-only, so text buffers are
+always passed read-only), and no kernel is called from another with a literal constant
+argument (numba compiles a separate specialization for ``f(x, 0)``; pass
+``np.int64(0)``).
+
+:data:`COMPILES` listens to numba's ``numba:compile`` events (fired for real
+compilations only, never for cache loads) for this package's kernels: how many, how
+long, which. The first compilation in a process prints one line on stderr saying what
+is happening and that it happens once (``LANCE_MINHASH_COMPILE_NOTICE=0`` silences it).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
+import time
 import types
 
 from numba import njit
+from numba.core import event
 
 CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
 JIT = dict(nogil=True, cache=CACHE)
 JIT_PARALLEL = dict(nogil=True, cache=CACHE, parallel=True)
+
+_PACKAGE = __name__.split(".")[0]
+
+COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine (seconds, once: later runs load "
+                  "them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
 
 
 def jit_twins(body):
@@ -22,7 +46,8 @@ def jit_twins(body):
     compiled with ``parallel=True``, and as plain loops on the calling thread (without
     ``parallel`` numba runs ``prange`` as ``range``), for work too small to pay for a
     parallel launch. Each twin is its own function, ``<body>_parallel`` and
-    ``<body>_serial``, so the on-disk cache keeps both (it keys entries by name)."""
+    ``<body>_serial``, so the on-disk cache keeps both (it keys entries by name); each
+    compiles only when first called."""
 
     def twin(suffix: str):
         f = types.FunctionType(body.__code__, body.__globals__, body.__name__ + suffix, body.__defaults__,
@@ -33,3 +58,67 @@ def jit_twins(body):
         return f
 
     return njit(**JIT_PARALLEL)(twin("_parallel")), njit(**JIT)(twin("_serial"))
+
+
+class CompileLog(event.Listener):
+    """Numba compilations of this package's kernels in this process (cache loads excluded).
+
+    ``count``: specializations compiled (a kernel called from another compiles inside
+    its caller and counts too); ``seconds``: wall time of the outermost compilations;
+    ``kernels``: ``{module.function: count}``.
+    """
+
+    def __init__(self):
+        self.count = 0
+        self.seconds = 0.0
+        self.kernels: dict[str, int] = {}
+        self.notice = os.environ.get("LANCE_MINHASH_COMPILE_NOTICE", "1") != "0"
+        self._announced = False
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @staticmethod
+    def _ours(ev) -> str | None:
+        func = getattr(ev.data.get("dispatcher"), "py_func", None)
+        module = getattr(func, "__module__", "") or ""
+        if module.split(".")[0] != _PACKAGE:
+            return None
+        return f"{module}.{func.__name__}"
+
+    def on_start(self, ev) -> None:
+        name = self._ours(ev)
+        if name is None:
+            return
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        with self._lock:
+            self.count += 1
+            self.kernels[name] = self.kernels.get(name, 0) + 1
+            first = not self._announced
+            self._announced = True
+        if depth == 0:
+            self._local.t0 = time.perf_counter()
+        if first and self.notice:
+            print(COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"])), file=sys.stderr, flush=True)
+
+    def on_end(self, ev) -> None:
+        if self._ours(ev) is None:
+            return
+        self._local.depth -= 1
+        if self._local.depth == 0:
+            elapsed = time.perf_counter() - self._local.t0
+            with self._lock:
+                self.seconds += elapsed
+
+
+def _cache_place(dispatcher) -> str:
+    if not CACHE:
+        return " (disabled by LANCE_MINHASH_NUMBA_CACHE=0: every run compiles)"
+    try:
+        return f" in {dispatcher._cache._cache_path}"
+    except AttributeError:  # numba's cache layout is private; the notice stays useful without it
+        return ""
+
+
+COMPILES = CompileLog()
+event.register("numba:compile", COMPILES)

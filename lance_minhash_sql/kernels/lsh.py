@@ -2,8 +2,8 @@
 
 A segment's ``bands.lance`` holds ``num_docs * num_bands`` rows ``(band_key, doc_id)``
 sorted by ``(band_key, doc_id)``, cut into pages of ``page_rows`` rows; the page table
-holds the band key of the last row of each page (contract §2.3). For a query band key
-``K`` (contract §3):
+holds the band key of the last row of each page (``docs/index-format.md``). For a query
+band key ``K`` (``docs/search.md``):
 
 * the bucket starts in the first page whose last key is ``>= K`` (``lo``) and ends in the
   first page whose last key is ``> K`` (``hi``; the last page if there is none): pages
@@ -13,8 +13,8 @@ holds the band key of the last row of each page (contract §2.3). For a query ba
 * the candidates of a query are the doc ids of all its buckets, merged, each with the
   number of bands it shares with the query (``matches``);
 * a candidate's distance is ``1 - eq / k`` over the full signature (``eq`` equal
-  positions of ``k``), in float32 exactly as Lance computes it:
-  ``np.float32(1) - np.float32(eq) / np.float32(k)``;
+  positions of ``k``), in float32 exactly as Lance computes it
+  (:func:`.lance_format.similarity`, ``docs/signatures.md``);
 * the result is the first ``limit`` candidates by ``(distance, row id)``.
 
 Pages live in a *pool*: page ``p`` is at pool rows ``[slot[p] * page_rows, ...)``, so a
@@ -37,7 +37,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .config import JIT, JIT_PARALLEL, jit_twins
+from . import lance_format
+from .config import JIT, jit_twins
+from .similarity import lance_similarity_jit
+from .order import order_by_pair, sort_values
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -61,17 +64,17 @@ __all__ = [
 # 30 ms with the cores busy (OpenMP threads wait for descheduled peers). DuckDB hands a
 # UDF at most 2,048 rows and runs its own threads over nogil kernels, so it stays serial.
 PARALLEL_MIN_QUERIES = 4096
-_U56 = np.uint64(56)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 
 @njit(**JIT, inline="always")
 def distance_of(eq, k):
     """Lance's float32 distance for ``eq`` equal positions of ``k``."""
-    return np.float32(1) - np.float32(eq) / np.float32(k)
+    return np.float32(1) - lance_similarity_jit(eq, k)
 
 
 @njit(**JIT)
-def _lower_bound(a, lo, hi, x):
+def lower_bound(a, lo, hi, x):
     """First index ``i`` in ``[lo, hi)`` with ``a[i] >= x`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -102,7 +105,7 @@ def _pages_one(page_table, keys, lo, hi):
     npages = page_table.size
     for j in range(keys.size):
         key = keys[j]
-        a = _lower_bound(page_table, 0, npages, key)
+        a = lower_bound(page_table, np.int64(0), npages, key)
         lo[j] = a
         if a == npages:
             hi[j] = npages - 1
@@ -161,7 +164,7 @@ def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, en
         # first row >= key: inside page a
         base = np.int64(page_slot[a]) * page_rows
         rows = min(page_rows, num_rows - a * page_rows)
-        i = _lower_bound(pool_keys, base, base + rows, key)
+        i = lower_bound(pool_keys, base, base + rows, key)
         if i == base + rows or pool_keys[i] != key:
             continue
         s = a * page_rows + (i - base)
@@ -257,10 +260,10 @@ def window_rows(qkeys, ws, we, rows, win_keys, page_rows, num_rows):
             s = ws[q, j]
             if s < 0:
                 continue
-            off = _lower_bound(rows, 0, rows.size, s)
+            off = lower_bound(rows, np.int64(0), rows.size, s)
             stop = off + (we[q, j] - s)
             key = qkeys[q, j]
-            i = _lower_bound(win_keys, off, stop, key)
+            i = lower_bound(win_keys, off, stop, key)
             e = _upper_bound(win_keys, i, stop, key)
             page_start = (s // page_rows) * page_rows
             page_end = min(page_start + page_rows, num_rows)
@@ -329,7 +332,7 @@ def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg
             p = r // page_rows
             seg[w] = pool_docs[np.int64(page_slot[p]) * page_rows + (r - p * page_rows)]
             w += 1
-    seg.sort()
+    sort_values(seg)
     u = 0
     for i in range(seg.size):
         if i == 0 or seg[i] != seg[i - 1]:
@@ -395,46 +398,25 @@ def merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs
 def _select(mism, rid, limit, k):
     """Indices of the first ``limit`` ``(mism, rid)`` pairs, in that order (rids distinct)."""
     n = mism.size
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    if n > limit:
-        # histogram of mismatch counts: c is the mismatch count of the limit-th best
-        hist = np.zeros(k + 1, dtype=np.int64)
-        for i in range(n):
-            hist[mism[i]] += 1
-        acc = 0
-        c = 0
-        while acc + hist[c] < limit:
-            acc += hist[c]
-            c += 1
-        need = limit - acc  # taken from mismatch count c, smallest row ids first
-        lt_idx = np.empty(acc, dtype=np.int64)
-        eq_idx = np.empty(hist[c], dtype=np.int64)
-        a = 0
-        b = 0
-        for i in range(n):
-            if mism[i] < c:
-                lt_idx[a] = i
-                a += 1
-            elif mism[i] == c:
-                eq_idx[b] = i
-                b += 1
-        if eq_idx.size > need:
-            vals = rid[eq_idx]
-            cut = np.partition(vals, need - 1)[need - 1]
-            keep = np.empty(need, dtype=np.int64)
-            w = 0
-            for i in range(eq_idx.size):
-                if vals[i] <= cut and w < need:  # (w < need: safe even if row ids repeat)
-                    keep[w] = eq_idx[i]
-                    w += 1
-            eq_idx = keep
-        sel = np.concatenate((lt_idx, eq_idx))
-    else:
-        sel = np.arange(n)
-    # order the (at most limit) selected by (mism, rid): stable by rid, then by mism
-    sel = sel[np.argsort(rid[sel], kind="mergesort")]
-    return sel[np.argsort(mism[sel], kind="mergesort")]
+    if n <= limit:
+        return order_by_pair(np.arange(n), mism, rid)
+    # histogram of mismatch counts: c is the mismatch count of the limit-th best
+    hist = np.zeros(k + 1, dtype=np.int64)
+    for i in range(n):
+        hist[mism[i]] += 1
+    acc = 0
+    c = 0
+    while acc + hist[c] < limit:
+        acc += hist[c]
+        c += 1
+    # every row below mismatch count c, and those at c (the smallest row ids are kept)
+    sel = np.empty(acc + hist[c], dtype=np.int64)
+    w = 0
+    for i in range(n):
+        if mism[i] <= c:
+            sel[w] = i
+            w += 1
+    return order_by_pair(sel, mism, rid)[:limit]
 
 
 @njit(**JIT)
@@ -566,7 +548,7 @@ def sort_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def page_table_of(sorted_keys: np.ndarray, page_rows: int) -> np.ndarray:
     """The page table of sorted band keys: the key of the last row of each page."""
     n = sorted_keys.size
-    if n == 0:
-        return np.empty(0, dtype=np.uint64)
-    ends = np.minimum(np.arange(1, -(-n // page_rows) + 1, dtype=np.int64) * page_rows, n) - 1
+    ends = lance_format.page_ends(0, n, page_rows)
+    if n % page_rows:
+        ends = np.append(ends, n - 1)
     return sorted_keys[ends].astype(np.uint64)

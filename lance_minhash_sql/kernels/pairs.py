@@ -8,7 +8,7 @@ whole words with equal lanes (:func:`padded_hashes`), with ``slot`` mapping a lo
 its pool row (``slot`` empty: the local id is the row), ``rowids u64[P]`` alongside. The
 caller gathers each window of buckets into such a pool in row order (:func:`windows`,
 :func:`gather_rows`), so a bucket's members are contiguous in memory. Band ``j``'s keys
-start with byte ``j`` (contract §2.3), so the band of a bucket is ``key >> 56``.
+start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key >> 56``.
 
 * A **bucket** is a run of equal keys; only runs of two rows or more matter
   (:func:`multi_rows` drops the rest, :func:`bucket_bounds` lists them).
@@ -47,7 +47,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import lance_format
 from .config import JIT
+from .order import order_by
 from .similarity import sorted_jaccard
 from .xxh64 import xxh64_u16_run
 
@@ -66,9 +68,9 @@ __all__ = [
     "pair_jaccard",
 ]
 
-SEED = np.uint64(42)
-_KEY_MASK = np.uint64(0x00FFFFFFFFFFFFFF)
-_U56 = np.uint64(56)
+SEED = np.uint64(lance_format.SEED)
+_KEY_MASK = np.uint64(lance_format.BAND_HASH_MASK)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 # cursor layout (int64): [bucket index, i, jj, reps held (link_chunk)]
 CURSOR_SIZE = 4
@@ -77,9 +79,8 @@ CURSOR_SIZE = 4
 def min_matches(threshold: float, num_hashes: int) -> int:
     """Smallest ``eq`` with ``float64(float32(eq) / float32(k)) >= threshold`` (``k + 1``
     if none): the verification rule in integers."""
-    k = np.float32(num_hashes)
     for eq in range(num_hashes + 1):
-        if float(np.float32(eq) / k) >= threshold:
+        if float(lance_format.similarity(eq, num_hashes)) >= threshold:
             return eq
     return num_hashes + 1
 
@@ -163,7 +164,7 @@ def _lane_diffs(x):
 
 
 @njit(**JIT, inline="always")
-def _matches(words, ra, rb, k, max_miss):
+def count_matches(words, ra, rb, k, max_miss):
     """Equal positions of pool rows ``ra`` and ``rb`` (``k`` values; padding lanes are equal),
     or -1 once the mismatches exceed ``max_miss``."""
     n = words.shape[1]
@@ -185,7 +186,7 @@ def _matches(words, ra, rb, k, max_miss):
 
 
 @njit(**JIT, inline="always")
-def _band_equal(words, halves, ra, rb, j, r):
+def band_equal(words, halves, ra, rb, j, r):
     """Band ``j`` (``r`` values) of rows ``ra`` and ``rb`` equal? Whole words when ``r % 4 == 0``."""
     if r % 4 == 0:
         q = r // 4
@@ -200,7 +201,7 @@ def _band_equal(words, halves, ra, rb, j, r):
 
 
 @njit(**JIT, inline="always")
-def _values_equal(halves, ra, rb, lo, r):
+def values_equal(halves, ra, rb, lo, r):
     for t in range(lo, lo + r):
         if halves[ra, t] != halves[rb, t]:
             return False
@@ -208,11 +209,11 @@ def _values_equal(halves, ra, rb, lo, r):
 
 
 @njit(**JIT)
-def _collision_pair_first(words, halves, ra, rb, band, num_bands, r):
+def collision_pair_first(words, halves, ra, rb, band, num_bands, r):
     """For a pair sharing band ``band``'s key but not its values: True if this is the band
     that reports it (no band with equal values, no earlier band with equal keys)."""
     for j in range(num_bands):
-        if _band_equal(words, halves, ra, rb, j, r):
+        if band_equal(words, halves, ra, rb, j, r):
             return False
     a = halves[ra]
     b = halves[rb]
@@ -232,17 +233,17 @@ def _row_pairs(docs, s, ra, ida, t0, t1, words, halves, slot, rowids, band, num_
         rb = _row(slot, docs[s + t])
         earlier = False
         for j in range(band):
-            if _band_equal(words, halves, ra, rb, j, r):
+            if band_equal(words, halves, ra, rb, j, r):
                 earlier = True
                 break
         if earlier:
             continue
-        eq = _matches(words, ra, rb, k, max_miss)
+        eq = count_matches(words, ra, rb, k, max_miss)
         if eq < 0:
             continue
         # (value by value here: a second word-path call site slows the loop by 60%)
-        if not _values_equal(halves, ra, rb, band * r, r):
-            if not _collision_pair_first(words, halves, ra, rb, band, num_bands, r):
+        if not values_equal(halves, ra, rb, band * r, r):
+            if not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
                 continue
         idb = rowids[rb]
         if ida == idb:
@@ -345,7 +346,7 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
             passed = False
             for q in range(nreps):
                 y = docs[reps[q]]
-                if _matches(words, rx, _row(slot, y), k, max_miss) >= 0:
+                if count_matches(words, rx, _row(slot, y), k, max_miss) >= 0:
                     out_a[n_out] = x
                     out_b[n_out] = y
                     n_out += 1
@@ -381,7 +382,7 @@ def order_buckets(docs, slot, rowids, starts, ends):
         v = np.empty(e - s, dtype=rowids.dtype)
         for i in range(e - s):
             v[i] = rowids[_row(slot, seg[i])]
-        order = np.argsort(v, kind="mergesort")
+        order = order_by(v)
         for i in range(e - s):
             docs[s + i] = seg[order[i]]
     return moved
@@ -435,3 +436,4 @@ def pair_jaccard(offsets, hashes, ia, ib):
         b = hashes[offsets[ib[i]]:offsets[ib[i] + 1]]
         out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
     return out
+

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT
-from .lsh import _lower_bound
+from .lsh import lower_bound
 
 __all__ = ["new_reservoirs", "census_chunk"]
 
@@ -71,7 +71,7 @@ def census_chunk(row_off, row_hash, rowids, qh, qh_off, qh_q, q_size, q_rowid, n
         nt = 0
         lo = 0
         for s in range(a0, a1):
-            p = _lower_bound(qh, lo, qh.size, row_hash[s])
+            p = lower_bound(qh, lo, qh.size, row_hash[s])
             if p == qh.size:
                 break
             lo = p

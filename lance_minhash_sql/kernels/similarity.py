@@ -13,12 +13,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import lance_format
 from .config import JIT, JIT_PARALLEL, jit_twins
 from .xxh64 import xxh64
 
-SEED = np.uint64(42)
-_KEY_MASK = np.uint64(0x00FFFFFFFFFFFFFF)
-_U56 = np.uint64(56)
+SEED = np.uint64(lance_format.SEED)
+_KEY_MASK = np.uint64(lance_format.BAND_HASH_MASK)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
+
+
+# Lance's similarity formula, compiled for the kernels (one body: lance_format.similarity)
+lance_similarity_jit = njit(**JIT, inline="always")(lance_format.similarity)
 
 
 @njit(**JIT, inline="always")
@@ -52,7 +57,7 @@ def signature_similarity(left, right):
         for j in range(k):
             if left[i, j] == right[i, j]:
                 same += 1
-        out[i] = np.float64(np.float32(same) / np.float32(k))
+        out[i] = np.float64(lance_similarity_jit(same, k))
     return out
 
 
@@ -75,8 +80,7 @@ def sorted_jaccard(a, b):
     return inter / union if union else 0.0
 
 
-@njit(**JIT_PARALLEL)
-def set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
+def _set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
     """Jaccard of row i of two CSR set arrays (``nan`` where either set is empty)."""
     n = left_offsets.size - 1
     out = np.empty(n, dtype=np.float64)
@@ -85,3 +89,7 @@ def set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
         b = right_hashes[right_offsets[i]:right_offsets[i + 1]]
         out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
     return out
+
+
+# set_jaccard_serial: on the calling thread, for a DuckDB chunk (at most 2,048 rows)
+set_jaccard, set_jaccard_serial = jit_twins(_set_jaccard)

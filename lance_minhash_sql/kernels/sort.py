@@ -2,7 +2,8 @@
 
 The build sorts ``rows x bands`` band rows into ``(band_key, doc_id)`` order. Keys of
 band ``j`` all start with byte ``j`` and doc ids arrive ascending, so each band (a *run*)
-is sorted on its own with a **stable** sort on the key alone (DESIGN §5). The same holds
+is sorted on its own with a **stable** sort on the key alone (``docs/signatures.md``,
+*Band keys*). The same holds
 for a spill partition: a contiguous key range whose doc ids were appended in ascending
 order.
 

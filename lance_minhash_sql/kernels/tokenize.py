@@ -21,13 +21,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import lance_format
 from .config import JIT
 
 SIMPLE = 0
 WHITESPACE = 1
 RAW = 2
 NGRAM = 3
-SEPARATOR = np.uint8(0x1F)
+SEPARATOR = np.uint8(lance_format.SHINGLE_SEPARATOR)
 
 
 @njit(**JIT, inline="always")
@@ -127,6 +128,50 @@ def _is_ascii_space(b):
     return b == 0x20 or b == 0x09 or b == 0x0A or b == 0x0C or b == 0x0D
 
 
+@njit(**JIT, inline="always")
+def _ascii_words(data, s, e, kind, max_len, lower, alnum, out, tok_start, tok_end):
+    """:func:`tokenize_doc` for an all-ASCII text and the ``simple`` or ``whitespace``
+    tokenizer, in one pass: on ASCII, lower-casing maps ``A-Z`` to ``a-z``, folding
+    changes nothing and a token's length is its byte count, so each byte goes straight
+    to ``out``. The loop has no data-dependent branch (word boundaries are
+    unpredictable): every byte is stored at ``q`` (its lower-cased value inside a token,
+    the separator outside) and ``q`` advances inside a token and on the byte that ends
+    one; a token of ``>= max_len`` bytes is taken back by resetting ``q`` to its start.
+    Token ``t`` starts one byte after token ``t - 1`` ends. The buffers are sized by the
+    caller (``out``: ``nbytes + 1``, ``tok_start`` / ``tok_end``: one per possible token)."""
+    limit = max_len if max_len >= 0 else e - s + 1
+    low = 32 if lower else 0
+    q = 0
+    ntok = 0
+    start = 0  # where the current (or next) token starts in out
+    prev = 0  # the previous byte was inside a token
+    for p in range(s, e):
+        b0 = data[p]
+        if kind == WHITESPACE:
+            ins = 0 if _is_ascii_space(b0) else 1
+        else:
+            ins = 1 if alnum[b0] != 0 else 0
+        upper = 1 if 65 <= b0 <= 90 else 0
+        out[q] = (b0 + low * upper) if ins else SEPARATOR
+        end = prev & (1 - ins)
+        drop = end & (1 if q - start >= limit else 0)
+        tok_end[ntok] = q
+        ntok += end - drop
+        q = start if drop else q + (ins | prev)
+        start = start if ins else q
+        prev = ins
+    if prev:
+        if q - start >= limit:
+            q = start
+        else:
+            tok_end[ntok] = q
+            out[q] = SEPARATOR
+            ntok += 1
+    for t in range(ntok):
+        tok_start[t] = 0 if t == 0 else tok_end[t - 1] + 1
+    return ntok
+
+
 @njit(**JIT)
 def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     """Tokens of ``data[s:e]``: returns ``(ntok, out, tok_start, tok_end, raw)``.
@@ -171,6 +216,11 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     else:
         raw = _grow_i64(raw, 2 * nbytes + 2)
         out = _grow_u8(out, 6 * nbytes + 1)
+        if kind != RAW and _all_ascii(data, s, e):
+            tok_start = _grow_i64(tok_start, nbytes // 2 + 1)
+            tok_end = _grow_i64(tok_end, nbytes // 2 + 1)
+            ntok = _ascii_words(data, s, e, kind, max_len, lower, tables[0], out, tok_start, tok_end)
+            return ntok, out, tok_start, tok_end, raw
         if kind == RAW:
             raw[0] = s
             raw[1] = e if _all_ascii(data, s, e) else -e - 1
@@ -209,7 +259,7 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 nraw += 1
     tok_start = _grow_i64(tok_start, nraw)
     tok_end = _grow_i64(tok_end, nraw)
-    q = 0
+    q = np.int64(0)  # not a literal: a literal 0 would compile a second _transform_unicode
     ntok = 0
     for t in range(nraw):
         ts = raw[2 * t]

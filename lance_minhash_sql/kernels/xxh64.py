@@ -17,6 +17,11 @@ P3 = np.uint64(0x165667B19E3779F9)
 P4 = np.uint64(0x85EBCA77C2B2AE63)
 P5 = np.uint64(0x27D4EB2F165667C5)
 _U1 = np.uint64(1)
+_U2 = np.uint64(2)
+_U3 = np.uint64(3)
+_U4 = np.uint64(4)
+_U5 = np.uint64(5)
+_U6 = np.uint64(6)
 _U7 = np.uint64(7)
 _U8 = np.uint64(8)
 _U11 = np.uint64(11)
@@ -43,16 +48,20 @@ def _rotl(x, r):
 
 @njit(**JIT, inline="always")
 def _read64(buf, p):
-    return (np.uint64(buf[p]) | (np.uint64(buf[p + 1]) << _U8) | (np.uint64(buf[p + 2]) << _U16)
-            | (np.uint64(buf[p + 3]) << _U24) | (np.uint64(buf[p + 4]) << _U32)
-            | (np.uint64(buf[p + 5]) << _U40) | (np.uint64(buf[p + 6]) << _U48)
-            | (np.uint64(buf[p + 7]) << _U56))
+    # unsigned indices: no negative-index wraparound per byte, so LLVM merges the eight
+    # byte loads into one 64-bit load
+    q = np.uint64(p)
+    return (np.uint64(buf[q]) | (np.uint64(buf[q + _U1]) << _U8) | (np.uint64(buf[q + _U2]) << _U16)
+            | (np.uint64(buf[q + _U3]) << _U24) | (np.uint64(buf[q + _U4]) << _U32)
+            | (np.uint64(buf[q + _U5]) << _U40) | (np.uint64(buf[q + _U6]) << _U48)
+            | (np.uint64(buf[q + _U7]) << _U56))
 
 
 @njit(**JIT, inline="always")
 def _read32(buf, p):
-    return (np.uint64(buf[p]) | (np.uint64(buf[p + 1]) << _U8) | (np.uint64(buf[p + 2]) << _U16)
-            | (np.uint64(buf[p + 3]) << _U24))
+    q = np.uint64(p)
+    return (np.uint64(buf[q]) | (np.uint64(buf[q + _U1]) << _U8) | (np.uint64(buf[q + _U2]) << _U16)
+            | (np.uint64(buf[q + _U3]) << _U24))
 
 
 @njit(**JIT, inline="always")
@@ -103,7 +112,7 @@ def xxh64(buf, start, length, seed):
         h = _rotl(h, _U23) * P2 + P3
         p += 4
     while p < end:
-        h = h ^ (np.uint64(buf[p]) * P5)
+        h = h ^ (np.uint64(buf[np.uint64(p)]) * P5)
         h = _rotl(h, _U11) * P1
         p += 1
     h = h ^ (h >> _U33)
@@ -122,4 +131,4 @@ def xxh64_u16_run(values, start, count, seed):
         v = values[start + i]
         buf[2 * i] = np.uint8(v & 0xFF)
         buf[2 * i + 1] = np.uint8(v >> 8)
-    return xxh64(buf, 0, 2 * count, seed)
+    return xxh64(buf, np.int64(0), 2 * count, seed)  # not a literal 0: one specialization of xxh64

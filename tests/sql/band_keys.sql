@@ -1,16 +1,16 @@
 # minhash_band_keys(sig, num_bands := 16) -> UBIGINT[]: Lance's LSH band keys.
 
-# name: contract known answer, The quick brown fox
+# name: known answer (docs/signatures.md), The quick brown fox
 SELECT list_transform(minhash_band_keys(minhash_signature('The quick brown fox', num_hashes := 4, shingle_size := 2), num_bands := 2), lambda k: printf('%016x', k))
 ----
 ['00f30f3501d458ea', '01aec5df28d04915']
 
-# name: contract known answer, Fox, positional
+# name: known answer (docs/signatures.md), Fox, positional
 SELECT list_transform(minhash_band_keys(minhash_signature('Fox', 4, 2), 2), lambda k: printf('%016x', k))
 ----
 ['003cf6e803312eca', '017c5504fbc83f36']
 
-# name: contract known answer from a literal signature
+# name: known answer (docs/signatures.md) from a literal signature
 SELECT minhash_band_keys([45071, 22998, 20762, 52524], 2) = [68415139679066346, 121251802238699797]::UBIGINT[]
 ----
 True

@@ -1,17 +1,17 @@
 # minhash_signature(text, num_hashes := 128, shingle_size := 3, tokenizer := NULL) -> USMALLINT[]
 # Non-default vectors were computed with tests/naive.py (lance.tokenize + xxhash).
 
-# name: contract known answer, named parameters
+# name: known answer (docs/signatures.md), named parameters
 SELECT minhash_signature('The quick brown fox', num_hashes := 4, shingle_size := 2)
 ----
 [45071, 22998, 20762, 52524]
 
-# name: contract known answer, positional parameters
+# name: known answer (docs/signatures.md), positional parameters
 SELECT minhash_signature('The quick brown fox', 4, 2)
 ----
 [45071, 22998, 20762, 52524]
 
-# name: contract known answer, Fox
+# name: known answer (docs/signatures.md), Fox
 SELECT list_transform(minhash_signature('Fox', num_hashes := 4, shingle_size := 2), lambda v: printf('%04x', v))
 ----
 ['2970', 'd6db', '65f8', 'adfc']

@@ -1,0 +1,118 @@
+"""UDFs behind ``minhash_join`` (``sql/join.sql``): the cross-dataset join, shard by shard.
+
+As for ``minhash_pairs`` (:mod:`.pairs`): ``_lms_join_plan(...)`` (constant-folded at
+plan time) plans the shards of both datasets' current versions
+(:func:`..index.join.join_shards`, kept in a process-wide cache keyed by both URIs,
+versions, columns, the threshold, the shard count and both storage tokens) and returns a
+SQL text for ``query()``: a ``UNION ALL`` of one branch per shard, each calling
+``_lms_join_shard(...)`` (``side_effects``: run at execution) with the versions the
+statement started on. Each side's storage options travel as their own token and reach
+only that side's dataset.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pyarrow as pa
+
+from ..errors import ResourceLimitError
+from ..index.cache import ByteCache
+from ..index.results import JOIN_SCHEMA
+from .args import Udf, flag, literal, prefixed, require, scalar_rows
+from .pairs import MAX_SQL_SHARD_PAIRS
+from .results import lists_of_columns, rows_type
+from .storage import options_of
+
+__all__ = ["JOIN_UDFS", "join_sql"]
+
+_FN = "minhash_join"
+_JOIN_ARROW, JOIN_TYPE = rows_type(JOIN_SCHEMA)
+_PLANS = ByteCache.for_objects("SQL join plans", 64)  # both sides' uris, versions, columns, ... -> shards
+
+
+def join_sql(args: tuple, num_shards: int) -> str:
+    """The SQL that ``query()`` runs for one ``minhash_join`` call: one branch per shard.
+    ``args``: left, right, column, right column, threshold, exact, left version, right
+    version, left storage token, right storage token."""
+    head = ", ".join(literal(a) for a in args[:8])
+    tail = ", ".join(literal(a) for a in args[8:])
+    return " UNION ALL ".join(
+        f"SELECT unnest(_lms_join_shard({head}, {s}, {num_shards}, {tail}), recursive := true)"
+        for s in range(num_shards))
+
+
+def _plan(left, right, column, right_column, threshold, left_token, right_token, versions=None, num_shards=None):
+    from ..index.join import join_shards
+
+    lopt, ropt = options_of(left_token), options_of(right_token)
+    if versions is not None:  # the versions the statement started on
+        from ..io.scan import open_dataset
+
+        left = open_dataset(left, lopt, version=versions[0])
+        right = open_dataset(right, ropt, version=versions[1])
+    return prefixed(_FN, partial(join_shards, right_column=right_column, num_shards=num_shards,
+                                  left_storage_options=lopt, right_storage_options=ropt, _stacklevel=4),
+                     left, right, column, threshold)
+
+
+def join_plan(left, right, column, right_column, threshold, exact, left_storage, right_storage) -> pa.Array:
+    out = []
+    for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
+                        exact=exact, ls=left_storage, rs=right_storage):
+        require(_FN, row, "left", "right", "column", "exact")
+        exact_ = flag(_FN, "exact", row["exact"])
+        shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"], row["ls"],
+                       row["rs"])
+        p = shards[0].plan
+        args = (p.left.uri, p.right.uri, p.left.column, p.right.column, p.threshold, exact_, p.left.version,
+                p.right.version, row["ls"], row["rs"])
+        _PLANS.put(args[:5] + args[6:] + (len(shards),), shards)
+        out.append(join_sql(args, len(shards)))
+    return pa.array(out, pa.string())
+
+
+def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
+    from ..index.join import shard_join
+
+    batches, total = [], 0
+    for b in shard_join(shard, exact=exact):
+        total += b.num_rows
+        if total > MAX_SQL_SHARD_PAIRS:
+            raise ResourceLimitError(
+                f"{_FN}: shard {shard.index} of {shard.num_shards} holds more than {MAX_SQL_SHARD_PAIRS:,} pairs at "
+                f"threshold={shard.threshold:g} (large buckets of identical rows on both sides): too many for one "
+                "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
+                "or raise the threshold")
+        batches.append(b)
+    if not batches:
+        return None
+    t = pa.Table.from_batches(batches)
+    return [t.column(i).combine_chunks() for i in range(t.num_columns)]
+
+
+def join_shard(left, right, column, right_column, threshold, exact, left_version, right_version, shard,
+               num_shards, left_storage, right_storage) -> pa.Array:
+    out = []
+    for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
+                        exact=exact, lv=left_version, rv=right_version, shard=shard, n=num_shards, ls=left_storage,
+                        rs=right_storage):
+        n = int(row["n"])
+        key = (row["left"], row["right"], row["column"], row["right_column"], row["threshold"], int(row["lv"]),
+               int(row["rv"]), row["ls"], row["rs"], n)
+        shards = _PLANS.get(key)
+        if shards is None:  # evicted, or planned in another process: plan those versions again
+            shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"],
+                           row["ls"], row["rs"], versions=(int(row["lv"]), int(row["rv"])), num_shards=n)
+            _PLANS.put(key, shards)
+        out.append(_shard_columns(shards[int(row["shard"])], flag(_FN, "exact", row["exact"])))
+    return lists_of_columns(out, _JOIN_ARROW)
+
+
+JOIN_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_join_plan", join_plan,
+             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR"), "VARCHAR", False),
+    Udf("_lms_join_shard", join_shard,
+             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
+              "VARCHAR", "VARCHAR"), JOIN_TYPE, True),
+)

@@ -1,0 +1,136 @@
+"""What the index functions return, each described once: records (one row: a build, an
+optimize, a prewarm, an index segment) and the Arrow schemas of result tables (search
+hits, pairs, clusters, dedup flags).
+
+Kept apart from the computation, like :mod:`.report_tables`, so that the SQL layer derives
+its UDF return types from these (``record_schema``, ``duck/results.py``) without importing
+the numba engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..records import Int32, UInt32List
+
+__all__ = [
+    "BuildResult",
+    "OptimizeResult",
+    "PrewarmResult",
+    "IndexSegment",
+    "SEARCH_IDS_SCHEMA",
+    "SEARCH_IDS_EXACT_SCHEMA",
+    "PAIRS_SCHEMA",
+    "PAIRS_EXACT_SCHEMA",
+    "CLUSTERS_SCHEMA",
+    "DEDUP_SCHEMA",
+    "JOIN_SCHEMA",
+]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What ``minhash_build`` returns as one row."""
+
+    index_name: str
+    column: str
+    num_hashes: Int32
+    num_bands: Int32
+    rows_per_band: Int32
+    shingle_size: Int32
+    tokenizer: str  # JSON of the tokenizer options
+    segments: Int32
+    rows_indexed: int
+    rows_without_tokens: int
+    seconds: float
+    bytes: int
+    dataset_version: int
+    segment_uuids: tuple[str, ...]
+    spilled_bytes: int  # band rows written to temporary files (0: sorted in memory)
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What ``minhash_optimize`` returns as one row."""
+
+    index_name: str
+    column: str
+    action: str  # "none" (nothing to do), "delta" (a segment for new fragments) or "merge"
+    segments_before: Int32
+    segments_after: Int32
+    merged_segments: Int32  # existing segments rewritten into the new one
+    new_fragments: UInt32List  # fragments indexed for the first time
+    rows_indexed: int  # docs in the new segment
+    rows_added: int  # of which new rows (signed now)
+    rows_dropped: int  # stored rows dropped: deleted, or dropped by a compaction
+    rows_without_tokens: int  # new rows without a signature (NULL, no tokens)
+    segment_uuid: str | None
+    seconds: float
+    bytes: int
+    dataset_version: int
+
+
+@dataclass(frozen=True)
+class PrewarmResult:
+    """What ``minhash_prewarm`` returns as one row."""
+
+    column: str
+    segments: Int32
+    bytes_loaded: int  # added to the cache by this call
+    cache_bytes: int  # the cache's usage afterwards
+    cache_capacity: int
+    signatures_loaded: int  # docs (row id + signature) now cached, of
+    signatures_total: int
+    band_pages_loaded: int  # band pages now cached, of
+    band_pages_total: int
+    complete: bool  # every segment whole in the cache
+    seconds: float
+
+
+@dataclass(frozen=True)
+class IndexSegment:
+    """One MinHash LSH segment of a dataset: what ``minhash_indexes`` returns per row."""
+
+    index_name: str
+    column: str
+    segment_uuid: str
+    num_hashes: Int32
+    num_bands: Int32
+    rows_per_band: Int32
+    shingle_size: Int32
+    tokenizer: str  # JSON of the tokenizer options
+    fragment_ids: UInt32List
+    rows: int
+    bytes: int
+    dataset_version: int
+
+
+SEARCH_IDS_SCHEMA = pa.schema([
+    pa.field("query_index", pa.int64(), nullable=False),
+    pa.field("_rowid", pa.uint64(), nullable=False),
+    pa.field("_distance", pa.float32(), nullable=False),
+])
+# with exact := true: the exact shingle Jaccard (NaN when the query or the row has no shingles)
+SEARCH_IDS_EXACT_SCHEMA = SEARCH_IDS_SCHEMA.append(pa.field("_jaccard", pa.float64()))
+PAIRS_SCHEMA = pa.schema([
+    pa.field("left_rowid", pa.uint64(), nullable=False),
+    pa.field("right_rowid", pa.uint64(), nullable=False),
+    pa.field("similarity", pa.float64(), nullable=False),
+])
+PAIRS_EXACT_SCHEMA = PAIRS_SCHEMA.append(pa.field("jaccard", pa.float64(), nullable=False))
+CLUSTERS_SCHEMA = pa.schema([
+    pa.field("_rowid", pa.uint64(), nullable=False),
+    pa.field("cluster_id", pa.uint64(), nullable=False),
+    pa.field("cluster_size", pa.int64(), nullable=False),
+])
+DEDUP_SCHEMA = CLUSTERS_SCHEMA.append(pa.field("keep", pa.bool_(), nullable=False))
+
+# minhash_join: a left row and a right row, their MinHash similarity, and (exact) their Jaccard
+JOIN_SCHEMA = pa.schema([
+    pa.field("left_rowid", pa.uint64(), nullable=False),
+    pa.field("right_rowid", pa.uint64(), nullable=False),
+    pa.field("similarity", pa.float64(), nullable=False),
+    pa.field("jaccard", pa.float64()),
+])

@@ -1,0 +1,424 @@
+"""The self-join's plan: key-range shards of an index and one shard's data.
+
+:func:`pair_shards` cuts the band-key space ``[0, num_bands << 56)`` into equal key
+ranges (band keys are hashes, so each holds about the same number of band rows; a bucket
+never spans two). :func:`load_shard` reads a shard's key range from every *run* — each
+segment's ``bands.lance`` (page-table search, then one read of the pages) and the
+in-memory sorted band rows of the unindexed fragments (signed once per index version,
+when the shards are planned) — merges them by ``(key, global doc)``, keeps the buckets of
+two rows or more, drops deleted rows, and takes the remaining docs' signatures from the
+segment's process cache. :func:`shard_windows` hands the buckets to the kernels in
+windows of gathered signatures. :mod:`.pairs` verifies the candidates.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..checks import check_int, check_threshold
+from ..errors import ResourceLimitError, UnsupportedIndexError
+from ..kernels.lance_format import BAND_SHIFT
+from ..kernels.lsh import sorted_unique
+from ..kernels.pairs import bucket_bounds, gather_rows, multi_rows, padded_hashes, windows
+from ..kernels.sort import DIGIT_BITS, radix_sort_run
+from ..params import MinHashParams, lsh_probability, recall_bands
+from .cache import ByteCache
+from .entries import SegmentEntry
+from .opened import OpenedIndex, open_index
+
+__all__ = [
+    "SHARD_BAND_ROWS",
+    "MAX_SHARDS",
+    "WINDOW_ROWS",
+    "LowRecallWarning",
+    "warn_if_low_recall",
+    "readonly",
+    "Plan",
+    "plan_for",
+    "Shard",
+    "plan_shards",
+    "pair_shards",
+    "ShardData",
+    "load_shard",
+    "Window",
+    "shard_windows",
+]
+
+SHARD_BAND_ROWS = 1 << 21  # band rows per shard by default (24 MiB of band data)
+MAX_SHARDS = 1 << 16
+WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered together (4 MiB at k=128)
+SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
+WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
+LOW_RECALL_PROBABILITY = 0.5  # warn when a pair at the threshold is a candidate less often
+_MAX_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
+_U64_END = 1 << 64
+
+
+class LowRecallWarning(UserWarning):
+    """The threshold lies far below the index's S-curve: most pairs at it are never candidates."""
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def warn_if_low_recall(params: MinHashParams, threshold: float, stacklevel: int = 2) -> None:
+    """Warn (:class:`LowRecallWarning`) when a pair of similarity ``threshold`` shares a band
+    with probability below :data:`LOW_RECALL_PROBABILITY` under the index's ``(b, r)``."""
+    b, r = params.num_bands, params.rows_per_band
+    p = lsh_probability(threshold, b, r)
+    if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
+        return
+    b2, r2 = recall_bands(threshold, params.num_hashes)
+    warnings.warn(LowRecallWarning(
+        f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
+        f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
+        f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
+        f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
+        f"{lsh_probability(threshold, b2, r2):.3f}), e.g. "
+        f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
+        f"or minhash_build(dataset, column, threshold := {threshold:g})"), stacklevel=stacklevel + 1)
+
+
+# --------------------------------------------------------------------------- plan and shards
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    v = a.view()
+    v.setflags(write=False)
+    return v
+
+
+class Plan:
+    """The runs of one opened index: each segment, then the unindexed fragments' rows."""
+
+    def __init__(self, opened: OpenedIndex):
+        self.opened = opened
+        self.params = opened.params
+        seen: dict[int, str] = {}
+        for info in opened.segments:
+            for f in info.fragment_ids:
+                if f in seen:
+                    raise UnsupportedIndexError(
+                        f"fragment {f} of {opened.uri!r} is covered by two MinHash segments ({seen[f]} and "
+                        f"{info.uuid}) of the index on {opened.column!r}; rebuild it with "
+                        f"minhash_build('{opened.uri}', '{opened.column}', replace := true)")
+                seen[f] = info.uuid
+        self.entries: list[SegmentEntry] = opened.segment_entries()
+        flat = opened.unindexed_entry()
+        if flat is not None:
+            self.entries.append(flat)
+        sizes = [e.docs.num_docs for e in self.entries]
+        self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self.total_docs = int(self.offsets[-1])
+        if self.total_docs >= 2**32:
+            raise ResourceLimitError(
+                f"the index on {opened.column!r} of {opened.uri!r} and its unindexed rows hold "
+                f"{self.total_docs:,} rows; the self-join handles fewer than 2**32")
+        self.total_band_rows = sum(e.bands.num_rows for e in self.entries)
+
+
+_plans = ByteCache.for_objects("self-join plans", _MAX_PLANS)  # id(opened index) -> its Plan
+_plans_lock = threading.Lock()
+
+
+def plan_for(opened: OpenedIndex) -> Plan:
+    """One plan per opened index version (signing the unindexed rows once)."""
+    key = id(opened)
+    with _plans_lock:
+        hit = _plans.get(key)
+        if hit is not None and hit.opened is opened:
+            return hit
+        plan = Plan(opened)
+        _plans.put(key, plan)
+        return plan
+
+
+@dataclass(frozen=True, eq=False)
+class Shard:
+    """Band keys ``[lo, hi)`` of one index, joined across all its runs: an independent unit."""
+
+    index: int
+    num_shards: int
+    lo: int
+    hi: int
+    threshold: float
+    plan: Plan = field(repr=False)
+
+    @property
+    def uri(self) -> str:
+        return self.plan.opened.uri
+
+    @property
+    def version(self) -> int:
+        return self.plan.opened.version
+
+    @property
+    def column(self) -> str:
+        return self.plan.opened.column
+
+    @property
+    def params(self) -> MinHashParams:
+        return self.plan.params
+
+
+def _shards(plan: Plan, threshold: float, num_shards: int | None) -> list[Shard]:
+    if num_shards is None:
+        num_shards = min(MAX_SHARDS, max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS)))
+    else:
+        num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
+    span = plan.params.num_bands << BAND_SHIFT
+    bounds = [span * s // num_shards for s in range(num_shards + 1)]
+    return [Shard(s, num_shards, bounds[s], bounds[s + 1], threshold, plan) for s in range(num_shards)]
+
+
+def plan_shards(dataset, column: str, threshold: float, num_shards: int | None, storage_options,
+                stacklevel: int) -> list[Shard]:
+    t = check_threshold(threshold)
+    opened = open_index(dataset, column, storage_options)
+    warn_if_low_recall(opened.params, t, stacklevel=stacklevel + 1)
+    return _shards(plan_for(opened), t, num_shards)
+
+
+def pair_shards(dataset, column: str, threshold: float = 0.8, *, num_shards: int | None = None,
+                storage_options: dict | None = None) -> list[Shard]:
+    """Independent key-range shards of the self-join of ``column``'s index, across all its
+    segments and the rows no segment covers; :func:`shard_pairs` runs one.
+
+    ``num_shards`` defaults to one per :data:`SHARD_BAND_ROWS` band rows (at least 1).
+    Planning reads no band data, and the opened index version and its signed unindexed
+    rows are kept, so a table function can plan ``n = len(pair_shards(ds, col, t))`` once
+    and then call ``shard_pairs(pair_shards(ds, col, t, num_shards=n)[i])`` per shard,
+    each call independent (pass the same opened ``LanceDataset`` to pin one version).
+    The union of all shards' pairs does not depend on ``num_shards``.
+
+    Raises :class:`InvalidParameterError` for a threshold outside ``(0, 1]`` (or NULL)
+    and :class:`IndexNotFoundError` without an index; warns :class:`LowRecallWarning`
+    when the threshold is far below the index's S-curve.
+    """
+    return plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=2)
+
+
+# --------------------------------------------------------------------------- one shard's data
+
+
+@dataclass
+class ShardData:
+    """A shard's candidate band rows and signature pool, as the kernels take them."""
+
+    keys: np.ndarray  # u64[n], rows of buckets of >= 2 live docs, sorted by (key, doc)
+    docs: np.ndarray  # u32[n] local doc ids
+    starts: np.ndarray  # int64 bucket bounds
+    ends: np.ndarray
+    sigs: np.ndarray  # u16[P, k] pool
+    slot: np.ndarray  # int32: local id -> pool row (empty: identity)
+    rowids: np.ndarray  # u64[P]
+    gid_offset: int  # single run: global doc = local + gid_offset
+    gids: np.ndarray | None  # several runs: global doc of each local id
+
+    def local_rowids(self, local: np.ndarray) -> np.ndarray:
+        return self.rowids[local] if self.slot.size == 0 else self.rowids[self.slot[local]]
+
+    def global_ids(self, local: np.ndarray) -> np.ndarray:
+        if self.gids is None:
+            return local.astype(np.int64) + self.gid_offset
+        return self.gids[local]
+
+
+def read_run(entry: SegmentEntry, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Band rows with keys in ``[lo, hi)`` of one run: page-table search, one read."""
+    with entry.lock:
+        store = entry.bands
+        n = store.num_rows
+        pt = store.page_table
+        if n == 0 or pt.size == 0:
+            return np.empty(0, np.uint64), np.empty(0, np.uint32)
+        a = int(np.searchsorted(pt, np.uint64(lo), side="left"))
+        if a >= pt.size:
+            return np.empty(0, np.uint64), np.empty(0, np.uint32)
+        b = pt.size - 1 if hi >= _U64_END else min(int(np.searchsorted(pt, np.uint64(hi), side="left")), pt.size - 1)
+        pr = store.page_rows
+        start, stop = a * pr, min((b + 1) * pr, n)
+        if store.full:
+            keys, docs = store.keys[start:stop], store.docs[start:stop]
+        else:
+            keys, docs = entry.files.read_bands(start, stop - start)
+    i0 = int(np.searchsorted(keys, np.uint64(lo), side="left"))
+    i1 = keys.size if hi >= _U64_END else int(np.searchsorted(keys, np.uint64(hi), side="left"))
+    return keys[i0:i1], docs[i0:i1]
+
+
+def merge_runs(parts: list[tuple[int, np.ndarray, np.ndarray]], offsets: np.ndarray):
+    """Rows of several runs as one ``(key, global doc)``-sorted array (a stable radix sort on
+    the key of the runs concatenated in run order)."""
+    keys = np.concatenate([p[1] for p in parts]).astype(np.uint64, copy=False)
+    gids = np.concatenate([p[2].astype(np.uint32) + np.uint32(offsets[p[0]]) for p in parts])
+    radix_sort_run(keys, gids, np.empty_like(keys), np.empty_like(gids), DIGIT_BITS)
+    return keys, gids
+
+
+def _read_signatures_whole(entry: SegmentEntry) -> None:
+    """Load a segment's row ids and signatures whole into the process cache, if they fit,
+    reading ``SIGNATURE_READ_ROWS`` rows at a time.
+
+    ``SegmentEntry.doc_arrays`` would load them whole too once a shard needs many docs,
+    but through one ``read_all`` that Lance decodes ahead of the consumer: twice the
+    file's size at the peak (1M rows: +530 MB against +265 MB here).
+    """
+    with entry.lock:
+        store = entry.docs
+        if store.full or entry.files is None or not entry.cached:
+            return
+        if not entry.reserve(store.file_bytes() - store.nbytes):
+            return  # does not fit: the shard reads what it needs
+        n, k = store.num_docs, store.k
+        rowids = np.empty(n, dtype=np.uint64)
+        sigs = np.empty((n, k), dtype=np.uint16)
+        for s in range(0, n, SIGNATURE_READ_ROWS):
+            c = min(SIGNATURE_READ_ROWS, n - s)
+            stored, sigs[s:s + c] = entry.files.read_doc_range(s, c)
+            rowids[s:s + c] = entry.map_rowids(stored)
+        store.set_full(rowids, sigs)
+        entry.stats["full_loads"] += 1
+        entry.settle()
+
+
+def _doc_arrays(entry: SegmentEntry, udocs: np.ndarray):
+    """``(slot, rowids, sigs)`` of sorted unique docs of one run, from the process cache."""
+    if udocs.size * WHOLE_SIGNATURES_FRACTION >= entry.docs.num_docs:
+        _read_signatures_whole(entry)
+    with entry.lock:
+        return entry.doc_arrays(udocs)
+
+
+def _pools_single(entry: SegmentEntry, docs: np.ndarray):
+    udocs = sorted_unique(docs)
+    slot, rowids, sigs = _doc_arrays(entry, udocs)
+    return udocs, slot, rowids, sigs
+
+
+def pool_signatures(plan: Plan, gids: np.ndarray):
+    """Signatures and row ids of the distinct ``gids``, gathered run by run into one pool."""
+    ugids = sorted_unique(gids)
+    k = plan.params.num_hashes
+    sigs = np.empty((ugids.size, k), dtype=np.uint16)
+    rowids = np.empty(ugids.size, dtype=np.uint64)
+    bounds = np.searchsorted(ugids, plan.offsets)
+    for r, entry in enumerate(plan.entries):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        if a == b:
+            continue
+        docs = (ugids[a:b] - np.uint32(plan.offsets[r])).astype(np.uint32)
+        slot, rid, sig = _doc_arrays(entry, docs)
+        rows = docs if slot.size == 0 else slot[docs]
+        sigs[a:b] = sig[rows]
+        rowids[a:b] = rid[rows]
+    return ugids, sigs, rowids
+
+
+def load_shard(shard: Shard) -> ShardData | None:
+    """Read, merge and filter one shard; ``None`` if it has no bucket of two live docs."""
+    plan = shard.plan
+    parts = []
+    for r, entry in enumerate(plan.entries):
+        keys, docs = read_run(entry, shard.lo, shard.hi)
+        if keys.size:
+            parts.append((r, keys, docs))
+    if not parts:
+        return None
+    liveness = plan.opened.liveness
+    empty_slot = readonly(np.empty(0, dtype=np.int32))
+    if len(parts) == 1:
+        r, keys, docs = parts[0]
+        keys, docs = multi_rows(readonly(keys), readonly(docs))
+        if keys.size == 0:
+            return None
+        udocs, slot, rowids, sigs = _pools_single(plan.entries[r], docs)
+        gid_offset, gids = int(plan.offsets[r]), None
+        if not liveness.trivial:
+            urow = rowids[udocs] if slot.size == 0 else rowids[slot[udocs]]
+            alive = liveness.alive(urow)
+            if not alive.all():
+                keep = np.isin(docs, udocs[~alive], invert=True)
+                keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
+    else:
+        keys, gids_rows = merge_runs(parts, plan.offsets)
+        keys, gids_rows = multi_rows(readonly(keys), readonly(gids_rows))
+        if keys.size == 0:
+            return None
+        gids, sigs, rowids = pool_signatures(plan, gids_rows)
+        docs = np.searchsorted(gids, gids_rows).astype(np.uint32)
+        slot, gid_offset = empty_slot, 0
+        gids = gids.astype(np.int64)
+        if not liveness.trivial:
+            alive = liveness.alive(rowids)
+            if not alive.all():
+                keep = alive[docs]
+                keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
+    if keys.size == 0:
+        return None
+    starts, ends = bucket_bounds(readonly(keys))
+    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), readonly(slot), readonly(rowids), gid_offset, gids)
+
+
+@dataclass
+class Window:
+    """Consecutive buckets of a shard as one kernel input: ``docs`` index the pool (``words``
+    / ``halves``, two views of the same rows) and ``rowids`` through ``slot`` (empty:
+    directly); bucket bounds are relative to ``keys``."""
+
+    keys: np.ndarray
+    docs: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    words: np.ndarray  # u64[P, w]
+    halves: np.ndarray  # u16[P, 4w]
+    slot: np.ndarray
+    rowids: np.ndarray
+    row0: int  # shard row of the window's first row
+    gathered: bool
+
+    def global_ids(self, data: ShardData, local: np.ndarray) -> np.ndarray:
+        """Global doc ids of the kernel's local ids."""
+        return data.global_ids(data.docs[self.row0 + local.astype(np.int64)] if self.gathered else local)
+
+
+_EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
+
+
+def shard_windows(data: ShardData, max_rows: int | None = None) -> Iterator[Window]:
+    """The shard's buckets in windows of at most ``max_rows`` (default
+    :data:`WINDOW_ROWS`) rows, each window's signatures gathered in row order into a
+    buffer reused from window to window. A bucket larger than ``max_rows`` is a window of
+    its own, read from the pool directly (when ``k % 4 == 0``; else gathered whole)."""
+    max_rows = WINDOW_ROWS if max_rows is None else max_rows
+    k = data.sigs.shape[1]
+    kp = padded_hashes(k)
+    direct = kp == k
+    spans = windows(data.starts, data.ends, max_rows)
+    if spans.shape[0] == 0:
+        return
+    sizes = data.ends[spans[:, 1] - 1] - data.starts[spans[:, 0]]
+    rows_max = int(sizes.clip(max=max_rows).max() if direct else sizes.max())
+    buf = np.zeros((rows_max, kp), dtype=np.uint16)  # padding lanes stay 0: equal in every row
+    buf_rowids = np.empty(rows_max, dtype=np.uint64)
+    ident = readonly(np.arange(rows_max, dtype=np.uint32))
+    for b0, b1 in spans:
+        r0, r1 = int(data.starts[b0]), int(data.ends[b1 - 1])
+        rows = r1 - r0
+        keys = data.keys[r0:r1]
+        st = readonly(data.starts[b0:b1] - r0)
+        en = readonly(data.ends[b0:b1] - r0)
+        if rows <= max_rows or not direct:
+            gather_rows(data.docs, r0, r1, data.sigs, data.slot, data.rowids, buf, buf_rowids)
+            halves = readonly(buf[:rows])
+            yield Window(keys, ident[:rows], st, en, readonly(buf[:rows].view(np.uint64)), halves, _EMPTY_SLOT,
+                         readonly(buf_rowids[:rows]), r0, True)
+        else:
+            yield Window(keys, readonly(data.docs[r0:r1]), st, en, readonly(data.sigs.view(np.uint64)), data.sigs, data.slot,
+                         data.rowids, r0, False)

@@ -1,0 +1,15 @@
+-- The cross-dataset join, as a TEMP table macro over the _lms_join_* UDFs of
+-- lance_minhash_sql/duck/join.py. The datasets, columns and parameters must be constants.
+
+-- Every pair of a live left row and a live right row that share a band key under the
+-- index of right_dataset's column (right_column, default "column") and whose MinHash
+-- similarity reaches threshold; left rows are signed with that index's parameters.
+-- jaccard (the exact shingle Jaccard) is filled when exact := true, which also keeps only
+-- the pairs with jaccard >= threshold; otherwise it is NULL. Each side's storage options
+-- reach only its own dataset. Runs shard by shard on DuckDB's threads.
+CREATE OR REPLACE TEMP MACRO minhash_join(left_dataset, right_dataset, "column", threshold := 0.8, exact := false,
+                                          right_column := NULL, left_storage_options := NULL,
+                                          right_storage_options := NULL) AS TABLE
+    SELECT * FROM query(_lms_join_plan(left_dataset, right_dataset, "column", right_column, threshold, exact,
+                                       _lms_storage('minhash_join', left_dataset, to_json(left_storage_options)::VARCHAR, getvariable('_lms_connection')),
+                                       _lms_storage('minhash_join', right_dataset, to_json(right_storage_options)::VARCHAR, getvariable('_lms_connection'))));

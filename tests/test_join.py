@@ -1,0 +1,446 @@
+"""The cross-dataset join against brute-force oracles.
+
+The oracle signs every live row of both datasets with the right index's parameters (the
+signer is bit-identical to Lance, see test_signatures.py), lists every (left, right) pair
+sharing at least one band key in plain numpy, and verifies it with the full signatures.
+The join must equal it exactly (set and similarity), whatever the shards, chunks,
+segments, unindexed fragments, deletions, left index and store.
+"""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_minhash_sql as lms
+from exact_join import exact_join
+
+from lance_minhash_sql.corpus import CorpusSpec, generate_batches, generate_texts, write_corpus
+from lance_minhash_sql.errors import DatasetError, IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.index.join import JOIN_SCHEMA, join, join_shards, shard_join
+from lance_minhash_sql.index.pairs import LowRecallWarning, pairs
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.params import MinHashParams
+
+PARAMS = MinHashParams()
+
+
+# --------------------------------------------------------------------------- oracles
+
+
+def signed_rows(uri: str, column: str, params: MinHashParams, options=None):
+    t = lance.dataset(uri, storage_options=options).to_table(columns=[column], with_row_id=True)
+    sigs, has = signer_for(params).sign(t.column(column).combine_chunks())
+    sigs = sigs[has]
+    return t.column("_rowid").to_numpy()[has], sigs, signer_for(params).band_keys(sigs)
+
+
+def brute_join(left: str, right: str, threshold: float, params=PARAMS, column="text", right_column="text",
+               left_options=None, right_options=None) -> dict:
+    """``{(left_rowid, right_rowid): similarity}`` of every verified left x right candidate."""
+    lr, ls, lk = signed_rows(left, column, params, left_options)
+    rr, rs, rk = signed_rows(right, right_column, params, right_options)
+    cand = []
+    for j in range(params.num_bands):
+        order = np.argsort(rk[:, j], kind="stable")
+        sk = rk[order, j]
+        lo = np.searchsorted(sk, lk[:, j], "left")
+        hi = np.searchsorted(sk, lk[:, j], "right")
+        for i in np.flatnonzero(hi > lo):
+            for p in order[lo[i]:hi[i]]:
+                cand.append((i, p))
+    if not cand:
+        return {}
+    cand = np.unique(np.array(cand), axis=0)
+    eq = (ls[cand[:, 0]] == rs[cand[:, 1]]).sum(axis=1)
+    sim = (eq.astype(np.float32) / np.float32(params.num_hashes)).astype(np.float64)
+    keep = sim >= threshold
+    return {(int(a), int(b)): float(s) for a, b, s in zip(lr[cand[keep, 0]], rr[cand[keep, 1]], sim[keep])}
+
+
+def as_dict(batches, with_jaccard: bool = False) -> dict:
+    out = {}
+    count = 0
+    for b in batches:
+        assert b.schema.equals(JOIN_SCHEMA)
+        jac = b.column("jaccard")
+        assert (jac.null_count == 0) if with_jaccard else (jac.null_count == b.num_rows)
+        vals = zip(b.column("left_rowid").to_pylist(), b.column("right_rowid").to_pylist(),
+                   b.column("similarity").to_pylist(), jac.to_pylist())
+        for x, y, s, j in vals:
+            out[(x, y)] = (s, j) if with_jaccard else s
+        count += b.num_rows
+    assert count == len(out), "a pair was reported twice"
+    return out
+
+
+def all_shards(*args, num_shards, chunk_pairs, **kw):
+    for s in join_shards(*args, num_shards=num_shards, **kw):
+        yield from shard_join(s, chunk_pairs=chunk_pairs)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _left_table(start: int, stop: int) -> pa.Table:
+    """Corpus rows ``start .. stop - 1``: their near-duplicates' sources are earlier rows."""
+    t = pa.Table.from_batches(list(generate_batches(stop - start, start=start)))
+    return t
+
+
+@pytest.fixture(scope="module")
+def right(tmp_path_factory) -> str:
+    """Indexed rows 0..2999 in three fragments, an unindexed appended fragment, deletions."""
+    uri = str(tmp_path_factory.mktemp("join") / "right.lance")
+    write_corpus(uri, 3000, rows_per_fragment=1000)
+    build_index(uri, "text")
+    write_corpus(uri, 800, rows_per_fragment=1000, mode="append", start=3000)
+    lance.dataset(uri).delete("id % 7 = 3")
+    return uri
+
+
+@pytest.fixture(scope="module")
+def left(tmp_path_factory) -> str:
+    """Rows 2500..3999 of the same corpus (overlapping the right's rows and near-duplicates
+    of them), no index, deletions."""
+    uri = str(tmp_path_factory.mktemp("join") / "left.lance")
+    lance.write_dataset(_left_table(2500, 4000), uri, max_rows_per_file=600)
+    lance.dataset(uri).delete("id % 11 = 5")
+    return uri
+
+
+@pytest.fixture(scope="module")
+def want_08(left, right):
+    want = brute_join(left, right, 0.8)
+    assert len(want) > 300
+    return want
+
+
+# --------------------------------------------------------------------------- equality with the oracle
+
+
+def test_join_equals_brute_force(left, right, want_08):
+    assert as_dict(join(left, right, "text", 0.8)) == want_08
+    # pairs with rows of the unindexed fragment and with indexed ones
+    frag = min(f.fragment_id for f in lance.dataset(right).get_fragments()[3:])
+    assert any(y >> 32 >= frag for _, y in want_08) and any(y >> 32 < frag for _, y in want_08)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.9, 1.0])
+def test_other_thresholds(left, right, threshold):
+    with pytest.warns(LowRecallWarning) if threshold == 0.5 else _no_warning():
+        got = as_dict(join(left, right, "text", threshold))
+    assert got == brute_join(left, right, threshold)
+
+
+class _no_warning:
+    def __enter__(self):
+        import warnings
+
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("error", LowRecallWarning)
+
+    def __exit__(self, *exc):
+        return self._w.__exit__(*exc)
+
+
+def test_shards_and_chunks_do_not_change_the_answer(left, right, want_08):
+    assert as_dict(all_shards(left, right, "text", 0.8, num_shards=7, chunk_pairs=13)) == want_08
+    assert as_dict(all_shards(left, right, "text", 0.8, num_shards=1, chunk_pairs=1)) == want_08
+
+
+def test_left_index_reused_only_with_identical_parameters(tmp_path, right):
+    same = str(tmp_path / "same.lance")
+    lance.write_dataset(_left_table(2800, 3600), same, max_rows_per_file=300)
+    build_index(same, "text")
+    write_corpus(same, 200, mode="append", start=100)  # unindexed left rows
+    lance.dataset(same).delete("id % 13 = 0")
+    (s, *_) = join_shards(same, right, "text", 0.8)
+    assert s.plan.left.reused
+    want = brute_join(same, right, 0.8)
+    assert want and as_dict(join(same, right, "text", 0.8)) == want
+
+    other = str(tmp_path / "other.lance")
+    lance.write_dataset(_left_table(2800, 3600), other, max_rows_per_file=300)
+    build_index(other, "text", num_bands=32)  # other parameters: its signatures are never mixed in
+    (s, *_) = join_shards(other, right, "text", 0.8)
+    assert not s.plan.left.reused
+    assert as_dict(join(other, right, "text", 0.8)) == brute_join(other, right, 0.8)
+
+
+def test_same_dataset_is_pairs_both_orders_plus_diagonal(right):
+    got = as_dict(join(right, right, "text", 0.8))
+    (s, *_) = join_shards(right, right, "text", 0.8)
+    assert s.plan.left.reused
+    want = {}
+    for b in pairs(right, "text", 0.8):
+        for x, y, sim in zip(*(b.column(i).to_pylist() for i in range(3))):
+            want[(x, y)] = want[(y, x)] = sim
+    rowids, _, _ = signed_rows(right, "text", PARAMS)
+    for r in rowids.tolist():
+        want[(r, r)] = 1.0
+    assert got == want
+
+
+def test_exact_equals_shingle_jaccard(left, right, want_08):
+    got = as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True)
+    assert set(got) <= set(want_08) and all(got[p][0] == want_08[p] for p in got)
+    lt = lance.dataset(left).to_table(columns=["text"], with_row_id=True)
+    rt = lance.dataset(right).to_table(columns=["text"], with_row_id=True)
+    ltext = dict(zip(lt.column("_rowid").to_pylist(), lt.column("text").to_pylist()))
+    rtext = dict(zip(rt.column("_rowid").to_pylist(), rt.column("text").to_pylist()))
+    items = sorted(want_08)
+    con = lms.connect()
+    rows = con.execute("SELECT shingle_jaccard(a, b) FROM (SELECT unnest(?) AS a, unnest(?) AS b)",
+                       [[ltext[x] for x, _ in items], [rtext[y] for _, y in items]]).fetchall()
+    jac = {p: r[0] for p, r in zip(items, rows)}
+    assert got == {p: (want_08[p], jac[p]) for p in items if jac[p] >= 0.8}
+    assert 0 < len(got) < len(want_08)
+
+
+def test_sql_equals_python_with_right_column(tmp_path, left, right, want_08):
+    body = str(tmp_path / "body.lance")
+    t = lance.dataset(left).to_table()
+    lance.write_dataset(t.rename_columns(["id", "body"]), body)
+    con = lms.connect()
+    rows = con.execute("SELECT left_rowid, right_rowid, similarity, jaccard FROM "
+                       "minhash_join(?, ?, 'body', right_column := 'text')", [body, right]).fetchall()
+    # row addresses of the rewritten left differ: compare through the ids
+    ids = dict(zip(lance.dataset(body).to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist(),
+                   t.column("id").to_pylist()))
+    lid = dict(zip(lance.dataset(left).to_table(columns=["id"], with_row_id=True).column("id").to_pylist(),
+                   lance.dataset(left).to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist()))
+    got = {(lid[ids[x]], y): s for x, y, s, j in rows}
+    assert len(got) == len(rows) and all(r[3] is None for r in rows)
+    assert got == want_08
+    got = {(x, y): (s, j) for x, y, s, j in con.execute(
+        "SELECT * FROM minhash_join(?, ?, 'text', threshold := 0.8, exact := true)", [left, right]).fetchall()}
+    assert got == as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_input(tmp_path, left, right):
+    versions = (lance.dataset(left).version, lance.dataset(right).version)
+    for bad in (0, -0.1, 1.5, float("nan"), None, "0.8", True):
+        with pytest.raises(InvalidParameterError, match="threshold"):
+            join(left, right, "text", bad)
+    with pytest.raises(InvalidParameterError, match="exact"):
+        join(left, right, "text", 0.8, exact="yes")
+    with pytest.raises(DatasetError, match="'nope' is not in dataset"):
+        join(left, right, "nope", 0.8, right_column="text")
+    with pytest.raises(DatasetError, match="'nope' is not in dataset"):
+        join(left, right, "text", 0.8, right_column="nope")
+    with pytest.raises(DatasetError, match="string column"):
+        join(left, right, "id", 0.8, right_column="text")
+    bare = str(tmp_path / "bare.lance")
+    lance.write_dataset(_left_table(0, 50), bare)
+    with pytest.raises(IndexNotFoundError, match="minhash_build"):
+        join(left, bare, "text", 0.8)
+    con = lms.connect()
+    for sql, match in [
+        (f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := 0)", "threshold"),
+        (f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := NULL)", "threshold is NULL"),
+        (f"SELECT * FROM minhash_join('{left}', '{bare}', 'text')", "minhash_build"),
+        (f"SELECT * FROM minhash_join('{left}', '{right}', 'id', right_column := 'text')", "string column"),
+        (f"SELECT * FROM minhash_join('{left}', '{right}', 'text', exact := NULL)", "exact is NULL"),
+    ]:
+        with pytest.raises(Exception, match=match):
+            con.execute(sql).fetchall()
+    assert (lance.dataset(left).version, lance.dataset(right).version) == versions
+    assert len(lance.dataset(bare).describe_indices()) == 0
+
+
+# --------------------------------------------------------------------------- object store
+
+
+def test_s3_each_side_with_its_own_options(s3, tmp_path, left, right, want_08):
+    """Right on the S3 test server and left local, then the other way round: each side's
+    options reach only its own dataset (a local path takes no S3 options)."""
+    bucket = s3.make_bucket("lms-join")
+    opts = s3.storage_options()
+    r_uri = f"s3://{bucket}/right.lance"
+    lance.write_dataset(lance.dataset(right).to_table(columns=["id", "text"]), r_uri, storage_options=opts,
+                        max_rows_per_file=1000)
+    build_index(r_uri, "text", storage_options=opts)
+    extra = pa.Table.from_batches(list(generate_batches(300, start=3000)))
+    lance.write_dataset(extra, r_uri, mode="append", storage_options=opts)
+    lance.dataset(r_uri, storage_options=opts).delete("id % 5 = 1")
+    want = brute_join(left, r_uri, 0.8, right_options=opts)
+    assert len(want) > 100
+    assert as_dict(join(left, r_uri, "text", 0.8, right_storage_options=opts)) == want
+
+    l_uri = f"s3://{bucket}/left.lance"
+    lance.write_dataset(lance.dataset(left).to_table(columns=["id", "text"]), l_uri, storage_options=opts,
+                        max_rows_per_file=600)
+    lance.dataset(l_uri, storage_options=opts).delete("id % 4 = 0")
+    want = brute_join(l_uri, right, 0.8, left_options=opts)
+    assert len(want) > 100
+    assert as_dict(join(l_uri, right, "text", 0.8, left_storage_options=opts)) == want
+
+    con = lms.connect()
+    m = "MAP {" + ", ".join(f"'{k}': '{v}'" for k, v in opts.items()) + "}"
+    got = {(x, y): s for x, y, s, _ in con.execute(
+        f"SELECT * FROM minhash_join('{l_uri}', '{right}', 'text', left_storage_options := {m})").fetchall()}
+    assert got == want
+    with pytest.raises(Exception, match="cannot be opened"):  # the right side's options do not reach the left
+        con.execute(f"SELECT * FROM minhash_join('{l_uri}', '{right}', 'text', "
+                    f"right_storage_options := {m})").fetchall()
+
+
+# --------------------------------------------------------------------------- quality
+
+
+def test_quality_on_a_two_dataset_split(tmp_path):
+    """An evaluation set (every fifth row of a corpus with known near-duplicates) against
+    the rest, indexed: at threshold 0.8 the join finds at least 99% of the cross pairs of
+    exact Jaccard >= 0.9, and at least 95% of what it reports has exact Jaccard >= 0.7.
+    The truth is an exact Jaccard similarity join over all rows (tests/exact_join.py)."""
+    n = 20_000
+    spec = CorpusSpec(seed=5)
+    texts = generate_texts(0, n, spec)
+    ids = np.arange(n)
+    is_left = ids % 5 == 0
+    left, right = str(tmp_path / "eval.lance"), str(tmp_path / "corpus.lance")
+    for uri, mask in ((left, is_left), (right, ~is_left)):
+        lance.write_dataset(pa.table({"id": ids[mask], "text": texts.filter(pa.array(mask))}), uri,
+                            max_rows_per_file=5000)
+    build_index(right, "text")
+
+    offsets, hashes = signer_for(PARAMS).shingle_sets(texts)
+    a, b, jac = exact_join(offsets, hashes, 0.7)
+    cross = is_left[a] != is_left[b]
+    lo = np.where(is_left[a], a, b)[cross]
+    hi = np.where(is_left[a], b, a)[cross]
+    truth = dict(zip(zip(lo.tolist(), hi.tolist()), jac[cross].tolist()))
+    high = {p for p, j in truth.items() if j >= 0.9}
+    assert len(high) > 300
+
+    def id_of(uri):
+        t = lance.dataset(uri).to_table(columns=["id"], with_row_id=True)
+        return dict(zip(t.column("_rowid").to_pylist(), t.column("id").to_pylist()))
+
+    lid, rid = id_of(left), id_of(right)
+    got = {(lid[x], rid[y]) for x, y in as_dict(join(left, right, "text", 0.8))}
+    recall = len(high & got) / len(high)
+    precision = sum(p in truth for p in got) / len(got)
+    print(f"cross pairs J>=0.9: {len(high)}, reported: {len(got)}, recall {recall:.4f}, precision {precision:.4f}")
+    assert recall >= 0.99
+    assert precision >= 0.95
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from lance_minhash_sql import cli
+    from lance_minhash_sql.index import join as join_mod
+
+    out = tmp_path / "pairs.parquet"
+    assert cli.main(["join", left, right, "text", "--threshold", "0.8", "--output", str(out), "--quiet"]) == 0
+    assert f"{len(want_08):,} (left, right) pairs at threshold 0.8 written to" in capsys.readouterr().out
+    t = pq.read_table(out)
+    assert t.schema.equals(JOIN_SCHEMA) and as_dict(t.to_batches()) == want_08
+    csv = tmp_path / "pairs.csv"
+    assert cli.main(["join", left, right, "text", "--exact", "--output", str(csv), "--quiet"]) == 0
+    t = pcsv.read_csv(csv)
+    assert t.num_rows == len(as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True))
+    assert cli.main(["join", left, right, "text", "--limit", "3", "--quiet"]) == 0
+    assert "left_rowid" in capsys.readouterr().out
+    assert cli.main(["join", left, right, "text", "--output", str(tmp_path / "p.json")]) == 2
+    assert ".parquet or .csv" in capsys.readouterr().err
+
+    def failing(*args, **kw):  # a run that fails after its first batch leaves no file behind
+        yield next(iter(orig(*args, **kw)))
+        raise DatasetError("the store went away")
+
+    orig = join_mod.join
+    monkeypatch.setattr(join_mod, "join", failing)
+    bad = tmp_path / "half.parquet"
+    assert cli.main(["join", left, right, "text", "--output", str(bad), "--quiet"]) == 2
+    assert "the store went away" in capsys.readouterr().err
+    assert not bad.exists() and [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+
+
+def test_signed_left_rows_respect_the_memory_budget(tmp_path, left, right):
+    """Signing a left dataset larger than the index cache's capacity is refused with the fix
+    (index the left column with the right index's parameters); indexed, it joins."""
+    from lance_minhash_sql.errors import ResourceLimitError
+    from lance_minhash_sql.index.join import signed_bytes
+    from lance_minhash_sql.index.opened import clear_cache, set_cache_capacity
+
+    rows = lance.dataset(left).count_rows()
+    copy = str(tmp_path / "indexed.lance")
+    lance.write_dataset(lance.dataset(left).to_table(), copy)
+    old = set_cache_capacity(signed_bytes(rows, PARAMS) - 1)
+    try:
+        with pytest.raises(ResourceLimitError, match="num_bands := 16"):
+            join(copy, right, "text", 0.8)
+        build_index(copy, "text")
+        set_cache_capacity(old)
+        want = brute_join(copy, right, 0.8)
+        set_cache_capacity(signed_bytes(rows, PARAMS) - 1)
+        assert as_dict(join(copy, right, "text", 0.8)) == want
+    finally:
+        set_cache_capacity(old)
+        clear_cache()
+
+
+def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
+    """The planned SQL names both versions; rows appended and deleted afterwards, and a plan
+    evicted from the cache (planned again for those versions), change nothing."""
+    from lance_minhash_sql.duck import join as duck_join
+
+    lcopy, rcopy = str(tmp_path / "l.lance"), str(tmp_path / "r.lance")
+    lance.write_dataset(_left_table(2500, 3300), lcopy)
+    lance.write_dataset(lance.dataset(right).to_table(columns=["id", "text"]), rcopy, max_rows_per_file=1000)
+    build_index(rcopy, "text")
+    want = brute_join(lcopy, rcopy, 0.8)
+    con = lms.connect()
+    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL)",
+                       [lcopy, rcopy]).fetchall()[0][0]
+    versions = (lance.dataset(lcopy).version, lance.dataset(rcopy).version)
+    assert f", {versions[0]}, {versions[1]}, " in plan
+    lance.write_dataset(_left_table(2500, 2600), lcopy, mode="append")
+    lance.write_dataset(_left_table(2500, 2600), rcopy, mode="append")
+    lance.dataset(rcopy).delete("id % 2 = 0")
+    got = {(a, b): s for a, b, s, _ in con.execute(plan).fetchall()}
+    assert got == want
+    duck_join._PLANS.clear()
+    got = {(a, b): s for a, b, s, _ in con.execute(plan).fetchall()}
+    assert got == want
+    now = {(a, b): s for a, b, s, _ in con.execute("SELECT * FROM minhash_join(?, ?, 'text')",
+                                                   [lcopy, rcopy]).fetchall()}
+    assert now == brute_join(lcopy, rcopy, 0.8) != want
+
+
+def test_stable_row_ids_nulls_and_empty_texts(tmp_path):
+    """Stable row ids and deletions on both sides (the left reusing its index), and left
+    rows without tokens (NULL, empty, punctuation only), which match nothing."""
+    right_uri, left_uri = str(tmp_path / "r.lance"), str(tmp_path / "l.lance")
+    lance.write_dataset(_left_table(0, 2500), right_uri, max_rows_per_file=1000, enable_stable_row_ids=True)
+    build_index(right_uri, "text")
+    lance.dataset(right_uri).delete("id % 4 = 1")
+    t = _left_table(2000, 3200)
+    texts = t.column("text").to_pylist()
+    texts[:3] = [None, "", "!!! ???"]
+    t = t.set_column(1, "text", pa.array(texts, pa.string()))
+    lance.write_dataset(t, left_uri, max_rows_per_file=500, enable_stable_row_ids=True)
+    build_index(left_uri, "text")
+    lance.dataset(left_uri).delete("id % 6 = 2")
+    (s, *_) = join_shards(left_uri, right_uri, "text", 0.8)
+    assert s.plan.left.reused
+    want = brute_join(left_uri, right_uri, 0.8)
+    assert len(want) > 50
+    assert as_dict(join(left_uri, right_uri, "text", 0.8)) == want
+    lt = lance.dataset(left_uri).to_table(columns=["id"], with_row_id=True, filter="id < 2003")
+    tokenless = set(lt.column("_rowid").to_pylist())
+    assert len(tokenless) == 2 and not any(x in tokenless for x, _ in want)

@@ -1,0 +1,127 @@
+"""``warmup()`` fills numba's cache: a later process compiles nothing (numba's own compile
+events and dispatcher statistics say so, not a timing); a cold compile is announced once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lance_minhash_sql import cli
+from lance_minhash_sql.kernels import config as kconfig
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+# A user's first session: every public operation, in SQL and in Python, on a corpus of
+# another size than warmup's; prints numba's counts for this package's kernels.
+_SESSION = r"""
+import gc, json, os, sys, warnings
+warnings.simplefilter("ignore")
+import lance_minhash_sql as lms
+from lance_minhash_sql.corpus import write_corpus
+from lance_minhash_sql.kernels.config import COMPILES
+uri = os.path.join(sys.argv[1], "session.lance")
+write_corpus(uri, 9000, with_truth=True)
+q = "'" + uri + "'"
+con = lms.connect()
+con.sql("SELECT minhash_signature('a b c d'), shingle_jaccard('a b c', 'a b d'), "
+        "minhash_similarity(minhash_signature('x y z'), minhash_signature('x y w'))").fetchall()
+con.sql(f"SELECT * FROM minhash_build({q}, 'text')").fetchall()
+con.sql(f"SELECT * FROM minhash_search({q}, 'text', 'the quick brown fox', 5)").fetchall()
+con.sql(f"SELECT count(*) FROM (SELECT text FROM minhash_search({q}, 'text', 'abc', 3)) q, "
+        f"LATERAL minhash_search_ids({q}, 'text', q.text, 3)").fetchall()
+con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text', exact := true)").fetchall()
+con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text')").fetchall()
+con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text')").fetchall()
+lms.search_ids(uri, "text", ["one two three", "four five six"], 3)
+write_corpus(uri, 300, mode="append", start=9000)
+con.sql(f"SELECT * FROM minhash_optimize({q}, 'text')").fetchall()
+lms.dedup(uri, "text", keep="longest")
+from lance_minhash_sql.index.report import report
+report(uri, "text", sample=100)
+from numba.core.registry import CPUDispatcher
+hits = misses = 0
+for obj in gc.get_objects():
+    if isinstance(obj, CPUDispatcher) and obj.py_func.__module__.startswith("lance_minhash_sql."):
+        hits += sum(obj.stats.cache_hits.values())
+        misses += sum(obj.stats.cache_misses.values())
+print(json.dumps({"compiled": COMPILES.count, "kernels": COMPILES.kernels, "cache_hits": hits,
+                  "cache_misses": misses}))
+"""
+
+_FIRST = r"""
+import lance_minhash_sql as lms
+con = lms.connect()
+con.sql("SELECT minhash_signature('The quick brown fox')").fetchall()
+con.sql("SELECT minhash_signature('jumps over the lazy dog')").fetchall()
+print(lms.warmup().format())
+"""
+
+
+def _run(code: str, cache: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    env.pop("LANCE_MINHASH_COMPILE_NOTICE", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_a_process_after_warmup_compiles_nothing(tmp_path):
+    cache = str(tmp_path / "numba-cache")  # empty: a fresh install
+    first = _run(_FIRST, cache)
+    # the first compilation of the process is announced, once, on stderr
+    assert first.stderr.count("lance-minhash: compiling the numba kernels") == 1, first.stderr
+    assert "warmup: compiled" in first.stdout and cache in first.stdout
+    session = _run(_SESSION, cache, str(tmp_path))
+    got = json.loads(session.stdout.strip().splitlines()[-1])
+    assert got["compiled"] == 0, got["kernels"]  # numba:compile events of the package's kernels
+    assert got["cache_misses"] == 0 and got["cache_hits"] > 20  # every kernel came from the cache
+    assert "compiling the numba kernels" not in session.stderr
+    again = _run("import lance_minhash_sql as lms; print(lms.warmup().format())", cache)
+    assert "nothing compiled" in again.stdout
+
+
+def test_compile_notice_is_printed_once_per_process(capsys, monkeypatch):
+    from numba.core import event
+
+    class Fake:
+        class _cache:  # noqa: N801
+            _cache_path = "/somewhere"
+
+        def py_func(self):
+            pass
+
+    fake = Fake()
+    fake.py_func.__func__.__module__ = "lance_minhash_sql.kernels.fake"
+    log = kconfig.CompileLog()
+    log.notice = True
+    for _ in range(2):
+        log.on_start(event.Event("numba:compile", event.EventStatus.START, data={"dispatcher": fake}))
+        log.on_end(event.Event("numba:compile", event.EventStatus.END, data={"dispatcher": fake}))
+    err = capsys.readouterr().err
+    assert err.count("compiling the numba kernels") == 1 and "/somewhere" in err and "lance-minhash warmup" in err
+    assert log.count == 2 and log.seconds >= 0
+
+
+def test_cli_timings_say_they_include_compilation(capsys, monkeypatch, tmp_path):
+    from lance_minhash_sql.corpus import write_corpus
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, 300)
+    clock = iter([10.0, 12.5])
+    monkeypatch.setattr(cli, "_compile_seconds", lambda: next(clock))
+    assert cli.main(["build", uri, "text", "--quiet"]) == 0
+    assert "(including 2.5s compiling numba kernels, once per machine)" in capsys.readouterr().out
+    monkeypatch.setattr(cli, "_compile_seconds", lambda: 3.0)
+    assert cli.main(["build", uri, "text", "--quiet"]) == 0
+    assert "compiling" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_compile_notice_can_be_silenced(monkeypatch, value):
+    monkeypatch.setenv("LANCE_MINHASH_COMPILE_NOTICE", value)
+    assert kconfig.CompileLog().notice is (value == "1")
