@@ -320,6 +320,7 @@ def test_with_tokenizer_and_differences():
 
 
 def test_recall_bands_edges():
+    assert recall_bands(0.8) == recall_bands(0.8, 128) == (16, 8)  # 128 hashes by default
     # a threshold no band count reaches with the probability: the most bands, r as an int
     assert recall_bands(0.01, 128) == (128, 1) and all(type(x) is int for x in recall_bands(0.01, 128))
     # exactly reaching the probability counts: with r = 1, P = 1 - (1 - t)^b
