@@ -19,7 +19,7 @@ for target in "${targets[@]}"; do
     case "$target" in
         params) module=lance_minhash_sql/params.py; tests="tests/test_params.py"; select="" ;;
         duck) module=lance_minhash_sql/duck/udfs.py; tests="tests/test_duck.py"; select="" ;;
-        xxh64) module=lance_minhash_sql/kernels/xxh64.py; tests="tests/test_signatures.py"; select="-k small_inputs" ;;
+        xxh64) module=lance_minhash_sql/kernels/xxh64.py; tests="tests/test_signatures.py::test_xxh64_small_inputs_match_xxhash"; select="" ;;
         *) echo "unknown target: $target" >&2; exit 2 ;;
     esac
     work="$(mktemp -d "${TMPDIR:-/tmp}/lms-mutation-$target-XXXXXX")"

@@ -241,6 +241,8 @@ def _message(call) -> str:
     (lambda: TokenizerParams(block_size="x"), "block_size='x' must be an integer; use one of (128, 256)"),
     (lambda: TokenizerParams(block_size=64), "block_size=64 must be one of (128, 256)"),
     (lambda: TokenizerParams(lower_case=1), "lower_case=1 must be true or false"),
+    (lambda: TokenizerParams(base_tokenizer=7),
+     "base_tokenizer=7 must be a string, one of ('simple', 'whitespace', 'raw', 'ngram')"),
     (lambda: TokenizerParams(stem=True), "stem=True, remove_stop_words=False: stemming and stop-word removal are not "
      "supported by lance_minhash_sql (MinHash indexes default to neither); set both to false"),
     (lambda: TokenizerParams.parse("{nope"), "tokenizer='{nope' is not valid JSON (Expecting property name enclosed "
@@ -318,6 +320,7 @@ def test_with_tokenizer_and_differences():
 
 
 def test_recall_bands_edges():
+    assert recall_bands(0.8) == recall_bands(0.8, 128) == (16, 8)  # 128 hashes by default
     # a threshold no band count reaches with the probability: the most bands, r as an int
     assert recall_bands(0.01, 128) == (128, 1) and all(type(x) is int for x in recall_bands(0.01, 128))
     # exactly reaching the probability counts: with r = 1, P = 1 - (1 - t)^b
@@ -331,3 +334,38 @@ def test_areas_of_an_empty_interval_are_zero():
     assert false_positive_area(0.0, 16, 8) == 0.0
     assert false_negative_area(1.0, 16, 8) == 0.0
     assert false_positive_area(1.0, 1, 1) == pytest.approx(0.5)  # integral of s over [0, 1]
+
+
+def test_rules_at_the_edges_of_the_band_range():
+    from lance_minhash_sql.params import MAX_SHINGLE_SIZE
+
+    assert _message(lambda: MinHashParams(num_bands=0)) == (
+        "num_bands=0 is out of range: requires 1 <= num_bands <= 256 (the band id is one byte of the band key); "
+        "e.g. 16")
+    assert _message(lambda: MinHashParams(shingle_size=MAX_SHINGLE_SIZE + 1)) == (
+        f"shingle_size={MAX_SHINGLE_SIZE + 1} is out of range: requires shingle_size <= {MAX_SHINGLE_SIZE} (Lance "
+        "stores it as a 32-bit value; a shingle longer than a text's token list is the whole list anyway); e.g. 3")
+    # 514 = 2 * 257: its divisor 257 is above the band limit, never suggested nor chosen
+    assert _message(lambda: MinHashParams(514, 255)).endswith("use e.g. num_bands in [2]")
+    assert recall_bands(0.01, 514) == (2, 257)
+    assert optimal_bands(0.05, 514) == (2, 257)
+
+
+def test_create_passes_every_argument_through():
+    assert MinHashParams.create(num_hashes=64, threshold=0.9) == MinHashParams(64, 8)  # 128 hashes would give 16
+    assert MinHashParams.create(shingle_size=2).shingle_size == 2
+    tok = {"base_tokenizer": "whitespace"}
+    assert MinHashParams.create(tokenizer=tok).tokenizer == TokenizerParams(base_tokenizer="whitespace")
+    assert _message(lambda: MinHashParams.create(num_hashes="x", threshold=0.8)) == (
+        "num_hashes='x' must be an integer; e.g. 128")
+
+
+def test_optimal_bands_weights_and_band_range():
+    assert optimal_bands(0.8) == optimal_bands(0.8, 128) == (8, 16)
+    assert optimal_bands(0.99, 4, false_positive_weight=1, false_negative_weight=0) == (1, 4)  # b = 1 considered
+    assert optimal_bands(0.1, 4) == (4, 1)  # b = num_hashes considered
+    assert optimal_bands(0.8, 128, false_positive_weight=0) == optimal_bands(0.8, 128, 0, 1)  # 0 is a weight
+    assert _message(lambda: optimal_bands(0.8, 128, false_positive_weight=True)) == (
+        "false_positive_weight=True must be a number (0 <= false_positive_weight); e.g. 0.5")
+    assert _message(lambda: optimal_bands(0.8, 128, 0, 0)) == (
+        "false_positive_weight and false_negative_weight must not both be 0")

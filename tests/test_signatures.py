@@ -48,14 +48,14 @@ def test_known_answer_signatures_and_keys():
 
 
 def test_xxh64_small_inputs_match_xxhash():
-    """Every tail (32-byte stripes, 8-, 4- and 1-byte steps) at an offset, three seeds,
+    """Every tail (32-byte stripes, 8-, 4- and 1-byte steps) at an offset, two seeds,
     and the u16 runs that band keys hash: small enough to run without the JIT, which the
     mutation run (scripts/mutation.sh) does."""
     from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
 
     buf = np.frombuffer(bytes(range(256)) * 2, dtype=np.uint8)[::-1].copy()
-    for seed in (0, 42, 2**64 - 1):
-        for n in range(0, 72):
+    for seed in (0, 2**64 - 1):
+        for n in (0, 1, 3, 4, 5, 7, 8, 11, 12, 15, 31, 32, 33, 39, 63, 64, 71):
             assert int(xxh64(buf, 3, n, np.uint64(seed))) == xxhash.xxh64_intdigest(buf[3:3 + n].tobytes(), seed=seed)
     values = np.array([0, 1, 255, 256, 65535, 4660, 43981, 7], dtype=np.uint16)
     for count in (1, 3, 4, 7):
