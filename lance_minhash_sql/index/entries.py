@@ -40,7 +40,7 @@ from .cache import segment_cache
 from .pools import BandStore, DocStore, readonly, runs
 from .sign import signer_for
 
-__all__ = ["SegmentEntry", "segment_entry", "flat_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
+__all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
 
 # Read cost model (measured on the 2-core development machine, pylance 14.0.2, local
 # disk): one read_range / take_rows call costs 0.3-0.7 ms before its bytes; whole-file
@@ -359,6 +359,31 @@ def segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragR
     return cache.adopt(key, entry, entry.nbytes)
 
 
+def signed_rows(ds, column: str, params: MinHashParams, fragments=None) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids (uint64[n]) and signatures (uint16[n, k]) of the rows of ``column`` (of
+    ``fragments``, or all) that have tokens, signed with ``params``, in scan order."""
+    signer = signer_for(params)
+    rowid_parts, sig_parts = [], []
+    for rowids, texts in scan_text(ds, column, fragments=fragments):
+        sigs, has = signer.sign(texts)
+        rowid_parts.append(rowids[has])
+        sig_parts.append(sigs[has])
+    rowids = np.concatenate(rowid_parts).astype(np.uint64, copy=False) if rowid_parts else np.empty(0, np.uint64)
+    sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, params.num_hashes), np.uint16)
+    return rowids, sigs
+
+
+def signed_entry(key, label: str, params: MinHashParams, rowids: np.ndarray, sigs: np.ndarray) -> SegmentEntry:
+    """Signed rows (``rowids`` uint64[n], ``sigs`` uint16[n, k]) as a whole in-memory
+    segment: band keys computed and sorted, page table built, both pools full."""
+    keys, docs = sort_bands(signer_for(params).band_keys(sigs))
+    bands = BandStore(page_table_of(keys, DEFAULT_PAGE_ROWS), DEFAULT_PAGE_ROWS, keys.size)
+    bands.set_full(keys, docs)
+    store = DocStore(rowids.size, params.num_hashes)
+    store.set_full(rowids.astype(np.uint64, copy=False), sigs)
+    return SegmentEntry(key, label, params, None, bands, store)
+
+
 def flat_entry(opened, fragment_ids: tuple[int, ...]) -> SegmentEntry:
     """The unindexed fragments as an in-memory segment: signed now, sorted, cached."""
     ds = opened.ds
@@ -368,20 +393,6 @@ def flat_entry(opened, fragment_ids: tuple[int, ...]) -> SegmentEntry:
     entry = cache.get(key)
     if entry is not None:
         return entry
-    signer = signer_for(opened.params)
-    rowid_parts, sig_parts = [], []
-    for rowids, texts in scan_text(ds, opened.column, fragments=frags):
-        sigs, has = signer.sign(texts)
-        rowid_parts.append(rowids[has])
-        sig_parts.append(sigs[has])
-    k = opened.params.num_hashes
-    rowids = np.concatenate(rowid_parts) if rowid_parts else np.empty(0, np.uint64)
-    sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, k), np.uint16)
-    keys, docs = sort_bands(signer.band_keys(sigs))
-    pages = page_table_of(keys, DEFAULT_PAGE_ROWS)
-    bands = BandStore(pages, DEFAULT_PAGE_ROWS, keys.size)
-    bands.set_full(keys, docs)
-    store = DocStore(rowids.size, k)
-    store.set_full(rowids.astype(np.uint64, copy=False), sigs)
-    entry = SegmentEntry(key, f"unindexed fragments {list(fragment_ids)}", opened.params, None, bands, store)
+    rowids, sigs = signed_rows(ds, opened.column, opened.params, frags)
+    entry = signed_entry(key, f"unindexed fragments {list(fragment_ids)}", opened.params, rowids, sigs)
     return cache.adopt(key, entry, entry.nbytes)

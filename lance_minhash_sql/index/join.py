@@ -48,18 +48,16 @@ import pyarrow as pa
 from ..checks import check_bool, check_int, check_threshold
 from ..errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError, ResourceLimitError,
                       UnsupportedIndexError)
-from ..io.scan import options_for, scan_text, take_texts, text_field
+from ..io.scan import options_for, take_texts, text_field
 from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
-from ..kernels.lsh import page_table_of, sorted_unique
-from ..kernels.sort import radix_sort_run
+from ..kernels.lsh import sorted_unique
 from ..kernels.lance_format import BAND_ROW_BYTES, BAND_SHIFT, similarity as lance_similarity
 from ..kernels.pairs import min_matches, padded_hashes, pair_jaccard
-from ..params import DEFAULT_PAGE_ROWS, MinHashParams
+from ..params import MinHashParams
 from .cache import ByteCache, cache_capacity
-from .entries import SegmentEntry
+from .entries import signed_entry, signed_rows
 from .opened import dataset_handle, open_index
 from .pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET, run_ordered
-from .pools import BandStore, DocStore
 from .results import JOIN_SCHEMA
 from .shards import (MAX_SHARDS, SHARD_BAND_ROWS, merge_runs, plan_for, pool_signatures, read_run,
                      warn_if_low_recall)
@@ -67,7 +65,6 @@ from .sign import signer_for
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "join", "signed_bytes"]
 
-_SORT_BITS = 11  # radix digit of the left rows' band sort
 _MAX_SIGNED = 2  # left datasets whose signed rows are kept (one version each)
 
 
@@ -99,18 +96,6 @@ def _index_side(plan) -> Side:
 _signed = ByteCache.for_objects("left rows signed for a join", _MAX_SIGNED)  # (uri, version, column, ...) -> Side
 
 
-def _sorted_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Band rows ``uint64[n, b]`` as ``(band_key, doc)``-sorted arrays: the bands one after
-    the other (doc ids ascending in each), sorted stably on the key by a radix sort (band
-    ``j``'s keys start with byte ``j``) in 11-bit digits: 2.5x numpy's stable argsort on
-    1.6M rows (8-bit digits: 2x)."""
-    n, b = keys.shape
-    flat = np.ascontiguousarray(keys.T).reshape(-1)
-    docs = np.tile(np.arange(n, dtype=np.uint32), b)
-    radix_sort_run(flat, docs, np.empty_like(flat), np.empty_like(docs), _SORT_BITS)
-    return flat, docs
-
-
 def signed_bytes(rows: int, params: MinHashParams) -> int:
     """Memory of ``rows`` left rows signed for the join: row id, signature, band rows."""
     return rows * (8 + 2 * params.num_hashes + BAND_ROW_BYTES * params.num_bands)
@@ -138,21 +123,8 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> S
     if hit is not None:
         return hit
     _check_budget(uri, column, ds.count_rows(), params)
-    signer = signer_for(params)
-    rowid_parts, sig_parts = [], []
-    for rowids, texts in scan_text(ds, column):
-        sigs, has = signer.sign(texts)
-        rowid_parts.append(rowids[has])
-        sig_parts.append(sigs[has])
-    k = params.num_hashes
-    rowids = np.concatenate(rowid_parts).astype(np.uint64, copy=False) if rowid_parts else np.empty(0, np.uint64)
-    sigs = np.concatenate(sig_parts) if sig_parts else np.empty((0, k), np.uint16)
-    keys, docs = _sorted_bands(signer.band_keys(sigs))
-    bands = BandStore(page_table_of(keys, DEFAULT_PAGE_ROWS), DEFAULT_PAGE_ROWS, keys.size)
-    bands.set_full(keys, docs)
-    store = DocStore(rowids.size, k)
-    store.set_full(rowids, sigs)
-    entry = SegmentEntry(key, f"rows of {column!r} of {uri!r} signed for the join", params, None, bands, store)
+    rowids, sigs = signed_rows(ds, column, params)
+    entry = signed_entry(key, f"rows of {column!r} of {uri!r} signed for the join", params, rowids, sigs)
     side = Side(uri, ds, int(ds.version), column, params, [entry], None, False)
     _signed.put(key, side)
     return side

