@@ -1,5 +1,5 @@
-"""The cross-dataset join: every pair of a left row and a right row whose MinHash
-similarity reaches a threshold, through the right dataset's index.
+"""The cross-dataset join (``docs/join.md``): every pair of a left row and a right row
+whose MinHash similarity reaches a threshold, through the right dataset's index.
 
 >>> from lance_minhash_sql.index.join import join  # doctest: +SKIP
 >>> for batch in join("eval.lance", "corpus.lance", "text", 0.8):  # doctest: +SKIP
