@@ -198,14 +198,16 @@ def _threads() -> int:
     return num_threads()
 
 
-def sort_runs(keys: np.ndarray, docs: np.ndarray, starts: np.ndarray, lengths: np.ndarray, threads: int) -> None:
+def sort_runs(keys: np.ndarray, docs: np.ndarray, starts: np.ndarray, lengths: np.ndarray, threads: int,
+              bits: int = ks.DIGIT_BITS) -> None:
     """Sort each run ``[starts[i], starts[i] + lengths[i])`` of ``keys`` / ``docs`` stably
-    by key, in place: the serial radix sort on up to ``threads`` threads at once, each
-    with its own scratch (so at most ``threads`` runs' scratch is alive)."""
+    by key, in place: the serial radix sort (``bits``-bit digits) on up to ``threads``
+    threads at once, each with its own scratch (so at most ``threads`` runs' scratch is
+    alive)."""
 
     def one(i: int, _stop: int) -> None:
         s, n = int(starts[i]), int(lengths[i])
-        ks.radix_sort_run(keys[s:s + n], docs[s:s + n], ks.empty_u64(n), ks.empty_u32(n), ks.DIGIT_BITS)
+        ks.radix_sort_run(keys[s:s + n], docs[s:s + n], ks.empty_u64(n), ks.empty_u32(n), bits)
 
     run_chunks(one, len(starts), 1, threads)
 

@@ -7,9 +7,9 @@ is sorted on its own with a **stable** sort on the key alone (``docs/signatures.
 for a spill partition: a contiguous key range whose doc ids were appended in ascending
 order.
 
-:func:`sort_runs` sorts every run ``keys[starts[i] : starts[i] + lengths[i]]`` (and its
-``docs`` alongside) in place, ``prange`` over runs with ``nogil``. Each run is an LSD
-radix sort with :data:`DIGIT_BITS`-bit digits over all 64 bits: one read pass builds every
+:func:`radix_sort_run` sorts one run (and its ``docs`` alongside) in place, with
+``nogil``; the build runs several runs at once on Python threads
+(``lance_minhash_sql/index/spill.py``, ``sort_runs``). Each run is an LSD radix sort with :data:`DIGIT_BITS`-bit digits over all 64 bits: one read pass builds every
 digit's histogram, then one scatter pass per digit, skipping digits whose value is the
 same for the whole run (the band byte, the spill prefix bits). Scratch is two arrays of
 the run's length per thread: ``12 * rows`` bytes.
@@ -29,7 +29,7 @@ from numba import njit, prange
 
 from .config import JIT, JIT_PARALLEL
 
-__all__ = ["DIGIT_BITS", "radix_sort_run", "sort_runs", "fill_doc_ids", "is_sorted_pairs",
+__all__ = ["DIGIT_BITS", "radix_sort_run", "is_sorted_pairs",
            "partition_band_rows", "partition_band_rows_into", "split_pairs", "scatter_bands",
            "empty_u64", "empty_u32"]
 
@@ -80,35 +80,6 @@ def radix_sort_run(keys, docs, tmp_keys, tmp_docs, bits):
     if in_tmp:
         keys[:n] = tmp_keys[:n]
         docs[:n] = tmp_docs[:n]
-
-
-@njit(**JIT_PARALLEL)
-def sort_runs(keys, docs, starts, lengths, bits, nthreads):
-    """Sort each run ``[starts[i], starts[i] + lengths[i])`` of the flat ``keys`` / ``docs``
-    stably by key, in place; runs in parallel, ``T`` at a time with per-thread scratch."""
-    m = starts.size
-    if m == 0:
-        return
-    nthreads = max(1, min(nthreads, m))
-    longest = 0
-    for i in range(m):
-        longest = max(longest, lengths[i])
-    tk = np.empty((nthreads, longest), dtype=np.uint64)
-    td = np.empty((nthreads, longest), dtype=np.uint32)
-    for g in range(0, m, nthreads):
-        for t in prange(min(nthreads, m - g)):
-            s = starts[g + t]
-            n = lengths[g + t]
-            radix_sort_run(keys[s:s + n], docs[s:s + n], tk[t], td[t], bits)
-
-
-@njit(**JIT_PARALLEL)
-def fill_doc_ids(docs, starts, lengths):
-    """``docs[starts[i] + t] = t``: doc ids in arrival order for every run."""
-    for i in prange(starts.size):
-        s = starts[i]
-        for t in range(lengths[i]):
-            docs[s + t] = np.uint32(t)
 
 
 @njit(**JIT)
