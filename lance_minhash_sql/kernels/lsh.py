@@ -41,9 +41,7 @@ from . import lance_format
 from .config import JIT, jit_twins
 from .similarity import lance_similarity_jit
 from .order import order_by_pair, sort_values
-from .sort import radix_sort_run
-
-SORT_BITS = 11  # radix digit of sort_bands
+from .sort import DIGIT_BITS, radix_sort_run
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",
@@ -540,13 +538,12 @@ def sort_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     The band id is the top byte of every key and the doc ids ascend within each band, so a
     stable sort of the band-major keys on the key alone yields ``(band_key, doc_id)`` order:
-    a radix sort in :data:`SORT_BITS`-bit digits (2.5x numpy's stable argsort on 1.6M rows;
-    8-bit digits: 2x).
+    the build's radix sort (``kernels/sort.py``), 2-2.5x numpy's stable argsort.
     """
     n, b = keys.shape
     flat = np.ascontiguousarray(keys.T).reshape(-1)
     docs = np.tile(np.arange(n, dtype=np.uint32), b)
-    radix_sort_run(flat, docs, np.empty_like(flat), np.empty_like(docs), SORT_BITS)
+    radix_sort_run(flat, docs, np.empty_like(flat), np.empty_like(docs), DIGIT_BITS)
     return flat, docs
 
 
