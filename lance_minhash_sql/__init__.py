@@ -15,19 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    CorruptIndexError,
-    DatasetError,
-    EmptySearchWarning,
-    IndexNotFoundError,
-    InvalidInputError,
-    InvalidParameterError,
-    LanceMinHashError,
-    ParameterMismatchError,
-    MissingDependencyError,
-    ResourceLimitError,
-    UnsupportedIndexError,
-)
+from . import errors
+from .errors import *  # noqa: F403  (the exception tree: errors.__all__)
 
 if TYPE_CHECKING:
     from .duck.install import connect, install
@@ -51,18 +40,7 @@ __all__ = [
     "dedup",
     "warmup",
     "join",
-    "LanceMinHashError",
-    "InvalidParameterError",
-    "ParameterMismatchError",
-    "InvalidInputError",
-    "DatasetError",
-    "IndexNotFoundError",
-    "CorruptIndexError",
-    "UnsupportedIndexError",
-    "ResourceLimitError",
-    "MissingDependencyError",
-    "EmptySearchWarning",
-]
+] + errors.__all__
 
 _LAZY = {"install": ".duck.install", "connect": ".duck.install"}
 _LAZY.update(build_index=".index.build", search=".index.search", search_ids=".index.search", pairs=".index.pairs",

@@ -240,13 +240,14 @@ def test_public_api():
 
     # each public name is the object its module defines (lazy names resolve to the real ones)
     assert lms.install is install and lms.connect is connect and lms.dedup is dedup and lms.search is search
+    # every exception of errors.py is public, and is the class errors.py defines
+    assert set(errors.__all__) <= set(lms.__all__)
     for name in errors.__all__:
-        if name in lms.__all__:
-            assert getattr(lms, name) is getattr(errors, name)
+        assert getattr(lms, name) is getattr(errors, name)
     assert lms.__version__ == _installed_version()
     # one base class catches every public error, whichever public function raises it
     public_errors = [getattr(lms, n) for n in lms.__all__ if n.endswith("Error")]
-    assert len(public_errors) == 10
+    assert len(public_errors) == 11
     assert all(issubclass(e, lms.LanceMinHashError) for e in public_errors)
     with pytest.raises(lms.LanceMinHashError, match="no_such.lance"):
         lms.search("/no_such.lance", "text", "a b c")
