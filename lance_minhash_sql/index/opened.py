@@ -18,11 +18,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
 from ..io.liveness import Liveness
 from ..io.manifest import SegmentInfo, minhash_segments, segment_dir
 from ..io.rowids import FragReuse, frag_reuse
-from ..io.scan import is_dataset, latest_of, open_dataset, options_for, text_field
+from ..io.scan import is_dataset, latest_of, open_dataset, options_for, schema_of, text_field
+from ..io.takes import RowFetcher
 from ..params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from .cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity, cache_info, cache_usage,
                     clear_cache, set_cache_capacity)
@@ -96,6 +99,8 @@ class OpenedIndex:
     liveness: Liveness
     storage_options: dict | None = field(default=None, repr=False)  # may hold secrets
     reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
+    schema: pa.Schema | None = field(default=None, repr=False)  # the dataset version's schema
+    fetcher: RowFetcher | None = field(default=None, repr=False)  # the user's columns of result rows
 
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
@@ -208,7 +213,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
     opened = OpenedIndex(uri, ds, version, column, params, segments, covered, fragments, unindexed,
-                         liveness, storage_options, reuse)
+                         liveness, storage_options, reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
     with _opened_lock:
         _opened.put(key, opened)
     return opened

@@ -12,7 +12,7 @@ from .takes import take_rows
 from ..errors import DatasetError
 from .store import check_uri, is_remote, lance_message, redact, redact_uri
 
-__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "text_field", "scan_text", "read_rows"]
+__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "schema_of", "text_field", "scan_text", "read_rows"]
 
 DEFAULT_BATCH_ROWS = 65_536
 
@@ -76,6 +76,11 @@ def _store_hint(msg: str, storage_options: dict | None) -> str:
         return (f"the object store endpoint {endpoint or '(default)'} cannot be reached: check the endpoint "
                 "and the network")
     return "check the URI, the bucket, the credentials and the endpoint in storage_options"
+
+
+def schema_of(ds: "lance.LanceDataset") -> pa.Schema:
+    """The dataset version's Arrow schema."""
+    return ds.schema
 
 
 def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field:

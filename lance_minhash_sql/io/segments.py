@@ -32,8 +32,8 @@ from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from ..kernels.lance_format import page_ends
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
-from .chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows, layout_problem, mapped_column,
-                     mapped_rows, read_columns, rows_problem)
+from .chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows, layout_problem, map_file,
+                     mapped_column, mapped_rows, read_columns, rows_problem)
 from .details import details_hex, params_from_hex
 from .lancefile import FileLayout, parse_layout, read_layout, tail_span
 from .store import is_remote, redact, redact_uri
@@ -489,7 +489,7 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
 def _mapped(path: str) -> np.ndarray:
     local = local_path(path)
     try:
-        return np.memmap(local, mode="r")
+        return map_file(local)
     except (OSError, ValueError) as exc:
         raise CorruptIndexError(f"{path}: cannot map the index file ({exc}); rebuild the index") from None
 
