@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
+from ..io.scan import schema_of
 from ..records import record_dict, record_schema
 from .args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
 from .args import column as column_array
@@ -253,7 +254,7 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
 
     fn = "minhash_search"
     ds = dataset_at(dataset, version, options)
-    layout = _layout(ds.schema)
+    layout = _layout(schema_of(ds))
     table = prefixed(fn, lambda: run(ds, column, text(fn, "query", query), integer(fn, "k", k), threshold=threshold,
                                      exact=flag(fn, "exact", exact), fast_search=flag(fn, "fast_search", fast_search),
                                      filter=filter_, columns=list(layout.columns), storage_options=options))
