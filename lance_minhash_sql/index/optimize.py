@@ -161,7 +161,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     segments = [s for s in all_segments if s.name == name]
     chosen = set(parse_merge(merge, [s.uuid for s in segments]))
     selected = [s for s in segments if s.uuid in chosen]
-    files = {s.uuid: open_segment(manifest.segment_dir(ds, s.uuid), storage_options) for s in segments}
+    files = {s.uuid: open_segment(manifest.segment_dir(ds, s.uuid), storage_options, s.size_bytes) for s in segments}
     params = _index_params(ds, column, segments, files)
 
     current = manifest.fragment_ids(ds)
