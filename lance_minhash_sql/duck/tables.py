@@ -27,7 +27,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
-from ..io.scan import schema_of
 from ..records import record_dict, record_schema
 from .args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
 from .args import column as column_array
@@ -251,6 +250,7 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
     """The search's result table on dataset ``version``, with the layout of its columns."""
     from ..index.opened import dataset_at
     from ..index.search import search as run
+    from ..io.scan import schema_of
 
     fn = "minhash_search"
     ds = dataset_at(dataset, version, options)

@@ -84,7 +84,7 @@ class RowFetcher:
         frag = self.ds.get_fragment(fragment_id)
         entry = False if frag is None else None  # False: no such fragment in this version
         if frag is not None and frag.deletion_file() is None:
-            entry = _Session(frag.open_session(list(columns))._session, int(frag.physical_rows))
+            entry = _Session(frag.open_session(list(columns)), int(frag.physical_rows))
         with self._lock:
             return self._sessions.setdefault(key, entry)
 
@@ -98,28 +98,33 @@ class RowFetcher:
                 entry = self._session(first, tuple(columns))
                 if entry is False:
                     _changed(self.ds, uri, what, rowids.size, 0)
-                if entry is not None and entry.lock.acquire(blocking=False):
-                    try:
-                        offsets = (rowids & _OFFSET_MASK).astype(np.int64)
-                        order = np.argsort(offsets, kind="stable")
-                        ordered = offsets[order]
-                        if int(ordered[-1]) >= entry.rows:  # past the fragment's end: no such row
-                            _changed(self.ds, uri, what, rowids.size, int((ordered < entry.rows).sum()))
-                        if (ordered[1:] == ordered[:-1]).any():
-                            ordered = None  # a row asked twice: take_rows
-                        else:
-                            batch = entry.session.take(ordered.tolist())  # strictly increasing offsets
-                    finally:
-                        entry.lock.release()
-                    if ordered is not None:
-                        if batch.num_rows != rowids.size:
-                            _changed(self.ds, uri, what, rowids.size, batch.num_rows)
-                        if (order != np.arange(order.size)).any():
-                            inverse = np.empty_like(order)
-                            inverse[order] = np.arange(order.size)
-                            batch = batch.take(pa.array(inverse))
-                        return pa.Table.from_batches([batch])
+                if entry is not None:
+                    t = self._from_session(entry, rowids & _OFFSET_MASK, what, uri)
+                    if t is not None:
+                        return t
         return take_rows(self.ds, pa.array(rowids, type=pa.uint64()), columns, what, uri)
+
+    def _from_session(self, entry: _Session, offsets: np.ndarray, what: str, uri: str | None) -> pa.Table | None:
+        """The rows at ``offsets`` of a fragment without deletions, in the asked order; None
+        when the session is busy in another thread or an offset repeats (take_rows then)."""
+        offsets = offsets.astype(np.int64)
+        order = np.argsort(offsets, kind="stable")
+        ordered = offsets[order]  # a session takes strictly increasing offsets
+        if int(ordered[-1]) >= entry.rows:  # past the fragment's end: no such row
+            _changed(self.ds, uri, what, offsets.size, int((ordered < entry.rows).sum()))
+        if (ordered[1:] == ordered[:-1]).any() or not entry.lock.acquire(blocking=False):
+            return None
+        try:
+            t = entry.session.take(ordered.tolist())
+        finally:
+            entry.lock.release()
+        if t.num_rows != offsets.size:
+            _changed(self.ds, uri, what, offsets.size, t.num_rows)
+        if (order != np.arange(order.size)).any():
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(order.size)
+            t = t.take(pa.array(inverse))
+        return t
 
 
 def take_expression(ds, rowids: np.ndarray, expressions: dict[str, str]) -> pa.Table:
