@@ -20,7 +20,8 @@ Per query, in rotating order:
 
 Then the cost of each component of the SQL statement, measured in the same run on the same
 queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), the index
-search alone (``topk``), the row fetch alone, the plan call (``_lms_search_plan``: the
+search alone (``topk``), the row fetch alone (the search's, and Lance's dataset take of the
+same rows beside it), the plan call (``_lms_search_plan``: the
 search, the fetch and the result's SQL text), that result SQL run alone (a ``VALUES``
 list and casts), and the rest (``query()`` around them).
 
@@ -123,12 +124,13 @@ def main() -> None:
 
     opened = open_index(uri, "text")
     cols = [c for c in ds.schema.names]
-    hits = [pa.array(topk(opened, pa.array([q], pa.large_string()), 10)[1], pa.uint64()) for q in queries]
+    hits = [topk(opened, pa.array([q], pa.large_string()), 10)[1] for q in queries]
     texts = [search_plan(uri, "text", q, 10, None, False, False, None, None, None) for q in queries]
     parts = {
         "DuckDB statement alone: SELECT ?": lambda i, q: con.execute("SELECT ?", [q]).fetchall(),
         "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
-        "row fetch alone (take of 10 rows)": lambda i, q: opened.ds._take_rows(hits[i], cols),
+        "row fetch alone (the search's take)": lambda i, q: opened.fetcher.take(hits[i], cols, "the benchmark"),
+        "row fetch by Lance's dataset take": lambda i, q: opened.ds._take_rows(pa.array(hits[i], pa.uint64()), cols),
         "plan call: SELECT _lms_search_plan(..)": lambda i, q: con.execute(
             f"SELECT _lms_search_plan({u}, 'text', ?, 10, NULL, false, false, NULL, NULL, NULL)", [q]).fetchall(),
         "its result SQL run alone (VALUES)": lambda i, q: con.execute(texts[i]).fetchall(),

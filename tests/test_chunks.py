@@ -150,3 +150,64 @@ def test_signature_rows_equal_lances_reader(segments, writer):
     assert len(calls) == 2  # rows 10-20 lie within a few KiB: one read; row 5000 another
     assert fixed_rows(read, "sigs", layout_of(f"{seg}/{SIGNATURES_FILE}"), 0, 64, 2) is None  # _rowid: not fixed-size lists
     assert fixed_rows(read, "sigs", layout_of(f"{seg}/{SIGNATURES_FILE}"), 1, 128, 2) is None  # other width
+
+
+@pytest.mark.parametrize("writer", ["lance", "ours"])
+def test_mapped_files_equal_lances_reader(segments, writer):
+    """The memory-mapped readers (a local query's path) give Lance's values for sorted,
+    shuffled and repeated rows, and refuse a row outside the file."""
+    _, dirs = segments
+    seg = dirs[writer]
+    files = open_segment(seg)
+    keys, docs = files.band_map
+    sigs = files.signature_map
+    reader = LanceFileReader(f"{seg}/{SIGNATURES_FILE}")
+    rng = np.random.default_rng(5)
+    n = keys.num_rows
+    for rows in list(row_sets(n, rng)) + [rng.permutation(n)[:900], np.array([5, 5, 2, n - 1, 0])]:
+        uniq, back = np.unique(rows, return_inverse=True)  # Lance's file reader takes sorted rows
+        ref_keys, ref_docs = reference(seg, uniq)
+        assert (keys.read_rows(rows) == ref_keys[back]).all() and (docs.read_rows(rows) == ref_docs[back]).all()
+    for rows in list(row_sets(len(TEXTS), rng)) + [rng.permutation(len(TEXTS))[:500], np.array([9, 3, 9])]:
+        uniq, back = np.unique(rows, return_inverse=True)
+        ref = reader.take_rows(uniq.astype(np.uint64).tolist()).to_table().column(1)
+        assert (sigs.read_rows(rows) == np.stack(ref.to_numpy(zero_copy_only=False))[back]).all()
+    for reader_of, bad in ((keys, n), (docs, -1), (sigs, len(TEXTS))):
+        with pytest.raises(CorruptIndexError, match="outside"):
+            reader_of.read_rows(np.array([0, bad]))
+
+
+def test_mapped_pages_are_handed_back_in_batches(segments, monkeypatch):
+    """A gather's touched pages go back to the OS once they may reach RELEASE_BYTES: one
+    system call per batch of queries, not one per query."""
+    from lance_minhash_sql.io import chunks
+
+    _, dirs = segments
+    sigs = open_segment(dirs["ours"]).signature_map
+    calls = []
+
+    class Map:
+        def madvise(self, *args):
+            calls.append(args)
+
+    sigs._map = Map()
+    monkeypatch.setattr(chunks, "RELEASE_BYTES", 64 * chunks._OS_PAGE)
+    for i in range(20):  # 20 gathers of 3 rows: at most 2 pages each, released every 32 pages
+        sigs.read_rows(np.array([i, 4000 + i, 9000 + i]))
+    assert 1 <= len(calls) <= 2
+    big = np.arange(0, len(TEXTS), 7)
+    sigs.read_rows(big)  # a large gather is handed back at once
+    assert len(calls) >= 2 and calls[-1][2] > 64 * chunks._OS_PAGE
+
+
+def test_window_indices_are_every_windows_rows_once():
+    from lance_minhash_sql.kernels.lsh import window_indices
+
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        shape = tuple(rng.integers(1, 5, size=2))
+        ws = rng.integers(-1, 60, size=shape)
+        we = np.where(ws >= 0, ws + rng.integers(0, 25, size=shape), -1)
+        want = sorted({r for s, e in zip(ws.ravel(), we.ravel()) if s >= 0 for r in range(s, e)})
+        got = window_indices(ws.astype(np.int64), we.astype(np.int64))
+        assert got.dtype == np.int64 and got.tolist() == want

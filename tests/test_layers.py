@@ -2,7 +2,10 @@
 
 * imports flow one way: kernels <- io <- index <- duck <- cli; kernels are pure numpy + numba;
 * only io/ touches Lance: no ``import lance``, ``LanceFileReader`` or ``_take_rows``
-  elsewhere (``bench.py`` runs Lance itself as a benchmark peer);
+  elsewhere (``bench.py`` runs Lance itself as a benchmark peer), and no member of a
+  ``LanceDataset`` or ``LanceFragment`` (``count_rows``, ``schema``, ``version``, ``uri``,
+  ``get_fragment``, ...) used on a dataset or fragment object (a name such as ``ds``,
+  ``dataset``, ``new_ds``, ``frag``, or an attribute ``.ds``): io/ has a function for each;
 * no module uses another module's private names (``from .x import _y``, ``x._y``);
 * no module is over :data:`MAX_LINES` lines.
 
@@ -14,13 +17,19 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
+import lance
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "lance_minhash_sql"
 LAYER_ORDER = ["kernels", "io", "index", "duck", "cli"]
 LANCE_PEERS = {"bench.py"}  # runs Lance itself as a benchmark peer
 LANCE_ONLY_NAMES = ("_take_rows", "LanceFileReader")
+# members of pylance's dataset and fragment objects, and the names such objects go by
+LANCE_MEMBERS = frozenset(m for cls in (lance.LanceDataset, lance.LanceFragment) for m in dir(cls)
+                          if not m.startswith("__"))
+LANCE_OBJECT = re.compile(r"^(ds|dataset|\w+_ds|ds_\w+|\w+_dataset|frag|fragment|\w+_frag)$")
 MAX_LINES = 600
 
 
@@ -87,6 +96,12 @@ def violations(source: str, rel: str) -> list[str]:
                 ident = node.value if node.value in LANCE_ONLY_NAMES else None
             if ident in LANCE_ONLY_NAMES:
                 out.append(f"{rel}:{node.lineno}: uses {ident} (only io/ touches Lance)")
+            if isinstance(node, ast.Attribute) and node.attr in LANCE_MEMBERS and name not in LANCE_PEERS:
+                owner = node.value
+                owner = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else None
+                if owner is not None and LANCE_OBJECT.match(owner):
+                    out.append(f"{rel}:{node.lineno}: uses Lance member {owner}.{node.attr} (only io/ touches Lance; "
+                               "ask through an io/ function)")
     # no private names of other modules
     aliases = {}  # local name -> package module it names
     for node in ast.walk(tree):
@@ -155,6 +170,15 @@ def test_kernels_are_pure():
     ("lance_minhash_sql/index/x.py", "def f(ds, ids):\n    return ds._take_rows(ids, ['a'])\n", "uses _take_rows"),
     ("lance_minhash_sql/index/x.py", "def f(ds):\n    return hasattr(ds, '_take_rows')\n", "uses _take_rows"),
     ("lance_minhash_sql/index/x.py", "def f(p, m):\n    return m.LanceFileReader(p)\n", "uses LanceFileReader"),
+    ("lance_minhash_sql/index/x.py", "def f(ds):\n    return ds.count_rows()\n", "uses Lance member ds.count_rows"),
+    ("lance_minhash_sql/index/x.py", "def f(o):\n    return o.ds.schema.names\n", "uses Lance member ds.schema"),
+    ("lance_minhash_sql/duck/x.py", "def f(dataset):\n    return int(dataset.version)\n",
+     "uses Lance member dataset.version"),
+    ("lance_minhash_sql/index/x.py", "def f(w):\n    return w.new_ds.uri\n", "uses Lance member new_ds.uri"),
+    ("lance_minhash_sql/index/x.py", "def f(ds):\n    return [x.fragment_id for x in ds.get_fragments()]\n",
+     "uses Lance member ds.get_fragments"),
+    ("lance_minhash_sql/index/x.py", "def f(frag):\n    return frag.deletion_file()\n",
+     "uses Lance member frag.deletion_file"),
     ("lance_minhash_sql/index/x.py", "from .build import _bar\n", "imports private _bar"),
     ("lance_minhash_sql/duck/x.py", "from .tables import _scalars, search_sql\n", "imports private _scalars"),
     ("lance_minhash_sql/index/x.py", "from . import opened\n\ndef f():\n    return opened._the_cache()\n",
@@ -172,6 +196,9 @@ def test_checker_accepts_what_the_rules_allow():
     ok = [
         ("lance_minhash_sql/io/x.py", "import lance\nfrom lance.file import LanceFileReader\n"
                                       "def f(ds, i):\n    return ds._take_rows(i, ['a'])\n"),
+        ("lance_minhash_sql/io/x.py", "def f(ds):\n    return ds.count_rows(), ds.schema, int(ds.version)\n"),
+        ("lance_minhash_sql/index/x.py", "from ..io.scan import row_count\n\ndef f(ds, t):\n"
+                                         "    return row_count(ds), t.schema, t.num_rows\n"),
         ("lance_minhash_sql/duck/x.py", "from ..index.search import search\nfrom ..io.scan import open_dataset\n"),
         ("lance_minhash_sql/index/x.py", "from .cache import ByteCache\n\nclass A:\n    def _own(self):\n"
                                          "        return self._x\n"),

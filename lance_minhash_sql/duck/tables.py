@@ -250,10 +250,11 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
     """The search's result table on dataset ``version``, with the layout of its columns."""
     from ..index.opened import dataset_at
     from ..index.search import search as run
+    from ..io.scan import schema_of
 
     fn = "minhash_search"
     ds = dataset_at(dataset, version, options)
-    layout = _layout(ds.schema)
+    layout = _layout(schema_of(ds))
     table = prefixed(fn, lambda: run(ds, column, text(fn, "query", query), integer(fn, "k", k), threshold=threshold,
                                      exact=flag(fn, "exact", exact), fast_search=flag(fn, "fast_search", fast_search),
                                      filter=filter_, columns=list(layout.columns), storage_options=options))

@@ -59,7 +59,7 @@ from ..checks import check_bool
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
 from ..io import manifest, store
 from ..io.details import TYPE_URL
-from ..io.scan import open_dataset, options_for, scan_text, text_field
+from ..io.scan import fragment_objects, open_dataset, options_for, row_count, scan_text, text_field, uri_of, version_of
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWriter
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .results import BuildResult
@@ -190,7 +190,7 @@ def _target(ds, column: str, name: str | None, replace: bool) -> tuple[str, list
     if existing and not replace:
         e = existing[0]
         raise DatasetError(
-            f"column {column!r} of dataset {ds.uri!r} already has a MinHash index {e.name!r} "
+            f"column {column!r} of dataset {uri_of(ds)!r} already has a MinHash index {e.name!r} "
             f"({len(e.segment_uuids)} segment(s)) and replace=False; pass replace=True to rebuild it")
     target = name if name is not None else (existing[0].name if existing else manifest.default_index_name(column))
     for e in entries:
@@ -198,11 +198,11 @@ def _target(ds, column: str, name: str | None, replace: bool) -> tuple[str, list
             continue
         if e.type_url != TYPE_URL:
             raise DatasetError(
-                f"dataset {ds.uri!r} already has an index named {target!r} of type {e.index_type} on "
+                f"dataset {uri_of(ds)!r} already has an index named {target!r} of type {e.index_type} on "
                 f"{list(e.columns)}; a MinHash index cannot replace it: pass another name= or drop that index")
         if column not in e.columns:
             raise DatasetError(
-                f"dataset {ds.uri!r} already has a MinHash index named {target!r} on column(s) "
+                f"dataset {uri_of(ds)!r} already has a MinHash index named {target!r} on column(s) "
                 f"{list(e.columns)}, not {column!r}; pass another name=")
     return target, manifest.minhash_segments(ds, column)
 
@@ -359,7 +359,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
     segment (default: a new uuid), so that a caller that loses the writing process (a
     distributed build whose node died) knows which folder to remove.
     """
-    uri = ds.uri
+    uri = uri_of(ds)
     seg = None
     sorter = None
     marker = None
@@ -375,7 +375,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         _write_marker(marker, {
             "dataset": uri, "uuid": seg.uuid, "segment": seg.path, "spill": sorter.spill_dir,
             "pid": os.getpid(), "proc_start": _proc_start(os.getpid()), "started": time.time(),
-            "read_version": int(ds.version)})
+            "read_version": version_of(ds)})
 
         signer = signer_for(params)
         sig_writer = SignaturesWriter(seg.path, params, storage_options)
@@ -483,7 +483,7 @@ def check_segment_rows(ds, rows: int) -> None:
     """A segment holds at most :data:`MAX_SEGMENT_ROWS` docs (u32 doc ids)."""
     if rows > MAX_SEGMENT_ROWS:
         raise ResourceLimitError(
-            f"dataset {ds.uri!r} has {rows:,} rows, but one MinHash segment holds at most "
+            f"dataset {uri_of(ds)!r} has {rows:,} rows, but one MinHash segment holds at most "
             f"{MAX_SEGMENT_ROWS:,} (doc ids are u32); build per-fragment segments (fragment subsets of "
             f"fewer rows) and commit them together")
 
@@ -500,10 +500,10 @@ def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *
     would hold an empty segment that can never answer); ``what`` names the rows in that
     message (e.g. a fragment group).
     """
-    uri = ds.uri
+    uri = uri_of(ds)
     fragment_ids = [int(f) for f in fragment_ids]
     whole = fragment_ids == manifest.fragment_ids(ds)
-    frag_objs = None if whole else [ds.get_fragment(f) for f in fragment_ids]
+    frag_objs = None if whole else fragment_objects(ds, fragment_ids)
     stats: dict = {}
     batches = scan_text(ds, column, fragments=frag_objs, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
                         fragment_readahead=SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
@@ -533,9 +533,9 @@ def prepare_build(dataset, column: str, num_hashes, num_bands, shingle_size, tok
     params = MinHashParams.create(num_hashes, num_bands, shingle_size, tokenizer, threshold)
     replace = check_bool("replace", replace)
     index_name, old_segments = _target(ds, column, name, replace)
-    total_rows = int(ds.count_rows())
+    total_rows = row_count(ds)
     if total_rows == 0:
-        raise DatasetError(f"dataset {ds.uri!r} has no rows: there is nothing to index; add data first")
+        raise DatasetError(f"dataset {uri_of(ds)!r} has no rows: there is nothing to index; add data first")
     return ds, params, index_name, old_segments, total_rows
 
 
@@ -565,7 +565,7 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
     check_segment_rows(ds, total_rows)
     plan = plan_sort(total_rows, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     frags = manifest.fragment_ids(ds)
-    uri = ds.uri
+    uri = uri_of(ds)
 
     cleanup_leftovers(uri, storage_options)
 
@@ -580,5 +580,5 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
         num_bands=params.num_bands, rows_per_band=params.rows_per_band,
         shingle_size=params.shingle_size, tokenizer=json.dumps(params.tokenizer.to_dict()),
         segments=1, rows_indexed=w.rows, rows_without_tokens=stats.get("scanned", 0) - w.rows,
-        seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes, dataset_version=int(w.dataset.version),
+        seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes, dataset_version=version_of(w.dataset),
         segment_uuids=(w.seg.uuid,), spilled_bytes=w.spilled_bytes)

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from ..checks import check_bool, check_threshold
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.rewrite import dataset_exists, delete_rows, live_rows, write_without
-from ..io.scan import open_dataset, options_for, text_field
+from ..io.scan import open_dataset, options_for, schema_of, text_field, version_of
 from ..io.takes import take_rows
 from .progress import progress_bar
 from .clusters import clusters
@@ -104,10 +104,10 @@ def _first_by_sql(table: pa.Table, order_by: str, uri: str, columns: list[str]) 
 
 def _check_order_by(ds, uri: str, order_by: str) -> list[str]:
     """Bind ``order_by`` against the dataset schema on an empty table; the columns it uses."""
-    cols = _referenced(ds.schema, order_by)
+    cols = _referenced(schema_of(ds), order_by)
     empty = pa.schema([pa.field("_rowid", pa.uint64()), pa.field(_CLUSTER, pa.uint64())]
-                      + [ds.schema.field(c) for c in cols]).empty_table()
-    _first_by_sql(empty, order_by, uri, ds.schema.names)
+                      + [schema_of(ds).field(c) for c in cols]).empty_table()
+    _first_by_sql(empty, order_by, uri, schema_of(ds).names)
     return cols
 
 
@@ -138,9 +138,9 @@ def _first_by(ds, uri: str, order_by: str, cols: list[str], rowid: np.ndarray, c
     parts = list(_take(ds, rowid, cols)) if rowid.size else []
     data = {"_rowid": pa.array(rowid, pa.uint64()), _CLUSTER: pa.array(cluster, pa.uint64())}
     for c in cols:
-        data[c] = (pa.chunked_array([p.column(c) for p in parts], type=ds.schema.field(c).type) if parts
-                   else pa.array([], ds.schema.field(c).type))
-    kept = _first_by_sql(pa.table(data), order_by, uri, ds.schema.names)
+        data[c] = (pa.chunked_array([p.column(c) for p in parts], type=schema_of(ds).field(c).type) if parts
+                   else pa.array([], schema_of(ds).field(c).type))
+    kept = _first_by_sql(pa.table(data), order_by, uri, schema_of(ds).names)
     return np.isin(rowid, kept)
 
 
@@ -222,8 +222,8 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
-        ds = open_dataset(uri, storage_options, version=int(ds.version))
-    version = int(ds.version)
+        ds = open_dataset(uri, storage_options, version=version_of(ds))
+    version = version_of(ds)
     flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, storage_options=storage_options)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
@@ -248,5 +248,5 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     if deleted != remove.size:
         raise DatasetError(
             f"the delete commit removed {deleted:,} rows from {uri!r} but {remove.size:,} were asked (version "
-            f"{ds.version}); version {version} still has every row: lance.dataset({uri!r}, version={version})")
-    return DedupResult(dry_run=False, output=uri, output_version=int(ds.version), output_rows=live_rows(ds), **base)
+            f"{version_of(ds)}); version {version} still has every row: lance.dataset({uri!r}, version={version})")
+    return DedupResult(dry_run=False, output=uri, output_version=version_of(ds), output_rows=live_rows(ds), **base)

@@ -69,7 +69,7 @@ import pyarrow as pa
 from ..checks import check_bool, check_int
 from ..errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from ..io import manifest, store
-from ..io.scan import open_dataset, options_for
+from ..io.scan import fragment_rows, open_dataset, options_for, uri_of, version_of
 from ..params import MAX_SEGMENT_ROWS, MinHashParams
 from .build import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir, prepare_build,
                     sign_fragments)
@@ -204,7 +204,7 @@ def _build_task(uri: str, version: int, column: str, params: MinHashParams, frag
     """One group: sign its fragments at the driver's version and write an uncommitted
     segment named ``seg_uuid``."""
     ds = open_dataset(uri, storage_options, version)
-    rows = sum(int(ds.get_fragment(f).count_rows()) for f in fragment_ids)
+    rows = fragment_rows(ds, fragment_ids)
     plan = plan_sort(max(rows, 1), params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
     w, stats = sign_fragments(ds, column, params, fragment_ids, plan, storage_options=storage_options,
                               what=f" (fragment group {fragment_ids})", seg_uuid=seg_uuid)
@@ -267,12 +267,12 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
     fragments = manifest.fragment_ids(ds)
     groups = fragment_groups_of(fragment_groups, fragments)
     for group in groups:
-        rows = sum(int(ds.get_fragment(f).count_rows()) for f in group)
+        rows = fragment_rows(ds, group)
         if rows > MAX_SEGMENT_ROWS:
             check_segment_rows(ds, rows)
     plan_sort(1, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)  # checks the options
     ray = _connect(ray_address)
-    uri, version = ds.uri, int(ds.version)
+    uri, version = uri_of(ds), version_of(ds)
     cleanup_leftovers(uri, storage_options)
 
     # the driver names every task's segment, so it can remove what a task wrote even when
@@ -324,7 +324,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
                      storage_options=storage_options)
         uuids, total_bytes, version_after = (m.segment_uuid,), m.bytes, m.dataset_version
     else:
-        version_after = int(new_ds.version)
+        version_after = version_of(new_ds)
     return BuildResult(
         index_name=index_name, column=column, num_hashes=params.num_hashes, num_bands=params.num_bands,
         rows_per_band=params.rows_per_band, shingle_size=params.shingle_size,

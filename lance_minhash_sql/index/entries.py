@@ -350,7 +350,7 @@ def segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragR
     entry = cache.get(key)
     if entry is not None:
         return entry
-    files = open_segment(segment_dir(ds, info.uuid), storage_options=storage_options)
+    files = open_segment(segment_dir(ds, info.uuid), storage_options=storage_options, total_bytes=info.size_bytes)
     bands = BandStore(files.page_table, files.page_rows, files.num_band_rows)
     docs = DocStore(files.num_docs, files.params.num_hashes)
     entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs)

@@ -8,7 +8,7 @@ import os
 import pyarrow as pa
 
 from ..io.manifest import minhash_segments, segment_dir
-from ..io.scan import open_dataset, options_for, text_field
+from ..io.scan import open_dataset, options_for, schema_of, text_field, version_of
 from ..io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 from ..records import record_dict
 from .results import IndexSegment
@@ -45,7 +45,7 @@ def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
 
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
-    return ds.schema
+    return schema_of(ds)
 
 
 def search_target(dataset, column: str, storage_options=None) -> tuple[str, int, pa.Schema]:
@@ -55,4 +55,4 @@ def search_target(dataset, column: str, storage_options=None) -> tuple[str, int,
 
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
-    return uri, int(ds.version), ds.schema
+    return uri, version_of(ds), schema_of(ds)

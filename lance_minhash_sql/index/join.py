@@ -48,7 +48,7 @@ import pyarrow as pa
 from ..checks import check_bool, check_int, check_threshold
 from ..errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError, ResourceLimitError,
                       UnsupportedIndexError)
-from ..io.scan import options_for, take_texts, text_field
+from ..io.scan import options_for, row_count, take_texts, text_field, version_of
 from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
 from ..kernels.lsh import sorted_unique
 from ..kernels.lance_format import BAND_ROW_BYTES, BAND_SHIFT, similarity as lance_similarity
@@ -118,14 +118,14 @@ def _check_budget(uri: str, column: str, rows: int, params: MinHashParams) -> No
 def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
     the last :data:`_MAX_SIGNED` dataset versions, so a statement's shards sign once)."""
-    key = (uri, int(ds.version), column, params, None if not options else tuple(sorted(options.items())))
+    key = (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
     hit = _signed.get(key)
     if hit is not None:
         return hit
-    _check_budget(uri, column, ds.count_rows(), params)
+    _check_budget(uri, column, row_count(ds), params)
     rowids, sigs = signed_rows(ds, column, params)
     entry = signed_entry(key, f"rows of {column!r} of {uri!r} signed for the join", params, rowids, sigs)
-    side = Side(uri, ds, int(ds.version), column, params, [entry], None, False)
+    side = Side(uri, ds, version_of(ds), column, params, [entry], None, False)
     _signed.put(key, side)
     return side
 

@@ -18,11 +18,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
 from ..io.liveness import Liveness
 from ..io.manifest import SegmentInfo, minhash_segments, segment_dir
 from ..io.rowids import FragReuse, frag_reuse
-from ..io.scan import is_dataset, latest_of, open_dataset, options_for, text_field
+from ..io.scan import is_dataset, latest_of, open_dataset, options_for, schema_of, text_field, uri_of, version_of
+from ..io.takes import RowFetcher
 from ..params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from .cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity, cache_info, cache_usage,
                     clear_cache, set_cache_capacity)
@@ -96,6 +99,8 @@ class OpenedIndex:
     liveness: Liveness
     storage_options: dict | None = field(default=None, repr=False)  # may hold secrets
     reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
+    schema: pa.Schema | None = field(default=None, repr=False)  # the dataset version's schema
+    fetcher: RowFetcher | None = field(default=None, repr=False)  # the user's columns of result rows
 
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
@@ -130,7 +135,7 @@ def dataset_handle(dataset, storage_options=None):
     Opened URIs are kept; each call checks for a newer version (about 0.05 ms locally).
     """
     if is_dataset(dataset):
-        return str(dataset.uri).rstrip("/"), dataset
+        return str(uri_of(dataset)).rstrip("/"), dataset
     if not isinstance(dataset, (str, os.PathLike)):
         raise DatasetError(f"dataset={dataset!r} must be a path or URI of a Lance dataset (or a LanceDataset)")
     uri = os.fspath(dataset)
@@ -143,7 +148,7 @@ def dataset_handle(dataset, storage_options=None):
         ds = open_dataset(uri, storage_options=storage_options)
     with _opened_lock:
         _datasets.put(key, ds)
-    return str(ds.uri).rstrip("/"), ds
+    return str(uri_of(ds)).rstrip("/"), ds
 
 
 def dataset_at(dataset: str, version: int, storage_options=None):
@@ -156,7 +161,7 @@ def dataset_at(dataset: str, version: int, storage_options=None):
     opts = _options_key(storage_options)
     with _opened_lock:
         ds = _datasets.get((uri, opts))
-        if ds is not None and int(ds.version) == version:
+        if ds is not None and version_of(ds) == version:
             return ds
         ds = _pinned.get((uri, opts, version))
     if ds is None:
@@ -170,7 +175,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version."""
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
-    version = int(ds.version)
+    version = version_of(ds)
     key = (uri, version, column, _options_key(storage_options))
     with _opened_lock:
         hit = _opened.get(key)
@@ -208,7 +213,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
     opened = OpenedIndex(uri, ds, version, column, params, segments, covered, fragments, unindexed,
-                         liveness, storage_options, reuse)
+                         liveness, storage_options, reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
     with _opened_lock:
         _opened.put(key, opened)
     return opened

@@ -43,7 +43,7 @@ from ..errors import IndexNotFoundError, InvalidParameterError, ParameterMismatc
 from ..io import manifest
 from ..io.liveness import Liveness
 from ..io.rowids import frag_reuse, remap
-from ..io.scan import options_for, scan_text, text_field
+from ..io.scan import fragment_objects, options_for, scan_text, text_field, uri_of, version_of
 from ..io.segments import iter_signatures, open_segment
 from ..params import MinHashParams
 from .build import (SCAN_FRAGMENTS, resolve_dataset, check_segment_rows, cleanup_leftovers,
@@ -105,10 +105,10 @@ def _index_params(ds, column: str, segments, files: dict) -> MinHashParams:
         diff = p.differences(params)
         if diff:
             raise ParameterMismatchError(
-                f"cannot optimize the MinHash LSH index {seg.name!r} on {column!r} of {ds.uri!r}: segment "
+                f"cannot optimize the MinHash LSH index {seg.name!r} on {column!r} of {uri_of(ds)!r}: segment "
                 f"{seg.uuid} has other parameters than segment {first.uuid}: {'; '.join(diff)}. Rule: the "
                 "segments of an index must share identical parameters to be merged or searched together "
-                f"(Lance refuses such an index too). Fix: rebuild it with minhash_build('{ds.uri}', "
+                f"(Lance refuses such an index too). Fix: rebuild it with minhash_build('{uri_of(ds)}', "
                 f"'{column}', replace := true); nothing was changed")
     return params
 
@@ -155,13 +155,13 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     all_segments = manifest.minhash_segments(ds, column)
     if not all_segments:
         raise IndexNotFoundError(
-            f"column {column!r} of dataset {ds.uri!r} has no MinHash LSH index to optimize; build one with "
-            f"SELECT * FROM minhash_build('{ds.uri}', '{column}')")
+            f"column {column!r} of dataset {uri_of(ds)!r} has no MinHash LSH index to optimize; build one with "
+            f"SELECT * FROM minhash_build('{uri_of(ds)}', '{column}')")
     name = all_segments[0].name
     segments = [s for s in all_segments if s.name == name]
     chosen = set(parse_merge(merge, [s.uuid for s in segments]))
     selected = [s for s in segments if s.uuid in chosen]
-    files = {s.uuid: open_segment(manifest.segment_dir(ds, s.uuid), storage_options) for s in segments}
+    files = {s.uuid: open_segment(manifest.segment_dir(ds, s.uuid), storage_options, s.size_bytes) for s in segments}
     params = _index_params(ds, column, segments, files)
 
     current = manifest.fragment_ids(ds)
@@ -172,9 +172,9 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     action = "merge" if selected else "delta"
     if not new_frags and len(selected) < 2 and not stale:
         return OptimizeResult(name, column, "none", len(segments), len(segments), 0, (), 0, 0, 0, 0, None,
-                              time.perf_counter() - t0, 0, int(ds.version))
+                              time.perf_counter() - t0, 0, version_of(ds))
 
-    frag_objs = [ds.get_fragment(f) for f in new_frags]
+    frag_objs = fragment_objects(ds, new_frags)
     new_rows = sum(int(f.count_rows()) for f in frag_objs)
     stored_rows = sum(files[s.uuid].num_docs for s in selected)
     total = stored_rows + new_rows
@@ -183,7 +183,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     current_set = set(current)
     fragments = sorted({f for s in selected for f in s.fragment_ids if f in current_set} | set(new_frags))
 
-    cleanup_leftovers(ds.uri, storage_options)
+    cleanup_leftovers(uri_of(ds), storage_options)
     stats: dict = {}
 
     def rows():
@@ -209,4 +209,4 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
         new_fragments=tuple(new_frags), rows_indexed=w.rows, rows_added=added,
         rows_dropped=stats.get("dropped", 0), rows_without_tokens=scanned - added,
         segment_uuid=w.seg.uuid, seconds=round(time.perf_counter() - t0, 3), bytes=w.bytes,
-        dataset_version=int(w.dataset.version))
+        dataset_version=version_of(w.dataset))

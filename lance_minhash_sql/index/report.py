@@ -66,7 +66,7 @@ import pyarrow as pa
 
 from ..checks import check_int, check_threshold
 from ..errors import DatasetError, InvalidParameterError
-from ..io.scan import scan_text
+from ..io.scan import row_count, scan_text, version_of
 from ..kernels.lsh import bucket_pages, merge_candidates
 from ..kernels.report import census_chunk, new_reservoirs
 from ..kernels.lance_format import similarity as lance_similarity
@@ -182,7 +182,7 @@ def _census(opened: OpenedIndex, rows: Rows, sample: int, nbins: int, seed: int,
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=opened.ds.count_rows(), unit="rows", desc="report")
+        bar = tqdm(total=row_count(opened.ds), unit="rows", desc="report")
     scanned = 0
     try:
         for rowids, texts in scan_text(opened.ds, opened.column, batch_readahead=SCAN_READAHEAD,
@@ -513,7 +513,7 @@ def cached_report(dataset: str, column: str, *, storage_options: dict | None = N
     from .opened import dataset_handle
 
     uri, ds = dataset_handle(dataset, storage_options)
-    key = (uri, int(ds.version), column, tuple(sorted(options.items())))
+    key = (uri, version_of(ds), column, tuple(sorted(options.items())))
     hit = _cache.get(key)
     if hit is not None:
         return hit

@@ -36,7 +36,6 @@ import pyarrow as pa
 from ..checks import check_bool
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
-from ..io.takes import take_rows
 from ..kernels import lsh as _lsh
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
@@ -93,8 +92,8 @@ def _one_query(query: Any) -> pa.Array:
     return pa.array([query], type=pa.large_string())
 
 
-def _columns(ds, columns: Any) -> list[str]:
-    names = ds.schema.names
+def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
+    names = opened.schema.names
     if columns is None:
         return [c for c in names if c not in _SPECIAL]
     if isinstance(columns, str) or not isinstance(columns, (list, tuple)):
@@ -106,7 +105,7 @@ def _columns(ds, columns: Any) -> list[str]:
         if c in _SPECIAL:
             continue  # always returned, last
         if c not in names:
-            raise DatasetError(f"column {c!r} is not in dataset {ds.uri!r}; its columns are {names}")
+            raise DatasetError(f"column {c!r} is not in dataset {opened.uri!r}; its columns are {names}")
         if c not in out:
             out.append(c)
     return out
@@ -340,14 +339,14 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
     expr = _check_filter(filter)
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
-    cols = _columns(opened.ds, columns)
+    cols = _columns(opened, columns)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
     _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact)
     ids = pa.array(rid, pa.uint64())
     if cols:
-        user = take_rows(opened.ds, ids, cols, "the search", opened.uri)  # a row deleted since the check: error
+        user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error
         arrays = [user.column(c) for c in cols]
-        fields = [opened.ds.schema.field(c) for c in cols]
+        fields = [opened.schema.field(c) for c in cols]
     else:
         arrays, fields = [], []
     fields += [pa.field("_rowid", pa.uint64()), pa.field("_distance", pa.float32())]

@@ -46,10 +46,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptIndexError
+from ..kernels.gather import gather_rows, gather_values
 from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
-           "layout_problem", "rows_problem", "mapped_column", "mapped_rows"]
+           "layout_problem", "rows_problem", "mapped_column", "mapped_rows", "map_file", "RELEASE_BYTES"]
 
 _HEADER = 8  # u16 levels, u32 value bytes, 2 bytes of padding
 _MAX_WORKERS = 16
@@ -345,6 +346,26 @@ def fixed_rows(read_range, path: str, layout: FileLayout, index: int, items: int
 
 _OS_PAGE = mmap.PAGESIZE
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
+# Pages a file's gathers may have touched before they are handed back to the OS at once:
+# one system call per this many bytes, not one per query (a query's gather touches a few
+# dozen pages; handing back a range costs the kernel a walk over all of it).
+RELEASE_BYTES = 32 << 20
+
+
+def map_file(path: str) -> np.ndarray:
+    """The file's bytes as a read-only ``uint8`` array over a memory map (a plain ndarray:
+    no ``np.memmap`` bookkeeping on every index operation)."""
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mm, dtype=np.uint8)
+
+
+def _mapping(mm: np.ndarray) -> mmap.mmap | None:
+    """The ``mmap`` under an array from :func:`map_file` (None for other arrays)."""
+    base = mm.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
 
 
 def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -389,10 +410,10 @@ class MappedColumn:
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
         rows = np.asarray(rows, dtype=np.int64)
-        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
+        out = np.empty(rows.size, dtype=self.dtype)
+        if not gather_values(self._values, self.value_index, self.first_row, self.num_rows, rows, out):
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        c = np.searchsorted(self.first_row, rows, side="right") - 1
-        return self._values[self.value_index[c] + (rows - self.first_row[c])].astype(self.dtype, copy=False)
+        return out
 
     def read_range(self, start: int, count: int) -> np.ndarray:
         """Values of rows ``[start, start + count)``, copied chunk by chunk."""
@@ -426,7 +447,9 @@ class MappedRows:
         self.first_item = positions // item_bytes
         self.item_bytes = int(item_bytes)
         self._items = _view(mm, np.dtype(f"u{item_bytes}"))
-        self._map = mm.base if isinstance(mm.base, mmap.mmap) else None
+        self._map = _mapping(mm)
+        self._touched = (0, 0, 0)  # (bytes, first, end) of the gathers since the last release
+        self._touched_lock = threading.Lock()
 
     @property
     def num_rows(self) -> int:
@@ -435,31 +458,33 @@ class MappedRows:
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """``[n, items]`` values of global ``rows`` (any order)."""
         rows = np.asarray(rows, dtype=np.int64)
-        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
-            raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        page = np.searchsorted(self.starts, rows, side="right") - 1
         out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
-        # page by page, each page a [rows, items] view: one row copy per row, and no
-        # [n, items] index array (179 MB for a self-join shard's 175k signatures)
-        order = np.argsort(page, kind="stable")
-        bounds = np.searchsorted(page[order], np.arange(self.starts.size), side="left")
-        for p in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
-            sel = order[bounds[p]:bounds[p + 1]]
-            count = int(self.starts[p + 1] - self.starts[p])
-            first = int(self.first_item[p])
-            view = self._items[first:first + count * self.items].reshape(count, self.items)
-            out[sel] = view[rows[sel] - self.starts[p]]
-        self._release(self.first_item[page] + (rows - self.starts[page]) * self.items)
+        ok, lowest, highest = gather_rows(self._items, self.first_item, self.starts, rows, out)
+        if not ok:
+            raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+        if rows.size:
+            self._release(int(lowest), int(highest), rows.size)
         return out
 
-    def _release(self, first: np.ndarray) -> None:
-        """Hand the mapped pages a gather touched back to the OS (``MADV_DONTNEED``): the
-        copy is made, the OS page cache keeps the file, and the process's resident set
-        grows only by the rows asked for, not by every page of a large file it visits."""
-        if self._map is None or _DONTNEED is None or first.size == 0:
+    def _release(self, lowest: int, highest: int, count: int) -> None:
+        """Hand the mapped pages gathers touched back to the OS (``MADV_DONTNEED``) once
+        they may add up to :data:`RELEASE_BYTES`: the copies are made, the OS page cache
+        keeps the file, and the process's resident set grows by at most that much, not by
+        every page of a large file it visits. ``[lowest, highest)``: the items this gather
+        read, ``count`` rows."""
+        if self._map is None or _DONTNEED is None:
             return
-        lo = int(first.min()) * self.item_bytes
-        hi = (int(first.max()) + self.items) * self.item_bytes
+        lo, hi = lowest * self.item_bytes, highest * self.item_bytes
+        row_pages = -(-self.items * self.item_bytes // _OS_PAGE) + 1  # pages one row can touch
+        with self._touched_lock:
+            size, t_lo, t_hi = self._touched
+            if size:
+                lo, hi = min(lo, t_lo), max(hi, t_hi)
+            size += min(count * row_pages * _OS_PAGE, hi - lo + _OS_PAGE)
+            if size < RELEASE_BYTES:
+                self._touched = (size, lo, hi)
+                return
+            self._touched = (0, 0, 0)
         lo -= lo % _OS_PAGE
         self._map.madvise(_DONTNEED, lo, hi - lo)
 

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 from ..errors import CorruptIndexError
 
-__all__ = ["FOOTER_BYTES", "Compression", "PageLayout", "Page", "FileLayout", "parse_layout", "tail_span",
-           "read_layout"]
+__all__ = ["FOOTER_BYTES", "TAIL_READ_BYTES", "Compression", "PageLayout", "Page", "FileLayout", "FileTail",
+           "parse_layout", "parse_descriptor", "tail_span", "read_layout", "read_file_tail"]
 
 FOOTER_BYTES = 40
+TAIL_READ_BYTES = 64 << 10  # bytes read from a file's end at once (Lance's own reader reads as much)
 _MAGIC = b"LANC"
 _PAGE_LAYOUT = "/lance.encodings21.PageLayout"
 _LAYOUTS = {1: "MiniBlockLayout", 2: "ConstantLayout", 3: "FullZipLayout", 4: "BlobLayout", 5: "SparseLayout"}
@@ -267,3 +268,56 @@ def read_layout(read_range, path: str, file_meta) -> FileLayout:
     """The layout of an opened file: one read of its tail (``read_range(offset, length)``)."""
     start, size = tail_span(file_meta)
     return parse_layout(path, bytes(read_range(start, size)), start, int(file_meta.num_rows))
+
+
+def parse_descriptor(raw: bytes, path: str) -> tuple[int, dict[str, str]]:
+    """``(rows, schema metadata)`` from a file's global buffer 0, its ``FileDescriptor``:
+    field 1 the schema (whose field 5 is the metadata map, entries ``key = 1``, ``value = 2``),
+    field 2 the number of rows."""
+    try:
+        desc = _fields(raw)
+        schema = _fields(_one(desc, 1, b""))
+        meta = {}
+        for entry in schema.get(5, []):
+            e = _fields(entry)
+            meta[_one(e, 1, b"").decode()] = _one(e, 2, b"").decode()
+        return int(_one(desc, 2, 0)), meta
+    except (_Bad, UnicodeDecodeError, AttributeError) as exc:
+        raise CorruptIndexError(f"{path}: cannot read the file's descriptor ({exc}); rebuild the index") from None
+
+
+@dataclass(frozen=True)
+class FileTail:
+    """What a file's tail holds: its layout, rows, schema metadata, and global buffers
+    ``(position, size)``."""
+
+    layout: FileLayout
+    num_rows: int
+    metadata: dict
+    global_buffers: tuple[tuple[int, int], ...]
+
+
+def read_file_tail(read_range, path: str, size: int) -> FileTail:
+    """A file of ``size`` bytes opened from its tail without Lance's reader: one read of its
+    last :data:`TAIL_READ_BYTES` (a second when its column metadata or descriptor starts
+    earlier). :class:`CorruptIndexError` when the bytes are not a Lance file's tail."""
+    start = max(0, size - TAIL_READ_BYTES)
+    tail = bytes(read_range(start, size - start))
+    if len(tail) != size - start or len(tail) < FOOTER_BYTES or tail[-4:] != _MAGIC:
+        raise CorruptIndexError(f"{path}: no Lance footer at {size} bytes; rebuild the index")
+    cm_start, _, gb_offsets, n_gb, _, _, _ = struct.unpack("<QQQIIHH", tail[-FOOTER_BYTES:-4])
+    if n_gb < 1 or not start <= gb_offsets <= size - 16 * n_gb - FOOTER_BYTES:
+        raise CorruptIndexError(f"{path}: no descriptor buffer in the file's tail; rebuild the index")
+    gb0 = struct.unpack("<QQ", tail[gb_offsets - start:gb_offsets - start + 16])
+    need = min(cm_start, gb0[0])
+    if need < start:
+        tail = bytes(read_range(need, start - need)) + tail
+        start = need
+    layout = parse_layout(path, tail, start)
+    if gb0[0] + gb0[1] > size:
+        raise CorruptIndexError(f"{path}: the descriptor ends past the end of the file; rebuild the index")
+    rows, meta = parse_descriptor(tail[gb0[0] - start:gb0[0] - start + gb0[1]], path)
+    if any(sum(p.num_rows for p in col) != rows for col in layout.columns):
+        raise CorruptIndexError(f"{path}: its columns do not have the descriptor's {rows} rows; rebuild the index")
+    return FileTail(FileLayout(layout.path, layout.version, layout.columns, rows, layout.global_buffers),
+                    rows, meta, layout.global_buffers)

@@ -12,7 +12,8 @@ from .takes import take_rows
 from ..errors import DatasetError
 from .store import check_uri, is_remote, lance_message, redact, redact_uri
 
-__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "text_field", "scan_text", "read_rows"]
+__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
+           "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows"]
 
 DEFAULT_BATCH_ROWS = 65_536
 
@@ -76,6 +77,40 @@ def _store_hint(msg: str, storage_options: dict | None) -> str:
         return (f"the object store endpoint {endpoint or '(default)'} cannot be reached: check the endpoint "
                 "and the network")
     return "check the URI, the bucket, the credentials and the endpoint in storage_options"
+
+
+# What a dataset version says about itself: the index layer asks through these, never the
+# LanceDataset object (tests/test_layers.py holds every module outside io/ to that).
+
+
+def uri_of(ds: "lance.LanceDataset") -> str:
+    """The dataset's URI, as Lance gives it."""
+    return ds.uri
+
+
+def version_of(ds: "lance.LanceDataset") -> int:
+    """The number of the version ``ds`` is checked out at."""
+    return int(ds.version)
+
+
+def schema_of(ds: "lance.LanceDataset") -> pa.Schema:
+    """The dataset version's Arrow schema."""
+    return ds.schema
+
+
+def row_count(ds: "lance.LanceDataset") -> int:
+    """Live rows of the dataset version."""
+    return int(ds.count_rows())
+
+
+def fragment_objects(ds: "lance.LanceDataset", fragment_ids) -> list:
+    """The fragments ``fragment_ids`` of the version, for :func:`scan_text` and the writers."""
+    return [ds.get_fragment(int(f)) for f in fragment_ids]
+
+
+def fragment_rows(ds: "lance.LanceDataset", fragment_ids) -> int:
+    """Live rows of the fragments ``fragment_ids``."""
+    return sum(int(f.count_rows()) for f in fragment_objects(ds, fragment_ids))
 
 
 def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field:

@@ -32,10 +32,10 @@ from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from ..kernels.lance_format import page_ends
 from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
-from .chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows, layout_problem, mapped_column,
-                     mapped_rows, read_columns, rows_problem)
+from .chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows, layout_problem, map_file,
+                     mapped_column, mapped_rows, read_columns, rows_problem)
 from .details import details_hex, params_from_hex
-from .lancefile import FileLayout, parse_layout, read_layout, tail_span
+from .lancefile import FOOTER_BYTES, FileLayout, FileTail, parse_layout, read_file_tail, read_layout, tail_span
 from .store import is_remote, redact, redact_uri
 
 __all__ = [
@@ -212,13 +212,27 @@ class SegmentFiles:
     page_rows: int
     page_table: np.ndarray  # uint64[num_pages]
     num_band_rows: int
-    bands: LanceFileReader
+    # bands.lance's reader; None on an object store when the file was opened from its tail
+    # (:attr:`bands` opens it on first use)
+    band_file: LanceFileReader | None
     # signatures.lance's reader: of both columns, or (object stores, where signatures are
     # read as byte ranges) of ``_rowid`` only; :attr:`signatures` is always of both
     sig_file: LanceFileReader
     storage_options: dict | None = None
     sig_rowids_only: bool = False
     _full_signatures: LanceFileReader | None = None
+
+    @property
+    def bands(self) -> LanceFileReader:
+        """A reader of bands.lance (opened on first use when the file was opened from its tail)."""
+        if self.band_file is None:
+            self.band_file = LanceFileReader(os.path.join(self.seg_dir, BANDS_FILE),
+                                             storage_options=self.storage_options)
+        return self.band_file
+
+    @bands.setter
+    def bands(self, reader) -> None:
+        self.band_file = reader
 
     @property
     def signatures(self) -> LanceFileReader:
@@ -394,13 +408,19 @@ def local_path(path: str) -> str | None:
     return path[7:] if path.startswith("file://") else None if "://" in path else path
 
 
-def _global_buffer(reader: LanceFileReader, file_meta, path: str, index: int) -> bytes:
+def _global_buffer(reader: LanceFileReader | FileTail, file_meta, path: str, index: int, read_range=None) -> bytes:
     buffers = file_meta.global_buffers
     if not 0 <= index < len(buffers):
         raise CorruptIndexError(f"{path}: global buffer {index} (the page table) is missing (the file has {len(buffers)}); "
                                 "rebuild the index")
     desc = buffers[index]
     local = local_path(path)
+    if isinstance(reader, FileTail):  # opened from its tail: the buffer is one ranged read
+        position, size = desc
+        data = read_range(position, size)
+        if len(data) != size:
+            raise CorruptIndexError(f"{path}: global buffer {index} ends past the end of the file; rebuild the index")
+        return data
     if local is None:
         with _GLOBAL_BUFFER_LOCK:
             return reader.read_global_buffer(index)
@@ -412,23 +432,50 @@ def _global_buffer(reader: LanceFileReader, file_meta, path: str, index: int) ->
     return data
 
 
-def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
-    """Open and validate a segment's two files (metadata, versions, page table, counts)."""
+def _open_reader(path: str, storage_options, columns=None) -> LanceFileReader:
+    try:
+        return LanceFileReader(path, storage_options=storage_options, columns=columns)
+    except Exception as exc:
+        msg = redact(str(exc).splitlines()[0][:300], storage_options)
+        if is_remote(path):
+            raise DatasetError(f"{redact_uri(path)}: cannot read index file ({msg}); check the credentials "
+                               "and endpoint in storage_options, or rebuild the index if it is damaged") from None
+        raise CorruptIndexError(f"{path}: cannot open index file ({msg}); rebuild the index") from None
+
+
+def _bands_tail(session, bpath: str, total_bytes: int | None, sfile) -> FileTail | None:
+    """bands.lance opened from its tail on an object store, without Lance's reader (which
+    asks for the file's size, then reads its tail): its size is the segment's size in the
+    manifest less signatures.lance's, so one read gives the footer, the column metadata
+    and the schema metadata. None when the manifest records no size or the bytes there are
+    not a Lance file's tail (then Lance's reader opens it)."""
+    start, size = tail_span(sfile)
+    band_bytes = (total_bytes or 0) - (start + size)
+    if band_bytes <= FOOTER_BYTES:
+        return None
+    try:
+        return read_file_tail(_reader_of(session, BANDS_FILE), bpath, band_bytes)
+    except (CorruptIndexError, OSError, ValueError, RuntimeError):
+        return None
+
+
+def open_segment(seg_dir: str, storage_options=None, total_bytes: int | None = None) -> SegmentFiles:
+    """Open and validate a segment's two files (metadata, versions, page table, counts).
+
+    ``total_bytes`` (the segment's size in the manifest) lets an object store's
+    bands.lance be opened from one read of its tail (:func:`_bands_tail`)."""
     bpath = os.path.join(seg_dir, BANDS_FILE)
     spath = os.path.join(seg_dir, SIGNATURES_FILE)
     remote = is_remote(seg_dir)
-    readers = []
-    for path, columns in ((bpath, None), (spath, ["_rowid"] if remote else None)):
-        try:
-            readers.append(LanceFileReader(path, storage_options=storage_options, columns=columns))
-        except Exception as exc:
-            msg = redact(str(exc).splitlines()[0][:300], storage_options)
-            if remote:
-                raise DatasetError(f"{redact_uri(path)}: cannot read index file ({msg}); check the credentials "
-                                   "and endpoint in storage_options, or rebuild the index if it is damaged") from None
-            raise CorruptIndexError(f"{path}: cannot open index file ({msg}); rebuild the index") from None
-    bands, sigs = readers
-    (bfile, bmeta), (sfile, smeta) = _metadata(bands, bpath), _metadata(sigs, spath)
+    session = LanceFileSession(seg_dir, storage_options=storage_options or None) if remote else None
+    sigs = _open_reader(spath, storage_options, ["_rowid"] if remote else None)
+    sfile, smeta = _metadata(sigs, spath)
+    bands = _bands_tail(session, bpath, total_bytes, sfile) if remote else None
+    if bands is None:
+        bands = _open_reader(bpath, storage_options)
+        bfile, bmeta = _metadata(bands, bpath)
+    else:
+        bfile, bmeta = bands, bands.metadata
     for meta, path in ((bmeta, bpath), (smeta, spath)):
         version = _require(meta, KEY_VERSION, path)
         if version != str(INDEX_VERSION):
@@ -451,7 +498,8 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(
             f"{bpath}: {band_rows} band rows, expected num_docs * num_bands = {num_docs * params.num_bands}")
     try:
-        raw = _global_buffer(bands, bfile, bpath, _int(bmeta, KEY_PAGE_TABLE, bpath))
+        raw = _global_buffer(bands, bfile, bpath, _int(bmeta, KEY_PAGE_TABLE, bpath),
+                             _reader_of(session, BANDS_FILE) if remote else None)
     except CorruptIndexError:
         raise
     except Exception as exc:
@@ -463,12 +511,11 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
         raise CorruptIndexError(f"{bpath}: page table has {len(table)} entries, expected ceil({band_rows} / {page_rows})")
     if len(table) > 1 and not (table[1:] >= table[:-1]).all():
         raise CorruptIndexError(f"{bpath}: band rows are not sorted (page table decreases); rebuild the index")
-    files = SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows, bands, sigs, storage_options,
-                         sig_rowids_only=remote)
+    files = SegmentFiles(seg_dir, params, num_docs, page_rows, table, band_rows,
+                         None if isinstance(bands, FileTail) else bands, sigs, storage_options, sig_rowids_only=remote)
     k = params.num_hashes
     if remote:
-        session = LanceFileSession(seg_dir, storage_options=storage_options or None)
-        blayout = read_layout(_reader_of(session, BANDS_FILE), bpath, bfile)
+        blayout = bands.layout if isinstance(bands, FileTail) else read_layout(_reader_of(session, BANDS_FILE), bpath, bfile)
         slayout = read_layout(_reader_of(session, SIGNATURES_FILE), spath, sfile)
         files.band_chunks = _band_chunks(session, bpath, blayout)
         files.signature_rows = fixed_rows(_reader_of(session, SIGNATURES_FILE), spath, slayout, 1, k, 2)
@@ -489,7 +536,7 @@ def open_segment(seg_dir: str, storage_options=None) -> SegmentFiles:
 def _mapped(path: str) -> np.ndarray:
     local = local_path(path)
     try:
-        return np.memmap(local, mode="r")
+        return map_file(local)
     except (OSError, ValueError) as exc:
         raise CorruptIndexError(f"{path}: cannot map the index file ({exc}); rebuild the index") from None
 

@@ -277,15 +277,27 @@ def window_rows(qkeys, ws, we, rows, win_keys, page_rows, num_rows):
     return start, end, exact
 
 
-def window_indices(ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+@njit(**JIT)
+def window_indices(ws, we):
     """Sorted distinct global rows of all windows (``ws >= 0``)."""
-    sel = ws >= 0
-    s, e = ws[sel], we[sel]
-    if s.size == 0:
-        return np.empty(0, dtype=np.int64)
-    lens = e - s
-    idx = np.repeat(s - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(lens.sum())
-    return sorted_unique(idx)
+    s = ws.ravel()
+    e = we.ravel()
+    sel = np.flatnonzero(s >= 0)
+    order = sel[np.argsort(s[sel])]
+    total = 0
+    for i in order:
+        total += e[i] - s[i]
+    out = np.empty(total, dtype=np.int64)
+    n = 0
+    last = np.int64(-1)  # one past the last row written
+    for i in order:
+        r = max(s[i], last)
+        while r < e[i]:
+            out[n] = r
+            n += 1
+            r += 1
+        last = max(last, e[i])
+    return out[:n]
 
 
 def sorted_unique(a: np.ndarray) -> np.ndarray:
