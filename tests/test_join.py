@@ -77,9 +77,9 @@ def as_dict(batches, with_jaccard: bool = False) -> dict:
     return out
 
 
-def all_shards(*args, num_shards, chunk_pairs, **kw):
+def all_shards(*args, num_shards, chunk_pairs, threads=1, **kw):
     for s in join_shards(*args, num_shards=num_shards, **kw):
-        yield from shard_join(s, chunk_pairs=chunk_pairs)
+        yield from shard_join(s, chunk_pairs=chunk_pairs, threads=threads)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -151,6 +151,11 @@ class _no_warning:
 def test_shards_and_chunks_do_not_change_the_answer(left, right, want_08):
     assert as_dict(all_shards(left, right, "text", 0.8, num_shards=7, chunk_pairs=13)) == want_08
     assert as_dict(all_shards(left, right, "text", 0.8, num_shards=1, chunk_pairs=1)) == want_08
+    # a shard's key range cut into parts joined on threads: the same pairs in the same order
+    one = pa.Table.from_batches(list(all_shards(left, right, "text", 0.8, num_shards=2, chunk_pairs=64)))
+    three = pa.Table.from_batches(list(all_shards(left, right, "text", 0.8, num_shards=2, chunk_pairs=64, threads=3)))
+    assert three.equals(one)
+    assert as_dict(three.to_batches()) == want_08
 
 
 def test_left_index_reused_only_with_identical_parameters(tmp_path, right):

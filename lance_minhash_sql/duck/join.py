@@ -74,9 +74,10 @@ def join_plan(left, right, column, right_column, threshold, exact, left_storage,
 
 def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
     from ..index.join import shard_join
+    from ..index.threads import num_threads
 
     batches, total = [], 0
-    for b in shard_join(shard, exact=exact):
+    for b in shard_join(shard, exact=exact, threads=num_threads()):
         total += b.num_rows
         if total > MAX_SQL_SHARD_PAIRS:
             raise ResourceLimitError(

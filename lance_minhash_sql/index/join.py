@@ -57,7 +57,7 @@ from ..params import MinHashParams
 from .cache import ByteCache, cache_capacity
 from .entries import signed_entry, signed_rows
 from .opened import dataset_handle, open_index
-from .pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET, run_ordered
+from .pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, MAX_WORKERS, VISIT_BUDGET, run_ordered
 from .results import JOIN_SCHEMA
 from .shards import (MAX_SHARDS, SHARD_BAND_ROWS, merge_runs, plan_for, pool_signatures, read_run,
                      warn_if_low_recall)
@@ -282,16 +282,27 @@ def _load(shard: JoinShard) -> _ShardData | None:
                       _ro(pool.view(np.uint64)), _ro(pool), _ro(rowids))
 
 
-def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS
+def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS, threads: int = 1
                ) -> Iterator[pa.RecordBatch]:
     """The verified pairs of one shard as record batches of :data:`JOIN_SCHEMA` (at most
     ``chunk_pairs`` rows each); memory stays at one chunk of pairs plus the shard's rows
-    and the signatures of its candidates."""
+    and the signatures of its candidates.
+
+    ``threads > 1`` cuts the shard's key range into that many equal parts (at most
+    :data:`MAX_WORKERS`), joined at once on as many threads (the kernels release the GIL), their batches yielded in key order:
+    a caller that runs one shard at a time (DuckDB does, for a statement whose result
+    keeps its order) still uses every core, for about the same memory."""
     if not isinstance(shard, JoinShard):
         raise InvalidParameterError(f"shard={shard!r} must be a JoinShard from join_shards()")
     exact = check_bool("exact", exact)
     chunk = check_int("chunk_pairs", chunk_pairs, "e.g. 1048576", 1, 1 << 30)
-    return _shard_join(shard, exact, chunk)
+    threads = min(check_int("threads", threads, "e.g. 2", 1, 1 << 16), MAX_WORKERS)
+    if threads == 1:
+        return _shard_join(shard, exact, chunk)
+    parts = [JoinShard(shard.index, shard.num_shards, shard.lo + (shard.hi - shard.lo) * i // threads,
+                       shard.lo + (shard.hi - shard.lo) * (i + 1) // threads, shard.plan) for i in range(threads)]
+    stop = threading.Event()
+    return run_ordered(parts, lambda p: _shard_join(p, exact, chunk, stop), workers=threads, stop=stop)
 
 
 def _shard_join(shard: JoinShard, exact: bool, chunk: int, stop: threading.Event | None = None
