@@ -60,6 +60,7 @@ WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages ins
 TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
 # the row id given to a row that a compaction dropped (fragment 0xFFFFFFFF never exists)
 DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
+_ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))  # an in-memory column as one chunk
 
 
 
@@ -315,6 +316,47 @@ class SegmentEntry:
         self.stats["full_loads"] += 1
         rowids, sigs = self.files.read_all_docs(self.docs.all_rowids)
         return self.map_rowids(rowids), sigs
+
+    # -- lock-free reads of data that never changes -------------------------------------
+
+    def band_chunks(self):
+        """``(values, first_row, value_index, docs_of)``: the band keys as chunks (row ``r``
+        of chunk ``c`` at ``values[value_index[c] + r - first_row[c]]``) and a function
+        giving the doc ids of rows, read without :attr:`lock`: the keys in memory (one
+        chunk), or a local segment's memory map (nothing copied). ``None`` elsewhere (an
+        object store, a file Lance must decode): read pages under the lock instead."""
+        store = self.bands
+        if store.full:
+            keys, docs = readonly(store.keys), store.docs
+            return keys, _ONE_CHUNK, _ONE_CHUNK, docs.__getitem__
+        if self.files is None or self.files.band_map is None:
+            return None
+        keys, docs = self.files.band_map
+        return (*keys.chunks(), docs.read_rows)
+
+    def direct_docs(self, docs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """Row ids of sorted unique ``docs``, their signatures written to ``out``
+        (``[n, k]``), read without :attr:`lock`: from the signatures in memory, or from a
+        local segment's memory map once every row id is resident (read once, under the
+        lock). The pools are neither consulted nor grown (a gather from the map costs
+        what one from a pool does). ``None`` elsewhere: use :meth:`doc_arrays`."""
+        store = self.docs
+        if store.full:
+            out[...] = store.sigs[docs]
+            return store.rowids[docs]
+        if self.files is None or self.files.signature_map is None:
+            return None
+        stored = store.all_rowids
+        if stored is None:
+            with self.lock:
+                stored = self._all_rowids()
+            if stored is None:
+                return None  # the cache has no room for them
+        self.files.signature_map.read_rows(docs, out=out, release=False)
+        if self.remap is None:
+            return stored[docs]
+        with self.lock:
+            return self.map_rowids(stored[docs])
 
     def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
         """Stored row ids as the dataset version knows them: through the fragment-reuse

@@ -347,6 +347,12 @@ _OS_PAGE = mmap.PAGESIZE
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = np.ascontiguousarray(a).view()
+    v.setflags(write=False)
+    return v
+
+
 def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The mapping as an array of ``dtype`` (little-endian), from byte 0."""
     width = dtype.itemsize
@@ -385,6 +391,14 @@ class MappedColumn:
         self.value_index = value_pos // width  # index in the typed view of each chunk's first value
         self.num_rows = int(layout.num_rows)
         self._values = _view(mm, self.dtype)
+        self._first_row_ro = _readonly(self.first_row.astype(np.int64))
+        self._value_index_ro = _readonly(self.value_index.astype(np.int64))
+
+    def chunks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(values, first_row, value_index)`` over the mapped file, nothing copied: row
+        ``r`` of chunk ``c`` is ``values[value_index[c] + r - first_row[c]]`` (read-only
+        arrays; the chunks follow each other in row order)."""
+        return self._values, self._first_row_ro, self._value_index_ro
 
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
@@ -432,13 +446,16 @@ class MappedRows:
     def num_rows(self) -> int:
         return int(self.starts[-1])
 
-    def read_rows(self, rows: np.ndarray) -> np.ndarray:
-        """``[n, items]`` values of global ``rows`` (any order)."""
+    def read_rows(self, rows: np.ndarray, out: np.ndarray | None = None, release: bool = True) -> np.ndarray:
+        """``[n, items]`` values of global ``rows`` (any order), into ``out`` when given
+        (any ``[n, items]`` view of the values' type, e.g. the first columns of a wider
+        buffer). ``release``: hand the pages read back to the OS (:meth:`_release`)."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
         page = np.searchsorted(self.starts, rows, side="right") - 1
-        out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
+        if out is None:
+            out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
         # page by page, each page a [rows, items] view: one row copy per row, and no
         # [n, items] index array (179 MB for a self-join shard's 175k signatures)
         order = np.argsort(page, kind="stable")
@@ -449,7 +466,8 @@ class MappedRows:
             first = int(self.first_item[p])
             view = self._items[first:first + count * self.items].reshape(count, self.items)
             out[sel] = view[rows[sel] - self.starts[p]]
-        self._release(self.first_item[page] + (rows - self.starts[page]) * self.items)
+        if release:
+            self._release(self.first_item[page] + (rows - self.starts[page]) * self.items)
         return out
 
     def _release(self, first: np.ndarray) -> None:
