@@ -21,7 +21,7 @@ from ..index.cache import ByteCache
 from ..index.results import JOIN_SCHEMA
 from .args import Udf, flag, literal, prefixed, require, scalar_rows
 from .pairs import MAX_SQL_SHARD_PAIRS
-from .results import lists_of_columns, rows_type
+from .results import collect_columns, lists_of_columns, rows_type
 from .storage import options_of
 
 __all__ = ["JOIN_UDFS", "join_sql"]
@@ -76,20 +76,14 @@ def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
     from ..index.join import shard_join
     from ..index.threads import num_threads
 
-    batches, total = [], 0
-    for b in shard_join(shard, exact=exact, threads=num_threads()):
-        total += b.num_rows
-        if total > MAX_SQL_SHARD_PAIRS:
-            raise ResourceLimitError(
-                f"{_FN}: shard {shard.index} of {shard.num_shards} holds more than {MAX_SQL_SHARD_PAIRS:,} pairs at "
-                f"threshold={shard.threshold:g} (large buckets of identical rows on both sides): too many for one "
-                "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
-                "or raise the threshold")
-        batches.append(b)
-    if not batches:
-        return None
-    t = pa.Table.from_batches(batches)
-    return [t.column(i).combine_chunks() for i in range(t.num_columns)]
+    def too_many() -> ResourceLimitError:
+        return ResourceLimitError(
+            f"{_FN}: shard {shard.index} of {shard.num_shards} holds more than {MAX_SQL_SHARD_PAIRS:,} pairs at "
+            f"threshold={shard.threshold:g} (large buckets of identical rows on both sides): too many for one "
+            "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
+            "or raise the threshold")
+
+    return collect_columns(shard_join(shard, exact=exact, threads=num_threads()), MAX_SQL_SHARD_PAIRS, too_many)
 
 
 def join_shard(left, right, column, right_column, threshold, exact, left_version, right_version, shard,
