@@ -32,13 +32,15 @@ from ..io.scan import fragments_of, scan_text
 from ..io.segments import SegmentFiles, open_segment
 from ..io.store import is_remote
 from ..io.takes import MAX_TAKE
-from ..kernels.lsh import bucket_rows, page_table_of, pages_needed, sort_bands, sorted_unique, window_indices
+from ..kernels.lsh import band_rows, bucket_rows, page_table_of, pages_needed, sorted_unique, window_indices
 from ..kernels.lsh import window_plan, window_rows
 from ..kernels.lance_format import BAND_ROW_BYTES
 from ..params import DEFAULT_PAGE_ROWS, MinHashParams
 from .cache import segment_cache
 from .pools import BandStore, DocStore, readonly, runs
 from .sign import signer_for
+from .spill import sort_runs
+from .threads import num_threads
 
 __all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
 
@@ -418,7 +420,11 @@ def signed_rows(ds, column: str, params: MinHashParams, fragments=None) -> tuple
 def signed_entry(key, label: str, params: MinHashParams, rowids: np.ndarray, sigs: np.ndarray) -> SegmentEntry:
     """Signed rows (``rowids`` uint64[n], ``sigs`` uint16[n, k]) as a whole in-memory
     segment: band keys computed and sorted, page table built, both pools full."""
-    keys, docs = sort_bands(signer_for(params).band_keys(sigs))
+    keys, docs = band_rows(signer_for(params).band_keys(sigs))
+    n = rowids.size
+    # each band a run (kernels.lsh.sort_bands), the runs sorted at once on threads
+    sort_runs(keys, docs, np.arange(params.num_bands, dtype=np.int64) * n,
+              np.full(params.num_bands, n, dtype=np.int64), num_threads())
     bands = BandStore(page_table_of(keys, DEFAULT_PAGE_ROWS), DEFAULT_PAGE_ROWS, keys.size)
     bands.set_full(keys, docs)
     store = DocStore(rowids.size, params.num_hashes)
