@@ -8,6 +8,12 @@ SQL text for ``query()``: a ``UNION ALL`` of one branch per shard, each calling
 ``_lms_join_shard(...)`` (``side_effects``: run at execution) with the versions the
 statement started on. Each side's storage options travel as their own token and reach
 only that side's dataset.
+
+DuckDB runs the ``UNION ALL`` branches of a statement whose result keeps its order (a
+plain ``SELECT`` fetched to Arrow or Python) one after another, on one thread at a time
+(measured, duckdb 2.0.1: 8 branches of 0.2 s take 1.6 s; 0.8 s under ``count(*)`` or
+``ORDER BY``). So each call joins its shard's key range in parts on
+``numba.get_num_threads()`` threads itself (:func:`..index.join.shard_join`).
 """
 
 from __future__ import annotations

@@ -27,12 +27,16 @@ What is reported, exactly:
   pairs with ``jaccard >= threshold`` too; otherwise ``jaccard`` is NULL.
 
 How: the band-key space is cut into key-range shards (one per :data:`SHARD_BAND_ROWS`
-band rows of both sides). A shard reads its key range from every run of both sides (the
-right segments' sorted ``bands.lance`` pages; the left rows' bands, sorted in memory when
-they were signed), merges each side by key, keeps the keys both sides hold, drops deleted
-rows, gathers the remaining docs' signatures of both sides into one pool and runs
-:func:`kernels.join.join_chunk` over the runs of equal keys, in chunks of at most
-``chunk_pairs`` pairs. Shards are independent: DuckDB runs one per call on its threads;
+band rows of both sides). A shard takes the left rows of its key range (the left rows'
+bands, sorted in memory when they were signed, or the left index's pages), walks each
+right run's rows of the range beside them with :func:`kernels.join.shared_rows` (a local
+segment in place, in the memory map of its ``bands.lance``, without the segment's lock:
+only the right rows whose key the left rows hold are copied), drops deleted rows, gathers
+the remaining docs' signatures of both sides into one pool (straight from the memory map
+of a local segment's ``signatures.lance``) and runs :func:`kernels.join.join_chunk` over
+the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
+independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
+function does: DuckDB runs an order-keeping statement's shard calls one at a time);
 :func:`join` runs them on a thread pool and yields their batches in shard order.
 """
 
