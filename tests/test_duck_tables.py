@@ -140,3 +140,23 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
         if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan", "_lms_join_plan"):
             assert spec.return_type in derived, spec.name
     assert [f.name for f in dataclasses.fields(BuildResult)] == record_schema(BuildResult).names
+
+
+def test_collect_columns_keeps_values_and_nulls_and_bounds_rows():
+    from lance_minhash_sql.duck.results import collect_columns
+    from lance_minhash_sql.errors import ResourceLimitError
+
+    schema = pa.schema([("a", pa.uint64()), ("b", pa.float64()), ("c", pa.float64()), ("d", pa.string())])
+
+    def batch(a, b, c, d):
+        return pa.record_batch([pa.array(a, pa.uint64()), pa.array(b, pa.float64()), pa.array(c, pa.float64()),
+                                pa.array(d, pa.string())], schema=schema)
+
+    parts = [batch([1, 2], [None, None], [0.5, None], ["x", "y"]), batch([], [], [], []),
+             batch([3], [None], [1.5], [None])]
+    cols = collect_columns(iter(parts), 3, lambda: ResourceLimitError("too many"))
+    assert [c.to_pylist() for c in cols] == [[1, 2, 3], [None] * 3, [0.5, None, 1.5], ["x", "y", None]]
+    assert [c.type for c in cols] == list(schema.types)
+    assert collect_columns(iter([batch([], [], [], [])]), 3, lambda: ResourceLimitError("too many")) is None
+    with pytest.raises(ResourceLimitError, match="too many"):
+        collect_columns(iter(parts), 2, lambda: ResourceLimitError("too many"))

@@ -77,9 +77,9 @@ def as_dict(batches, with_jaccard: bool = False) -> dict:
     return out
 
 
-def all_shards(*args, num_shards, chunk_pairs, **kw):
+def all_shards(*args, num_shards, chunk_pairs, threads=1, **kw):
     for s in join_shards(*args, num_shards=num_shards, **kw):
-        yield from shard_join(s, chunk_pairs=chunk_pairs)
+        yield from shard_join(s, chunk_pairs=chunk_pairs, threads=threads)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -151,6 +151,11 @@ class _no_warning:
 def test_shards_and_chunks_do_not_change_the_answer(left, right, want_08):
     assert as_dict(all_shards(left, right, "text", 0.8, num_shards=7, chunk_pairs=13)) == want_08
     assert as_dict(all_shards(left, right, "text", 0.8, num_shards=1, chunk_pairs=1)) == want_08
+    # a shard's key range cut into parts joined on threads: the same pairs in the same order
+    one = pa.Table.from_batches(list(all_shards(left, right, "text", 0.8, num_shards=2, chunk_pairs=64)))
+    three = pa.Table.from_batches(list(all_shards(left, right, "text", 0.8, num_shards=2, chunk_pairs=64, threads=3)))
+    assert three.equals(one)
+    assert as_dict(three.to_batches()) == want_08
 
 
 def test_left_index_reused_only_with_identical_parameters(tmp_path, right):
@@ -444,3 +449,34 @@ def test_stable_row_ids_nulls_and_empty_texts(tmp_path):
     lt = lance.dataset(left_uri).to_table(columns=["id"], with_row_id=True, filter="id < 2003")
     tokenless = set(lt.column("_rowid").to_pylist())
     assert len(tokenless) == 2 and not any(x in tokenless for x, _ in want)
+
+
+def test_shared_rows_walks_a_chunked_column_like_numpy():
+    """The kernel that finds a shard's right rows in place, against numpy on a column
+    stored in uneven chunks with gaps between them (as a mapped file's mini-blocks)."""
+    from lance_minhash_sql.kernels.join import shared_rows
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.integers(0, 400))
+        keys = np.sort(rng.integers(0, 60, n).astype(np.uint64))
+        sizes = rng.integers(1, 40, n + 1)
+        first_row = np.concatenate(([0], np.cumsum(sizes)))
+        first_row = first_row[first_row < max(n, 1)].astype(np.int64)
+        value_index = first_row + np.arange(first_row.size) * 3  # a 3-value gap before each chunk
+        values = np.full(n + 3 * first_row.size, 99, dtype=np.uint64)
+        c = np.searchsorted(first_row, np.arange(n), side="right") - 1
+        values[value_index[c] + np.arange(n) - first_row[c]] = keys
+        lkeys = np.sort(rng.integers(0, 60, int(rng.integers(0, 50))).astype(np.uint64))
+        start, stop = sorted(int(x) for x in rng.integers(0, n + 1, 2))
+        lo, last = sorted(int(x) for x in rng.integers(0, 61, 2))
+        lmask = np.zeros(lkeys.size, dtype=np.bool_)
+        ro = [a.copy() for a in (lkeys, values, first_row, value_index)]
+        for a in ro:
+            a.setflags(write=False)
+        rows, got = shared_rows(*ro, start, stop, np.uint64(lo), np.uint64(last), lmask)
+        r = np.arange(start, stop)
+        want = r[(keys[r] >= lo) & (keys[r] <= last) & np.isin(keys[r], lkeys)]
+        assert rows.tolist() == want.tolist(), trial
+        assert got.tolist() == keys[want].tolist()
+        assert lmask.tolist() == np.isin(lkeys, keys[want]).tolist()

@@ -8,6 +8,12 @@ SQL text for ``query()``: a ``UNION ALL`` of one branch per shard, each calling
 ``_lms_join_shard(...)`` (``side_effects``: run at execution) with the versions the
 statement started on. Each side's storage options travel as their own token and reach
 only that side's dataset.
+
+DuckDB runs the ``UNION ALL`` branches of a statement whose result keeps its order (a
+plain ``SELECT`` fetched to Arrow or Python) one after another, on one thread at a time
+(measured, duckdb 2.0.1: 8 branches of 0.2 s take 1.6 s; 0.8 s under ``count(*)`` or
+``ORDER BY``). So each call joins its shard's key range in parts on
+``numba.get_num_threads()`` threads itself (:func:`..index.join.shard_join`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from ..index.cache import ByteCache
 from ..index.results import JOIN_SCHEMA
 from .args import Udf, flag, literal, prefixed, require, scalar_rows
 from .pairs import MAX_SQL_SHARD_PAIRS
-from .results import lists_of_columns, rows_type
+from .results import collect_columns, lists_of_columns, rows_type
 from .storage import options_of
 
 __all__ = ["JOIN_UDFS", "join_sql"]
@@ -74,21 +80,16 @@ def join_plan(left, right, column, right_column, threshold, exact, left_storage,
 
 def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
     from ..index.join import shard_join
+    from ..index.threads import num_threads
 
-    batches, total = [], 0
-    for b in shard_join(shard, exact=exact):
-        total += b.num_rows
-        if total > MAX_SQL_SHARD_PAIRS:
-            raise ResourceLimitError(
-                f"{_FN}: shard {shard.index} of {shard.num_shards} holds more than {MAX_SQL_SHARD_PAIRS:,} pairs at "
-                f"threshold={shard.threshold:g} (large buckets of identical rows on both sides): too many for one "
-                "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
-                "or raise the threshold")
-        batches.append(b)
-    if not batches:
-        return None
-    t = pa.Table.from_batches(batches)
-    return [t.column(i).combine_chunks() for i in range(t.num_columns)]
+    def too_many() -> ResourceLimitError:
+        return ResourceLimitError(
+            f"{_FN}: shard {shard.index} of {shard.num_shards} holds more than {MAX_SQL_SHARD_PAIRS:,} pairs at "
+            f"threshold={shard.threshold:g} (large buckets of identical rows on both sides): too many for one "
+            "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
+            "or raise the threshold")
+
+    return collect_columns(shard_join(shard, exact=exact, threads=num_threads()), MAX_SQL_SHARD_PAIRS, too_many)
 
 
 def join_shard(left, right, column, right_column, threshold, exact, left_version, right_version, shard,

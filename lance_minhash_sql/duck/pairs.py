@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import ResourceLimitError
@@ -38,7 +37,7 @@ from ..index.cache import ByteCache
 from ..index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from .args import Udf, flag, literal, prefixed, require, scalar_rows
 from .storage import options_of
-from .results import lists_of_columns, lists_of_tables, rows_type
+from .results import collect_columns, lists_of_columns, lists_of_tables, rows_type
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 
@@ -98,36 +97,23 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
 
 
 def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
-    """The shard's pairs as one array per column, or ``None``. The engine's batches are
-    copied into the final arrays and dropped one by one: the peak is the result plus one
-    batch, not twice the result."""
+    """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`)."""
     from ..index.build import release_memory
     from ..index.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
 
-    parts, total = [], 0
-    for b in shard_pairs(shard, exact=exact, chunk_pairs=DEFAULT_CHUNK_PAIRS):
-        total += b.num_rows
-        if total > MAX_SQL_SHARD_PAIRS:
-            raise ResourceLimitError(
-                f"{fn}: shard {shard.index} of {shard.num_shards} of {shard.uri!r} holds more than "
-                f"{MAX_SQL_SHARD_PAIRS:,} pairs at threshold={shard.threshold:g} (a bucket of many identical rows): "
-                "too many for one SQL result. Stream them with lance-minhash pairs ... --output pairs.parquet or "
-                "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
-                "list all pairs")
-        parts.append([c.to_numpy() for c in b.columns])
+    def too_many() -> ResourceLimitError:
+        return ResourceLimitError(
+            f"{fn}: shard {shard.index} of {shard.num_shards} of {shard.uri!r} holds more than "
+            f"{MAX_SQL_SHARD_PAIRS:,} pairs at threshold={shard.threshold:g} (a bucket of many identical rows): "
+            "too many for one SQL result. Stream them with lance-minhash pairs ... --output pairs.parquet or "
+            "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
+            "list all pairs")
+
+    cols = collect_columns(shard_pairs(shard, exact=exact, chunk_pairs=DEFAULT_CHUNK_PAIRS), MAX_SQL_SHARD_PAIRS,
+                           too_many)
     if exact:  # texts and shingle sets fragment the heaps: hand free pages back per shard, as pairs() does
         release_memory()
-    if not parts:
-        return None
-    cols = [np.empty(total, dtype=c.dtype) for c in parts[0]]
-    pos = 0
-    for i in range(len(parts)):
-        part, parts[i] = parts[i], None
-        for col, values in zip(cols, part):
-            col[pos:pos + values.size] = values
-        pos += part[0].size
-        del part
-    return [pa.array(c) for c in cols]
+    return cols
 
 
 def _pair_shard(exact: bool, type_: pa.DataType):

@@ -11,10 +11,13 @@ against ``duckdb.from_arrow`` for every registered UDF).
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["duck_type", "list_of", "rows_type", "lists_of_records", "lists_of_columns", "lists_of_tables"]
+__all__ = ["duck_type", "list_of", "rows_type", "lists_of_records", "lists_of_columns", "lists_of_tables",
+           "collect_columns"]
 
 _SCALARS = {
     pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.binary(): "BLOB", pa.large_binary(): "BLOB",
@@ -80,3 +83,43 @@ def lists_of_columns(parts: list, type_: pa.ListType) -> pa.Array:
 def lists_of_tables(tables: list[pa.Table], type_: pa.ListType) -> pa.Array:
     """One list per input row from the table it returned (columns taken by field name)."""
     return lists_of_columns([[t.column(f.name).combine_chunks() for f in type_.value_type] for t in tables], type_)
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def collect_columns(batches: Iterable[pa.RecordBatch], max_rows: int, too_many: Callable[[], Exception]
+                    ) -> list[pa.Array] | None:
+    """One array per column of the streamed ``batches`` (``None`` when they hold no row),
+    raising ``too_many()`` as soon as more than ``max_rows`` rows have arrived.
+
+    A numeric column without NULLs is copied batch by batch into its final array, each
+    batch dropped once copied: the peak is the result plus one batch, not twice the
+    result. A column that is NULL throughout becomes one NULL array (no values copied);
+    any other column is concatenated as it is.
+    """
+    held, total = [], 0
+    for b in batches:
+        total += b.num_rows
+        if total > max_rows:
+            raise too_many()
+        if b.num_rows:
+            held.append(b)
+    if not held:
+        return None
+    schema = held[0].schema
+    nulls = [sum(b.column(i).null_count for b in held) for i in range(len(schema))]
+    copied = {i: np.empty(total, dtype=f.type.to_pandas_dtype()) for i, f in enumerate(schema)
+              if nulls[i] == 0 and _numeric(f.type)}
+    kept = {i: [b.column(i) for b in held] for i in range(len(schema)) if i not in copied and nulls[i] < total}
+    pos = 0
+    for j in range(len(held)):
+        batch, held[j] = held[j], None
+        for i, values in copied.items():
+            values[pos:pos + batch.num_rows] = batch.column(i).to_numpy()
+        pos += batch.num_rows
+        del batch
+    return [pa.array(copied.pop(i), f.type) if i in copied else
+            pa.concat_arrays(kept.pop(i)) if i in kept else pa.nulls(total, f.type)
+            for i, f in enumerate(schema)]

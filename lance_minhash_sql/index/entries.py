@@ -32,13 +32,15 @@ from ..io.scan import fragments_of, scan_text
 from ..io.segments import SegmentFiles, open_segment
 from ..io.store import is_remote
 from ..io.takes import MAX_TAKE
-from ..kernels.lsh import bucket_rows, page_table_of, pages_needed, sort_bands, sorted_unique, window_indices
+from ..kernels.lsh import band_rows, bucket_rows, page_table_of, pages_needed, sorted_unique, window_indices
 from ..kernels.lsh import window_plan, window_rows
 from ..kernels.lance_format import BAND_ROW_BYTES
 from ..params import DEFAULT_PAGE_ROWS, MinHashParams
 from .cache import segment_cache
 from .pools import BandStore, DocStore, readonly, runs
 from .sign import signer_for
+from .spill import sort_runs
+from .threads import num_threads
 
 __all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
 
@@ -60,6 +62,7 @@ WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages ins
 TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
 # the row id given to a row that a compaction dropped (fragment 0xFFFFFFFF never exists)
 DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
+_ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))  # an in-memory column as one chunk
 
 
 
@@ -316,6 +319,47 @@ class SegmentEntry:
         rowids, sigs = self.files.read_all_docs(self.docs.all_rowids)
         return self.map_rowids(rowids), sigs
 
+    # -- lock-free reads of data that never changes -------------------------------------
+
+    def band_chunks(self):
+        """``(values, first_row, value_index, docs_of)``: the band keys as chunks (row ``r``
+        of chunk ``c`` at ``values[value_index[c] + r - first_row[c]]``) and a function
+        giving the doc ids of rows, read without :attr:`lock`: the keys in memory (one
+        chunk), or a local segment's memory map (nothing copied). ``None`` elsewhere (an
+        object store, a file Lance must decode): read pages under the lock instead."""
+        store = self.bands
+        if store.full:
+            keys, docs = readonly(store.keys), store.docs
+            return keys, _ONE_CHUNK, _ONE_CHUNK, docs.__getitem__
+        if self.files is None or self.files.band_map is None:
+            return None
+        keys, docs = self.files.band_map
+        return (*keys.chunks(), docs.read_rows)
+
+    def direct_docs(self, docs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """Row ids of sorted unique ``docs``, their signatures written to ``out``
+        (``[n, k]``), read without :attr:`lock`: from the signatures in memory, or from a
+        local segment's memory map once every row id is resident (read once, under the
+        lock). The pools are neither consulted nor grown (a gather from the map costs
+        what one from a pool does). ``None`` elsewhere: use :meth:`doc_arrays`."""
+        store = self.docs
+        if store.full:
+            out[...] = store.sigs[docs]
+            return store.rowids[docs]
+        if self.files is None or self.files.signature_map is None:
+            return None
+        stored = store.all_rowids
+        if stored is None:
+            with self.lock:
+                stored = self._all_rowids()
+            if stored is None:
+                return None  # the cache has no room for them
+        self.files.signature_map.read_rows(docs, out=out, release=False)
+        if self.remap is None:
+            return stored[docs]
+        with self.lock:
+            return self.map_rowids(stored[docs])
+
     def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
         """Stored row ids as the dataset version knows them: through the fragment-reuse
         index of a deferred compaction remap (a dropped row gets :data:`DROPPED_ROWID`)."""
@@ -376,7 +420,11 @@ def signed_rows(ds, column: str, params: MinHashParams, fragments=None) -> tuple
 def signed_entry(key, label: str, params: MinHashParams, rowids: np.ndarray, sigs: np.ndarray) -> SegmentEntry:
     """Signed rows (``rowids`` uint64[n], ``sigs`` uint16[n, k]) as a whole in-memory
     segment: band keys computed and sorted, page table built, both pools full."""
-    keys, docs = sort_bands(signer_for(params).band_keys(sigs))
+    keys, docs = band_rows(signer_for(params).band_keys(sigs))
+    n = rowids.size
+    # each band a run (kernels.lsh.sort_bands), the runs sorted at once on threads
+    sort_runs(keys, docs, np.arange(params.num_bands, dtype=np.int64) * n,
+              np.full(params.num_bands, n, dtype=np.int64), num_threads())
     bands = BandStore(page_table_of(keys, DEFAULT_PAGE_ROWS), DEFAULT_PAGE_ROWS, keys.size)
     bands.set_full(keys, docs)
     store = DocStore(rowids.size, params.num_hashes)

@@ -27,12 +27,16 @@ What is reported, exactly:
   pairs with ``jaccard >= threshold`` too; otherwise ``jaccard`` is NULL.
 
 How: the band-key space is cut into key-range shards (one per :data:`SHARD_BAND_ROWS`
-band rows of both sides). A shard reads its key range from every run of both sides (the
-right segments' sorted ``bands.lance`` pages; the left rows' bands, sorted in memory when
-they were signed), merges each side by key, keeps the keys both sides hold, drops deleted
-rows, gathers the remaining docs' signatures of both sides into one pool and runs
-:func:`kernels.join.join_chunk` over the runs of equal keys, in chunks of at most
-``chunk_pairs`` pairs. Shards are independent: DuckDB runs one per call on its threads;
+band rows of both sides). A shard takes the left rows of its key range (the left rows'
+bands, sorted in memory when they were signed, or the left index's pages), walks each
+right run's rows of the range beside them with :func:`kernels.join.shared_rows` (a local
+segment in place, in the memory map of its ``bands.lance``, without the segment's lock:
+only the right rows whose key the left rows hold are copied), drops deleted rows, gathers
+the remaining docs' signatures of both sides into one pool (straight from the memory map
+of a local segment's ``signatures.lance``) and runs :func:`kernels.join.join_chunk` over
+the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
+independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
+function does: DuckDB runs an order-keeping statement's shard calls one at a time);
 :func:`join` runs them on a thread pool and yields their batches in shard order.
 """
 
@@ -49,7 +53,7 @@ from ..checks import check_bool, check_int, check_threshold
 from ..errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError, ResourceLimitError,
                       UnsupportedIndexError)
 from ..io.scan import options_for, row_count, take_texts, text_field, version_of
-from ..kernels.join import join_chunk, new_join_cursor, shared_key_rows
+from ..kernels.join import join_chunk, new_join_cursor, shared_rows
 from ..kernels.lsh import sorted_unique
 from ..kernels.lance_format import BAND_ROW_BYTES, BAND_SHIFT, similarity as lance_similarity
 from ..kernels.pairs import min_matches, padded_hashes, pair_jaccard
@@ -57,9 +61,9 @@ from ..params import MinHashParams
 from .cache import ByteCache, cache_capacity
 from .entries import signed_entry, signed_rows
 from .opened import dataset_handle, open_index
-from .pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET, run_ordered
+from .pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, MAX_WORKERS, VISIT_BUDGET, run_ordered
 from .results import JOIN_SCHEMA
-from .shards import (MAX_SHARDS, SHARD_BAND_ROWS, merge_runs, plan_for, pool_signatures, read_run,
+from .shards import (MAX_SHARDS, SHARD_BAND_ROWS, doc_rows, merge_runs, plan_for, read_run, run_span,
                      warn_if_low_recall)
 from .sign import signer_for
 
@@ -215,6 +219,9 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return v
 
 
+_ONE_CHUNK = _ro(np.zeros(1, dtype=np.int64))  # a contiguous key array as one chunk
+
+
 def _side_rows(side: Side, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """``(keys, global docs)`` of the side's band rows with keys in ``[lo, hi)``, sorted by key."""
     parts = []
@@ -222,6 +229,11 @@ def _side_rows(side: Side, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         keys, docs = read_run(entry, lo, hi)
         if keys.size:
             parts.append((r, keys, docs))
+    return _merged(side, parts)
+
+
+def _merged(side: Side, parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(run, keys, docs)`` parts of a side's runs as ``(keys, global docs)`` sorted by key."""
     if not parts:
         return np.empty(0, np.uint64), np.empty(0, np.uint32)
     if len(parts) == 1:
@@ -230,12 +242,47 @@ def _side_rows(side: Side, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     return merge_runs(parts, side.offsets)
 
 
-def _pool(side: Side, gids: np.ndarray):
-    """``(unique gids, signatures, row ids, alive mask of the unique gids)``."""
-    ugids, sigs, rowids = pool_signatures(side, gids)
+def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, global docs)`` of the side's band rows with keys in ``[lo, hi)`` that the
+    sorted ``lkeys`` hold, sorted by key; ``lmask`` marks the ``lkeys`` found. A run in
+    memory or memory-mapped is walked in place, without its lock
+    (:meth:`SegmentEntry.band_chunks`): only the rows found are copied."""
+    parts = []
+    lo_u, last = np.uint64(lo), np.uint64(hi - 1)
+    for r, entry in enumerate(side.entries):
+        start, stop = run_span(entry.bands, lo, hi)
+        if start == stop:
+            continue
+        view = entry.band_chunks()
+        if view is None:
+            keys, docs = read_run(entry, lo, hi)
+            rows, keys = shared_rows(lkeys, _ro(keys), _ONE_CHUNK, _ONE_CHUNK, 0, keys.size, lo_u, last, lmask)
+            docs = docs[rows]
+        else:
+            values, first_row, value_index, docs_of = view
+            rows, keys = shared_rows(lkeys, values, first_row, value_index, start, stop, lo_u, last, lmask)
+            docs = docs_of(rows)
+        if keys.size:
+            parts.append((r, keys, docs))
+    return _merged(side, parts)
+
+
+def _gather(side: Side, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row ids of the sorted unique global ``gids``, their signatures written to ``out``."""
+    rowids = np.empty(gids.size, dtype=np.uint64)
+    bounds = np.searchsorted(gids, side.offsets)
+    for r, entry in enumerate(side.entries):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        if a < b:
+            docs = (gids[a:b] - np.uint32(side.offsets[r])).astype(np.uint32)
+            rowids[a:b] = doc_rows(entry, docs, out[a:b])
+    return rowids
+
+
+def _alive(side: Side, rowids: np.ndarray) -> np.ndarray | None:
     live = side.liveness
-    alive = None if live is None or live.trivial else live.alive(rowids)
-    return ugids, sigs, rowids, alive
+    return None if live is None or live.trivial else live.alive(rowids)
 
 
 @dataclass
@@ -250,48 +297,61 @@ class _ShardData:
 
 
 def _load(shard: JoinShard) -> _ShardData | None:
+    """The shard's left rows (their keys in ``[lo, hi)``), the right rows sharing a key
+    with them, the left rows sharing one with those, both sides' live rows only, and one
+    signature pool: left docs first, then right docs."""
     plan = shard.plan
-    rk, rg = _side_rows(plan.right, shard.lo, shard.hi)
-    same = plan.left.entries is plan.right.entries  # one index on both sides: read it once
-    lk, lg = (rk, rg) if same else _side_rows(plan.left, shard.lo, shard.hi)
-    if lk.size == 0 or rk.size == 0:
-        return None
-    lm, rm = shared_key_rows(_ro(lk), _ro(rk))
-    lk, lg, rk, rg = lk[lm], lg[lm], rk[rm], rg[rm]
+    lk, lg = _side_rows(plan.left, shard.lo, shard.hi)
     if lk.size == 0:
         return None
-    lu, lsigs, lrow, lalive = _pool(plan.left, lg)
-    ru, rsigs, rrow, ralive = _pool(plan.right, rg)
-    ldocs = np.searchsorted(lu, lg)
-    rdocs = np.searchsorted(ru, rg)
-    if lalive is not None and not lalive.all():
-        keep = lalive[ldocs]
-        lk, ldocs = lk[keep], ldocs[keep]
-    if ralive is not None and not ralive.all():
-        keep = ralive[rdocs]
-        rk, rdocs = rk[keep], rdocs[keep]
-    if lk.size == 0 or rk.size == 0:
+    lk = _ro(lk)
+    lm = np.zeros(lk.size, dtype=np.bool_)
+    rk, rg = _shared_rows(plan.right, shard.lo, shard.hi, lk, lm)
+    if rk.size == 0:
         return None
+    lk, lg = lk[lm], lg[lm]
+    lu, ru = sorted_unique(lg), sorted_unique(rg)
     k = plan.right.params.num_hashes
     nl = lu.size
     pool = np.zeros((nl + ru.size, padded_hashes(k)), dtype=np.uint16)  # padding lanes stay 0: equal
-    pool[:nl, :k] = lsigs
-    pool[nl:, :k] = rsigs
-    rowids = np.concatenate((lrow, rrow)).astype(np.uint64, copy=False)
-    return _ShardData(_ro(lk), _ro(ldocs.astype(np.uint32)), _ro(rk), _ro((rdocs + nl).astype(np.uint32)),
+    rowids = np.concatenate((_gather(plan.left, lu, pool[:nl, :k]), _gather(plan.right, ru, pool[nl:, :k])))
+    ldocs = np.searchsorted(lu, lg)
+    rdocs = np.searchsorted(ru, rg) + nl
+    alive = _alive(plan.left, rowids[:nl])
+    if alive is not None and not alive.all():
+        keep = alive[ldocs]
+        lk, ldocs = lk[keep], ldocs[keep]
+    alive = _alive(plan.right, rowids[nl:])
+    if alive is not None and not alive.all():
+        keep = alive[rdocs - nl]
+        rk, rdocs = rk[keep], rdocs[keep]
+    if lk.size == 0 or rk.size == 0:
+        return None
+    return _ShardData(_ro(lk), _ro(ldocs.astype(np.uint32)), _ro(rk), _ro(rdocs.astype(np.uint32)),
                       _ro(pool.view(np.uint64)), _ro(pool), _ro(rowids))
 
 
-def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS
+def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS, threads: int = 1
                ) -> Iterator[pa.RecordBatch]:
     """The verified pairs of one shard as record batches of :data:`JOIN_SCHEMA` (at most
     ``chunk_pairs`` rows each); memory stays at one chunk of pairs plus the shard's rows
-    and the signatures of its candidates."""
+    and the signatures of its candidates.
+
+    ``threads > 1`` cuts the shard's key range into that many equal parts (at most
+    :data:`MAX_WORKERS`), joined at once on as many threads (the kernels release the GIL), their batches yielded in key order:
+    a caller that runs one shard at a time (DuckDB does, for a statement whose result
+    keeps its order) still uses every core, for about the same memory."""
     if not isinstance(shard, JoinShard):
         raise InvalidParameterError(f"shard={shard!r} must be a JoinShard from join_shards()")
     exact = check_bool("exact", exact)
     chunk = check_int("chunk_pairs", chunk_pairs, "e.g. 1048576", 1, 1 << 30)
-    return _shard_join(shard, exact, chunk)
+    threads = min(check_int("threads", threads, "e.g. 2", 1, 1 << 16), MAX_WORKERS)
+    if threads == 1:
+        return _shard_join(shard, exact, chunk)
+    parts = [JoinShard(shard.index, shard.num_shards, shard.lo + (shard.hi - shard.lo) * i // threads,
+                       shard.lo + (shard.hi - shard.lo) * (i + 1) // threads, shard.plan) for i in range(threads)]
+    stop = threading.Event()
+    return run_ordered(parts, lambda p: _shard_join(p, exact, chunk, stop), workers=threads, stop=stop)
 
 
 def _shard_join(shard: JoinShard, exact: bool, chunk: int, stop: threading.Event | None = None

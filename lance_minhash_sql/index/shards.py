@@ -230,20 +230,28 @@ class ShardData:
         return self.gids[local]
 
 
+def run_span(store, lo: int, hi: int) -> tuple[int, int]:
+    """``[start, stop)``: the rows of the pages of a run's band store (``BandStore``) that
+    may hold keys in ``[lo, hi)`` (its page table holds each page's last key)."""
+    n = store.num_rows
+    pt = store.page_table
+    if n == 0 or pt.size == 0:
+        return 0, 0
+    a = int(np.searchsorted(pt, np.uint64(lo), side="left"))
+    if a >= pt.size:
+        return 0, 0
+    b = pt.size - 1 if hi >= _U64_END else min(int(np.searchsorted(pt, np.uint64(hi), side="left")), pt.size - 1)
+    pr = store.page_rows
+    return a * pr, min((b + 1) * pr, n)
+
+
 def read_run(entry: SegmentEntry, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Band rows with keys in ``[lo, hi)`` of one run: page-table search, one read."""
     with entry.lock:
         store = entry.bands
-        n = store.num_rows
-        pt = store.page_table
-        if n == 0 or pt.size == 0:
+        start, stop = run_span(store, lo, hi)
+        if start == stop:
             return np.empty(0, np.uint64), np.empty(0, np.uint32)
-        a = int(np.searchsorted(pt, np.uint64(lo), side="left"))
-        if a >= pt.size:
-            return np.empty(0, np.uint64), np.empty(0, np.uint32)
-        b = pt.size - 1 if hi >= _U64_END else min(int(np.searchsorted(pt, np.uint64(hi), side="left")), pt.size - 1)
-        pr = store.page_rows
-        start, stop = a * pr, min((b + 1) * pr, n)
         if store.full:
             keys, docs = store.keys[start:stop], store.docs[start:stop]
         else:
@@ -294,6 +302,19 @@ def _doc_arrays(entry: SegmentEntry, udocs: np.ndarray):
         _read_signatures_whole(entry)
     with entry.lock:
         return entry.doc_arrays(udocs)
+
+
+def doc_rows(entry: SegmentEntry, docs: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row ids of sorted unique ``docs`` of one run, their signatures written to ``out``:
+    read without the run's lock where its data cannot change under the reader
+    (:meth:`SegmentEntry.direct_docs`), else from the process cache under the lock."""
+    rowids = entry.direct_docs(docs, out)
+    if rowids is None:
+        slot, rid, sig = _doc_arrays(entry, docs)
+        rows = docs if slot.size == 0 else slot[docs]
+        out[...] = sig[rows]
+        rowids = rid[rows]
+    return rowids
 
 
 def _pools_single(entry: SegmentEntry, docs: np.ndarray):

@@ -368,6 +368,12 @@ def _mapping(mm: np.ndarray) -> mmap.mmap | None:
     return base if isinstance(base, mmap.mmap) else None
 
 
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = np.ascontiguousarray(a).view()
+    v.setflags(write=False)
+    return v
+
+
 def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The mapping as an array of ``dtype`` (little-endian), from byte 0."""
     width = dtype.itemsize
@@ -406,6 +412,14 @@ class MappedColumn:
         self.value_index = value_pos // width  # index in the typed view of each chunk's first value
         self.num_rows = int(layout.num_rows)
         self._values = _view(mm, self.dtype)
+        self._first_row_ro = _readonly(self.first_row.astype(np.int64))
+        self._value_index_ro = _readonly(self.value_index.astype(np.int64))
+
+    def chunks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(values, first_row, value_index)`` over the mapped file, nothing copied: row
+        ``r`` of chunk ``c`` is ``values[value_index[c] + r - first_row[c]]`` (read-only
+        arrays; the chunks follow each other in row order)."""
+        return self._values, self._first_row_ro, self._value_index_ro
 
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
@@ -455,14 +469,17 @@ class MappedRows:
     def num_rows(self) -> int:
         return int(self.starts[-1])
 
-    def read_rows(self, rows: np.ndarray) -> np.ndarray:
-        """``[n, items]`` values of global ``rows`` (any order)."""
+    def read_rows(self, rows: np.ndarray, out: np.ndarray | None = None, release: bool = True) -> np.ndarray:
+        """``[n, items]`` values of global ``rows`` (any order), into ``out`` when given
+        (any ``[n, items]`` view of the values' type, e.g. the first columns of a wider
+        buffer). ``release``: hand the pages read back to the OS (:meth:`_release`)."""
         rows = np.asarray(rows, dtype=np.int64)
-        out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
+        if out is None:
+            out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
         ok, lowest, highest = gather_rows(self._items, self.first_item, self.starts, rows, out)
         if not ok:
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        if rows.size:
+        if release and rows.size:
             self._release(int(lowest), int(highest), rows.size)
         return out
 

@@ -27,7 +27,7 @@ from numba import njit
 from .config import JIT
 from .pairs import reported_here
 
-__all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_key_rows", "join_chunk"]
+__all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_rows", "join_chunk"]
 
 _U56 = np.uint64(56)
 
@@ -40,29 +40,51 @@ def new_join_cursor() -> np.ndarray:
 
 
 @njit(**JIT)
-def shared_key_rows(lkeys, rkeys):
-    """``(left mask, right mask)``: the rows of each sorted side whose key the other side has."""
+def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lmask):
+    """Rows ``r`` in ``[start, stop)`` of a key column sorted by key and stored in chunks
+    (row ``r`` of chunk ``c`` at ``values[value_index[c] + r - first_row[c]]``; chunks in
+    row order) whose key lies in ``[lo, last]`` and is one of the sorted ``lkeys``:
+    ``(rows int64[m], keys u64[m])``. Sets ``lmask[i]`` for every ``lkeys[i]`` found.
+    One merge pass; nothing of the column is copied but the rows found (the outputs are
+    allocated for every row, and only the pages written are touched)."""
     nl = lkeys.size
-    nr = rkeys.size
-    lm = np.zeros(nl, dtype=np.bool_)
-    rm = np.zeros(nr, dtype=np.bool_)
+    nc = first_row.size
+    rows = np.empty(max(stop - start, 0), dtype=np.int64)
+    keys = np.empty(max(stop - start, 0), dtype=np.uint64)
+    m = 0
+    if nl == 0 or start >= stop:
+        return rows[:0], keys[:0]
+    c = np.searchsorted(first_row, start, side="right") - 1
     i = 0
-    j = 0
-    while i < nl and j < nr:
-        a = lkeys[i]
-        b = rkeys[j]
-        if a < b:
-            i += 1
-        elif b < a:
-            j += 1
-        else:
-            while i < nl and lkeys[i] == a:
-                lm[i] = True
+    r = start
+    done = False
+    while r < stop and not done:
+        end = min(first_row[c + 1], stop) if c + 1 < nc else stop
+        base = value_index[c] - first_row[c]
+        for q in range(r, end):
+            key = values[base + q]
+            if key < lo:
+                continue
+            if key > last:
+                done = True
+                break
+            while i < nl and lkeys[i] < key:
                 i += 1
-            while j < nr and rkeys[j] == a:
-                rm[j] = True
-                j += 1
-    return lm, rm
+            if i == nl:
+                done = True
+                break
+            if lkeys[i] == key:
+                if not lmask[i]:
+                    j = i
+                    while j < nl and lkeys[j] == key:
+                        lmask[j] = True
+                        j += 1
+                rows[m] = q
+                keys[m] = key
+                m += 1
+        r = end
+        c += 1
+    return rows[:m], keys[:m]
 
 
 @njit(**JIT)

@@ -56,6 +56,7 @@ __all__ = [
     "score_topk",
     "merge_topk",
     "sort_bands",
+    "band_rows",
     "page_table_of",
     "distance_of",
 ]
@@ -552,11 +553,17 @@ def sort_bands(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     stable sort of the band-major keys on the key alone yields ``(band_key, doc_id)`` order:
     the build's radix sort (``kernels/sort.py``), 2-2.5x numpy's stable argsort.
     """
-    n, b = keys.shape
-    flat = np.ascontiguousarray(keys.T).reshape(-1)
-    docs = np.tile(np.arange(n, dtype=np.uint32), b)
+    flat, docs = band_rows(keys)
     radix_sort_run(flat, docs, np.empty_like(flat), np.empty_like(docs), DIGIT_BITS)
     return flat, docs
+
+
+def band_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` uint64[n, b] as band-major ``(band_key, doc_id)`` rows, not yet sorted:
+    band ``j``'s rows are ``[j * n, (j + 1) * n)``, each band a run that a stable sort on
+    the key alone puts in ``(band_key, doc_id)`` order (see :func:`sort_bands`)."""
+    n, b = keys.shape
+    return np.ascontiguousarray(keys.T).reshape(-1), np.tile(np.arange(n, dtype=np.uint32), b)
 
 
 def page_table_of(sorted_keys: np.ndarray, page_rows: int) -> np.ndarray:
