@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptIndexError
+from ..kernels.ranges import copy_chunk_range
 from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
@@ -385,6 +386,7 @@ class MappedColumn:
         self.value_index = value_pos // width  # index in the typed view of each chunk's first value
         self.num_rows = int(layout.num_rows)
         self._values = _view(mm, self.dtype)
+        self._plain = self._values.view(np.ndarray)  # the kernels take plain arrays
 
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
@@ -399,15 +401,8 @@ class MappedColumn:
         if start < 0 or count < 0 or start + count > self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
         out = np.empty(count, dtype=self.dtype)
-        c = int(np.searchsorted(self.first_row, start, side="right") - 1)
-        at, end = start, start + count
-        while at < end:
-            stop = int(self.first_row[c + 1]) if c + 1 < self.first_row.size else self.num_rows
-            n = min(stop, end) - at
-            i = int(self.value_index[c]) + at - int(self.first_row[c])
-            out[at - start:at - start + n] = self._values[i:i + n]
-            at += n
-            c += 1
+        if count:
+            copy_chunk_range(self._plain, self.first_row, self.value_index, self.num_rows, start, out)
         return out
 
 
