@@ -345,6 +345,11 @@ def fixed_rows(read_range, path: str, layout: FileLayout, index: int, items: int
 
 
 _OS_PAGE = mmap.PAGESIZE
+# a gather of this many rows or more hands each file page's mapped pages back as soon as
+# it is copied (a self-join shard gathers 250k rows spread over a 2.6 GB file: mapped
+# all at once they would add the whole file to the resident set); a query's few
+# candidates are handed back in one call
+PAGEWISE_RELEASE_ROWS = 1 << 14
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
 
 
@@ -387,6 +392,7 @@ class MappedColumn:
         self.num_rows = int(layout.num_rows)
         self._values = _view(mm, self.dtype)
         self._plain = self._values.view(np.ndarray)  # the kernels take plain arrays
+        self._map = mm.base if isinstance(mm.base, mmap.mmap) else None
 
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
@@ -396,13 +402,22 @@ class MappedColumn:
         c = np.searchsorted(self.first_row, rows, side="right") - 1
         return self._values[self.value_index[c] + (rows - self.first_row[c])].astype(self.dtype, copy=False)
 
-    def read_range(self, start: int, count: int) -> np.ndarray:
-        """Values of rows ``[start, start + count)``, copied chunk by chunk."""
+    def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
+        """Values of rows ``[start, start + count)``, copied chunk by chunk; ``release``:
+        then hand the mapped pages of the span back to the OS (``MADV_DONTNEED``; a bulk
+        read's pages are not read again soon, and the OS page cache keeps the file)."""
         if start < 0 or count < 0 or start + count > self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
         out = np.empty(count, dtype=self.dtype)
         if count:
             copy_chunk_range(self._plain, self.first_row, self.value_index, self.num_rows, start, out)
+            if release and self._map is not None and _DONTNEED is not None:
+                c0, c1 = np.searchsorted(self.first_row, [start, start + count - 1], side="right") - 1
+                width = self.dtype.itemsize
+                lo = int(self.value_index[c0]) * width
+                hi = (int(self.value_index[c1]) + start + count - int(self.first_row[c1])) * width
+                lo -= lo % _OS_PAGE
+                self._map.madvise(_DONTNEED, lo, hi - lo)
         return out
 
 
@@ -444,7 +459,10 @@ class MappedRows:
             first = int(self.first_item[p])
             view = self._items[first:first + count * self.items].reshape(count, self.items)
             out[sel] = view[rows[sel] - self.starts[p]]
-        self._release(self.first_item[page] + (rows - self.starts[page]) * self.items)
+            if rows.size >= PAGEWISE_RELEASE_ROWS:
+                self._release(first + (rows[sel] - self.starts[p]) * self.items)
+        if rows.size < PAGEWISE_RELEASE_ROWS:
+            self._release(self.first_item[page] + (rows - self.starts[page]) * self.items)
         return out
 
     def _release(self, first: np.ndarray) -> None:
@@ -458,8 +476,9 @@ class MappedRows:
         lo -= lo % _OS_PAGE
         self._map.madvise(_DONTNEED, lo, hi - lo)
 
-    def read_range(self, start: int, count: int) -> np.ndarray:
-        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page."""
+    def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
+        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page;
+        ``release``: each page's mapped span handed back to the OS once copied."""
         if start < 0 or count < 0 or start + count > self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
         out = np.empty((count, self.items), dtype=self._items.dtype.newbyteorder("="))
@@ -469,6 +488,8 @@ class MappedRows:
             n = min(int(self.starts[page + 1]), end) - at
             i = int(self.first_item[page]) + (at - int(self.starts[page])) * self.items
             out[at - start:at - start + n] = self._items[i:i + n * self.items].reshape(n, self.items)
+            if release:
+                self._release(np.array([i, i + (n - 1) * self.items], dtype=np.int64))
             at += n
             page += 1
         return out

@@ -291,7 +291,8 @@ class SegmentFiles:
         state, so a self-join's shards read their key ranges at the same time."""
         if self.band_map is None:
             return None
-        return self.band_map[0].read_range(start, count), self.band_map[1].read_range(start, count)
+        return (self.band_map[0].read_range(start, count, release=True),
+                self.band_map[1].read_range(start, count, release=True))
 
     def take_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stored ``(row ids, signatures)`` of sorted, distinct ``docs``: one Lance take."""
