@@ -314,7 +314,7 @@ class SegmentEntry:
             if lost.size:
                 out_sigs[lost] = self.files.read_signature_rows(docs[lost])
                 out_rowids[lost] = self.map_rowids(raw[docs[lost]])
-        self.stats["docs_read"] += int(missing.size)
+            self.stats["docs_read"] += int(missing.size + lost.size)
         return readonly(np.empty(0, dtype=np.int32)), readonly(out_rowids), readonly(out_sigs), True
 
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
