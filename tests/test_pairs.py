@@ -254,6 +254,45 @@ def test_append_second_segment_and_deletions(tmp_path):
     assert set(got_c) <= live
 
 
+@pytest.mark.parametrize("capacity", [64 << 10, 256 << 10])
+def test_signatures_beyond_the_cache(tmp_path, monkeypatch, capacity):
+    """A segment whose signatures exceed the cache: shards read the docs they miss out of
+    the memory map and get them back compact (64 KiB: nothing fits) or pooled (256 KiB:
+    the pool grows until full, then compact); same pairs and clusters, deletions
+    included."""
+    from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity
+    from lance_minhash_sql.index import pools
+    from lance_minhash_sql.index.entries import SegmentEntry
+
+    uri = str(tmp_path / "big.lance")
+    write_corpus(uri, 4000, rows_per_fragment=1000)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 7 = 3")
+    want = oracle(uri, 0.8)
+    clear_cache()
+    want_clusters = as_clusters(clusters(uri, "text", 0.8))
+    calls = {"compact": 0, "pooled": 0}
+    shard_docs = SegmentEntry.shard_docs
+
+    def counted(self, docs):
+        out = shard_docs(self, docs)
+        calls["compact" if out[3] else "pooled"] += 1
+        return out
+
+    monkeypatch.setattr(SegmentEntry, "shard_docs", counted)
+    monkeypatch.setattr(pools, "_FIRST_POOL_DOCS", 16)  # the pool grows in steps, then stops
+    old = set_cache_capacity(capacity)
+    try:
+        clear_cache()
+        assert as_dict(all_shards(uri, 0.8, num_shards=9)) == want
+        assert as_clusters(clusters(uri, "text", 0.8)) == want_clusters
+    finally:
+        set_cache_capacity(old)
+        clear_cache()
+    assert calls["compact"] > 0
+    assert (calls["pooled"] > 0) == (capacity > 64 << 10)
+
+
 def test_odd_parameters(tmp_path, monkeypatch):
     """k = 98 (rows padded to whole u64 words), r = 7 (bands compared value by value)."""
     params = MinHashParams(num_hashes=98, num_bands=14, shingle_size=2)

@@ -261,6 +261,65 @@ class SegmentEntry:
             self.settle()
         return store.arrays()
 
+    def shard_docs(self, docs: np.ndarray):
+        """``(slot, rowids, signatures, compact)`` of sorted unique ``docs`` for a self-join
+        shard, which asks for a quarter of a million random docs at once.
+
+        Docs already in the pool are used from there; the missing ones of a mapped local
+        segment are gathered from the memory map *outside* the lock (the file never
+        changes), so the other shard's thread is not kept waiting, then added to the pool
+        while the cache has room. Past that they come back ``compact``: ``slot`` empty and
+        row ``i`` holding ``docs[i]``, with no per-doc map of the whole segment (a shard
+        used to allocate one per call once the cache was full: 40 MB at 10M rows, every
+        shard). Segments read through Lance's reader or an object store take
+        :meth:`doc_arrays` under the lock.
+        """
+        with self.lock:
+            store = self.docs
+            if store.full:
+                return (*store.arrays(), False)
+            if self.files is None or self.files.signature_map is None or self._all_rowids() is None:
+                return (*self.doc_arrays(docs), False)
+            raw = self.docs.all_rowids
+            missing = store.missing(docs)
+        sigs = self.files.read_signature_rows(missing)
+        rowids = self.map_rowids(raw[missing])
+        with self.lock:
+            store = self.docs
+            if store.full:
+                return (*store.arrays(), False)
+            if missing.size:
+                fresh = store.missing(missing)  # another shard may have added some meanwhile
+                if fresh.size != missing.size:
+                    at = np.searchsorted(missing, fresh)
+                    missing, sigs, rowids = fresh, sigs[at], rowids[at]
+                if self.reserve(store.grow_bytes(missing.size)):
+                    store.add_docs(missing, rowids, sigs)
+                    self.stats["docs_read"] += int(missing.size)
+                    self.settle()
+                    missing = missing[:0]
+            if missing.size == 0 and store.missing(docs).size == 0:
+                return (*store.arrays(), False)
+            # compact: pooled rows from the pool, the others from this read (or, for docs
+            # evicted with the pool meanwhile, read now)
+            out_sigs = np.empty((docs.size, store.k), dtype=np.uint16)
+            out_rowids = np.empty(docs.size, dtype=np.uint64)
+            pooled = np.zeros(docs.size, dtype=np.bool_) if store.doc_slot.size == 0 else store.doc_slot[docs] >= 0
+            slots = store.doc_slot[docs[pooled]]
+            out_sigs[pooled] = store.sigs[slots]
+            out_rowids[pooled] = store.rowids[slots]
+            rest = np.flatnonzero(~pooled)
+            at = np.minimum(np.searchsorted(missing, docs[rest]), max(missing.size - 1, 0))
+            got = missing[at] == docs[rest] if missing.size else np.zeros(rest.size, dtype=np.bool_)
+            out_sigs[rest[got]] = sigs[at[got]]
+            out_rowids[rest[got]] = rowids[at[got]]
+            lost = rest[~got]
+            if lost.size:
+                out_sigs[lost] = self.files.read_signature_rows(docs[lost])
+                out_rowids[lost] = self.map_rowids(raw[docs[lost]])
+            self.stats["docs_read"] += int(missing.size + lost.size)
+        return readonly(np.empty(0, dtype=np.int32)), readonly(out_rowids), readonly(out_sigs), True
+
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store the
         signatures as byte ranges (one request per run of nearby docs, all concurrent) and

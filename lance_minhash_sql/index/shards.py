@@ -246,16 +246,22 @@ def run_span(store, lo: int, hi: int) -> tuple[int, int]:
 
 
 def read_run(entry: SegmentEntry, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """Band rows with keys in ``[lo, hi)`` of one run: page-table search, one read."""
+    """Band rows with keys in ``[lo, hi)`` of one run: page-table search, one read (of a
+    mapped file without the segment's lock: shards read their ranges side by side)."""
+    start, stop = run_span(entry.bands, lo, hi)  # page table and row counts never change
+    if start == stop:
+        return np.empty(0, np.uint64), np.empty(0, np.uint32)
     with entry.lock:
         store = entry.bands
-        start, stop = run_span(store, lo, hi)
-        if start == stop:
-            return np.empty(0, np.uint64), np.empty(0, np.uint32)
         if store.full:
             keys, docs = store.keys[start:stop], store.docs[start:stop]
+            mapped = False
         else:
-            keys, docs = entry.files.read_bands(start, stop - start)
+            mapped = entry.files.band_map is not None
+            if not mapped:
+                keys, docs = entry.files.read_bands(start, stop - start)  # a Lance reader: one caller at a time
+    if mapped:
+        keys, docs = entry.files.map_bands(start, stop - start)
     i0 = int(np.searchsorted(keys, np.uint64(lo), side="left"))
     i1 = keys.size if hi >= _U64_END else int(np.searchsorted(keys, np.uint64(hi), side="left"))
     return keys[i0:i1], docs[i0:i1]
@@ -272,7 +278,8 @@ def merge_runs(parts: list[tuple[int, np.ndarray, np.ndarray]], offsets: np.ndar
 
 def _read_signatures_whole(entry: SegmentEntry) -> None:
     """Load a segment's row ids and signatures whole into the process cache, if they fit,
-    reading ``SIGNATURE_READ_ROWS`` rows at a time.
+    reading ``SIGNATURE_READ_ROWS`` rows at a time (out of the memory map of a local
+    file, else through Lance's reader).
 
     ``SegmentEntry.doc_arrays`` would load them whole too once a shard needs many docs,
     but through one ``read_all`` that Lance decodes ahead of the consumer: twice the
@@ -284,43 +291,45 @@ def _read_signatures_whole(entry: SegmentEntry) -> None:
             return
         if not entry.reserve(store.file_bytes() - store.nbytes):
             return  # does not fit: the shard reads what it needs
+        files = entry.files
         n, k = store.num_docs, store.k
-        rowids = np.empty(n, dtype=np.uint64)
+        mapped = files.signature_map
+        rowids = files.read_rowids() if mapped is not None else np.empty(n, dtype=np.uint64)
         sigs = np.empty((n, k), dtype=np.uint16)
         for s in range(0, n, SIGNATURE_READ_ROWS):
             c = min(SIGNATURE_READ_ROWS, n - s)
-            stored, sigs[s:s + c] = entry.files.read_doc_range(s, c)
-            rowids[s:s + c] = entry.map_rowids(stored)
-        store.set_full(rowids, sigs)
+            if mapped is not None:
+                sigs[s:s + c] = mapped.read_range(s, c, release=True)
+            else:
+                rowids[s:s + c], sigs[s:s + c] = files.read_doc_range(s, c)
+        store.set_full(entry.map_rowids(rowids), sigs)
         entry.stats["full_loads"] += 1
         entry.settle()
 
 
 def _doc_arrays(entry: SegmentEntry, udocs: np.ndarray):
-    """``(slot, rowids, sigs)`` of sorted unique docs of one run, from the process cache."""
+    """``(slot, rowids, sigs, compact)`` of sorted unique docs of one run
+    (:meth:`SegmentEntry.shard_docs`): from the process cache, loaded whole first when
+    the shard needs many of the segment's docs."""
     if udocs.size * WHOLE_SIGNATURES_FRACTION >= entry.docs.num_docs:
         _read_signatures_whole(entry)
-    with entry.lock:
-        return entry.doc_arrays(udocs)
+    return entry.shard_docs(udocs)
 
 
 def doc_rows(entry: SegmentEntry, docs: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Row ids of sorted unique ``docs`` of one run, their signatures written to ``out``:
     read without the run's lock where its data cannot change under the reader
-    (:meth:`SegmentEntry.direct_docs`), else from the process cache under the lock."""
+    (:meth:`SegmentEntry.direct_docs`), else through :meth:`SegmentEntry.shard_docs`."""
     rowids = entry.direct_docs(docs, out)
     if rowids is None:
-        slot, rid, sig = _doc_arrays(entry, docs)
+        slot, rid, sig, compact = _doc_arrays(entry, docs)
+        if compact:
+            out[...] = sig
+            return rid
         rows = docs if slot.size == 0 else slot[docs]
         out[...] = sig[rows]
         rowids = rid[rows]
     return rowids
-
-
-def _pools_single(entry: SegmentEntry, docs: np.ndarray):
-    udocs = sorted_unique(docs)
-    slot, rowids, sigs = _doc_arrays(entry, udocs)
-    return udocs, slot, rowids, sigs
 
 
 def pool_signatures(plan: Plan, gids: np.ndarray):
@@ -335,10 +344,13 @@ def pool_signatures(plan: Plan, gids: np.ndarray):
         if a == b:
             continue
         docs = (ugids[a:b] - np.uint32(plan.offsets[r])).astype(np.uint32)
-        slot, rid, sig = _doc_arrays(entry, docs)
-        rows = docs if slot.size == 0 else slot[docs]
-        sigs[a:b] = sig[rows]
-        rowids[a:b] = rid[rows]
+        slot, rid, sig, compact = _doc_arrays(entry, docs)
+        if compact:
+            sigs[a:b], rowids[a:b] = sig, rid
+        else:
+            rows = docs if slot.size == 0 else slot[docs]
+            sigs[a:b] = sig[rows]
+            rowids[a:b] = rid[rows]
     return ugids, sigs, rowids
 
 
@@ -359,8 +371,13 @@ def load_shard(shard: Shard) -> ShardData | None:
         keys, docs = multi_rows(readonly(keys), readonly(docs))
         if keys.size == 0:
             return None
-        udocs, slot, rowids, sigs = _pools_single(plan.entries[r], docs)
+        udocs = sorted_unique(docs)
+        slot, rowids, sigs, compact = _doc_arrays(plan.entries[r], udocs)
         gid_offset, gids = int(plan.offsets[r]), None
+        if compact:  # local ids become positions in udocs
+            docs = np.searchsorted(udocs, docs).astype(np.uint32)
+            gids, gid_offset = udocs.astype(np.int64) + gid_offset, 0
+            udocs = np.arange(udocs.size, dtype=np.uint32)
         if not liveness.trivial:
             urow = rowids[udocs] if slot.size == 0 else rowids[slot[udocs]]
             alive = liveness.alive(urow)

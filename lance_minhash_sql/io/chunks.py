@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import CorruptIndexError
 from ..kernels.gather import gather_rows, gather_values
+from ..kernels.ranges import copy_chunk_range
 from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
@@ -345,6 +346,11 @@ def fixed_rows(read_range, path: str, layout: FileLayout, index: int, items: int
 
 
 _OS_PAGE = mmap.PAGESIZE
+# a gather of this many rows or more hands each file page's mapped pages back as soon as
+# it is copied (a self-join shard gathers 250k rows spread over a 2.6 GB file: mapped
+# all at once they would add the whole file to the resident set); a query's few
+# candidates are handed back in one call
+PAGEWISE_RELEASE_ROWS = 1 << 14
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
 # Pages a file's gathers may have touched before they are handed back to the OS at once:
 # one system call per this many bytes, not one per query (a query's gather touches a few
@@ -414,6 +420,7 @@ class MappedColumn:
         self._values = _view(mm, self.dtype)
         self._first_row_ro = _readonly(self.first_row.astype(np.int64))
         self._value_index_ro = _readonly(self.value_index.astype(np.int64))
+        self._map = _mapping(mm)
 
     def chunks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(values, first_row, value_index)`` over the mapped file, nothing copied: row
@@ -429,20 +436,22 @@ class MappedColumn:
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
         return out
 
-    def read_range(self, start: int, count: int) -> np.ndarray:
-        """Values of rows ``[start, start + count)``, copied chunk by chunk."""
+    def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
+        """Values of rows ``[start, start + count)``, copied chunk by chunk; ``release``:
+        then hand the mapped pages of the span back to the OS (``MADV_DONTNEED``; a bulk
+        read's pages are not read again soon, and the OS page cache keeps the file)."""
         if start < 0 or count < 0 or start + count > self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
         out = np.empty(count, dtype=self.dtype)
-        c = int(np.searchsorted(self.first_row, start, side="right") - 1)
-        at, end = start, start + count
-        while at < end:
-            stop = int(self.first_row[c + 1]) if c + 1 < self.first_row.size else self.num_rows
-            n = min(stop, end) - at
-            i = int(self.value_index[c]) + at - int(self.first_row[c])
-            out[at - start:at - start + n] = self._values[i:i + n]
-            at += n
-            c += 1
+        if count:
+            copy_chunk_range(self._values, self.first_row, self.value_index, self.num_rows, start, out)
+            if release and self._map is not None and _DONTNEED is not None:
+                c0, c1 = np.searchsorted(self.first_row, [start, start + count - 1], side="right") - 1
+                width = self.dtype.itemsize
+                lo = int(self.value_index[c0]) * width
+                hi = (int(self.value_index[c1]) + start + count - int(self.first_row[c1])) * width
+                lo -= lo % _OS_PAGE
+                self._map.madvise(_DONTNEED, lo, hi - lo)
         return out
 
 
@@ -476,11 +485,20 @@ class MappedRows:
         rows = np.asarray(rows, dtype=np.int64)
         if out is None:
             out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
-        ok, lowest, highest = gather_rows(self._items, self.first_item, self.starts, rows, out)
-        if not ok:
-            raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        if release and rows.size:
-            self._release(int(lowest), int(highest), rows.size)
+        # a large gather goes slice by slice, each slice's pages handed back once copied
+        pagewise = release and rows.size >= PAGEWISE_RELEASE_ROWS
+        step = PAGEWISE_RELEASE_ROWS if pagewise else max(rows.size, 1)
+        for at in range(0, rows.size, step):
+            part = rows[at:at + step]
+            ok, lowest, highest = gather_rows(self._items, self.first_item, self.starts, part, out[at:at + step])
+            if not ok:
+                raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+            if not release:
+                continue
+            if pagewise:
+                self._hand_back(int(lowest) * self.item_bytes, int(highest) * self.item_bytes)
+            else:
+                self._release(int(lowest), int(highest), part.size)
         return out
 
     def _release(self, lowest: int, highest: int, count: int) -> None:
@@ -502,11 +520,18 @@ class MappedRows:
                 self._touched = (size, lo, hi)
                 return
             self._touched = (0, 0, 0)
+        self._hand_back(lo, hi)
+
+    def _hand_back(self, lo: int, hi: int) -> None:
+        """``MADV_DONTNEED`` on the mapped bytes ``[lo, hi)`` now (widened to whole pages)."""
+        if self._map is None or _DONTNEED is None or hi <= lo:
+            return
         lo -= lo % _OS_PAGE
         self._map.madvise(_DONTNEED, lo, hi - lo)
 
-    def read_range(self, start: int, count: int) -> np.ndarray:
-        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page."""
+    def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
+        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page;
+        ``release``: each page's mapped span handed back to the OS once copied."""
         if start < 0 or count < 0 or start + count > self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
         out = np.empty((count, self.items), dtype=self._items.dtype.newbyteorder("="))
@@ -516,6 +541,8 @@ class MappedRows:
             n = min(int(self.starts[page + 1]), end) - at
             i = int(self.first_item[page]) + (at - int(self.starts[page])) * self.items
             out[at - start:at - start + n] = self._items[i:i + n * self.items].reshape(n, self.items)
+            if release:
+                self._hand_back(i * self.item_bytes, (i + n * self.items) * self.item_bytes)
             at += n
             page += 1
         return out

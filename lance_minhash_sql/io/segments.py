@@ -298,6 +298,16 @@ class SegmentFiles:
         t = self.bands.read_range(start, count, batch_size=max(1024, count)).to_table()
         return (t.column(0).to_numpy(), t.column(1).to_numpy())
 
+    def map_bands(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(band_key, doc_id)`` of band rows ``[start, start + count)`` copied out of the
+        memory map whatever their number (a kernel without the GIL), None when the file is
+        not mapped. Needs no lock: the file never changes and the copy touches no shared
+        state, so a self-join's shards read their key ranges at the same time."""
+        if self.band_map is None:
+            return None
+        return (self.band_map[0].read_range(start, count, release=True),
+                self.band_map[1].read_range(start, count, release=True))
+
     def take_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stored ``(row ids, signatures)`` of sorted, distinct ``docs``: one Lance take."""
         t = self.signatures.take_rows(np.asarray(docs, dtype=np.int64).tolist(),
