@@ -16,9 +16,12 @@ argument (numba compiles a separate specialization for ``f(x, 0)``; pass
 
 What compiles, and how often, is the rest of the cost. Every jitted function a kernel
 calls compiles on its own (typing, LLVM optimization, machine code, a cache entry) and
-then again inside its caller, so small helpers and per-query bodies are
+then again inside its caller, so per-query bodies and helpers called from one place are
 ``inline="always"`` (compiled once, inside the driver), and a wrapper that only
-allocates and calls one kernel stays plain Python. Copying between arrays is a loop, not
+allocates and calls one kernel stays plain Python. The converse holds for a tiny helper
+called from many places (``xxh64``'s rounds): numba types an inlined body again at every
+call site, so it stays a function of its own, which LLVM inlines anyway. Inlining a large
+function into several kernels costs more than compiling it once (``tokenize_doc``). Copying between arrays is a loop, not
 slice assignment (``a[:n] = b[:n]`` pulls in numba's broadcasting code: seconds on a
 fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
 ``np.arange``) compiles once per dtype and dimension, so kernels share a few.
