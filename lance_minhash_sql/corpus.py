@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from .checks import check_int, check_real
 from .errors import InvalidParameterError
+from .index.threads import run_chunks
 from .kernels import corpus as _k
 
 __all__ = [
@@ -62,6 +63,7 @@ MAX_DOC_ID = 2**62
 _INT32_MAX = 2**31 - 1
 GIANT_WORDS = 60  # words of the giant cluster's text
 _GIANT_STREAM = 0x6A1A27  # seeds the giant cluster's rows and text, apart from the documents
+_CHUNK_DOCS = 8192  # documents per kernel call when generating on several threads
 
 
 @dataclass(frozen=True)
@@ -188,13 +190,18 @@ def _check_range(start: Any, stop: Any) -> tuple[int, int]:
     return start, stop
 
 
+def _run(fn, n: int) -> None:
+    """``fn(first, last)`` over ranges of :data:`_CHUNK_DOCS` documents, on every core."""
+    run_chunks(fn, n, _CHUNK_DOCS)
+
+
 def _plan(start: int, stop: int, spec: CorpusSpec, tables: _Tables):
     w = np.asarray(spec.edit_weights, dtype=np.float64)
     edit_cum = np.cumsum(w / w.sum())
     return _k.plan_documents(
         np.uint64(spec.seed), start, stop, _threshold(spec.duplicate_fraction),
         _threshold(spec.boilerplate_fraction), spec.source_skew, edit_cum,
-        spec.max_replace_fraction, spec.max_truncate_fraction, tables.bp_offsets,
+        spec.max_replace_fraction, spec.max_truncate_fraction, tables.bp_offsets, run=_run,
     )
 
 
@@ -203,7 +210,7 @@ def _texts(start: int, spec: CorpusSpec, tables: _Tables, plan) -> pa.Array:
     offsets, data = _k.render_texts(
         np.uint64(spec.seed), start, source, kind, lo, hi, below,
         _threshold(spec.boilerplate_fraction), tables.word_offsets, tables.word_bytes,
-        tables.prob, tables.alias, tables.bp_offsets, tables.bp_words,
+        tables.prob, tables.alias, tables.bp_offsets, tables.bp_words, run=_run,
     )
     n = len(source)
     if offsets[-1] <= _INT32_MAX:

@@ -56,7 +56,7 @@ def cache_dir() -> str:
     from .kernels import minhash
 
     try:
-        return minhash.sign_rows_serial._cache._cache_path
+        return minhash.sign_range._cache._cache_path
     except AttributeError:
         return os.path.join(os.path.dirname(minhash.__file__), "__pycache__")
 

@@ -14,6 +14,18 @@ always passed read-only), and no kernel is called from another with a literal co
 argument (numba compiles a separate specialization for ``f(x, 0)``; pass
 ``np.int64(0)``).
 
+What compiles, and how often, is the rest of the cost. Every jitted function a kernel
+calls compiles on its own (typing, LLVM optimization, machine code, a cache entry) and
+then again inside its caller, so per-query bodies and helpers called from one place are
+``inline="always"`` (compiled once, inside the driver), and a wrapper that only
+allocates and calls one kernel stays plain Python. The converse holds for a tiny helper
+called from many places (``xxh64``'s rounds): numba types an inlined body again at every
+call site, so it stays a function of its own, which LLVM inlines anyway. Inlining a large
+function into several kernels costs more than compiling it once (``tokenize_doc``). Copying between arrays is a loop, not
+slice assignment (``a[:n] = b[:n]`` pulls in numba's broadcasting code: seconds on a
+fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
+``np.arange``) compiles once per dtype and dimension, so kernels share a few.
+
 :data:`COMPILES` listens to numba's ``numba:compile`` events (fired for real
 compilations only, never for cache loads) for this package's kernels: how many, how
 long, which. The first compilation in a process prints one line on stderr saying what

@@ -41,9 +41,10 @@ before it. The format rules, written once:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .config import JIT, JIT_PARALLEL
+from .config import JIT
+from .order import order_by_pair
 
 __all__ = [
     "EDIT_ORIGINAL",
@@ -63,7 +64,9 @@ __all__ = [
     "zipf_alias",
     "build_boilerplate",
     "plan_documents",
+    "plan_range",
     "render_texts",
+    "render_range",
     "render_phrases",
 ]
 
@@ -119,7 +122,7 @@ _TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
 # ---------------------------------------------------------------- counter-based hashing
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _mix(z):
     """splitmix64's finaliser: a bijection of uint64."""
     z = (z ^ (z >> _SH30)) * _M1
@@ -127,27 +130,27 @@ def _mix(z):
     return z ^ (z >> _SH31)
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def seed_key(seed):
     return _mix(np.uint64(seed) ^ _GOLDEN)
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _key(skey, stream, doc):
     return _mix(_mix(skey + np.uint64(stream) * _GOLDEN) ^ np.uint64(doc))
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _draw(key, counter):
     return _mix(key + (np.uint64(counter) + _ONE) * _GOLDEN)
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _unit(h):
     return np.float64(h >> _SH11) * _TO_UNIT
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _zipf(h, prob, alias):
     idx = ((h >> _SH32) * np.uint64(prob.shape[0])) >> _SH32
     if (h & _LO32) < prob[idx]:
@@ -162,9 +165,15 @@ def _zipf(h, prob, alias):
 def build_alias(weights):
     """Vose alias table of ``weights`` as (uint64 thresholds on 32 bits, int64 aliases)."""
     n = weights.shape[0]
-    p = weights * (n / weights.sum())
+    total = 0.0
+    for i in range(n):
+        total += weights[i]
+    p = np.empty(n, dtype=np.float64)
+    alias = np.empty(n, dtype=np.int64)
+    for i in range(n):  # loops, not array expressions: each of those compiles a ufunc loop
+        p[i] = weights[i] * (n / total)
+        alias[i] = i
     prob = np.empty(n, dtype=np.uint64)
-    alias = np.arange(n).astype(np.int64)
     small = np.empty(n, dtype=np.int64)
     large = np.empty(n, dtype=np.int64)
     ns = 0
@@ -270,7 +279,10 @@ def build_vocabulary(seed, vocab_size):
     jkey = _key(skey, _S_VOCAB, 1)
     for w in range(vocab_size):
         order_key[w] = lens[w] + 2.5 * _unit(_draw(jkey, w))
-    order = np.argsort(order_key)
+    order = np.empty(vocab_size, dtype=np.int64)
+    for w in range(vocab_size):
+        order[w] = w
+    order = order_by_pair(order, order_key, order)  # keys are distinct: np.argsort's order
     offsets = np.empty(vocab_size + 1, dtype=np.int64)
     data = np.empty(used, dtype=np.uint8)
     offsets[0] = 0
@@ -305,7 +317,7 @@ def build_boilerplate(seed, num_phrases, prob, alias):
 # ---------------------------------------------------------------- document plans
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _layout(skey, doc, bp_threshold, bp_offsets):
     """(words, phrase or -1, phrase at start, phrase words) of original ``doc``."""
     key = _key(skey, _S_LENGTH, doc)
@@ -334,12 +346,12 @@ def _layout(skey, doc, bp_threshold, bp_offsets):
     return n, phrase, at_start, plen
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _is_duplicate(skey, doc, dup_threshold):
     return doc > 0 and _draw(_key(skey, _S_DUP, doc), 0) < dup_threshold
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _source(skey, doc, dup_threshold, skew):
     key = _key(skey, _S_SOURCE, doc)
     for a in range(MAX_SOURCE_DRAWS):
@@ -351,26 +363,39 @@ def _source(skey, doc, dup_threshold, skew):
     return np.int64(0)
 
 
-@njit(**JIT_PARALLEL)
 def plan_documents(seed, start, stop, dup_threshold, bp_threshold, skew, edit_cum,
-                   max_replace, max_truncate, bp_offsets):
+                   max_replace, max_truncate, bp_offsets, run=None):
     """Plans of docs ``start..stop-1``: what each text renders (see the module docstring).
 
     Returns ``(source, kind, source_words, lo, hi, replace_below, replaced)``: the text is
     source positions ``lo..hi-1``; with ``kind == EDIT_REPLACE`` position ``p`` is replaced
     iff ``u(p) <= replace_below`` (the ``replaced``-th smallest draw), else
-    ``replace_below`` is -1.
+    ``replace_below`` is -1. ``run(fn, n)`` calls ``fn(first, last)`` over disjoint ranges
+    covering ``[0, n)`` (on several threads: :func:`plan_range` releases the GIL); by
+    default one range on the calling thread.
     """
     n = stop - start
+    out = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int32),
+           np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32), np.full(n, -1.0, dtype=np.float64),
+           np.zeros(n, dtype=np.int32))
+    args = (np.uint64(seed), np.int64(start), dup_threshold, bp_threshold, float(skew), edit_cum,
+            float(max_replace), float(max_truncate), bp_offsets) + out
+    (run or _one_range)(lambda first, last: plan_range(*args, np.int64(first), np.int64(last)), n)
+    return out
+
+
+def _one_range(fn, n):
+    fn(0, n)
+
+
+@njit(**JIT)
+def plan_range(seed, start, dup_threshold, bp_threshold, skew, edit_cum, max_replace, max_truncate,
+               bp_offsets, source, kind, source_words, lo, hi, below, replaced, first, last):
+    """:func:`plan_documents` of docs ``start + first .. start + last - 1`` into its arrays
+    (a serial kernel run on ranges by threads: numba's ``parallel=True`` compiled for
+    seconds on a fresh install)."""
     skey = seed_key(seed)
-    source = np.empty(n, dtype=np.int64)
-    kind = np.empty(n, dtype=np.int8)
-    source_words = np.empty(n, dtype=np.int32)
-    lo = np.empty(n, dtype=np.int32)
-    hi = np.empty(n, dtype=np.int32)
-    below = np.full(n, -1.0, dtype=np.float64)
-    replaced = np.zeros(n, dtype=np.int32)
-    for t in prange(n):
+    for t in range(first, last):
         doc = start + t
         if not _is_duplicate(skey, doc, dup_threshold):
             src = doc
@@ -415,13 +440,12 @@ def plan_documents(seed, start, stop, dup_threshold, bp_threshold, skew, edit_cu
                 lo[t] = drop
             else:
                 hi[t] = words - drop
-    return source, kind, source_words, lo, hi, below, replaced
 
 
 # ---------------------------------------------------------------- text buffers
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _render(skey, doc, src, kind, lo, hi, below, bp_threshold, word_offsets,
             word_bytes, prob, alias, bp_offsets, bp_words, out, pos, write):
     """Write (if ``write``) the text of ``doc`` at ``out[pos:]``; return its byte length."""
@@ -492,30 +516,38 @@ def _render(skey, doc, src, kind, lo, hi, below, bp_threshold, word_offsets,
     return pos - start
 
 
-@njit(**JIT_PARALLEL)
 def render_texts(seed, start, source, kind, lo, hi, below, bp_threshold, word_offsets,
-                 word_bytes, prob, alias, bp_offsets, bp_words):
+                 word_bytes, prob, alias, bp_offsets, bp_words, run=None):
     """Texts of docs ``start..start+len(source)-1`` as (int64 offsets[n + 1], uint8 bytes).
 
-    Two passes over the planned words: byte lengths, then the bytes at their offsets.
+    Two passes over the planned words: byte lengths, then the bytes at their offsets
+    (``run`` as in :func:`plan_documents`).
     """
     n = source.shape[0]
-    skey = seed_key(seed)
-    lengths = np.empty(n, dtype=np.int64)
+    run = run or _one_range
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    args = (np.uint64(seed), np.int64(start), source, kind, lo, hi, below, bp_threshold, word_offsets, word_bytes,
+            prob, alias, bp_offsets, bp_words)
     empty = np.empty(0, dtype=np.uint8)
-    for t in prange(n):
-        lengths[t] = _render(skey, start + t, source[t], kind[t], lo[t], hi[t], below[t],
-                             bp_threshold, word_offsets, word_bytes, prob, alias,
-                             bp_offsets, bp_words, empty, 0, False)
-    offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[0] = 0
-    for t in range(n):
-        offsets[t + 1] = offsets[t] + lengths[t]
+    run(lambda first, last: render_range(*args, empty, offsets, False, np.int64(first), np.int64(last)), n)
+    np.cumsum(offsets, out=offsets)
     data = np.empty(offsets[n], dtype=np.uint8)
-    for t in prange(n):
-        _render(skey, start + t, source[t], kind[t], lo[t], hi[t], below[t], bp_threshold, word_offsets, word_bytes, prob, alias, bp_offsets, bp_words,
-                data, offsets[t], True)
+    run(lambda first, last: render_range(*args, data, offsets, True, np.int64(first), np.int64(last)), n)
     return offsets, data
+
+
+@njit(**JIT)
+def render_range(seed, start, source, kind, lo, hi, below, bp_threshold, word_offsets, word_bytes, prob, alias,
+                 bp_offsets, bp_words, out, offsets, write, first, last):
+    """Docs ``first..last-1`` of a batch: with ``write``, their texts into ``out`` at
+    ``offsets[t]``; else their byte lengths into ``offsets[t + 1]``."""
+    skey = seed_key(seed)
+    for t in range(first, last):
+        pos = offsets[t] if write else np.int64(0)
+        length = _render(skey, start + t, source[t], kind[t], lo[t], hi[t], below[t], bp_threshold, word_offsets,
+                         word_bytes, prob, alias, bp_offsets, bp_words, out, pos, write)
+        if not write:
+            offsets[t + 1] = length
 
 
 @njit(**JIT)

@@ -75,7 +75,7 @@ def distance_of(eq, k):
     return np.float32(1) - lance_similarity_jit(eq, k)
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def lower_bound(a, lo, hi, x):
     """First index ``i`` in ``[lo, hi)`` with ``a[i] >= x`` (``hi`` if none)."""
     while lo < hi:
@@ -87,7 +87,7 @@ def lower_bound(a, lo, hi, x):
     return lo
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _upper_bound(a, lo, hi, x):
     """First index ``i`` in ``[lo, hi)`` with ``a[i] > x`` (``hi`` if none)."""
     while lo < hi:
@@ -102,7 +102,7 @@ def _upper_bound(a, lo, hi, x):
 # --------------------------------------------------------------------------- page lookup
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _pages_one(page_table, keys, lo, hi):
     npages = page_table.size
     for j in range(keys.size):
@@ -153,7 +153,7 @@ def pages_needed(lo, hi, num_pages):
 # --------------------------------------------------------------------------- bucket rows
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, end):
     npages = page_slot.size
     for j in range(keys.size):
@@ -220,10 +220,12 @@ def window_plan(qkeys, lo, hi, page_table, page_slot, page_rows, num_rows, width
     held by one page not in the pool (``-1``: no window)."""
     nq, nb = qkeys.shape
     npages = page_table.size
-    ws = np.full((nq, nb), -1, dtype=np.int64)
-    we = np.full((nq, nb), -1, dtype=np.int64)
+    ws = np.empty((nq, nb), dtype=np.int64)
+    we = np.empty((nq, nb), dtype=np.int64)
     for q in range(nq):
         for j in range(nb):
+            ws[q, j] = -1
+            we[q, j] = -1
             a = lo[q, j]
             if a >= npages or hi[q, j] != a or page_slot[a] >= 0:
                 continue
@@ -254,11 +256,14 @@ def window_rows(qkeys, ws, we, rows, win_keys, page_rows, num_rows):
     fetched arrays hold the bucket where ``exact``.
     """
     nq, nb = qkeys.shape
-    start = np.zeros((nq, nb), dtype=np.int64)
-    end = np.zeros((nq, nb), dtype=np.int64)
-    exact = np.zeros((nq, nb), dtype=np.bool_)
+    start = np.empty((nq, nb), dtype=np.int64)
+    end = np.empty((nq, nb), dtype=np.int64)
+    exact = np.empty((nq, nb), dtype=np.bool_)
     for q in range(nq):
         for j in range(nb):
+            start[q, j] = 0
+            end[q, j] = 0
+            exact[q, j] = False
             s = ws[q, j]
             if s < 0:
                 continue
@@ -316,7 +321,7 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- candidates
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _raw_offsets(start, end):
     nq, nb = start.shape
     raw = np.zeros(nq + 1, dtype=np.int64)
@@ -328,7 +333,7 @@ def _raw_offsets(start, end):
     return raw
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg):
     """Doc ids of one query's buckets into ``seg``, sorted; returns the distinct count.
 
@@ -354,7 +359,7 @@ def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg
     return u
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _write_one(seg, docs, matches):
     w = -1
     for i in range(seg.size):
@@ -365,7 +370,7 @@ def _write_one(seg, docs, matches):
         matches[w] += 1
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _csr(uniq):
     nq = uniq.size
     offsets = np.zeros(nq + 1, dtype=np.int64)
@@ -408,12 +413,15 @@ def merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs
 # --------------------------------------------------------------------------- top-k
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _select(mism, rid, limit, k):
     """Indices of the first ``limit`` ``(mism, rid)`` pairs, in that order (rids distinct)."""
     n = mism.size
     if n <= limit:
-        return order_by_pair(np.arange(n), mism, rid)
+        every = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            every[i] = i
+        return order_by_pair(every, mism, rid)
     # histogram of mismatch counts: c is the mismatch count of the limit-th best
     hist = np.zeros(k + 1, dtype=np.int64)
     for i in range(n):
@@ -433,7 +441,7 @@ def _select(mism, rid, limit, k):
     return order_by_pair(sel, mism, rid)[:limit]
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _ok_counts(offsets, ok, limit):
     nq = offsets.size - 1
     counts = np.zeros(nq + 1, dtype=np.int64)
@@ -446,7 +454,7 @@ def _ok_counts(offsets, ok, limit):
     return counts
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _score_one(qsig, lo, hi, docs, ok, doc_slot, sig_pool, rowid_pool, limit, out_rid, out_mism, out_dist):
     k = qsig.size
     identity = doc_slot.size == 0

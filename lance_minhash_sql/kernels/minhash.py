@@ -77,7 +77,7 @@ def is_valid(valid, valid_offset, row):
     return (valid[i >> 3] >> (i & 7)) & 1 == 1
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
     w = min(shingle, ntok)
     for s in range(ntok - w + 1):
@@ -87,7 +87,7 @@ def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
     return pos
 
 
-@njit(**JIT)
+@njit(**JIT, inline="always")
 def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
     """Signature of one document's tokens into ``sig``; ``xs`` is scratch (>= ntok)."""
     n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
@@ -123,14 +123,16 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
             has[r] = True
 
 
-@njit(**JIT)
 def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
     """Signatures of every row on the calling thread: ``(sigs uint16[n, k], has bool[n])``;
-    ``has[i]`` is false for NULL rows and rows without tokens (their signature row is 0)."""
+    ``has[i]`` is false for NULL rows and rows without tokens (their signature row is 0).
+
+    Plain Python around :func:`sign_range`: a jitted wrapper would compile the whole
+    signing code a second time on a fresh install (seconds) to save microseconds."""
     n = offsets.size - 1
     sigs = np.zeros((n, a.size), dtype=np.uint16)
     has = np.zeros(n, dtype=np.bool_)
-    sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, np.int64(0), n)
+    sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, 0, n)
     return sigs, has
 
 
@@ -181,7 +183,8 @@ def _shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, boun
         set_offsets[r + 1] = set_offsets[r] + sizes[r]
     hashes = np.empty(set_offsets[n], dtype=np.uint64)
     for r in prange(n):
-        hashes[set_offsets[r]:set_offsets[r + 1]] = scratch[bounds[r]:bounds[r] + sizes[r]]
+        for j in range(sizes[r]):  # a loop: slice assignment compiles numba's broadcasting code
+            hashes[set_offsets[r] + j] = scratch[bounds[r] + j]
     return set_offsets, hashes
 
 

@@ -55,7 +55,8 @@ def sort_values(a):
         src, dst = dst, src
         width *= 2
     if src is not a:
-        a[:] = src
+        for i in range(n):  # a loop: slice assignment compiles numba's broadcasting code (seconds)
+            a[i] = src[i]
 
 
 @njit(**JIT)

@@ -425,11 +425,15 @@ def order_buckets(docs, slot, rowids, starts, ends):
         moved = True
         seg = docs[s:e].copy()
         v = np.empty(e - s, dtype=rowids.dtype)
-        for i in range(e - s):
+        idx = np.empty(e - s, dtype=np.int64)
+        zero = np.empty(e - s, dtype=np.int32)
+        for i in range(e - s):  # loops, not np.arange / np.zeros: constructors the search does not compile
             v[i] = rowids[_row(slot, seg[i])]
+            idx[i] = i
+            zero[i] = 0
         # by row id alone (a zero primary key): the (int64, int32, uint64) specialization the
         # search's top-k selection compiles too
-        order = order_by_pair(np.arange(e - s), np.zeros(e - s, dtype=np.int32), v)
+        order = order_by_pair(idx, zero, v)
         for i in range(e - s):
             docs[s + i] = seg[order[i]]
     return moved

@@ -78,8 +78,9 @@ def radix_sort_run(keys, docs, tmp_keys, tmp_docs, bits):
         src_d, dst_d = dst_d, src_d
         in_tmp = not in_tmp
     if in_tmp:
-        keys[:n] = tmp_keys[:n]
-        docs[:n] = tmp_docs[:n]
+        for i in range(n):  # a loop: slice assignment compiles numba's broadcasting code (seconds)
+            keys[i] = tmp_keys[i]
+            docs[i] = tmp_docs[i]
 
 
 @njit(**JIT)

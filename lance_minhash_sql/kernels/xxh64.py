@@ -2,6 +2,11 @@
 
 All arithmetic stays in ``np.uint64`` (wrapping): numba promotes ``uint64`` mixed with a
 signed integer to ``float64``, so every constant and shift count here is ``uint64``.
+
+The helpers are ordinary jitted functions, not ``inline="always"``: LLVM inlines them
+into :func:`xxh64` all the same (signing throughput unchanged), while numba's own inlining
+types a helper again at each of its call sites (a fresh install compiled ``xxh64`` in
+0.98 s of CPU with them inlined, 0.64 s without).
 """
 
 from __future__ import annotations
@@ -41,12 +46,12 @@ _U56 = np.uint64(56)
 _U64 = np.uint64(64)
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _rotl(x, r):
     return (x << r) | (x >> (_U64 - r))
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _read64(buf, p):
     # unsigned indices: no negative-index wraparound per byte, so LLVM merges the eight
     # byte loads into one 64-bit load
@@ -57,21 +62,21 @@ def _read64(buf, p):
             | (np.uint64(buf[q + _U7]) << _U56))
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _read32(buf, p):
     q = np.uint64(p)
     return (np.uint64(buf[q]) | (np.uint64(buf[q + _U1]) << _U8) | (np.uint64(buf[q + _U2]) << _U16)
             | (np.uint64(buf[q + _U3]) << _U24))
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _round(acc, lane):
     acc = acc + lane * P2
     acc = _rotl(acc, _U31)
     return acc * P1
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _merge(acc, val):
     acc = acc ^ _round(np.uint64(0), val)
     return acc * P1 + P4
