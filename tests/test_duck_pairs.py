@@ -319,6 +319,21 @@ def test_dedup_keep_policies_match_the_reference(con, grouped, policy):
         [dict(_rowid=r, cluster_id=c, cluster_size=s, keep=k) for r, c, s, k in got]
 
 
+@pytest.mark.parametrize("policy", ["longest", "quality, length(text) DESC"])
+def test_keep_policies_take_the_rows_in_batches(grouped, policy, monkeypatch):
+    """The clustered rows' values are fetched a batch of rows at a time; with batches of 7
+    rows (many batches, the last one partial) the kept rows are the reference's."""
+    from lance_minhash_sql.index import dedup as dedup_mod
+
+    monkeypatch.setattr(dedup_mod, "TAKE_ROWS", 7)
+    cluster_of, kept = reference_keep(grouped, 0.7, policy)
+    assert len(cluster_of) > 7 * 10 and len(cluster_of) % 7
+    kw = {"keep": policy} if policy == "longest" else {"order_by": policy}
+    got = keep_flags(grouped, "text", 0.7, **kw).to_pydict()
+    assert dict(zip(got["_rowid"], got["cluster_id"])) == cluster_of
+    assert {r for r, k in zip(got["_rowid"], got["keep"]) if k} == kept
+
+
 def test_longest_differs_from_first_here(con, grouped):
     """The policies are not vacuous on this data."""
     _, first = reference_keep(grouped, 0.7, "first")
