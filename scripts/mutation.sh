@@ -33,7 +33,7 @@ for target in "${targets[@]}"; do
         dedup) module=lance_minhash_sql/index/dedup.py
             tests=()  # the dedup tests of test_duck_pairs.py, by node id (mutmut's clean run ignores -k)
             for t in test_dedup_keep_policies_match_the_reference test_keep_policies_take_the_rows_in_batches \
-                     test_longest_differs_from_first_here \
+                     test_keep_policies_on_a_dataset_without_near_duplicates test_longest_differs_from_first_here \
                      test_dedup_query_gives_the_deduplicated_table test_dedup_writes_a_new_dataset \
                      test_dedup_deletes_in_place_in_one_new_version test_dry_run_changes_nothing \
                      test_other_errors test_in_place_with_stable_row_ids; do

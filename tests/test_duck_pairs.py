@@ -334,6 +334,32 @@ def test_keep_policies_take_the_rows_in_batches(grouped, policy, monkeypatch):
     assert {r for r, k in zip(got["_rowid"], got["keep"]) if k} == kept
 
 
+@pytest.mark.parametrize("kw", [{"keep": "first"}, {"keep": "longest"}, {"order_by": "quality DESC"}])
+def test_keep_policies_on_a_dataset_without_near_duplicates(tmp_path, kw):
+    """No pair reaches the threshold (the brute-force oracle finds none): every policy
+    flags no row and the dry run removes none."""
+    uri = str(tmp_path / "distinct.lance")
+    rng = np.random.default_rng(3)
+    vocab = np.array(vocabulary().to_pylist())
+    texts = [" ".join(rng.choice(vocab, int(rng.integers(8, 40)))) for _ in range(300)]
+    lance.write_dataset(pa.table({"id": np.arange(300), "text": texts,
+                                  "quality": pa.array(rng.integers(0, 3, 300), pa.int32())}), uri)
+    build_index(uri, "text")
+    if oracle(uri, 0.7):  # random texts of one vocabulary: drop the rows of any chance pair
+        lance.dataset(uri).delete("id IN (" + ", ".join(str(i) for i in paired_ids(uri, 0.7)) + ")")
+    assert oracle(uri, 0.7) == {} and lance.dataset(uri).count_rows() > 200
+    flags = keep_flags(uri, "text", 0.7, **kw)
+    assert flags.num_rows == 0 and [f.name for f in flags.schema] == ["_rowid", "cluster_id", "cluster_size", "keep"]
+    r = dedup(uri, "text", 0.7, **kw)
+    assert (r.removed, r.clusters, r.clustered_rows, r.dry_run) == (0, 0, 0, True)
+
+
+def paired_ids(uri: str, threshold: float) -> set:
+    t = lance.dataset(uri).to_table(columns=["id"], with_row_id=True).to_pydict()
+    id_of = dict(zip(t["_rowid"], t["id"]))
+    return {id_of[r] for pair in oracle(uri, threshold) for r in pair}
+
+
 def test_longest_differs_from_first_here(con, grouped):
     """The policies are not vacuous on this data."""
     _, first = reference_keep(grouped, 0.7, "first")
