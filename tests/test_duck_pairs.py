@@ -506,6 +506,45 @@ def test_other_errors(con, fresh, tmp_path):
     assert lance.dataset(plain).count_rows() == 2
 
 
+def test_dedup_argument_errors_come_before_any_work(fresh, tmp_path, capsys):
+    """Each invalid argument gets its own message, before the output path is looked at or
+    anything is written; the default writes no progress bar."""
+    plain = str(tmp_path / "exists.lance")
+    lance.write_dataset(pa.table({"text": ["a b c"]}), plain)
+    version = lance.dataset(fresh).version
+    with pytest.raises(lms.InvalidParameterError) as e:
+        dedup(fresh, "text", order_by="  ", output=plain)  # order_by refused before the existing output
+    assert str(e.value).startswith("order_by='  ' must be a SQL ORDER BY list")
+    with pytest.raises(lms.InvalidParameterError) as e:
+        dedup(fresh, "text", delete_in_place=1)
+    assert str(e.value) == "delete_in_place=1 must be true or false"
+    with pytest.raises(lms.InvalidParameterError) as e:
+        dedup(fresh, "text", output=str(tmp_path / "o.lance"), delete_in_place=True)
+    assert str(e.value) == (f"output={str(tmp_path / 'o.lance')!r} and delete_in_place=True both say where to "
+                            "write: give one (a new dataset, or a new version of this one without the "
+                            "duplicates), or neither for a dry run")
+    for bad in ("", 3):
+        with pytest.raises(lms.InvalidInputError) as e:
+            dedup(fresh, "text", output=bad)
+        assert str(e.value) == f"output={bad!r} must be the path of a new Lance dataset, e.g. 'deduped.lance'"
+    assert lance.dataset(fresh).version == version  # nothing written
+    assert sorted(os.listdir(tmp_path)) == ["exists.lance", "fresh.lance"]
+    out = str(tmp_path / "written.lance")
+    dedup(fresh, "text", 0.7, output=out)
+    assert capsys.readouterr().err == ""
+
+
+def test_dedup_uses_its_threshold(fresh):
+    """At threshold 1.0 only rows with equal signatures cluster: fewer removed than at 0.7."""
+    removed = {}
+    for t in (1.0, 0.7):
+        cluster_of, kept = reference_keep(fresh, t, "first")
+        removed[t] = set(cluster_of) - kept
+        r = dedup(fresh, "text", t)
+        assert sorted(r.removed_rowids.tolist()) == sorted(removed[t]) and r.removed == len(removed[t])
+    assert 0 < len(removed[1.0]) < len(removed[0.7])
+
+
 def test_in_place_with_stable_row_ids(tmp_path):
     uri = str(tmp_path / "stable.lance")
     lance.write_dataset(grouped_table(seed=11), uri, max_rows_per_file=300, enable_stable_row_ids=True)
