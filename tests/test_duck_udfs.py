@@ -256,12 +256,12 @@ def test_band_keys_errors():
 # --------------------------------------------------------------------------- shingle_jaccard
 
 
-@pytest.mark.parametrize("layout", ["constant", "varying"])
+@pytest.mark.parametrize("layout", ["constant", "one varying", "varying"])
 def test_shingle_jaccard_is_the_exact_set_jaccard(layout):
     a = TEXTS
     b = TEXTS[1:] + TEXTS[:1]
     n = len(a)
-    ws = [2] * n if layout == "constant" else [1, 2, 3, 2] * (n // 4)
+    ws = [1, 2, 3, 2] * (n // 4) if layout == "varying" else [2] * n
     toks = [None] * n if layout == "constant" else [None, WHITESPACE, None, CASED] * (n // 4)
     got = udfs.shingle_jaccard(two_chunks(a), varchar(n), strings(b), varchar(n), doubles(ws), strings(toks))
     assert got.type == pa.float64()
