@@ -37,6 +37,7 @@ for target in "${targets[@]}"; do
                      test_dedup_query_gives_the_deduplicated_table test_dedup_writes_a_new_dataset \
                      test_dedup_deletes_in_place_in_one_new_version test_dry_run_changes_nothing \
                      test_other_errors test_dedup_argument_errors_come_before_any_work test_dedup_uses_its_threshold \
+                     test_dedup_progress_bar_counts_every_row test_dedup_checks_the_rows_it_wrote \
                      test_in_place_with_stable_row_ids; do
                 tests+=("tests/test_duck_pairs.py::$t")
             done

@@ -388,6 +388,7 @@ def test_dedup_writes_a_new_dataset(fresh, tmp_path):
     src = lance.dataset(fresh).to_table(with_row_id=True)
     written = lance.dataset(out).to_table()
     assert written.num_rows == r.output_rows == src.num_rows - len(removed) == r.kept
+    assert (r.output, r.output_version) == (out, lance.dataset(out).version)
     assert written.schema.equals(lance.dataset(fresh).schema)
     want = src.filter(pa.array([x not in removed for x in src.column("_rowid").to_pylist()])).drop(["_rowid"])
     assert written.sort_by("id").equals(want.sort_by("id"))
@@ -532,6 +533,38 @@ def test_dedup_argument_errors_come_before_any_work(fresh, tmp_path, capsys):
     out = str(tmp_path / "written.lance")
     dedup(fresh, "text", 0.7, output=out)
     assert capsys.readouterr().err == ""
+
+
+def test_dedup_progress_bar_counts_every_row(fresh, tmp_path, capsys):
+    n = lance.dataset(fresh).count_rows()
+    dedup(fresh, "text", 0.7, output=str(tmp_path / "out.lance"), progress=True)
+    err = capsys.readouterr().err
+    assert "dedup write" in err and f"{n}/{n}" in err, err
+
+
+def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
+    """A write that loses a row (simulated) is an error naming both counts; the source is
+    untouched."""
+    from lance_minhash_sql.index import dedup as dedup_mod
+
+    real = dedup_mod.write_without
+
+    def lossy(ds, remove, output, progress=None):
+        written = real(ds, remove, output, progress)
+        first_id = written.to_table(columns=["id"]).column("id")[0].as_py()
+        written.delete(f"id = {first_id}")
+        return lance.dataset(output)
+
+    monkeypatch.setattr(dedup_mod, "write_without", lossy)
+    out = str(tmp_path / "out.lance")
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    want = lance.dataset(fresh).count_rows() - (len(cluster_of) - len(kept))
+    version = lance.dataset(fresh).version
+    with pytest.raises(lms.DatasetError) as e:
+        dedup(fresh, "text", 0.7, output=out)
+    assert str(e.value) == (f"dedup wrote {want - 1:,} rows to {out!r} but {want:,} were expected; the source is "
+                            "unchanged: remove the output and run again")
+    assert lance.dataset(fresh).version == version
 
 
 def test_dedup_uses_its_threshold(fresh):
