@@ -60,6 +60,7 @@ for target in "${targets[@]}"; do
         echo "only_mutate = $module"
         echo "also_copy = tests"
         echo "process_isolation = $isolation"
+        echo "timeout_constant = 120"  # seconds on top of 15x a test's own time: a loaded machine is slow
         echo "pytest_add_cli_args_test_selection ="
         printf '    %s\n' "${tests[@]}"
         echo "pytest_add_cli_args ="
