@@ -402,7 +402,7 @@ def test_dedup_deletes_in_place_in_one_new_version(fresh):
     removed = set(cluster_of) - kept
     r = dedup(fresh, "text", 0.7, order_by="quality DESC", delete_in_place=True)
     now = lance.dataset(fresh)
-    assert (r.version, r.output_version, now.version) == (v0, v0 + 1, v0 + 1)
+    assert (r.version, r.output_version, now.version, r.output, r.dry_run) == (v0, v0 + 1, v0 + 1, fresh, False)
     assert now.count_rows() == r.output_rows == n0 - len(removed)
     left = set(now.to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
     all_rows = set(lance.dataset(fresh, version=v0).to_table(columns=["id"], with_row_id=True)
@@ -496,8 +496,13 @@ def test_other_errors(con, fresh, tmp_path):
     out = str(tmp_path / "out.lance")
     with pytest.raises(lms.InvalidParameterError, match="give one"):
         dedup(fresh, "text", output=out, delete_in_place=True)
-    with pytest.raises(lms.InvalidParameterError, match="order_by"):
+    with pytest.raises(lms.InvalidParameterError) as e:
         dedup(fresh, "text", order_by="nope DESC", output=out)
+    msg = str(e.value)  # names the dataset, DuckDB's reason and the columns there are
+    assert msg.startswith(f"order_by='nope DESC' is not a valid SQL ORDER BY over the columns of {fresh!r} (Binder "
+                          "Error: ") and "column nope not found" in msg.replace('"', ''), msg
+    assert msg.endswith("; its columns are ['id', 'text', 'quality'] (plus _rowid); e.g. order_by := "
+                        "'length(text) DESC'"), msg
     with pytest.raises(lms.DatasetError, match="already exists"):
         dedup(fresh, "text", output=plain)
     with pytest.raises(lms.InvalidParameterError, match="keep="):
