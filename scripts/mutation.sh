@@ -3,6 +3,7 @@
 # with the environment that has the package and mutmut active (its python is used).
 #
 #   scripts/mutation.sh [target ...]     targets: params args udfs dedup xxh64 (default: all)
+#   MUTANTS="name ..." scripts/mutation.sh target    only these mutants (e.g. a run's survivors)
 #
 #   params  lance_minhash_sql/params.py         the parameter rules
 #   args    lance_minhash_sql/duck/args.py      SQL argument decoding
@@ -67,7 +68,7 @@ for target in "${targets[@]}"; do
         printf '    %s\n' -p no:cacheprovider -q -x -W ignore::RuntimeWarning
     } > "$work/setup.cfg"
     echo "== $target: $module against ${tests[*]} (in $work)"
-    (cd "$work" && env -u PYTHONPATH "${env[@]}" nice -n 10 python -m mutmut run --max-children "$children" > run.log 2>&1 || true
+    (cd "$work" && env -u PYTHONPATH "${env[@]}" nice -n 10 python -m mutmut run --max-children "$children" ${MUTANTS:-} > run.log 2>&1 || true
      env -u PYTHONPATH python -m mutmut export-cicd-stats > /dev/null 2>&1
      python - <<'PY'
 import json
