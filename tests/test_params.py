@@ -384,6 +384,8 @@ def test_optimal_bands_weights_and_band_range():
      ["ab", "abc", "bc", "bcd", "cd"]),
     ({"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 3, "prefix_only": True}, "abcd",
      ["ab", "abc"]),
+    ({"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4}, "abcde",  # Lance's default max is 3
+     ["ab", "abc", "abcd", "bc", "bcd", "bcde", "cd", "cde", "de"]),
 ])
 def test_lance_tokenize_kwargs_run_the_options_in_lance(options, text, tokens):
     """Lance's own tokenizer, given these keyword arguments, applies each option."""
