@@ -418,6 +418,7 @@ def test_dry_run_changes_nothing(fresh, tmp_path):
     cluster_of, kept = reference_keep(fresh, 0.7, "first")
     r = dedup(fresh, "text", 0.7)
     assert r.dry_run and r.output is None and r.removed == len(cluster_of) - len(kept) > 0
+    assert (r.dataset, r.version) == (fresh, v0)
     assert sorted(r.removed_rowids.tolist()) == sorted(set(cluster_of) - kept)
     assert lance.dataset(fresh).version == v0 and lance.dataset(fresh).count_rows() == r.rows
 
@@ -544,7 +545,7 @@ def test_dedup_progress_bar_counts_every_row(fresh, tmp_path, capsys):
     n = lance.dataset(fresh).count_rows()
     dedup(fresh, "text", 0.7, output=str(tmp_path / "out.lance"), progress=True)
     err = capsys.readouterr().err
-    assert "dedup write" in err and f"{n}/{n}" in err, err
+    assert "dedup write: 100%" in err and f"{n}/{n}" in err, err
 
 
 def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
@@ -570,6 +571,34 @@ def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
     assert str(e.value) == (f"dedup wrote {want - 1:,} rows to {out!r} but {want:,} were expected; the source is "
                             "unchanged: remove the output and run again")
     assert lance.dataset(fresh).version == version
+
+
+def test_keep_policy_message():
+    from lance_minhash_sql.index.dedup import check_keep
+
+    with pytest.raises(lms.InvalidParameterError) as e:
+        check_keep("newest", None)
+    assert str(e.value) == ("keep='newest' is not a keep policy: use one of 'first', 'longest' ('first': lowest row "
+                            "id; 'longest': longest text), or keep := 'first' with order_by := '<SQL ORDER BY over "
+                            "the dataset columns>', e.g. order_by := 'quality DESC'")
+
+
+def test_dedup_checks_the_rows_it_deleted(fresh, monkeypatch):
+    """A delete commit that removes fewer rows than asked (simulated) is an error that says
+    how to reach the version that still has every row."""
+    from lance_minhash_sql.index import dedup as dedup_mod
+
+    real = dedup_mod.delete_rows
+    monkeypatch.setattr(dedup_mod, "delete_rows", lambda ds, remove: real(ds, remove[1:]))
+    v0 = lance.dataset(fresh).version
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    asked = len(cluster_of) - len(kept)
+    with pytest.raises(lms.DatasetError) as e:
+        dedup(fresh, "text", 0.7, delete_in_place=True)
+    assert str(e.value) == (f"the delete commit removed {asked - 1:,} rows from {fresh!r} but {asked:,} were asked "
+                            f"(version {v0 + 1}); version {v0} still has every row: lance.dataset({fresh!r}, "
+                            f"version={v0})")
+    assert lance.dataset(fresh, version=v0).count_rows() == lance.dataset(fresh).count_rows() + asked - 1
 
 
 def test_dedup_uses_its_threshold(fresh):
