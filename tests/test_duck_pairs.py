@@ -581,6 +581,31 @@ def test_keep_policy_message():
     assert str(e.value) == ("keep='newest' is not a keep policy: use one of 'first', 'longest' ('first': lowest row "
                             "id; 'longest': longest text), or keep := 'first' with order_by := '<SQL ORDER BY over "
                             "the dataset columns>', e.g. order_by := 'quality DESC'")
+    with pytest.raises(lms.InvalidParameterError) as e:
+        check_keep("first", " ")
+    assert str(e.value) == ("order_by=' ' must be a SQL ORDER BY list over the dataset's columns, e.g. "
+                            "'quality DESC' or 'length(text) DESC, id'")
+    with pytest.raises(lms.InvalidParameterError) as e:
+        check_keep("longest", "quality")
+    assert str(e.value) == ("keep='longest' and order_by='quality' both choose the kept row: give one of them "
+                            "(order_by keeps the first row in its order; keep := 'longest' is order_by := "
+                            "'length(<column>) DESC')")
+
+
+def test_keep_flags_errors_name_the_dataset_and_the_default_threshold_is_0_8(fresh):
+    """An ORDER BY that binds but fails on the clustered rows' values (a cast of the text)
+    is refused with DuckDB's reason and the dataset; a missing column names the dataset."""
+    with pytest.raises(lms.InvalidParameterError) as e:
+        keep_flags(fresh, "text", 0.7, order_by="CAST(text AS INTEGER)")
+    assert str(e.value).startswith(f"order_by='CAST(text AS INTEGER)' is not a valid SQL ORDER BY over the columns "
+                                   f"of {fresh!r} (Conversion Error: "), str(e.value)
+    with pytest.raises(lms.DatasetError) as e:
+        keep_flags(fresh, "nope")
+    assert repr(fresh) in str(e.value) and "'nope'" in str(e.value)
+    cluster_of, kept = reference_keep(fresh, 0.8, "first")
+    got = keep_flags(fresh, "text").to_pydict()
+    assert dict(zip(got["_rowid"], got["cluster_id"])) == cluster_of
+    assert {r for r, k in zip(got["_rowid"], got["keep"]) if k} == kept
 
 
 def test_dedup_checks_the_rows_it_deleted(fresh, monkeypatch):
