@@ -39,6 +39,8 @@ for target in "${targets[@]}"; do
                      test_dedup_deletes_in_place_in_one_new_version test_dry_run_changes_nothing \
                      test_other_errors test_dedup_argument_errors_come_before_any_work test_dedup_uses_its_threshold \
                      test_dedup_progress_bar_counts_every_row test_dedup_checks_the_rows_it_wrote \
+                     test_dedup_checks_the_rows_it_deleted test_keep_policy_message \
+                     test_keep_flags_errors_name_the_dataset_and_the_default_threshold_is_0_8 \
                      test_in_place_with_stable_row_ids; do
                 tests+=("tests/test_duck_pairs.py::$t")
             done
