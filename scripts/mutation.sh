@@ -41,6 +41,7 @@ for target in "${targets[@]}"; do
                      test_dedup_progress_bar_counts_every_row test_dedup_checks_the_rows_it_wrote \
                      test_dedup_checks_the_rows_it_deleted test_keep_policy_message \
                      test_keep_flags_errors_name_the_dataset_and_the_default_threshold_is_0_8 \
+                     test_in_place_dedup_of_a_dataset_object_reads_its_version \
                      test_in_place_with_stable_row_ids; do
                 tests+=("tests/test_duck_pairs.py::$t")
             done

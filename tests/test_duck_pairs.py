@@ -626,6 +626,21 @@ def test_dedup_checks_the_rows_it_deleted(fresh, monkeypatch):
     assert lance.dataset(fresh, version=v0).count_rows() == lance.dataset(fresh).count_rows() + asked - 1
 
 
+def test_in_place_dedup_of_a_dataset_object_reads_its_version(fresh):
+    """A ``LanceDataset`` opened at version v0 is deduplicated as of v0 even after rows were
+    appended (v0 + 1): the rows removed are the v0 reference's, and the appended rows stay."""
+    old = lance.dataset(fresh)
+    v0 = old.version
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    lance.write_dataset(pa.table({"id": pa.array([10_000], pa.int64()), "text": ["an appended row of its own"],
+                                  "quality": pa.array([1], pa.int32())}), fresh, mode="append")
+    r = dedup(old, "text", 0.7, delete_in_place=True)
+    assert r.version == v0 and sorted(r.removed_rowids.tolist()) == sorted(set(cluster_of) - kept)
+    now = lance.dataset(fresh)
+    assert 10_000 in now.to_table(columns=["id"]).column("id").to_pylist()
+    assert now.count_rows() == old.count_rows() + 1 - r.removed
+
+
 def test_dedup_uses_its_threshold(fresh):
     """At threshold 1.0 only rows with equal signatures cluster: fewer removed than at 0.7."""
     removed = {}
