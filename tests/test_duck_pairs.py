@@ -319,6 +319,47 @@ def test_dedup_keep_policies_match_the_reference(con, grouped, policy):
         [dict(_rowid=r, cluster_id=c, cluster_size=s, keep=k) for r, c, s, k in got]
 
 
+@pytest.mark.parametrize("policy", ["longest", "quality, length(text) DESC"])
+def test_keep_policies_take_the_rows_in_batches(grouped, policy, monkeypatch):
+    """The clustered rows' values are fetched a batch of rows at a time; with batches of 7
+    rows (many batches, the last one partial) the kept rows are the reference's."""
+    from lance_minhash_sql.index import dedup as dedup_mod
+
+    monkeypatch.setattr(dedup_mod, "TAKE_ROWS", 7)
+    cluster_of, kept = reference_keep(grouped, 0.7, policy)
+    assert len(cluster_of) > 7 * 10 and len(cluster_of) % 7
+    kw = {"keep": policy} if policy == "longest" else {"order_by": policy}
+    got = keep_flags(grouped, "text", 0.7, **kw).to_pydict()
+    assert dict(zip(got["_rowid"], got["cluster_id"])) == cluster_of
+    assert {r for r, k in zip(got["_rowid"], got["keep"]) if k} == kept
+
+
+@pytest.mark.parametrize("kw", [{"keep": "first"}, {"keep": "longest"}, {"order_by": "quality DESC"}])
+def test_keep_policies_on_a_dataset_without_near_duplicates(tmp_path, kw):
+    """No pair reaches the threshold (the brute-force oracle finds none): every policy
+    flags no row and the dry run removes none."""
+    uri = str(tmp_path / "distinct.lance")
+    rng = np.random.default_rng(3)
+    vocab = np.array(vocabulary().to_pylist())
+    texts = [" ".join(rng.choice(vocab, int(rng.integers(8, 40)))) for _ in range(300)]
+    lance.write_dataset(pa.table({"id": np.arange(300), "text": texts,
+                                  "quality": pa.array(rng.integers(0, 3, 300), pa.int32())}), uri)
+    build_index(uri, "text")
+    if oracle(uri, 0.7):  # random texts of one vocabulary: drop the rows of any chance pair
+        lance.dataset(uri).delete("id IN (" + ", ".join(str(i) for i in paired_ids(uri, 0.7)) + ")")
+    assert oracle(uri, 0.7) == {} and lance.dataset(uri).count_rows() > 200
+    flags = keep_flags(uri, "text", 0.7, **kw)
+    assert flags.num_rows == 0 and [f.name for f in flags.schema] == ["_rowid", "cluster_id", "cluster_size", "keep"]
+    r = dedup(uri, "text", 0.7, **kw)
+    assert (r.removed, r.clusters, r.clustered_rows, r.dry_run) == (0, 0, 0, True)
+
+
+def paired_ids(uri: str, threshold: float) -> set:
+    t = lance.dataset(uri).to_table(columns=["id"], with_row_id=True).to_pydict()
+    id_of = dict(zip(t["_rowid"], t["id"]))
+    return {id_of[r] for pair in oracle(uri, threshold) for r in pair}
+
+
 def test_longest_differs_from_first_here(con, grouped):
     """The policies are not vacuous on this data."""
     _, first = reference_keep(grouped, 0.7, "first")
@@ -347,6 +388,7 @@ def test_dedup_writes_a_new_dataset(fresh, tmp_path):
     src = lance.dataset(fresh).to_table(with_row_id=True)
     written = lance.dataset(out).to_table()
     assert written.num_rows == r.output_rows == src.num_rows - len(removed) == r.kept
+    assert (r.output, r.output_version) == (out, lance.dataset(out).version)
     assert written.schema.equals(lance.dataset(fresh).schema)
     want = src.filter(pa.array([x not in removed for x in src.column("_rowid").to_pylist()])).drop(["_rowid"])
     assert written.sort_by("id").equals(want.sort_by("id"))
@@ -360,7 +402,7 @@ def test_dedup_deletes_in_place_in_one_new_version(fresh):
     removed = set(cluster_of) - kept
     r = dedup(fresh, "text", 0.7, order_by="quality DESC", delete_in_place=True)
     now = lance.dataset(fresh)
-    assert (r.version, r.output_version, now.version) == (v0, v0 + 1, v0 + 1)
+    assert (r.version, r.output_version, now.version, r.output, r.dry_run) == (v0, v0 + 1, v0 + 1, fresh, False)
     assert now.count_rows() == r.output_rows == n0 - len(removed)
     left = set(now.to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
     all_rows = set(lance.dataset(fresh, version=v0).to_table(columns=["id"], with_row_id=True)
@@ -376,6 +418,7 @@ def test_dry_run_changes_nothing(fresh, tmp_path):
     cluster_of, kept = reference_keep(fresh, 0.7, "first")
     r = dedup(fresh, "text", 0.7)
     assert r.dry_run and r.output is None and r.removed == len(cluster_of) - len(kept) > 0
+    assert (r.dataset, r.version) == (fresh, v0)
     assert sorted(r.removed_rowids.tolist()) == sorted(set(cluster_of) - kept)
     assert lance.dataset(fresh).version == v0 and lance.dataset(fresh).count_rows() == r.rows
 
@@ -454,8 +497,13 @@ def test_other_errors(con, fresh, tmp_path):
     out = str(tmp_path / "out.lance")
     with pytest.raises(lms.InvalidParameterError, match="give one"):
         dedup(fresh, "text", output=out, delete_in_place=True)
-    with pytest.raises(lms.InvalidParameterError, match="order_by"):
+    with pytest.raises(lms.InvalidParameterError) as e:
         dedup(fresh, "text", order_by="nope DESC", output=out)
+    msg = str(e.value)  # names the dataset, DuckDB's reason and the columns there are
+    assert msg.startswith(f"order_by='nope DESC' is not a valid SQL ORDER BY over the columns of {fresh!r} (Binder "
+                          "Error: ") and "column nope not found" in msg.replace('"', ''), msg
+    assert msg.endswith("; its columns are ['id', 'text', 'quality'] (plus _rowid); e.g. order_by := "
+                        "'length(text) DESC'"), msg
     with pytest.raises(lms.DatasetError, match="already exists"):
         dedup(fresh, "text", output=plain)
     with pytest.raises(lms.InvalidParameterError, match="keep="):
@@ -463,6 +511,145 @@ def test_other_errors(con, fresh, tmp_path):
     assert not os.path.exists(out)
     assert lance.dataset(fresh).version == version
     assert lance.dataset(plain).count_rows() == 2
+
+
+def test_dedup_argument_errors_come_before_any_work(fresh, tmp_path, capsys):
+    """Each invalid argument gets its own message, before the output path is looked at or
+    anything is written; the default writes no progress bar."""
+    plain = str(tmp_path / "exists.lance")
+    lance.write_dataset(pa.table({"text": ["a b c"]}), plain)
+    version = lance.dataset(fresh).version
+    with pytest.raises(lms.InvalidParameterError) as e:
+        dedup(fresh, "text", order_by="  ", output=plain)  # order_by refused before the existing output
+    assert str(e.value).startswith("order_by='  ' must be a SQL ORDER BY list")
+    with pytest.raises(lms.InvalidParameterError) as e:
+        dedup(fresh, "text", delete_in_place=1)
+    assert str(e.value) == "delete_in_place=1 must be true or false"
+    with pytest.raises(lms.InvalidParameterError) as e:
+        dedup(fresh, "text", output=str(tmp_path / "o.lance"), delete_in_place=True)
+    assert str(e.value) == (f"output={str(tmp_path / 'o.lance')!r} and delete_in_place=True both say where to "
+                            "write: give one (a new dataset, or a new version of this one without the "
+                            "duplicates), or neither for a dry run")
+    for bad in ("", 3):
+        with pytest.raises(lms.InvalidInputError) as e:
+            dedup(fresh, "text", output=bad)
+        assert str(e.value) == f"output={bad!r} must be the path of a new Lance dataset, e.g. 'deduped.lance'"
+    assert lance.dataset(fresh).version == version  # nothing written
+    assert sorted(os.listdir(tmp_path)) == ["exists.lance", "fresh.lance"]
+    out = str(tmp_path / "written.lance")
+    dedup(fresh, "text", 0.7, output=out)
+    assert capsys.readouterr().err == ""
+
+
+def test_dedup_progress_bar_counts_every_row(fresh, tmp_path, capsys):
+    n = lance.dataset(fresh).count_rows()
+    dedup(fresh, "text", 0.7, output=str(tmp_path / "out.lance"), progress=True)
+    err = capsys.readouterr().err
+    assert "dedup write: 100%" in err and f"{n}/{n}" in err, err
+
+
+def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
+    """A write that loses a row (simulated) is an error naming both counts; the source is
+    untouched."""
+    from lance_minhash_sql.index import dedup as dedup_mod
+
+    real = dedup_mod.write_without
+
+    def lossy(ds, remove, output, progress=None):
+        written = real(ds, remove, output, progress)
+        first_id = written.to_table(columns=["id"]).column("id")[0].as_py()
+        written.delete(f"id = {first_id}")
+        return lance.dataset(output)
+
+    monkeypatch.setattr(dedup_mod, "write_without", lossy)
+    out = str(tmp_path / "out.lance")
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    want = lance.dataset(fresh).count_rows() - (len(cluster_of) - len(kept))
+    version = lance.dataset(fresh).version
+    with pytest.raises(lms.DatasetError) as e:
+        dedup(fresh, "text", 0.7, output=out)
+    assert str(e.value) == (f"dedup wrote {want - 1:,} rows to {out!r} but {want:,} were expected; the source is "
+                            "unchanged: remove the output and run again")
+    assert lance.dataset(fresh).version == version
+
+
+def test_keep_policy_message():
+    from lance_minhash_sql.index.dedup import check_keep
+
+    with pytest.raises(lms.InvalidParameterError) as e:
+        check_keep("newest", None)
+    assert str(e.value) == ("keep='newest' is not a keep policy: use one of 'first', 'longest' ('first': lowest row "
+                            "id; 'longest': longest text), or keep := 'first' with order_by := '<SQL ORDER BY over "
+                            "the dataset columns>', e.g. order_by := 'quality DESC'")
+    with pytest.raises(lms.InvalidParameterError) as e:
+        check_keep("first", " ")
+    assert str(e.value) == ("order_by=' ' must be a SQL ORDER BY list over the dataset's columns, e.g. "
+                            "'quality DESC' or 'length(text) DESC, id'")
+    with pytest.raises(lms.InvalidParameterError) as e:
+        check_keep("longest", "quality")
+    assert str(e.value) == ("keep='longest' and order_by='quality' both choose the kept row: give one of them "
+                            "(order_by keeps the first row in its order; keep := 'longest' is order_by := "
+                            "'length(<column>) DESC')")
+
+
+def test_keep_flags_errors_name_the_dataset_and_the_default_threshold_is_0_8(fresh):
+    """An ORDER BY that binds but fails on the clustered rows' values (a cast of the text)
+    is refused with DuckDB's reason and the dataset; a missing column names the dataset."""
+    with pytest.raises(lms.InvalidParameterError) as e:
+        keep_flags(fresh, "text", 0.7, order_by="CAST(text AS INTEGER)")
+    assert str(e.value).startswith(f"order_by='CAST(text AS INTEGER)' is not a valid SQL ORDER BY over the columns "
+                                   f"of {fresh!r} (Conversion Error: "), str(e.value)
+    with pytest.raises(lms.DatasetError) as e:
+        keep_flags(fresh, "nope")
+    assert repr(fresh) in str(e.value) and "'nope'" in str(e.value)
+    cluster_of, kept = reference_keep(fresh, 0.8, "first")
+    got = keep_flags(fresh, "text").to_pydict()
+    assert dict(zip(got["_rowid"], got["cluster_id"])) == cluster_of
+    assert {r for r, k in zip(got["_rowid"], got["keep"]) if k} == kept
+
+
+def test_dedup_checks_the_rows_it_deleted(fresh, monkeypatch):
+    """A delete commit that removes fewer rows than asked (simulated) is an error that says
+    how to reach the version that still has every row."""
+    from lance_minhash_sql.index import dedup as dedup_mod
+
+    real = dedup_mod.delete_rows
+    monkeypatch.setattr(dedup_mod, "delete_rows", lambda ds, remove: real(ds, remove[1:]))
+    v0 = lance.dataset(fresh).version
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    asked = len(cluster_of) - len(kept)
+    with pytest.raises(lms.DatasetError) as e:
+        dedup(fresh, "text", 0.7, delete_in_place=True)
+    assert str(e.value) == (f"the delete commit removed {asked - 1:,} rows from {fresh!r} but {asked:,} were asked "
+                            f"(version {v0 + 1}); version {v0} still has every row: lance.dataset({fresh!r}, "
+                            f"version={v0})")
+    assert lance.dataset(fresh, version=v0).count_rows() == lance.dataset(fresh).count_rows() + asked - 1
+
+
+def test_in_place_dedup_of_a_dataset_object_reads_its_version(fresh):
+    """A ``LanceDataset`` opened at version v0 is deduplicated as of v0 even after rows were
+    appended (v0 + 1): the rows removed are the v0 reference's, and the appended rows stay."""
+    old = lance.dataset(fresh)
+    v0 = old.version
+    cluster_of, kept = reference_keep(fresh, 0.7, "first")
+    lance.write_dataset(pa.table({"id": pa.array([10_000], pa.int64()), "text": ["an appended row of its own"],
+                                  "quality": pa.array([1], pa.int32())}), fresh, mode="append")
+    r = dedup(old, "text", 0.7, delete_in_place=True)
+    assert r.version == v0 and sorted(r.removed_rowids.tolist()) == sorted(set(cluster_of) - kept)
+    now = lance.dataset(fresh)
+    assert 10_000 in now.to_table(columns=["id"]).column("id").to_pylist()
+    assert now.count_rows() == old.count_rows() + 1 - r.removed
+
+
+def test_dedup_uses_its_threshold(fresh):
+    """At threshold 1.0 only rows with equal signatures cluster: fewer removed than at 0.7."""
+    removed = {}
+    for t in (1.0, 0.7):
+        cluster_of, kept = reference_keep(fresh, t, "first")
+        removed[t] = set(cluster_of) - kept
+        r = dedup(fresh, "text", t)
+        assert sorted(r.removed_rowids.tolist()) == sorted(removed[t]) and r.removed == len(removed[t])
+    assert 0 < len(removed[1.0]) < len(removed[0.7])
 
 
 def test_in_place_with_stable_row_ids(tmp_path):

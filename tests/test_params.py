@@ -369,3 +369,44 @@ def test_optimal_bands_weights_and_band_range():
         "false_positive_weight=True must be a number (0 <= false_positive_weight); e.g. 0.5")
     assert _message(lambda: optimal_bands(0.8, 128, 0, 0)) == (
         "false_positive_weight and false_negative_weight must not both be 0")
+
+
+@pytest.mark.parametrize("options, text, tokens", [
+    ({}, "Héllo WORLD a-b", ["hello", "world", "a", "b"]),
+    ({"lower_case": False}, "Héllo WORLD", ["Hello", "WORLD"]),
+    ({"ascii_folding": False}, "Héllo WORLD", ["héllo", "world"]),
+    ({"max_token_length": 6}, "hello world running", ["hello", "world"]),  # tokens of >= 6 bytes dropped
+    ({"max_token_length": None}, "a" * 50 + " b", ["a" * 50, "b"]),
+    ({"base_tokenizer": "whitespace"}, "a-b C", ["a-b", "c"]),
+    ({"base_tokenizer": "raw"}, "a B", ["a b"]),
+    ({"base_tokenizer": "ngram"}, "abcd", ["abc", "bcd"]),
+    ({"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 3}, "abcd",
+     ["ab", "abc", "bc", "bcd", "cd"]),
+    ({"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 3, "prefix_only": True}, "abcd",
+     ["ab", "abc"]),
+    ({"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4}, "abcde",  # Lance's default max is 3
+     ["ab", "abc", "abcd", "bc", "bcd", "bcde", "cd", "cde", "de"]),
+])
+def test_lance_tokenize_kwargs_run_the_options_in_lance(options, text, tokens):
+    """Lance's own tokenizer, given these keyword arguments, applies each option."""
+    import lance
+
+    kwargs = TokenizerParams(**options).lance_tokenize_kwargs()
+    assert [t.text for t in lance.tokenize(text, **kwargs)] == tokens
+
+
+def test_optimal_bands_keeps_the_fewest_bands_on_a_tie_within_rounding():
+    """With only false positives weighed, the error of every band count is a tiny area
+    (the S-curve is flat near 0): all within 1e-15 of each other up to some b. The
+    documented tie rule keeps the first (fewest bands), which is also the true minimum
+    here: the area at threshold t, ``integral_0^t 1 - (1 - s^r)^b ds``, computed by scipy
+    for every divisor b, is smallest at b = 1."""
+    from scipy.integrate import quad
+
+    t, k = 0.05, 128
+    # 1 - (1 - x)^b written as -expm1(b log1p(-x)): exact for the tiny x here
+    areas = {b: quad(lambda s: -math.expm1(b * math.log1p(-s ** (k // b))), 0, t, epsabs=0, limit=200)[0]
+             for b in range(1, k + 1) if k % b == 0}
+    assert min(areas, key=areas.get) == 1
+    assert areas[2] < 1e-15  # a tie within the rounding tolerance
+    assert optimal_bands(t, k, false_positive_weight=1.0, false_negative_weight=0.0) == (1, 128)
