@@ -352,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokens per shingle (default 3); the sets whose Jaccard similarity is estimated")
     p.add_argument("--threshold", type=float, default=None, help="choose num_bands for this similarity")
     p.add_argument("--tokenizer", default=None, help='JSON tokenizer options, e.g. \'{"base_tokenizer": "whitespace"}\'')
-    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 2 GiB)")
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 64 MiB)")
     p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     storage_flag(p)
@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", default="1",
                    help="0: a delta segment for new fragments only; N: rewrite the newest N segments with them "
                         "(default 1, as Lance); all; or comma-separated segment uuids")
-    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 2 GiB)")
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 64 MiB)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     storage_flag(p)
     p.set_defaults(func=cmd_optimize)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -395,6 +396,8 @@ def test_plan_shares_fit_the_budget(budget, rows, bands, tmp_path, monkeypatch):
     else:
         assert pipeline + spill.spill_buffer_bytes(b, 128, bands) <= b
         assert plan.spill_rows * bands * (8 + spill.ROW_BYTES) <= spill.spill_buffer_bytes(b, 128, bands)
+        # no more buffered docs than appends of SPILL_APPEND_BYTES per partition need
+        assert (plan.spill_rows - 1) * bands * spill.ROW_BYTES < (bands << plan.prefix_bits) * spill.SPILL_APPEND_BYTES
         nparts = bands << plan.prefix_bits
         expected = rows * bands / nparts
         if nparts < spill.MAX_PARTITIONS // 2:  # not clamped: a partition is 1/8 of the sort share
@@ -501,14 +504,15 @@ def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch)
     build_index(uri, "text", memory_limit="64KiB")  # a tight plan (it spills)
     assert calls == during + after
     calls.clear()
-    build_index(uri, "text")  # 300 rows in 2 GiB: the heap is left alone
+    build_index(uri, "text", memory_limit="2GiB")  # 300 rows in 2 GiB: the heap is left alone
     assert calls == []
     with pytest.raises(DatasetError):
         build_index(uri, "no_such_column", memory_limit="64KiB")  # refused before any work
     assert calls == []
     monkeypatch.setattr(spill, "HEAP_BOUND_MIN_ROWS", min_rows)
-    assert spill.plan_sort(10_000_000, 16, None).tight  # in memory, but above half of 2 GiB
-    assert not spill.plan_sort(1_000_000, 16, None).tight
+    assert spill.plan_sort(10_000_000, 16, "2GiB").tight  # in memory, but above half of 2 GiB
+    assert not spill.plan_sort(1_000_000, 16, "2GiB").tight
+    assert spill.plan_sort(1_000_000, 16, None, temp_dir=str(tmp_path)).tight  # the default budget spills
     assert not spill.plan_sort(1000, 16, "64KiB", temp_dir=str(tmp_path)).tight  # few rows
     assert spill.plan_sort(1_000_000, 16, "64MiB", temp_dir=str(tmp_path)).tight
 
@@ -841,3 +845,33 @@ def test_kill_9_leftover_is_cleaned_by_next_build(tmp_path, private_tmp):
     assert not os.path.exists(rec["segment"]) and not os.path.exists(rec["spill"])
     assert os.listdir(marker_dir()) == []
     assert os.listdir(os.path.join(uri, "_indices")) == [s.uuid for s in manifest.minhash_segments(lance.dataset(uri))]
+
+
+def test_run_chunks_covers_every_chunk_once_and_raises_the_first_error():
+    """The calling thread works beside the pool's helpers; a chunk function may itself
+    run chunks (the pool is shared, so a nested call must not wait for a busy pool)."""
+    from lance_minhash_sql.index.threads import run_chunks
+
+    seen = []
+    lock = threading.Lock()
+
+    def fn(lo, hi):
+        with lock:
+            seen.append((lo, hi))
+
+    run_chunks(fn, 10_001, 1000, threads=2)
+    assert sorted(seen) == [(lo, min(10_001, lo + 1000)) for lo in range(0, 10_001, 1000)]
+    inner = []
+    run_chunks(lambda lo, hi: run_chunks(lambda a, b: inner.append(b - a), 100, 10, threads=2), 4, 1, threads=2)
+    assert len(inner) == 40 and sum(inner) == 400
+
+    calls = []
+
+    def bad(lo, hi):
+        calls.append(lo)
+        if lo == 3:
+            raise ValueError("chunk 3")
+
+    with pytest.raises(ValueError, match="chunk 3"):
+        run_chunks(bad, 1000, 1, threads=2)
+    assert 3 in calls and len(calls) < 1000  # no new chunk starts after the failure

@@ -246,7 +246,9 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 # keys too from 40K-row batches) are mapped and unmapped on their own, and a heap's
 # free top above 16 MiB is handed back at once. Measured at 10M rows / 512MiB (with the
 # plan's shares): peak RSS ~1,000-1,050 MB -> ~710-725 MB, the scan phase ~1,000 MB ->
-# ~600 MB (4 MiB: 40 MB less for twice the page faults).
+# ~600 MB (4 MiB: 40 MB less for twice the page faults). At 1M rows / 64 MiB, 1 MiB for
+# both gave 394 MB instead of 431-442 MB, but cost 1-2 CPU s more of ~6.5 (page faults
+# of every 1 MiB block: 7.6 and 8.4 against 6.5 and 6.6 CPU s, interleaved, load ~7).
 _HEAP_DURING_BUILD = (5 << 20, 16 << 20)  # (mmap threshold, trim threshold)
 # afterwards: glibc's dynamic maxima (DEFAULT_MMAP_THRESHOLD_MAX and twice it), where
 # its own adjustment ends up after any build (setting a threshold ends that adjustment)

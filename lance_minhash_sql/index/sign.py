@@ -32,7 +32,7 @@ if sys.byteorder != "little":  # band keys hash the u16 signature bytes as littl
 # most 2,048 rows (DuckDB runs its own threads over the nogil kernel). More are cut into
 # chunks of SIGN_CHUNK_ROWS rows signed on every core by the same compiled kernel.
 PARALLEL_MIN_ROWS = 4096
-SIGN_CHUNK_ROWS = 4096
+SIGN_CHUNK_ROWS = 1024
 
 _KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
           "raw": tokenize.RAW, "ngram": tokenize.NGRAM}

@@ -5,7 +5,8 @@ continuing from the running count) and then reads every ``(band_key, doc_id)`` r
 in global ``(band_key, doc_id)`` order, ready for ``BandsWriter``.
 
 **Budget.** ``memory_limit`` bytes if given, else the environment variable
-``LANCE_MEM_POOL_SIZE`` (the variable Lance's own build reads), else 2 GiB. It bounds the
+``LANCE_MEM_POOL_SIZE`` (the variable Lance's own build reads), else 64 MiB
+(:data:`~lance_minhash_sql.params.DEFAULT_MEMORY_BUDGET`). It bounds the
 build's own buffers, in every phase:
 
 * **scan** (:func:`plan_sort` sizes it): the *pipeline* share, a quarter of the budget
@@ -18,8 +19,9 @@ build's own buffers, in every phase:
   largest power of two of rows (4,096..65,536) whose share fits, assuming
   :data:`TEXT_BYTES` of text per row. Beside it, either all band keys (in-memory sort)
   or the *spill buffer* (:func:`spill_buffer_bytes`: band keys of the docs not yet
-  appended, plus the same rows partitioned, so that each spill file gets large appends
-  whatever the batch size);
+  appended, plus the same rows partitioned, so that each spill file gets appends of
+  :data:`SPILL_APPEND_BYTES` on average whatever the batch size; no larger than that
+  needs);
 * **sort**: the *sort* share, all but the *writer* share (an eighth, at most 32 MiB,
   for ``bands.lance``'s write buffers): band rows held for sorting (12 bytes each: u64
   key, u32 doc), the radix sort's scratch (12 bytes per row of each run being sorted,
@@ -84,6 +86,7 @@ __all__ = [
     "ROW_BYTES",
     "TEXT_BYTES",
     "HEAP_BOUND_MIN_ROWS",
+    "SPILL_APPEND_BYTES",
     "memory_budget",
     "max_temp_size",
     "in_memory_bytes",
@@ -109,13 +112,16 @@ SCAN_READAHEAD = 2  # decoded batches queued ahead by the scanner
 WRITER_DEPTH = 2  # file writes queued for a writer thread
 LANCE_WRITER_CACHE = 16 << 20  # LanceFileWriter: 8 MiB of column data per top-level column
 MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
+# average bytes of band rows a spill partition gets per flush of the spill buffer: the
+# buffer holds no more docs than that needs (fewer partitions, a smaller buffer)
+SPILL_APPEND_BYTES = 128 << 10
 # below this many rows the heap cannot hold back much (a few batches per thread): no plan
 # is tight, and the build leaves glibc's thresholds alone
 HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
 SPILL_PREFIX = "lance-minhash-spill-"
 
 def memory_budget(memory_limit=None) -> int:
-    """The sort budget in bytes: ``memory_limit``, else ``$LANCE_MEM_POOL_SIZE``, else 2 GiB."""
+    """The sort budget in bytes: ``memory_limit``, else ``$LANCE_MEM_POOL_SIZE``, else 64 MiB."""
     if memory_limit is not None:
         n, name = parse_bytes(memory_limit, "memory_limit"), "memory_limit"
     elif os.environ.get(ENV_MEMORY, "").strip():
@@ -279,7 +285,9 @@ def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = N
     part_rows = max(1, shares["sort_bytes"] // (8 * ROW_BYTES))
     p = max(0, math.ceil(math.log2(max(1.0, rows / part_rows))))
     p = min(p, 56, int(math.log2(MAX_PARTITIONS // bands)))  # bands <= 256: at least 4 bits
-    spill_rows = max(1, spill_buffer_bytes(budget, num_hashes, bands) // (bands * (8 + ROW_BYTES)))
+    nparts = bands << p
+    spill_rows = max(1, min(spill_buffer_bytes(budget, num_hashes, bands) // (bands * (8 + ROW_BYTES)),
+                            -(-nparts * SPILL_APPEND_BYTES // (bands * ROW_BYTES))))
     return SortPlan(rows, bands, budget, threads, False, p, folder, spill, spill_rows=spill_rows, tight=many,
                     **shares)
 
