@@ -46,8 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CorruptIndexError
-from ..kernels.gather import gather_rows, gather_values
-from ..kernels.ranges import copy_chunk_range
+from ..kernels.gather import copy_range, gather_rows, gather_values
 from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
@@ -444,7 +443,7 @@ class MappedColumn:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
         out = np.empty(count, dtype=self.dtype)
         if count:
-            copy_chunk_range(self._values, self.first_row, self.value_index, self.num_rows, start, out)
+            copy_range(self._values, self.value_index, self.first_row, self.num_rows, start, out)
             if release and self._map is not None and _DONTNEED is not None:
                 c0, c1 = np.searchsorted(self.first_row, [start, start + count - 1], side="right") - 1
                 width = self.dtype.itemsize
