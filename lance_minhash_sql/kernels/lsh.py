@@ -288,8 +288,17 @@ def window_indices(ws, we):
     """Sorted distinct global rows of all windows (``ws >= 0``)."""
     s = ws.ravel()
     e = we.ravel()
-    sel = np.flatnonzero(s >= 0)
-    order = sel[np.argsort(s[sel])]
+    used = 0
+    for i in range(s.size):
+        if s[i] >= 0:
+            used += 1
+    sel = np.empty(used, dtype=np.int64)
+    used = 0
+    for i in range(s.size):
+        if s[i] >= 0:
+            sel[used] = i
+            used += 1
+    order = order_by_pair(sel, s, s)  # not np.argsort: see kernels/order.py
     total = 0
     for i in order:
         total += e[i] - s[i]
