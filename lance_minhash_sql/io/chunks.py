@@ -373,6 +373,15 @@ def _mapping(mm: np.ndarray) -> mmap.mmap | None:
     return base if isinstance(base, mmap.mmap) else None
 
 
+def _hand_back(mapping: mmap.mmap | None, lo: int, hi: int) -> None:
+    """``MADV_DONTNEED`` on the mapped bytes ``[lo, hi)`` now (widened to whole pages): the
+    copies are made and the OS page cache keeps the file, so the resident set drops."""
+    if mapping is None or _DONTNEED is None or hi <= lo:
+        return
+    lo -= lo % _OS_PAGE
+    mapping.madvise(_DONTNEED, lo, hi - lo)
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     v = np.ascontiguousarray(a).view()
     v.setflags(write=False)
@@ -444,13 +453,11 @@ class MappedColumn:
         out = np.empty(count, dtype=self.dtype)
         if count:
             copy_range(self._values, self.value_index, self.first_row, self.num_rows, start, out)
-            if release and self._map is not None and _DONTNEED is not None:
+            if release:
                 c0, c1 = np.searchsorted(self.first_row, [start, start + count - 1], side="right") - 1
                 width = self.dtype.itemsize
-                lo = int(self.value_index[c0]) * width
-                hi = (int(self.value_index[c1]) + start + count - int(self.first_row[c1])) * width
-                lo -= lo % _OS_PAGE
-                self._map.madvise(_DONTNEED, lo, hi - lo)
+                _hand_back(self._map, int(self.value_index[c0]) * width,
+                           (int(self.value_index[c1]) + start + count - int(self.first_row[c1])) * width)
         return out
 
 
@@ -495,7 +502,7 @@ class MappedRows:
             if not release:
                 continue
             if pagewise:
-                self._hand_back(int(lowest) * self.item_bytes, int(highest) * self.item_bytes)
+                _hand_back(self._map, int(lowest) * self.item_bytes, int(highest) * self.item_bytes)
             else:
                 self._release(int(lowest), int(highest), part.size)
         return out
@@ -519,14 +526,7 @@ class MappedRows:
                 self._touched = (size, lo, hi)
                 return
             self._touched = (0, 0, 0)
-        self._hand_back(lo, hi)
-
-    def _hand_back(self, lo: int, hi: int) -> None:
-        """``MADV_DONTNEED`` on the mapped bytes ``[lo, hi)`` now (widened to whole pages)."""
-        if self._map is None or _DONTNEED is None or hi <= lo:
-            return
-        lo -= lo % _OS_PAGE
-        self._map.madvise(_DONTNEED, lo, hi - lo)
+        _hand_back(self._map, lo, hi)
 
     def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
         """``[count, items]`` values of rows ``[start, start + count)``, copied page by page;
@@ -541,7 +541,7 @@ class MappedRows:
             i = int(self.first_item[page]) + (at - int(self.starts[page])) * self.items
             out[at - start:at - start + n] = self._items[i:i + n * self.items].reshape(n, self.items)
             if release:
-                self._hand_back(i * self.item_bytes, (i + n * self.items) * self.item_bytes)
+                _hand_back(self._map, i * self.item_bytes, (i + n * self.items) * self.item_bytes)
             at += n
             page += 1
         return out
