@@ -299,7 +299,7 @@ def _read_signatures_whole(entry: SegmentEntry) -> None:
         for s in range(0, n, SIGNATURE_READ_ROWS):
             c = min(SIGNATURE_READ_ROWS, n - s)
             if mapped is not None:
-                sigs[s:s + c] = mapped.read_range(s, c, release=True)
+                mapped.read_range(s, c, release=True, out=sigs[s:s + c])
             else:
                 rowids[s:s + c], sigs[s:s + c] = files.read_doc_range(s, c)
         store.set_full(entry.map_rowids(rowids), sigs)

@@ -528,12 +528,15 @@ class MappedRows:
             self._touched = (0, 0, 0)
         _hand_back(self._map, lo, hi)
 
-    def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
-        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page;
-        ``release``: each page's mapped span handed back to the OS once copied."""
+    def read_range(self, start: int, count: int, release: bool = False, out: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """``[count, items]`` values of rows ``[start, start + count)``, copied page by page
+        into ``out`` when given; ``release``: each page's mapped span handed back to the OS
+        once copied."""
         if start < 0 or count < 0 or start + count > self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {start}..{start + count - 1} outside its {self.num_rows} rows")
-        out = np.empty((count, self.items), dtype=self._items.dtype.newbyteorder("="))
+        if out is None:
+            out = np.empty((count, self.items), dtype=self._items.dtype.newbyteorder("="))
         page = int(np.searchsorted(self.starts, start, side="right") - 1)
         at, end = start, start + count
         while at < end:
