@@ -40,6 +40,7 @@ from lance_minhash_sql.index.opened import (
     set_cache_capacity,
 )
 from lance_minhash_sql.index.prewarm import warm as prewarm_index
+from lance_minhash_sql.index import search as search_mod
 from lance_minhash_sql.index.search import SEARCH_IDS_SCHEMA, search, search_ids
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.segments import BandsWriter, SignaturesWriter
@@ -526,8 +527,10 @@ def test_cache_capacity_is_respected(default_ds, monkeypatch):
 def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     # Reading a file whole is decided by measured read times (ski rental); a loaded machine
     # can make it pay after one query. This test is about the partial reads, so it fixes
-    # the decision (the tests run under the `policy` fixture cover whole reads too).
+    # the decision (the tests run under the `policy` fixture cover whole reads too). A
+    # single query is answered by numpy (tests/test_probe.py); this one takes the kernels.
     monkeypatch.setattr(entries_mod, "whole_read_pays", lambda *a: False)
+    monkeypatch.setattr(search_mod, "fits", lambda texts: False)
     uri = str(tmp_path / "cold.lance")
     table = corpus_table(20_000, seed=2)
     build_native_index(uri, table, MinHashParams())

@@ -96,7 +96,10 @@ class SegmentEntry:
         self.call_seconds = (REMOTE_READ_CALL_SECONDS if self.remote else
                              MAPPED_READ_CALL_SECONDS if files is not None and files.fast_path else READ_CALL_SECONDS)
         self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
-        self.stats = {"band_pages_read": 0, "window_rows_read": 0, "docs_read": 0, "full_loads": 0}
+        # reads from the files: pages and windows of band rows and docs into the pools
+        # (kernels), bucket rows and docs gathered without pools (index/probe.py), whole loads
+        self.stats = {"band_pages_read": 0, "window_rows_read": 0, "bucket_rows_read": 0, "docs_read": 0,
+                      "full_loads": 0}
 
     @property
     def nbytes(self) -> int:
@@ -395,12 +398,14 @@ class SegmentEntry:
         keys, docs = self.files.band_map
         return (*keys.chunks(), docs.read_rows)
 
-    def direct_docs(self, docs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+    def direct_docs(self, docs: np.ndarray, out: np.ndarray, release: bool = False) -> np.ndarray | None:
         """Row ids of sorted unique ``docs``, their signatures written to ``out``
         (``[n, k]``), read without :attr:`lock`: from the signatures in memory, or from a
         local segment's memory map once every row id is resident (read once, under the
         lock). The pools are neither consulted nor grown (a gather from the map costs
-        what one from a pool does). ``None`` elsewhere: use :meth:`doc_arrays`."""
+        what one from a pool does). ``release``: the mapped pages read are handed back
+        as :meth:`io.chunks.MappedRows.read_rows` does. ``None`` elsewhere: use
+        :meth:`doc_arrays`."""
         store = self.docs
         if store.full:
             out[...] = store.sigs[docs]
@@ -413,11 +418,20 @@ class SegmentEntry:
                 stored = self._all_rowids()
             if stored is None:
                 return None  # the cache has no room for them
-        self.files.signature_map.read_rows(docs, out=out, release=False)
+        self.files.signature_map.read_rows(docs, out=out, release=release)
         if self.remap is None:
             return stored[docs]
         with self.lock:
             return self.map_rowids(stored[docs])
+
+    def count_direct_reads(self, bucket_rows: int, docs: int) -> None:
+        """Account a lock-free read (:meth:`band_chunks`, :meth:`direct_docs`) in :attr:`stats`:
+        rows and docs that came from the files rather than from memory."""
+        with self.lock:
+            if not self.bands.full:
+                self.stats["bucket_rows_read"] += int(bucket_rows)
+            if not self.docs.full:
+                self.stats["docs_read"] += int(docs)
 
     def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
         """Stored row ids as the dataset version knows them: through the fragment-reuse

@@ -36,6 +36,7 @@ import pyarrow as pa
 from ..checks import check_bool
 from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
+from ..params import MinHashParams
 from ..kernels import lsh as _lsh
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
@@ -43,6 +44,8 @@ from ..kernels.similarity import band_keys_serial
 from .empty_query import warn_empty_queries
 from .entries import SegmentEntry
 from .opened import OpenedIndex, open_index
+from .probe import MAX_CANDIDATES, distinct, probe_topk
+from .query_sign import MAX_QUERIES, fits, sign_queries
 from .results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
 from .scores import apply_scores, check_limit
 from .sign import signer_for
@@ -121,12 +124,16 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return v
 
 
-def _sign(signer, texts: pa.Array):
-    """``(signatures, has, band keys)`` of the query texts (serial kernels for a few)."""
+def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
+    """``(signatures, has, band keys)`` of the query texts: numpy for a few short ones
+    (``few``, :mod:`.query_sign`), else serial kernels, or parallel ones for many."""
+    if few is not None:
+        return sign_queries(params, few)
+    signer = signer_for(params)
     if len(texts) >= _lsh.PARALLEL_MIN_QUERIES:
         sigs, has = signer.sign(texts)
         return sigs, has, signer.band_keys(sigs)
-    p = signer.params
+    p = params
     buf = string_buffers(texts)
     sigs, has = sign_rows_serial(buf.offsets, buf.data, buf.valid, buf.valid_offset, signer.cfg, signer.tables,
                                  p.shingle_size, signer.a, signer.b, signer.c)
@@ -243,7 +250,9 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     params = opened.params
     if filter is not None:
         opened.liveness.check_filter(filter)  # a bad filter is an error even when nothing matches
-    sigs, has, keys = _sign(signer_for(params), texts)
+    few = texts.to_pylist() if len(texts) <= MAX_QUERIES else None
+    few = few if few is not None and fits(few) else None
+    sigs, has, keys = _sign(params, texts, few)
     active = np.flatnonzero(has)
     if active.size == 0:
         warn_empty_queries(texts, has, None)
@@ -262,10 +271,16 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
         """Live (and matching) flags of candidate row ids."""
         if not checked:
             return np.ones(ids.size, dtype=np.bool_)
-        uniq = sorted_unique(ids)
+        uniq = distinct(ids) if ids.size < MAX_CANDIDATES else sorted_unique(ids)
         flags = liveness.filter_mask(uniq, filter) if filter is not None else liveness.alive(uniq)
         return flags[np.searchsorted(uniq, ids)]
 
+    if few is not None:
+        probed = probe_topk(entries, qsigs, qkeys, limit, ok_of)
+        if probed is not None:
+            q, rid, dist, counts = probed
+            warn_empty_queries(texts, has, counts)
+            return active[q].astype(np.int64), rid, dist
     cands = [_Candidates(e, qkeys, qsigs, limit, ok_of) for e in entries]
     warn_empty_queries(texts, has, sum((np.diff(c.offsets) for c in cands), np.zeros(active.size, np.int64)))
     # deletions and the filter: one Lance take over the distinct candidate row ids

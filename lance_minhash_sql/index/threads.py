@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-import numba
+from ..kernels.config import load_numba
 
 __all__ = ["num_threads", "run_chunks"]
 
@@ -30,8 +30,8 @@ _pool_lock = threading.Lock()
 
 def num_threads() -> int:
     """Threads for parallel work: numba's setting (``NUMBA_NUM_THREADS``, or
-    ``numba.set_num_threads``), at least 1."""
-    return max(1, int(numba.get_num_threads()))
+    ``numba.set_num_threads``), at least 1 (loads numba: the work is about to run kernels)."""
+    return max(1, int(load_numba().get_num_threads()))
 
 
 def _helpers() -> ThreadPoolExecutor:

@@ -350,6 +350,9 @@ _OS_PAGE = mmap.PAGESIZE
 # all at once they would add the whole file to the resident set); a query's few
 # candidates are handed back in one call
 PAGEWISE_RELEASE_ROWS = 1 << 14
+# Fewer rows than this are gathered by numpy indexing, more by a compiled loop
+# (kernels/gather.py): a query's few hundred rows then load no numba.
+SMALL_GATHER_ROWS = 1 << 12
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
 # Pages a file's gathers may have touched before they are handed back to the OS at once:
 # one system call per this many bytes, not one per query (a query's gather touches a few
@@ -439,6 +442,11 @@ class MappedColumn:
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
         rows = np.asarray(rows, dtype=np.int64)
+        if rows.size < SMALL_GATHER_ROWS:
+            if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
+                raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+            c = np.searchsorted(self.first_row, rows, side="right") - 1
+            return self._values[self.value_index[c] + rows - self.first_row[c]].astype(self.dtype)
         out = np.empty(rows.size, dtype=self.dtype)
         if not gather_values(self._values, self.value_index, self.first_row, self.num_rows, rows, out):
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
@@ -491,6 +499,8 @@ class MappedRows:
         rows = np.asarray(rows, dtype=np.int64)
         if out is None:
             out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
+        if rows.size < SMALL_GATHER_ROWS:
+            return self._read_few(rows, out, release)
         # a large gather goes slice by slice, each slice's pages handed back once copied
         pagewise = release and rows.size >= PAGEWISE_RELEASE_ROWS
         step = PAGEWISE_RELEASE_ROWS if pagewise else max(rows.size, 1)
@@ -505,6 +515,19 @@ class MappedRows:
                 _hand_back(self._map, int(lowest) * self.item_bytes, int(highest) * self.item_bytes)
             else:
                 self._release(int(lowest), int(highest), part.size)
+        return out
+
+    def _read_few(self, rows: np.ndarray, out: np.ndarray, release: bool) -> np.ndarray:
+        """:meth:`read_rows` of a few rows by numpy indexing."""
+        if rows.size == 0:
+            return out
+        if rows.min() < 0 or rows.max() >= self.num_rows:
+            raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+        page = np.searchsorted(self.starts, rows, side="right") - 1
+        base = self.first_item[page] + (rows - self.starts[page]) * self.items
+        out[...] = self._items[base[:, None] + np.arange(self.items)]
+        if release:
+            self._release(int(base.min()), int(base.max()) + self.items, rows.size)
         return out
 
     def _release(self, lowest: int, highest: int, count: int) -> None:

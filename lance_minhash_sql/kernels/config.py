@@ -26,6 +26,18 @@ slice assignment (``a[:n] = b[:n]`` pulls in numba's broadcasting code: seconds 
 fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
 ``np.arange``) compiles once per dtype and dimension, so kernels share a few.
 
+**numba itself loads on the first kernel call, not on import.** Importing numba and
+setting up its compiler costs about half a second of CPU (its implementation registries,
+and scipy's BLAS bindings when scipy is installed), even when every kernel then comes
+from the cache. Kernels are declared with this module's :func:`njit` and ``prange``:
+until some kernel is called they are :class:`Kernel` placeholders, so the package's
+modules import without numba, and a path that calls no kernel (a single search, see
+``index/probe.py``) never loads it. The first call of any kernel loads numba once
+(:func:`load_numba`): every declared kernel becomes numba's own dispatcher, in the
+namespace of each module that declared or imported it (the kernels' modules, and any
+other module declaring kernels here), so kernels calling kernels are typed by numba as
+usual; a Python caller holding a placeholder is forwarded to the dispatcher.
+
 :data:`COMPILES` listens to numba's ``numba:compile`` events (fired for real
 compilations only, never for cache loads) for this package's kernels: how many, how
 long, which. The first compilation in a process prints one line on stderr saying what
@@ -40,14 +52,106 @@ import threading
 import time
 import types
 
-from numba import njit
-from numba.core import event
-
 CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
 JIT = dict(nogil=True, cache=CACHE)
 JIT_PARALLEL = dict(nogil=True, cache=CACHE, parallel=True)
 
 _PACKAGE = __name__.split(".")[0]
+
+_LOCK = threading.RLock()
+_KERNELS: list["Kernel"] = []  # declared before numba was loaded, in order
+_numba = None  # the numba module, once load_numba() has run
+
+
+class _Prange:
+    """``prange`` before numba is loaded (numba's own ``prange`` replaces it on load)."""
+
+    def __call__(self, *args):
+        return range(*args)
+
+
+prange = _Prange()
+
+
+class Kernel:
+    """A kernel declared before numba was loaded: its Python function and numba flags.
+    Calling it (or asking numba's dispatcher for an attribute, such as ``signatures``)
+    loads numba first (:func:`load_numba`)."""
+
+    def __init__(self, py_func, flags: dict):
+        self.py_func = py_func
+        self.flags = flags
+        self.dispatcher = None
+        self.__name__ = py_func.__name__
+        self.__qualname__ = py_func.__qualname__
+        self.__module__ = py_func.__module__
+        self.__doc__ = py_func.__doc__
+
+    def __call__(self, *args):
+        d = self.dispatcher
+        if d is None:
+            load_numba()
+            d = self.dispatcher
+        return d(*args)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        load_numba()
+        return getattr(self.dispatcher, name)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.__module__}.{self.__qualname__}>"
+
+
+def njit(**flags):
+    """``numba.njit(**flags)``, deferred until numba is loaded (see the module doc)."""
+
+    def declare(func):
+        with _LOCK:
+            if _numba is not None:
+                return _numba.njit(**flags)(func)
+            kernel = Kernel(func, flags)
+            _KERNELS.append(kernel)
+            return kernel
+
+    return declare
+
+
+def numba_loaded() -> bool:
+    """True once some kernel has run (or :func:`load_numba` was called) in this process."""
+    return _numba is not None
+
+
+def load_numba():
+    """Import numba (once), make every declared kernel a numba dispatcher and put the
+    dispatchers (and numba's ``prange``) in place of the placeholders in the modules that
+    hold them; returns the numba module."""
+    global _numba, prange
+    with _LOCK:
+        if _numba is not None:
+            return _numba
+        import numba
+        from numba.core import event
+
+        event.Listener.register(CompileLog)
+        event.register("numba:compile", COMPILES)
+        for kernel in _KERNELS:
+            kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
+        modules = {k.py_func.__module__ for k in _KERNELS}
+        modules.update(name for name in sys.modules if name.startswith(_PACKAGE + "."))
+        for name in modules:
+            namespace = getattr(sys.modules.get(name), "__dict__", None) or {}
+            for attr, value in list(namespace.items()):
+                if isinstance(value, Kernel):
+                    namespace[attr] = value.dispatcher
+                elif isinstance(value, _Prange):
+                    namespace[attr] = numba.prange
+        prange = numba.prange
+        _numba = numba
+        _KERNELS.clear()
+        return numba
+
 
 COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine (seconds, once: later runs load "
                   "them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
@@ -72,8 +176,9 @@ def jit_twins(body):
     return njit(**JIT_PARALLEL)(twin("_parallel")), njit(**JIT)(twin("_serial"))
 
 
-class CompileLog(event.Listener):
-    """Numba compilations of this package's kernels in this process (cache loads excluded).
+class CompileLog:
+    """Numba compilations of this package's kernels in this process (cache loads excluded);
+    a ``numba.core.event.Listener`` once numba is loaded.
 
     ``count``: specializations compiled (a kernel called from another compiles inside
     its caller and counts too); ``seconds``: wall time of the outermost compilations;
@@ -113,6 +218,12 @@ class CompileLog(event.Listener):
         if first and self.notice:
             print(COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"])), file=sys.stderr, flush=True)
 
+    def notify(self, ev) -> None:
+        if ev.is_start:
+            self.on_start(ev)
+        elif ev.is_end:
+            self.on_end(ev)
+
     def on_end(self, ev) -> None:
         if self._ours(ev) is None:
             return
@@ -133,4 +244,3 @@ def _cache_place(dispatcher) -> str:
 
 
 COMPILES = CompileLog()
-event.register("numba:compile", COMPILES)

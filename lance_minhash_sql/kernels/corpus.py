@@ -41,9 +41,8 @@ before it. The format rules, written once:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .config import JIT
+from .config import JIT, njit
 from .order import order_by_pair
 
 __all__ = [

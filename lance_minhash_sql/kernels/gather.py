@@ -17,9 +17,8 @@ row is outside the file's rows (the caller names the file in its error).
 
 from __future__ import annotations
 
-from numba import njit
 
-from .config import JIT
+from .config import JIT, njit
 
 __all__ = ["gather_values", "gather_rows", "copy_range"]
 

@@ -22,9 +22,8 @@ key stream their product in chunks.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .config import JIT
+from .config import JIT, njit
 from .pairs import reported_here
 
 __all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_rows", "join_chunk"]

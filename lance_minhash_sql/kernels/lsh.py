@@ -35,10 +35,9 @@ and converts to float32 once.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from . import lance_format
-from .config import JIT, jit_twins
+from .config import JIT, jit_twins, njit, prange
 from .similarity import lance_similarity_jit
 from .order import order_by_pair, sort_values
 from .sort import DIGIT_BITS, radix_sort_run

@@ -30,10 +30,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import njit, prange
 
 from . import lance_format
-from .config import JIT, jit_twins
+from .config import JIT, jit_twins, njit, prange
 from .order import sort_values
 from .tokenize import new_buffers, tokenize_doc
 from .xxh64 import xxh64

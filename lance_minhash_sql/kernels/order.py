@@ -12,9 +12,8 @@ buffer.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .config import JIT
+from .config import JIT, njit
 
 __all__ = ["sort_values", "order_by_pair"]
 

@@ -45,10 +45,9 @@ would only oversubscribe the cores (``kernels/lsh.py`` measured it).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from . import lance_format
-from .config import JIT
+from .config import JIT, njit
 from .order import order_by_pair
 from .similarity import sorted_jaccard
 from .xxh64 import xxh64_u16_run

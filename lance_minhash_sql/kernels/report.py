@@ -22,9 +22,8 @@ is scratch that is all zero between calls.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .config import JIT
+from .config import JIT, njit
 from .lsh import lower_bound
 
 __all__ = ["new_reservoirs", "census_chunk"]

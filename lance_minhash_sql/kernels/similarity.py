@@ -11,10 +11,9 @@ u16 on the host), so each band is a contiguous byte range of its row.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from . import lance_format
-from .config import JIT, JIT_PARALLEL, jit_twins
+from .config import JIT, JIT_PARALLEL, jit_twins, njit, prange
 from .xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)

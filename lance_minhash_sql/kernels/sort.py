@@ -25,9 +25,8 @@ Wider digits lose to the scatter passes' cache and TLB misses.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
-from .config import JIT, JIT_PARALLEL
+from .config import JIT, JIT_PARALLEL, njit, prange
 
 __all__ = ["DIGIT_BITS", "radix_sort_run", "is_sorted_pairs",
            "partition_band_rows", "partition_band_rows_into", "split_pairs", "scatter_bands",

@@ -19,10 +19,9 @@ returned, so the caller reuses them across documents.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from . import lance_format
-from .config import JIT
+from .config import JIT, njit
 
 SIMPLE = 0
 WHITESPACE = 1

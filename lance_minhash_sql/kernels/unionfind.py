@@ -18,9 +18,8 @@ of ``size`` are stale). Amortised cost per operation is the inverse Ackermann fu
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .config import JIT
+from .config import JIT, njit
 
 __all__ = ["new_union_find", "find", "union", "union_pairs", "flatten", "component_sizes", "component_min"]
 

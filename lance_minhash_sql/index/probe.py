@@ -1,0 +1,139 @@
+"""The top-k of a few queries by numpy alone: buckets, candidates and scores without numba.
+
+A single search touches a few dozen band rows and a few hundred signatures; what it
+costs a new process is not that work but loading numba (its import and compiler set-up,
+about half a second of CPU even when every kernel comes from the cache). So a few short
+queries (``index/query_sign.py``) on segments whose rows can be read without a lock
+(a local segment's memory maps, or a segment held whole in memory:
+:meth:`.entries.SegmentEntry.band_chunks`) are answered here, with the same rules and
+the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
+
+* a query's bucket in band ``j`` is the run of band rows whose key equals its key ``K``:
+  it starts in the first page whose last key is at least ``K`` and ends in the first page
+  whose last key is above ``K`` (the page table), and a binary search inside each of the
+  two pages finds the two ends, reading about a dozen keys;
+* the candidates are the distinct docs of the query's buckets; their signatures and row
+  ids are gathered from the map (or the memory), and rows that are deleted or fail the
+  filter are dropped before the cut;
+* the top ``limit`` by ``(mismatches, row id)`` over the candidates of every segment at
+  once (segments cover distinct rows, so this equals merging each segment's top
+  ``limit``), distances ``1 - float32(eq) / float32(k)``.
+
+Anything else (an object store, a segment read through Lance's reader, more candidates
+bucket rows than :data:`MAX_CANDIDATES`) returns ``None`` and the caller runs the kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..kernels.lance_format import similarity
+from .entries import SegmentEntry
+
+__all__ = ["MAX_CANDIDATES", "distinct", "probe_topk"]
+
+MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even counting numba's load)
+
+
+def distinct(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``a`` (``np.unique`` without its first-call import of
+    ``numpy.ma``, 10-30 ms of a new process's first query)."""
+    s = np.sort(a)
+    if s.size:
+        keep = np.empty(s.size, dtype=np.bool_)
+        keep[0] = True
+        np.not_equal(s[1:], s[:-1], out=keep[1:])
+        s = s[keep]
+    return s
+
+
+def _rows_at(chunks, rows: np.ndarray) -> np.ndarray:
+    """Band keys of global ``rows`` from ``(values, first_row, value_index)`` chunks."""
+    values, first_row, value_index = chunks
+    c = np.searchsorted(first_row, rows, side="right") - 1
+    return values[value_index[c] + rows - first_row[c]]
+
+
+def bucket_bounds(chunks, page_table: np.ndarray, page_rows: int, num_rows: int, keys: np.ndarray):
+    """``(start, end)`` rows of each key's bucket (``start == end``: no row has the key)."""
+    n = keys.size
+    first = np.searchsorted(page_table, keys, side="left")  # the page where the bucket starts
+    after = np.searchsorted(page_table, keys, side="right")  # the page where it ends
+    base = np.concatenate([first, after]).astype(np.int64) * page_rows
+    lo = np.minimum(base, num_rows)
+    hi = np.minimum(base + page_rows, num_rows)
+    target = np.concatenate([keys, keys])
+    above = np.repeat(np.array([False, True]), n)  # the end: the first key above K
+    while True:
+        act = np.flatnonzero(lo < hi)
+        if act.size == 0:
+            break
+        mid = (lo[act] + hi[act]) >> 1
+        v = _rows_at(chunks, mid)
+        t = target[act]
+        right = np.where(above[act], v <= t, v < t)
+        lo[act] = np.where(right, mid + 1, lo[act])
+        hi[act] = np.where(right, hi[act], mid)
+    return lo[:n], np.maximum(lo[n:], lo[:n])
+
+
+def _candidates(entry: SegmentEntry, qkeys: np.ndarray):
+    """``(query, doc)`` of every distinct candidate, sorted, or None if the entry cannot be
+    read here or has too many."""
+    chunks = entry.band_chunks()
+    if chunks is None:
+        return None
+    values, first_row, value_index, docs_of = chunks
+    store = entry.bands
+    nq, nb = qkeys.shape
+    start, end = bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
+                               store.num_rows, qkeys.reshape(-1))
+    sizes = end - start
+    total = int(sizes.sum())
+    if total > MAX_CANDIDATES:
+        return None
+    at = np.cumsum(sizes) - sizes
+    rows = np.arange(total, dtype=np.int64) + np.repeat(start - at, sizes)
+    docs = np.asarray(docs_of(rows), dtype=np.int64)
+    query = np.repeat(np.arange(nq * nb, dtype=np.int64) // nb, sizes)
+    pair = distinct((query << 32) | docs)
+    return pair >> 32, pair & 0xFFFFFFFF, total
+
+
+def probe_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray, limit: int,
+               ok_of: Callable[[np.ndarray], np.ndarray]):
+    """``(query int64, row id uint64, distance float32, candidates per query int64)`` of
+    each query's top ``limit``, ordered by query then ``(distance, row id)``; or None when
+    an entry needs the kernels (see the module doc)."""
+    nq, k = qsigs.shape
+    found = []
+    for entry in entries:
+        got = _candidates(entry, qkeys)
+        if got is None:
+            return None
+        found.append(got)
+    parts = []
+    for entry, (query, docs, rows) in zip(entries, found):
+        udocs = distinct(docs)
+        slot = np.searchsorted(udocs, docs)
+        sigs = np.empty((udocs.size, k), dtype=np.uint16)
+        rowids = entry.direct_docs(udocs, sigs, release=True)
+        if rowids is None:
+            return None
+        entry.count_direct_reads(rows, udocs.size)
+        parts.append((query, rowids[slot], sigs, slot))
+    query = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    counts = np.bincount(query, minlength=nq).astype(np.int64)
+    rid = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.uint64)
+    eq = np.concatenate([(p[2][p[3]] == qsigs[p[0]]).sum(axis=1) for p in parts]) if parts else np.empty(0, np.int64)
+    ok = ok_of(rid)
+    query, rid, mism = query[ok], rid[ok], k - eq[ok]
+    order = np.lexsort((rid, mism, query))
+    query, rid, mism = query[order], rid[order], mism[order]
+    rank = np.arange(query.size) - np.searchsorted(query, query, side="left")
+    keep = rank < limit
+    query, rid, mism = query[keep], rid[keep], mism[keep]
+    dist = np.float32(1) - similarity(k - mism, k)
+    return query, rid.astype(np.uint64, copy=False), dist.astype(np.float32, copy=False), counts

@@ -1,0 +1,233 @@
+"""A few queries without numba (index/query_sign.py, index/probe.py): the same signatures,
+band keys and answers as the kernels and as Lance, and a new process that searches once
+never loads numba."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from lance.query import MinHashQuery
+
+from conftest import build_native_index
+from test_search import corpus_table, make_queries
+from test_signatures import PARAMS, _param_id
+from torture import TORTURE_TEXTS
+
+from lance_minhash_sql.corpus import CorpusSpec, generate_batches
+from lance_minhash_sql.index import probe as probe_mod
+from lance_minhash_sql.index import search as search_mod
+from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity, cache_capacity
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.index.prewarm import warm as prewarm_index
+from lance_minhash_sql.index.query_sign import MAX_QUERIES, fits, sign_queries
+from lance_minhash_sql.index.search import search, search_ids
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.params import MinHashParams
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    old = cache_capacity()
+    clear_cache()
+    yield
+    set_cache_capacity(old)
+    clear_cache()
+
+
+def _texts() -> list[str]:
+    t = pa.Table.from_batches(list(generate_batches(300, CorpusSpec(seed=5))))
+    return [s for s in TORTURE_TEXTS if s is not None] + t.column("text").to_pylist()
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=_param_id)
+def test_numpy_signatures_equal_the_kernels(params):
+    texts = _texts()
+    sigs, has, keys = sign_queries(params, texts)
+    signer = signer_for(params)
+    ref_sigs, ref_has = signer.sign(texts)
+    assert has.tolist() == ref_has.tolist()
+    assert has.sum() > 30  # texts with tokens (the raw tokenizer drops texts of 40 bytes or more)
+    assert np.array_equal(sigs[has], ref_sigs[has])
+    assert not sigs[~has].any()
+    assert np.array_equal(keys[has], signer.band_keys(ref_sigs[has]))
+
+
+def test_known_answer_vectors():
+    # docs/signatures.md: k=4, b=2, shingle_size=2
+    sigs, has, keys = sign_queries(MinHashParams(4, 2, 2), ["The quick brown fox", "Fox", "!!!"])
+    assert [f"{v:04x}" for v in sigs[0]] == ["b00f", "59d6", "511a", "cd2c"]
+    assert [f"{v:016x}" for v in keys[0]] == ["00f30f3501d458ea", "01aec5df28d04915"]
+    assert [f"{v:04x}" for v in sigs[1]] == ["2970", "d6db", "65f8", "adfc"]
+    assert [f"{v:016x}" for v in keys[1]] == ["003cf6e803312eca", "017c5504fbc83f36"]
+    assert has.tolist() == [True, True, False]
+
+
+def test_a_long_text_signed_in_blocks_equals_the_kernels():
+    text = " ".join(f"w{i % 5000}" for i in range(9_000))  # 8,998 shingles: five blocks of minima
+    assert fits([text]) and not fits([text * 6]) and not fits(["a"] * (MAX_QUERIES + 1))
+    sigs, has, keys = sign_queries(MinHashParams(), [text])
+    ref, ref_has = signer_for(MinHashParams()).sign([text])
+    assert has[0] and ref_has[0] and np.array_equal(sigs[0], ref[0])
+
+
+@pytest.fixture(scope="module")
+def dup_ds(tmp_path_factory):
+    """Two fragments, a bucket of 5,000 identical rows (more than a page of band rows: it
+    spans pages, with more than one page at that key), deletions after the build."""
+    uri = str(tmp_path_factory.mktemp("probe") / "dup.lance")
+    table = corpus_table(12_000, seed=4)
+    texts = table.column("text").to_pylist()
+    for i in range(3000, 8000):
+        texts[i] = "one two three four five six seven eight nine ten eleven twelve"
+    table = table.set_column(1, "text", pa.array(texts, pa.string()))
+    build_native_index(uri, table, MinHashParams(), max_rows_per_file=6000)
+    lance.dataset(uri).delete("id % 13 = 0")
+    return uri, table
+
+
+def _kernels(uri, queries, k, **kw):
+    """The kernels' answer to each query (search_ids of more queries than the probe takes)."""
+    batch = list(queries) * (MAX_QUERIES // len(queries) + 1)
+    t = search_ids(uri, "text", batch, k, **kw)
+    n = len(queries)
+    qi = t.column("query_index").to_numpy()
+    return [list(zip(t.column("_rowid").to_numpy()[qi == i].tolist(),
+                     t.column("_distance").to_numpy()[qi == i].tolist())) for i in range(n)]
+
+
+def _lance(uri, q, k, **kw):
+    t = lance.dataset(uri).to_table(nearest=MinHashQuery(q, "text"), limit=k, columns=["_distance"],
+                                    with_row_id=True, **kw)
+    return list(zip(t.column("_rowid").to_pylist(), t.column("_distance").to_pylist()))
+
+
+def _probed(uri, q, k, monkeypatch, **kw):
+    calls = []
+    real = probe_mod.probe_topk
+
+    def spy(*a, **kws):
+        out = real(*a, **kws)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(search_mod, "probe_topk", spy)
+    t = search_ids(uri, "text", q, k, **kw)
+    monkeypatch.setattr(search_mod, "probe_topk", real)
+    return list(zip(t.column("_rowid").to_pylist(), t.column("_distance").to_pylist())), calls
+
+
+def test_probe_equals_lance_and_the_kernels(dup_ds, monkeypatch):
+    uri, table = dup_ds
+    queries = make_queries(table, 30, seed=7) + [table.column("text")[3000].as_py()]
+    kernels = _kernels(uri, queries, 10)
+    served = 0
+    for q, want in zip(queries, kernels):
+        got, calls = _probed(uri, q, 10, monkeypatch)
+        assert got == want == _lance(uri, q, 10), q
+        served += calls == [True]
+    _, has, _ = sign_queries(MinHashParams(), queries[:MAX_QUERIES])
+    _, has2, _ = sign_queries(MinHashParams(), queries[MAX_QUERIES:])
+    assert served == has.sum() + has2.sum() > 40  # every query with tokens (the others return early)
+    # the big bucket: 5,000 rows less the deleted, the lowest row ids first
+    got, calls = _probed(uri, table.column("text")[3000].as_py(), 10, monkeypatch)
+    assert calls == [True] and [d for _, d in got] == [0.0] * 10
+    assert [r for r, _ in got] == sorted(r for r, _ in got) and len(got) == 10
+
+
+@pytest.mark.filterwarnings("ignore::lance_minhash_sql.index.shards.LowRecallWarning")
+def test_probe_with_a_filter_and_a_threshold(dup_ds, monkeypatch):
+    uri, table = dup_ds
+    queries = make_queries(table, 12, seed=9)
+    for q, want in zip(queries, _kernels(uri, queries, 10, filter="score < 50")):
+        got, calls = _probed(uri, q, 10, monkeypatch, filter="score < 50")
+        assert got == want == _lance(uri, q, 10, filter="score < 50", prefilter=True)
+    for q, want in zip(queries, _kernels(uri, queries, None, threshold=0.5)):
+        got, _ = _probed(uri, q, None, monkeypatch, threshold=0.5)
+        assert got == want and all(1 - d >= 0.5 for _, d in got)
+
+
+def test_probe_over_segments_unindexed_rows_and_memory(tmp_path, monkeypatch):
+    uri = str(tmp_path / "seg.lance")
+    table = corpus_table(4000, seed=8)
+    lance.write_dataset(table.slice(0, 2500), uri)
+    build_index(uri, "text")
+    lance.write_dataset(table.slice(2500, 1000), uri, mode="append")
+    from lance_minhash_sql.index.optimize import optimize
+
+    optimize(uri, "text", merge=0)  # a second segment
+    lance.write_dataset(table.slice(3500, 500), uri, mode="append")  # rows no segment covers
+    queries = make_queries(table, 16, seed=3)
+    for q, want in zip(queries, _kernels(uri, queries, 7)):
+        got, calls = _probed(uri, q, 7, monkeypatch)
+        assert got == want == _lance(uri, q, 7)
+    assert len(open_index(uri, "text").segment_entries()) == 2
+    assert prewarm_index(open_index(uri, "text")).complete  # now both segments are in memory
+    for q, want in zip(queries, _kernels(uri, queries, 7)):
+        got, calls = _probed(uri, q, 7, monkeypatch)
+        assert got == want and calls in ([True], [])
+
+
+def test_the_kernels_take_over_when_the_probe_cannot(dup_ds, monkeypatch):
+    uri, table = dup_ds
+    q = table.column("text")[3000].as_py()
+    want = _lance(uri, q, 10)
+    monkeypatch.setattr(probe_mod, "MAX_CANDIDATES", 100)  # the 5,000-row bucket is too big
+    got, calls = _probed(uri, q, 10, monkeypatch)
+    assert got == want and calls == [False]
+    monkeypatch.undo()
+    clear_cache()
+    set_cache_capacity(1)  # no room for the row ids: direct reads are refused
+    got, calls = _probed(uri, q, 10, monkeypatch)
+    assert got == want and calls == [False]
+
+
+def test_a_probe_reads_a_few_keys_per_band(dup_ds, monkeypatch):
+    uri, table = dup_ds
+    read = []
+    real = probe_mod._rows_at
+    monkeypatch.setattr(probe_mod, "_rows_at", lambda chunks, rows: (read.append(rows.size), real(chunks, rows))[1])
+    q = table.column("text")[17].as_py()
+    got = search(uri, "text", q, 5, columns=["id"])
+    assert got["id"].to_pylist()[0] == 17
+    # two binary searches a band, each over one page of 4,096 rows: at most 13 steps
+    assert len(read) <= 13 and sum(read) <= 16 * 2 * 13
+
+
+FIRST_QUERY = textwrap.dedent("""
+    import json, sys, warnings
+    import lance_minhash_sql as lms
+    warnings.simplefilter("ignore")
+    con = lms.connect()
+    uri, q = sys.argv[1:3]
+    a = con.execute(f"SELECT _rowid, _distance FROM minhash_search_ids('{uri}', 'text', ?, 5)", [q]).fetchall()
+    b = con.execute(f"SELECT id, _distance FROM minhash_search('{uri}', 'text', ?, 3)", [q]).fetchall()
+    c = lms.search(uri, "text", q, 3, columns=["id"]).to_pylist()
+    d = con.execute(f"SELECT count(*) FROM minhash_search_ids('{uri}', 'text', '', 5)").fetchall()
+    print(json.dumps({"numba": "numba" in sys.modules, "ids": a, "rows": b, "py": c, "empty": d}))
+""")
+
+
+def test_a_new_process_searching_once_loads_no_numba(dup_ds):
+    uri, table = dup_ds
+    q = table.column("text")[42].as_py()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", FIRST_QUERY, uri, q], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["numba"] is False
+    want = _lance(uri, q, 5)
+    assert [tuple(r) for r in out["ids"]] == [(r, d) for r, d in want]
+    assert [r[0] for r in out["rows"]] == [r["id"] for r in out["py"]] == [42] + [r[0] for r in out["rows"]][1:]
+    assert out["empty"] == [[0]]
