@@ -37,7 +37,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
+def fresh_cache(monkeypatch):
+    # this process has loaded numba (other tests ran kernels): a few queries would take the
+    # kernels, as they do in any process that has (index/search.py: _few)
+    monkeypatch.setattr(search_mod, "numba_loaded", lambda: False)
     old = cache_capacity()
     clear_cache()
     yield
@@ -182,10 +185,11 @@ def test_the_kernels_take_over_when_the_probe_cannot(dup_ds, monkeypatch):
     uri, table = dup_ds
     q = table.column("text")[3000].as_py()
     want = _lance(uri, q, 10)
+    limit = probe_mod.MAX_CANDIDATES
     monkeypatch.setattr(probe_mod, "MAX_CANDIDATES", 100)  # the 5,000-row bucket is too big
     got, calls = _probed(uri, q, 10, monkeypatch)
     assert got == want and calls == [False]
-    monkeypatch.undo()
+    monkeypatch.setattr(probe_mod, "MAX_CANDIDATES", limit)
     clear_cache()
     set_cache_capacity(1)  # no room for the row ids: direct reads are refused
     got, calls = _probed(uri, q, 10, monkeypatch)
@@ -200,8 +204,8 @@ def test_a_probe_reads_a_few_keys_per_band(dup_ds, monkeypatch):
     q = table.column("text")[17].as_py()
     got = search(uri, "text", q, 5, columns=["id"])
     assert got["id"].to_pylist()[0] == 17
-    # two binary searches a band, each over one page of 4,096 rows: at most 13 steps
-    assert len(read) <= 13 and sum(read) <= 16 * 2 * 13
+    # two ends a band, each in one page of 4,096 rows: two steps of 64 keys each
+    assert read == [16 * 2 * probe_mod.FANOUT] * 2
 
 
 FIRST_QUERY = textwrap.dedent("""
@@ -231,3 +235,21 @@ def test_a_new_process_searching_once_loads_no_numba(dup_ds):
     assert [tuple(r) for r in out["ids"]] == [(r, d) for r, d in want]
     assert [r[0] for r in out["rows"]] == [r["id"] for r in out["py"]] == [42] + [r[0] for r in out["rows"]][1:]
     assert out["empty"] == [[0]]
+
+
+def test_the_search_tests_pass_through_the_probe(tmp_path, monkeypatch):
+    """tests/test_search.py's scenarios with single queries answered by numpy: each checks
+    every single-query search() (the probe here) and a batch (the kernels) against Lance."""
+    import test_search as ts
+
+    calls = []
+    real = probe_mod.probe_topk
+    monkeypatch.setattr(search_mod, "probe_topk", lambda *a: (calls.append(1), real(*a))[1])
+    ts.test_deletions_after_build_are_masked_before_the_cut(tmp_path / "del", "auto")
+    ts.test_fully_deleted_fragment(tmp_path / "gone")
+    ts.test_appended_unindexed_fragments(tmp_path / "app")
+    ts.test_stable_row_ids(tmp_path / "stable")
+    ts.test_compaction_after_deletions(tmp_path / "compact", False)
+    ts.test_compaction_after_deletions(tmp_path / "compact-stable", True)
+    ts.test_multi_segment_index(tmp_path / "multi")
+    assert len(calls) > 100

@@ -528,9 +528,10 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     # Reading a file whole is decided by measured read times (ski rental); a loaded machine
     # can make it pay after one query. This test is about the partial reads, so it fixes
     # the decision (the tests run under the `policy` fixture cover whole reads too). A
-    # single query is answered by numpy (tests/test_probe.py); this one takes the kernels.
+    # single query in a process without numba is answered by numpy (tests/test_probe.py);
+    # this one takes the kernels.
     monkeypatch.setattr(entries_mod, "whole_read_pays", lambda *a: False)
-    monkeypatch.setattr(search_mod, "fits", lambda texts: False)
+    monkeypatch.setattr(search_mod, "numba_loaded", lambda: True)
     uri = str(tmp_path / "cold.lance")
     table = corpus_table(20_000, seed=2)
     build_native_index(uri, table, MinHashParams())

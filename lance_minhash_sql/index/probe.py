@@ -10,8 +10,8 @@ the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
 
 * a query's bucket in band ``j`` is the run of band rows whose key equals its key ``K``:
   it starts in the first page whose last key is at least ``K`` and ends in the first page
-  whose last key is above ``K`` (the page table), and a binary search inside each of the
-  two pages finds the two ends, reading about a dozen keys;
+  whose last key is above ``K`` (the page table); inside each of the two pages a search
+  that reads 64 evenly spread keys a step finds the end in two steps (a 4,096-row page);
 * the candidates are the distinct docs of the query's buckets; their signatures and row
   ids are gathered from the map (or the memory), and rows that are deleted or fail the
   filter are dropped before the cut;
@@ -56,27 +56,47 @@ def _rows_at(chunks, rows: np.ndarray) -> np.ndarray:
     return values[value_index[c] + rows - first_row[c]]
 
 
+FANOUT = 64  # keys read per lane and step of the search (a 4,096-row page: two steps)
+
+
+def _first_at_least(chunks, lo: np.ndarray, hi: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """For each lane, the first row in ``[lo, hi)`` whose key is at least ``target``, ``hi``
+    if none (keys ascending).
+
+    Each step reads :data:`FANOUT` keys spread evenly over the lane's range, at once for
+    every lane; the count of them below the target narrows the range to one gap between
+    two of them, and a range of at most :data:`FANOUT` rows is read whole. A position past
+    the range reads the range's last key instead, which is below the target only when
+    every key of the range is (so the count, capped at the positions inside, stays right).
+    """
+    lo = lo.astype(np.int64, copy=True)
+    span = hi - lo
+    t = target[:, None]
+    at = np.arange(FANOUT)
+    while span.any():
+        step = np.maximum(-(-span // FANOUT), 1)
+        end = lo + span
+        pos = np.minimum(lo[:, None] + step[:, None] * at, np.maximum(end - 1, 0)[:, None])
+        below = (_rows_at(chunks, pos.reshape(-1)).reshape(pos.shape) < t).sum(axis=1)
+        c = np.minimum(below, -(-span // step))  # keys below the target among the positions inside
+        lo, end = np.where(c > 0, lo + step * (c - 1) + 1, lo), np.where(c > 0, np.minimum(lo + step * c, end), lo)
+        span = end - lo
+    return lo
+
+
 def bucket_bounds(chunks, page_table: np.ndarray, page_rows: int, num_rows: int, keys: np.ndarray):
-    """``(start, end)`` rows of each key's bucket (``start == end``: no row has the key)."""
+    """``(start, end)`` rows of each key's bucket (``start == end``: no row has the key):
+    each end is searched for in the one page that holds it (the module doc). The end is
+    the first key at least ``K + 1``; no key is above the largest ``uint64``."""
     n = keys.size
     first = np.searchsorted(page_table, keys, side="left")  # the page where the bucket starts
     after = np.searchsorted(page_table, keys, side="right")  # the page where it ends
-    base = np.concatenate([first, after]).astype(np.int64) * page_rows
-    lo = np.minimum(base, num_rows)
-    hi = np.minimum(base + page_rows, num_rows)
-    target = np.concatenate([keys, keys])
-    above = np.repeat(np.array([False, True]), n)  # the end: the first key above K
-    while True:
-        act = np.flatnonzero(lo < hi)
-        if act.size == 0:
-            break
-        mid = (lo[act] + hi[act]) >> 1
-        v = _rows_at(chunks, mid)
-        t = target[act]
-        right = np.where(above[act], v <= t, v < t)
-        lo[act] = np.where(right, mid + 1, lo[act])
-        hi[act] = np.where(right, hi[act], mid)
-    return lo[:n], np.maximum(lo[n:], lo[:n])
+    a = np.minimum(np.concatenate([first, after]).astype(np.int64) * page_rows, num_rows)
+    b = np.minimum(a + page_rows, num_rows)
+    top = keys == np.iinfo(np.uint64).max
+    pos = _first_at_least(chunks, a, b, np.concatenate([keys, np.where(top, keys, keys + np.uint64(1))]))
+    end = np.where(top, b[n:], pos[n:])
+    return pos[:n], np.maximum(end, pos[:n])
 
 
 def _candidates(entry: SegmentEntry, qkeys: np.ndarray):

@@ -38,6 +38,7 @@ from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
 from ..params import MinHashParams
 from ..kernels import lsh as _lsh
+from ..kernels.config import numba_loaded
 from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
@@ -139,6 +140,16 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
                                  p.shingle_size, signer.a, signer.b, signer.c)
     keys = band_keys_serial(sigs.view(np.uint8).reshape(sigs.shape[0], -1), p.num_bands)
     return sigs, has, keys
+
+
+def _few(texts: pa.Array) -> list[str] | None:
+    """The query texts when numpy answers them (:mod:`.probe`): a few short ones, in a
+    process that has not loaded numba. Once numba is loaded (a build, a self-join, a
+    batch, ``prewarm``), its compiled kernels are the faster route for any query."""
+    if len(texts) > MAX_QUERIES or numba_loaded():
+        return None
+    few = texts.to_pylist()
+    return few if fits(few) else None
 
 
 class _Candidates:
@@ -250,8 +261,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     params = opened.params
     if filter is not None:
         opened.liveness.check_filter(filter)  # a bad filter is an error even when nothing matches
-    few = texts.to_pylist() if len(texts) <= MAX_QUERIES else None
-    few = few if few is not None and fits(few) else None
+    few = _few(texts)
     sigs, has, keys = _sign(params, texts, few)
     active = np.flatnonzero(has)
     if active.size == 0:

@@ -485,6 +485,14 @@ class MappedRows:
         self.item_bytes = int(item_bytes)
         self._items = _view(mm, np.dtype(f"u{item_bytes}"))
         self._map = _mapping(mm)
+        # the rows as one [num_rows, items] view when the pages follow each other with no
+        # gap (as both writers lay them out): a few rows are then one row gather
+        n = self.num_rows
+        back_to_back = positions.size and bool((self.first_item[1:] == self.first_item[:-1]
+                                                + np.diff(self.starts)[:-1] * self.items).all())
+        first = int(self.first_item[0]) if positions.size else 0
+        self._rows = (self._items[first:first + n * self.items].reshape(n, self.items) if back_to_back
+                      else None)
         self._touched = (0, 0, 0)  # (bytes, first, end) of the gathers since the last release
         self._touched_lock = threading.Lock()
 
@@ -523,11 +531,17 @@ class MappedRows:
             return out
         if rows.min() < 0 or rows.max() >= self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        page = np.searchsorted(self.starts, rows, side="right") - 1
-        base = self.first_item[page] + (rows - self.starts[page]) * self.items
-        out[...] = self._items[base[:, None] + np.arange(self.items)]
+        if self._rows is not None:
+            out[...] = self._rows[rows]
+            lowest = int(self.first_item[0]) + int(rows.min()) * self.items
+            highest = int(self.first_item[0]) + (int(rows.max()) + 1) * self.items
+        else:
+            page = np.searchsorted(self.starts, rows, side="right") - 1
+            base = self.first_item[page] + (rows - self.starts[page]) * self.items
+            out[...] = self._items[base[:, None] + np.arange(self.items)]
+            lowest, highest = int(base.min()), int(base.max()) + self.items
         if release:
-            self._release(int(base.min()), int(base.max()) + self.items, rows.size)
+            self._release(lowest, highest, rows.size)
         return out
 
     def _release(self, lowest: int, highest: int, count: int) -> None:
