@@ -38,9 +38,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch):
-    # this process has loaded numba (other tests ran kernels): a few queries would take the
-    # kernels, as they do in any process that has (index/search.py: _few)
-    monkeypatch.setattr(search_mod, "numba_loaded", lambda: False)
+    # this process has run the search kernels (other tests did): a few queries would take
+    # them, as they do in any process that has (index/search.py: _few)
+    monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: False)
     old = cache_capacity()
     clear_cache()
     yield
@@ -253,3 +253,30 @@ def test_the_search_tests_pass_through_the_probe(tmp_path, monkeypatch):
     ts.test_compaction_after_deletions(tmp_path / "compact-stable", True)
     ts.test_multi_segment_index(tmp_path / "multi")
     assert len(calls) > 100
+
+
+AFTER_BUILD = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import lance_minhash_sql as lms
+    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.kernels.config import COMPILES, numba_loaded
+    from lance_minhash_sql.kernels.lsh import search_kernels_loaded
+    uri = sys.argv[1]
+    write_corpus(uri, 3000)
+    lms.build_index(uri, "text")
+    loaded = numba_loaded()
+    one = lms.search_ids(uri, "text", "Cc rg goq uh ezi onozr avu sk uh", 5).num_rows
+    after_one = search_kernels_loaded()
+    lms.search_ids(uri, "text", ["a b c d"] * 17, 5)  # a batch takes the kernels
+    print(json.dumps({"numba": loaded, "after_one": after_one, "after_batch": search_kernels_loaded()}))
+""")
+
+
+def test_after_a_build_a_single_query_still_needs_no_search_kernel(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", AFTER_BUILD, str(tmp_path / "b.lance")], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"numba": True, "after_one": False, "after_batch": True}

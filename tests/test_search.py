@@ -531,7 +531,7 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     # single query in a process without numba is answered by numpy (tests/test_probe.py);
     # this one takes the kernels.
     monkeypatch.setattr(entries_mod, "whole_read_pays", lambda *a: False)
-    monkeypatch.setattr(search_mod, "numba_loaded", lambda: True)
+    monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: True)
     uri = str(tmp_path / "cold.lance")
     table = corpus_table(20_000, seed=2)
     build_native_index(uri, table, MinHashParams())

@@ -38,8 +38,7 @@ from ..errors import DatasetError, InvalidInputError, InvalidParameterError
 from ..io.arrow import as_string_array, string_buffers
 from ..params import MinHashParams
 from ..kernels import lsh as _lsh
-from ..kernels.config import numba_loaded
-from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
+from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, search_kernels_loaded, sorted_unique
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
 from .empty_query import warn_empty_queries
@@ -143,10 +142,11 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
 
 
 def _few(texts: pa.Array) -> list[str] | None:
-    """The query texts when numpy answers them (:mod:`.probe`): a few short ones, in a
-    process that has not loaded numba. Once numba is loaded (a build, a self-join, a
-    batch, ``prewarm``), its compiled kernels are the faster route for any query."""
-    if len(texts) > MAX_QUERIES or numba_loaded():
+    """The query texts when numpy answers them (:mod:`.probe`): a few short ones, unless
+    this process has the search kernels loaded already (by a batch of queries, a join, a
+    prewarmed search), which are then the faster route. Loading them costs a new process
+    about half a second (numba itself) and a fresh install seconds of compilation."""
+    if len(texts) > MAX_QUERIES or search_kernels_loaded():
         return None
     few = texts.to_pylist()
     return few if fits(few) else None

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import lance_format
-from .config import JIT, jit_twins, njit, prange
+from .config import JIT, jit_twins, njit, numba_loaded, prange
 from .similarity import lance_similarity_jit
 from .order import order_by_pair, sort_values
 from .sort import DIGIT_BITS, radix_sort_run
@@ -58,6 +58,7 @@ __all__ = [
     "band_rows",
     "page_table_of",
     "distance_of",
+    "search_kernels_loaded",
 ]
 
 # Batches below this run the serial drivers. Measured on 2 cores, 1,000 queries against a
@@ -506,6 +507,12 @@ def _score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit)
 
 
 _score_topk_parallel, _score_topk_serial = jit_twins(_score_topk)
+
+
+def search_kernels_loaded() -> bool:
+    """True once this process has run a search through these kernels (numba loaded, and
+    the scorer compiled or loaded from numba's cache): a search then costs no load."""
+    return numba_loaded() and bool(_score_topk_serial.signatures or _score_topk_parallel.signatures)
 
 
 def score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):
