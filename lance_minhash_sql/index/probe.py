@@ -64,23 +64,28 @@ def _first_at_least(chunks, lo: np.ndarray, hi: np.ndarray, target: np.ndarray) 
     if none (keys ascending).
 
     Each step reads :data:`FANOUT` keys spread evenly over the lane's range, at once for
-    every lane; the count of them below the target narrows the range to one gap between
-    two of them, and a range of at most :data:`FANOUT` rows is read whole. A position past
-    the range reads the range's last key instead, which is below the target only when
-    every key of the range is (so the count, capped at the positions inside, stays right).
-    """
+    every lane; the count of them below the target narrows the range to the gap after the
+    last of them that is below, and a range of at most :data:`FANOUT` rows is read whole.
+    A position past the range reads the range's last key instead, which is below the target
+    only when every key of the range is (so the count, capped at the positions inside,
+    stays right)."""
     lo = lo.astype(np.int64, copy=True)
     span = hi - lo
     t = target[:, None]
-    at = np.arange(FANOUT)
+    at = np.arange(FANOUT, dtype=np.int64)
     while span.any():
-        step = np.maximum(-(-span // FANOUT), 1)
-        end = lo + span
-        pos = np.minimum(lo[:, None] + step[:, None] * at, np.maximum(end - 1, 0)[:, None])
-        below = (_rows_at(chunks, pos.reshape(-1)).reshape(pos.shape) < t).sum(axis=1)
-        c = np.minimum(below, -(-span // step))  # keys below the target among the positions inside
-        lo, end = np.where(c > 0, lo + step * (c - 1) + 1, lo), np.where(c > 0, np.minimum(lo + step * c, end), lo)
-        span = end - lo
+        step = (span + (FANOUT - 1)) // FANOUT
+        np.maximum(step, 1, out=step)
+        pos = step[:, None] * at
+        pos += lo[:, None]
+        np.minimum(pos, np.maximum(lo + span - 1, 0)[:, None], out=pos)
+        below = np.count_nonzero(_rows_at(chunks, pos.ravel()).reshape(pos.shape) < t, axis=1)
+        c = np.minimum(below, (span + step - 1) // step)  # keys below the target among the positions inside
+        # the first row at least the target lies after position c - 1 and at or before position c
+        gap = c > 0
+        new_lo = np.where(gap, lo + step * (c - 1) + 1, lo)
+        span = np.where(gap, np.minimum(step * c, span) - step * (c - 1) - 1, 0)
+        lo = new_lo
     return lo
 
 
