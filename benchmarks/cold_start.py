@@ -3,7 +3,7 @@ and with a warm one, and the first queries of a new process against Lance's.
 
     python benchmarks/cold_start.py                 # table + new-process queries on 1M rows
     python benchmarks/cold_start.py --demo          # also `lance-minhash demo`, cold and warm
-    python benchmarks/cold_start.py --demo --compare /path/to/other/checkout   # ratios, same load
+    python benchmarks/cold_start.py --demo --compare /path/to/other/checkout   # both checkouts, same load
 
 Every figure comes from a fresh child process, as a user meets it:
 
@@ -164,19 +164,25 @@ def print_first_calls(cold: list, warm: list, label: str = "this checkout") -> N
           "compiled: kernel specializations numba compiled in that call")
 
 
-def new_process_queries(data_dir: str, rounds: int, work: str) -> None:
+def new_process_queries(data_dir: str, rounds: int, work: str, compare: str | None = None) -> None:
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from search import dataset, queries  # the search benchmark's 1M-row Lance-built index
 
     uri = dataset(1_000_000, data_dir)
     qs = queries(uri, 2 * rounds, seed=11)
-    cache = os.path.join(work, "numba-cache")
-    _child(_OURS_QUERIES, [uri, qs[0], qs[1]], cache)  # fills the cache for the search path (not timed)
-    ours, theirs = [], []
+    peers = [("ours: minhash_search_ids (SQL, ?)", ROOT)]
+    if compare:
+        peers.append((f"baseline {os.path.basename(compare.rstrip(os.sep))}: same SQL", compare))
+    caches = {root: os.path.join(work, f"numba-cache-queries-{i}") for i, (_, root) in enumerate(peers)}
+    for _, root in peers:  # fills each checkout's cache for the search path (not timed)
+        _child(_OURS_QUERIES, [uri, qs[0], qs[1]], caches[root], root)
+    got = {label: [] for label, _ in peers}
+    theirs = []
     for r in range(rounds):
         a, b = qs[2 * r], qs[2 * r + 1]
-        ours.append(_child(_OURS_QUERIES, [uri, a, b], cache))
-        theirs.append(_child(_LANCE_QUERIES, [uri, a, b], cache))
+        for label, root in peers:
+            got[label].append(_child(_OURS_QUERIES, [uri, a, b], caches[root], root))
+        theirs.append(_child(_LANCE_QUERIES, [uri, a, b], caches[ROOT]))
     print(f"\nFirst and second query of a new process, 1M-row index, warm numba cache, {rounds} processes each, "
           f"alternating ({_load()})")
     print(f"{'':<34} {'open (import+connect / dataset)':>32} {'first query':>12} {'second query':>13}")
@@ -185,9 +191,11 @@ def new_process_queries(data_dir: str, rounds: int, work: str) -> None:
         v = sorted(x[key] for x in rows)
         return v[len(v) // 2]
 
-    for label, rows in (("ours: minhash_search_ids (SQL, ?)", ours), ("Lance: to_table(nearest=MinHashQuery)", theirs)):
-        print(f"{label:<34} {med(rows, 'open') * 1e3:>29.0f} ms {med(rows, 'first') * 1e3:>9.1f} ms "
-              f"{med(rows, 'second') * 1e3:>10.1f} ms")
+    rows = list(got.items()) + [("Lance: to_table(nearest=MinHashQuery)", theirs)]
+    for label, runs in rows:
+        print(f"{label:<34} {med(runs, 'open') * 1e3:>29.0f} ms {med(runs, 'first') * 1e3:>9.1f} ms "
+              f"{med(runs, 'second') * 1e3:>10.1f} ms")
+    ours = got[peers[0][0]]
     print(f"ratios ours/Lance (medians): first query {med(ours, 'first') / med(theirs, 'first'):.2f}x, second query "
           f"{med(ours, 'second') / med(theirs, 'second'):.2f}x, open {med(ours, 'open') / med(theirs, 'open'):.2f}x; "
           f"kernels compiled in the timed processes: {sum(x['compiled'] for x in ours)}")
@@ -220,8 +228,8 @@ def main() -> None:
     ap.add_argument("--demo", action="store_true", help="also time `lance-minhash demo`, cold and warm")
     ap.add_argument("--skip-queries", action="store_true", help="only the first-call table")
     ap.add_argument("--compare", default=None, metavar="CHECKOUT",
-                    help="another checkout of the package (e.g. the main branch) to run the first calls and the "
-                         "demo of, interleaved with this one's, for ratios under the same load")
+                    help="another checkout of the package (e.g. the main branch) to run the first calls, the "
+                         "new-process queries and the demo of, beside this one's, for ratios under the same load")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="lms-cold-")
     try:
@@ -235,7 +243,7 @@ def main() -> None:
             print(f"all first calls, cold: this checkout / baseline = {ours / base:.2f} wall, "
                   f"{ours_c / base_c:.2f} CPU")
         if not args.skip_queries:
-            new_process_queries(args.data, args.rounds, work)
+            new_process_queries(args.data, args.rounds, work, os.path.abspath(args.compare) if args.compare else None)
         if args.demo:
             ours = demo(work)
             if args.compare:

@@ -487,12 +487,9 @@ class MappedRows:
         self._map = _mapping(mm)
         # the rows as one [num_rows, items] view when the pages follow each other with no
         # gap (as both writers lay them out): a few rows are then one row gather
-        n = self.num_rows
-        back_to_back = positions.size and bool((self.first_item[1:] == self.first_item[:-1]
-                                                + np.diff(self.starts)[:-1] * self.items).all())
-        first = int(self.first_item[0]) if positions.size else 0
-        self._rows = (self._items[first:first + n * self.items].reshape(n, self.items) if back_to_back
-                      else None)
+        n, first = self.num_rows, int(self.first_item[0]) if positions.size else 0
+        back_to_back = (self.first_item == first + self.starts[:-1] * self.items).all()
+        self._rows = self._items[first:first + n * self.items].reshape(n, self.items) if back_to_back else None
         self._touched = (0, 0, 0)  # (bytes, first, end) of the gathers since the last release
         self._touched_lock = threading.Lock()
 
@@ -507,7 +504,7 @@ class MappedRows:
         rows = np.asarray(rows, dtype=np.int64)
         if out is None:
             out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
-        if rows.size < SMALL_GATHER_ROWS:
+        if rows.size < SMALL_GATHER_ROWS and self._rows is not None:
             return self._read_few(rows, out, release)
         # a large gather goes slice by slice, each slice's pages handed back once copied
         pagewise = release and rows.size >= PAGEWISE_RELEASE_ROWS
@@ -526,22 +523,15 @@ class MappedRows:
         return out
 
     def _read_few(self, rows: np.ndarray, out: np.ndarray, release: bool) -> np.ndarray:
-        """:meth:`read_rows` of a few rows by numpy indexing."""
+        """:meth:`read_rows` of a few rows as one numpy row gather (pages back to back)."""
         if rows.size == 0:
             return out
         if rows.min() < 0 or rows.max() >= self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        if self._rows is not None:
-            out[...] = self._rows[rows]
-            lowest = int(self.first_item[0]) + int(rows.min()) * self.items
-            highest = int(self.first_item[0]) + (int(rows.max()) + 1) * self.items
-        else:
-            page = np.searchsorted(self.starts, rows, side="right") - 1
-            base = self.first_item[page] + (rows - self.starts[page]) * self.items
-            out[...] = self._items[base[:, None] + np.arange(self.items)]
-            lowest, highest = int(base.min()), int(base.max()) + self.items
+        out[...] = self._rows[rows]
         if release:
-            self._release(lowest, highest, rows.size)
+            first = int(self.first_item[0])
+            self._release(first + int(rows.min()) * self.items, first + (int(rows.max()) + 1) * self.items, rows.size)
         return out
 
     def _release(self, lowest: int, highest: int, count: int) -> None:
