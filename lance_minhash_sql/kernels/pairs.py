@@ -257,10 +257,14 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     full or about ``budget`` pairs were visited.
 
     The rule is written out in the loop rather than called: numba inlines a call with
-    array arguments at the IR level, which costs 40 ns a visit against 4 ns here (a
-    bucket of band ``j`` revisits every pair of earlier bands, so most visits end at the
-    first equal earlier band). Positions are counted in blocks of 64 values (a vector
-    compare each), stopping once the mismatches exceed ``k - min_eq``.
+    array arguments at the IR level, which cost 40 ns a visit against 4 ns written out.
+    The three conditions of the rule are independent, so they are tested cheapest-first
+    by outcome: verification first (43-84% of the visits of the 10M-row corpus fail it;
+    ``docs/scale.md``), in blocks of 64 values whose fixed trip count compiles to vector
+    compares (a loop bounded by ``min(u0 + 64, nh)`` compiled to scalar code: 33-40 ns
+    against 7-9 ns a block), then the earlier bands, then this band's values. The pairs
+    and their order are those of testing the earlier bands first (70 -> 14 ns a visit
+    over two shards of the 10M-row corpus).
     """
     r = k // num_bands
     q = r // 4
@@ -286,11 +290,31 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 return n_out, False
             ra = _row(slot, docs[s + i])
             ida = rowids[ra]
+            ha = halves[ra]
             # visits never outnumber the pairs written: this many cannot overflow the output
             stop = min(m, jj + (cap - n_out))
             for t in range(jj, stop):
                 rb = _row(slot, docs[s + t])
-                # 1. an earlier band with equal values reports the pair
+                hb = halves[rb]
+                # 1. verification (most visits fail it, so it comes first): equal positions
+                # in blocks of 64 values, a fixed trip count that LLVM turns into vector
+                # compares, stopping once the mismatches exceed max_miss
+                miss = 0
+                u0 = 0
+                while u0 + 64 <= nh:
+                    c = np.uint8(0)
+                    for u in range(64):
+                        c += np.uint8(ha[u0 + u] != hb[u0 + u])
+                    miss += np.int64(c)
+                    u0 += 64
+                    if miss > max_miss:
+                        break
+                if miss <= max_miss:
+                    for u in range(u0, nh):
+                        miss += np.int64(ha[u] != hb[u])
+                if miss > max_miss:
+                    continue
+                # 2. an earlier band with equal values reports the pair
                 shared = False
                 for j in range(band):
                     same = True
@@ -301,7 +325,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                                 break
                     else:
                         for u in range(j * r, j * r + r):
-                            if halves[ra, u] != halves[rb, u]:
+                            if ha[u] != hb[u]:
                                 same = False
                                 break
                     if same:
@@ -309,23 +333,11 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                         break
                 if shared:
                     continue
-                # 2. verification
-                miss = 0
-                u0 = 0
-                while u0 < nh and miss <= max_miss:
-                    u1 = min(u0 + 64, nh)
-                    c = np.uint16(0)
-                    for u in range(u0, u1):
-                        c += np.uint16(halves[ra, u] != halves[rb, u])
-                    miss += np.int64(c)
-                    u0 = u1
-                if miss > max_miss:
-                    continue
                 # 3. the bucket is theirs: equal values in this band, or a key collision
                 # that no other band reports first
                 same = True
                 for u in range(band * r, band * r + r):
-                    if halves[ra, u] != halves[rb, u]:
+                    if ha[u] != hb[u]:
                         same = False
                         break
                 if not same and not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
