@@ -56,7 +56,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidParameterError
-from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from ..kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from .pairs import run_ordered
@@ -80,7 +79,7 @@ def shard_links(shard: Shard, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndar
     data = load_shard(shard)
     if data is None:
         return
-    local = sorted_unique(data.docs) if data.gids is None else np.arange(data.gids.size)
+    local = data.local_ids()
     yield "rows", data.global_ids(local), data.local_rowids(local)
     order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
     k = shard.params.num_hashes

@@ -320,6 +320,31 @@ class SegmentEntry:
             self.stats["docs_read"] += int(missing.size + lost.size)
         return readonly(np.empty(0, dtype=np.int32)), readonly(out_rowids), readonly(out_sigs), True
 
+    def pool_docs(self, docs: np.ndarray) -> bool:
+        """Pool the sorted unique ``docs`` (a self-join's candidates of all its shards) in one
+        pass over a mapped local segment's signatures, in file order, when the cache has
+        room for them all; True if they are all pooled. Gathered shard by shard instead,
+        each shard's scattered rows map most of the file's pages again (at 10M rows, 77
+        shards of ~250k docs each over 2.6 GB: 26 s of page faults in one run;
+        ``docs/scale.md``)."""
+        with self.lock:
+            store = self.docs
+            if store.full:
+                return True
+            if self.files is None or self.files.signature_map is None or self._all_rowids() is None:
+                return False
+            missing = store.missing(docs)
+            if missing.size == 0:
+                return True
+            if not self.reserve(store.grow_bytes(missing.size)):
+                return False
+            rows = store.append(missing, self.map_rowids(store.all_rowids[missing]))
+            self.files.signature_map.read_rows(missing, out=rows, release=True)
+            store.commit(missing)
+            self.stats["docs_read"] += int(missing.size)
+            self.settle()
+            return True
+
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store the
         signatures as byte ranges (one request per run of nearby docs, all concurrent) and
