@@ -23,9 +23,10 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
   included, and costs ``r``-value comparisons per earlier band instead of hashes.
 * **Verification**: ``eq`` = equal positions of the full signatures; the pair is kept when
   ``eq >= min_eq``, the smallest ``eq`` whose ``float32(eq) / float32(k)`` (Lance's
-  similarity, ``1 - _distance``) reaches the threshold (:func:`min_matches`). Values are
-  compared four at a time (SWAR over u64 words: half the time of value-by-value on the
-  1M-row corpus), and the count stops early once the mismatches exceed ``k - min_eq``.
+  similarity, ``1 - _distance``) reaches the threshold (:func:`min_matches`). The pair
+  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`); the link and
+  join kernels four at a time (SWAR over u64 words, :func:`count_matches`); both stop
+  once the mismatches exceed ``k - min_eq``.
 * **Bounded output**: :func:`pair_chunk` writes at most ``len(out_left)`` pairs and visits about
   ``budget`` pairs per call, then returns with a resumable ``cursor`` (bucket,
   row, column of the pair loop), so a bucket of 300,000 copies (4.5e10 pairs) streams in
@@ -270,12 +271,15 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     The rule is written out in the loop rather than called: numba inlines a call with
     array arguments at the IR level, which cost 40 ns a visit against 4 ns written out.
     The three conditions of the rule are independent, so they are tested cheapest-first
-    by outcome: verification first (43-84% of the visits of the 10M-row corpus fail it;
-    ``docs/scale.md``), in blocks of 64 values whose fixed trip count compiles to vector
-    compares (a loop bounded by ``min(u0 + 64, nh)`` compiled to scalar code: 33-40 ns
-    against 7-9 ns a block), then the earlier bands, then this band's values. The pairs
-    and their order are those of testing the earlier bands first (70 -> 14 ns a visit
-    over two shards of the 10M-row corpus).
+    by outcome: verification first (84% of the visits of four shards of the 10M-row
+    corpus fail it; ``docs/scale.md``), in blocks of 128 values whose fixed trip count
+    compiles to vector compares (a loop bounded by ``min(u0 + 64, nh)`` compiled to scalar
+    code: 33-40 ns against 7-9 ns a block of 64), then the earlier bands, then this band's
+    values. Most failing pairs match in enough of the first 64 values that a stop after
+    64 rarely pays (87% of the failures go on), so k = 128 is one block. The pairs and
+    their order are those of testing the earlier bands first (70 -> 15-17 ns a visit over
+    two shards of the 10M-row corpus). Rows are indexed in two dimensions: taking a
+    row view (``halves[ra]``) per visit cost 5-6 ns more.
     """
     r = k // num_bands
     q = r // 4
@@ -301,28 +305,26 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 return n_out, False
             ra = _row(slot, docs[s + i])
             ida = rowids[ra]
-            ha = halves[ra]
             # visits never outnumber the pairs written: this many cannot overflow the output
             stop = min(m, jj + (cap - n_out))
             for t in range(jj, stop):
                 rb = _row(slot, docs[s + t])
-                hb = halves[rb]
                 # 1. verification (most visits fail it, so it comes first): equal positions
-                # in blocks of 64 values, a fixed trip count that LLVM turns into vector
+                # in blocks of 128 values, a fixed trip count that LLVM turns into vector
                 # compares, stopping once the mismatches exceed max_miss
                 miss = 0
                 u0 = 0
-                while u0 + 64 <= nh:
+                while u0 + 128 <= nh:
                     c = np.uint8(0)
-                    for u in range(64):
-                        c += np.uint8(ha[u0 + u] != hb[u0 + u])
+                    for u in range(128):
+                        c += np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u])
                     miss += np.int64(c)
-                    u0 += 64
+                    u0 += 128
                     if miss > max_miss:
                         break
                 if miss <= max_miss:
                     for u in range(u0, nh):
-                        miss += np.int64(ha[u] != hb[u])
+                        miss += np.int64(halves[ra, u] != halves[rb, u])
                 if miss > max_miss:
                     continue
                 # 2. an earlier band with equal values reports the pair
@@ -336,7 +338,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                                 break
                     else:
                         for u in range(j * r, j * r + r):
-                            if ha[u] != hb[u]:
+                            if halves[ra, u] != halves[rb, u]:
                                 same = False
                                 break
                     if same:
@@ -348,7 +350,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 # that no other band reports first
                 same = True
                 for u in range(band * r, band * r + r):
-                    if ha[u] != hb[u]:
+                    if halves[ra, u] != halves[rb, u]:
                         same = False
                         break
                 if not same and not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
