@@ -40,7 +40,7 @@ from .cache import segment_cache
 from .pools import BandStore, DocStore, readonly, runs
 from .sign import signer_for
 from .spill import sort_runs
-from .threads import num_threads
+from .threads import num_threads, run_chunks
 
 __all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
 
@@ -56,6 +56,7 @@ REMOTE_READ_CALL_SECONDS = 0.03
 REMOTE_READ_BYTES_PER_SECOND = 100e6
 # A local file read through its memory map (io/chunks.py): a gather, no call into Lance.
 MAPPED_READ_CALL_SECONDS = 2e-5
+POOL_READ_ROWS = 1 << 18  # signatures a thread gathers at a time into a self-join's pool
 PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
@@ -339,7 +340,12 @@ class SegmentEntry:
             if not self.reserve(store.grow_bytes(missing.size)):
                 return False
             rows = store.append(missing, self.map_rowids(store.all_rowids[missing]))
-            self.files.signature_map.read_rows(missing, out=rows, release=True)
+            mapped = self.files.signature_map
+
+            def gather(lo: int, hi: int) -> None:  # on a few threads: mostly page faults
+                mapped.read_rows(missing[lo:hi], out=rows[lo:hi], release=True)
+
+            run_chunks(gather, missing.size, POOL_READ_ROWS)
             store.commit(missing)
             self.stats["docs_read"] += int(missing.size)
             self.settle()

@@ -30,6 +30,7 @@ from ..params import MinHashParams, lsh_probability, recall_bands
 from .cache import ByteCache, segment_cache
 from .entries import SegmentEntry
 from .opened import OpenedIndex, open_index
+from .threads import run_chunks
 
 __all__ = [
     "SHARD_BAND_ROWS",
@@ -369,23 +370,28 @@ def pool_signatures(plan: Plan, gids: np.ndarray):
 def candidate_docs(plan: Plan) -> list[np.ndarray]:
     """Per run, its sorted docs that are in a bucket of two rows or more (in any run):
     every doc any shard of the self-join needs, deleted rows included. One pass over the
-    band rows, key range by key range (as :func:`load_shard` reads them)."""
+    band rows, key range by key range (as :func:`load_shard` reads them), on
+    :func:`.threads.num_threads` threads."""
     mark = np.zeros(plan.total_docs, dtype=np.bool_)
     span = plan.params.num_bands << BAND_SHIFT
     n = max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS))
-    for s in range(n):
-        lo, hi = span * s // n, span * (s + 1) // n
-        parts = []
-        for r, entry in enumerate(plan.entries):
-            keys, docs = read_run(entry, lo, hi)
-            if keys.size:
-                parts.append((r, keys, docs))
-        if len(parts) == 1:
-            r, keys, docs = parts[0]
-            mark_multi(readonly(keys), readonly(docs), np.int64(plan.offsets[r]), mark)
-        elif parts:
-            keys, gids = merge_runs(parts, plan.offsets)
-            mark_multi(readonly(keys), readonly(gids), np.int64(0), mark)
+
+    def mark_ranges(first: int, end: int) -> None:  # key ranges side by side (nogil kernels)
+        for s in range(first, end):
+            lo, hi = span * s // n, span * (s + 1) // n
+            parts = []
+            for r, entry in enumerate(plan.entries):
+                keys, docs = read_run(entry, lo, hi)
+                if keys.size:
+                    parts.append((r, keys, docs))
+            if len(parts) == 1:
+                r, keys, docs = parts[0]
+                mark_multi(readonly(keys), readonly(docs), np.int64(plan.offsets[r]), mark)
+            elif parts:
+                keys, gids = merge_runs(parts, plan.offsets)
+                mark_multi(readonly(keys), readonly(gids), np.int64(0), mark)
+
+    run_chunks(mark_ranges, n, 1)
     return [np.flatnonzero(mark[plan.offsets[r]:plan.offsets[r + 1]]).astype(np.uint32)
             for r in range(len(plan.entries))]
 
