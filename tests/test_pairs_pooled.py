@@ -2,7 +2,8 @@
 segment's signatures do not fit the cache whole but the candidate docs of all shards do,
 those docs go into the segment's pool in one sorted pass over the mapped file before
 the first shard loads. Pairs and clusters must equal the oracle and the per-shard path's
-answers, with deletions, whatever the shard count.
+answers, with deletions, whatever the shard count. Also: clusters skip sorting buckets
+by row id where a shard's row ids already ascend with its docs.
 """
 
 from __future__ import annotations
@@ -110,3 +111,29 @@ def test_candidates_beyond_the_cache_fall_back_to_each_shards_reads(dataset, mon
         set_cache_capacity(old)
         clear_cache()
     assert calls == [False]
+
+
+def test_buckets_in_row_id_order_skip_the_sort(dataset, monkeypatch):
+    """Where a shard's row ids ascend with its local ids, ``order_buckets`` would move no
+    bucket (so clusters skip it); forcing the sort gives the same clusters."""
+    from lance_minhash_sql.kernels.pairs import order_buckets
+
+    for s in pair_shards(dataset, "text", 0.8, num_shards=4):
+        data = shards_mod.load_shard(s)
+        assert data.rowids_ascend()
+        docs = data.docs.copy()
+        assert not order_buckets(docs, data.slot, data.rowids, data.starts, data.ends)
+        assert np.array_equal(docs, data.docs)
+    want = as_clusters(clusters(dataset, "text", 0.8))
+    monkeypatch.setattr(shards_mod.ShardData, "rowids_ascend", lambda self: False)
+    assert as_clusters(clusters(dataset, "text", 0.8)) == want
+
+
+def test_rowids_ascend_sees_a_descent():
+    keys = np.array([5, 5, 7, 7], dtype=np.uint64)
+    docs = np.array([0, 1, 1, 2], dtype=np.uint32)
+    data = shards_mod.ShardData(keys, docs, np.array([0, 2]), np.array([2, 4]), np.zeros((3, 4), np.uint16),
+                                np.empty(0, np.int32), np.array([10, 30, 20], dtype=np.uint64), 0, None)
+    assert not data.rowids_ascend()
+    data.rowids = np.array([10, 20, 20], dtype=np.uint64)
+    assert data.rowids_ascend()

@@ -85,7 +85,8 @@ def shard_links(shard: Shard, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndar
         return
     local = data.local_ids()
     yield "rows", data.global_ids(local), data.local_rowids(local)
-    order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
+    if not data.rowids_ascend():
+        order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
     k = shard.params.num_hashes
     min_eq = min_matches(shard.threshold, k)
     cap = max(chunk, MAX_REPS)

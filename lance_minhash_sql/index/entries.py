@@ -283,6 +283,8 @@ class SegmentEntry:
                 return (*self.doc_arrays(docs), False)
             raw = self.docs.all_rowids
             missing = store.missing(docs)
+            if missing.size == 0:  # all pooled (a self-join's candidates: pool_docs)
+                return (*store.arrays(), False)
         sigs = self.files.read_signature_rows(missing)
         rowids = self.map_rowids(raw[missing])
         with self.lock:

@@ -237,6 +237,17 @@ class ShardData:
     def local_rowids(self, local: np.ndarray) -> np.ndarray:
         return self.rowids[local] if self.slot.size == 0 else self.rowids[self.slot[local]]
 
+    def rowids_ascend(self) -> bool:
+        """True if the row ids never decrease along the local ids: each bucket's docs
+        (ascending, as the band rows are sorted by ``(key, doc)``) are then in row id order
+        already (a segment's docs are numbered in scan order), and the clusters' sort of
+        each bucket by row id (``kernels/pairs.py:order_buckets``) would move none. One
+        gather of the shard's row ids, against the sort's check of every bucket row
+        through the pool's doc map (two cache misses a row once the pool outgrows the
+        CPU's cache)."""
+        r = self.local_rowids(self.local_ids())
+        return bool((r[1:] >= r[:-1]).all())
+
     def global_ids(self, local: np.ndarray) -> np.ndarray:
         if self.gids is None:
             return local.astype(np.int64) + self.gid_offset
