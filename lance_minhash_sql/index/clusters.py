@@ -56,7 +56,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidParameterError
-from ..kernels.lsh import sorted_unique
 from ..kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from ..kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from .pairs import run_ordered
@@ -73,30 +72,48 @@ def shard_links(shard: Shard, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndar
     """One shard's verified links as global doc ids.
 
     Yields ``("rows", gids, rowids)`` once (the shard's candidate docs and their row ids),
-    then ``("links", a, b)`` chunks of at most ``chunk`` links.
+    then ``("links", a, b)`` chunks of at most ``chunk`` links, each as full as the links
+    allow: :func:`.pairs.run_ordered` lets a shard's thread run only a couple of items
+    ahead of the consumer, so a chunk per window (a shard has ~100 windows at 10M rows)
+    kept the next shard's thread waiting for the current one, and clusters ran on about
+    one core.
     """
     if not isinstance(shard, Shard):
         raise InvalidParameterError(f"shard={shard!r} must be a Shard from pair_shards()")
     data = load_shard(shard)
     if data is None:
         return
-    local = sorted_unique(data.docs) if data.gids is None else np.arange(data.gids.size)
+    local = data.local_ids()
     yield "rows", data.global_ids(local), data.local_rowids(local)
-    order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
+    if not data.rowids_ascend():
+        order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
     k = shard.params.num_hashes
     min_eq = min_matches(shard.threshold, k)
     cap = max(chunk, MAX_REPS)
     out_a = np.empty(cap, dtype=np.uint32)
     out_b = np.empty(cap, dtype=np.uint32)
     reps = np.empty(MAX_REPS, dtype=np.int64)
+    held: list[tuple[np.ndarray, np.ndarray]] = []
+    count = 0
     for w in shard_windows(data):
         cursor = new_cursor()
         done = False
         while not done:
             n, done = link_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.slot, k, min_eq, MAX_REPS, cursor,
                                  reps, out_a, out_b)
-            if n:
-                yield "links", w.global_ids(data, out_a[:n]), w.global_ids(data, out_b[:n])
+            if not n:
+                continue
+            if count + n > chunk and held:
+                yield "links", *_joined(held)
+                held, count = [], 0
+            held.append((w.global_ids(data, out_a[:n]), w.global_ids(data, out_b[:n])))
+            count += n
+    if held:
+        yield "links", *_joined(held)
+
+
+def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
 
 
 def clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None) -> pa.Table:

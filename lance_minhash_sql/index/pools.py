@@ -177,10 +177,21 @@ class DocStore:
             self.rowids, self.sigs = r, s
 
     def add_docs(self, docs: np.ndarray, rowids: np.ndarray, sigs: np.ndarray) -> None:
+        self.append(docs, rowids)[...] = sigs
+        self.commit(docs)
+
+    def append(self, docs: np.ndarray, rowids: np.ndarray) -> np.ndarray:
+        """Pool sorted unique ``docs`` (none pooled yet) with their ``rowids``; returns the
+        ``[docs.size, k]`` rows of the pool their signatures go into. The docs become
+        visible (``doc_slot``) only through :meth:`commit`, once those rows are written."""
         self.ensure_capacity(docs.size)
         end = self.used + docs.size
         self.rowids[self.used:end] = rowids
-        self.sigs[self.used:end] = sigs
+        return self.sigs[self.used:end]
+
+    def commit(self, docs: np.ndarray) -> None:
+        """Make the docs of the last :meth:`append` visible."""
+        end = self.used + docs.size
         self.doc_slot[docs] = np.arange(self.used, end, dtype=np.int32)
         self.used = end
 

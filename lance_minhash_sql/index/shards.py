@@ -24,12 +24,13 @@ from ..checks import check_int, check_threshold
 from ..errors import ResourceLimitError, UnsupportedIndexError
 from ..kernels.lance_format import BAND_SHIFT
 from ..kernels.lsh import sorted_unique
-from ..kernels.pairs import bucket_bounds, gather_rows, multi_rows, padded_hashes, windows
+from ..kernels.pairs import bucket_bounds, gather_rows, mark_multi, multi_rows, padded_hashes, windows
 from ..kernels.sort import DIGIT_BITS, radix_sort_run
 from ..params import MinHashParams, lsh_probability, recall_bands
-from .cache import ByteCache
+from .cache import ByteCache, segment_cache
 from .entries import SegmentEntry
 from .opened import OpenedIndex, open_index
+from .threads import run_chunks
 
 __all__ = [
     "SHARD_BAND_ROWS",
@@ -45,6 +46,8 @@ __all__ = [
     "pair_shards",
     "ShardData",
     "load_shard",
+    "candidate_docs",
+    "pool_candidates",
     "Window",
     "shard_windows",
 ]
@@ -121,6 +124,9 @@ class Plan:
                 f"the index on {opened.column!r} of {opened.uri!r} and its unindexed rows hold "
                 f"{self.total_docs:,} rows; the self-join handles fewer than 2**32")
         self.total_band_rows = sum(e.bands.num_rows for e in self.entries)
+        self.lock = threading.Lock()
+        self.candidates: list[np.ndarray] | None = None  # per run: its docs in a bucket of >= 2
+        self.pool_failed: dict[int, int] = {}  # run -> cache capacity its candidates did not fit
 
 
 _plans = ByteCache.for_objects("self-join plans", _MAX_PLANS)  # id(opened index) -> its Plan
@@ -220,9 +226,27 @@ class ShardData:
     rowids: np.ndarray  # u64[P]
     gid_offset: int  # single run: global doc = local + gid_offset
     gids: np.ndarray | None  # several runs: global doc of each local id
+    local: np.ndarray | None = None  # sorted unique local ids in ``docs``, when known
+
+    def local_ids(self) -> np.ndarray:
+        """The sorted unique local ids of the shard's docs."""
+        if self.local is not None:
+            return self.local
+        return sorted_unique(self.docs) if self.gids is None else np.arange(self.gids.size)
 
     def local_rowids(self, local: np.ndarray) -> np.ndarray:
         return self.rowids[local] if self.slot.size == 0 else self.rowids[self.slot[local]]
+
+    def rowids_ascend(self) -> bool:
+        """True if the row ids never decrease along the local ids: each bucket's docs
+        (ascending, as the band rows are sorted by ``(key, doc)``) are then in row id order
+        already (a segment's docs are numbered in scan order), and the clusters' sort of
+        each bucket by row id (``kernels/pairs.py:order_buckets``) would move none. One
+        gather of the shard's row ids, against the sort's check of every bucket row
+        through the pool's doc map (two cache misses a row once the pool outgrows the
+        CPU's cache)."""
+        r = self.local_rowids(self.local_ids())
+        return bool((r[1:] >= r[:-1]).all())
 
     def global_ids(self, local: np.ndarray) -> np.ndarray:
         if self.gids is None:
@@ -354,9 +378,71 @@ def pool_signatures(plan: Plan, gids: np.ndarray):
     return ugids, sigs, rowids
 
 
+def candidate_docs(plan: Plan) -> list[np.ndarray]:
+    """Per run, its sorted docs that are in a bucket of two rows or more (in any run):
+    every doc any shard of the self-join needs, deleted rows included. One pass over the
+    band rows, key range by key range (as :func:`load_shard` reads them), on
+    :func:`.threads.num_threads` threads."""
+    mark = np.zeros(plan.total_docs, dtype=np.bool_)
+    span = plan.params.num_bands << BAND_SHIFT
+    n = max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS))
+
+    def mark_ranges(first: int, end: int) -> None:  # key ranges side by side (nogil kernels)
+        for s in range(first, end):
+            lo, hi = span * s // n, span * (s + 1) // n
+            parts = []
+            for r, entry in enumerate(plan.entries):
+                keys, docs = read_run(entry, lo, hi)
+                if keys.size:
+                    parts.append((r, keys, docs))
+            if len(parts) == 1:
+                r, keys, docs = parts[0]
+                mark_multi(readonly(keys), readonly(docs), np.int64(plan.offsets[r]), mark)
+            elif parts:
+                keys, gids = merge_runs(parts, plan.offsets)
+                mark_multi(readonly(keys), readonly(gids), np.int64(0), mark)
+
+    run_chunks(mark_ranges, n, 1)
+    return [np.flatnonzero(mark[plan.offsets[r]:plan.offsets[r + 1]]).astype(np.uint32)
+            for r in range(len(plan.entries))]
+
+
+def _pools_candidates(entry: SegmentEntry) -> bool:
+    """A mapped local segment whose signatures are not held whole and cannot be: its
+    shards' docs are best read once, for all shards (:meth:`SegmentEntry.pool_docs`)."""
+    files = entry.files
+    if files is None or files.signature_map is None or not entry.cached or entry.docs.full:
+        return False
+    return entry.docs.file_bytes() > segment_cache().capacity - entry.bands.nbytes
+
+
+def pool_candidates(plan: Plan) -> None:
+    """Before the first shard of a plan loads: the candidate docs of *all* shards
+    (:func:`candidate_docs`) of each segment whose signatures do not fit the cache whole
+    go into its pool in one sorted pass over its file, when they fit; the shards then
+    gather from memory. (At 10M rows: 2.6M of the 10M docs, 690 MB, in one pass, instead
+    of 77 shards each mapping most of the 2.6 GB file again for its ~250k scattered
+    docs.) Segments that fit whole load whole (:func:`_read_signatures_whole`); when the
+    candidates do not fit either, each shard reads its own (:meth:`SegmentEntry.shard_docs`)."""
+    capacity = segment_cache().capacity
+    runs = [r for r, e in enumerate(plan.entries) if plan.pool_failed.get(r) != capacity and _pools_candidates(e)]
+    if not runs:
+        return
+    with plan.lock:
+        if plan.candidates is None:
+            plan.candidates = candidate_docs(plan)
+        for r in runs:
+            entry, docs = plan.entries[r], plan.candidates[r]
+            if plan.pool_failed.get(r) == capacity or entry.docs.used >= docs.size:
+                continue  # (pooled by another thread, or by an earlier call of this plan)
+            if not entry.pool_docs(docs):
+                plan.pool_failed[r] = capacity
+
+
 def load_shard(shard: Shard) -> ShardData | None:
     """Read, merge and filter one shard; ``None`` if it has no bucket of two live docs."""
     plan = shard.plan
+    pool_candidates(plan)
     parts = []
     for r, entry in enumerate(plan.entries):
         keys, docs = read_run(entry, shard.lo, shard.hi)
@@ -384,6 +470,8 @@ def load_shard(shard: Shard) -> ShardData | None:
             if not alive.all():
                 keep = np.isin(docs, udocs[~alive], invert=True)
                 keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
+                udocs = None  # (found again when asked for)
+        local = None if udocs is None or compact else udocs
     else:
         keys, gids_rows = merge_runs(parts, plan.offsets)
         keys, gids_rows = multi_rows(readonly(keys), readonly(gids_rows))
@@ -398,10 +486,11 @@ def load_shard(shard: Shard) -> ShardData | None:
             if not alive.all():
                 keep = alive[docs]
                 keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
+        local = None
     if keys.size == 0:
         return None
     starts, ends = bucket_bounds(readonly(keys))
-    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), readonly(slot), readonly(rowids), gid_offset, gids)
+    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), readonly(slot), readonly(rowids), gid_offset, gids, local)
 
 
 @dataclass

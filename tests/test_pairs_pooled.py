@@ -1,0 +1,139 @@
+"""The self-join's up-front candidate read (``index/shards.py:pool_candidates``): when a
+segment's signatures do not fit the cache whole but the candidate docs of all shards do,
+those docs go into the segment's pool in one sorted pass over the mapped file before
+the first shard loads. Pairs and clusters must equal the oracle and the per-shard path's
+answers, with deletions, whatever the shard count. Also: clusters skip sorting buckets
+by row id where a shard's row ids already ascend with its docs.
+"""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pytest
+
+from test_pairs import all_shards, as_clusters, as_dict, oracle
+
+from lance_minhash_sql.corpus import write_corpus
+from lance_minhash_sql.index import shards as shards_mod
+from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity
+from lance_minhash_sql.index.clusters import clusters
+from lance_minhash_sql.index.entries import SegmentEntry
+from lance_minhash_sql.index.pairs import pair_shards, pairs
+from lance_minhash_sql.kernels.pairs import multi_rows
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("pooled") / "pooled.lance")
+    write_corpus(uri, 6000, rows_per_fragment=2000)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 11 = 4")
+    return uri
+
+
+def candidate_budget(uri: str) -> tuple[int, int]:
+    """(bytes the candidates' pool needs beside the row ids, bytes of the whole signatures)."""
+    plan = pair_shards(uri, "text", 0.8)[0].plan
+    entry = plan.entries[0]
+    cand = shards_mod.candidate_docs(plan)[0]
+    store = entry.docs
+    return cand.size * store.row_bytes + store.num_docs * (8 + 4), store.file_bytes()
+
+
+def test_candidate_docs_are_every_shards_docs(dataset):
+    """candidate_docs lists exactly the docs of every shard's buckets of two rows or more."""
+    shards = pair_shards(dataset, "text", 0.8, num_shards=7)
+    plan = shards[0].plan
+    got = shards_mod.candidate_docs(plan)
+    want = []
+    for s in shards:
+        keys, docs = shards_mod.read_run(plan.entries[0], s.lo, s.hi)
+        want.append(multi_rows(keys, docs)[1])
+    assert len(got) == 1
+    assert np.array_equal(got[0], np.unique(np.concatenate(want)))
+    assert 0 < got[0].size < plan.entries[0].docs.num_docs
+
+
+def test_pooled_candidates_give_the_same_pairs_and_clusters(dataset, monkeypatch):
+    want = oracle(dataset, 0.8)
+    need, whole = candidate_budget(dataset)
+    assert need < whole  # the pooled path has room the whole read has not
+    results = {}
+    pooled = []
+    pool_docs = SegmentEntry.pool_docs
+
+    def counted(self, docs):
+        ok = pool_docs(self, docs)
+        pooled.append((docs.size, ok))
+        return ok
+
+    monkeypatch.setattr(SegmentEntry, "pool_docs", counted)
+    old = set_cache_capacity(need + (64 << 10))
+    try:
+        for mode in ("pooled", "per shard"):
+            if mode == "per shard":
+                monkeypatch.setattr(shards_mod, "_pools_candidates", lambda entry: False)
+            clear_cache()
+            got = [as_dict(pairs(dataset, "text", 0.8)), as_dict(all_shards(dataset, 0.8, num_shards=9, chunk_pairs=13)),
+                   as_clusters(clusters(dataset, "text", 0.8))]
+            got.append(as_clusters(clusters(dataset, "text", 0.8)))  # again: from the pool kept in the cache
+            results[mode] = got
+    finally:
+        set_cache_capacity(old)
+        clear_cache()
+    assert pooled and all(ok for _, ok in pooled)
+    assert results["pooled"][0] == want and results["pooled"][1] == want
+    assert results["pooled"] == results["per shard"]
+    assert results["pooled"][2] == results["pooled"][3]
+
+
+def test_candidates_beyond_the_cache_fall_back_to_each_shards_reads(dataset, monkeypatch):
+    """Too little room for the candidates: pool_docs declines once per plan, and the shards
+    read their own docs (the answer is the same)."""
+    want = oracle(dataset, 0.8)
+    need, _ = candidate_budget(dataset)
+    calls = []
+    pool_docs = SegmentEntry.pool_docs
+
+    def counted(self, docs):
+        ok = pool_docs(self, docs)
+        calls.append(ok)
+        return ok
+
+    monkeypatch.setattr(SegmentEntry, "pool_docs", counted)
+    old = set_cache_capacity(need // 2)
+    try:
+        clear_cache()
+        assert as_dict(all_shards(dataset, 0.8, num_shards=5)) == want
+    finally:
+        set_cache_capacity(old)
+        clear_cache()
+    assert calls == [False]
+
+
+def test_buckets_in_row_id_order_skip_the_sort(dataset, monkeypatch):
+    """Where a shard's row ids ascend with its local ids, ``order_buckets`` would move no
+    bucket (so clusters skip it); forcing the sort gives the same clusters."""
+    from lance_minhash_sql.kernels.pairs import order_buckets
+
+    for s in pair_shards(dataset, "text", 0.8, num_shards=4):
+        data = shards_mod.load_shard(s)
+        assert data.rowids_ascend()
+        docs = data.docs.copy()
+        assert not order_buckets(docs, data.slot, data.rowids, data.starts, data.ends)
+        assert np.array_equal(docs, data.docs)
+    want = as_clusters(clusters(dataset, "text", 0.8))
+    monkeypatch.setattr(shards_mod.ShardData, "rowids_ascend", lambda self: False)
+    assert as_clusters(clusters(dataset, "text", 0.8)) == want
+
+
+def test_rowids_ascend_sees_a_descent():
+    keys = np.array([5, 5, 7, 7], dtype=np.uint64)
+    docs = np.array([0, 1, 1, 2], dtype=np.uint32)
+    data = shards_mod.ShardData(keys, docs, np.array([0, 2]), np.array([2, 4]), np.zeros((3, 4), np.uint16),
+                                np.empty(0, np.int32), np.array([10, 30, 20], dtype=np.uint64), 0, None)
+    assert not data.rowids_ascend()
+    data.rowids = np.array([10, 20, 20], dtype=np.uint64)
+    assert data.rowids_ascend()
