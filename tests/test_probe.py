@@ -41,6 +41,7 @@ def fresh_cache(monkeypatch):
     # this process has run the search kernels (other tests did): a few queries would take
     # them, as they do in any process that has (index/search.py: _few)
     monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: False)
+    monkeypatch.setattr(search_mod, "KERNEL_LOAD_SECONDS", float("inf"))  # never "rent paid"
     old = cache_capacity()
     clear_cache()
     yield
@@ -280,3 +281,17 @@ def test_after_a_build_a_single_query_still_needs_no_search_kernel(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"numba": True, "after_one": False, "after_batch": True}
+
+
+def test_numpy_answers_until_their_time_reaches_the_kernels_load(dup_ds, monkeypatch):
+    uri, table = dup_ds
+    queries = [table.column("text")[i].as_py() for i in (11, 12, 13, 14)]
+    monkeypatch.setattr(search_mod, "_numpy_seconds", [0.0])
+    monkeypatch.setattr(search_mod, "KERNEL_LOAD_SECONDS", 1e9)
+    routes = [_probed(uri, q, 5, monkeypatch)[1] for q in queries[:2]]
+    spent = search_mod._numpy_seconds[0]
+    assert routes == [[True], [True]] and spent > 0
+    monkeypatch.setattr(search_mod, "KERNEL_LOAD_SECONDS", spent)  # the rent now equals the load
+    got, calls = _probed(uri, queries[2], 5, monkeypatch)
+    assert calls == [] and got == _lance(uri, queries[2], 5)  # the kernels answered
+    assert search_mod._numpy_seconds[0] == spent

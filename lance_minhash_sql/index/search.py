@@ -28,6 +28,7 @@ A batch of queries (:func:`search_ids`) runs through every kernel once per segme
 
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ from ..kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk
 from ..kernels.minhash import sign_rows_serial
 from ..kernels.similarity import band_keys_serial
 from .empty_query import warn_empty_queries
-from .entries import SegmentEntry
+from .entries import SegmentEntry, whole_read_pays
 from .opened import OpenedIndex, open_index
 from .probe import MAX_CANDIDATES, distinct, probe_topk
 from .query_sign import MAX_QUERIES, fits, sign_queries
@@ -141,12 +142,21 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
     return sigs, has, keys
 
 
+# Ski rental between the two routes of a few queries: numpy (index/probe.py) needs no
+# numba, the kernels are faster per query (by about 0.4 ms on a 1M-row index) once loaded,
+# which costs a process about half a second (importing numba, its compiler set-up, the
+# search kernels' cache loads; a fresh install compiles them for seconds more). Queries
+# take numpy until the time spent on them reaches that cost, then the kernels.
+KERNEL_LOAD_SECONDS = 0.5
+_numpy_seconds = [0.0]  # time this process has spent answering queries with numpy
+
+
 def _few(texts: pa.Array) -> list[str] | None:
     """The query texts when numpy answers them (:mod:`.probe`): a few short ones, unless
     this process has the search kernels loaded already (by a batch of queries, a join, a
-    prewarmed search), which are then the faster route. Loading them costs a new process
-    about half a second (numba itself) and a fresh install seconds of compilation."""
-    if len(texts) > MAX_QUERIES or search_kernels_loaded():
+    prewarmed search) or has spent as long on numpy answers as loading them costs."""
+    if (len(texts) > MAX_QUERIES or search_kernels_loaded()
+            or whole_read_pays(_numpy_seconds[0], 0.0, KERNEL_LOAD_SECONDS)):
         return None
     few = texts.to_pylist()
     return few if fits(few) else None
@@ -261,6 +271,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     params = opened.params
     if filter is not None:
         opened.liveness.check_filter(filter)  # a bad filter is an error even when nothing matches
+    t0 = time.perf_counter()
     few = _few(texts)
     sigs, has, keys = _sign(params, texts, few)
     active = np.flatnonzero(has)
@@ -287,6 +298,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
 
     if few is not None:
         probed = probe_topk(entries, qsigs, qkeys, limit, ok_of)
+        _numpy_seconds[0] += time.perf_counter() - t0
         if probed is not None:
             q, rid, dist, counts = probed
             warn_empty_queries(texts, has, counts)
