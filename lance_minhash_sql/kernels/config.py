@@ -36,7 +36,9 @@ modules import without numba, and a path that calls no kernel (a single search, 
 (:func:`load_numba`): every declared kernel becomes numba's own dispatcher, in the
 namespace of each module that declared or imported it (the kernels' modules, and any
 other module declaring kernels here), so kernels calling kernels are typed by numba as
-usual; a Python caller holding a placeholder is forwarded to the dispatcher.
+usual; a Python caller holding a placeholder is forwarded to the dispatcher, and numba
+code elsewhere that calls one (a test's own kernel) types it as that dispatcher (numba
+asks the placeholder for ``_numba_type_``, which loads numba and answers for it).
 
 :data:`COMPILES` listens to numba's ``numba:compile`` events (fired for real
 compilations only, never for cache loads) for this package's kernels: how many, how
