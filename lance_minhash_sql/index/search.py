@@ -143,7 +143,7 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
 
 
 # Ski rental between the two routes of a few queries: numpy (index/probe.py) needs no
-# numba, the kernels are faster per query (by about 0.4 ms on a 1M-row index) once loaded,
+# numba, the kernels are faster per query (by 0.1-0.3 ms on a 1M-row index) once loaded,
 # which costs a process about half a second (importing numba, its compiler set-up, the
 # search kernels' cache loads; a fresh install compiles them for seconds more). Queries
 # take numpy until the time spent on them reaches that cost, then the kernels.
