@@ -19,8 +19,8 @@ the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
   once (segments cover distinct rows, so this equals merging each segment's top
   ``limit``), distances ``1 - float32(eq) / float32(k)``.
 
-Anything else (an object store, a segment read through Lance's reader, more candidates
-bucket rows than :data:`MAX_CANDIDATES`) returns ``None`` and the caller runs the kernels.
+Anything else (an object store, a segment read through Lance's reader, more bucket rows
+than :data:`MAX_CANDIDATES`) returns ``None`` and the caller runs the kernels.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..io.chunks import values_at
 from ..kernels.lance_format import similarity
 from .entries import SegmentEntry
 
@@ -51,9 +52,7 @@ def distinct(a: np.ndarray) -> np.ndarray:
 
 def _rows_at(chunks, rows: np.ndarray) -> np.ndarray:
     """Band keys of global ``rows`` from ``(values, first_row, value_index)`` chunks."""
-    values, first_row, value_index = chunks
-    c = np.searchsorted(first_row, rows, side="right") - 1
-    return values[value_index[c] + rows - first_row[c]]
+    return values_at(*chunks, rows)
 
 
 FANOUT = 64  # keys read per lane and step of the search (a 4,096-row page: two steps)

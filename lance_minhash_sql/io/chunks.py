@@ -50,7 +50,7 @@ from ..kernels.gather import copy_range, gather_rows, gather_values
 from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
-           "layout_problem", "rows_problem", "mapped_column", "mapped_rows", "map_file", "RELEASE_BYTES"]
+           "layout_problem", "rows_problem", "mapped_column", "mapped_rows", "map_file", "values_at", "RELEASE_BYTES"]
 
 _HEADER = 8  # u16 levels, u32 value bytes, 2 bytes of padding
 _MAX_WORKERS = 16
@@ -397,6 +397,12 @@ def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return mm[: mm.size - mm.size % width].view(dtype.newbyteorder("<"))
 
 
+def values_at(values: np.ndarray, first_row: np.ndarray, value_index: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Values of global ``rows`` of the chunks of :meth:`MappedColumn.chunks`, by numpy indexing."""
+    c = np.searchsorted(first_row, rows, side="right") - 1
+    return values[value_index[c] + rows - first_row[c]]
+
+
 class MappedColumn:
     """A flat mini-block column of a memory-mapped file: every chunk table decoded at open
     (and every chunk header checked), then rows are gathered by computed position."""
@@ -448,14 +454,12 @@ class MappedColumn:
     def read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Values of global ``rows`` (any order)."""
         rows = np.asarray(rows, dtype=np.int64)
-        if rows.size < SMALL_GATHER_ROWS:
-            if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
-                raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-            c = np.searchsorted(self.first_row, rows, side="right") - 1
-            return self._values[self.value_index[c] + rows - self.first_row[c]].astype(self.dtype)
-        out = np.empty(rows.size, dtype=self.dtype)
-        if not gather_values(self._values, self.value_index, self.first_row, self.num_rows, rows, out):
+        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
+        if rows.size < SMALL_GATHER_ROWS:
+            return values_at(self._values, self.first_row, self.value_index, rows).astype(self.dtype)
+        out = np.empty(rows.size, dtype=self.dtype)
+        gather_values(self._values, self.value_index, self.first_row, self.num_rows, rows, out)  # rows checked
         return out
 
     def read_range(self, start: int, count: int, release: bool = False) -> np.ndarray:
@@ -491,8 +495,7 @@ class MappedRows:
         self.item_bytes = int(item_bytes)
         self._items = _view(mm, np.dtype(f"u{item_bytes}"))
         self._map = _mapping(mm)
-        # the rows as one [num_rows, items] view when the pages follow each other with no
-        # gap (as both writers lay them out): a few rows are then one row gather
+        # one [num_rows, items] view when the pages lie back to back (both writers do): few rows, one gather
         n, first = self.num_rows, int(self.first_item[0]) if positions.size else 0
         back_to_back = (self.first_item == first + self.starts[:-1] * self.items).all()
         self._rows = self._items[first:first + n * self.items].reshape(n, self.items) if back_to_back else None
@@ -530,12 +533,10 @@ class MappedRows:
 
     def _read_few(self, rows: np.ndarray, out: np.ndarray, release: bool) -> np.ndarray:
         """:meth:`read_rows` of a few rows as one numpy row gather (pages back to back)."""
-        if rows.size == 0:
-            return out
-        if rows.min() < 0 or rows.max() >= self.num_rows:
+        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
         out[...] = self._rows[rows]
-        if release:
+        if release and rows.size:
             first = int(self.first_item[0])
             self._release(first + int(rows.min()) * self.items, first + (int(rows.max()) + 1) * self.items, rows.size)
         return out
