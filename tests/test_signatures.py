@@ -216,3 +216,19 @@ def test_ascii_texts_tokenize_as_the_general_path_does(options):
         assert got == general[:-1], (text, options)
         taken += len(got)
     assert taken > 300
+
+
+@pytest.mark.parametrize("rows", [len(TORTURE_TEXTS), 5000], ids=["one-thread", "threaded"])
+def test_shingle_sets_match_naive_reference(rows):
+    """CSR shingle sets (exact Jaccard's input) equal the sorted distinct XXH64 hashes of
+    the reference shingles, on one thread and cut into chunks on several (past
+    PARALLEL_MIN_ROWS), with NULL and tokenless rows empty."""
+    params = PARAMS[0]
+    texts = [TORTURE_TEXTS[i % len(TORTURE_TEXTS)] for i in range(rows)]
+    texts = [t if i % 7 else f"{t or ''} row {i} repeated repeated repeated" for i, t in enumerate(texts)]
+    offsets, hashes = Signer(params).shingle_sets(pa.array(texts, pa.string()))
+    assert offsets.shape == (rows + 1,) and offsets[-1] == hashes.size
+    for i, text in enumerate(texts):
+        ref = [] if text is None else naive.shingles(naive.lance_tokens(text, params.tokenizer), params.shingle_size)
+        expect = sorted({xxhash.xxh64_intdigest(s, seed=42) for s in ref})
+        assert hashes[offsets[i]:offsets[i + 1]].tolist() == expect, text

@@ -93,11 +93,21 @@ class Signer:
         buf = string_buffers(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
                 self.params.shingle_size)
-        serial = len(buf.offsets) - 1 < PARALLEL_MIN_ROWS
-        counts = (minhash.shingle_counts_serial if serial else minhash.shingle_counts)(*args)
-        bounds = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=bounds[1:])
-        return (minhash.shingle_sets_serial if serial else minhash.shingle_sets)(*args, bounds)
+        n = len(buf.offsets) - 1
+        if n < PARALLEL_MIN_ROWS:
+            sizes, hashes = minhash.shingle_sets_range(*args, 0, n)
+        else:
+            parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+            def chunk(lo: int, hi: int) -> None:
+                parts[lo] = minhash.shingle_sets_range(*args, lo, hi)
+
+            run_chunks(chunk, n, SIGN_CHUNK_ROWS)
+            sizes = np.concatenate([parts[lo][0] for lo in sorted(parts)])
+            hashes = np.concatenate([parts[lo][1] for lo in sorted(parts)])
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return offsets, hashes
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""

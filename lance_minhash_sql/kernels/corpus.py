@@ -121,7 +121,7 @@ _TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
 # ---------------------------------------------------------------- counter-based hashing
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _mix(z):
     """splitmix64's finaliser: a bijection of uint64."""
     z = (z ^ (z >> _SH30)) * _M1
@@ -129,27 +129,27 @@ def _mix(z):
     return z ^ (z >> _SH31)
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def seed_key(seed):
     return _mix(np.uint64(seed) ^ _GOLDEN)
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _key(skey, stream, doc):
     return _mix(_mix(skey + np.uint64(stream) * _GOLDEN) ^ np.uint64(doc))
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _draw(key, counter):
     return _mix(key + (np.uint64(counter) + _ONE) * _GOLDEN)
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _unit(h):
     return np.float64(h >> _SH11) * _TO_UNIT
 
 
-@njit(**JIT, inline="always")
+@njit(**JIT)
 def _zipf(h, prob, alias):
     idx = ((h >> _SH32) * np.uint64(prob.shape[0])) >> _SH32
     if (h & _LO32) < prob[idx]:

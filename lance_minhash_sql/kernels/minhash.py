@@ -32,7 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import lance_format
-from .config import JIT, jit_twins, njit, prange
+from .config import JIT, njit
 from .order import sort_values
 from .tokenize import new_buffers, tokenize_doc
 from .xxh64 import xxh64
@@ -40,7 +40,6 @@ from .xxh64 import xxh64
 SEED = np.uint64(lance_format.SEED)
 _MASK64 = (1 << 64) - 1
 _U48 = np.uint64(48)
-_CHUNK = 512
 
 
 def _splitmix64(state: int) -> tuple[int, int]:
@@ -166,58 +165,42 @@ def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a
     return sigs, has
 
 
-def _shingle_counts(offsets, data, valid, valid_offset, cfg, tables, shingle):
-    """Number of shingles per row (0 for NULL rows and rows without tokens)."""
-    n = offsets.size - 1
-    counts = np.zeros(n, dtype=np.int64)
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in prange(nchunks):
-        out, tok_start, tok_end, cpos = new_buffers()
-        for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
-            if is_valid(valid, valid_offset, r):
-                ntok, out, tok_start, tok_end, cpos = tokenize_doc(
-                    data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
-                if ntok > 0:
-                    counts[r] = ntok - min(shingle, ntok) + 1
-    return counts
+@njit(**JIT)
+def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle, lo, hi):
+    """Sorted distinct shingle hashes of rows ``lo:hi``: ``(sizes int64[hi - lo], hashes)``,
+    row ``r``'s set being the ``sizes[r - lo]`` hashes after those of the rows before it
+    (a NULL row or a row without tokens has size 0).
 
-
-def _shingle_sets(offsets, data, valid, valid_offset, cfg, tables, shingle, bounds):
-    """Sorted distinct shingle hashes per row, as CSR ``(set_offsets int64[n+1], hashes)``.
-
-    ``bounds`` is the exclusive prefix sum of :func:`shingle_counts` (length n + 1).
-    """
-    n = offsets.size - 1
-    scratch = np.empty(bounds[n], dtype=np.uint64)
-    sizes = np.zeros(n, dtype=np.int64)
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for ch in prange(nchunks):
-        out, tok_start, tok_end, cpos = new_buffers()
-        for r in range(ch * _CHUNK, min(n, (ch + 1) * _CHUNK)):
-            if bounds[r + 1] == bounds[r]:
-                continue
-            ntok, out, tok_start, tok_end, cpos = tokenize_doc(
-                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, cpos)
-            lo = bounds[r]
-            hi = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, scratch, lo)
-            seg = scratch[lo:hi].copy()
-            sort_values(seg)
-            m = 0
-            for j in range(seg.size):
-                if j == 0 or seg[j] != seg[j - 1]:
-                    scratch[lo + m] = seg[j]
-                    m += 1
-            sizes[r] = m
-    set_offsets = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
-        set_offsets[r + 1] = set_offsets[r] + sizes[r]
-    hashes = np.empty(set_offsets[n], dtype=np.uint64)
-    for r in prange(n):
-        for j in range(sizes[r]):  # a loop: slice assignment compiles numba's broadcasting code
-            hashes[set_offsets[r] + j] = scratch[bounds[r] + j]
-    return set_offsets, hashes
-
-
-# the _serial twins run on the calling thread: a DuckDB chunk, a few rows
-shingle_counts, shingle_counts_serial = jit_twins(_shingle_counts)
-shingle_sets, shingle_sets_serial = jit_twins(_shingle_sets)
+    One pass, one serial kernel: each row is tokenized once, its hashes sorted and
+    deduplicated in scratch and appended to a buffer that doubles when full. Callers run
+    disjoint ranges on several threads and concatenate (``Signer.shingle_sets``)."""
+    out, tok_start, tok_end, raw = new_buffers()
+    sizes = np.zeros(hi - lo, dtype=np.int64)
+    hashes = np.empty(1024, dtype=np.uint64)
+    xs = np.empty(1024, dtype=np.uint64)
+    used = 0
+    for r in range(lo, hi):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        if ntok == 0:
+            continue
+        if xs.size < ntok:
+            xs = np.empty(2 * ntok, dtype=np.uint64)
+        n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
+        seg = xs[:n]
+        sort_values(seg)
+        if used + n > hashes.size:
+            grown = np.empty(max(2 * hashes.size, used + n), dtype=np.uint64)
+            for j in range(used):  # a loop: slice assignment compiles numba's broadcasting code
+                grown[j] = hashes[j]
+            hashes = grown
+        m = 0
+        for j in range(n):
+            if j == 0 or seg[j] != seg[j - 1]:
+                hashes[used + m] = seg[j]
+                m += 1
+        sizes[r - lo] = m
+        used += m
+    return sizes, hashes[:used]
