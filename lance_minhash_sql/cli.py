@@ -42,8 +42,9 @@ def _compile_seconds() -> float:
 
 def _compiled_since(before: float) -> str:
     """`` (including N s compiling ...)`` when kernels compiled since ``before``."""
-    spent = _compile_seconds() - before
-    return f" (including {spent:.1f}s compiling numba kernels, once per machine)" if spent >= 0.05 else ""
+    from .kernels.config import compiled_note
+
+    return compiled_note(_compile_seconds() - before)
 
 
 def _quiet_compiles() -> None:
@@ -64,17 +65,15 @@ def _print_result(con, title: str, sql: str, out) -> None:
 
 def cmd_demo(args) -> int:
     from . import connect
-    from .corpus import write_corpus
+    from .demo import PREPARE_SQL, write_demo_corpus
     from .io.scan import open_dataset
 
     os.makedirs(args.dir, exist_ok=True)
     uri = os.path.join(args.dir, "corpus.lance")
-    t0 = time.perf_counter()
-    before = _compile_seconds()
     mode = "overwrite" if os.path.exists(uri) else "create"
-    write_corpus(uri, args.rows, mode=mode, with_truth=True, progress=not args.quiet)
-    print(f"wrote {args.rows:,} synthetic rows to {uri} in {time.perf_counter() - t0:.1f}s{_compiled_since(before)}")
     con = connect()
+    written = write_demo_corpus(uri, args.rows, mode, not args.quiet, lambda: con.sql(PREPARE_SQL).fetchall())
+    print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
     con.execute("SET enable_progress_bar = false")  # the tables below are the output
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:

@@ -1,10 +1,95 @@
-"""The SQL the ``lance-minhash demo`` command runs over its synthetic corpus, in order:
+"""What ``lance-minhash demo`` runs: its synthetic corpus, then SQL over it, in order:
 queries over the corpus table, then the index, a search and a batch search, then the
-self-join (pairs, clusters, dedup). ``{uri}`` and ``{query}`` are filled in by the command."""
+self-join (pairs, clusters, dedup). ``{uri}`` and ``{query}`` are filled in by the command.
+
+On a fresh install both halves of the demo's first seconds are compiling: the corpus
+generator's kernels, and the signing and exact-Jaccard kernels of the first queries.
+numba compiles one kernel at a time per process, so :func:`write_demo_corpus` then
+writes the corpus in a second process while this one compiles the SQL functions'
+kernels (:data:`PREPARE_SQL`), and both land in numba's cache. With a warm cache the
+corpus is written here: a second process would only add its start-up.
+"""
 
 from __future__ import annotations
 
-__all__ = ["DEMO_QUERIES", "INDEX_QUERIES", "PAIRS_QUERIES"]
+import time
+from typing import Callable
+
+__all__ = ["DEMO_QUERIES", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten", "write_demo_corpus"]
+
+# the scalar functions of DEMO_QUERIES, on the same argument types (VARCHAR columns)
+PREPARE_SQL = """SELECT minhash_similarity(minhash_signature(a), minhash_signature(b)), shingle_jaccard(a, b),
+                        lsh_probability(0.5, 16, 8)
+                 FROM (VALUES ('The corpus is written meanwhile.', 'The corpus is written.')) t(a, b)"""
+
+
+class CorpusWritten:
+    """How the demo corpus was written: ``seconds``; ``compile_seconds`` of them spent
+    compiling the generator's kernels; ``beside``: in a second process, while this one
+    spent ``prepare_seconds`` preparing (compiling) the SQL functions' kernels."""
+
+    def __init__(self, seconds: float, compile_seconds: float, beside: bool, prepare_seconds: float = 0.0):
+        self.seconds = seconds
+        self.compile_seconds = compile_seconds
+        self.beside = beside
+        self.prepare_seconds = prepare_seconds
+
+    def describe(self) -> str:
+        """The demo's first line after ``wrote N synthetic rows to URI``."""
+        from .kernels.config import compiled_note
+
+        line = f" in {self.seconds:.1f}s"
+        if not self.beside:
+            return line + compiled_note(self.compile_seconds)
+        return (f"{line} by a second process{compiled_note(self.compile_seconds)}, while this one compiled the "
+                f"SQL functions' kernels ({self.prepare_seconds:.1f}s, once per machine)")
+
+
+def _write(uri: str, rows: int, mode: str, progress: bool) -> tuple[float, float]:
+    """The corpus write, as the second process runs it: (seconds, compile seconds)."""
+    from .corpus import write_corpus
+    from .kernels.config import COMPILES
+
+    COMPILES.notice = False  # the demo's own process announces the compilation
+    t0 = time.perf_counter()
+    write_corpus(uri, rows, mode=mode, with_truth=True, progress=progress)
+    return time.perf_counter() - t0, COMPILES.seconds
+
+
+def both_compile() -> bool:
+    """Whether the generator's and the signing kernels are both missing from numba's cache."""
+    from .kernels import corpus, minhash
+    from .kernels.config import in_cache
+
+    return not in_cache(corpus.render_range) and not in_cache(minhash.sign_range)
+
+
+def write_demo_corpus(uri: str, rows: int, mode: str, progress: bool, prepare: Callable[[], object],
+                      beside: bool | None = None) -> CorpusWritten:
+    """Write the demo corpus and run ``prepare()``: at once, with the corpus written by a
+    second process, when ``beside`` (default: :func:`both_compile`); else one after the other here."""
+    from .corpus import write_corpus
+    from .kernels.config import COMPILES
+
+    if beside is None:
+        beside = both_compile()
+    if not beside:
+        t0, c0 = time.perf_counter(), COMPILES.seconds
+        write_corpus(uri, rows, mode=mode, with_truth=True, progress=progress)
+        written = CorpusWritten(time.perf_counter() - t0, COMPILES.seconds - c0, False)
+        prepare()
+        return written
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        future = pool.submit(_write, uri, rows, mode, progress)
+        t0 = time.perf_counter()
+        prepare()
+        prepared = time.perf_counter() - t0
+        seconds, compiled = future.result()
+    return CorpusWritten(seconds, compiled, True, prepared)
+
 
 DEMO_QUERIES = [
     ("The corpus: rows, near-duplicates by edit kind",

@@ -66,8 +66,9 @@ print(lms.warmup().format())
 """
 
 
-def _run(code: str, cache: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+def _run(code: str, cache: str | None, *args: str) -> subprocess.CompletedProcess:
+    """``code`` in a new Python process with ``NUMBA_CACHE_DIR=cache`` (None: this process's cache)."""
+    env = dict(os.environ) if cache is None else dict(os.environ, NUMBA_CACHE_DIR=cache)
     env.pop("LANCE_MINHASH_COMPILE_NOTICE", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
@@ -130,3 +131,71 @@ def test_cli_timings_say_they_include_compilation(capsys, monkeypatch, tmp_path)
 def test_compile_notice_can_be_silenced(monkeypatch, value):
     monkeypatch.setenv("LANCE_MINHASH_COMPILE_NOTICE", value)
     assert kconfig.CompileLog().notice is (value == "1")
+
+
+_IN_CACHE = r"""
+import json
+from lance_minhash_sql.kernels import order
+from lance_minhash_sql.kernels.config import in_cache
+import numpy as np
+before = in_cache(order.sort_values)
+order.sort_values(np.array([3, 1, 2], dtype=np.uint64))
+print(json.dumps([before, in_cache(order.sort_values)]))
+"""
+
+
+def test_in_cache_says_whether_a_first_call_loads_or_compiles(tmp_path):
+    cache = str(tmp_path / "numba-cache")
+    assert json.loads(_run(_IN_CACHE, cache).stdout.splitlines()[-1]) == [False, True]
+    assert json.loads(_run(_IN_CACHE, cache).stdout.splitlines()[-1]) == [True, True]  # a later process
+
+
+# The demo's PREPARE_SQL gives the kernels of its first queries exactly the argument types
+# those queries use: once it has run, they load or compile no further specialization.
+_PREPARED = r"""
+import gc, json, os, sys
+from lance_minhash_sql import connect
+from lance_minhash_sql.corpus import write_corpus
+from lance_minhash_sql.demo import DEMO_QUERIES, PREPARE_SQL
+from lance_minhash_sql.io.scan import open_dataset
+uri = os.path.join(sys.argv[1], "corpus.lance")
+write_corpus(uri, 500, with_truth=True)
+con = connect()
+con.sql(PREPARE_SQL).fetchall()
+from numba.core.registry import CPUDispatcher
+def specializations():
+    return {f"{d.py_func.__module__}.{d.py_func.__name__}": len(d.signatures) for d in gc.get_objects()
+            if isinstance(d, CPUDispatcher) and d.py_func.__module__.startswith("lance_minhash_sql.")}
+before = specializations()
+con.register("corpus", open_dataset(uri))
+for _, sql in DEMO_QUERIES:
+    con.sql(sql).fetchall()
+after = specializations()
+print(json.dumps({"prepared": sorted(k for k, v in before.items() if v), "added": sorted(
+    k for k, v in after.items() if v != before.get(k, 0) and not k.startswith("lance_minhash_sql.kernels.corpus."))}))
+"""
+
+
+def test_demo_prepare_sql_covers_the_first_queries_kernels(tmp_path):
+    got = json.loads(_run(_PREPARED, None, str(tmp_path)).stdout.splitlines()[-1])
+    assert "lance_minhash_sql.kernels.minhash.sign_range" in got["prepared"]
+    assert "lance_minhash_sql.kernels.minhash.shingle_sets_range" in got["prepared"]
+    assert got["added"] == []
+
+
+def test_demo_corpus_written_by_a_second_process_equals_one_written_here(tmp_path):
+    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.demo import write_demo_corpus
+    from lance_minhash_sql.io.scan import open_dataset
+
+    calls = []
+    beside = str(tmp_path / "beside.lance")
+    written = write_demo_corpus(beside, 2500, "create", False, lambda: calls.append(os.getpid()), beside=True)
+    here = str(tmp_path / "here.lance")
+    write_corpus(here, 2500, with_truth=True)
+    assert calls == [os.getpid()]  # prepare ran in this process, once
+    assert open_dataset(beside).to_table().equals(open_dataset(here).to_table())
+    assert written.beside and written.seconds > 0
+    assert " by a second process" in written.describe() and "SQL functions' kernels" in written.describe()
+    assert "second process" not in write_demo_corpus(str(tmp_path / "third.lance"), 10, "create", False, lambda: None,
+                                                    beside=False).describe()

@@ -155,8 +155,31 @@ def load_numba():
         return numba
 
 
+def in_cache(kernel) -> bool:
+    """Whether numba's on-disk cache holds machine code of ``kernel`` (a placeholder or a
+    dispatcher) for this machine and this source, for some argument types: then its first
+    call loads rather than compiles. Loads numba. Reads the kernel's cache index, which is
+    numba's own layout: False when that layout is not the one this reads, or the cache is off."""
+    if not CACHE:
+        return False
+    load_numba()
+    dispatcher = kernel.dispatcher if isinstance(kernel, Kernel) else kernel
+    try:
+        index = dispatcher._cache._cache_file._load_index()  # {} when missing or stale
+        magic = dispatcher.targetctx.codegen().magic_tuple()
+    except AttributeError:
+        return False
+    return any(isinstance(key, tuple) and len(key) > 1 and key[1] == magic for key in index)
+
+
 COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine (seconds, once: later runs load "
                   "them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
+
+
+def compiled_note(seconds: float) -> str:
+    """`` (including N s compiling numba kernels, once per machine)`` for a timing line
+    whose work compiled for ``seconds``; empty when it compiled nothing to speak of."""
+    return f" (including {seconds:.1f}s compiling numba kernels, once per machine)" if seconds >= 0.05 else ""
 
 
 def jit_twins(body):
