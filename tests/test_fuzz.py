@@ -24,7 +24,7 @@ from lance_minhash_sql.errors import LanceMinHashError
 from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.search import search, search_ids
 from lance_minhash_sql.index.sign import Signer
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.params import MAX_SHINGLE_SIZE, MinHashParams
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 PACKAGE_ERRORS = ("InvalidParameterError", "InvalidInputError", "DatasetError", "IndexNotFoundError",
@@ -170,12 +170,12 @@ def _expected_tokenizer(literal: str):
 def test_wild_sql_arguments_give_the_reference_answer_or_the_expected_error(sql_con, num_hashes, shingle_size,
                                                                             tokenizer):
     """Each argument's outcome follows from the parameter rules written out here (num_hashes
-    an integer in 1..4096, shingle_size an integer >= 1, tokenizer a JSON object or NULL):
+    an integer in 1..4096, shingle_size an integer in 1..MAX_SHINGLE_SIZE, tokenizer a JSON object or NULL):
     all valid gives the reference signature; otherwise the error is one of those the
     invalid arguments call for."""
     text = "the quick brown fox jumps"
     expected = [_expected_integer("num_hashes", num_hashes, 1, 4096),
-                _expected_integer("shingle_size", shingle_size, 1, None), _expected_tokenizer(tokenizer)]
+                _expected_integer("shingle_size", shingle_size, 1, MAX_SHINGLE_SIZE), _expected_tokenizer(tokenizer)]
     sql = (f"SELECT minhash_signature({lit(text)}, num_hashes := {num_hashes}, "
            f"shingle_size := {shingle_size}, tokenizer := {tokenizer})")
     try:
