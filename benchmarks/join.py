@@ -55,27 +55,13 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from lance_minhash_sql.rss import peak_rss_mb, rss_mb  # noqa: E402
+
 THRESHOLD = 0.8
 
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _peak_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def _cpu_s() -> float:
@@ -141,14 +127,14 @@ def child_ours(left: str, right: str, out_path: str, small: str) -> dict:
     if small != "-":
         _small_statements(small)
     con = lms.connect()
-    base = _rss_mb()
+    base = rss_mb()
     sql = f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := {THRESHOLD})"
     runs = {}
     for run in ("first statement", "second statement"):
         c0, t0 = _cpu_s(), time.perf_counter()
         table = con.sql(sql).to_arrow_table()
         runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "pairs": table.num_rows,
-                     "peak_rss_mb": _peak_mb()}
+                     "peak_rss_mb": peakrss_mb()}
     lid = table.column("left_rowid").to_numpy()
     _, counts = np.unique(lid, return_counts=True)
     pq.write_table(table.select(["left_rowid", "right_rowid"]), out_path)
@@ -164,7 +150,7 @@ def child_lateral(left: str, right: str, small: str) -> dict:
     if small != "-":
         _small_statements(small)
     con = lms.connect()
-    base = _rss_mb()
+    base = rss_mb()
     runs = {}
     for run in ("first statement", "second statement"):
         c0, t0 = _cpu_s(), time.perf_counter()
@@ -174,7 +160,7 @@ def child_lateral(left: str, right: str, small: str) -> dict:
                         f"FROM left_rows l, LATERAL minhash_search_ids('{right}', 'text', l.text, "
                         f"threshold := {THRESHOLD}, k := NULL) s").to_arrow_table()
         runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "pairs": table.num_rows,
-                     "peak_rss_mb": _peak_mb()}
+                     "peak_rss_mb": peakrss_mb()}
         con.unregister("left_rows")
     return {"runs": runs, "baseline_rss_mb": base}
 
@@ -192,7 +178,7 @@ def child_lance(left: str, right: str, sample: int, limit: int, out_path: str) -
     part = lt.take(pa.array(picked))
     texts, ids = part.column("text").to_pylist(), part.column("_rowid").to_pylist()
     ds = lance.dataset(right)
-    base = _rss_mb()
+    base = rss_mb()
     got_l, got_r = [], []
     c0, t0 = _cpu_s(), time.perf_counter()
     for text, me in zip(texts, ids):
@@ -208,7 +194,7 @@ def child_lance(left: str, right: str, sample: int, limit: int, out_path: str) -
     pq.write_table(pa.table({"left_rowid": pa.array(got_l, pa.uint64()), "right_rowid": pa.array(got_r, pa.uint64()),
                              "sample": pa.array([True] * len(got_l))}), out_path)
     pq.write_table(pa.table({"left_rowid": pa.array(ids, pa.uint64())}), out_path + ".sample")
-    return {"seconds": seconds, "cpu_s": cpu, "queries": len(texts), "pairs": len(got_l), "peak_rss_mb": _peak_mb(),
+    return {"seconds": seconds, "cpu_s": cpu, "queries": len(texts), "pairs": len(got_l), "peak_rss_mb": peakrss_mb(),
             "baseline_rss_mb": base, "limit": limit}
 
 

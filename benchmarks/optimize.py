@@ -30,15 +30,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-
-def _rss_mb() -> float:
-    """Peak RSS of this process: ``VmHWM`` (``ru_maxrss`` would carry the parent's peak
-    across ``exec``, and the parent prepared the dataset)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    raise OSError("no VmHWM in /proc/self/status")
+from lance_minhash_sql.rss import peak_rss_mb  # noqa: E402
 
 
 def prepare(rows: int, segments: int, data_dir: str) -> tuple[str, int]:
@@ -98,7 +90,7 @@ def child(peer: str, uri: str, segments: int, memory_limit: str | None = None) -
     out: dict = {"peer": peer}
     if peer == "lance":
         ds = lance.dataset(uri)
-        out["baseline_rss_mb"] = _rss_mb()
+        out["baseline_rss_mb"] = peak_rss_mb()
         t0 = time.perf_counter()
         ds.optimize.optimize_indices(num_indices_to_merge=segments)
         out["seconds"] = time.perf_counter() - t0
@@ -118,11 +110,11 @@ def child(peer: str, uri: str, segments: int, memory_limit: str | None = None) -
             lance.dataset(small).insert(pa.table({"text": ["one more fragment"] * 10}))
             optimize(small, "text", merge="all")
         out["kernel_load_s"] = time.perf_counter() - t0
-        out["baseline_rss_mb"] = _rss_mb()
+        out["baseline_rss_mb"] = peak_rss_mb()
         r = optimize(uri, "text", merge="all", memory_limit=memory_limit)
         out["seconds"] = r.seconds
         out["merged_segments"] = r.merged_segments
-    out["peak_rss_mb"] = _rss_mb()
+    out["peak_rss_mb"] = peak_rss_mb()
     out["digest"], out["docs"] = digest(uri)
     return out
 

@@ -69,6 +69,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from lance_minhash_sql.rss import peak_rss_mb, rss_mb  # noqa: E402
+
 THRESHOLD = 0.8
 DENSE_BASE_ROWS = 100_000
 QUERY_K = 10  # top-k of the Lance per-row queries
@@ -162,21 +164,6 @@ def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
     return uri
 
 
-def _status_mb(key: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _rss_mb() -> float:
-    """Peak RSS of this process (``VmHWM``). Not ``ru_maxrss``: Linux carries it over fork
-    and exec, so a child would report its parent's peak (which grows when the parent
-    writes a dataset) whenever that is higher than its own."""
-    return _status_mb("VmHWM")
-
-
 def _cpu_s() -> float:
     import resource
 
@@ -208,10 +195,6 @@ def _warm_kernels() -> None:
     clear_cache()
 
 
-def _vmrss_mb() -> float:
-    return _status_mb("VmRSS")
-
-
 def _texts(uri: str) -> list:
     import lance
 
@@ -224,14 +207,14 @@ def peer_ours(uri: str, threshold: float) -> dict:
     from lance_minhash_sql.index.pairs import pairs
 
     _warm_kernels()
-    out: dict = {"baseline_rss_mb": _rss_mb()}
+    out: dict = {"baseline_rss_mb": peak_rss_mb()}
     c0, t0 = _cpu_s(), time.perf_counter()
     build_index(uri, "text", replace=True)
     t1 = time.perf_counter()
     n = sum(b.num_rows for b in pairs(uri, "text", threshold))
     t2 = time.perf_counter()
     out.update(seconds=t2 - t0, cpu_s=_cpu_s() - c0, parts={"build_index": t1 - t0, "pairs": t2 - t1}, pairs=n,
-               peak_rss_mb=_rss_mb())
+               peak_rss_mb=peak_rss_mb())
     return out
 
 
@@ -242,7 +225,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
     from lance_minhash_sql.bench import _python_shingles
 
     texts = _texts(uri)
-    out: dict = {"baseline_rss_mb": _rss_mb()}
+    out: dict = {"baseline_rss_mb": peak_rss_mb()}
     c0, t0 = _cpu_s(), time.perf_counter()
     sets = [[s.encode("utf-8") for s in _python_shingles(t)] if t else [] for t in texts]
     keep = [i for i, s in enumerate(sets) if s]
@@ -261,7 +244,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
                 n += 1
     t3 = time.perf_counter()
     out.update(seconds=t3 - t0, cpu_s=_cpu_s() - c0, parts={"sign": t1 - t0, "insert": t2 - t1, "query+verify": t3 - t2}, pairs=n,
-               peak_rss_mb=_rss_mb(), note=f"b={lsh.b}, r={lsh.r}")
+               peak_rss_mb=peak_rss_mb(), note=f"b={lsh.b}, r={lsh.r}")
     return out
 
 
@@ -280,7 +263,7 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
     picked = np.sort(rng.choice(rows, min(sample, rows), replace=False))
     table = ds.to_table(columns=["text"], with_row_id=True).take(picked)
     texts, self_ids = table.column("text").to_pylist(), table.column("_rowid").to_pylist()
-    out: dict = {"baseline_rss_mb": _rss_mb()}
+    out: dict = {"baseline_rss_mb": peak_rss_mb()}
     c0, t0 = _cpu_s(), time.perf_counter()
     ds.create_scalar_index("text", IndexConfig("MINHASHLSH", MinHashParams().to_lance_config()),
                            name="bench_lance_per_row", replace=True)
@@ -301,7 +284,7 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
     queries = (t2 - t1) * scale
     out.update(seconds=(t1 - t0) + queries, cpu_s=(c1 - c0) + (c2 - c1) * scale, parts={"native build": t1 - t0, f"{queried:,} queries": t2 - t1,
                                                    "queries, all rows (extrapolated)": queries},
-               pairs=round(n * scale / 2), peak_rss_mb=_rss_mb(),
+               pairs=round(n * scale / 2), peak_rss_mb=peak_rss_mb(),
                note=f"{len(texts):,}-row sample extrapolated x{scale:.0f}; {1e3 * (t2 - t1) / max(queried, 1):.2f} "
                     f"ms/query; pairs estimated (each found from both rows)")
     return out
@@ -320,11 +303,11 @@ def giant_clusters(uri: str, threshold: float, rows: int, copies: int) -> dict:
     mine = np.sort(t.column("_rowid").to_numpy()[np.isin(t.column("id").to_numpy(), ids)])
     del t
     _warm_kernels()
-    out: dict = {"baseline_rss_mb": _rss_mb()}
+    out: dict = {"baseline_rss_mb": peak_rss_mb()}
     t0 = time.perf_counter()
     table = clusters(uri, "text", threshold)
     out["seconds"] = time.perf_counter() - t0
-    out["peak_rss_mb"] = _rss_mb()
+    out["peak_rss_mb"] = peak_rss_mb()
     rid, cid = table.column("_rowid").to_numpy(), table.column("cluster_id").to_numpy()
     size = table.column("cluster_size").to_numpy()
     inside = np.isin(rid, mine)
@@ -340,19 +323,19 @@ def giant_pairs_head(uri: str, threshold: float, batches: int) -> dict:
     from lance_minhash_sql.index.pairs import pairs
 
     _warm_kernels()
-    out: dict = {"baseline_rss_mb": _rss_mb()}
+    out: dict = {"baseline_rss_mb": peak_rss_mb()}
     rss, n = [], 0
     t0 = time.perf_counter()
     stream = pairs(uri, "text", threshold)
     for b in stream:
         n += b.num_rows
         del b
-        rss.append(_vmrss_mb())
+        rss.append(rss_mb())
         if len(rss) == batches:
             break
     seconds = time.perf_counter() - t0
     stream.close()
-    out.update(seconds=seconds, pairs=n, pairs_per_s=n / seconds, rss_mb=rss, peak_rss_mb=_rss_mb())
+    out.update(seconds=seconds, pairs=n, pairs_per_s=n / seconds, rss_mb=rss, peak_rss_mb=peak_rss_mb())
     return out
 
 
@@ -366,7 +349,7 @@ def child(what: str, uri: str, threshold: float) -> dict:
     t0 = time.perf_counter()
     _warm_kernels()
     out: dict = {"what": what, "threshold": threshold, "kernel_load_s": time.perf_counter() - t0,
-                 "baseline_rss_mb": _rss_mb()}
+                 "baseline_rss_mb": peak_rss_mb()}
     if what == "warm":
         return out
     for run in ("cold", "warm"):
@@ -383,7 +366,7 @@ def child(what: str, uri: str, threshold: float) -> dict:
                 n += b.num_rows
             seconds = time.perf_counter() - t0
             out[run] = {"seconds": seconds, "cpu_s": _cpu_s() - c0, "pairs": n, "pairs_per_s": n / seconds}
-        out[run]["peak_rss_mb"] = _rss_mb()
+        out[run]["peak_rss_mb"] = peak_rss_mb()
     return out
 
 

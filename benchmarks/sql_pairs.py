@@ -29,7 +29,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from pairs import THRESHOLD, _cpu_s, _rss_mb, _warm_kernels, corpus_dataset  # noqa: E402
+from lance_minhash_sql.rss import peak_rss_mb  # noqa: E402
+from pairs import THRESHOLD, _cpu_s, _warm_kernels, corpus_dataset  # noqa: E402
 
 MODES = ("python", "sql-count", "sql-parquet", "python-dedup", "sql-dedup")
 
@@ -41,7 +42,7 @@ def child(what: str, uri: str, threads: int) -> dict:
 
     _warm_kernels()
     con = lms.connect(threads=threads)
-    out: dict = {"what": what, "baseline_rss_mb": _rss_mb()}
+    out: dict = {"what": what, "baseline_rss_mb": peak_rss_mb()}
     u = "'" + uri.replace("'", "''") + "'"
     with tempfile.TemporaryDirectory() as tmp:
         for run in ("cold", "warm"):
@@ -62,7 +63,7 @@ def child(what: str, uri: str, threads: int) -> dict:
                             f"{THRESHOLD})").fetchall()[0][0]
             seconds = time.perf_counter() - t0
             out[run] = {"seconds": seconds, "cpu_s": _cpu_s() - c0, "result": int(n), "per_s": n / seconds,
-                        "peak_rss_mb": _rss_mb()}
+                        "peak_rss_mb": peak_rss_mb()}
     return out
 
 

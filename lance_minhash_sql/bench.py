@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+
+from .rss import peak_rss_mb
 
 __all__ = ["PEERS", "PeerResult", "run_bench", "format_table"]
 
@@ -41,10 +42,6 @@ class PeerResult:
     @property
     def rows_per_second(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
-
-
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _python_shingles(text: str, size: int = 3) -> list[str]:
@@ -124,9 +121,9 @@ _RUNNERS = {"ours": _peer_ours, "lance": _peer_lance, "datasketch": _peer_datask
 
 
 def _child(peer: str, uri: str, column: str, limit: int | None) -> None:
-    baseline = _rss_mb()
+    baseline = peak_rss_mb()
     task, rows, seconds, note = _RUNNERS[peer](uri, column, limit)
-    print(json.dumps(asdict(PeerResult(peer, task, rows, seconds, _rss_mb(), baseline, note))))
+    print(json.dumps(asdict(PeerResult(peer, task, rows, seconds, peak_rss_mb(), baseline, note))))
 
 
 def run_peer(peer: str, uri: str, column: str = "text", limit: int | None = None) -> PeerResult | str:
