@@ -6,7 +6,7 @@
 
 The synthetic corpus (``lance_minhash_sql.corpus``) is written once and cached under
 ``bench-data/``. Each build runs in its own child process, so each peak RSS
-(the child's ``VmHWM``, :mod:`lance_minhash_sql.rss`) is its own; ours first loads its compiled kernels with a
+(the child's ``VmHWM``, :mod:`lance_minhash_sql.usage`) is its own; ours first loads its compiled kernels with a
 tiny build (reported as "kernel load", not part of the build time). Both builds use the
 same parameters (k=128, b=16, shingle 3, default tokenizer) and the same dataset; each
 child removes its index afterwards. ``--memory-limit`` is passed to ours as
@@ -33,7 +33,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.rss import peak_rss_mb, status_mb  # noqa: E402
+from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, status_mb  # noqa: E402
 
 
 def corpus(rows: int, data_dir: str) -> str:
@@ -158,13 +158,6 @@ class _Trace:
                 "samples": self.samples}
 
 
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) -> dict:
     import lance
 
@@ -176,10 +169,10 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) ->
         out["baseline_rss_mb"] = peak_rss_mb()
         split = _Split()
         t0 = time.perf_counter()
-        cpu0 = _cpu_s()
+        cpu0 = cpu_seconds()
         ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {}), name="bench_lance", replace=True)
         out["seconds"] = time.perf_counter() - t0
-        out["cpu_s"] = _cpu_s() - cpu0
+        out["cpu_s"] = cpu_seconds() - cpu0
         out["peak_rss_mb"] = peak_rss_mb()
         split.report(out)
         ds = lance.dataset(uri)
@@ -208,9 +201,9 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) ->
         if tracer is not None:
             tracer.install()
         split = _Split()
-        cpu0 = _cpu_s()
+        cpu0 = cpu_seconds()
         r = build_index(uri, "text", name="bench_ours", memory_limit=memory_limit)
-        out["cpu_s"] = _cpu_s() - cpu0
+        out["cpu_s"] = cpu_seconds() - cpu0
         out["seconds"] = r.seconds
         out["peak_rss_mb"] = peak_rss_mb()
         split.report(out)

@@ -55,20 +55,13 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.rss import peak_rss_mb, rss_mb  # noqa: E402
+from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
 
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def datasets(data_dir: str, left_rows: int, right_rows: int) -> tuple[str, str]:
@@ -131,10 +124,10 @@ def child_ours(left: str, right: str, out_path: str, small: str) -> dict:
     sql = f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := {THRESHOLD})"
     runs = {}
     for run in ("first statement", "second statement"):
-        c0, t0 = _cpu_s(), time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         table = con.sql(sql).to_arrow_table()
-        runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "pairs": table.num_rows,
-                     "peak_rss_mb": peakrss_mb()}
+        runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "pairs": table.num_rows,
+                     "peak_rss_mb": peak_rss_mb()}
     lid = table.column("left_rowid").to_numpy()
     _, counts = np.unique(lid, return_counts=True)
     pq.write_table(table.select(["left_rowid", "right_rowid"]), out_path)
@@ -153,14 +146,14 @@ def child_lateral(left: str, right: str, small: str) -> dict:
     base = rss_mb()
     runs = {}
     for run in ("first statement", "second statement"):
-        c0, t0 = _cpu_s(), time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         rows = lance.dataset(left).to_table(columns=["text"], with_row_id=True)
         con.register("left_rows", rows)
         table = con.sql(f"SELECT l._rowid AS left_rowid, s._rowid AS right_rowid, 1 - s._distance AS similarity "
                         f"FROM left_rows l, LATERAL minhash_search_ids('{right}', 'text', l.text, "
                         f"threshold := {THRESHOLD}, k := NULL) s").to_arrow_table()
-        runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "pairs": table.num_rows,
-                     "peak_rss_mb": peakrss_mb()}
+        runs[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "pairs": table.num_rows,
+                     "peak_rss_mb": peak_rss_mb()}
         con.unregister("left_rows")
     return {"runs": runs, "baseline_rss_mb": base}
 
@@ -180,7 +173,7 @@ def child_lance(left: str, right: str, sample: int, limit: int, out_path: str) -
     ds = lance.dataset(right)
     base = rss_mb()
     got_l, got_r = [], []
-    c0, t0 = _cpu_s(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     for text, me in zip(texts, ids):
         if text is None:
             continue
@@ -190,11 +183,11 @@ def child_lance(left: str, right: str, sample: int, limit: int, out_path: str) -
         r = hits.column("_rowid").to_numpy()[keep]
         got_l.extend([me] * r.size)
         got_r.extend(r.tolist())
-    seconds, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     pq.write_table(pa.table({"left_rowid": pa.array(got_l, pa.uint64()), "right_rowid": pa.array(got_r, pa.uint64()),
                              "sample": pa.array([True] * len(got_l))}), out_path)
     pq.write_table(pa.table({"left_rowid": pa.array(ids, pa.uint64())}), out_path + ".sample")
-    return {"seconds": seconds, "cpu_s": cpu, "queries": len(texts), "pairs": len(got_l), "peak_rss_mb": peakrss_mb(),
+    return {"seconds": seconds, "cpu_s": cpu, "queries": len(texts), "pairs": len(got_l), "peak_rss_mb": peak_rss_mb(),
             "baseline_rss_mb": base, "limit": limit}
 
 

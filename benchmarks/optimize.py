@@ -30,7 +30,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.rss import peak_rss_mb  # noqa: E402
+from lance_minhash_sql.usage import peak_rss_mb  # noqa: E402
 
 
 def prepare(rows: int, segments: int, data_dir: str) -> tuple[str, int]:

@@ -69,7 +69,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.rss import peak_rss_mb, rss_mb  # noqa: E402
+from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
 DENSE_BASE_ROWS = 100_000
@@ -164,13 +164,6 @@ def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
     return uri
 
 
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def _warm_kernels() -> None:
     """Load every kernel the self-join uses, on a tiny dataset."""
     import tempfile
@@ -208,12 +201,12 @@ def peer_ours(uri: str, threshold: float) -> dict:
 
     _warm_kernels()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
-    c0, t0 = _cpu_s(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     build_index(uri, "text", replace=True)
     t1 = time.perf_counter()
     n = sum(b.num_rows for b in pairs(uri, "text", threshold))
     t2 = time.perf_counter()
-    out.update(seconds=t2 - t0, cpu_s=_cpu_s() - c0, parts={"build_index": t1 - t0, "pairs": t2 - t1}, pairs=n,
+    out.update(seconds=t2 - t0, cpu_s=cpu_seconds() - c0, parts={"build_index": t1 - t0, "pairs": t2 - t1}, pairs=n,
                peak_rss_mb=peak_rss_mb())
     return out
 
@@ -226,7 +219,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
 
     texts = _texts(uri)
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
-    c0, t0 = _cpu_s(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     sets = [[s.encode("utf-8") for s in _python_shingles(t)] if t else [] for t in texts]
     keep = [i for i, s in enumerate(sets) if s]
     sigs = MinHash.bulk([sets[i] for i in keep], num_perm=128)
@@ -243,7 +236,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
             if j > i and m.jaccard(by_row[j]) >= threshold:
                 n += 1
     t3 = time.perf_counter()
-    out.update(seconds=t3 - t0, cpu_s=_cpu_s() - c0, parts={"sign": t1 - t0, "insert": t2 - t1, "query+verify": t3 - t2}, pairs=n,
+    out.update(seconds=t3 - t0, cpu_s=cpu_seconds() - c0, parts={"sign": t1 - t0, "insert": t2 - t1, "query+verify": t3 - t2}, pairs=n,
                peak_rss_mb=peak_rss_mb(), note=f"b={lsh.b}, r={lsh.r}")
     return out
 
@@ -264,10 +257,10 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
     table = ds.to_table(columns=["text"], with_row_id=True).take(picked)
     texts, self_ids = table.column("text").to_pylist(), table.column("_rowid").to_pylist()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
-    c0, t0 = _cpu_s(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     ds.create_scalar_index("text", IndexConfig("MINHASHLSH", MinHashParams().to_lance_config()),
                            name="bench_lance_per_row", replace=True)
-    t1, c1 = time.perf_counter(), _cpu_s()
+    t1, c1 = time.perf_counter(), cpu_seconds()
     ds = lance.dataset(uri)
     n = queried = 0
     for text, me in zip(texts, self_ids):
@@ -278,7 +271,7 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
         dist, ids = hits.column("_distance").to_numpy(), hits.column("_rowid").to_numpy()
         n += int(((dist <= 1.0 - threshold + 1e-6) & (ids != me)).sum())
         queried += 1
-    t2, c2 = time.perf_counter(), _cpu_s()
+    t2, c2 = time.perf_counter(), cpu_seconds()
     ds.drop_index("bench_lance_per_row")
     scale = rows / len(texts)
     queries = (t2 - t1) * scale
@@ -353,11 +346,11 @@ def child(what: str, uri: str, threshold: float) -> dict:
     if what == "warm":
         return out
     for run in ("cold", "warm"):
-        c0, t0 = _cpu_s(), time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
             t = clusters(uri, "text", threshold)
             seconds = time.perf_counter() - t0
-            out[run] = {"seconds": seconds, "cpu_s": _cpu_s() - c0, "rows": t.num_rows,
+            out[run] = {"seconds": seconds, "cpu_s": cpu_seconds() - c0, "rows": t.num_rows,
                         "clusters": len(set(t.column("cluster_id").to_pylist())),
                         "largest": max(t.column("cluster_size").to_pylist(), default=0)}
         else:
@@ -365,7 +358,7 @@ def child(what: str, uri: str, threshold: float) -> dict:
             for b in pairs(uri, "text", threshold, exact=(what == "exact")):
                 n += b.num_rows
             seconds = time.perf_counter() - t0
-            out[run] = {"seconds": seconds, "cpu_s": _cpu_s() - c0, "pairs": n, "pairs_per_s": n / seconds}
+            out[run] = {"seconds": seconds, "cpu_s": cpu_seconds() - c0, "pairs": n, "pairs_per_s": n / seconds}
         out[run]["peak_rss_mb"] = peak_rss_mb()
     return out
 

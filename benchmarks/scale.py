@@ -32,14 +32,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from lance_minhash_sql.usage import cpu_seconds  # noqa: E402
+
 THRESHOLD = 0.8
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _peak_mb() -> float:
@@ -71,23 +66,23 @@ def child(what: str, uri: str, queries: int) -> dict:
         picks = np.random.default_rng(3).choice(n, size=queries, replace=False)
         texts = lance.dataset(uri).take(np.sort(picks), columns=["text"]).column("text").to_pylist()
         lat = []
-        c0 = _cpu_s()
+        c0 = cpu_seconds()
         for q in texts:
             t0 = time.perf_counter()
             search(uri, "text", q, 10)
             lat.append(time.perf_counter() - t0)
         lat_ms = sorted(x * 1000 for x in lat)
         out.update(queries=len(lat), p50_ms=lat_ms[len(lat) // 2], p95_ms=lat_ms[int(len(lat) * 0.95)],
-                   first_ms=lat[0] * 1000, cpu_s=_cpu_s() - c0, seconds=sum(lat), peak_mb=_peak_mb())
+                   first_ms=lat[0] * 1000, cpu_s=cpu_seconds() - c0, seconds=sum(lat), peak_mb=_peak_mb())
         return out
     for run in ("cold", "warm"):
-        c0, t0 = _cpu_s(), time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
             t = clusters(uri, "text", THRESHOLD)
             result = t.num_rows
         else:
             result = sum(b.num_rows for b in pairs(uri, "text", THRESHOLD))
-        out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "result": result,
+        out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "result": result,
                     "peak_mb": _peak_mb()}
     return out
 

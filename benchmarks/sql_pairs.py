@@ -29,8 +29,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lance_minhash_sql.rss import peak_rss_mb  # noqa: E402
-from pairs import THRESHOLD, _cpu_s, _warm_kernels, corpus_dataset  # noqa: E402
+from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb  # noqa: E402
+from pairs import THRESHOLD, _warm_kernels, corpus_dataset  # noqa: E402
 
 MODES = ("python", "sql-count", "sql-parquet", "python-dedup", "sql-dedup")
 
@@ -46,7 +46,7 @@ def child(what: str, uri: str, threads: int) -> dict:
     u = "'" + uri.replace("'", "''") + "'"
     with tempfile.TemporaryDirectory() as tmp:
         for run in ("cold", "warm"):
-            c0, t0 = _cpu_s(), time.perf_counter()
+            c0, t0 = cpu_seconds(), time.perf_counter()
             if what == "python":
                 n = sum(b.num_rows for b in pairs(uri, "text", THRESHOLD))
             elif what == "sql-count":
@@ -62,7 +62,7 @@ def child(what: str, uri: str, threads: int) -> dict:
                 n = con.sql(f"SELECT count(*) FILTER (WHERE NOT keep) FROM minhash_dedup({u}, 'text', "
                             f"{THRESHOLD})").fetchall()[0][0]
             seconds = time.perf_counter() - t0
-            out[run] = {"seconds": seconds, "cpu_s": _cpu_s() - c0, "result": int(n), "per_s": n / seconds,
+            out[run] = {"seconds": seconds, "cpu_s": cpu_seconds() - c0, "result": int(n), "per_s": n / seconds,
                         "peak_rss_mb": peak_rss_mb()}
     return out
 

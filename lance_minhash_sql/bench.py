@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from .rss import peak_rss_mb
+from .usage import peak_rss_mb
 
 __all__ = ["PEERS", "PeerResult", "run_bench", "format_table"]
 

@@ -24,6 +24,7 @@ from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.pairs import pairs
 from lance_minhash_sql.index.opened import cache_usage
 from lance_minhash_sql.index.search import search_ids
+from lance_minhash_sql.usage import rss_mb
 
 ROWS = 6000
 THREADS = 8
@@ -31,11 +32,6 @@ THREADS = 8
 
 def lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _unrelated(n: int, start: int) -> pa.Table:
@@ -139,7 +135,7 @@ def _run_load(uri, queries, expected, calls_between, writer=None, steps=0, pair_
                         errors.append(f"worker {w}: python batch returned {t.num_rows} rows")
                 load.count(w)
                 if w == 0 and load.calls[w] % 20 == 0:
-                    rss.append(_rss_mb() - cache_usage() / 2**20)
+                    rss.append(rss_mb() - cache_usage() / 2**20)
         except Exception as exc:  # the test reports every failure, with its worker
             errors.append(f"worker {w}: {type(exc).__name__}: {exc}")
         finally:
@@ -254,7 +250,7 @@ def test_repeated_searches_retain_nothing_per_search(corpus):
     def held() -> tuple:
         gc.collect()
         traced = sum(t.size for t in tracemalloc.take_snapshot().filter_traces(not_lance).traces)
-        return traced, pa.total_allocated_bytes(), cache_usage(), _rss_mb()
+        return traced, pa.total_allocated_bytes(), cache_usage(), rss_mb()
 
     for s in sql * 5:  # compile, open, fill the cache
         con.execute(s).fetchall()

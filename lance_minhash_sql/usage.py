@@ -1,4 +1,5 @@
-"""Memory readings of this process, for the benchmarks and ``lance-minhash bench``.
+"""Resource readings of this process (memory and CPU time), for the benchmarks and
+``lance-minhash bench``.
 
 The peak is the memory map's high-water mark, ``VmHWM`` in ``/proc/self/status``, not
 ``getrusage().ru_maxrss``: Linux carries ``ru_maxrss`` over ``fork`` and ``exec`` (and
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["peak_rss_mb", "rss_mb", "status_mb"]
+__all__ = ["cpu_seconds", "peak_rss_mb", "rss_mb", "status_mb"]
 
 _STATUS = "/proc/self/status"
 
@@ -30,6 +31,14 @@ def status_mb(*keys: str) -> dict[str, float]:
     except OSError:
         pass
     return out
+
+
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process so far (all its threads)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _maxrss_mb() -> float:

@@ -1,4 +1,4 @@
-"""Memory readings (lance_minhash_sql/rss.py): a child's peak is its own, not its parent's."""
+"""Resource readings (lance_minhash_sql/usage.py): a child's peak is its own, not its parent's."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 
-from lance_minhash_sql.rss import peak_rss_mb, rss_mb, status_mb
+from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, rss_mb, status_mb
 
-_CHILD = "import json; from lance_minhash_sql.rss import peak_rss_mb; print(json.dumps(peak_rss_mb()))"
+_CHILD = "import json; from lance_minhash_sql.usage import peak_rss_mb; print(json.dumps(peak_rss_mb()))"
 
 
 def test_readings_are_consistent():
@@ -39,3 +39,11 @@ def test_a_child_reports_its_own_peak_not_its_parents():
     child = json.loads(out.stdout)
     assert parent >= 512
     assert 0 < child < parent - 256, (child, parent)
+
+
+def test_cpu_seconds_count_this_process_work():
+    before = cpu_seconds()
+    x = np.arange(1 << 22, dtype=np.uint64)
+    for _ in range(40):  # about 0.1-0.2 CPU s of arithmetic
+        x = x * np.uint64(3) + np.uint64(1)
+    assert cpu_seconds() - before >= 0.02
