@@ -142,9 +142,10 @@ def format_table(results: list[PeerResult], reference: str = "lance") -> str:
              f"{'ours ÷ peer':>11} {'peak RSS':>9}  note"]
     ours = next((r for r in results if r.peer == "ours"), None)
     for r in results:
-        ratio = ours.rows_per_second / r.rows_per_second if ours and r.peer != "ours" else float("nan")
+        # the ours row has no ratio to itself: a dash, not "nanx"
+        ratio = f"{ours.rows_per_second / r.rows_per_second:>10.1f}x" if ours and r.peer != "ours" else f"{'-':>11}"
         lines.append(f"{r.peer:<11} {r.task:<36} {r.rows:>10,} {r.seconds:>8.2f} {r.rows_per_second:>11,.0f} "
-                     f"{ratio:>10.1f}x {r.peak_rss_mb:>7.0f}MB  {r.note}")
+                     f"{ratio} {r.peak_rss_mb:>7.0f}MB  {r.note}")
     if ref and ours:
         lines.append(f"signing throughput ours ÷ Lance native build: "
                      f"{ours.rows_per_second / ref.rows_per_second:.2f}x")

@@ -46,6 +46,7 @@ def test_bench_table_ratios():
     lance = PeerResult("lance", "build", 1000, 4.0, 200.0, 10.0)
     table = format_table([ours, lance])
     assert "4.0x" in table and "ours ÷ Lance native build: 4.00x" in table
+    assert "nan" not in table  # the ours row has no ratio to itself
 
 
 def test_console_script_help():
