@@ -32,17 +32,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from lance_minhash_sql.usage import cpu_seconds  # noqa: E402
+from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
-
-
-def _peak_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def child(what: str, uri: str, queries: int) -> dict:
@@ -56,7 +48,7 @@ def child(what: str, uri: str, queries: int) -> dict:
 
     warnings.simplefilter("ignore", LowRecallWarning)
     bench_pairs._warm_kernels()
-    out: dict = {"what": what, "baseline_mb": _peak_mb()}
+    out: dict = {"what": what, "baseline_mb": peak_rss_mb()}
     if what == "search":
         import lance
 
@@ -73,7 +65,7 @@ def child(what: str, uri: str, queries: int) -> dict:
             lat.append(time.perf_counter() - t0)
         lat_ms = sorted(x * 1000 for x in lat)
         out.update(queries=len(lat), p50_ms=lat_ms[len(lat) // 2], p95_ms=lat_ms[int(len(lat) * 0.95)],
-                   first_ms=lat[0] * 1000, cpu_s=cpu_seconds() - c0, seconds=sum(lat), peak_mb=_peak_mb())
+                   first_ms=lat[0] * 1000, cpu_s=cpu_seconds() - c0, seconds=sum(lat), peak_mb=peak_rss_mb())
         return out
     for run in ("cold", "warm"):
         c0, t0 = cpu_seconds(), time.perf_counter()
@@ -83,7 +75,7 @@ def child(what: str, uri: str, queries: int) -> dict:
         else:
             result = sum(b.num_rows for b in pairs(uri, "text", THRESHOLD))
         out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "result": result,
-                    "peak_mb": _peak_mb()}
+                    "peak_mb": peak_rss_mb()}
     return out
 
 
