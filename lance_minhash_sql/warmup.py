@@ -76,7 +76,7 @@ def _run_all(tmp: str) -> None:
     q = "'" + uri.replace("'", "''") + "'"
     con = connect()
     con.execute("SET enable_progress_bar = false")
-    con.sql(f"""SELECT minhash_similarity(minhash_signature(a.text), minhash_signature(b.text)),
+    con.sql("""SELECT minhash_similarity(minhash_signature(a.text), minhash_signature(b.text)),
                        minhash_band_keys(minhash_signature(a.text)), shingle_jaccard(a.text, b.text),
                        lsh_probability(0.5, 16, 8)
                 FROM (SELECT * FROM (VALUES ('the quick brown fox'), ('Grüße aus Köln'), (NULL)) t(text)) a,

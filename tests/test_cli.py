@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
 from lance_minhash_sql import cli
 from lance_minhash_sql.bench import PeerResult, format_table

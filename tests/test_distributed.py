@@ -15,7 +15,6 @@ import tempfile
 import time
 
 import lance
-import numpy as np
 import pyarrow as pa
 import pytest
 

@@ -15,7 +15,7 @@ import pytest
 
 import lance_minhash_sql as lms
 import naive
-from lance_minhash_sql.duck import tables, udfs
+from lance_minhash_sql.duck import udfs
 from lance_minhash_sql.duck.install import ALL_UDFS, macro_files
 from lance_minhash_sql.index.sign import Signer
 from lance_minhash_sql.params import MinHashParams, TokenizerParams, lsh_probability

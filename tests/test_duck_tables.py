@@ -17,7 +17,7 @@ from lance_minhash_sql.duck import join, lifecycle, pairs, report, tables, udfs
 from lance_minhash_sql.duck.results import duck_type
 from lance_minhash_sql.index import report_tables, results
 from lance_minhash_sql.index.results import BuildResult
-from lance_minhash_sql.params import MinHashParams, recall_bands
+from lance_minhash_sql.params import recall_bands
 from lance_minhash_sql.records import record_schema
 
 
@@ -85,7 +85,7 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
         (f"SELECT * FROM minhash_build('{corpus}', 'id')", "DatasetError", "string"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', num_bands := 7)", "InvalidParameterError", "num_bands=7"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', num_hashes := NULL)", "InvalidInputError", "num_hashes"),
-        (f"SELECT * FROM minhash_build(NULL, 'text')", "InvalidInputError", "dataset"),
+        ("SELECT * FROM minhash_build(NULL, 'text')", "InvalidInputError", "dataset"),
         (f"SELECT * FROM minhash_build('{corpus}/missing.lance', 'text')", "DatasetError", "missing.lance"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{\"stem\": true}}')",
          "InvalidParameterError", "stem"),

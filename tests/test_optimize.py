@@ -538,7 +538,7 @@ def test_sql_minhash_optimize(tmp_path):
     append(uri, 1000, 1100)
     row = con.sql(f"SELECT merged_segments FROM minhash_optimize('{uri}', 'text', merge := ['{seg}'])").fetchall()
     assert row == [(1,)]
-    for bad, msg in ((f"NULL, 'text'", "dataset is NULL"), (f"'{uri}', NULL", "column is NULL"),
+    for bad, msg in (("NULL, 'text'", "dataset is NULL"), (f"'{uri}', NULL", "column is NULL"),
                      (f"'{uri}', 'text', merge := NULL", "merge is NULL"),
                      (f"'{uri}', 'text', merge := -2", "merge=-2"),
                      (f"'{uri}', 'id'", "string column")):

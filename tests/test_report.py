@@ -29,7 +29,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.manifest import minhash_segments
 from lance_minhash_sql.kernels.pairs import pair_jaccard
 from lance_minhash_sql.params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability,
-                                      optimal_bands, recall_bands, scurve_threshold)
+                                      recall_bands, scurve_threshold)
 
 ROWS = 4000
 SPEC = CorpusSpec(seed=3, duplicate_fraction=0.5, source_skew=1.0, edit_weights=(0.0, 0.9, 0.1),
@@ -337,7 +337,7 @@ def test_bad_input_gives_package_errors(corpus, tmp_path):
         (f"SELECT * FROM minhash_scurve('{corpus}', 'text', sample := -1)", "InvalidParameterError", "sample=-1"),
         (f"SELECT * FROM minhash_report('{corpus}', 'text', sample := 2.5)", "InvalidParameterError", "sample=2.5"),
         (f"SELECT * FROM minhash_report('{corpus}', 'text', sample := NULL)", "InvalidInputError", "sample is NULL"),
-        (f"SELECT * FROM minhash_report(NULL, 'text')", "InvalidInputError", "dataset is NULL"),
+        ("SELECT * FROM minhash_report(NULL, 'text')", "InvalidInputError", "dataset is NULL"),
         (f"SELECT * FROM minhash_scurve('{corpus}', NULL)", "InvalidInputError", "column is NULL"),
         (f"SELECT * FROM minhash_buckets('{corpus}', 'text', top := NULL)", "InvalidInputError", "top is NULL"),
         (f"SELECT * FROM minhash_buckets('{bare}', 'text')", "IndexNotFoundError", "minhash_build"),
