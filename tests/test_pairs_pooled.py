@@ -20,7 +20,7 @@ from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity
 from lance_minhash_sql.index.clusters import clusters
 from lance_minhash_sql.index.entries import SegmentEntry
-from lance_minhash_sql.index.pairs import pair_shards, pairs
+from lance_minhash_sql.index.pairs import pair_shards, pairs, shard_pairs
 from lance_minhash_sql.kernels.pairs import multi_rows
 
 
@@ -54,6 +54,62 @@ def test_candidate_docs_are_every_shards_docs(dataset):
     assert len(got) == 1
     assert np.array_equal(got[0], np.unique(np.concatenate(want)))
     assert 0 < got[0].size < plan.entries[0].docs.num_docs
+
+
+def test_candidate_docs_of_some_shards_are_those_shards_docs(dataset):
+    """With key ranges, candidate_docs lists exactly the docs of those shards' buckets."""
+    shards = pair_shards(dataset, "text", 0.8, num_shards=7)
+    plan = shards[0].plan
+    some = shards_mod.run_together([shards[1], shards[4], shards[5]])
+    assert {s.peers for s in some} == {((shards[1].lo, shards[1].hi), (shards[4].lo, shards[4].hi),
+                                        (shards[5].lo, shards[5].hi))}
+    got = shards_mod.candidate_docs(plan, some[0].peers)
+    want = np.unique(np.concatenate([multi_rows(*shards_mod.read_run(plan.entries[0], s.lo, s.hi))[1] for s in some]))
+    assert np.array_equal(got[0], want)
+    assert 0 < got[0].size < shards_mod.candidate_docs(plan)[0].size
+
+
+def test_shards_run_together_pool_only_their_candidates(dataset, monkeypatch):
+    """A process running some shards (a distributed task) pools their candidates alone, and
+    their pairs are the ones those shards give without pooling; a later whole self-join of
+    the same plan pools the rest and equals the oracle."""
+    want = oracle(dataset, 0.8)
+    need, _ = candidate_budget(dataset)
+    pooled = []
+    pool_docs = SegmentEntry.pool_docs
+
+    def counted(self, docs):
+        ok = pool_docs(self, docs)
+        pooled.append((docs.size, ok))
+        return ok
+
+    def some_pairs(together: bool) -> dict:
+        shards = pair_shards(dataset, "text", 0.8, num_shards=6)
+        picked = [shards[0], shards[3]]
+        if together:
+            picked = shards_mod.run_together(picked)
+        return as_dict([b for s in picked for b in shard_pairs(s)])
+
+    every = shards_mod.candidate_docs(pair_shards(dataset, "text", 0.8)[0].plan)[0].size
+    old = set_cache_capacity(need + (64 << 10))
+    try:
+        monkeypatch.setattr(SegmentEntry, "pool_docs", counted)
+        clear_cache()
+        alone = some_pairs(True)
+        first = list(pooled)
+        whole = as_dict(pairs(dataset, "text", 0.8))
+        monkeypatch.setattr(shards_mod, "_pools_candidates", lambda entry: False)
+        clear_cache()
+        unpooled = some_pairs(False)
+    finally:
+        set_cache_capacity(old)
+        clear_cache()
+    assert first and all(ok for _, ok in first)
+    assert all(0 < n < every for n, _ in first)  # these shards' candidates, not all of them
+    assert alone == unpooled and 0 < len(alone) < len(want)
+    assert all(want[p] == s for p, s in alone.items())
+    assert whole == want
+    assert len(pooled) > len(first)  # the whole self-join pooled its own candidates
 
 
 def test_pooled_candidates_give_the_same_pairs_and_clusters(dataset, monkeypatch):

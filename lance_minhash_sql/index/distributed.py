@@ -76,7 +76,7 @@ from .build import (BuildResult, check_segment_rows, cleanup_leftovers, marker_d
 from .clusters import components, shard_links
 from .optimize import optimize
 from .pairs import shard_pairs
-from .shards import MAX_SHARDS, pair_shards, plan_shards
+from .shards import MAX_SHARDS, pair_shards, plan_shards, run_together
 from .spill import plan_sort
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
@@ -341,7 +341,7 @@ def _task_shards(uri: str, version: int, column: str, threshold: float, num_shar
                  indices: list[int]):
     ds = open_dataset(uri, storage_options, version)
     shards = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)
-    return [shards[i] for i in indices]
+    return run_together([shards[i] for i in indices])  # this task's candidates only
 
 
 def _pairs_task(uri, version, column, threshold, num_shards, storage_options, indices, exact) -> list:

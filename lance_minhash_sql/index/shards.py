@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 import numpy as np
@@ -44,6 +44,7 @@ __all__ = [
     "Shard",
     "plan_shards",
     "pair_shards",
+    "run_together",
     "ShardData",
     "load_shard",
     "candidate_docs",
@@ -125,8 +126,9 @@ class Plan:
                 f"{self.total_docs:,} rows; the self-join handles fewer than 2**32")
         self.total_band_rows = sum(e.bands.num_rows for e in self.entries)
         self.lock = threading.Lock()
-        self.candidates: list[np.ndarray] | None = None  # per run: its docs in a bucket of >= 2
-        self.pool_failed: dict[int, int] = {}  # run -> cache capacity its candidates did not fit
+        # key ranges (None: all) -> per run, its docs in a bucket of >= 2 within them
+        self.candidates: dict[tuple | None, list[np.ndarray]] = {}
+        self.pool_failed: dict[tuple, int] = {}  # (run, key ranges) -> cache capacity they did not fit
 
 
 _plans = ByteCache.for_objects("self-join plans", _MAX_PLANS)  # id(opened index) -> its Plan
@@ -155,6 +157,9 @@ class Shard:
     hi: int
     threshold: float
     plan: Plan = field(repr=False)
+    # key ranges of the shards this process runs with this one (None: all of the plan's):
+    # what the up-front candidate pass covers (:func:`run_together`)
+    peers: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
 
     @property
     def uri(self) -> str:
@@ -181,6 +186,16 @@ def _shards(plan: Plan, threshold: float, num_shards: int | None) -> list[Shard]
     span = plan.params.num_bands << BAND_SHIFT
     bounds = [span * s // num_shards for s in range(num_shards + 1)]
     return [Shard(s, num_shards, bounds[s], bounds[s + 1], threshold, plan) for s in range(num_shards)]
+
+
+def run_together(shards: list[Shard]) -> list[Shard]:
+    """The same shards, marked as the only ones of their plan that this process runs: the
+    up-front candidate pass (:func:`pool_candidates`) then covers their key ranges alone.
+    A distributed task running a few shards of a large index reads and pools its own
+    shards' candidates instead of every shard's; answers do not change (a shard whose docs
+    are not pooled reads them itself)."""
+    peers = tuple(sorted((s.lo, s.hi) for s in shards))
+    return [replace(s, peers=peers) for s in shards]
 
 
 def plan_shards(dataset, column: str, threshold: float, num_shards: int | None, storage_options,
@@ -378,18 +393,19 @@ def pool_signatures(plan: Plan, gids: np.ndarray):
     return ugids, sigs, rowids
 
 
-def candidate_docs(plan: Plan) -> list[np.ndarray]:
-    """Per run, its sorted docs that are in a bucket of two rows or more (in any run):
-    every doc any shard of the self-join needs, deleted rows included. One pass over the
-    band rows, key range by key range (as :func:`load_shard` reads them), on
-    :func:`.threads.num_threads` threads."""
+def candidate_docs(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = None) -> list[np.ndarray]:
+    """Per run, its sorted docs that are in a bucket of two rows or more (in any run)
+    with a key in ``ranges`` (``(lo, hi)`` pairs; None: every key): every doc the shards
+    of those ranges need, deleted rows included. One pass over the band rows, key range by
+    key range (as :func:`load_shard` reads them), on :func:`.threads.num_threads` threads."""
     mark = np.zeros(plan.total_docs, dtype=np.bool_)
-    span = plan.params.num_bands << BAND_SHIFT
-    n = max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS))
+    if ranges is None:
+        span = plan.params.num_bands << BAND_SHIFT
+        n = max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS))
+        ranges = tuple((span * s // n, span * (s + 1) // n) for s in range(n))
 
     def mark_ranges(first: int, end: int) -> None:  # key ranges side by side (nogil kernels)
-        for s in range(first, end):
-            lo, hi = span * s // n, span * (s + 1) // n
+        for lo, hi in ranges[first:end]:
             parts = []
             for r, entry in enumerate(plan.entries):
                 keys, docs = read_run(entry, lo, hi)
@@ -402,7 +418,7 @@ def candidate_docs(plan: Plan) -> list[np.ndarray]:
                 keys, gids = merge_runs(parts, plan.offsets)
                 mark_multi(readonly(keys), readonly(gids), np.int64(0), mark)
 
-    run_chunks(mark_ranges, n, 1)
+    run_chunks(mark_ranges, len(ranges), 1)
     return [np.flatnonzero(mark[plan.offsets[r]:plan.offsets[r + 1]]).astype(np.uint32)
             for r in range(len(plan.entries))]
 
@@ -416,33 +432,37 @@ def _pools_candidates(entry: SegmentEntry) -> bool:
     return entry.docs.file_bytes() > segment_cache().capacity - entry.bands.nbytes
 
 
-def pool_candidates(plan: Plan) -> None:
-    """Before the first shard of a plan loads: the candidate docs of *all* shards
-    (:func:`candidate_docs`) of each segment whose signatures do not fit the cache whole
-    go into its pool in one sorted pass over its file, when they fit; the shards then
-    gather from memory. (At 10M rows: 2.6M of the 10M docs, 690 MB, in one pass, instead
+def pool_candidates(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = None) -> None:
+    """Before the first shard of a plan loads: the candidate docs of *all* shards in
+    ``ranges`` (:func:`candidate_docs`; None: every shard of the plan) of each segment
+    whose signatures do not fit the cache whole go into its pool in one sorted pass over
+    its file, when they fit; the shards then gather from memory. (At 10M rows: 2.6M of the 10M docs, 690 MB, in one pass, instead
     of 77 shards each mapping most of the 2.6 GB file again for its ~250k scattered
     docs.) Segments that fit whole load whole (:func:`_read_signatures_whole`); when the
     candidates do not fit either, each shard reads its own (:meth:`SegmentEntry.shard_docs`)."""
     capacity = segment_cache().capacity
-    runs = [r for r, e in enumerate(plan.entries) if plan.pool_failed.get(r) != capacity and _pools_candidates(e)]
+    runs = [r for r, e in enumerate(plan.entries)
+            if plan.pool_failed.get((r, ranges)) != capacity and _pools_candidates(e)]
     if not runs:
         return
     with plan.lock:
-        if plan.candidates is None:
-            plan.candidates = candidate_docs(plan)
+        candidates = plan.candidates.get(ranges)
+        if candidates is None:
+            candidates = plan.candidates[ranges] = candidate_docs(plan, ranges)
         for r in runs:
-            entry, docs = plan.entries[r], plan.candidates[r]
-            if plan.pool_failed.get(r) == capacity or entry.docs.used >= docs.size:
+            entry, docs = plan.entries[r], candidates[r]
+            if plan.pool_failed.get((r, ranges)) == capacity:
+                continue
+            if ranges is None and entry.docs.used >= docs.size:
                 continue  # (pooled by another thread, or by an earlier call of this plan)
-            if not entry.pool_docs(docs):
-                plan.pool_failed[r] = capacity
+            if not entry.pool_docs(docs):  # (returns at once when none of them is missing)
+                plan.pool_failed[(r, ranges)] = capacity
 
 
 def load_shard(shard: Shard) -> ShardData | None:
     """Read, merge and filter one shard; ``None`` if it has no bucket of two live docs."""
     plan = shard.plan
-    pool_candidates(plan)
+    pool_candidates(plan, shard.peers)
     parts = []
     for r, entry in enumerate(plan.entries):
         keys, docs = read_run(entry, shard.lo, shard.hi)
