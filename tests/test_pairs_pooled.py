@@ -119,6 +119,26 @@ def test_shards_run_together_pool_only_their_candidates(dataset, monkeypatch):
     assert len(pooled) > len(first)  # the whole self-join pooled its own candidates
 
 
+def test_a_plan_keeps_the_latest_set_of_ranges_only(dataset):
+    """A worker process runs task after task on one cached plan: it keeps the candidates
+    of all shards and of the latest set of shards run together, not of every set."""
+    need, _ = candidate_budget(dataset)
+    old = set_cache_capacity(need + (64 << 10))
+    try:
+        clear_cache()
+        shards = pair_shards(dataset, "text", 0.8, num_shards=6)
+        plan = shards[0].plan
+        for picked in ([0, 3], [1, 2], [4]):
+            for s in shards_mod.run_together([shards[i] for i in picked]):
+                list(shard_pairs(s))
+        list(pairs(dataset, "text", 0.8))
+        kept = set(plan.candidates)
+    finally:
+        set_cache_capacity(old)
+        clear_cache()
+    assert kept == {None, ((shards[4].lo, shards[4].hi),)}
+
+
 def test_pooled_candidates_give_the_same_pairs_and_clusters(dataset, monkeypatch):
     want = oracle(dataset, 0.8)
     need, whole = candidate_budget(dataset)

@@ -436,9 +436,11 @@ def pool_candidates(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = Non
     """Before the first shard of a plan loads: the candidate docs of *all* shards in
     ``ranges`` (:func:`candidate_docs`; None: every shard of the plan) of each segment
     whose signatures do not fit the cache whole go into its pool in one sorted pass over
-    its file, when they fit; the shards then gather from memory. (At 10M rows: 2.6M of the 10M docs, 690 MB, in one pass, instead
-    of 77 shards each mapping most of the 2.6 GB file again for its ~250k scattered
-    docs.) Segments that fit whole load whole (:func:`_read_signatures_whole`); when the
+    its file, when they fit; the shards then gather from memory. (At 10M rows: 2.6M of
+    the 10M docs, 690 MB, in one pass, instead of 77 shards each mapping most of the
+    2.6 GB file again for its ~250k scattered docs.) A plan keeps the candidates of all
+    its shards and of the latest set of ``ranges`` (a worker process runs task after
+    task on one cached plan). Segments that fit whole load whole (:func:`_read_signatures_whole`); when the
     candidates do not fit either, each shard reads its own (:meth:`SegmentEntry.shard_docs`)."""
     capacity = segment_cache().capacity
     runs = [r for r, e in enumerate(plan.entries)
@@ -448,7 +450,10 @@ def pool_candidates(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = Non
     with plan.lock:
         candidates = plan.candidates.get(ranges)
         if candidates is None:
-            candidates = plan.candidates[ranges] = candidate_docs(plan, ranges)
+            candidates = candidate_docs(plan, ranges)
+            if ranges is not None:  # only the latest set of key ranges is kept
+                plan.candidates = {k: v for k, v in plan.candidates.items() if k is None}
+            plan.candidates[ranges] = candidates
         for r in runs:
             entry, docs = plan.entries[r], candidates[r]
             if plan.pool_failed.get((r, ranges)) == capacity:
