@@ -164,7 +164,7 @@ def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
     return uri
 
 
-def _warm_kernels() -> None:
+def warm_kernels() -> None:
     """Load every kernel the self-join uses, on a tiny dataset."""
     import tempfile
 
@@ -199,7 +199,7 @@ def peer_ours(uri: str, threshold: float) -> dict:
     from lance_minhash_sql.index.build import build_index
     from lance_minhash_sql.index.pairs import pairs
 
-    _warm_kernels()
+    warm_kernels()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
     c0, t0 = cpu_seconds(), time.perf_counter()
     build_index(uri, "text", replace=True)
@@ -215,12 +215,12 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
     """MinHash per row, MinHashLSH insert, a query per row, verification by estimate."""
     from datasketch import MinHash, MinHashLSH
 
-    from lance_minhash_sql.bench import _python_shingles
+    from lance_minhash_sql.bench import python_shingles
 
     texts = _texts(uri)
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
     c0, t0 = cpu_seconds(), time.perf_counter()
-    sets = [[s.encode("utf-8") for s in _python_shingles(t)] if t else [] for t in texts]
+    sets = [[s.encode("utf-8") for s in python_shingles(t)] if t else [] for t in texts]
     keep = [i for i, s in enumerate(sets) if s]
     sigs = MinHash.bulk([sets[i] for i in keep], num_perm=128)
     t1 = time.perf_counter()
@@ -295,7 +295,7 @@ def giant_clusters(uri: str, threshold: float, rows: int, copies: int) -> dict:
     ids, _ = giant_cluster(0, rows, copies)
     mine = np.sort(t.column("_rowid").to_numpy()[np.isin(t.column("id").to_numpy(), ids)])
     del t
-    _warm_kernels()
+    warm_kernels()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
     t0 = time.perf_counter()
     table = clusters(uri, "text", threshold)
@@ -315,7 +315,7 @@ def giant_pairs_head(uri: str, threshold: float, batches: int) -> dict:
     """The first ``batches`` batches of pairs(); VmRSS after each."""
     from lance_minhash_sql.index.pairs import pairs
 
-    _warm_kernels()
+    warm_kernels()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
     rss, n = [], 0
     t0 = time.perf_counter()
@@ -340,7 +340,7 @@ def child(what: str, uri: str, threshold: float) -> dict:
 
     warnings.simplefilter("ignore", LowRecallWarning)
     t0 = time.perf_counter()
-    _warm_kernels()
+    warm_kernels()
     out: dict = {"what": what, "threshold": threshold, "kernel_load_s": time.perf_counter() - t0,
                  "baseline_rss_mb": peak_rss_mb()}
     if what == "warm":

@@ -47,7 +47,7 @@ def child(what: str, uri: str, queries: int) -> dict:
     from lance_minhash_sql.index.search import search
 
     warnings.simplefilter("ignore", LowRecallWarning)
-    bench_pairs._warm_kernels()
+    bench_pairs.warm_kernels()
     out: dict = {"what": what, "baseline_mb": peak_rss_mb()}
     if what == "search":
         import lance

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb  # noqa: E402
-from pairs import THRESHOLD, _warm_kernels, corpus_dataset  # noqa: E402
+from pairs import THRESHOLD, corpus_dataset, warm_kernels  # noqa: E402
 
 MODES = ("python", "sql-count", "sql-parquet", "python-dedup", "sql-dedup")
 
@@ -40,7 +40,7 @@ def child(what: str, uri: str, threads: int) -> dict:
     from lance_minhash_sql.index.dedup import keep_flags
     from lance_minhash_sql.index.pairs import pairs
 
-    _warm_kernels()
+    warm_kernels()
     con = lms.connect(threads=threads)
     out: dict = {"what": what, "baseline_rss_mb": peak_rss_mb()}
     u = "'" + uri.replace("'", "''") + "'"

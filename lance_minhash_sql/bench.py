@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from .usage import peak_rss_mb
 
-__all__ = ["PEERS", "PeerResult", "run_bench", "format_table"]
+__all__ = ["PEERS", "PeerResult", "run_bench", "format_table", "python_shingles"]
 
 PEERS = ("ours", "lance", "datasketch", "rensa")
 _WORD = re.compile(r"\w+")
@@ -44,7 +44,9 @@ class PeerResult:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
 
 
-def _python_shingles(text: str, size: int = 3) -> list[str]:
+def python_shingles(text: str, size: int = 3) -> list[str]:
+    """Word ``size``-gram shingles of ``text`` in plain Python: what the Python peers
+    (datasketch, rensa) are fed, as their users would write it."""
     tokens = _WORD.findall(text.lower())
     w = min(size, len(tokens))
     return [" ".join(tokens[i:i + w]) for i in range(len(tokens) - w + 1)] if tokens else []
@@ -101,7 +103,7 @@ def _peer_datasketch(uri: str, column: str, limit: int | None) -> tuple[str, int
     t0 = time.perf_counter()
     for text in texts:
         m = MinHash(num_perm=128)
-        m.update_batch([s.encode("utf-8") for s in _python_shingles(text)])
+        m.update_batch([s.encode("utf-8") for s in python_shingles(text)])
     return "MinHash per row, Python shingles", len(texts), time.perf_counter() - t0, "sample"
 
 
@@ -112,7 +114,7 @@ def _peer_rensa(uri: str, column: str, limit: int | None) -> tuple[str, int, flo
     t0 = time.perf_counter()
     for text in texts:
         m = RMinHash(num_perm=128, seed=42)
-        m.update(_python_shingles(text))
+        m.update(python_shingles(text))
         m.digest()
     return "RMinHash per row, Python shingles", len(texts), time.perf_counter() - t0, "sample"
 
