@@ -4,9 +4,9 @@
     python benchmarks/build.py --rows 1000000 --memory-limit 64MiB   # the spill path
     python benchmarks/build.py --rows 10000000 --memory-limit 512MiB --trace  # RSS per phase
 
-The synthetic corpus (``lance_minhash_sql.corpus``) is written once and cached under
+The synthetic corpus (``lance_minhash_sql.faces.corpus``) is written once and cached under
 ``bench-data/``. Each build runs in its own child process, so each peak RSS
-(the child's ``VmHWM``, :mod:`lance_minhash_sql.usage`) is its own; ours first loads its compiled kernels with a
+(the child's ``VmHWM``, :mod:`lance_minhash_sql.core.usage`) is its own; ours first loads its compiled kernels with a
 tiny build (reported as "kernel load", not part of the build time). Both builds use the
 same parameters (k=128, b=16, shingle 3, default tokenizer) and the same dataset; each
 child removes its index afterwards. ``--memory-limit`` is passed to ours as
@@ -33,11 +33,11 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, status_mb  # noqa: E402
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, status_mb  # noqa: E402
 
 
 def corpus(rows: int, data_dir: str) -> str:
-    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = os.path.join(data_dir, f"corpus-{rows}.lance")
     if not os.path.exists(os.path.join(uri, "_versions")):
@@ -132,7 +132,8 @@ class _Trace:
         setattr(obj, attr, g)
 
     def install(self):
-        from lance_minhash_sql.index import build, sign, spill
+        from lance_minhash_sql.build import builder as build
+        from lance_minhash_sql.index import sign, spill
         from lance_minhash_sql.io import segments
 
         self.wrap_gen(build, "scan_text", "scan")
@@ -185,7 +186,7 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) ->
 
         import pyarrow as pa
 
-        from lance_minhash_sql.index.build import build_index
+        from lance_minhash_sql.build.builder import build_index
 
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:  # load the compiled kernels

@@ -138,7 +138,7 @@ def _load() -> str:
 
 
 def first_calls(work: str, root: str = ROOT, label: str = "ours") -> tuple[list, list, dict]:
-    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = os.path.join(work, f"corpus-39k-{label}.lance")
     write_corpus(uri, 39_000)
@@ -208,7 +208,7 @@ def demo(work: str, root: str = ROOT, label: str = "this checkout") -> float:
     for state in ("cold", "warm"):
         d = os.path.join(work, f"demo-{label}-{state}")
         t0, c0 = time.perf_counter(), os.times()
-        proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.cli", "demo", "--quiet", "--dir", d],
+        proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", "demo", "--quiet", "--dir", d],
                               capture_output=True, text=True, env=_env(cache, root), cwd=work)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])

@@ -4,7 +4,7 @@
     python benchmarks/distributed.py --rows 200000 --ray-address auto
     python benchmarks/distributed.py --nodes 4 --pairs      # head + 3 worker nodes, also pairs/clusters
 
-The synthetic corpus (``lance_minhash_sql.corpus``, 250k rows per fragment) is written
+The synthetic corpus (``lance_minhash_sql.faces.corpus``, 250k rows per fragment) is written
 once under ``--data`` and copied, so both builds index identical datasets. Before timing,
 a small warm-up build loads the compiled kernels in the driver and in the Ray workers.
 Timed: ``build_index`` (one process), ``build_index_distributed`` with one task per
@@ -71,11 +71,11 @@ def main() -> None:
     import ray
     from lance.query import MinHashQuery
 
-    from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.index.build import build_index
-    from lance_minhash_sql.index.distributed import build_index_distributed
-    from lance_minhash_sql.index.optimize import optimize
-    from lance_minhash_sql.index.search import search
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.extras.distributed import build_index_distributed
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.lifecycle.optimize import optimize
+    from lance_minhash_sql.query.topk import search
 
     os.makedirs(args.data, exist_ok=True)
     base = os.path.join(args.data, f"corpus-{args.rows}-{args.rows_per_fragment}.lance")
@@ -140,9 +140,9 @@ def main() -> None:
 
     selfjoin = []
     if args.pairs:
-        from lance_minhash_sql.index.clusters import clusters
-        from lance_minhash_sql.index.distributed import clusters_distributed, pairs_distributed
-        from lance_minhash_sql.index.pairs import pairs
+        from lance_minhash_sql.extras.distributed import clusters_distributed, pairs_distributed
+        from lance_minhash_sql.selfjoin.clusters import clusters
+        from lance_minhash_sql.selfjoin.pairs import pairs
 
         list(pairs_distributed(warm, "text", 0.8))  # the pairs kernels in the workers
         clusters_distributed(warm, "text", 0.8)

@@ -6,7 +6,7 @@ row) and against our own ``LATERAL minhash_search_ids(..., threshold, k := NULL)
 
 Datasets (written once, reused, under ``--data-dir``):
 
-* ``join-right-<rows>.lance``: the synthetic corpus (:mod:`lance_minhash_sql.corpus`),
+* ``join-right-<rows>.lance``: the synthetic corpus (:mod:`lance_minhash_sql.faces.corpus`),
   rows ``0 .. right-1``, with **Lance's own** MinHash LSH index (k=128, b=16, shingle 3),
   so the Lance peer queries an index it built;
 * ``join-left-<rows>.lance``: rows ``right .. right + left - 1`` of the same corpus, no
@@ -55,7 +55,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
 
@@ -68,8 +68,8 @@ def datasets(data_dir: str, left_rows: int, right_rows: int) -> tuple[str, str]:
     import lance
     from lance.indices import IndexConfig
 
-    from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.params import MinHashParams
+    from lance_minhash_sql.core.params import MinHashParams
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     os.makedirs(data_dir, exist_ok=True)
     right = os.path.join(data_dir, f"join-right-{right_rows}.lance")

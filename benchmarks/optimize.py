@@ -3,7 +3,7 @@
     python benchmarks/optimize.py --rows 1000000 --segments 4
     python benchmarks/optimize.py --rows 10000000 --segments 4 --memory-limit 512MiB
 
-The synthetic corpus (``lance_minhash_sql.corpus``) is written once under ``--data-dir``
+The synthetic corpus (``lance_minhash_sql.faces.corpus``) is written once under ``--data-dir``
 as ``--segments`` fragments, indexed as one segment per fragment (a build on the first,
 then a delta segment per appended fragment: ``optimize(merge=0)``), with 1% of the rows
 deleted. That version is the starting point of both merges: Lance's
@@ -30,16 +30,16 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.usage import peak_rss_mb  # noqa: E402
+from lance_minhash_sql.core.usage import peak_rss_mb  # noqa: E402
 
 
 def prepare(rows: int, segments: int, data_dir: str) -> tuple[str, int]:
     """The dataset with a ``segments``-segment index, and its starting version."""
     import lance
 
-    from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.index.build import build_index
-    from lance_minhash_sql.index.optimize import optimize
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.lifecycle.optimize import optimize
 
     uri = os.path.join(data_dir, f"optimize-{rows}-{segments}.lance")
     marker = uri + ".ready"
@@ -99,8 +99,8 @@ def child(peer: str, uri: str, segments: int, memory_limit: str | None = None) -
 
         import pyarrow as pa
 
-        from lance_minhash_sql.index.build import build_index
-        from lance_minhash_sql.index.optimize import optimize
+        from lance_minhash_sql.build.builder import build_index
+        from lance_minhash_sql.lifecycle.optimize import optimize
 
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:  # load the compiled kernels

@@ -69,7 +69,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
 DENSE_BASE_ROWS = 100_000
@@ -92,7 +92,7 @@ def _corpus_copy(rows: int, data_dir: str, prefix: str) -> str:
     """``<prefix>-<rows>.lance``: a copy of ``corpus-<rows>.lance`` (written first if missing)."""
     import lance
 
-    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     src = os.path.join(data_dir, f"corpus-{rows}.lance")
     uri = os.path.join(data_dir, f"{prefix}-{rows}.lance")
@@ -108,7 +108,7 @@ def _corpus_copy(rows: int, data_dir: str, prefix: str) -> str:
 
 
 def corpus_dataset(rows: int, data_dir: str) -> str:
-    from lance_minhash_sql.index.build import build_index
+    from lance_minhash_sql.build.builder import build_index
 
     uri = _corpus_copy(rows, data_dir, "pairs")
     if not _has_index(uri):
@@ -123,8 +123,8 @@ def dense_dataset(groups: int, copies: int, data_dir: str) -> str:
     import numpy as np
     import pyarrow as pa
 
-    from lance_minhash_sql.corpus import generate_batches, vocabulary
-    from lance_minhash_sql.index.build import build_index
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import generate_batches, vocabulary
 
     uri = os.path.join(data_dir, f"pairs-dense-{groups}x{copies}.lance")
     if not os.path.exists(os.path.join(uri, "_versions")):
@@ -148,8 +148,8 @@ def peers_dataset(rows: int, data_dir: str) -> str:
 
 
 def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
-    from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.index.build import build_index
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = os.path.join(data_dir, f"giant-{rows}x{copies}.lance")
     if not os.path.exists(os.path.join(uri, "_versions")):
@@ -171,10 +171,10 @@ def warm_kernels() -> None:
     import lance
     import pyarrow as pa
 
-    from lance_minhash_sql.index.build import build_index
-    from lance_minhash_sql.index.clusters import clusters
+    from lance_minhash_sql.build.builder import build_index
     from lance_minhash_sql.index.opened import clear_cache
-    from lance_minhash_sql.index.pairs import pairs
+    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     with tempfile.TemporaryDirectory() as tmp:
         small = os.path.join(tmp, "w.lance")
@@ -196,8 +196,8 @@ def _texts(uri: str) -> list:
 
 def peer_ours(uri: str, threshold: float) -> dict:
     """build_index then pairs(): from the text column to every pair."""
-    from lance_minhash_sql.index.build import build_index
-    from lance_minhash_sql.index.pairs import pairs
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     warm_kernels()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
@@ -215,7 +215,7 @@ def peer_datasketch(uri: str, threshold: float) -> dict:
     """MinHash per row, MinHashLSH insert, a query per row, verification by estimate."""
     from datasketch import MinHash, MinHashLSH
 
-    from lance_minhash_sql.bench import python_shingles
+    from lance_minhash_sql.faces.bench import python_shingles
 
     texts = _texts(uri)
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
@@ -248,7 +248,7 @@ def peer_lance_queries(uri: str, threshold: float, sample: int) -> dict:
     from lance.indices import IndexConfig
     from lance.query import MinHashQuery
 
-    from lance_minhash_sql.params import MinHashParams
+    from lance_minhash_sql.core.params import MinHashParams
 
     ds = lance.dataset(uri)
     rows = ds.count_rows()
@@ -288,8 +288,8 @@ def giant_clusters(uri: str, threshold: float, rows: int, copies: int) -> dict:
     import lance
     import numpy as np
 
-    from lance_minhash_sql.corpus import giant_cluster
-    from lance_minhash_sql.index.clusters import clusters
+    from lance_minhash_sql.faces.corpus import giant_cluster
+    from lance_minhash_sql.selfjoin.clusters import clusters
 
     t = lance.dataset(uri).to_table(columns=["id"], with_row_id=True)
     ids, _ = giant_cluster(0, rows, copies)
@@ -313,7 +313,7 @@ def giant_clusters(uri: str, threshold: float, rows: int, copies: int) -> dict:
 
 def giant_pairs_head(uri: str, threshold: float, batches: int) -> dict:
     """The first ``batches`` batches of pairs(); VmRSS after each."""
-    from lance_minhash_sql.index.pairs import pairs
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     warm_kernels()
     out: dict = {"baseline_rss_mb": peak_rss_mb()}
@@ -335,8 +335,8 @@ def giant_pairs_head(uri: str, threshold: float, batches: int) -> dict:
 def child(what: str, uri: str, threshold: float) -> dict:
     import warnings
 
-    from lance_minhash_sql.index.clusters import clusters
-    from lance_minhash_sql.index.pairs import LowRecallWarning, pairs
+    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs
 
     warnings.simplefilter("ignore", LowRecallWarning)
     t0 = time.perf_counter()

@@ -79,8 +79,8 @@ def request_figures(s3, uri: str, opts: dict, qs: list[str]) -> dict:
     from lance.query import MinHashQuery
 
     from lance_minhash_sql.index.opened import clear_cache
-    from lance_minhash_sql.index.prewarm import prewarm
-    from lance_minhash_sql.index.search import search
+    from lance_minhash_sql.lifecycle.prewarm import prewarm
+    from lance_minhash_sql.query.topk import search
 
     def ours(q, where=uri):
         return search(where, "text", q, K, columns=COLUMNS, storage_options=opts)
@@ -149,11 +149,11 @@ def timing_figures(s3, bucket: str, rows: int, queries: int) -> dict:
     import lance
     import pyarrow as pa
 
-    from lance_minhash_sql.corpus import CorpusSpec, generate_batches
-    from lance_minhash_sql.index.build import build_index
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
     from lance_minhash_sql.index.opened import clear_cache
-    from lance_minhash_sql.index.pairs import pairs
-    from lance_minhash_sql.index.search import search
+    from lance_minhash_sql.query.topk import search
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     table = pa.Table.from_batches(list(generate_batches(rows, CorpusSpec(seed=11))))
     qs = [t for t in table.column("text").to_pylist()[:queries] if t]
@@ -209,7 +209,7 @@ def main() -> None:
         print(f"uploaded {local} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         opts = s3.storage_options()
         # load the compiled kernels outside every figure
-        from lance_minhash_sql.index.search import search_ids
+        from lance_minhash_sql.query.topk import search_ids
         search_ids(local, "text", qs[0], K)
         req = request_figures(s3, uri, opts, qs[: args.queries * 2])
         tim = timing_figures(s3, bucket, args.work_rows, 20)

@@ -32,7 +32,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb  # noqa: E402
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
 
@@ -42,16 +42,15 @@ def child(what: str, uri: str, queries: int) -> dict:
 
     import pairs as bench_pairs
 
-    from lance_minhash_sql.index.clusters import clusters
-    from lance_minhash_sql.index.pairs import LowRecallWarning, pairs
-    from lance_minhash_sql.index.search import search
+    from lance_minhash_sql.query.topk import search
+    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs
 
     warnings.simplefilter("ignore", LowRecallWarning)
     bench_pairs.warm_kernels()
     out: dict = {"what": what, "baseline_mb": peak_rss_mb()}
     if what == "search":
         import lance
-
         import numpy as np
 
         n = lance.dataset(uri).count_rows()

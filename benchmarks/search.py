@@ -3,7 +3,7 @@
     python benchmarks/search.py --rows 1000000
     python benchmarks/search.py --rows 100000 --queries 100 --batch 500
 
-The synthetic corpus (``lance_minhash_sql.corpus``) with a Lance-built ``MINHASHLSH``
+The synthetic corpus (``lance_minhash_sql.faces.corpus``) with a Lance-built ``MINHASHLSH``
 index (k=128, b=16, shingle 3) is written once and reused under
 ``bench-data/search-<rows>.lance`` (its own dataset: the build benchmark adds and drops
 indexes on ``corpus-<rows>.lance``). Queries are corpus rows (each has itself at distance
@@ -48,8 +48,8 @@ def dataset(rows: int, data_dir: str) -> str:
     import lance
     from lance.indices import IndexConfig
 
-    from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.params import MinHashParams
+    from lance_minhash_sql.core.params import MinHashParams
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = os.path.join(data_dir, f"search-{rows}.lance")
     if not os.path.exists(os.path.join(uri, "_versions")):
@@ -102,8 +102,8 @@ def main() -> None:
     from lance.query import MinHashQuery
 
     from lance_minhash_sql.index.opened import cache_info, clear_cache, open_index
-    from lance_minhash_sql.index.prewarm import warm
-    from lance_minhash_sql.index.search import search, search_ids
+    from lance_minhash_sql.lifecycle.prewarm import warm
+    from lance_minhash_sql.query.topk import search, search_ids
 
     uri = dataset(args.rows, args.data_dir)
     qs = queries(uri, max(args.queries, args.batch, args.cold) + 50)

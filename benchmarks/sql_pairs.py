@@ -29,16 +29,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb  # noqa: E402
 from pairs import THRESHOLD, corpus_dataset, warm_kernels  # noqa: E402
+
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb  # noqa: E402
 
 MODES = ("python", "sql-count", "sql-parquet", "python-dedup", "sql-dedup")
 
 
 def child(what: str, uri: str, threads: int) -> dict:
     import lance_minhash_sql as lms
-    from lance_minhash_sql.index.dedup import keep_flags
-    from lance_minhash_sql.index.pairs import pairs
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     warm_kernels()
     con = lms.connect(threads=threads)

@@ -3,7 +3,7 @@
     python benchmarks/sql_search.py --rows 1000000 --data-dir /path/to/bench-data
 
 Uses the dataset of ``benchmarks/search.py`` (``<data-dir>/search-<rows>.lance``: the
-synthetic corpus of ``lance_minhash_sql.corpus`` with a Lance-built ``MINHASHLSH`` index;
+synthetic corpus of ``lance_minhash_sql.faces.corpus`` with a Lance-built ``MINHASHLSH`` index;
 run that script first to create it).
 
 Table 1, as a user meets it (DESIGN.md's protocol): one DuckDB connection from
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--batch", type=int, default=1000)
     args = ap.parse_args()
-    from lance_minhash_sql.errors import EmptySearchWarning
+    from lance_minhash_sql.core.errors import EmptySearchWarning
 
     warnings.simplefilter("ignore", EmptySearchWarning)  # a few distinct queries share no band: expected
 
@@ -84,7 +84,7 @@ def main() -> None:
     from lance.query import MinHashQuery
 
     import lance_minhash_sql as lms
-    from lance_minhash_sql.index.search import search
+    from lance_minhash_sql.query.topk import search
 
     uri = os.path.join(args.data_dir, f"search-{args.rows}.lance")
     if not os.path.exists(uri):
@@ -119,8 +119,8 @@ def main() -> None:
 
     from lance_minhash_sql.duck.tables import search_plan
     from lance_minhash_sql.index.opened import open_index
-    from lance_minhash_sql.index.prewarm import warm as prewarm_index
-    from lance_minhash_sql.index.search import topk
+    from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
+    from lance_minhash_sql.query.topk import topk
 
     opened = open_index(uri, "text")
     cols = [c for c in ds.schema.names]

@@ -7,7 +7,7 @@ import os
 import sys
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import write_corpus
+from lance_minhash_sql.faces.corpus import write_corpus
 
 folder = sys.argv[1] if len(sys.argv) > 1 else "quickstart"
 uri = os.path.join(folder, "corpus.lance")

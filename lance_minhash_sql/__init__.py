@@ -15,18 +15,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import errors
-from .errors import *  # noqa: F403  (the exception tree: errors.__all__)
+from lance_minhash_sql.core import errors
+from lance_minhash_sql.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 
 if TYPE_CHECKING:
-    from .duck.install import connect, install
-    from .index.build import build_index
-    from .index.clusters import clusters
-    from .index.dedup import dedup
-    from .index.join import join
-    from .index.pairs import pairs
-    from .index.search import search, search_ids
-    from .warmup import warmup
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.duck.install import connect, install
+    from lance_minhash_sql.faces.warmup import warmup
+    from lance_minhash_sql.query.topk import search, search_ids
+    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.selfjoin.dedup import dedup
+    from lance_minhash_sql.selfjoin.join import join
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
 __all__ = [
     "__version__",
@@ -42,9 +42,19 @@ __all__ = [
     "join",
 ] + errors.__all__
 
-_LAZY = {"install": ".duck.install", "connect": ".duck.install"}
-_LAZY.update(build_index=".index.build", search=".index.search", search_ids=".index.search", pairs=".index.pairs",
-             clusters=".index.clusters", dedup=".index.dedup", join=".index.join", warmup=".warmup")
+# each public name and the module that holds it (imported on first access)
+_LAZY = {
+    "install": "lance_minhash_sql.duck.install",
+    "connect": "lance_minhash_sql.duck.install",
+    "build_index": "lance_minhash_sql.build.builder",
+    "search": "lance_minhash_sql.query.topk",
+    "search_ids": "lance_minhash_sql.query.topk",
+    "pairs": "lance_minhash_sql.selfjoin.pairs",
+    "clusters": "lance_minhash_sql.selfjoin.clusters",
+    "dedup": "lance_minhash_sql.selfjoin.dedup",
+    "join": "lance_minhash_sql.selfjoin.join",
+    "warmup": "lance_minhash_sql.faces.warmup",
+}
 
 
 def _version() -> str:
@@ -62,7 +72,7 @@ def __getattr__(name: str) -> Any:
     elif name in _LAZY:
         from importlib import import_module
 
-        value = getattr(import_module(_LAZY[name], __name__), name)
+        value = getattr(import_module(_LAZY[name]), name)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

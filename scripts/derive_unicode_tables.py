@@ -22,7 +22,7 @@ The result is checked against the sizes in the contract (149,106 alphanumeric co
 844 ranges, 1,488 lower-case and 2,207 folding entries) and against the composition property
 (the default MinHash token of "x"+c+"y" is "x" + fold(lower(c)) + "y", char by char), then
 written as ``lance_minhash_sql/data/unicode_tables.npz`` (read by
-``lance_minhash_sql.unicode_tables``).  Re-run after any Lance upgrade; if the sizes change,
+``lance_minhash_sql.io.unicode_tables``).  Re-run after any Lance upgrade; if the sizes change,
 review the differences before updating the EXPECTED_* constants here and in the tests.
 
 Usage::
@@ -40,7 +40,7 @@ from pathlib import Path
 import lance
 import numpy as np
 
-from lance_minhash_sql.params import TokenizerParams
+from lance_minhash_sql.core.params import TokenizerParams
 
 # Sizes for pylance 14.0.2 (contract section 1.3).
 EXPECTED_LANCE_VERSION = "14.0.2"

@@ -5,10 +5,10 @@
 #   scripts/mutation.sh [target ...]     targets: params args udfs dedup xxh64 (default: all)
 #   MUTANTS="name ..." scripts/mutation.sh target    only these mutants (e.g. a run's survivors)
 #
-#   params  lance_minhash_sql/params.py         the parameter rules
+#   params  lance_minhash_sql/core/params.py         the parameter rules
 #   args    lance_minhash_sql/duck/args.py      SQL argument decoding
 #   udfs    lance_minhash_sql/duck/udfs.py      the scalar UDFs' chunk handling
-#   dedup   lance_minhash_sql/index/dedup.py    the keep policies and the dedup writes
+#   dedup   lance_minhash_sql/selfjoin/dedup.py    the keep policies and the dedup writes
 #   xxh64   lance_minhash_sql/kernels/xxh64.py  a numba kernel, with the JIT off
 #
 # Each target mutates one module and runs only the fast tests that cover it; the run works
@@ -28,10 +28,10 @@ children="${MUTATION_CHILDREN:-2}"
 for target in "${targets[@]}"; do
     isolation=fork  # mutmut forks each mutant's run from its main process (fast)
     case "$target" in
-        params) module=lance_minhash_sql/params.py; tests=(tests/test_params.py) ;;
+        params) module=lance_minhash_sql/core/params.py; tests=(tests/test_params.py) ;;
         args) module=lance_minhash_sql/duck/args.py; tests=(tests/test_duck_args.py tests/test_duck.py) ;;
         udfs) module=lance_minhash_sql/duck/udfs.py; tests=(tests/test_duck_udfs.py tests/test_duck.py) ;;
-        dedup) module=lance_minhash_sql/index/dedup.py
+        dedup) module=lance_minhash_sql/selfjoin/dedup.py
             tests=()  # the dedup tests of test_duck_pairs.py, by node id (mutmut's clean run ignores -k)
             for t in test_dedup_keep_policies_match_the_reference test_keep_policies_take_the_rows_in_batches \
                      test_keep_policies_on_a_dataset_without_near_duplicates test_longest_differs_from_first_here \

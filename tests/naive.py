@@ -75,7 +75,7 @@ def exact_jaccard(text_a, text_b, params):
 
 
 def representative_links(rowids, sigs, keys, min_eq, max_reps):
-    """Links of ``index/clusters.py``'s rule, bucket by bucket in plain numpy: members by
+    """Links of ``selfjoin/clusters.py``'s rule, bucket by bucket in plain numpy: members by
     ascending row id; each later member verified against every rep (>= ``min_eq`` equal
     values) and linked to each it passes; one passing none becomes a rep while fewer than
     ``max_reps`` are held. Returns ``[(member rowid, rep rowid)]``."""

@@ -21,24 +21,20 @@ import pytest
 from lance.file import LanceFileReader
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
+from torture import TORTURE_TEXTS
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches, generate_texts, vocabulary
-from lance_minhash_sql.errors import (
-    DatasetError,
-    InvalidInputError,
-    InvalidParameterError,
-    LanceMinHashError,
-    ResourceLimitError,
-)
-from lance_minhash_sql.index import build as build_mod
+from lance_minhash_sql.build import builder as build_mod
+from lance_minhash_sql.build.builder import BuildResult, build_index, marker_dir
+from lance_minhash_sql.core.errors import (DatasetError, InvalidInputError, InvalidParameterError, LanceMinHashError,
+                                           ResourceLimitError)
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts, vocabulary
 from lance_minhash_sql.index import spill
-from lance_minhash_sql.index.build import BuildResult, build_index, marker_dir
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.details import TYPE_URL
 from lance_minhash_sql.io.segments import BandsWriter
 from lance_minhash_sql.kernels import sort as ks
-from lance_minhash_sql.params import MinHashParams
-from torture import TORTURE_TEXTS
+from lance_minhash_sql.runtime import memory as memory_mod
 
 ROWS = 3000
 SPEC = CorpusSpec(seed=11)
@@ -488,13 +484,13 @@ def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch)
     min_rows = spill.HEAP_BOUND_MIN_ROWS
     monkeypatch.setattr(spill, "HEAP_BOUND_MIN_ROWS", 100)
     calls = []
-    monkeypatch.setattr(build_mod, "_MALLOPT", lambda opt, value: calls.append((opt, value)) or 1)
-    during = [(build_mod._M_MMAP_THRESHOLD, build_mod._HEAP_DURING_BUILD[0]),
-              (build_mod._M_TRIM_THRESHOLD, build_mod._HEAP_DURING_BUILD[1])]
-    after = [(build_mod._M_MMAP_THRESHOLD, build_mod._HEAP_AFTER_BUILD[0]),
-             (build_mod._M_TRIM_THRESHOLD, build_mod._HEAP_AFTER_BUILD[1])]
-    with build_mod._bounded_heap():
-        with build_mod._bounded_heap():  # a concurrent build: set once, restored once
+    monkeypatch.setattr(memory_mod, "_MALLOPT", lambda opt, value: calls.append((opt, value)) or 1)
+    during = [(memory_mod._M_MMAP_THRESHOLD, memory_mod._HEAP_DURING_BUILD[0]),
+              (memory_mod._M_TRIM_THRESHOLD, memory_mod._HEAP_DURING_BUILD[1])]
+    after = [(memory_mod._M_MMAP_THRESHOLD, memory_mod._HEAP_AFTER_BUILD[0]),
+             (memory_mod._M_TRIM_THRESHOLD, memory_mod._HEAP_AFTER_BUILD[1])]
+    with memory_mod.bounded_heap():
+        with memory_mod.bounded_heap():  # a concurrent build: set once, restored once
             assert calls == during
         assert calls == during
     assert calls == during + after
@@ -809,7 +805,7 @@ def test_large_string_column(tmp_path):
 
 _KILLED_CHILD = r"""
 import sys, time
-from lance_minhash_sql.index import build as b
+from lance_minhash_sql.build import builder as b
 real = b.scan_text
 def slow(*a, **k):
     it = real(*a, **k)
@@ -850,7 +846,7 @@ def test_kill_9_leftover_is_cleaned_by_next_build(tmp_path, private_tmp):
 def test_run_chunks_covers_every_chunk_once_and_raises_the_first_error():
     """The calling thread works beside the pool's helpers; a chunk function may itself
     run chunks (the pool is shared, so a nested call must not wait for a busy pool)."""
-    from lance_minhash_sql.index.threads import run_chunks
+    from lance_minhash_sql.runtime.threads import run_chunks
 
     seen = []
     lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""index/cache.py: one bounded, byte-accounted cache type behind every cache of the
+"""runtime/cache.py: one bounded, byte-accounted cache type behind every cache of the
 package, and one clear_cache() that empties them all."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import pyarrow as pa
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches
-from lance_minhash_sql.index import cache as cache_mod
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.cache import OBJECT_BYTES, ByteCache, clear_cache
-from lance_minhash_sql.index.pairs import pair_shards
-from lance_minhash_sql.index.report import cached_report
-from lance_minhash_sql.index.search import search
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.diagnostics.report import cached_report
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
+from lance_minhash_sql.query.topk import search
+from lance_minhash_sql.runtime import cache as cache_mod
+from lance_minhash_sql.runtime.cache import OBJECT_BYTES, ByteCache, clear_cache
+from lance_minhash_sql.selfjoin.pairs import pair_shards
 
 
 class Value:

@@ -10,14 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from lance.file import LanceFileReader, LanceFileSession
+from test_segments import native_arrays, write_segment
 
-from lance_minhash_sql.errors import CorruptIndexError
+from lance_minhash_sql.core.errors import CorruptIndexError
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.io.chunks import chunked_column, fixed_rows, read_columns
 from lance_minhash_sql.io.lancefile import FileLayout, read_layout
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, _band_chunks, open_segment
-from lance_minhash_sql.params import MinHashParams
-
-from test_segments import native_arrays, write_segment
 
 TEXTS = [f"doc {i % 700} words {i % 41} more {i % 13} text {i}" for i in range(12000)]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-
-from lance_minhash_sql import cli
-from lance_minhash_sql.bench import PeerResult, format_table
+from lance_minhash_sql.faces import cli
+from lance_minhash_sql.faces.bench import PeerResult, format_table
 
 
 def test_demo_runs_sql_over_a_generated_corpus(tmp_path, capsys):
@@ -49,12 +48,12 @@ def test_bench_table_ratios():
 
 
 def test_console_script_help():
-    proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.cli", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "demo" in proc.stdout and "bench" in proc.stdout
 
 
 def test_build_and_search_commands(tmp_path, capsys):
-    from lance_minhash_sql.corpus import generate_texts, write_corpus
+    from lance_minhash_sql.faces.corpus import generate_texts, write_corpus
 
     uri = str(tmp_path / "c.lance")
     write_corpus(uri, 2000)
@@ -72,8 +71,8 @@ def test_build_and_search_commands(tmp_path, capsys):
 def test_threshold_rule_is_the_same_for_build_and_the_self_joins(tmp_path, capsys):
     """One rule, 0 < threshold <= 1, with one message: 1 builds one band of all rows (only
     identical signatures need to collide) and keeps identical signatures in pairs."""
-    from lance_minhash_sql.checks import THRESHOLD_RULE
-    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.core.checks import THRESHOLD_RULE
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = str(tmp_path / "c.lance")
     write_corpus(uri, 500)

@@ -19,12 +19,12 @@ import pytest
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import generate_texts
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.pairs import pairs
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.usage import rss_mb
+from lance_minhash_sql.faces.corpus import generate_texts
 from lance_minhash_sql.index.opened import cache_usage
-from lance_minhash_sql.index.search import search_ids
-from lance_minhash_sql.usage import rss_mb
+from lance_minhash_sql.query.topk import search_ids
+from lance_minhash_sql.selfjoin.pairs import pairs
 
 ROWS = 6000
 THREADS = 8
@@ -188,7 +188,7 @@ def test_answers_stay_the_same_through_optimize_and_compaction(tmp_path):
     """With stable row ids, row ids survive compaction: searches and pairs give the same
     answers while appends, delta segments, merges, compactions and rebuilds commit, each
     after the readers made 10 more calls."""
-    from lance_minhash_sql.index.optimize import optimize
+    from lance_minhash_sql.lifecycle.optimize import optimize
 
     uri = str(tmp_path / "stable.lance")
     table = pa.table({"id": pa.array(np.arange(ROWS), pa.int64()), "text": generate_texts(0, ROWS)})
@@ -319,8 +319,9 @@ def test_an_evicted_unindexed_segment_still_answers_its_holders(corpus, tmp_path
     """Regression: eviction emptied the in-memory segment of unindexed rows while a search
     still held it ('NoneType' object has no attribute 'read_bands')."""
     import naive
+
     from lance_minhash_sql.index.opened import clear_cache, open_index
-    from lance_minhash_sql.index.search import topk
+    from lance_minhash_sql.query.topk import topk
 
     uri = str(tmp_path / "appended.lance")
     lance.write_dataset(pa.table({"text": generate_texts(0, 500)}), uri)
@@ -354,7 +355,7 @@ def test_concurrent_openers_share_one_cached_entry(corpus):
     Eight threads open the index of a cold cache at once (a barrier releases them
     together): all get the same entry object per segment, cached, and Lance's answers."""
     from lance_minhash_sql.index.opened import clear_cache, open_index
-    from lance_minhash_sql.index.search import topk
+    from lance_minhash_sql.query.topk import topk
 
     uri, queries = corpus
     want = _lance_topk(uri, queries[:4], 5)
@@ -385,7 +386,7 @@ def test_concurrent_openers_share_one_cached_entry(corpus):
 def test_adopt_returns_the_entry_cached_first():
     """The cache's rule behind the test above, on its own: adopting a second value under a
     key returns the first, leaves it attached and does not cache the second."""
-    from lance_minhash_sql.index.cache import ByteCache
+    from lance_minhash_sql.runtime.cache import ByteCache
 
     class Entry:
         cached = False

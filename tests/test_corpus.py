@@ -10,19 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_minhash_sql.corpus import (
-    EDIT_KINDS,
-    CorpusSpec,
-    boilerplate_phrases,
-    corpus_schema,
-    generate_batches,
-    generate_texts,
-    giant_cluster,
-    ground_truth,
-    vocabulary,
-    write_corpus,
-)
-from lance_minhash_sql.errors import DatasetError, InvalidParameterError
+from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
+from lance_minhash_sql.faces.corpus import (EDIT_KINDS, CorpusSpec, boilerplate_phrases, corpus_schema,
+                                            generate_batches, generate_texts, giant_cluster, ground_truth, vocabulary,
+                                            write_corpus)
 
 N = 50_000
 SPEC = CorpusSpec(seed=11)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lance_minhash_sql.errors import UnsupportedIndexError
+from lance_minhash_sql.core.errors import UnsupportedIndexError
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.io.details import decode_details, details_hex, encode_details, params_from_hex
-from lance_minhash_sql.params import MinHashParams
 
 NATIVE = {
     MinHashParams(): "0880011010180322220a0673696d706c65120922456e676c69736822202828014001480350036080017802",

@@ -20,15 +20,20 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from lance_minhash_sql.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError  # noqa: E402
-from lance_minhash_sql.index.build import build_index, marker_dir  # noqa: E402
-from lance_minhash_sql.index.clusters import clusters  # noqa: E402
-from lance_minhash_sql.index.distributed import (build_index_distributed, clusters_distributed,  # noqa: E402
-                                                 fragment_groups_of, pairs_distributed)
-from lance_minhash_sql.index.pairs import pairs  # noqa: E402
-from lance_minhash_sql.index.search import search  # noqa: E402
-from lance_minhash_sql.io import manifest  # noqa: E402
 from test_build import _queries, corpus_table, query, seg_files  # noqa: E402
+
+from lance_minhash_sql.build.builder import build_index, marker_dir  # noqa: E402
+from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError  # noqa: E402
+from lance_minhash_sql.extras.distributed import (  # noqa: E402
+    build_index_distributed,
+    clusters_distributed,
+    fragment_groups_of,
+    pairs_distributed,
+)
+from lance_minhash_sql.io import manifest  # noqa: E402
+from lance_minhash_sql.query.topk import search  # noqa: E402
+from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
+from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FRAGMENT_ROWS = 750  # 3000 rows: 4 fragments
@@ -285,7 +290,7 @@ def test_missing_ray_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_importing_the_package_does_not_import_ray():
-    code = ("import sys, lance_minhash_sql, lance_minhash_sql.index.distributed, lance_minhash_sql.cli; "
+    code = ("import sys, lance_minhash_sql, lance_minhash_sql.extras.distributed, lance_minhash_sql.faces.cli; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -31,15 +31,15 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from lance_minhash_sql.errors import DistributedTaskError  # noqa: E402
-from lance_minhash_sql.index.build import build_index  # noqa: E402
-from lance_minhash_sql.index.clusters import clusters  # noqa: E402
-from lance_minhash_sql.index.distributed import (build_index_distributed, clusters_distributed,  # noqa: E402
-                                                 pairs_distributed)
-from lance_minhash_sql.index.pairs import pairs  # noqa: E402
-from lance_minhash_sql.index.search import search  # noqa: E402
-from lance_minhash_sql.io import manifest  # noqa: E402
 from test_build import _queries, corpus_table  # noqa: E402
+
+from lance_minhash_sql.build.builder import build_index  # noqa: E402
+from lance_minhash_sql.core.errors import DistributedTaskError  # noqa: E402
+from lance_minhash_sql.extras.distributed import build_index_distributed, clusters_distributed, pairs_distributed  # noqa: E402
+from lance_minhash_sql.io import manifest  # noqa: E402
+from lance_minhash_sql.query.topk import search  # noqa: E402
+from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
+from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FRAGMENT_ROWS = 750  # 3000 rows: 4 fragments
@@ -56,7 +56,8 @@ def _install_gate():
     folder = os.environ.get(SIGNALS)
     if not folder:
         return
-    from lance_minhash_sql.index import build, distributed
+    from lance_minhash_sql.build import builder as build
+    from lance_minhash_sql.extras import distributed
 
     def node() -> str:
         return ray.get_runtime_context().get_node_id()

@@ -8,10 +8,10 @@ import re
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.params import MinHashParams, lsh_probability, optimal_bands, recall_bands
+from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.minhash import coefficients
-from lance_minhash_sql.params import MinHashParams, lsh_probability, optimal_bands, recall_bands
-from lance_minhash_sql.sizes import parse_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

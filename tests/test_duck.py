@@ -9,17 +9,17 @@ import textwrap
 import time
 
 import duckdb
+import naive
 import numpy as np
 import pyarrow as pa
 import pytest
+from torture import TORTURE_TEXTS
 
 import lance_minhash_sql as lms
-import naive
+from lance_minhash_sql.core.params import MinHashParams, TokenizerParams, lsh_probability
 from lance_minhash_sql.duck import udfs
 from lance_minhash_sql.duck.install import ALL_UDFS, macro_files
 from lance_minhash_sql.index.sign import Signer
-from lance_minhash_sql.params import MinHashParams, TokenizerParams, lsh_probability
-from torture import TORTURE_TEXTS
 
 KNOWN = "SELECT minhash_signature('The quick brown fox', num_hashes := 4, shingle_size := 2)"
 KNOWN_SIG = [45071, 22998, 20762, 52524]
@@ -233,10 +233,10 @@ def _installed_version() -> str:
 def test_public_api():
     assert {"install", "connect", "__version__", "LanceMinHashError", "InvalidParameterError",
             "InvalidInputError"} <= set(lms.__all__)
-    import lance_minhash_sql.errors as errors
+    import lance_minhash_sql.core.errors as errors
     from lance_minhash_sql.duck.install import connect, install
-    from lance_minhash_sql.index.dedup import dedup
-    from lance_minhash_sql.index.search import search
+    from lance_minhash_sql.query.topk import search
+    from lance_minhash_sql.selfjoin.dedup import dedup
 
     # each public name is the object its module defines (lazy names resolve to the real ones)
     assert lms.install is install and lms.connect is connect and lms.dedup is dedup and lms.search is search

@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
+from lance_minhash_sql.core.params import TokenizerParams
 from lance_minhash_sql.duck import args
-from lance_minhash_sql.errors import InvalidInputError, InvalidParameterError
-from lance_minhash_sql.params import TokenizerParams
 
 
 def test_udf_record_defaults_to_arrow():

@@ -12,20 +12,19 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-
-import lance_minhash_sql as lms
 from naive import exact_jaccard
 from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
-from lance_minhash_sql import cli
-from lance_minhash_sql.corpus import vocabulary, write_corpus
+import lance_minhash_sql as lms
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs
-from lance_minhash_sql.index import shards as shards_mod
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.clusters import clusters
-from lance_minhash_sql.index.dedup import dedup, keep_flags
-from lance_minhash_sql.index.pairs import PAIRS_EXACT_SCHEMA, LowRecallWarning, pairs
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.faces import cli
+from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
+from lance_minhash_sql.selfjoin import shards as shards_mod
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
+from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, LowRecallWarning, pairs
 
 PARAMS = MinHashParams()
 
@@ -323,7 +322,7 @@ def test_dedup_keep_policies_match_the_reference(con, grouped, policy):
 def test_keep_policies_take_the_rows_in_batches(grouped, policy, monkeypatch):
     """The clustered rows' values are fetched a batch of rows at a time; with batches of 7
     rows (many batches, the last one partial) the kept rows are the reference's."""
-    from lance_minhash_sql.index import dedup as dedup_mod
+    from lance_minhash_sql.selfjoin import dedup as dedup_mod
 
     monkeypatch.setattr(dedup_mod, "TAKE_ROWS", 7)
     cluster_of, kept = reference_keep(grouped, 0.7, policy)
@@ -551,7 +550,7 @@ def test_dedup_progress_bar_counts_every_row(fresh, tmp_path, capsys):
 def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
     """A write that loses a row (simulated) is an error naming both counts; the source is
     untouched."""
-    from lance_minhash_sql.index import dedup as dedup_mod
+    from lance_minhash_sql.selfjoin import dedup as dedup_mod
 
     real = dedup_mod.write_without
 
@@ -574,7 +573,7 @@ def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
 
 
 def test_keep_policy_message():
-    from lance_minhash_sql.index.dedup import check_keep
+    from lance_minhash_sql.selfjoin.dedup import check_keep
 
     with pytest.raises(lms.InvalidParameterError) as e:
         check_keep("newest", None)
@@ -611,7 +610,7 @@ def test_keep_flags_errors_name_the_dataset_and_the_default_threshold_is_0_8(fre
 def test_dedup_checks_the_rows_it_deleted(fresh, monkeypatch):
     """A delete commit that removes fewer rows than asked (simulated) is an error that says
     how to reach the version that still has every row."""
-    from lance_minhash_sql.index import dedup as dedup_mod
+    from lance_minhash_sql.selfjoin import dedup as dedup_mod
 
     real = dedup_mod.delete_rows
     monkeypatch.setattr(dedup_mod, "delete_rows", lambda ds, remove: real(ds, remove[1:]))

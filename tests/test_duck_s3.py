@@ -20,10 +20,10 @@ import pytest
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql import cli
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches
+from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.duck import storage
-from lance_minhash_sql.errors import DatasetError, InvalidParameterError
+from lance_minhash_sql.faces import cli
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 
 ROWS = 1500
 

@@ -13,7 +13,7 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import generate_texts
+from lance_minhash_sql.faces.corpus import generate_texts
 
 
 def lit(s: str) -> str:

@@ -12,13 +12,14 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import generate_texts, write_corpus
+from lance_minhash_sql.core.params import recall_bands
+from lance_minhash_sql.core.records import record_schema
+from lance_minhash_sql.diagnostics import tables as report_tables
 from lance_minhash_sql.duck import join, lifecycle, pairs, report, tables, udfs
 from lance_minhash_sql.duck.results import duck_type
-from lance_minhash_sql.index import report_tables, results
+from lance_minhash_sql.faces.corpus import generate_texts, write_corpus
+from lance_minhash_sql.index import results
 from lance_minhash_sql.index.results import BuildResult
-from lance_minhash_sql.params import recall_bands
-from lance_minhash_sql.records import record_schema
 
 
 @pytest.fixture
@@ -143,8 +144,8 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
 
 
 def test_collect_columns_keeps_values_and_nulls_and_bounds_rows():
+    from lance_minhash_sql.core.errors import ResourceLimitError
     from lance_minhash_sql.duck.results import collect_columns
-    from lance_minhash_sql.errors import ResourceLimitError
 
     schema = pa.schema([("a", pa.uint64()), ("b", pa.float64()), ("c", pa.float64()), ("d", pa.string())])
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 
+import naive
 import numpy as np
 import pyarrow as pa
 import pytest
 
-import naive
+from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
+from lance_minhash_sql.core.params import MAX_NUM_HASHES, MinHashParams, TokenizerParams
 from lance_minhash_sql.duck import udfs
-from lance_minhash_sql.errors import InvalidInputError, InvalidParameterError
-from lance_minhash_sql.params import MAX_NUM_HASHES, MinHashParams, TokenizerParams
 
 WHITESPACE = json.dumps({"base_tokenizer": "whitespace"})  # to_json() of a STRUCT: the object itself
 CASED = json.dumps(json.dumps({"lower_case": False}))  # to_json() of a VARCHAR: a JSON string holding it

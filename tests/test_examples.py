@@ -12,7 +12,7 @@ import lance
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import write_corpus
+from lance_minhash_sql.faces.corpus import write_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

@@ -17,12 +17,12 @@ from lance.file import LanceFileReader, LanceFileWriter
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches
-from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.index.opened import clear_cache, open_index
-from lance_minhash_sql.index.search import search_ids
 from lance_minhash_sql.io.segments import BANDS_FILE, open_segment
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.query.topk import search_ids
 
 PARAMS = MinHashParams(num_hashes=64, num_bands=8)
 ROWS = 3000
@@ -88,7 +88,7 @@ def test_local_files_are_read_without_lance(tmp_path, writer):
         ours = list(zip(got.column("_rowid").to_pylist(), got.column("_distance").to_pylist()))
         assert ours == lance_answer(uri, q)
     stats = entry.stats
-    # band rows (pages and windows by the kernels, buckets by index/probe.py) and docs
+    # band rows (pages and windows by the kernels, buckets by query/probe.py) and docs
     assert stats["window_rows_read"] + stats["band_pages_read"] + stats["bucket_rows_read"] > 0
     assert stats["docs_read"] > 0
     clear_cache()

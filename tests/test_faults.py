@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 from lance.query import MinHashQuery
 
-from lance_minhash_sql.corpus import generate_texts
-from lance_minhash_sql.index import build as build_mod
-from lance_minhash_sql.index.build import build_index, marker_dir
-from lance_minhash_sql.index.search import search
+from lance_minhash_sql.build import builder as build_mod
+from lance_minhash_sql.build.builder import build_index, marker_dir
+from lance_minhash_sql.faces.corpus import generate_texts
 from lance_minhash_sql.io import manifest
+from lance_minhash_sql.query.topk import search
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # at the phase named in argv[2]: nothing of Python's cleanup runs, as with kill -9.
 _CHILD = r"""
 import os, signal, sys
-from lance_minhash_sql.index import build as b, spill
+from lance_minhash_sql.build import builder as b
+from lance_minhash_sql.index import spill
 from lance_minhash_sql.io import manifest
 
 phase = sys.argv[2]
@@ -141,8 +142,8 @@ def test_segment_files_with_parameters_other_than_the_manifest_are_refused(tmp_p
     import shutil
     import uuid
 
-    from lance_minhash_sql.errors import CorruptIndexError
-    from lance_minhash_sql.params import MinHashParams
+    from lance_minhash_sql.core.errors import CorruptIndexError
+    from lance_minhash_sql.core.params import MinHashParams
 
     uri = str(tmp_path / "ds.lance")
     lance.write_dataset(pa.table({"text": generate_texts(0, 800)}), uri)

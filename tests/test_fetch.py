@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_minhash_sql.errors import DatasetError
+from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.io.takes import RowFetcher
 
 ROWS = 600

@@ -12,11 +12,11 @@ import lance
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql import cli
-from lance_minhash_sql.corpus import write_corpus
-from lance_minhash_sql.errors import EmptySearchWarning, InvalidParameterError
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.params import check_threshold
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import EmptySearchWarning, InvalidParameterError
+from lance_minhash_sql.core.params import check_threshold
+from lance_minhash_sql.faces import cli
+from lance_minhash_sql.faces.corpus import write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_cli_errors_give_cli_advice(capsys, tmp_path):
 
 # 8. report --out without matplotlib fails before the work, with a hint that installs
 def test_report_out_without_matplotlib_fails_first(capsys, monkeypatch, indexed, tmp_path):
-    import lance_minhash_sql.index.report as report_mod
+    import lance_minhash_sql.diagnostics.report as report_mod
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setattr(report_mod, "report", lambda *a, **k: pytest.fail("the report ran before the check"))
@@ -149,7 +149,7 @@ def test_report_out_without_matplotlib_fails_first(capsys, monkeypatch, indexed,
 def test_overwrite_of_a_new_path_logs_no_lance_warning(tmp_path):
     import subprocess
 
-    code = ("from lance_minhash_sql.corpus import write_corpus; "
+    code = ("from lance_minhash_sql.faces.corpus import write_corpus; "
             f"write_corpus({str(tmp_path / 'new.lance')!r}, 100, mode='overwrite')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ | {"RUST_LOG": ""})
     assert proc.returncode == 0, proc.stderr

@@ -8,6 +8,7 @@ import os
 
 import duckdb
 import lance
+import naive
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,13 +19,12 @@ from hypothesis import strategies as st
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-import naive
-from lance_minhash_sql.corpus import generate_texts, vocabulary
-from lance_minhash_sql.errors import LanceMinHashError
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.search import search, search_ids
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import LanceMinHashError
+from lance_minhash_sql.core.params import MAX_SHINGLE_SIZE, MinHashParams
+from lance_minhash_sql.faces.corpus import generate_texts, vocabulary
 from lance_minhash_sql.index.sign import Signer
-from lance_minhash_sql.params import MAX_SHINGLE_SIZE, MinHashParams
+from lance_minhash_sql.query.topk import search, search_ids
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 PACKAGE_ERRORS = ("InvalidParameterError", "InvalidInputError", "DatasetError", "IndexNotFoundError",

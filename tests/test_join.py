@@ -13,17 +13,16 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-
-import lance_minhash_sql as lms
 from exact_join import exact_join
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches, generate_texts, write_corpus
-from lance_minhash_sql.errors import DatasetError, IndexNotFoundError, InvalidParameterError
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.join import JOIN_SCHEMA, join, join_shards, shard_join
-from lance_minhash_sql.index.pairs import LowRecallWarning, pairs
+import lance_minhash_sql as lms
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts, write_corpus
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.selfjoin.join import JOIN_SCHEMA, join, join_shards, shard_join
+from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs
 
 PARAMS = MinHashParams()
 
@@ -346,8 +345,8 @@ def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
-    from lance_minhash_sql import cli
-    from lance_minhash_sql.index import join as join_mod
+    from lance_minhash_sql.faces import cli
+    from lance_minhash_sql.selfjoin import join as join_mod
 
     out = tmp_path / "pairs.parquet"
     assert cli.main(["join", left, right, "text", "--threshold", "0.8", "--output", str(out), "--quiet"]) == 0
@@ -378,9 +377,9 @@ def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
 def test_signed_left_rows_respect_the_memory_budget(tmp_path, left, right):
     """Signing a left dataset larger than the index cache's capacity is refused with the fix
     (index the left column with the right index's parameters); indexed, it joins."""
-    from lance_minhash_sql.errors import ResourceLimitError
-    from lance_minhash_sql.index.join import signed_bytes
+    from lance_minhash_sql.core.errors import ResourceLimitError
     from lance_minhash_sql.index.opened import clear_cache, set_cache_capacity
+    from lance_minhash_sql.selfjoin.join import signed_bytes
 
     rows = lance.dataset(left).count_rows()
     copy = str(tmp_path / "indexed.lance")

@@ -1,6 +1,8 @@
 """The package's structure rules, checked on its source:
 
-* imports flow one way: kernels <- io <- index <- duck <- cli; kernels are pure numpy + numba;
+* imports flow one way, along :data:`LAYER_ORDER` (core <- kernels <- runtime <- io <- index <- build
+  <- selfjoin <- query <- lifecycle <- diagnostics <- extras <- duck <- faces); every module but the
+  package root lives in a layer; kernels are pure numpy + numba (and core's format constants);
 * only io/ touches Lance: no ``import lance``, ``LanceFileReader`` or ``_take_rows``
   elsewhere (``bench.py`` runs Lance itself as a benchmark peer), and no member of a
   ``LanceDataset`` or ``LanceFragment`` (``count_rows``, ``schema``, ``version``, ``uri``,
@@ -23,8 +25,9 @@ import lance
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "lance_minhash_sql"
-LAYER_ORDER = ["kernels", "io", "index", "duck", "cli"]
-LANCE_PEERS = {"bench.py"}  # runs Lance itself as a benchmark peer
+LAYER_ORDER = ["core", "kernels", "runtime", "io", "index", "build", "selfjoin", "query", "lifecycle", "diagnostics",
+               "extras", "duck", "faces"]
+LANCE_PEERS = {"faces/bench.py"}  # runs Lance itself as a benchmark peer
 LANCE_ONLY_NAMES = ("_take_rows", "LanceFileReader")
 # members of pylance's dataset and fragment objects, and the names such objects go by
 LANCE_MEMBERS = frozenset(m for cls in (lance.LanceDataset, lance.LanceFragment) for m in dir(cls)
@@ -64,8 +67,7 @@ def layer_of(module: str) -> str | None:
 
 def _own_layer(rel: str) -> str | None:
     parts = rel.removesuffix(".py").split("/")[1:]  # drop "lance_minhash_sql"
-    own = parts[0] if len(parts) > 1 else parts[0]
-    return own if own in LAYER_ORDER else None
+    return parts[0] if len(parts) > 1 and parts[0] in LAYER_ORDER else None
 
 
 def _is_package_module(mod: str) -> bool:
@@ -85,6 +87,8 @@ def violations(source: str, rel: str) -> list[str]:
             other = layer_of(mod)
             if other is not None and LAYER_ORDER.index(other) > LAYER_ORDER.index(own):
                 out.append(f"{rel}: imports {mod} (layer {other} above {own})")
+    if own is None and name != "__init__.py":
+        out.append(f"{rel}: a module outside every layer (put it in one of {', '.join(LAYER_ORDER)})")
     # only io/ touches Lance
     if not in_io:
         for mod in imports_of(tree, rel):
@@ -138,7 +142,7 @@ def _rel(path: pathlib.Path) -> str:
 
 def test_there_are_modules_to_check():
     names = {p.relative_to(PKG).as_posix() for p in modules()}
-    assert {"kernels/minhash.py", "io/segments.py", "index/sign.py", "cli.py"} <= names
+    assert {"kernels/minhash.py", "io/segments.py", "index/sign.py", "faces/cli.py", "core/params.py"} <= names
 
 
 def test_the_package_keeps_every_rule():
@@ -154,7 +158,8 @@ def test_kernels_are_pure():
         for mod in imports_of(ast.parse(path.read_text()), _rel(path)):
             root = mod.split(".")[0]
             if root == "lance_minhash_sql":
-                assert mod.startswith("lance_minhash_sql.kernels"), (path.name, mod)
+                assert mod == "lance_minhash_sql.core" or mod.startswith(
+                    ("lance_minhash_sql.kernels", "lance_minhash_sql.core.lance_format")), (path.name, mod)
             else:
                 assert root in allowed_roots, (path.name, mod)
 
@@ -164,7 +169,7 @@ def test_kernels_are_pure():
 
 @pytest.mark.parametrize("rel, source, expected", [
     ("lance_minhash_sql/index/x.py", "from ..duck import tables\n", "layer duck above index"),
-    ("lance_minhash_sql/io/x.py", "from lance_minhash_sql.index.search import search\n", "layer index above io"),
+    ("lance_minhash_sql/io/x.py", "from lance_minhash_sql.query.topk import search\n", "layer query above io"),
     ("lance_minhash_sql/index/x.py", "import lance\n", "only io/ touches Lance"),
     ("lance_minhash_sql/duck/x.py", "from lance.file import LanceFileReader\n", "only io/ touches Lance"),
     ("lance_minhash_sql/index/x.py", "def f(ds, ids):\n    return ds._take_rows(ids, ['a'])\n", "uses _take_rows"),
@@ -186,6 +191,9 @@ def test_kernels_are_pure():
     ("lance_minhash_sql/index/x.py", "import lance_minhash_sql.index.opened as o\nx = o._runs\n",
      "uses private lance_minhash_sql.index.opened._runs"),
     ("lance_minhash_sql/index/x.py", "x = 1\n" * (MAX_LINES + 1), "lines (at most"),
+    ("lance_minhash_sql/helpers.py", "x = 1\n", "a module outside every layer"),
+    ("lance_minhash_sql/kernels/x.py", "from lance_minhash_sql.runtime.threads import run_chunks\n",
+     "layer runtime above kernels"),
 ])
 def test_checker_finds_each_violation(rel, source, expected):
     found = violations(source, rel)
@@ -202,7 +210,17 @@ def test_checker_accepts_what_the_rules_allow():
         ("lance_minhash_sql/duck/x.py", "from ..index.search import search\nfrom ..io.scan import open_dataset\n"),
         ("lance_minhash_sql/index/x.py", "from .cache import ByteCache\n\nclass A:\n    def _own(self):\n"
                                          "        return self._x\n"),
-        ("lance_minhash_sql/bench.py", "import lance\n"),
+        ("lance_minhash_sql/faces/bench.py", "import lance\n"),
     ]
     for rel, source in ok:
         assert violations(source, rel) == [], rel
+
+
+def test_no_sub_package_hides_a_public_name():
+    # importing lance_minhash_sql.<sub> sets the attribute <sub> of the package root, which
+    # would replace a public function of that name (lms.search was once hidden this way)
+    import lance_minhash_sql
+
+    subs = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert subs & set(lance_minhash_sql.__all__) == set()
+    assert set(LAYER_ORDER) == subs

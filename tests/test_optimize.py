@@ -18,26 +18,20 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.errors import (
-    DatasetError,
-    IndexNotFoundError,
-    InvalidInputError,
-    InvalidParameterError,
-    ParameterMismatchError,
-    UnsupportedIndexError,
-)
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidInputError, InvalidParameterError,
+                                           ParameterMismatchError, UnsupportedIndexError)
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index import spill
-from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.opened import clear_cache, open_index
-from lance_minhash_sql.index.optimize import OptimizeResult, optimize, parse_merge
-from lance_minhash_sql.index.pairs import pairs
-from lance_minhash_sql.index.search import search_ids
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
 from lance_minhash_sql.io.segments import BandsWriter, SignaturesWriter
 from lance_minhash_sql.kernels.lsh import sort_bands
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.lifecycle.optimize import OptimizeResult, optimize, parse_merge
+from lance_minhash_sql.query.topk import search_ids
+from lance_minhash_sql.selfjoin.pairs import pairs
 
 PARAMS = MinHashParams(64, 8, 2)
 N = 3000
@@ -488,7 +482,7 @@ def test_failed_commit_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):
 
 
 def test_interrupted_merge_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):
-    from lance_minhash_sql.index import optimize as opt_mod
+    from lance_minhash_sql.lifecycle import optimize as opt_mod
 
     uri = str(tmp_path / "ds.lance")
     four_segments(uri, "ours")
@@ -561,7 +555,7 @@ def test_pairs_after_a_deferred_remap_equal_pairs_after_lances_remap(tmp_path):
 
 
 def test_cli_optimize(tmp_path, capsys):
-    from lance_minhash_sql import cli
+    from lance_minhash_sql.faces import cli
 
     uri = str(tmp_path / "ds.lance")
     lance.write_dataset(table(0, 600), uri)

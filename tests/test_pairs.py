@@ -16,21 +16,20 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from naive import exact_jaccard
 
-from lance_minhash_sql.corpus import generate_batches, ground_truth, vocabulary, write_corpus
-from lance_minhash_sql.errors import IndexNotFoundError, InvalidParameterError
-from lance_minhash_sql.index import shards as shards_mod
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.clusters import CLUSTERS_SCHEMA, MAX_REPS, clusters
-from lance_minhash_sql.index.pairs import (PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, LowRecallWarning, pair_shards, pairs,
-                                           shard_pairs)
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import generate_batches, ground_truth, vocabulary, write_corpus
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.manifest import minhash_segments
 from lance_minhash_sql.kernels import unionfind
 from lance_minhash_sql.kernels.unionfind import flatten, new_union_find, union_pairs
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.selfjoin import shards as shards_mod
+from lance_minhash_sql.selfjoin.clusters import CLUSTERS_SCHEMA, MAX_REPS, clusters
+from lance_minhash_sql.selfjoin.pairs import (PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, LowRecallWarning, pair_shards, pairs,
+                                              shard_pairs)
 
 N = 5000
 PARAMS = MinHashParams()
@@ -260,9 +259,9 @@ def test_signatures_beyond_the_cache(tmp_path, monkeypatch, capacity):
     the memory map and get them back compact (64 KiB: nothing fits) or pooled (256 KiB:
     the pool grows until full, then compact); same pairs and clusters, deletions
     included."""
-    from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity
     from lance_minhash_sql.index import pools
     from lance_minhash_sql.index.entries import SegmentEntry
+    from lance_minhash_sql.runtime.cache import clear_cache, set_cache_capacity
 
     uri = str(tmp_path / "big.lance")
     write_corpus(uri, 4000, rows_per_fragment=1000)

@@ -27,18 +27,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import scipy.sparse
-from scipy.sparse.csgraph import connected_components
-
 from exact_join import exact_join, reported_probability
 from naive import exact_jaccard, lance_tokens, representative_links, shingles
+from scipy.sparse.csgraph import connected_components
 
-from lance_minhash_sql.corpus import ground_truth, write_corpus
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.clusters import MAX_REPS, clusters, shard_links
-from lance_minhash_sql.index.pairs import pair_shards, pairs
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import ground_truth, write_corpus
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.pairs import min_matches
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.selfjoin.clusters import MAX_REPS, clusters, shard_links
+from lance_minhash_sql.selfjoin.pairs import pair_shards, pairs
 
 N = 20_000
 THRESHOLD = 0.8
@@ -359,7 +358,7 @@ def test_every_link_is_a_verified_pair(corpus):
 
 
 def guaranteed_links(corpus) -> tuple[np.ndarray, np.ndarray, int]:
-    """Row pairs that the rule of ``index/clusters.py`` must put in one cluster, found
+    """Row pairs that the rule of ``selfjoin/clusters.py`` must put in one cluster, found
     bucket by bucket from the signatures (not from the clustering code):
 
     * the first member of a bucket (lowest row id) is always a representative and every
@@ -421,7 +420,7 @@ def test_clusters_refine_the_all_pairs_components(corpus, cluster_table):
 
 
 def test_clusters_are_the_components_of_the_naive_rule(corpus, cluster_table):
-    """The representative rule of ``index/clusters.py`` applied bucket by bucket in plain
+    """The representative rule of ``selfjoin/clusters.py`` applied bucket by bucket in plain
     numpy (``naive.representative_links``) gives the same clusters."""
     signer = signer_for(PARAMS)
     sigs, has = signer.sign(corpus.texts)

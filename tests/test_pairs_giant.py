@@ -15,12 +15,13 @@ import lance
 import numpy as np
 import pytest
 
-from lance_minhash_sql.corpus import giant_cluster, write_corpus
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.clusters import clusters, shard_links
-from lance_minhash_sql.index import pairs as pairs_mod
-from lance_minhash_sql.index import shards as shards_mod
-from lance_minhash_sql.index.pairs import pair_shards, shard_pairs
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.faces.corpus import giant_cluster, write_corpus
+from lance_minhash_sql.runtime import pipeline
+from lance_minhash_sql.selfjoin import pairs as pairs_mod
+from lance_minhash_sql.selfjoin import shards as shards_mod
+from lance_minhash_sql.selfjoin.clusters import clusters, shard_links
+from lance_minhash_sql.selfjoin.pairs import pair_shards, shard_pairs
 
 ROWS = 20_000
 COPIES = 5_000
@@ -123,5 +124,5 @@ def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
         after = len(calls) - before
         # each worker finished at most its current call (and one it had queued); visiting a
         # band's pairs to the end would take thousands
-        assert after <= 2 * pairs_mod.MAX_WORKERS, f"closing made {after} more kernel calls"
+        assert after <= 2 * pipeline.MAX_WORKERS, f"closing made {after} more kernel calls"
         assert not [t for t in threading.enumerate() if t.name.startswith("minhash-pairs")]  # all stopped

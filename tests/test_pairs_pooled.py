@@ -1,4 +1,4 @@
-"""The self-join's up-front candidate read (``index/shards.py:pool_candidates``): when a
+"""The self-join's up-front candidate read (``selfjoin/shards.py:pool_candidates``): when a
 segment's signatures do not fit the cache whole but the candidate docs of all shards do,
 those docs go into the segment's pool in one sorted pass over the mapped file before
 the first shard loads. Pairs and clusters must equal the oracle and the per-shard path's
@@ -11,17 +11,16 @@ from __future__ import annotations
 import lance
 import numpy as np
 import pytest
-
 from test_pairs import all_shards, as_clusters, as_dict, oracle
 
-from lance_minhash_sql.corpus import write_corpus
-from lance_minhash_sql.index import shards as shards_mod
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity
-from lance_minhash_sql.index.clusters import clusters
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.index.entries import SegmentEntry
-from lance_minhash_sql.index.pairs import pair_shards, pairs, shard_pairs
 from lance_minhash_sql.kernels.pairs import multi_rows
+from lance_minhash_sql.runtime.cache import clear_cache, set_cache_capacity
+from lance_minhash_sql.selfjoin import shards as shards_mod
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.pairs import pair_shards, pairs, shard_pairs
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,10 @@ import math
 
 import pytest
 
-import lance_minhash_sql.params as params_module
-from lance_minhash_sql.errors import InvalidParameterError, LanceMinHashError
-from lance_minhash_sql.params import (
-    MinHashParams,
-    TokenizerParams,
-    false_negative_area,
-    false_positive_area,
-    lsh_probability,
-    optimal_bands,
-    recall_bands,
-    scurve_threshold,
-)
+import lance_minhash_sql.core.params as params_module
+from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
+from lance_minhash_sql.core.params import (MinHashParams, TokenizerParams, false_negative_area, false_positive_area,
+                                           lsh_probability, optimal_bands, recall_bands, scurve_threshold)
 
 
 def test_defaults_are_lance_defaults():
@@ -161,7 +153,7 @@ def test_threshold_one_asks_for_identical_signatures(k):
 
 @pytest.mark.parametrize("bad", [0, 0.0, -0.1, 1.5, math.nan, math.inf, True, "0.8", None])
 def test_one_threshold_rule_and_message_everywhere(bad):
-    from lance_minhash_sql.checks import THRESHOLD_RULE, check_threshold
+    from lance_minhash_sql.core.checks import THRESHOLD_RULE, check_threshold
 
     calls = [lambda: check_threshold(bad), lambda: recall_bands(bad), lambda: optimal_bands(bad)]
     if bad is not None:  # None: no threshold, num_bands chooses
@@ -191,8 +183,7 @@ def test_recall_bands_are_the_fewest_reaching_the_probability(k, threshold):
 
 
 def test_docstring_examples_of_the_shared_rules():
-    from lance_minhash_sql import checks, sizes
-    from lance_minhash_sql.kernels import lance_format
+    from lance_minhash_sql.core import checks, lance_format, sizes
 
     for module in (checks, sizes, lance_format):
         result = doctest.testmod(module)
@@ -253,7 +244,7 @@ def test_messages_name_the_value_the_rule_and_the_fix(call, message):
 
 
 def test_bounds_are_inclusive():
-    from lance_minhash_sql.params import MAX_NUM_BANDS, MAX_NUM_HASHES, MAX_SHINGLE_SIZE
+    from lance_minhash_sql.core.params import MAX_NUM_BANDS, MAX_NUM_HASHES, MAX_SHINGLE_SIZE
 
     p = MinHashParams(1, 1, 1)
     assert (p.num_hashes, p.num_bands, p.shingle_size, p.rows_per_band) == (1, 1, 1, 1)
@@ -337,7 +328,7 @@ def test_areas_of_an_empty_interval_are_zero():
 
 
 def test_rules_at_the_edges_of_the_band_range():
-    from lance_minhash_sql.params import MAX_SHINGLE_SIZE
+    from lance_minhash_sql.core.params import MAX_SHINGLE_SIZE
 
     assert _message(lambda: MinHashParams(num_bands=0)) == (
         "num_bands=0 is out of range: requires 1 <= num_bands <= 256 (the band id is one byte of the band key); "

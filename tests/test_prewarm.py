@@ -14,13 +14,13 @@ import pytest
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.errors import IndexNotFoundError, InvalidParameterError
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.opened import (CACHE_ENV, DEFAULT_CACHE_BYTES, cache_capacity, cache_usage,
-                                            clear_cache, open_index, set_cache_capacity)
-from lance_minhash_sql.index.optimize import optimize
-from lance_minhash_sql.index.prewarm import PrewarmResult, prewarm, warm
-from lance_minhash_sql.index.search import search_ids
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.index.opened import (CACHE_ENV, DEFAULT_CACHE_BYTES, cache_capacity, cache_usage, clear_cache,
+                                            open_index, set_cache_capacity)
+from lance_minhash_sql.lifecycle.optimize import optimize
+from lance_minhash_sql.lifecycle.prewarm import PrewarmResult, prewarm, warm
+from lance_minhash_sql.query.topk import search_ids
 
 ROWS = 6000
 SIG_BYTES = 8 + 2 * 64  # row id + 64 u16 hashes
@@ -141,7 +141,7 @@ def test_prewarm_errors(tmp_path, three_segments):
 
 
 def test_capacity_from_the_environment(three_segments):
-    code = ("from lance_minhash_sql.index.prewarm import prewarm; "
+    code = ("from lance_minhash_sql.lifecycle.prewarm import prewarm; "
             f"r = prewarm({three_segments!r}, 'text'); "
             "print(r.cache_capacity, r.cache_bytes <= r.cache_capacity, r.complete)")
     env = {**os.environ, CACHE_ENV: "300K",

@@ -1,4 +1,4 @@
-"""A few queries without numba (index/query_sign.py, index/probe.py): the same signatures,
+"""A few queries without numba (query/query_sign.py, query/probe.py): the same signatures,
 band keys and answers as the kernels and as Lance, and a new process that searches once
 never loads numba."""
 
@@ -14,24 +14,23 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from lance.query import MinHashQuery
-
 from conftest import build_native_index
+from lance.query import MinHashQuery
 from test_search import corpus_table, make_queries
 from test_signatures import PARAMS, _param_id
 from torture import TORTURE_TEXTS
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches
-from lance_minhash_sql.index import probe as probe_mod
-from lance_minhash_sql.index import search as search_mod
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.cache import clear_cache, set_cache_capacity, cache_capacity
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.index.prewarm import warm as prewarm_index
-from lance_minhash_sql.index.query_sign import MAX_QUERIES, fits, sign_queries
-from lance_minhash_sql.index.search import search, search_ids
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
+from lance_minhash_sql.query import probe as probe_mod
+from lance_minhash_sql.query import topk as search_mod
+from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_queries
+from lance_minhash_sql.query.topk import search, search_ids
+from lance_minhash_sql.runtime.cache import cache_capacity, clear_cache, set_cache_capacity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch):
     # this process has run the search kernels (other tests did): a few queries would take
-    # them, as they do in any process that has (index/search.py: _few)
+    # them, as they do in any process that has (query/topk.py: _few)
     monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: False)
     monkeypatch.setattr(search_mod, "KERNEL_LOAD_SECONDS", float("inf"))  # never "rent paid"
     old = cache_capacity()
@@ -149,7 +148,7 @@ def test_probe_equals_lance_and_the_kernels(dup_ds, monkeypatch):
     assert [r for r, _ in got] == sorted(r for r, _ in got) and len(got) == 10
 
 
-@pytest.mark.filterwarnings("ignore::lance_minhash_sql.index.shards.LowRecallWarning")
+@pytest.mark.filterwarnings("ignore::lance_minhash_sql.selfjoin.shards.LowRecallWarning")
 def test_probe_with_a_filter_and_a_threshold(dup_ds, monkeypatch):
     uri, table = dup_ds
     queries = make_queries(table, 12, seed=9)
@@ -167,7 +166,7 @@ def test_probe_over_segments_unindexed_rows_and_memory(tmp_path, monkeypatch):
     lance.write_dataset(table.slice(0, 2500), uri)
     build_index(uri, "text")
     lance.write_dataset(table.slice(2500, 1000), uri, mode="append")
-    from lance_minhash_sql.index.optimize import optimize
+    from lance_minhash_sql.lifecycle.optimize import optimize
 
     optimize(uri, "text", merge=0)  # a second segment
     lance.write_dataset(table.slice(3500, 500), uri, mode="append")  # rows no segment covers
@@ -260,7 +259,7 @@ AFTER_BUILD = textwrap.dedent("""
     import json, sys, warnings
     warnings.simplefilter("ignore")
     import lance_minhash_sql as lms
-    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.kernels.config import COMPILES, numba_loaded
     from lance_minhash_sql.kernels.lsh import search_kernels_loaded
     uri = sys.argv[1]

@@ -1,4 +1,4 @@
-"""Index diagnostics (index/report.py, plots.py, SQL and CLI) against brute-force oracles.
+"""Index diagnostics (diagnostics/report.py, plots.py, SQL and CLI) against brute-force oracles.
 
 The corpus has many near-duplicates (half the rows are edited copies, no exact copies,
 small clusters), so every bin of the S-curve's steep part holds hundreds of pairs. The
@@ -19,17 +19,17 @@ import pytest
 from lance.file import LanceFileReader
 
 import lance_minhash_sql as lms
-from lance_minhash_sql import cli
-from lance_minhash_sql.corpus import CorpusSpec, write_corpus
-from lance_minhash_sql.errors import (DatasetError, IndexNotFoundError, InvalidParameterError,
-                                      MissingDependencyError)
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.report import (DEFAULT_BINS, largest_buckets, percentile, report)
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidParameterError,
+                                           MissingDependencyError)
+from lance_minhash_sql.core.params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability,
+                                           recall_bands, scurve_threshold)
+from lance_minhash_sql.diagnostics.report import DEFAULT_BINS, largest_buckets, percentile, report
+from lance_minhash_sql.faces import cli
+from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.manifest import minhash_segments
 from lance_minhash_sql.kernels.pairs import pair_jaccard
-from lance_minhash_sql.params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability,
-                                      recall_bands, scurve_threshold)
 
 ROWS = 4000
 SPEC = CorpusSpec(seed=3, duplicate_fraction=0.5, source_skew=1.0, edit_weights=(0.0, 0.9, 0.1),
@@ -186,7 +186,7 @@ def test_candidates_per_query_match_brute_force(corpus, rep):
 def test_docstring_examples():
     import doctest
 
-    from lance_minhash_sql.index import report as report_module
+    from lance_minhash_sql.diagnostics import report as report_module
 
     result = doctest.testmod(report_module)
     assert result.attempted > 0 and result.failed == 0
@@ -263,7 +263,7 @@ def test_unindexed_fragment_and_deleted_rows(tmp_path):
 def test_plots_are_written_and_readable(rep, tmp_path):
     import matplotlib.image as mpimg
 
-    from lance_minhash_sql.plots import DPI, FIGSIZE, PLOT_FILES, save_plots
+    from lance_minhash_sql.diagnostics.plots import DPI, FIGSIZE, PLOT_FILES, save_plots
 
     paths = save_plots(rep, str(tmp_path / "plots"))
     assert set(paths) == set(PLOT_FILES)
@@ -275,7 +275,7 @@ def test_plots_are_written_and_readable(rep, tmp_path):
 
 
 def test_plots_without_matplotlib_raise_a_package_error(rep, tmp_path, monkeypatch):
-    from lance_minhash_sql.plots import save_plots
+    from lance_minhash_sql.diagnostics.plots import save_plots
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'matplotlib"):

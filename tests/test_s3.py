@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches
-from lance_minhash_sql.errors import DatasetError
-from lance_minhash_sql.index.build import build_index
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 
 
 def test_build_writes_segment_files_to_the_store(s3):
@@ -82,9 +82,9 @@ def test_bands_file_opens_from_one_read_of_its_tail(s3, writer):
     files instead of 7, and the same segment as Lance's reader opens."""
     from lance.indices import IndexConfig
 
+    from lance_minhash_sql.core.params import MinHashParams
     from lance_minhash_sql.io.manifest import minhash_segments, segment_dir
     from lance_minhash_sql.io.segments import open_segment
-    from lance_minhash_sql.params import MinHashParams
 
     bucket = s3.make_bucket(f"lms-tail-{writer}")
     uri = f"s3://{bucket}/corpus.lance"

@@ -11,17 +11,17 @@ import pytest
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches
-from lance_minhash_sql.errors import DatasetError, LanceMinHashError
-from lance_minhash_sql.index.build import build_index
-from lance_minhash_sql.index.clusters import clusters
-from lance_minhash_sql.index.dedup import keep_flags
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import DatasetError, LanceMinHashError
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.index.opened import clear_cache, open_index
-from lance_minhash_sql.index.optimize import optimize
-from lance_minhash_sql.index.pairs import pairs
-from lance_minhash_sql.index.prewarm import prewarm
-from lance_minhash_sql.index.search import search, search_ids
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.lifecycle.optimize import optimize
+from lance_minhash_sql.lifecycle.prewarm import prewarm
+from lance_minhash_sql.query.topk import search, search_ids
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.dedup import keep_flags
+from lance_minhash_sql.selfjoin.pairs import pairs
 
 N = 3000
 PARAMS = MinHashParams(num_hashes=64, num_bands=16)

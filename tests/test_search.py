@@ -16,36 +16,24 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from lance.query import MinHashQuery
-
 from conftest import build_native_index
+from lance.query import MinHashQuery
 from torture import TORTURE_TEXTS
 
-from lance_minhash_sql.corpus import CorpusSpec, generate_batches, vocabulary
-from lance_minhash_sql.errors import (
-    DatasetError,
-    IndexNotFoundError,
-    InvalidInputError,
-    InvalidParameterError,
-    UnsupportedIndexError,
-)
-from lance_minhash_sql.index import cache as cache_mod
+from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidInputError, InvalidParameterError,
+                                           UnsupportedIndexError)
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, vocabulary
 from lance_minhash_sql.index import entries as entries_mod
-from lance_minhash_sql.index.opened import (
-    cache_capacity,
-    cache_info,
-    cache_usage,
-    clear_cache,
-    open_index,
-    set_cache_capacity,
-)
-from lance_minhash_sql.index.prewarm import warm as prewarm_index
-from lance_minhash_sql.index import search as search_mod
-from lance_minhash_sql.index.search import SEARCH_IDS_SCHEMA, search, search_ids
+from lance_minhash_sql.index.opened import (cache_capacity, cache_info, cache_usage, clear_cache, open_index,
+                                            set_cache_capacity)
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.segments import BandsWriter, SignaturesWriter
 from lance_minhash_sql.kernels.lsh import sort_bands
-from lance_minhash_sql.params import MinHashParams
+from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
+from lance_minhash_sql.query import topk as search_mod
+from lance_minhash_sql.query.topk import SEARCH_IDS_SCHEMA, search, search_ids
+from lance_minhash_sql.runtime import cache as cache_mod
 
 TIE_TEXT = "an identical sentence repeated fifty times for the tie breaking test"
 TIE_IDS = list(range(980, 1030))  # crosses the fragment boundary at 1000

@@ -13,10 +13,10 @@ from lance.dataset import Index, IndexFile
 from lance.file import LanceFileReader, LanceFileWriter
 from lance.query import MinHashQuery
 
-from lance_minhash_sql.errors import CorruptIndexError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import CorruptIndexError, UnsupportedIndexError
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
 from lance_minhash_sql.io.segments import BANDS_SCHEMA, BandsWriter, SignaturesWriter, open_segment
-from lance_minhash_sql.params import MinHashParams
 
 TEXTS = [f"doc {i % 500} words {i % 37} more {i % 11} text" for i in range(9000)]
 

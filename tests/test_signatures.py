@@ -3,17 +3,17 @@ reference and Lance itself."""
 
 from __future__ import annotations
 
+import naive
 import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
+from torture import TORTURE_TEXTS
 
-import naive
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.sign import Signer, signatures_to_arrow
 from lance_minhash_sql.kernels.minhash import coefficients
 from lance_minhash_sql.kernels.xxh64 import xxh64
-from lance_minhash_sql.params import MinHashParams
-from torture import TORTURE_TEXTS
 
 
 def hexes(values, width):
@@ -162,7 +162,7 @@ def test_sliced_and_large_string_arrays():
 
 @pytest.mark.parametrize("params", [PARAMS[0], PARAMS[1], PARAMS[4], PARAMS[9]], ids=_param_id)
 def test_synthetic_corpus_matches_lance(native_index, params):
-    from lance_minhash_sql.corpus import generate_texts
+    from lance_minhash_sql.faces.corpus import generate_texts
 
     texts = generate_texts(0, 4000)
     native = native_index(pa.table({"text": texts}), params)

@@ -1,5 +1,5 @@
 """Byte sizes: the same text means the same number of bytes in environment variables, SQL,
-the command line and Python (lance_minhash_sql/sizes.py), and bad text is refused with a
+the command line and Python (lance_minhash_sql/core/sizes.py), and bad text is refused with a
 message naming the value, the rule and a fix."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql import cli
-from lance_minhash_sql.errors import InvalidParameterError
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.sizes import parse_bytes
+from lance_minhash_sql.faces import cli
 from lance_minhash_sql.index import spill
-from lance_minhash_sql.index.build import build_index
 from lance_minhash_sql.index.opened import CACHE_ENV, cache_capacity, clear_cache, set_cache_capacity
-from lance_minhash_sql.index.prewarm import prewarm
-from lance_minhash_sql.sizes import parse_bytes
+from lance_minhash_sql.lifecycle.prewarm import prewarm
 
 # each text and its bytes, worked out by hand from the rule (KB/K = 1000, KiB = 1024)
 SIZES = {

@@ -31,7 +31,7 @@ import duckdb
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql import errors
+from lance_minhash_sql.core import errors
 
 FIXTURES = Path(__file__).parent / "sql"
 PACKAGE_ERRORS = set(errors.__all__)

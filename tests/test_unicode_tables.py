@@ -1,4 +1,4 @@
-"""Tests of lance_minhash_sql.unicode_tables against docs/signatures.md and against lance.tokenize."""
+"""Tests of lance_minhash_sql.io.unicode_tables against docs/signatures.md and against lance.tokenize."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from lance_minhash_sql import unicode_tables as ut
-from lance_minhash_sql.errors import LanceMinHashError
-from lance_minhash_sql.params import TokenizerParams
-from lance_minhash_sql.unicode_tables import UnicodeTables, load_tables, table_sizes
+from lance_minhash_sql.core.errors import LanceMinHashError
+from lance_minhash_sql.core.params import TokenizerParams
+from lance_minhash_sql.io import unicode_tables as ut
+from lance_minhash_sql.io.unicode_tables import UnicodeTables, load_tables, table_sizes
 
 NUM_CP = 0x110000
 EXPECTED_SIZES = {"alnum": 149_106, "alnum_ranges": 844, "lower": 1_488, "fold": 2_207}
@@ -171,7 +171,7 @@ def test_missing_file_raises(monkeypatch):
 def test_loader_does_not_import_lance():
     code = (
         "import sys\n"
-        "from lance_minhash_sql.unicode_tables import load_tables\n"
+        "from lance_minhash_sql.io.unicode_tables import load_tables\n"
         "load_tables()\n"
         "assert 'lance' not in sys.modules, sorted(m for m in sys.modules if m.startswith('lance'))\n"
         "print('ok')\n"

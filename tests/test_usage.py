@@ -1,4 +1,4 @@
-"""Resource readings (lance_minhash_sql/usage.py): a child's peak is its own, not its parent's."""
+"""Resource readings (lance_minhash_sql/core/usage.py): a child's peak is its own, not its parent's."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 
-from lance_minhash_sql.usage import cpu_seconds, peak_rss_mb, rss_mb, status_mb
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, rss_mb, status_mb
 
-_CHILD = "import json; from lance_minhash_sql.usage import peak_rss_mb; print(json.dumps(peak_rss_mb()))"
+_CHILD = "import json; from lance_minhash_sql.core.usage import peak_rss_mb; print(json.dumps(peak_rss_mb()))"
 
 
 def test_readings_are_consistent():

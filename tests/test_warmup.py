@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lance_minhash_sql import cli
+from lance_minhash_sql.faces import cli
 from lance_minhash_sql.kernels import config as kconfig
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -21,7 +21,7 @@ _SESSION = r"""
 import gc, json, os, sys, warnings
 warnings.simplefilter("ignore")
 import lance_minhash_sql as lms
-from lance_minhash_sql.corpus import write_corpus
+from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.kernels.config import COMPILES
 uri = os.path.join(sys.argv[1], "session.lance")
 write_corpus(uri, 9000, with_truth=True)
@@ -45,7 +45,7 @@ con.sql(f"SELECT count(*) FROM minhash_join('{left}', {q}, 'text', exact := true
 write_corpus(uri, 300, mode="append", start=9000)
 con.sql(f"SELECT * FROM minhash_optimize({q}, 'text')").fetchall()
 lms.dedup(uri, "text", keep="longest")
-from lance_minhash_sql.index.report import report
+from lance_minhash_sql.diagnostics.report import report
 report(uri, "text", sample=100)
 from numba.core.registry import CPUDispatcher
 hits = misses = 0
@@ -114,7 +114,7 @@ def test_compile_notice_is_printed_once_per_process(capsys, monkeypatch):
 
 
 def test_cli_timings_say_they_include_compilation(capsys, monkeypatch, tmp_path):
-    from lance_minhash_sql.corpus import write_corpus
+    from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = str(tmp_path / "c.lance")
     write_corpus(uri, 300)
@@ -155,8 +155,8 @@ def test_in_cache_says_whether_a_first_call_loads_or_compiles(tmp_path):
 _PREPARED = r"""
 import gc, json, os, sys
 from lance_minhash_sql import connect
-from lance_minhash_sql.corpus import write_corpus
-from lance_minhash_sql.demo import DEMO_QUERIES, PREPARE_SQL
+from lance_minhash_sql.faces.corpus import write_corpus
+from lance_minhash_sql.faces.demo import DEMO_QUERIES, PREPARE_SQL
 from lance_minhash_sql.io.scan import open_dataset
 uri = os.path.join(sys.argv[1], "corpus.lance")
 write_corpus(uri, 500, with_truth=True)
@@ -184,8 +184,8 @@ def test_demo_prepare_sql_covers_the_first_queries_kernels(tmp_path):
 
 
 def test_demo_corpus_written_by_a_second_process_equals_one_written_here(tmp_path):
-    from lance_minhash_sql.corpus import write_corpus
-    from lance_minhash_sql.demo import write_demo_corpus
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.faces.demo import write_demo_corpus
     from lance_minhash_sql.io.scan import open_dataset
 
     calls = []

@@ -3,7 +3,7 @@
 How arguments arrive: an Arrow UDF gets one pyarrow array per argument for a chunk of up
 to 2048 rows (parameters too: a constant is a column of equal values); a native UDF gets
 one Python value per argument and row. The macros declare integer arguments ``DOUBLE``,
-so ``1.5`` or ``5e9`` reach the package's own checks (``lance_minhash_sql/checks.py``)
+so ``1.5`` or ``5e9`` reach the package's own checks (``lance_minhash_sql/core/checks.py``)
 and messages instead of a DuckDB binder error, and pass nested arguments (tokenizer,
 ``merge``, storage options) as their ``to_json()`` text.
 
@@ -29,9 +29,9 @@ from typing import Any, Callable, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..checks import check_bool, check_int
-from ..errors import InvalidInputError, InvalidParameterError
-from ..params import TokenizerParams
+from lance_minhash_sql.core.checks import check_bool, check_int
+from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
+from lance_minhash_sql.core.params import TokenizerParams
 
 __all__ = [
     "Udf",

@@ -28,13 +28,13 @@ from typing import Any
 
 import duckdb
 
-from .join import JOIN_UDFS
-from .lifecycle import LIFECYCLE_UDFS
-from .pairs import PAIR_UDFS
-from .report import REPORT_UDFS
-from .storage import STORAGE_UDFS, register_connection
-from .tables import TABLE_UDFS
-from .udfs import UDFS
+from lance_minhash_sql.duck.join import JOIN_UDFS
+from lance_minhash_sql.duck.lifecycle import LIFECYCLE_UDFS
+from lance_minhash_sql.duck.pairs import PAIR_UDFS
+from lance_minhash_sql.duck.report import REPORT_UDFS
+from lance_minhash_sql.duck.storage import STORAGE_UDFS, register_connection
+from lance_minhash_sql.duck.tables import TABLE_UDFS
+from lance_minhash_sql.duck.udfs import UDFS
 
 # Every function the package registers, in registration order.
 ALL_UDFS = UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + JOIN_UDFS + LIFECYCLE_UDFS + REPORT_UDFS

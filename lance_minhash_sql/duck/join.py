@@ -22,13 +22,13 @@ from functools import partial
 
 import pyarrow as pa
 
-from ..errors import ResourceLimitError
-from ..index.cache import ByteCache
-from ..index.results import JOIN_SCHEMA
-from .args import Udf, flag, literal, prefixed, require, scalar_rows
-from .pairs import MAX_SQL_SHARD_PAIRS
-from .results import collect_columns, lists_of_columns, rows_type
-from .storage import options_of
+from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.duck.args import Udf, flag, literal, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.pairs import MAX_SQL_SHARD_PAIRS
+from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, rows_type
+from lance_minhash_sql.duck.storage import options_of
+from lance_minhash_sql.index.results import JOIN_SCHEMA
+from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["JOIN_UDFS", "join_sql"]
 
@@ -49,11 +49,11 @@ def join_sql(args: tuple, num_shards: int) -> str:
 
 
 def _plan(left, right, column, right_column, threshold, left_token, right_token, versions=None, num_shards=None):
-    from ..index.join import join_shards
+    from lance_minhash_sql.selfjoin.join import join_shards
 
     lopt, ropt = options_of(left_token), options_of(right_token)
     if versions is not None:  # the versions the statement started on
-        from ..io.scan import open_dataset
+        from lance_minhash_sql.io.scan import open_dataset
 
         left = open_dataset(left, lopt, version=versions[0])
         right = open_dataset(right, ropt, version=versions[1])
@@ -79,8 +79,8 @@ def join_plan(left, right, column, right_column, threshold, exact, left_storage,
 
 
 def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
-    from ..index.join import shard_join
-    from ..index.threads import num_threads
+    from lance_minhash_sql.runtime.threads import num_threads
+    from lance_minhash_sql.selfjoin.join import shard_join
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..index.results import OptimizeResult, PrewarmResult
-from ..records import record_dict, record_schema
-from ..sizes import parse_bytes
-from .storage import options_of
-from .args import Udf, json_value, prefixed, require, scalar_rows
-from .results import lists_of_records, rows_type
+from lance_minhash_sql.core.records import record_dict, record_schema
+from lance_minhash_sql.core.sizes import parse_bytes
+from lance_minhash_sql.duck.args import Udf, json_value, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.results import lists_of_records, rows_type
+from lance_minhash_sql.duck.storage import options_of
+from lance_minhash_sql.index.results import OptimizeResult, PrewarmResult
 
 __all__ = ["LIFECYCLE_UDFS", "OPTIMIZE_TYPE", "PREWARM_TYPE"]
 
@@ -24,7 +24,7 @@ _PREWARM_ARROW, PREWARM_TYPE = rows_type(record_schema(PrewarmResult))
 
 
 def optimize(dataset, column, merge, storage) -> pa.Array:
-    from ..index.optimize import optimize as run
+    from lance_minhash_sql.lifecycle.optimize import optimize as run
 
     fn = "minhash_optimize"
     out = []
@@ -42,7 +42,7 @@ def _cache_bytes(value) -> int | None:
 
 
 def prewarm(dataset, column, cache_bytes, storage) -> pa.Array:
-    from ..index.prewarm import prewarm as run
+    from lance_minhash_sql.lifecycle.prewarm import prewarm as run
 
     fn = "minhash_prewarm"
     out = []

@@ -32,12 +32,12 @@ from functools import partial
 
 import pyarrow as pa
 
-from ..errors import ResourceLimitError
-from ..index.cache import ByteCache
-from ..index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from .args import Udf, flag, literal, prefixed, require, scalar_rows
-from .storage import options_of
-from .results import collect_columns, lists_of_columns, lists_of_tables, rows_type
+from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.duck.args import Udf, flag, literal, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, lists_of_tables, rows_type
+from lance_minhash_sql.duck.storage import options_of
+from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
+from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
 
@@ -66,7 +66,7 @@ def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int
 
 
 def pairs_plan(dataset, column, threshold, exact, storage) -> pa.Array:
-    from ..index.pairs import pair_shards
+    from lance_minhash_sql.selfjoin.pairs import pair_shards
 
     fn = "minhash_pairs"
     out = []
@@ -86,8 +86,8 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
     key = (uri, version, column, threshold, num_shards, storage)
     shards = _PLANS.get(key)
     if shards is None:  # evicted, or planned in another process: plan that version again
-        from ..index.pairs import pair_shards
-        from ..io.scan import open_dataset
+        from lance_minhash_sql.io.scan import open_dataset
+        from lance_minhash_sql.selfjoin.pairs import pair_shards
 
         options = options_of(storage)
         shards = pair_shards(open_dataset(uri, options, version=version), column, threshold, num_shards=num_shards,
@@ -98,8 +98,8 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
 
 def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
     """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`)."""
-    from ..index.build import release_memory
-    from ..index.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
+    from lance_minhash_sql.runtime.memory import release_memory
+    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
@@ -132,7 +132,7 @@ def _pair_shard(exact: bool, type_: pa.DataType):
 
 
 def clusters(dataset, column, threshold, storage) -> pa.Array:
-    from ..index.clusters import clusters as run
+    from lance_minhash_sql.selfjoin.clusters import clusters as run
 
     fn = "minhash_clusters"
     out = []
@@ -144,7 +144,7 @@ def clusters(dataset, column, threshold, storage) -> pa.Array:
 
 
 def dedup(dataset, column, threshold, keep, order_by, storage) -> pa.Array:
-    from ..index.dedup import keep_flags
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
 
     fn = "minhash_dedup"
     out = []

@@ -2,7 +2,7 @@
 minhash_scurve, minhash_buckets.
 
 Each returns one ``LIST<STRUCT>`` per input row (the macro unnests it). The struct types
-are derived from the Arrow schemas of :mod:`lance_minhash_sql.index.report`, so the SQL
+are derived from the Arrow schemas of :mod:`lance_minhash_sql.diagnostics.report`, so the SQL
 columns are exactly the Python tables' columns. ``minhash_report`` and ``minhash_scurve``
 share one computation per dataset version and options (``index.report.cached_report``).
 The numba engine is imported on the first call, as in :mod:`.udfs`.
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..index.report_tables import LARGEST_BUCKETS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
-from .storage import options_of
-from .args import Udf, integer, prefixed, require, scalar_rows
-from .results import list_of, lists_of_tables, rows_type
+from lance_minhash_sql.diagnostics.tables import LARGEST_BUCKETS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
+from lance_minhash_sql.duck.args import Udf, integer, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.results import list_of, lists_of_tables, rows_type
+from lance_minhash_sql.duck.storage import options_of
 
 __all__ = ["REPORT_UDFS"]
 
 def _reports(fn: str, dataset, column, sample, threshold, seed, storage) -> list:
-    from ..index.report import cached_report
+    from lance_minhash_sql.diagnostics.report import cached_report
 
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, sample=sample, threshold=threshold, seed=seed,
@@ -47,7 +47,7 @@ def scurve(dataset, column, sample, threshold, seed, storage) -> pa.Array:
 
 def buckets(dataset, column, top, storage) -> pa.Array:
     """``_lms_buckets(dataset, column, top, storage)``: the largest buckets."""
-    from ..index.report import largest_buckets
+    from lance_minhash_sql.diagnostics.report import largest_buckets
 
     fn = "minhash_buckets"
     out = []

@@ -33,8 +33,8 @@ import threading
 import weakref
 from typing import Any, Callable, NamedTuple
 
-from ..errors import DatasetError, InvalidParameterError
-from .args import Udf
+from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
+from lance_minhash_sql.duck.args import Udf
 
 __all__ = ["parse_storage_options", "parse_secret_string", "s3_secret_options", "SecretLookup", "read_secret",
            "secret_storage_options", "register_connection", "resolve", "options_token", "options_of",
@@ -209,7 +209,7 @@ def secret_storage_options(fn: str, uri: str, lookup: SecretLookup | None) -> di
     if lookup is None:
         return None
     if lookup.secret_string is None:
-        from ..io.store import redact_uri
+        from lance_minhash_sql.io.store import redact_uri
 
         raise DatasetError(
             f"{fn}: DuckDB secret {lookup.name!r} applies to {redact_uri(uri)!r}, but this connection does not allow reading "

@@ -26,15 +26,15 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
-from ..records import record_dict, record_schema
-from .args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
-from .args import column as column_array
-from .args import tokenizer as tokenizer_options
-from ..index.cache import ByteCache
-from .storage import options_of
-from .storage import storage as storage_token
-from .results import duck_type, lists_of_records, rows_type
+from lance_minhash_sql.core.records import record_dict, record_schema
+from lance_minhash_sql.duck.args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
+from lance_minhash_sql.duck.args import column as column_array
+from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
+from lance_minhash_sql.duck.results import duck_type, lists_of_records, rows_type
+from lance_minhash_sql.duck.storage import options_of
+from lance_minhash_sql.duck.storage import storage as storage_token
+from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
+from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["TABLE_UDFS", "search_sql"]
 
@@ -45,7 +45,7 @@ _BUILD_ARROW, BUILD_TYPE = rows_type(record_schema(BuildResult))
 
 
 def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage) -> pa.Array:
-    from ..index.build import build_index
+    from lance_minhash_sql.build.builder import build_index
 
     fn = "minhash_build"
     out = []
@@ -68,7 +68,7 @@ _INDEXES_ARROW, INDEXES_TYPE = rows_type(record_schema(IndexSegment))
 
 
 def indexes(dataset, storage) -> pa.Array:
-    from ..index.info import index_segments
+    from lance_minhash_sql.index.info import index_segments
 
     fn = "minhash_indexes"
     out = []
@@ -99,7 +99,7 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
 def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage) -> pa.Array:
     """One list of (_rowid, _distance, _jaccard) per input row; rows sharing (dataset,
     column, k, threshold, exact, storage options) are searched as one batch."""
-    from ..index.search import search_ids as run
+    from lance_minhash_sql.query.topk import search_ids as run
 
     fn = "minhash_search_ids"
     rows = scalar_rows(fn, dataset=dataset, column=column, query=query, k=k, threshold=threshold, exact=exact,
@@ -248,9 +248,9 @@ def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter
 def _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, version: int,
                   options) -> tuple[_Layout, pa.Table]:
     """The search's result table on dataset ``version``, with the layout of its columns."""
-    from ..index.opened import dataset_at
-    from ..index.search import search as run
-    from ..io.scan import schema_of
+    from lance_minhash_sql.index.opened import dataset_at
+    from lance_minhash_sql.io.scan import schema_of
+    from lance_minhash_sql.query.topk import search as run
 
     fn = "minhash_search"
     ds = dataset_at(dataset, version, options)
@@ -319,8 +319,8 @@ def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter
     version and schema, runs the search on that version and writes its result into the
     SQL as a VALUES list; a result too large for that is left to one ``_lms_search_rows``
     call at execution, on exactly the planned version."""
-    from ..index.info import search_target
-    from ..index.scores import check_limit
+    from lance_minhash_sql.index.info import search_target
+    from lance_minhash_sql.query.scores import check_limit
 
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search}

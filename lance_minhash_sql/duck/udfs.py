@@ -14,7 +14,7 @@ Conventions, shared by every function here (arguments are decoded by :mod:`.args
 * A NULL *parameter* is an :class:`InvalidParameterError` naming it; a NULL *value*
   (text, signature, similarity) gives a NULL result.
 * Integer parameters arrive as DOUBLE, so ``1.5`` or ``5e9`` reach
-  :mod:`lance_minhash_sql.params` and get its messages instead of a DuckDB binder error.
+  :mod:`lance_minhash_sql.core.params` and get its messages instead of a DuckDB binder error.
 * Text arguments arrive as ``text::VARCHAR`` plus ``typeof(text)`` from the macro: any
   static type other than VARCHAR (or an untyped NULL, which ``typeof`` spells ``"NULL"``)
   is an :class:`InvalidInputError` that says how to convert it.
@@ -35,14 +35,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidInputError, InvalidParameterError
-from ..kernels.lance_format import similarity as lance_similarity
-from ..params import MAX_NUM_HASHES, MinHashParams, scurve
-from ..params import lsh_probability as _lsh_probability_scalar
-from .args import Udf, check_text_types, number, prefixed
-from .args import column as column_array
-from .args import tokenizer as tokenizer_options
-from .results import duck_type
+from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
+from lance_minhash_sql.core.lance_format import similarity as lance_similarity
+from lance_minhash_sql.core.params import MAX_NUM_HASHES, MinHashParams, scurve
+from lance_minhash_sql.core.params import lsh_probability as _lsh_probability_scalar
+from lance_minhash_sql.duck.args import Udf, check_text_types, number, prefixed
+from lance_minhash_sql.duck.args import column as column_array
+from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
+from lance_minhash_sql.duck.results import duck_type
 
 __all__ = ["UDFS", "signature", "similarity", "band_keys", "shingle_jaccard", "lsh_probability"]
 
@@ -61,8 +61,8 @@ _JACCARD_HASHES = MinHashParams.num_hashes
 
 def _engine():
     """The numba-backed modules, imported on first use (numba costs ~0.4 s to import)."""
-    from ..index import sign
-    from ..kernels import similarity as kernels
+    from lance_minhash_sql.index import sign
+    from lance_minhash_sql.kernels import similarity as kernels
 
     return sign, kernels
 
@@ -294,7 +294,7 @@ def shingle_jaccard(text_a, type_a, text_b, type_b, shingle_size, tokenizer) -> 
 def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
     """``_lms_lsh_probability(similarity, num_bands, rows_per_band)``: ``1 - (1 - s**r)**b``.
 
-    Vectorised :func:`lance_minhash_sql.params.lsh_probability`; the first invalid row is
+    Vectorised :func:`lance_minhash_sql.core.params.lsh_probability`; the first invalid row is
     passed to it so that the messages are the same.
     """
     fn = "lsh_probability"

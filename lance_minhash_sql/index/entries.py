@@ -25,22 +25,22 @@ import time
 
 import numpy as np
 
-from ..io.manifest import SegmentInfo, segment_dir
-from ..io.rowids import FragReuse
-from ..io.rowids import remap as remap_rowids
-from ..io.scan import fragments_of, scan_text
-from ..io.segments import SegmentFiles, open_segment
-from ..io.store import is_remote
-from ..io.takes import MAX_TAKE
-from ..kernels.lsh import band_rows, bucket_rows, page_table_of, pages_needed, sorted_unique, window_indices
-from ..kernels.lsh import window_plan, window_rows
-from ..kernels.lance_format import BAND_ROW_BYTES
-from ..params import DEFAULT_PAGE_ROWS, MinHashParams
-from .cache import segment_cache
-from .pools import BandStore, DocStore, readonly, runs
-from .sign import signer_for
-from .spill import sort_runs
-from .threads import num_threads, run_chunks
+from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
+from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, MinHashParams
+from lance_minhash_sql.index.pools import BandStore, DocStore, readonly, runs
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.index.spill import sort_runs
+from lance_minhash_sql.io.manifest import SegmentInfo, segment_dir
+from lance_minhash_sql.io.rowids import FragReuse
+from lance_minhash_sql.io.rowids import remap as remap_rowids
+from lance_minhash_sql.io.scan import fragments_of, scan_text
+from lance_minhash_sql.io.segments import SegmentFiles, open_segment
+from lance_minhash_sql.io.store import is_remote
+from lance_minhash_sql.io.takes import MAX_TAKE
+from lance_minhash_sql.kernels.lsh import (band_rows, bucket_rows, page_table_of, pages_needed, sorted_unique,
+                                           window_indices, window_plan, window_rows)
+from lance_minhash_sql.runtime.cache import segment_cache
+from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
 __all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
 
@@ -98,7 +98,7 @@ class SegmentEntry:
                              MAPPED_READ_CALL_SECONDS if files is not None and files.fast_path else READ_CALL_SECONDS)
         self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
         # reads from the files: pages and windows of band rows and docs into the pools
-        # (kernels), bucket rows and docs gathered without pools (index/probe.py), whole loads
+        # (kernels), bucket rows and docs gathered without pools (query/probe.py), whole loads
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "bucket_rows_read": 0, "docs_read": 0,
                       "full_loads": 0}
 

@@ -7,11 +7,11 @@ import os
 
 import pyarrow as pa
 
-from ..io.manifest import minhash_segments, segment_dir
-from ..io.scan import open_dataset, options_for, schema_of, text_field, version_of
-from ..io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
-from ..records import record_dict
-from .results import IndexSegment
+from lance_minhash_sql.core.records import record_dict
+from lance_minhash_sql.index.results import IndexSegment
+from lance_minhash_sql.io.manifest import minhash_segments, segment_dir
+from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
+from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 
 __all__ = ["index_segments", "result_schema", "search_target"]
 
@@ -41,7 +41,7 @@ def index_segments(dataset, storage_options=None) -> list[dict]:
 
 def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
     """The current schema of the dataset (the columns a search returns), checking the column."""
-    from .opened import dataset_handle
+    from lance_minhash_sql.index.opened import dataset_handle
 
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
@@ -51,7 +51,7 @@ def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
 def search_target(dataset, column: str, storage_options=None) -> tuple[str, int, pa.Schema]:
     """``(uri, version, schema)`` of the dataset's latest version, checking the column:
     what a SQL search plans its result columns on and then runs against."""
-    from .opened import dataset_handle
+    from lance_minhash_sql.index.opened import dataset_handle
 
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)

@@ -20,17 +20,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
-from ..io.liveness import Liveness
-from ..io.manifest import SegmentInfo, minhash_segments, segment_dir
-from ..io.rowids import FragReuse, frag_reuse
-from ..io.scan import is_dataset, latest_of, open_dataset, options_for, schema_of, text_field, uri_of, version_of
-from ..io.takes import RowFetcher
-from ..params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
-from .cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity, cache_info, cache_usage,
-                    clear_cache, set_cache_capacity)
-from .entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
-from .pools import BandStore, DocStore
+from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
+from lance_minhash_sql.core.params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
+from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
+from lance_minhash_sql.index.pools import BandStore, DocStore
+from lance_minhash_sql.io.liveness import Liveness
+from lance_minhash_sql.io.manifest import SegmentInfo, minhash_segments, segment_dir
+from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
+from lance_minhash_sql.io.scan import (is_dataset, latest_of, open_dataset, options_for, schema_of, text_field, uri_of,
+                                       version_of)
+from lance_minhash_sql.io.takes import RowFetcher
+from lance_minhash_sql.runtime.cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity,
+                                             cache_info, cache_usage, clear_cache, set_cache_capacity)
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.lance_format import BAND_ROW_BYTES
+from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 
 __all__ = ["BandStore", "DocStore", "readonly", "runs"]
 

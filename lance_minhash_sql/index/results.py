@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..records import Int32, UInt32List
+from lance_minhash_sql.core.records import Int32, UInt32List
 
 __all__ = [
     "BuildResult",

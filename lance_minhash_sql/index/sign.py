@@ -1,6 +1,6 @@
 """The signature engine: tokenizer tables, coefficients and kernels for one parameter set.
 
->>> from lance_minhash_sql.params import MinHashParams
+>>> from lance_minhash_sql.core.params import MinHashParams
 >>> signer = Signer(MinHashParams(num_hashes=4, num_bands=2, shingle_size=2))
 >>> signer.tokens("The Running Café ½")
 ['the', 'running', 'cafe', '12']
@@ -17,11 +17,11 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
-from ..io.arrow import string_buffers
-from ..kernels import minhash, similarity, tokenize
-from ..params import MinHashParams, TokenizerParams
-from ..unicode_tables import load_tables
-from .threads import run_chunks
+from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
+from lance_minhash_sql.io.arrow import string_buffers
+from lance_minhash_sql.io.unicode_tables import load_tables
+from lance_minhash_sql.kernels import minhash, similarity, tokenize
+from lance_minhash_sql.runtime.threads import run_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
 

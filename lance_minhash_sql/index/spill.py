@@ -6,7 +6,7 @@ in global ``(band_key, doc_id)`` order, ready for ``BandsWriter``.
 
 **Budget.** ``memory_limit`` bytes if given, else the environment variable
 ``LANCE_MEM_POOL_SIZE`` (the variable Lance's own build reads), else 64 MiB
-(:data:`~lance_minhash_sql.params.DEFAULT_MEMORY_BUDGET`). It bounds the
+(:data:`~lance_minhash_sql.core.params.DEFAULT_MEMORY_BUDGET`). It bounds the
 build's own buffers, in every phase:
 
 * **scan** (:func:`plan_sort` sizes it): the *pipeline* share, a quarter of the budget
@@ -40,7 +40,7 @@ cache) leaves less than an eighth of the budget, and the scan phase goes over it
   signed): each band is radix-sorted on its own, bands in parallel. When that working
   set is above half the budget, or the sort spills, and the build has at least
   :data:`HEAP_BOUND_MIN_ROWS` rows, the plan is *tight*: the build then also keeps
-  glibc's heap from holding freed batches (``build._bounded_heap``).
+  glibc's heap from holding freed batches (``runtime/memory.py``).
 * **Spill** otherwise: rows are partitioned by key prefix, band id (top byte) plus the
   next ``p`` bits, with ``p`` chosen so that a partition of the expected size is at most
   an eighth of the sort share; the buffered rows are appended to per-partition files in
@@ -54,7 +54,7 @@ cache) leaves less than an eighth of the budget, and the scan phase goes over it
 
 Before spilling, the spill size (``rows * bands * 12``, an upper bound) is checked
 against ``LANCE_MAX_TEMP_DIRECTORY_SIZE`` (default 100 GiB; bytes or a size as
-:mod:`lance_minhash_sql.sizes` reads it, e.g. ``512MiB``, ``2GB``) and the free space of
+:mod:`lance_minhash_sql.core.sizes` reads it, e.g. ``512MiB``, ``2GB``) and the free space of
 the temp folder; if it does not fit, :func:`plan_sort` raises :class:`ResourceLimitError`
 before anything is written. The temp folder is always removed (:meth:`BandSorter.close`).
 """
@@ -70,12 +70,12 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import InvalidParameterError, ResourceLimitError
-from ..kernels import sort as ks
-from ..kernels.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
-from ..params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
-from ..sizes import format_bytes, parse_bytes
-from .threads import num_threads, run_chunks
+from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitError
+from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
+from lance_minhash_sql.core.params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
+from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
+from lance_minhash_sql.kernels import sort as ks
+from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
 __all__ = [
     "ENV_MEMORY",

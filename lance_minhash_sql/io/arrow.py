@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidInputError
+from lance_minhash_sql.core.errors import InvalidInputError
 
 __all__ = ["StringBuffers", "string_buffers", "as_string_array"]
 

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CorruptIndexError
-from ..kernels.gather import copy_range, gather_rows, gather_values
-from .lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
+from lance_minhash_sql.core.errors import CorruptIndexError
+from lance_minhash_sql.io.lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
+from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values
 
 __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_column", "fixed_rows", "read_columns",
            "layout_problem", "rows_problem", "mapped_column", "mapped_rows", "map_file", "values_at", "RELEASE_BYTES"]

@@ -8,8 +8,8 @@ from typing import Iterable, Union
 import lance
 import pyarrow as pa
 
-from ..checks import check_int
-from ..errors import DatasetError, InvalidParameterError
+from lance_minhash_sql.core.checks import check_int
+from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 
 __all__ = ["WRITE_MODES", "write_dataset"]
 

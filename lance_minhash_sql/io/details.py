@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 
-from ..errors import UnsupportedIndexError
-from ..params import SIGNATURE_VERSION, MinHashParams, TokenizerParams
+from lance_minhash_sql.core.errors import UnsupportedIndexError
+from lance_minhash_sql.core.params import SIGNATURE_VERSION, MinHashParams, TokenizerParams
 
 __all__ = ["TYPE_URL", "encode_details", "decode_details", "details_hex", "params_from_hex"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from ..errors import CorruptIndexError
+from lance_minhash_sql.core.errors import CorruptIndexError
 
 __all__ = ["FOOTER_BYTES", "TAIL_READ_BYTES", "Compression", "PageLayout", "Page", "FileLayout", "FileTail",
            "parse_layout", "parse_descriptor", "tail_span", "read_layout", "read_file_tail"]

@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidParameterError
-from .rowids import live_rowids
-from .store import lance_message
-from .takes import MAX_TAKE, take_expression
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.io.rowids import live_rowids
+from lance_minhash_sql.io.store import lance_message
+from lance_minhash_sql.io.takes import MAX_TAKE, take_expression
 
 __all__ = ["Liveness", "member"]
 

@@ -18,11 +18,11 @@ import lance
 from lance.commit import CommitConflictError
 from lance.dataset import Index, IndexFile, LanceOperation
 
-from ..errors import DatasetError, ParameterMismatchError
-from ..params import INDEX_VERSION, MinHashParams
-from .details import TYPE_URL, encode_details
-from .segments import BANDS_FILE, SIGNATURES_FILE, open_segment
-from .store import is_remote, make_dir
+from lance_minhash_sql.core.errors import DatasetError, ParameterMismatchError
+from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
+from lance_minhash_sql.io.details import TYPE_URL, encode_details
+from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
+from lance_minhash_sql.io.store import is_remote, make_dir
 
 __all__ = ["SegmentInfo", "NewSegment", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",

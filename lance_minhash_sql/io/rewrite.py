@@ -20,9 +20,9 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DatasetError
-from .datasets import write_dataset
-from .store import lance_message
+from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.io.datasets import write_dataset
+from lance_minhash_sql.io.store import lance_message
 
 __all__ = ["dataset_exists", "live_rows", "write_without", "delete_rows"]
 

@@ -8,9 +8,9 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from .takes import take_rows
-from ..errors import DatasetError
-from .store import check_uri, is_remote, lance_message, redact, redact_uri
+from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.io.store import check_uri, is_remote, lance_message, redact, redact_uri
+from lance_minhash_sql.io.takes import take_rows
 
 __all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
            "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows"]

@@ -29,14 +29,16 @@ import numpy as np
 import pyarrow as pa
 from lance.file import LanceFileReader, LanceFileSession, LanceFileWriter
 
-from ..errors import CorruptIndexError, DatasetError, UnsupportedIndexError
-from ..kernels.lance_format import page_ends
-from ..params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
-from .chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows, layout_problem, map_file,
-                     mapped_column, mapped_rows, read_columns, rows_problem)
-from .details import details_hex, params_from_hex
-from .lancefile import FOOTER_BYTES, FileLayout, FileTail, parse_layout, read_file_tail, read_layout, tail_span
-from .store import is_remote, redact, redact_uri
+from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, UnsupportedIndexError
+from lance_minhash_sql.core.lance_format import page_ends
+from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinHashParams
+from lance_minhash_sql.io.chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows,
+                                         layout_problem, map_file, mapped_column, mapped_rows, read_columns,
+                                         rows_problem)
+from lance_minhash_sql.io.details import details_hex, params_from_hex
+from lance_minhash_sql.io.lancefile import (FOOTER_BYTES, FileLayout, FileTail, parse_layout, read_file_tail,
+                                            read_layout, tail_span)
+from lance_minhash_sql.io.store import is_remote, redact, redact_uri
 
 __all__ = [
     "SIGNATURES_FILE",
@@ -145,7 +147,7 @@ class BandsWriter:
         n = len(keys)
         if n == 0:
             return
-        from ..kernels.sort import is_sorted_pairs  # numba: loaded by the first write
+        from lance_minhash_sql.kernels.sort import is_sorted_pairs  # numba: loaded by the first write
 
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         docs = np.ascontiguousarray(docs, dtype=np.uint32)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from lance.file import LanceFileSession
 
-from ..errors import DatasetError
+from lance_minhash_sql.core.errors import DatasetError
 
 __all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "lance_message", "make_dir", "remove_dir", "dir_exists",
            "SECRET_KEYS"]

@@ -23,7 +23,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DatasetError
+from lance_minhash_sql.core.errors import DatasetError
 
 __all__ = ["MAX_TAKE", "take_rows", "take_expression", "RowFetcher"]
 

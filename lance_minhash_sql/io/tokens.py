@@ -3,7 +3,7 @@
 The index's tokens are Lance's (docs/signatures.md): the numba tokenizer
 (``kernels/tokenize.py``) reproduces them from per-code-point tables for throughput,
 and a few query texts are tokenized here by Lance itself (about 20 us a text), so a
-single search needs no compiled kernel (``index/query_sign.py``).
+single search needs no compiled kernel (``query/query_sign.py``).
 """
 
 from __future__ import annotations

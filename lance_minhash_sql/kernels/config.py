@@ -32,7 +32,7 @@ and scipy's BLAS bindings when scipy is installed), even when every kernel then 
 from the cache. Kernels are declared with this module's :func:`njit` and ``prange``:
 until some kernel is called they are :class:`Kernel` placeholders, so the package's
 modules import without numba, and a path that calls no kernel (a single search, see
-``index/probe.py``) never loads it. The first call of any kernel loads numba once
+``query/probe.py``) never loads it. The first call of any kernel loads numba once
 (:func:`load_numba`): every declared kernel becomes numba's own dispatcher, in the
 namespace of each module that declared or imported it (the kernels' modules, and any
 other module declaring kernels here), so kernels calling kernels are typed by numba as

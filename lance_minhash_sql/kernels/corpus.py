@@ -1,6 +1,6 @@
 """Kernels of the synthetic corpus generator: vocabulary, document plans, text buffers.
 
-Pure numpy + numba, no I/O. The public wrapper is :mod:`lance_minhash_sql.corpus`, which
+Pure numpy + numba, no I/O. The public wrapper is :mod:`lance_minhash_sql.faces.corpus`, which
 validates the spec, caches the tables and builds Arrow arrays from the buffers returned here.
 
 Randomness is counter based, never a sequential stream: every draw is
@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, njit
-from .order import order_by_pair
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.order import order_by_pair
 
 __all__ = [
     "EDIT_ORIGINAL",

@@ -17,8 +17,7 @@ row is outside the file's rows (the caller names the file in its error).
 
 from __future__ import annotations
 
-
-from .config import JIT, njit
+from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["gather_values", "gather_rows", "copy_range"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, njit
-from .pairs import reported_here
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.pairs import reported_here
 
 __all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_rows", "join_chunk"]
 

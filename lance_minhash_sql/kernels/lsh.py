@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lance_format
-from .config import JIT, jit_twins, njit, numba_loaded, prange
-from .similarity import lance_similarity_jit
-from .order import order_by_pair, sort_values
-from .sort import DIGIT_BITS, radix_sort_run
+from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.kernels.config import JIT, jit_twins, njit, numba_loaded, prange
+from lance_minhash_sql.kernels.order import order_by_pair, sort_values
+from lance_minhash_sql.kernels.similarity import lance_similarity_jit
+from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 
 __all__ = [
     "PARALLEL_MIN_QUERIES",

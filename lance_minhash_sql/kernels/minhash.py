@@ -31,11 +31,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import lance_format
-from .config import JIT, njit
-from .order import sort_values
-from .tokenize import new_buffers, tokenize_doc
-from .xxh64 import xxh64
+from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.order import sort_values
+from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
 _MASK64 = (1 << 64) - 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, njit
+from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["sort_values", "order_by_pair"]
 

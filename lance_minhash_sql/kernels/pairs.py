@@ -35,10 +35,10 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
   member is a representative ("rep"); every later member is verified against every
   current rep and linked to each one it passes; a member passing none becomes a rep while
   there are fewer than ``max_reps``. ``O(m * max_reps)`` verifications per bucket of
-  ``m``, never ``O(m^2)``. (Which links this means for clusters: ``index/clusters.py``.)
+  ``m``, never ``O(m^2)``. (Which links this means for clusters: ``selfjoin/clusters.py``.)
 
 Parallelism is across shards: every kernel is serial and ``nogil``, and callers run
-shards on threads (DuckDB runs one shard per call on its threads; ``index/pairs.py`` uses
+shards on threads (DuckDB runs one shard per call on its threads; ``selfjoin/pairs.py`` uses
 a thread pool). A shard is the unit of work, so OpenMP teams inside DuckDB's threads
 would only oversubscribe the cores (``kernels/lsh.py`` measured it).
 """
@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lance_format
-from .config import JIT, njit
-from .order import order_by_pair
-from .similarity import sorted_jaccard
-from .xxh64 import xxh64_u16_run
+from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.order import order_by_pair
+from lance_minhash_sql.kernels.similarity import sorted_jaccard
+from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
 
 __all__ = [
     "CURSOR_SIZE",

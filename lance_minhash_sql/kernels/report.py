@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, njit
-from .lsh import lower_bound
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.lsh import lower_bound
 
 __all__ = ["new_reservoirs", "census_chunk"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lance_format
-from .config import JIT, JIT_PARALLEL, jit_twins, njit, prange
-from .xxh64 import xxh64
+from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.kernels.config import JIT, JIT_PARALLEL, jit_twins, njit, prange
+from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
 _KEY_MASK = np.uint64(lance_format.BAND_HASH_MASK)

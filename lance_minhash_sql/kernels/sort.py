@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, JIT_PARALLEL, njit, prange
+from lance_minhash_sql.kernels.config import JIT, JIT_PARALLEL, njit, prange
 
 __all__ = ["DIGIT_BITS", "radix_sort_run", "is_sorted_pairs",
            "partition_band_rows", "partition_band_rows_into", "split_pairs", "scatter_bands",

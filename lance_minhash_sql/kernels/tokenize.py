@@ -12,7 +12,7 @@ separator ``0x1F``, so the shingle of tokens ``s..s+w-1`` is the contiguous byte
 
 ``cfg`` is a tuple ``(kind, max_len, lower, fold, ngram_min, ngram_max, prefix_only)``
 (``max_len < 0``: no limit); ``tables`` is the tuple of arrays from
-:mod:`lance_minhash_sql.unicode_tables`. Buffers are sized once per document and
+:mod:`lance_minhash_sql.io.unicode_tables`. Buffers are sized once per document and
 returned, so the caller reuses them across documents.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lance_format
-from .config import JIT, njit
+from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.kernels.config import JIT, njit
 
 SIMPLE = 0
 WHITESPACE = 1

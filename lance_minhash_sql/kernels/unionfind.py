@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, njit
+from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["new_union_find", "find", "union", "union_pairs", "flatten", "component_sizes", "component_min"]
 

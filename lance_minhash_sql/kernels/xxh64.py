@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JIT, njit
+from lance_minhash_sql.kernels.config import JIT, njit
 
 P1 = np.uint64(0x9E3779B185EBCA87)
 P2 = np.uint64(0xC2B2AE3D27D4EB4F)

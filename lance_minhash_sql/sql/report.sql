@@ -1,5 +1,5 @@
 -- Index diagnostics: TEMP table macros over the _lms_* UDFs of
--- lance_minhash_sql/duck/report.py (computation: lance_minhash_sql/index/report.py).
+-- lance_minhash_sql/duck/report.py (computation: lance_minhash_sql/report/diagnostics.py).
 --
 -- sample: query rows drawn uniformly, and the most (query row, row) pairs kept per
 -- exact-Jaccard bin; threshold: where the false-positive / false-negative areas, recall

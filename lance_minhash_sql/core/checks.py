@@ -1,0 +1,128 @@
+"""Argument checks, written once: true/false flags, integers, similarities, thresholds.
+
+Each check returns the value as a plain Python ``bool``, ``int`` or ``float``, or raises
+:class:`~lance_minhash_sql.core.errors.InvalidParameterError` with a message naming the value,
+the rule and a fix. Byte sizes have their own module (:mod:`lance_minhash_sql.core.sizes`).
+
+The rules:
+
+* a **flag** is ``True`` or ``False`` (NumPy's ``bool_`` too), never ``1``/``0`` or text;
+* an **integer** is an integral number; a float with no fraction counts (SQL hands
+  integer arguments over as ``DOUBLE``, JSON writes ``128.0``), ``True``/``False`` do not;
+* a **real** is a finite number (``True``/``False`` are not), within the bounds given;
+* a **similarity** (an argument of the S-curve) is a number in ``[0, 1]``;
+* a **threshold** (the MinHash similarity a pair must reach, and the similarity a build
+  chooses ``(b, r)`` for or a report measures at) is a number with
+  ``0 < threshold <= 1``. 1 is allowed: it asks for identical signatures, which a
+  build serves with one band of all ``k`` rows and a self-join finds exactly. 0 is not:
+  a pair of similarity 0 shares no band, so LSH can never list "every pair". See
+  ``docs/parameters.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from lance_minhash_sql.core.errors import InvalidParameterError
+
+__all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE"]
+
+THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a ``bool``; anything but ``True``/``False`` is an error.
+
+    >>> check_bool("exact", True)
+    True
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name}={value!r} must be true or false")
+    return bool(value)
+
+
+def _span(lo: int | None, hi: int | None) -> str:
+    if lo is not None and hi is not None:
+        return f" in {lo}..{hi}"
+    if lo is not None:
+        return f" >= {lo}"
+    if hi is not None:
+        return f" <= {hi}"
+    return ""
+
+
+def check_int(name: str, value: Any, fix: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an ``int`` in ``lo..hi`` (either bound optional); ``fix`` ends the message.
+
+    >>> check_int("k", 10.0, "e.g. 10", lo=1)
+    10
+    """
+    span = _span(lo, hi)
+    if value is None:
+        raise InvalidParameterError(f"{name} is NULL; pass an integer{span}; {fix}")
+    if isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InvalidParameterError(f"{name}={value!r} must be an integer{span}; {fix}")
+    else:
+        n = int(value)
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise InvalidParameterError(f"{name}={value!r} must be an integer{span}; {fix}")
+    return n
+
+
+def _real(value: Any) -> float | None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    x = float(value)
+    return x if math.isfinite(x) else None
+
+
+def check_real(name: str, value: Any, fix: str, lo: float | None = None, hi: float | None = None,
+               lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` as a finite ``float`` within the bounds (closed unless ``*_open``).
+
+    >>> check_real("zipf_exponent", 1, "e.g. 1.0", lo=0, hi=10)
+    1.0
+    """
+    rule = " ".join(
+        ([f"{lo:g}", "<" if lo_open else "<="] if lo is not None else []) + [name]
+        + (["<" if hi_open else "<=", f"{hi:g}"] if hi is not None else []))
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(f"{name}={value!r} must be a number ({rule}); {fix}")
+    x = _real(value)
+    if x is None:
+        raise InvalidParameterError(f"{name}={value!r} is out of range: requires a finite number ({rule}); {fix}")
+    if (lo is not None and (x <= lo if lo_open else x < lo)) or (hi is not None and (x >= hi if hi_open else x > hi)):
+        raise InvalidParameterError(f"{name}={value!r} is out of range: requires {rule}; {fix}")
+    return x
+
+
+def check_similarity(name: str, value: Any) -> float:
+    """A Jaccard similarity: a number in ``[0, 1]``.
+
+    >>> check_similarity("similarity", 1)
+    1.0
+    """
+    x = _real(value)
+    if x is None or not 0.0 <= x <= 1.0:
+        raise InvalidParameterError(f"{name}={value!r} must be a number in [0, 1]; e.g. 0.8")
+    return x
+
+
+def check_threshold(value: Any, name: str = "threshold") -> float:
+    """A similarity threshold: a number with ``0 < threshold <= 1``.
+
+    >>> check_threshold(1)
+    1.0
+    """
+    if value is None:
+        raise InvalidParameterError(f"{name} is NULL; {THRESHOLD_RULE}; pass e.g. 0.8")
+    x = _real(value)
+    if x is None or not 0.0 < x <= 1.0:
+        raise InvalidParameterError(f"{name}={value!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8")
+    return x

@@ -1,0 +1,412 @@
+"""Parameters, limits and the LSH math, written once (``docs/parameters.md``).
+
+The format's constants come from :mod:`.kernels.lance_format` and the argument checks
+from :mod:`.checks`; both are re-used here, not restated.
+
+The index parameters and their validation follow pylance 14.0.2's
+``MinHashLshIndexParams::validate()`` (``rust/lance-index/src/scalar/minhash_lsh/mod.rs``):
+``1 <= num_hashes <= 4096``, ``1 <= num_bands <= 256``, ``num_hashes % num_bands == 0``,
+``shingle_size >= 1``. The tokenizer options are the subset of Lance's FTS
+``InvertedIndexParams`` that change MinHash signatures, with MinHash's defaults
+(no stemming, no stop words).
+
+The S-curve: a pair of similarity ``s`` shares at least one of ``b`` bands of ``r`` rows
+with probability ``P(s) = 1 - (1 - s**r)**b``; its steepest point is near
+``(1/b)**(1/r)``. :func:`recall_bands` picks the fewest bands that make a pair at a target
+threshold a candidate with probability >= :data:`CANDIDATE_PROBABILITY` (what a build
+with ``threshold`` uses: candidates are verified, so recall at the threshold is what
+counts); :func:`optimal_bands` instead minimises the weighted false-positive and
+false-negative areas around the threshold, as datasketch does, restricted to ``b``
+dividing ``num_hashes`` (it puts the threshold mid-curve: at 0.8 it gives 8 x 16, under
+which a pair of similarity 0.8 is a candidate with probability 0.2 only).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from typing import Any, Mapping
+
+from lance_minhash_sql.core.checks import check_bool, check_int, check_real, check_similarity, check_threshold
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS,
+                                                 MAX_NUM_HASHES, SHINGLE_SEPARATOR, SIGNATURE_VERSION)
+from lance_minhash_sql.core.lance_format import SEED as SIGNATURE_SEED
+
+__all__ = [
+    "MAX_NUM_HASHES",
+    "MAX_NUM_BANDS",
+    "SIGNATURE_SEED",
+    "SHINGLE_SEPARATOR",
+    "SIGNATURE_VERSION",
+    "INDEX_VERSION",
+    "DEFAULT_PAGE_ROWS",
+    "MAX_SEGMENT_ROWS",
+    "DEFAULT_MEMORY_BUDGET",
+    "MIN_MEMORY_BUDGET",
+    "DEFAULT_MAX_TEMP_SIZE",
+    "BASE_TOKENIZERS",
+    "LANGUAGES",
+    "TokenizerParams",
+    "MinHashParams",
+    "scurve",
+    "lsh_probability",
+    "scurve_threshold",
+    "false_positive_area",
+    "false_negative_area",
+    "optimal_bands",
+    "recall_bands",
+    "CANDIDATE_PROBABILITY",
+    "check_threshold",  # re-exported from checks: the one threshold rule
+]
+
+MAX_SHINGLE_SIZE = 2**31 - 1
+# a build with threshold := t makes a pair of similarity t a candidate at least this often
+CANDIDATE_PROBABILITY = 0.9
+MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
+# band sort budget of a build without memory_limit; $LANCE_MEM_POOL_SIZE overrides. Small
+# on purpose: above ~350k rows the band rows spill to temp files (through the page cache;
+# no CPU cost measurable on the development machine), which keeps a 1M-row build at
+# ~435 MB peak RSS instead of ~670 MB (docs/scale.md, "Memory of a build")
+DEFAULT_MEMORY_BUDGET = 64 << 20
+MIN_MEMORY_BUDGET = 64 << 10
+DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
+
+# Base tokenizers whose token streams this package reproduces exactly.
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram")
+# Lance accepts these too; their MinHash token streams are not reproduced here.
+_LANCE_ONLY_TOKENIZERS = ("code", "icu", "icu/split")
+# Tantivy's stemmer languages (the values Lance's `language` accepts).
+LANGUAGES = (
+    "Arabic", "Danish", "Dutch", "English", "Finnish", "French", "German", "Greek",
+    "Hungarian", "Italian", "Norwegian", "Portuguese", "Romanian", "Russian", "Spanish",
+    "Swedish", "Tamil", "Turkish",
+)
+_BLOCK_SIZES = (128, 256)
+
+
+@dataclass(frozen=True)
+class TokenizerParams:
+    """How text becomes tokens; the defaults are Lance's MinHash defaults.
+
+    Pipeline (Lance's order): base tokenizer, then drop tokens of ``>= max_token_length``
+    UTF-8 bytes (``None``: no limit), then lower-case, then ASCII folding.
+    """
+
+    base_tokenizer: str = "simple"
+    language: str = "English"
+    max_token_length: int | None = 40
+    lower_case: bool = True
+    ascii_folding: bool = True
+    min_ngram_length: int = 3
+    max_ngram_length: int = 3
+    prefix_only: bool = False
+    stem: bool = False
+    remove_stop_words: bool = False
+    with_position: bool = False
+    block_size: int = 128
+
+    def __post_init__(self) -> None:
+        bt = self.base_tokenizer
+        if not isinstance(bt, str):
+            raise InvalidParameterError(f"base_tokenizer={bt!r} must be a string, one of {BASE_TOKENIZERS}")
+        if bt in _LANCE_ONLY_TOKENIZERS or bt.startswith(("jieba", "lindera")):
+            raise InvalidParameterError(
+                f"base_tokenizer={bt!r} is not supported by lance_minhash_sql: its token stream is "
+                f"not reproduced bit for bit; use one of {BASE_TOKENIZERS}"
+            )
+        if bt not in BASE_TOKENIZERS:
+            raise InvalidParameterError(f"base_tokenizer={bt!r} is unknown; use one of {BASE_TOKENIZERS}")
+        if self.language not in LANGUAGES:
+            raise InvalidParameterError(f"language={self.language!r} is unknown; use one of {LANGUAGES}")
+        if self.max_token_length is not None:
+            n = check_int("max_token_length", self.max_token_length, "use a positive integer or null for no limit")
+            if n < 1:
+                raise InvalidParameterError(
+                    f"max_token_length={n} must be >= 1 (tokens of >= max_token_length bytes are dropped); "
+                    "use a positive integer or null for no limit"
+                )
+            object.__setattr__(self, "max_token_length", n)
+        for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position"):
+            check_bool(name, getattr(self, name))
+        if self.stem or self.remove_stop_words:
+            raise InvalidParameterError(
+                f"stem={self.stem}, remove_stop_words={self.remove_stop_words}: stemming and stop-word "
+                "removal are not supported by lance_minhash_sql (MinHash indexes default to neither); "
+                "set both to false"
+            )
+        lo = check_int("min_ngram_length", self.min_ngram_length, "use a positive integer")
+        hi = check_int("max_ngram_length", self.max_ngram_length, "use a positive integer")
+        if lo < 1 or hi < lo:
+            raise InvalidParameterError(
+                f"min_ngram_length={lo}, max_ngram_length={hi}: require 1 <= min_ngram_length <= "
+                "max_ngram_length; e.g. min_ngram_length=3, max_ngram_length=3"
+            )
+        object.__setattr__(self, "min_ngram_length", lo)
+        object.__setattr__(self, "max_ngram_length", hi)
+        bs = check_int("block_size", self.block_size, f"use one of {_BLOCK_SIZES}")
+        if bs not in _BLOCK_SIZES:
+            raise InvalidParameterError(f"block_size={bs} must be one of {_BLOCK_SIZES}")
+        object.__setattr__(self, "block_size", bs)
+
+    @classmethod
+    def parse(cls, value: "TokenizerParams | Mapping[str, Any] | str | None") -> "TokenizerParams":
+        """Accept ``None`` (defaults), a mapping, a JSON object string, or an instance."""
+        if value is None:
+            return cls()
+        if isinstance(value, TokenizerParams):
+            return value
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise InvalidParameterError(
+                    f"tokenizer={value!r} is not valid JSON ({exc.msg}); pass a JSON object such as "
+                    '\'{"base_tokenizer": "whitespace"}\''
+                ) from None
+        if not isinstance(value, Mapping):
+            raise InvalidParameterError(
+                f"tokenizer={value!r} must be a JSON object / mapping of tokenizer options, "
+                f"with keys among {sorted(_TOKENIZER_KEYS)}"
+            )
+        unknown = sorted(set(value) - _TOKENIZER_KEYS)
+        if unknown:
+            raise InvalidParameterError(
+                f"tokenizer option(s) {unknown} are unknown or unsupported; valid keys are "
+                f"{sorted(_TOKENIZER_KEYS)}"
+            )
+        return cls(**dict(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        """All options, as Lance's ``IndexConfig("MINHASHLSH", {"tokenizer": ...})`` takes them."""
+        return asdict(self)
+
+    def lance_tokenize_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``lance.tokenize`` that run this exact pipeline."""
+        kw: dict[str, Any] = dict(
+            base_tokenizer=self.base_tokenizer, language=self.language,
+            max_token_length=self.max_token_length, lower_case=self.lower_case, stem=self.stem,
+            remove_stop_words=self.remove_stop_words, ascii_folding=self.ascii_folding,
+        )
+        if self.base_tokenizer == "ngram":
+            kw.update(min_ngram_length=self.min_ngram_length, max_ngram_length=self.max_ngram_length,
+                      prefix_only=self.prefix_only)
+        return kw
+
+
+_TOKENIZER_KEYS = frozenset(TokenizerParams.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class MinHashParams:
+    """Index parameters: ``num_hashes`` (k), ``num_bands`` (b), ``shingle_size``, tokenizer."""
+
+    num_hashes: int = 128
+    num_bands: int = 16
+    shingle_size: int = 3
+    tokenizer: TokenizerParams = field(default_factory=TokenizerParams)
+
+    def __post_init__(self) -> None:
+        k = check_int("num_hashes", self.num_hashes, f"use 1..{MAX_NUM_HASHES}, e.g. 128")
+        b = check_int("num_bands", self.num_bands, "use a divisor of num_hashes, e.g. 16")
+        w = check_int("shingle_size", self.shingle_size, "use a positive integer, e.g. 3")
+        if not 1 <= k <= MAX_NUM_HASHES:
+            raise InvalidParameterError(
+                f"num_hashes={k} is out of range: requires 1 <= num_hashes <= {MAX_NUM_HASHES}; e.g. 128"
+            )
+        if not 1 <= b <= MAX_NUM_BANDS:
+            raise InvalidParameterError(
+                f"num_bands={b} is out of range: requires 1 <= num_bands <= {MAX_NUM_BANDS} "
+                "(the band id is one byte of the band key); e.g. 16"
+            )
+        if k % b:
+            divisors = [d for d in range(1, min(k, MAX_NUM_BANDS) + 1) if k % d == 0]
+            below = [d for d in divisors if d < b][-1:]
+            above = [d for d in divisors if d > b][:1]
+            near = below + above
+            raise InvalidParameterError(
+                f"num_bands={b} does not divide num_hashes={k}: requires num_hashes to be a multiple "
+                f"of num_bands (rows per band = num_hashes / num_bands); use e.g. num_bands in {near}"
+            )
+        if w < 1:
+            raise InvalidParameterError(f"shingle_size={w} must be >= 1 (tokens per shingle); e.g. 3")
+        if w > MAX_SHINGLE_SIZE:
+            raise InvalidParameterError(
+                f"shingle_size={w} is out of range: requires shingle_size <= {MAX_SHINGLE_SIZE} (Lance stores it "
+                "as a 32-bit value; a shingle longer than a text's token list is the whole list anyway); e.g. 3")
+        if not isinstance(self.tokenizer, TokenizerParams):
+            object.__setattr__(self, "tokenizer", TokenizerParams.parse(self.tokenizer))
+        object.__setattr__(self, "num_hashes", k)
+        object.__setattr__(self, "num_bands", b)
+        object.__setattr__(self, "shingle_size", w)
+
+    @classmethod
+    def create(
+        cls,
+        num_hashes: int | None = 128,
+        num_bands: int | None = None,
+        shingle_size: int | None = 3,
+        tokenizer: "TokenizerParams | Mapping[str, Any] | str | None" = None,
+        threshold: float | None = None,
+    ) -> "MinHashParams":
+        """Validated parameters; with ``threshold`` and no ``num_bands``, (b, r) is chosen for it."""
+        k = 128 if num_hashes is None else num_hashes
+        if threshold is not None:
+            if num_bands is not None:
+                raise InvalidParameterError(
+                    f"threshold={threshold!r} and num_bands={num_bands!r} were both given: threshold "
+                    "chooses num_bands; pass one of them"
+                )
+            num_bands, _ = recall_bands(threshold, check_int("num_hashes", k, "e.g. 128"))
+        return cls(
+            num_hashes=k,
+            num_bands=16 if num_bands is None else num_bands,
+            shingle_size=3 if shingle_size is None else shingle_size,
+            tokenizer=TokenizerParams.parse(tokenizer),
+        )
+
+    @property
+    def rows_per_band(self) -> int:
+        return self.num_hashes // self.num_bands
+
+    @property
+    def threshold(self) -> float:
+        """Similarity at the S-curve's steep point, ``(1/b)**(1/r)``."""
+        return scurve_threshold(self.num_bands, self.rows_per_band)
+
+    def with_tokenizer(self, **options: Any) -> "MinHashParams":
+        return replace(self, tokenizer=replace(self.tokenizer, **options))
+
+    def differences(self, other: "MinHashParams") -> list[str]:
+        """``name=value vs value`` for every parameter (tokenizer options included) that
+        differs from ``other``.
+
+        >>> MinHashParams(64, 8).differences(MinHashParams(128, 8))
+        ['num_hashes=64 vs 128']
+        """
+        return _differences(self, other)
+
+    def to_lance_config(self) -> dict[str, Any]:
+        """Parameters for ``lance.indices.IndexConfig("MINHASHLSH", ...)``."""
+        return {
+            "num_hashes": self.num_hashes,
+            "num_bands": self.num_bands,
+            "shingle_size": self.shingle_size,
+            "tokenizer": self.tokenizer.to_dict(),
+        }
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    out = []
+    for f in fields(a):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if is_dataclass(va) and is_dataclass(vb):
+            out += _differences(va, vb, f"{prefix}{f.name}.")
+        elif va != vb:
+            out.append(f"{prefix}{f.name}={va!r} vs {vb!r}")
+    return out
+
+
+# --------------------------------------------------------------------------- LSH math
+
+
+def scurve(similarity, num_bands, rows_per_band):
+    """``1 - (1 - s**r)**b``, the S-curve, unchecked: for floats and NumPy arrays (the
+    one place the formula is written; :func:`lsh_probability` checks its arguments)."""
+    return 1.0 - (1.0 - similarity**rows_per_band) ** num_bands
+
+
+def lsh_probability(similarity: float, num_bands: int, rows_per_band: int) -> float:
+    """Probability that a pair of Jaccard ``similarity`` shares at least one band."""
+    s = check_similarity("similarity", similarity)
+    b = check_int("num_bands", num_bands, "use a positive integer")
+    r = check_int("rows_per_band", rows_per_band, "use a positive integer")
+    if b < 1 or r < 1:
+        raise InvalidParameterError(f"num_bands={b}, rows_per_band={r} must both be >= 1")
+    return scurve(s, b, r)
+
+
+def scurve_threshold(num_bands: int, rows_per_band: int) -> float:
+    """The similarity where the S-curve rises steepest, approximately ``(1/b)**(1/r)``."""
+    return (1.0 / num_bands) ** (1.0 / rows_per_band)
+
+
+def _integrate(f, a: float, b: float, steps: int = 200) -> float:
+    """Composite Simpson's rule (steps even)."""
+    if b <= a:
+        return 0.0
+    h = (b - a) / steps
+    total = f(a) + f(b)
+    for i in range(1, steps):
+        total += (4 if i % 2 else 2) * f(a + i * h)
+    return total * h / 3.0
+
+
+def false_positive_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
+    """Integral of P(s) over s in [0, threshold]: weight of candidates below the threshold."""
+    return _integrate(lambda s: scurve(s, num_bands, rows_per_band), 0.0, threshold)
+
+
+def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
+    """Integral of 1 - P(s) over s in [threshold, 1]: weight of pairs the index misses."""
+    return _integrate(lambda s: 1.0 - scurve(s, num_bands, rows_per_band), threshold, 1.0)
+
+
+def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
+    return check_threshold(threshold), check_int("num_hashes", num_hashes, "e.g. 128", 1, MAX_NUM_HASHES)
+
+
+def recall_bands(threshold: float, num_hashes: int = 128,
+                 probability: float = CANDIDATE_PROBABILITY) -> tuple[int, int]:
+    """``(num_bands, rows_per_band)``: the fewest bands (``b`` dividing ``num_hashes``,
+    ``b <= 256``) under which a pair of similarity ``threshold`` becomes a candidate with
+    at least ``probability``; the most bands if none reaches it.
+
+    Fewer bands mean a smaller index and fewer false candidates to verify; every
+    candidate is then verified on the full signature, so what matters at the threshold
+    is recall. This is what ``minhash_build(..., threshold := t)`` uses.
+
+    >>> recall_bands(0.8, 128)
+    (16, 8)
+    >>> recall_bands(0.5, 128)
+    (64, 2)
+    """
+    t, k = _threshold_and_hashes(threshold, num_hashes)
+    p = check_similarity("probability", probability)
+    bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
+    for b in bands:
+        if lsh_probability(t, b, k // b) >= p:
+            return b, k // b
+    return bands[-1], k // bands[-1]
+
+
+def optimal_bands(
+    threshold: float,
+    num_hashes: int = 128,
+    false_positive_weight: float = 0.5,
+    false_negative_weight: float = 0.5,
+) -> tuple[int, int]:
+    """``(num_bands, rows_per_band)`` with ``b * r == num_hashes`` and ``b <= 256`` minimising
+    ``fp_weight * false_positive_area + fn_weight * false_negative_area`` at ``threshold``.
+
+    >>> optimal_bands(0.8, 128)
+    (8, 16)
+    >>> optimal_bands(0.5, 128)
+    (32, 4)
+    """
+    t, k = _threshold_and_hashes(threshold, num_hashes)
+    for name, w in (("false_positive_weight", false_positive_weight), ("false_negative_weight", false_negative_weight)):
+        check_real(name, w, "e.g. 0.5", lo=0)
+    if false_positive_weight + false_negative_weight <= 0:
+        raise InvalidParameterError("false_positive_weight and false_negative_weight must not both be 0")
+    best: tuple[float, int, int] | None = None
+    for b in range(1, min(k, MAX_NUM_BANDS) + 1):
+        if k % b:
+            continue
+        r = k // b
+        err = (false_positive_weight * false_positive_area(t, b, r)
+               + false_negative_weight * false_negative_area(t, b, r))
+        if best is None or err < best[0] - 1e-15:
+            best = (err, b, r)
+    assert best is not None
+    return best[1], best[2]

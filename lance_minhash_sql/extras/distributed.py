@@ -1,0 +1,469 @@
+"""Distributed build, pairs and clusters on Ray (the ``ray`` extra).
+
+>>> from lance_minhash_sql.extras.distributed import build_index_distributed  # doctest: +SKIP
+>>> build_index_distributed("corpus.lance", "text", fragment_groups=4)  # doctest: +SKIP
+>>> for batch in pairs_distributed("corpus.lance", "text", 0.8): ...  # doctest: +SKIP
+
+**Build.** The driver validates everything once — dataset, column, parameters
+(:meth:`MinHashParams.create`), index name, and the fragment groups (non-empty, disjoint,
+known fragment ids, covering every fragment of the version read, each group small enough
+for one segment) — before any task starts. Each group goes to one Ray task, which opens
+the dataset *at the version the driver read*, signs the group's rows with our engine and
+writes an **uncommitted** segment through the build's own pipeline
+(:func:`.build.sign_fragments` → :func:`.build.write_segment` with ``commit=None``), and
+returns its :class:`~..io.manifest.NewSegment`. The driver checks the returned segments
+(identical parameters, fragment sets exactly the groups) and registers all of them as
+the segments of one index in **one** ``CreateIndex`` commit on top of the version read,
+removing the column's old MinHash segments when ``replace`` (``docs/index-format.md``). With
+``merge=True`` a second commit then merges them into one segment from their stored
+signatures (:func:`.optimize.optimize` with ``merge="all"``; no text is read again);
+with contiguous ascending groups, the merged segment's files equal a single-process
+build's.
+
+If any task fails, nothing is committed: the driver waits for the other tasks, removes
+the segment folders they wrote, and raises :class:`DistributedTaskError` naming each
+failed group's fragment ids and its error. A group whose rows have no token at all is
+such a failure (the segment would be empty): put those fragments in a group with text.
+A task whose worker or node dies is such a failure too (Ray's error, e.g. the node that
+died, is in the message): the driver names each task's segment before it starts, so it
+also removes what the dead task had written, and build tasks are not retried (a retry
+would race the dead task's writes). Rerun the build once the cluster is healthy.
+
+**Pairs and clusters.** The driver opens the index once and plans the key-range shards
+of :func:`.pairs.pair_shards` (the same number of shards as :func:`.pairs.pairs`); each
+task opens the dataset at the driver's version, plans the same shards and runs its
+shards: :func:`.pairs.shard_pairs` (pairs) or :func:`.clusters.shard_links` (clusters).
+
+* ``pairs_distributed`` returns each task's record batches through Ray's object store
+  and yields them in shard order, with at most ``max_in_flight`` tasks submitted and not
+  yet consumed: the driver holds the results of those tasks only, never all pairs; the
+  output is batch for batch the output of :func:`.pairs.pairs`. (Chosen over Parquet
+  parts in an output folder: no shared file system is needed and the stream is
+  identical; a task holds its shards' pairs until the driver takes them, so more shards
+  per task cost more memory per task.)
+* ``clusters_distributed``: each task returns its shards' verified links as global doc
+  ids; the driver unions them as they arrive (:func:`.clusters.components`) and returns
+  the table :func:`.clusters.clusters` returns.
+
+**Where it runs.** ``ray_address=None`` uses the running Ray instance or starts a local
+one (``ray.init()``); ``"auto"`` or ``"ray://host:10001"`` joins a cluster. Tasks receive
+the dataset URI, the version and ``storage_options`` as arguments, so object-store URIs
+work when every worker can reach the store with those options. Every worker needs this
+package (and pylance) installed; local workers inherit the driver's environment.
+Ray is imported only inside these functions: importing the package never imports Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import time
+import uuid as uuidlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.build.builder import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir,
+                                             prepare_build, sign_fragments)
+from lance_minhash_sql.core.checks import check_bool, check_int
+from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
+from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
+from lance_minhash_sql.index.spill import plan_sort
+from lance_minhash_sql.io import manifest, store
+from lance_minhash_sql.io.scan import fragment_rows, open_dataset, options_for, uri_of, version_of
+from lance_minhash_sql.lifecycle.optimize import optimize
+from lance_minhash_sql.selfjoin.clusters import components, shard_links
+from lance_minhash_sql.selfjoin.pairs import shard_pairs
+from lance_minhash_sql.selfjoin.shards import MAX_SHARDS, pair_shards, plan_shards, run_together
+
+__all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
+           "RAY_INSTALL"]
+
+# the package installs from its repository (README), so the hint names the package itself
+RAY_INSTALL = "pip install 'ray>=2.9' (in a clone of this repository: pip install -e '.[ray]')"
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+def _ray():
+    """The ``ray`` module, or :class:`MissingDependencyError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError(
+            "the distributed functions need Ray, which is not installed; install the extra with "
+            f"{RAY_INSTALL} (on the driver and on every worker)") from None
+    return ray
+
+
+def _connect(ray_address: str | None):
+    ray = _ray()
+    if ray_address is not None and (not isinstance(ray_address, str) or not ray_address.strip()):
+        raise InvalidParameterError(
+            f"ray_address={ray_address!r} must be a Ray address such as 'auto' or 'ray://head:10001', "
+            "or None for the running Ray instance (else a local one)")
+    if not ray.is_initialized():
+        ray.init(address=ray_address)
+    return ray
+
+
+_remotes: dict = {}
+
+
+def _remote(ray, fn, **options):
+    key = (fn.__name__, tuple(sorted(options.items())))
+    if key not in _remotes:
+        _remotes[key] = ray.remote(**options)(fn) if options else ray.remote(fn)
+    return _remotes[key]
+
+
+def _cause(exc: BaseException) -> str:
+    """The task's own exception as ``Type: first line`` (unwrapping Ray's task error)."""
+    cause = getattr(exc, "cause", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"
+
+
+# --------------------------------------------------------------------------- fragment groups
+
+
+def fragment_groups_of(groups: Any, fragments: list[int]) -> list[list[int]]:
+    """The fragment groups of a build, validated against the dataset's ``fragments``.
+
+    ``None``: one group per fragment; ``n``: ``n`` contiguous groups of near-equal
+    fragment counts, in fragment order; a list of lists of fragment ids: those groups,
+    which must be non-empty, disjoint, name only fragments of the dataset and cover all
+    of them. Each group is returned in ascending fragment order.
+    """
+    fix = ("pass None (one group per fragment), a number of groups in 1..{n}, or a list of non-empty, "
+           "disjoint lists of fragment ids that together cover the dataset's fragments {frags}")
+    fix = fix.format(n=len(fragments), frags=fragments)
+    if groups is None:
+        return [[f] for f in fragments]
+    if isinstance(groups, numbers.Integral) and not isinstance(groups, (bool, np.bool_)):
+        n = int(groups)
+        if not 1 <= n <= len(fragments):
+            raise InvalidParameterError(
+                f"fragment_groups={groups!r} must be between 1 and the number of fragments "
+                f"({len(fragments)}); {fix}")
+        return [[int(f) for f in part] for part in np.array_split(np.asarray(fragments, dtype=np.int64), n)]
+    if not isinstance(groups, (list, tuple)) or not groups:
+        raise InvalidParameterError(f"fragment_groups={groups!r} is neither None, a number nor a list of lists; {fix}")
+    out: list[list[int]] = []
+    owner: dict[int, int] = {}
+    known = set(fragments)
+    for i, group in enumerate(groups):
+        if not isinstance(group, (list, tuple, set, frozenset)) or not group:
+            raise InvalidParameterError(
+                f"fragment_groups[{i}]={group!r} must be a non-empty list of fragment ids; {fix}")
+        ids = []
+        for f in group:
+            if isinstance(f, (bool, np.bool_)) or not isinstance(f, numbers.Integral):
+                raise InvalidParameterError(f"fragment_groups[{i}] holds {f!r}, not a fragment id (an integer); {fix}")
+            f = int(f)
+            if f not in known:
+                raise InvalidParameterError(
+                    f"fragment_groups[{i}] names fragment {f}, which the dataset (version read) does not have; "
+                    f"{fix}")
+            if f in owner:
+                where = "twice in that group" if owner[f] == i else f"also in fragment_groups[{owner[f]}]"
+                raise InvalidParameterError(
+                    f"fragment {f} of fragment_groups[{i}] is {where}: groups must be disjoint (a fragment "
+                    f"in two segments would be indexed twice); {fix}")
+            owner[f] = i
+            ids.append(f)
+        out.append(sorted(ids))
+    missing = [f for f in fragments if f not in owner]
+    if missing:
+        raise InvalidParameterError(
+            f"fragment_groups leave fragment(s) {missing} out: the groups must cover every fragment of the "
+            f"dataset (an index must cover what it was built on); {fix}")
+    return out
+
+
+# --------------------------------------------------------------------------- build
+
+
+@dataclass(frozen=True)
+class _GroupSegment:
+    """What a build task returns: its uncommitted segment and counts."""
+
+    seg: manifest.NewSegment
+    rows: int
+    scanned: int
+    bytes: int
+    spilled_bytes: int
+
+
+def _build_task(uri: str, version: int, column: str, params: MinHashParams, fragment_ids: list[int],
+                memory_limit, temp_dir, storage_options, seg_uuid: str) -> _GroupSegment:
+    """One group: sign its fragments at the driver's version and write an uncommitted
+    segment named ``seg_uuid``."""
+    ds = open_dataset(uri, storage_options, version)
+    rows = fragment_rows(ds, fragment_ids)
+    plan = plan_sort(max(rows, 1), params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)
+    w, stats = sign_fragments(ds, column, params, fragment_ids, plan, storage_options=storage_options,
+                              what=f" (fragment group {fragment_ids})", seg_uuid=seg_uuid)
+    return _GroupSegment(w.seg, w.rows, int(stats.get("scanned", 0)), w.bytes, w.spilled_bytes)
+
+
+def _remove_segments(ds, uuids: list[str], storage_options: dict | None) -> None:
+    """Remove uncommitted segment folders (or object-store prefixes) and their build markers
+    (this machine's)."""
+    for seg_uuid in uuids:
+        store.remove_dir(manifest.segment_dir(ds, seg_uuid), storage_options)
+        try:
+            os.remove(os.path.join(marker_dir(), f"{seg_uuid}.json"))
+        except FileNotFoundError:
+            pass
+
+
+def _check_segments(ds, column: str, params: MinHashParams, groups: list[list[int]],
+                    got: list[_GroupSegment]) -> None:
+    """The tasks' segments: the driver's parameters, exactly the groups' fragments."""
+    for group, g in zip(groups, got):
+        diff = g.seg.params.differences(params)
+        if diff:
+            raise DistributedTaskError(
+                f"the task of fragment group {group} wrote segment {g.seg.uuid} with other parameters than "
+                f"the driver fixed: {'; '.join(diff)}. Rule: every segment of an index shares the same "
+                "parameters. Fix: install the same lance-minhash-sql version on every worker; nothing was "
+                "committed", {tuple(group): "; ".join(diff)})
+        if set(g.seg.fragment_ids) != set(group):
+            raise DistributedTaskError(
+                f"the task of fragment group {group} wrote a segment over fragments "
+                f"{sorted(g.seg.fragment_ids)}; nothing was committed", {tuple(group): "wrong fragments"})
+
+
+def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_hashes: int = 128,
+                            num_bands: int | None = None, shingle_size: int = 3, threshold: float | None = None,
+                            tokenizer=None, replace: bool = True, merge: bool = False, name: str | None = None,
+                            memory_limit=None, temp_dir: str | None = None, storage_options: dict | None = None,
+                            ray_address: str | None = None) -> BuildResult:
+    """Build the MinHash LSH index of ``column`` with one Ray task per fragment group and
+    commit every task's segment in one commit (see the module doc).
+
+    ``fragment_groups``: ``None`` (one task per fragment), a number of contiguous groups,
+    or explicit lists of fragment ids (disjoint, covering the dataset). The parameters
+    and ``replace`` / ``name`` behave as in :func:`.build.build_index`; ``memory_limit`` and
+    ``temp_dir`` apply to each task. ``merge=True`` merges the committed segments into one
+    afterwards (a second commit). Returns a :class:`~.build.BuildResult` (``segments`` =
+    segments of the index at the end).
+
+    Raises :class:`InvalidParameterError` (bad groups or parameters), :class:`DatasetError`,
+    :class:`ResourceLimitError` (a group too large for one segment) before any task runs,
+    :class:`DistributedTaskError` when a task fails, :class:`MissingDependencyError`
+    without Ray; the dataset is then unchanged.
+    """
+    t0 = time.perf_counter()
+    merge = check_bool("merge", merge)
+    storage_options = options_for(dataset, storage_options)
+    ds, params, index_name, old_segments, _ = prepare_build(
+        dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
+    fragments = manifest.fragment_ids(ds)
+    groups = fragment_groups_of(fragment_groups, fragments)
+    for group in groups:
+        rows = fragment_rows(ds, group)
+        if rows > MAX_SEGMENT_ROWS:
+            check_segment_rows(ds, rows)
+    plan_sort(1, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)  # checks the options
+    ray = _connect(ray_address)
+    uri, version = uri_of(ds), version_of(ds)
+    cleanup_leftovers(uri, storage_options)
+
+    # the driver names every task's segment, so it can remove what a task wrote even when
+    # the task's worker or node died mid-write; a task is not retried (a retry elsewhere
+    # would race the dead one's files): the build fails, names the group, and can be rerun
+    seg_uuids = [str(uuidlib.uuid4()) for _ in groups]
+    task = _remote(ray, _build_task, max_retries=0)
+    refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options, u)
+            for group, u in zip(groups, seg_uuids)]
+    done: dict[int, _GroupSegment] = {}
+    failed: dict[tuple, str] = {}
+    for i, ref in enumerate(refs):  # wait for every task: a failure must not leave others' folders behind
+        try:
+            done[i] = ray.get(ref)
+        except Exception as exc:  # a task's error (Ray wraps it) or a lost worker
+            failed[tuple(groups[i])] = _cause(exc)
+    if failed:
+        _remove_segments(ds, seg_uuids, storage_options)  # the failed tasks' partial folders too
+        what = "; ".join(f"fragments {list(f)}: {why}" for f, why in failed.items())
+        raise DistributedTaskError(
+            f"{len(failed)} of {len(groups)} build task(s) on {column!r} of {uri!r} failed ({what}); nothing was "
+            "committed and the segments the other tasks wrote were removed. Fix the cause and build again",
+            failed)
+    got = [done[i] for i in range(len(groups))]
+    try:
+        _check_segments(ds, column, params, groups, got)
+        order = sorted(range(len(got)), key=lambda i: groups[i][0])  # manifest order = fragment order
+        segs = [got[i].seg for i in order]
+        new_ds = manifest.commit_replacing(ds, index_name, column, segs, removed=old_segments,
+                                           storage_options=storage_options)
+    except BaseException:
+        referenced = set()
+        try:
+            referenced = manifest.referenced_index_uuids(uri, None, storage_options)
+        except Exception:  # cannot tell: a later build's cleanup decides
+            referenced = {g.seg.uuid for g in got}
+        _remove_segments(ds, [g.seg.uuid for g in got if g.seg.uuid not in referenced], storage_options)
+        raise
+    for g in got:  # committed: their markers are done with
+        try:
+            os.remove(os.path.join(marker_dir(), f"{g.seg.uuid}.json"))
+        except FileNotFoundError:
+            pass
+    uuids = tuple(s.uuid for s in segs)
+    total_bytes = sum(g.bytes for g in got)
+    rows = sum(g.rows for g in got)
+    if merge and len(segs) > 1:
+        m = optimize(new_ds, column, merge="all", memory_limit=memory_limit, temp_dir=temp_dir,
+                     storage_options=storage_options)
+        uuids, total_bytes, version_after = (m.segment_uuid,), m.bytes, m.dataset_version
+    else:
+        version_after = version_of(new_ds)
+    return BuildResult(
+        index_name=index_name, column=column, num_hashes=params.num_hashes, num_bands=params.num_bands,
+        rows_per_band=params.rows_per_band, shingle_size=params.shingle_size,
+        tokenizer=json.dumps(params.tokenizer.to_dict()), segments=len(uuids), rows_indexed=rows,
+        rows_without_tokens=sum(g.scanned for g in got) - rows, seconds=time.perf_counter() - t0,
+        bytes=total_bytes, dataset_version=version_after, segment_uuids=uuids,
+        spilled_bytes=sum(g.spilled_bytes for g in got))
+
+
+# --------------------------------------------------------------------------- pairs and clusters
+
+
+def _task_shards(uri: str, version: int, column: str, threshold: float, num_shards: int, storage_options,
+                 indices: list[int]):
+    ds = open_dataset(uri, storage_options, version)
+    shards = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)
+    return run_together([shards[i] for i in indices])  # this task's candidates only
+
+
+def _pairs_task(uri, version, column, threshold, num_shards, storage_options, indices, exact) -> list:
+    """The record batches of shards ``indices``, in shard order."""
+    return [b for s in _task_shards(uri, version, column, threshold, num_shards, storage_options, indices)
+            for b in shard_pairs(s, exact=exact)]
+
+
+def _links_task(uri, version, column, threshold, num_shards, storage_options, indices) -> list:
+    """``(kind, a, b)`` of shards ``indices``: their rows and their verified links, one
+    array pair per kind and shard."""
+    out = []
+    for s in _task_shards(uri, version, column, threshold, num_shards, storage_options, indices):
+        parts: dict[str, list] = {"rows": [], "links": []}
+        for kind, a, b in shard_links(s):
+            parts[kind].append((a, b))
+        for kind, got in parts.items():
+            if got:
+                out.append((kind, np.concatenate([a for a, _ in got]), np.concatenate([b for _, b in got])))
+    return out
+
+
+def _check_optional(name: str, value: Any, example: str) -> int | None:
+    return None if value is None else check_int(name, value, f"e.g. {example}", 1, MAX_SHARDS)
+
+
+@dataclass(frozen=True)
+class _Job:
+    uri: str
+    version: int
+    column: str
+    threshold: float
+    num_shards: int
+    total_docs: int
+    groups: list  # shard indices per task
+
+
+def _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options) -> _Job:
+    num_shards = _check_optional("num_shards", num_shards, "64")
+    per_task = _check_optional("shards_per_task", shards_per_task, "4") or 1
+    shards = plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=3)
+    first = shards[0]
+    n = len(shards)
+    groups = [list(range(s, min(s + per_task, n))) for s in range(0, n, per_task)]
+    return _Job(first.uri, int(first.version), column, first.threshold, n, first.plan.total_docs, groups)
+
+
+def _failed(job: _Job, what: str, failures: dict) -> DistributedTaskError:
+    detail = "; ".join(f"shards {list(k)}: {why}" for k, why in failures.items())
+    return DistributedTaskError(
+        f"{len(failures)} {what} task(s) on {job.column!r} of {job.uri!r} (version {job.version}) failed ({detail}); "
+        "no further results are given. Fix the cause and run again", failures)
+
+
+def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
+                      num_shards: int | None = None, shards_per_task: int = 1, max_in_flight: int | None = None,
+                      storage_options: dict | None = None, ray_address: str | None = None
+                      ) -> Iterator[pa.RecordBatch]:
+    """:func:`.pairs.pairs` with the key-range shards run as Ray tasks (``shards_per_task``
+    consecutive shards each), yielded in shard order: the same batches as ``pairs()``.
+    At most ``max_in_flight`` tasks (default: twice the cluster's CPUs) are submitted
+    ahead of the consumer. Arguments are checked and the index opened when called.
+    Raises :class:`DistributedTaskError` naming the shards of a failed task."""
+    exact = check_bool("exact", exact)
+    in_flight = _check_optional("max_in_flight", max_in_flight, "8")
+    storage_options = options_for(dataset, storage_options)
+    job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
+    ray = _connect(ray_address)
+    in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+    task = _remote(ray, _pairs_task)
+    return _stream_pairs(ray, task, job, exact, in_flight, storage_options)
+
+
+def _stream_pairs(ray, task, job: _Job, exact: bool, in_flight: int, storage_options) -> Iterator[pa.RecordBatch]:
+    refs: list = []
+    try:
+        for i, group in enumerate(job.groups):
+            while len(refs) < min(len(job.groups), i + in_flight):
+                g = job.groups[len(refs)]
+                refs.append(task.remote(job.uri, job.version, job.column, job.threshold, job.num_shards,
+                                        storage_options, g, exact))
+            try:
+                batches = ray.get(refs[i])
+            except Exception as exc:
+                raise _failed(job, "pairs", {tuple(group): _cause(exc)}) from None
+            refs[i] = None  # the driver keeps no consumed result
+            yield from batches
+            del batches
+    finally:
+        for ref in refs:
+            if ref is not None:
+                ray.cancel(ref)
+
+
+def clusters_distributed(dataset, column: str, threshold: float = 0.8, *, num_shards: int | None = None,
+                         shards_per_task: int = 1, storage_options: dict | None = None,
+                         ray_address: str | None = None) -> pa.Table:
+    """:func:`.clusters.clusters` with each shard's verified links computed by a Ray task
+    and the union-find on the driver: the same table as ``clusters()``.
+    Raises :class:`DistributedTaskError` naming the shards of every failed task."""
+    storage_options = options_for(dataset, storage_options)
+    job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
+    ray = _connect(ray_address)
+    task = _remote(ray, _links_task)
+    refs = {task.remote(job.uri, job.version, job.column, job.threshold, job.num_shards, storage_options, g): g
+            for g in job.groups}
+    failures: dict[tuple, str] = {}
+
+    def arrived():
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    got = ray.get(ref)
+                except Exception as exc:
+                    failures[tuple(refs[ref])] = _cause(exc)
+                    continue
+                yield from got
+                del got
+
+    table = components(job.total_docs, arrived())
+    if failures:
+        raise _failed(job, "clusters", failures)
+    return table

@@ -1,0 +1,130 @@
+"""Compile every numba kernel into numba's on-disk cache, ahead of the first real call.
+
+A fresh install has an empty cache, so each kernel compiles on its first call (seconds
+each). :func:`warmup` runs every public operation once on a small synthetic corpus in a
+temporary folder — the corpus generator, the SQL scalar functions, a build in memory and
+one that spills, search (single, filtered, by threshold with exact scores, and a batch
+large enough for the parallel drivers), the join of two datasets, optimize, prewarm,
+pairs, clusters, dedup and the report — so every kernel
+compiles with exactly the argument types real calls use. A container image or a CI cache
+that runs ``lance-minhash warmup`` (or ``lms.warmup()``) once then starts every later
+process with nothing to compile. The cache goes where numba puts it: beside the package
+sources, or under ``NUMBA_CACHE_DIR`` (see the README, "Cold start and the numba cache").
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+__all__ = ["WarmupResult", "warmup"]
+
+_ROWS = 6_000  # above index.sign.PARALLEL_MIN_ROWS: the multi-threaded signing path runs too
+_BATCH = 4_096  # index.search's parallel drivers start at kernels.lsh.PARALLEL_MIN_QUERIES queries
+
+
+@dataclass(frozen=True)
+class WarmupResult:
+    """``compiled``: kernel specializations numba compiled (0: the cache already held
+    them all); ``compile_seconds`` of ``seconds`` in all; ``cache_dir``: where they are."""
+
+    compiled: int
+    compile_seconds: float
+    seconds: float
+    cache_dir: str
+
+    def format(self) -> str:
+        if self.compiled == 0:
+            return (f"warmup: every kernel was already in numba's cache ({self.cache_dir}); "
+                    f"nothing compiled, {self.seconds:.1f}s")
+        return (f"warmup: compiled {self.compiled} kernel specializations in {self.compile_seconds:.1f}s "
+                f"({self.seconds:.1f}s in all) into numba's cache ({self.cache_dir})")
+
+
+def cache_dir() -> str:
+    """Where numba keeps this package's compiled kernels."""
+    from numba.core import config
+
+    from lance_minhash_sql.kernels import config as kconfig
+
+    if not kconfig.CACHE:
+        return "nowhere: LANCE_MINHASH_NUMBA_CACHE=0 disables the cache"
+    if config.CACHE_DIR:
+        return config.CACHE_DIR
+    from lance_minhash_sql.kernels import minhash
+
+    try:
+        return minhash.sign_range._cache._cache_path
+    except AttributeError:
+        return os.path.join(os.path.dirname(minhash.__file__), "__pycache__")
+
+
+def _run_all(tmp: str) -> None:
+    import pyarrow as pa
+
+    from lance_minhash_sql import connect
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import generate_texts, write_corpus
+    from lance_minhash_sql.query.topk import search_ids
+    from lance_minhash_sql.runtime.cache import clear_cache
+    from lance_minhash_sql.selfjoin.shards import candidate_docs, pair_shards
+
+    uri = os.path.join(tmp, "corpus.lance")
+    write_corpus(uri, _ROWS, with_truth=True)
+    q = "'" + uri.replace("'", "''") + "'"
+    con = connect()
+    con.execute("SET enable_progress_bar = false")
+    con.sql("""SELECT minhash_similarity(minhash_signature(a.text), minhash_signature(b.text)),
+                       minhash_band_keys(minhash_signature(a.text)), shingle_jaccard(a.text, b.text),
+                       lsh_probability(0.5, 16, 8)
+                FROM (SELECT * FROM (VALUES ('the quick brown fox'), ('Grüße aus Köln'), (NULL)) t(text)) a,
+                     (SELECT 'the quick brown dog' AS text) b""").fetchall()
+    build_index(uri, "text", memory_limit="256KiB", temp_dir=tmp)  # the spilling sort
+    con.sql(f"SELECT * FROM minhash_build({q}, 'text')").fetchall()  # the in-memory sort
+    texts = generate_texts(0, _BATCH).to_pylist()
+    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[1]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, filter := 'id > 10')", params=[texts[2]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, 5)", params=[texts[3]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, k := NULL, threshold := 0.5, exact := true)",
+            params=[texts[5]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, exact := true)", params=[texts[6]]).fetchall()
+    left = os.path.join(tmp, "left.lance")
+    write_corpus(left, 1000, start=_ROWS // 2)  # half of it overlaps the corpus
+    ql = "'" + left.replace("'", "''") + "'"
+    con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text', exact := true)").fetchall()
+    search_ids(uri, "text", pa.array(texts, pa.large_string()), 3)  # the parallel drivers
+    write_corpus(uri, 500, mode="append", with_truth=True, start=_ROWS)
+    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[4]]).fetchall()  # unindexed rows
+    con.sql(f"SELECT * FROM minhash_optimize({q}, 'text')").fetchall()
+    con.sql(f"SELECT * FROM minhash_optimize({q}, 'text', \"merge\" := 'all')").fetchall()
+    con.sql(f"SELECT * FROM minhash_prewarm({q}, 'text')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text', exact := true)").fetchall()
+    clear_cache()  # as a new process meets the index: band rows read from the mapped files
+    con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text', threshold := 0.7)").fetchall()
+    # the candidate pass a segment whose signatures exceed the cache runs before its shards
+    candidate_docs(pair_shards(uri, "text", 0.7)[0].plan)
+    con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text', keep := 'longest')").fetchall()
+    con.sql(f"SELECT * FROM minhash_report({q}, 'text', sample := 200)").fetchall()
+    con.sql(f"SELECT * FROM minhash_buckets({q}, 'text')").fetchall()
+    con.close()
+
+
+def warmup(progress: bool = False) -> WarmupResult:
+    """Compile every kernel into numba's on-disk cache (see the module doc); a second
+    call, or a later process, compiles nothing. Returns what was compiled and where."""
+    from lance_minhash_sql.kernels.config import COMPILES
+
+    t0 = time.perf_counter()
+    count0, seconds0 = COMPILES.count, COMPILES.seconds
+    notice = COMPILES.notice
+    COMPILES.notice = progress and notice
+    try:
+        with tempfile.TemporaryDirectory(prefix="lance-minhash-warmup-") as tmp:
+            _run_all(tmp)
+    finally:
+        COMPILES.notice = notice
+    return WarmupResult(COMPILES.count - count0, COMPILES.seconds - seconds0, time.perf_counter() - t0, cache_dir())

@@ -1,0 +1,84 @@
+"""Threshold and exact scores of search hits: ``k := NULL`` with ``threshold``, and ``exact``.
+
+* :func:`check_limit` turns ``(k, threshold)`` into the top-k cut: ``k`` rows per query,
+  or no limit when ``k`` is ``None`` (then a threshold is required).
+* :func:`at_threshold`: a hit is kept when its MinHash similarity reaches the threshold,
+  by the self-join's rule: ``float32(eq) / float32(k) >= threshold`` (``eq`` equal
+  positions, recovered exactly from Lance's float32 ``_distance = 1 - eq / k``), i.e.
+  ``eq >= min_matches(threshold, k)``. Cutting at the top ``k`` by distance and then at the
+  threshold is the same as the other way round: the order is by distance.
+* :func:`exact_scores`: the exact Jaccard of each query's shingle set and its hit's (the
+  index's tokenizer and shingle size; the hits' texts fetched by row id), NaN when either
+  has no shingles; with a threshold the hits below it are dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.checks import check_int, check_threshold
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.index.opened import OpenedIndex
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.io.scan import take_texts
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
+from lance_minhash_sql.selfjoin.shards import warn_if_low_recall
+
+__all__ = ["NO_LIMIT", "check_limit", "at_threshold", "exact_scores", "apply_scores"]
+
+NO_LIMIT = 1 << 40  # the cut for k = None: more rows than any dataset has
+
+
+def check_limit(k: Any, threshold: Any) -> tuple[int, float | None]:
+    """``(rows per query, threshold or None)``; ``k=None`` means no limit and needs a threshold."""
+    t = None if threshold is None else check_threshold(threshold)
+    if k is None:
+        if t is None:
+            raise InvalidParameterError(
+                "k is NULL (no limit), which needs a threshold, but threshold is NULL too: pass a threshold, "
+                "e.g. threshold := 0.8 for every row at least that similar, or a number of rows, e.g. k := 10")
+        return NO_LIMIT, t
+    k = check_int("k", k, "e.g. 10 (rows to return per query), or NULL for no limit with a threshold", lo=1)
+    return min(int(k), NO_LIMIT), t
+
+
+def at_threshold(distance: np.ndarray, num_hashes: int, threshold: float) -> np.ndarray:
+    """Mask of the hits whose similarity ``float32(eq) / float32(k)`` reaches ``threshold``."""
+    eq = np.rint((1.0 - distance.astype(np.float64)) * num_hashes).astype(np.int64)
+    return eq >= min_matches(threshold, num_hashes)
+
+
+def exact_scores(opened: OpenedIndex, queries: pa.Array, query_index: np.ndarray, rowids: np.ndarray) -> np.ndarray:
+    """Exact shingle Jaccard of ``queries[query_index[i]]`` and row ``rowids[i]``."""
+    if rowids.size == 0:
+        return np.empty(0, dtype=np.float64)
+    uq = sorted_unique(query_index)
+    ur = sorted_unique(rowids)
+    texts = pa.concat_arrays([queries.take(pa.array(uq)).cast(pa.large_string()), take_texts(opened.ds, opened.column, ur, opened.uri)])
+    offsets, hashes = signer_for(opened.params).shingle_sets(texts)
+    ia = np.searchsorted(uq, query_index)
+    ib = np.searchsorted(ur, rowids) + uq.size
+    return pair_jaccard(offsets, hashes, ia, ib)
+
+
+def apply_scores(opened: OpenedIndex, queries: pa.Array, q: np.ndarray, rid: np.ndarray, dist: np.ndarray,
+                 threshold: float | None, exact: bool, stacklevel: int = 2):
+    """The hits ``(query index, row id, distance)`` cut at ``threshold`` (when given), and
+    their exact Jaccard (``None`` unless ``exact``; then also cut at the threshold)."""
+    if threshold is not None:
+        warn_if_low_recall(opened.params, threshold, stacklevel=stacklevel + 1)
+        keep = at_threshold(dist, opened.params.num_hashes, threshold)
+        if not keep.all():
+            q, rid, dist = q[keep], rid[keep], dist[keep]
+    if not exact:
+        return q, rid, dist, None
+    jac = exact_scores(opened, queries, q, rid)
+    if threshold is not None:
+        keep = jac >= threshold
+        if not keep.all():
+            q, rid, dist, jac = q[keep], rid[keep], dist[keep], jac[keep]
+    return q, rid, dist, jac

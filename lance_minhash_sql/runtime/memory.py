@@ -1,0 +1,99 @@
+"""The process's heap: glibc thresholds while a build runs, and handing freed pages back.
+
+A build (and a self-join between its phases) frees large batches that glibc would keep
+resident; :func:`bounded_heap` lowers glibc's mmap and trim thresholds for the duration of
+every concurrent build, and :func:`release_memory` returns the heaps' free pages to the OS.
+On another C library both are no-ops. The measurements behind the thresholds follow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import threading
+
+__all__ = ["bounded_heap", "release_memory"]
+
+
+# Where a 10M-row build at memory_limit=512MiB spent memory (RSS sampled every 50 ms,
+# 2 CPUs; `benchmarks/build.py --trace`): the process baseline is ~305 MB (Python,
+# pyarrow, lance, numba and the loaded kernels; ~430 MB when the warm-up compiles them).
+# The scan/sign phase then grew to ~1.0 GB: Lance's scanner defaults (2 GiB
+# io_buffer_size, several fragments and batches read ahead: 300-550 MB when signing is
+# slower than the scan), and the heap: every batch frees ~30 MB of texts, signatures
+# and band keys, which glibc (its mmap threshold raised on the fly up to 32 MiB) keeps
+# in the heaps of several threads' arenas; the free tops of the other threads' heaps go
+# back only above the trim threshold (by then up to 64 MiB), and malloc_trim() does not
+# reach them: 250-400 MB stayed resident into the sort phase. The sort then loaded
+# groups of ~360 MB plus 120 MB of scratch, and the loop's last chunk kept the previous
+# group alive while the next one was loaded (uncounted): peak 1.6-1.7 GB. Now the plan's
+# shares bound our buffers (spill.py), the loops hold no batch or chunk they are done
+# with, and bounded_heap() bounds the heap when the plan is tight: peak ~720 MB, the
+# scan phase ~600 MB, for ~2.2M more page faults (+4-5 s of system time over ~75 s of
+# CPU; ~+0.6 s on a 1M-row build, which is why a plan with room to spare skips it).
+
+
+def _libc_fn(name: str, *argtypes):
+    """A glibc function, or None (another C library)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = getattr(libc, name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = list(argtypes)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_MALLOC_TRIM = _libc_fn("malloc_trim", ctypes.c_size_t)
+_MALLOPT = _libc_fn("mallopt", ctypes.c_int, ctypes.c_int)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# during a build: blocks of 5 MiB and more (a batch's texts and signatures; the band
+# keys too from 40K-row batches) are mapped and unmapped on their own, and a heap's
+# free top above 16 MiB is handed back at once. Measured at 10M rows / 512MiB (with the
+# plan's shares): peak RSS ~1,000-1,050 MB -> ~710-725 MB, the scan phase ~1,000 MB ->
+# ~600 MB (4 MiB: 40 MB less for twice the page faults). At 1M rows / 64 MiB, 1 MiB for
+# both gave 394 MB instead of 431-442 MB, but cost 1-2 CPU s more of ~6.5 (page faults
+# of every 1 MiB block: 7.6 and 8.4 against 6.5 and 6.6 CPU s, interleaved, load ~7).
+_HEAP_DURING_BUILD = (5 << 20, 16 << 20)  # (mmap threshold, trim threshold)
+# afterwards: glibc's dynamic maxima (DEFAULT_MMAP_THRESHOLD_MAX and twice it), where
+# its own adjustment ends up after any build (setting a threshold ends that adjustment)
+_HEAP_AFTER_BUILD = (32 << 20, 64 << 20)
+_heap_lock = threading.Lock()
+_heap_users = 0
+
+
+def _set_heap(mmap_threshold: int, trim_threshold: int) -> None:
+    _MALLOPT(_M_MMAP_THRESHOLD, mmap_threshold)
+    _MALLOPT(_M_TRIM_THRESHOLD, trim_threshold)
+
+
+@contextlib.contextmanager
+def bounded_heap():
+    """glibc heap thresholds for the duration of a build (of all concurrent builds)."""
+    global _heap_users
+    if _MALLOPT is None:
+        yield
+        return
+    with _heap_lock:
+        _heap_users += 1
+        if _heap_users == 1:
+            _set_heap(*_HEAP_DURING_BUILD)
+    try:
+        yield
+    finally:
+        with _heap_lock:
+            _heap_users -= 1
+            if _heap_users == 0:
+                _set_heap(*_HEAP_AFTER_BUILD)
+
+
+def release_memory() -> None:
+    """Hand the heaps' free pages back to the OS between the build's phases
+    (``malloc_trim(0)``, a few milliseconds): the scan's freed batches would otherwise
+    stay resident under the sort's buffers."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

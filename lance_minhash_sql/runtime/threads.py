@@ -1,0 +1,88 @@
+"""Running a ``nogil`` numba kernel over disjoint chunks on a few Python threads.
+
+This replaces ``parallel=True`` twins of kernels whose work splits into coarse chunks
+(rows to sign, runs to sort): the one serial kernel serves a query on the calling thread
+and a build on every core, so a process compiles it once, and numba's parallel
+compilation (seconds per kernel on a fresh install) is not paid at all.
+
+The calling thread works too: it and up to ``threads - 1`` helpers of one process-wide
+pool take chunks from a shared counter until none is left. So a call never waits for a
+pool that is busy with another caller (it simply gets fewer helpers), a chunk function
+may itself call :func:`run_chunks`, and a build that signs a few thousand rows per batch
+starts no new threads per batch (each new thread also got a malloc arena of its own,
+whose freed batches stayed resident).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from lance_minhash_sql.kernels.config import load_numba
+
+__all__ = ["num_threads", "run_chunks"]
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def num_threads() -> int:
+    """Threads for parallel work: numba's setting (``NUMBA_NUM_THREADS``, or
+    ``numba.set_num_threads``), at least 1 (loads numba: the work is about to run kernels)."""
+    return max(1, int(load_numba().get_num_threads()))
+
+
+def _helpers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
+                                       thread_name_prefix="minhash-chunks")
+        return _pool
+
+
+def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int, threads: int | None = None) -> None:
+    """``fn(lo, hi)`` for ``[0, n)`` cut into chunks of ``chunk`` items, on the calling
+    thread and up to ``threads - 1`` pool helpers (default :func:`num_threads` in all);
+    the first exception is raised once every started chunk has finished."""
+    step = max(1, chunk)
+    count = (n + step - 1) // step
+    threads = min(threads or num_threads(), count)
+    if threads <= 1:
+        for lo in range(0, n, step):
+            fn(lo, min(n, lo + step))
+        return
+    lock = threading.Lock()
+    state = {"next": 0, "failed": False}
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = state["next"]
+                if i >= count or state["failed"]:
+                    return
+                state["next"] = i + 1
+            try:
+                fn(i * step, min(n, (i + 1) * step))
+            except BaseException:
+                state["failed"] = True
+                raise
+
+    pool = _helpers()
+    futures = [pool.submit(work) for _ in range(threads - 1)]
+    error = None
+    try:
+        work()
+    except BaseException as exc:  # noqa: BLE001 - re-raised after the helpers stop
+        error = exc
+    for f in futures:
+        if f.cancel():  # still queued behind another caller's work: not needed any more
+            continue
+        try:
+            f.result()
+        except BaseException as exc:  # noqa: BLE001
+            error = error or exc
+    if error is not None:
+        raise error

@@ -1,0 +1,147 @@
+"""Clusters of near-duplicates: connected components over verified links.
+
+>>> from lance_minhash_sql.selfjoin.clusters import clusters  # doctest: +SKIP
+>>> clusters("corpus.lance", "text", 0.8)  # doctest: +SKIP
+pyarrow.Table
+_rowid: uint64 not null
+cluster_id: uint64 not null
+cluster_size: int64 not null
+
+Every live row in a cluster of two rows or more gets one row: its ``_rowid``, the
+``cluster_id`` (the smallest row id of its cluster) and ``cluster_size``; ordered by
+``(cluster_id, _rowid)``. Buckets, runs, shards and deletions are those of
+:mod:`.pairs` (all segments and the unindexed rows; deleted rows are never linked).
+
+**Which links are verified** (the rule, per LSH bucket, i.e. per run of equal band keys
+in any band; a bucket of ``m`` live rows costs ``O(m * MAX_REPS)``, never ``O(m^2)``):
+
+1. The bucket's members are taken in ascending row id order.
+2. The first member is a *representative* (rep).
+3. Every later member ``x`` is verified against **every** current rep ``y`` — MinHash
+   similarity ``float32(eq) / float32(k) >= threshold`` over the full signatures, as
+   :func:`.pairs.pairs` verifies — and linked to each rep it passes.
+4. A member that passes no rep becomes a rep itself, while the bucket holds fewer than
+   :data:`MAX_REPS` (16) reps; past that it is left unlinked in this bucket.
+
+Clusters are the connected components of all links of all buckets (union-find). The
+links depend only on each bucket's set of live rows, so the answer does not depend on
+the number of shards, segments or threads.
+
+**Compared with all-pairs clustering** (single linkage over every verified candidate
+pair, i.e. the components of the graph of :func:`.pairs.pairs`):
+
+* *Precision*: every link is a verified candidate pair, so every cluster lies inside one
+  all-pairs component: rows are never put together that all-pairs clustering would keep
+  apart (the clusters refine the all-pairs components).
+* *Recall*: an all-pairs component can be split. A verified pair ``u < v`` (row ids)
+  shares at least one bucket. There it is linked directly when ``u`` is a rep; otherwise
+  ``u`` was linked to some rep ``A`` (or reps had run out) and ``v`` still lands in
+  ``u``'s cluster when it passes ``A`` or any rep already connected to ``A``. The pair is
+  lost only when this fails in *every* bucket the two share: non-transitive similarity
+  (``u ~ A``, ``u ~ v``, but ``v`` passes only reps of other clusters, or none), or a
+  bucket with more than ``MAX_REPS`` mutually dissimilar members ahead of ``u``.
+  Near-duplicates at a high similarity share many bands, so they get many chances.
+* *Exactness*: if in every bucket "verified" is an equivalence relation on the live
+  members (the verified pairs within a bucket form disjoint cliques) and every bucket has
+  at most ``MAX_REPS`` classes, the clusters equal the all-pairs components exactly: each
+  class's first member becomes a rep (it fails the other classes' reps), every later
+  member of the class passes it, and no link joins two classes.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
+from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
+from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
+from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.shards import Shard, load_shard, plan_shards, shard_windows
+
+__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "components", "shard_links"]
+
+MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
+LINK_CHUNK = 1 << 20  # links per kernel call
+
+
+def shard_links(shard: Shard, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndarray, ...]]:
+    """One shard's verified links as global doc ids.
+
+    Yields ``("rows", gids, rowids)`` once (the shard's candidate docs and their row ids),
+    then ``("links", a, b)`` chunks of at most ``chunk`` links, each as full as the links
+    allow: :func:`lance_minhash_sql.runtime.pipeline.run_ordered` lets a shard's thread run only a couple of items
+    ahead of the consumer, so a chunk per window (a shard has ~100 windows at 10M rows)
+    kept the next shard's thread waiting for the current one, and clusters ran on about
+    one core.
+    """
+    if not isinstance(shard, Shard):
+        raise InvalidParameterError(f"shard={shard!r} must be a Shard from pair_shards()")
+    data = load_shard(shard)
+    if data is None:
+        return
+    local = data.local_ids()
+    yield "rows", data.global_ids(local), data.local_rowids(local)
+    if not data.rowids_ascend():
+        order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
+    k = shard.params.num_hashes
+    min_eq = min_matches(shard.threshold, k)
+    cap = max(chunk, MAX_REPS)
+    out_a = np.empty(cap, dtype=np.uint32)
+    out_b = np.empty(cap, dtype=np.uint32)
+    reps = np.empty(MAX_REPS, dtype=np.int64)
+    held: list[tuple[np.ndarray, np.ndarray]] = []
+    count = 0
+    for w in shard_windows(data):
+        cursor = new_cursor()
+        done = False
+        while not done:
+            n, done = link_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.slot, k, min_eq, MAX_REPS, cursor,
+                                 reps, out_a, out_b)
+            if not n:
+                continue
+            if count + n > chunk and held:
+                yield "links", *_joined(held)
+                held, count = [], 0
+            held.append((w.global_ids(data, out_a[:n]), w.global_ids(data, out_b[:n])))
+            count += n
+    if held:
+        yield "links", *_joined(held)
+
+
+def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
+
+
+def clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None) -> pa.Table:
+    """Near-duplicate clusters of ``column``'s rows (see the module doc for the exact rule):
+    ``_rowid``, ``cluster_id`` (smallest row id of the cluster), ``cluster_size`` for every
+    row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``."""
+    shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
+    total = shards[0].plan.total_docs if shards else 0
+    return components(total, run_ordered(shards, shard_links))
+
+
+def components(total: int, links: Iterable[tuple[str, np.ndarray, np.ndarray]]) -> pa.Table:
+    """The clusters table of :func:`clusters` from :func:`shard_links` output of every shard
+    (in any order) over ``total`` global docs: union-find, then one row per member of a
+    component of two or more."""
+    parent, size = new_union_find(total)
+    rowid_of = np.zeros(total, dtype=np.uint64)
+    for kind, a, b in links:
+        if kind == "rows":
+            rowid_of[a] = b
+        else:
+            union_pairs(parent, size, a, b)
+    roots = flatten(parent)
+    sizes = component_sizes(roots)
+    members = np.flatnonzero(sizes >= 2)
+    cid = component_min(roots, rowid_of)[members]
+    rid = rowid_of[members]
+    order = np.lexsort((rid, cid))
+    return pa.Table.from_arrays(
+        [pa.array(rid[order], pa.uint64()), pa.array(cid[order], pa.uint64()),
+         pa.array(sizes[members][order], pa.int64())], schema=CLUSTERS_SCHEMA)

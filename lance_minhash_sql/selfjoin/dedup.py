@@ -1,0 +1,252 @@
+"""Dedup: which row of each near-duplicate cluster to keep, and writing the result.
+
+>>> from lance_minhash_sql.selfjoin.dedup import keep_flags, dedup  # doctest: +SKIP
+>>> keep_flags("corpus.lance", "text", 0.8, keep="longest")  # doctest: +SKIP
+pyarrow.Table
+_rowid: uint64 not null
+cluster_id: uint64 not null
+cluster_size: int64 not null
+keep: bool not null
+>>> dedup("corpus.lance", "text", 0.8, output="deduped.lance")  # doctest: +SKIP
+
+Clusters are :func:`.clusters.clusters` (verified links, see its module doc). In every
+cluster exactly one row is kept: the first in the keep order, ties broken by the lowest
+row id. The keep order is
+
+* ``keep="first"`` (default): the lowest row id (= ``cluster_id``);
+* ``keep="longest"``: the longest text of the indexed column (Unicode code points);
+* ``order_by="quality DESC, length(text)"``: a SQL ``ORDER BY`` list over the dataset's
+  columns (and ``_rowid``), evaluated by DuckDB on the clustered rows' values (fetched with
+  a Lance ``take`` of only the columns the text names); ``keep`` stays ``"first"``: the
+  first row in that order.
+
+Rows in no cluster are always kept. :func:`keep_flags` returns one row per clustered row
+with its ``keep`` flag (the rows to remove are ``keep = false``); :func:`dedup` writes
+the dataset without the removed rows, as a new dataset or as a new version of the same
+one (one delete commit), or only counts them (dry run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_minhash_sql.core.checks import check_bool, check_threshold
+from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
+from lance_minhash_sql.index.opened import dataset_handle
+from lance_minhash_sql.index.results import DEDUP_SCHEMA
+from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows, write_without
+from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
+from lance_minhash_sql.io.takes import take_rows
+from lance_minhash_sql.runtime.progress import progress_bar
+from lance_minhash_sql.selfjoin.clusters import clusters
+
+__all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
+
+KEEP_POLICIES = ("first", "longest")
+TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
+_CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
+
+
+def check_keep(keep, order_by) -> tuple[str, str | None]:
+    """``(keep, order_by)`` validated: ``keep`` one of :data:`KEEP_POLICIES`, ``order_by``
+    ``None`` or a non-empty SQL ``ORDER BY`` list (only with ``keep="first"``)."""
+    if not isinstance(keep, str) or keep.lower() not in KEEP_POLICIES:
+        shown = "NULL" if keep is None else repr(keep)
+        raise InvalidParameterError(
+            f"keep={shown} is not a keep policy: use one of {', '.join(repr(k) for k in KEEP_POLICIES)} "
+            "('first': lowest row id; 'longest': longest text), or keep := 'first' with order_by := "
+            "'<SQL ORDER BY over the dataset columns>', e.g. order_by := 'quality DESC'")
+    keep = keep.lower()
+    if order_by is None:
+        return keep, None
+    if not isinstance(order_by, str) or not order_by.strip():
+        raise InvalidParameterError(
+            f"order_by={order_by!r} must be a SQL ORDER BY list over the dataset's columns, e.g. "
+            "'quality DESC' or 'length(text) DESC, id'")
+    if keep != "first":
+        raise InvalidParameterError(
+            f"keep={keep!r} and order_by={order_by!r} both choose the kept row: give one of them "
+            "(order_by keeps the first row in its order; keep := 'longest' is order_by := 'length(<column>) DESC')")
+    return keep, order_by.strip()
+
+
+def _ranking_sql(order_by: str) -> str:
+    return (f"SELECT _rowid FROM t QUALIFY row_number() OVER (PARTITION BY {_CLUSTER} "
+            f"ORDER BY {order_by}, _rowid) = 1")
+
+
+def _referenced(schema: pa.Schema, order_by: str) -> list[str]:
+    """The dataset columns whose name occurs in the text (a superset of those it uses)."""
+    text = order_by.lower()
+    return [f.name for f in schema if f.name.lower() in text and f.name not in ("_rowid", _CLUSTER)]
+
+
+def _first_by_sql(table: pa.Table, order_by: str, uri: str, columns: list[str]) -> np.ndarray:
+    """Row ids of the first row of each cluster by ``order_by`` (DuckDB, private connection)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.register("t", table)
+        return np.asarray(con.execute(_ranking_sql(order_by)).fetchnumpy()["_rowid"], dtype=np.uint64)
+    except duckdb.Error as exc:
+        msg = str(exc).splitlines()[0][:300]
+        raise InvalidParameterError(
+            f"order_by={order_by!r} is not a valid SQL ORDER BY over the columns of {uri!r} ({msg}); its columns "
+            f"are {columns} (plus _rowid); e.g. order_by := 'length(text) DESC'") from None
+    finally:
+        con.close()
+
+
+def _check_order_by(ds, uri: str, order_by: str) -> list[str]:
+    """Bind ``order_by`` against the dataset schema on an empty table; the columns it uses."""
+    cols = _referenced(schema_of(ds), order_by)
+    empty = pa.schema([pa.field("_rowid", pa.uint64()), pa.field(_CLUSTER, pa.uint64())]
+                      + [schema_of(ds).field(c) for c in cols]).empty_table()
+    _first_by_sql(empty, order_by, uri, schema_of(ds).names)
+    return cols
+
+
+def _take(ds, rowids: np.ndarray, columns: list[str]):
+    """The columns of the given rows, :data:`TAKE_ROWS` at a time."""
+    for s in range(0, rowids.size, TAKE_ROWS):
+        ids = rowids[s:s + TAKE_ROWS]
+        yield take_rows(ds, ids, columns + ["_rowid"], "the dedup")
+
+
+def _first_longest(ds, column: str, rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+    """Keep mask: the longest text of each cluster (code points), ties to the lowest row id."""
+    length = np.empty(rowid.size, dtype=np.int64)
+    pos = 0
+    for t in _take(ds, rowid, [column]):
+        n = t.num_rows
+        length[pos:pos + n] = pc.utf8_length(t.column(column)).fill_null(-1).to_numpy(zero_copy_only=False)
+        pos += n
+    order = np.lexsort((rowid, -length, cluster))
+    first = np.ones(rowid.size, dtype=np.bool_)
+    first[1:] = cluster[order][1:] != cluster[order][:-1]
+    keep = np.zeros(rowid.size, dtype=np.bool_)
+    keep[order[first]] = True
+    return keep
+
+
+def _first_by(ds, uri: str, order_by: str, cols: list[str], rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+    parts = list(_take(ds, rowid, cols)) if rowid.size else []
+    data = {"_rowid": pa.array(rowid, pa.uint64()), _CLUSTER: pa.array(cluster, pa.uint64())}
+    for c in cols:
+        data[c] = (pa.chunked_array([p.column(c) for p in parts], type=schema_of(ds).field(c).type) if parts
+                   else pa.array([], schema_of(ds).field(c).type))
+    kept = _first_by_sql(pa.table(data), order_by, uri, schema_of(ds).names)
+    return np.isin(rowid, kept)
+
+
+def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
+               storage_options: dict | None = None) -> pa.Table:
+    """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag:
+    :data:`DEDUP_SCHEMA`, ordered by ``(cluster_id, _rowid)``; one ``keep = true`` per
+    cluster. Rows not listed are in no cluster (always kept)."""
+    check_threshold(threshold)
+    keep, order_by = check_keep(keep, order_by)
+    storage_options = options_for(dataset, storage_options)
+    uri, ds = dataset_handle(dataset, storage_options)
+    text_field(ds, column, uri)
+    cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
+    table = clusters(ds, column, threshold, storage_options=storage_options)
+    rowid = table.column("_rowid").to_numpy()
+    cluster = table.column("cluster_id").to_numpy()
+    if keep == "longest":
+        flags = _first_longest(ds, column, rowid, cluster)
+    elif order_by is not None:
+        flags = _first_by(ds, uri, order_by, cols, rowid, cluster)
+    else:
+        flags = rowid == cluster
+    return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
+
+
+@dataclass(frozen=True)
+class DedupResult:
+    """What :func:`dedup` found and did."""
+
+    dataset: str
+    version: int  # the version read
+    rows: int  # its live rows
+    clusters: int
+    clustered_rows: int
+    removed: int
+    dry_run: bool
+    output: str | None = None  # the dataset written (a new path, or ``dataset`` in place)
+    output_version: int | None = None
+    output_rows: int | None = None
+    removed_rowids: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint64), repr=False)
+
+    @property
+    def kept(self) -> int:
+        return self.rows - self.removed
+
+
+def _check_output(output, delete_in_place) -> str | None:
+    check_bool("delete_in_place", delete_in_place)
+    if output is None:
+        return None
+    if delete_in_place:
+        raise InvalidParameterError(
+            f"output={output!r} and delete_in_place=True both say where to write: give one (a new dataset, or "
+            "a new version of this one without the duplicates), or neither for a dry run")
+    if not isinstance(output, str) or not output:
+        raise InvalidInputError(f"output={output!r} must be the path of a new Lance dataset, e.g. 'deduped.lance'")
+    if dataset_exists(output):
+        raise DatasetError(f"output {output!r} already exists; choose a new path (the output is never overwritten)")
+    return output
+
+
+def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
+          output: str | None = None, delete_in_place: bool = False, progress: bool = False,
+          storage_options: dict | None = None) -> DedupResult:
+    """Remove all but one row of each near-duplicate cluster (see :func:`keep_flags`).
+
+    * ``output="new.lance"``: write the kept rows (every column) to a new dataset;
+    * ``delete_in_place=True``: delete the others from ``dataset`` in one commit: a new
+      version; the version read stays readable (``lance.dataset(uri, version=v)``);
+    * neither: a dry run that only counts (nothing is written).
+
+    The rows written are checked: exactly ``rows - removed``. Arguments and the output
+    path are checked before any work.
+    """
+    check_threshold(threshold)
+    check_keep(keep, order_by)
+    output = _check_output(output, delete_in_place)
+    storage_options = options_for(dataset, storage_options)
+    uri, ds = dataset_handle(dataset, storage_options)
+    if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
+        ds = open_dataset(uri, storage_options, version=version_of(ds))
+    version = version_of(ds)
+    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, storage_options=storage_options)
+    keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
+    remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
+    rows = live_rows(ds)
+    base = dict(dataset=uri, version=version, rows=rows, clusters=int(keep_col.sum()),
+                clustered_rows=flags.num_rows, removed=int(remove.size), removed_rowids=remove)
+    if output is None and not delete_in_place:
+        return DedupResult(dry_run=True, **base)
+    if output is not None:
+        bar = progress_bar(progress, rows, "dedup write")
+        try:
+            written = write_without(ds, remove, output, bar.update if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+        got = live_rows(written)
+        if got != rows - remove.size:
+            raise DatasetError(f"dedup wrote {got:,} rows to {output!r} but {rows - remove.size:,} were expected; "
+                               "the source is unchanged: remove the output and run again")
+        return DedupResult(dry_run=False, output=output, output_version=int(written.version), output_rows=got, **base)
+    deleted = delete_rows(ds, remove)
+    if deleted != remove.size:
+        raise DatasetError(
+            f"the delete commit removed {deleted:,} rows from {uri!r} but {remove.size:,} were asked (version "
+            f"{version_of(ds)}); version {version} still has every row: lance.dataset({uri!r}, version={version})")
+    return DedupResult(dry_run=False, output=uri, output_version=version_of(ds), output_rows=live_rows(ds), **base)
