@@ -16,7 +16,7 @@ import pytest
 
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import TokenizerParams
-from lance_minhash_sql.duck import args
+from lance_minhash_sql.duck import args, sqltext
 
 
 def test_udf_record_defaults_to_arrow():
@@ -177,7 +177,7 @@ def test_prefixed_names_the_function_on_parameter_errors_only():
 @pytest.mark.parametrize("value", [None, True, False, 0, -7, 2 ** 62, 1.5, -0.25, 1e300, "", "it's", "a''b",
                                    "x\ny", "Café"])
 def test_literal_reads_back_as_the_value_in_duckdb(value):
-    got = duckdb.connect().execute(f"SELECT {args.literal(value)}").fetchone()[0]
+    got = duckdb.connect().execute(f"SELECT {sqltext.literal(value)}").fetchone()[0]
     if isinstance(value, float):  # DuckDB reads 1.5 as DECIMAL and 1e300 as DOUBLE: the same number
         assert float(got) == value
     else:
@@ -187,5 +187,5 @@ def test_literal_reads_back_as_the_value_in_duckdb(value):
 @pytest.mark.parametrize("name", ["text", "my col", 'a"b', '""', "SELECT", "Café", "x'y"])
 def test_ident_names_a_column_in_duckdb(name):
     con = duckdb.connect()
-    con.execute(f"CREATE TABLE t ({args.ident(name)} INTEGER)")
+    con.execute(f"CREATE TABLE t ({sqltext.ident(name)} INTEGER)")
     assert [d[0] for d in con.execute("SELECT * FROM t").description] == [name]

@@ -64,13 +64,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import (CANDIDATE_PROBABILITY, MinHashParams, false_negative_area,
                                            false_positive_area, lsh_probability, recall_bands, scurve, scurve_threshold)
 from lance_minhash_sql.diagnostics.buckets import BucketRuns, bucket_runs, largest_table, sizes_table
-from lance_minhash_sql.diagnostics.rows import Rows, index_entries, index_rows, readonly, signatures_of, take_texts
+from lance_minhash_sql.diagnostics.rows import Rows, index_entries, index_rows, signatures_of, take_texts
 from lance_minhash_sql.diagnostics.tables import CANDIDATES_SCHEMA, PAIRS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.index.sign import signer_for

@@ -13,7 +13,7 @@ from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.io.takes import take_rows
 
 __all__ = ["index_entries", "entry_rowids", "Rows", "index_rows", "signatures_of",
-           "take_texts", "readonly"]
+           "take_texts"]
 
 
 def index_entries(opened: OpenedIndex) -> tuple[list[SegmentEntry], list[str]]:
@@ -88,10 +88,3 @@ def take_texts(opened: OpenedIndex, ids: np.ndarray) -> pa.Array:
     """Texts of live row ids (ascending), in that order."""
     t = take_rows(opened.ds, ids, [opened.column, "_rowid"], "the report", opened.uri)
     return t.column(opened.column).combine_chunks()
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    v = a.view()
-    v.setflags(write=False)
-    return v

@@ -46,8 +46,6 @@ __all__ = [
     "json_value",
     "tokenizer",
     "prefixed",
-    "literal",
-    "ident",
 ]
 
 
@@ -163,19 +161,3 @@ def prefixed(fn: str, make: Callable, *args, **kwargs):
         return make(*args, **kwargs)
     except InvalidParameterError as exc:
         raise type(exc)(f"{fn}: {exc}") from None
-
-
-def literal(value) -> str:
-    """A Python value as a SQL literal."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def ident(name: str) -> str:
-    """A name as a quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'

@@ -33,8 +33,9 @@ from functools import partial
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
-from lance_minhash_sql.duck.args import Udf, flag, literal, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.args import Udf, flag, prefixed, require, scalar_rows
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, lists_of_tables, rows_type
+from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.duck.storage import options_of
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.runtime.cache import ByteCache

@@ -27,10 +27,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.records import record_dict, record_schema
-from lance_minhash_sql.duck.args import Udf, flag, ident, integer, literal, prefixed, require, scalar_rows, text
+from lance_minhash_sql.duck.args import Udf, flag, integer, prefixed, require, scalar_rows, text
 from lance_minhash_sql.duck.args import column as column_array
 from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
 from lance_minhash_sql.duck.results import duck_type, lists_of_records, rows_type
+from lance_minhash_sql.duck.sqltext import ident, literal
 from lance_minhash_sql.duck.storage import options_of
 from lance_minhash_sql.duck.storage import storage as storage_token
 from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, BuildResult, IndexSegment
@@ -264,10 +265,6 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
 INLINE_MAX_CHARS = 1 << 16  # results whose SQL text is longer go through _lms_search_rows
 
 
-def _text_literal(value) -> str:
-    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
-
-
 def _blob_literal(value) -> str:
     return "NULL" if value is None else "'" + "".join(f"\\x{b:02X}" for b in value) + "'::BLOB"
 
@@ -277,7 +274,7 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     carriers hold), cast back by ``layout.inline_select``; None when it would be longer
     than :data:`INLINE_MAX_CHARS` or a text holds a NUL (which SQL text cannot carry)."""
     names, columns = [], []
-    for carrier, lit in (("s", _text_literal), ("x", _blob_literal)):
+    for carrier, lit in (("s", literal), ("x", _blob_literal)):
         for i, slot in enumerate(layout.slots[carrier], 1):
             values = _carried(table.column(slot.column), slot, carrier).to_pylist()
             if carrier == "s" and any(v is not None and "\x00" in v for v in values):

@@ -27,6 +27,7 @@ import time
 import warnings
 
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
+from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.faces.sinks import check_output, stream_rows
 
 __all__ = ["main"]
@@ -78,9 +79,6 @@ def cmd_demo(args) -> int:
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:
         _print_result(con, title, sql, print)
-    def literal(s: str) -> str:
-        return "'" + s.replace("'", "''") + "'"
-
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
     con.register("corpus_rows", open_dataset(uri).to_table(columns=["id", "source_id", "edit"], with_row_id=True))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
@@ -153,8 +151,7 @@ def _copy_result(con, sql: str, path: str) -> None:
     if fmt is None:
         raise InvalidParameterError(f"--output {path!r}: name the file with one of the extensions "
                                     f"{sorted(_OUTPUT_FORMATS)}, e.g. result.parquet")
-    quoted = "'" + path.replace("'", "''") + "'"
-    con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {quoted} (FORMAT {fmt})")
+    con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {literal(path)} (FORMAT {fmt})")
 
 
 STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "

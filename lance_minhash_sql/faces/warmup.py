@@ -64,8 +64,9 @@ def cache_dir() -> str:
 def _run_all(tmp: str) -> None:
     import pyarrow as pa
 
-    from lance_minhash_sql import connect
     from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.duck.install import connect
+    from lance_minhash_sql.duck.sqltext import literal
     from lance_minhash_sql.faces.corpus import generate_texts, write_corpus
     from lance_minhash_sql.query.topk import search_ids
     from lance_minhash_sql.runtime.cache import clear_cache
@@ -73,7 +74,7 @@ def _run_all(tmp: str) -> None:
 
     uri = os.path.join(tmp, "corpus.lance")
     write_corpus(uri, _ROWS, with_truth=True)
-    q = "'" + uri.replace("'", "''") + "'"
+    q = literal(uri)
     con = connect()
     con.execute("SET enable_progress_bar = false")
     con.sql("""SELECT minhash_similarity(minhash_signature(a.text), minhash_signature(b.text)),
@@ -92,7 +93,7 @@ def _run_all(tmp: str) -> None:
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, exact := true)", params=[texts[6]]).fetchall()
     left = os.path.join(tmp, "left.lance")
     write_corpus(left, 1000, start=_ROWS // 2)  # half of it overlaps the corpus
-    ql = "'" + left.replace("'", "''") + "'"
+    ql = literal(left)
     con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text')").fetchall()
     con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text', exact := true)").fetchall()
     search_ids(uri, "text", pa.array(texts, pa.large_string()), 3)  # the parallel drivers

@@ -25,9 +25,10 @@ import time
 
 import numpy as np
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, MinHashParams
-from lance_minhash_sql.index.pools import BandStore, DocStore, readonly, runs
+from lance_minhash_sql.index.pools import BandStore, DocStore, runs
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.spill import sort_runs
 from lance_minhash_sql.io.manifest import SegmentInfo, segment_dir

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 
-__all__ = ["BandStore", "DocStore", "readonly", "runs"]
+__all__ = ["BandStore", "DocStore", "runs"]
 
 _FIRST_POOL_PAGES = 64
 _FIRST_POOL_DOCS = 1024
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view (the kernels compile once, for read-only arrays)."""
-    v = a.view()
-    v.setflags(write=False)
-    return v
 
 
 def runs(idx: np.ndarray, gap: int = 1) -> list[tuple[int, int]]:

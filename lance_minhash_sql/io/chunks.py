@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import CorruptIndexError
 from lance_minhash_sql.io.lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values
@@ -385,12 +386,6 @@ def _hand_back(mapping: mmap.mmap | None, lo: int, hi: int) -> None:
     mapping.madvise(_DONTNEED, lo, hi - lo)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    v = np.ascontiguousarray(a).view()
-    v.setflags(write=False)
-    return v
-
-
 def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The mapping as an array of ``dtype`` (little-endian), from byte 0."""
     width = dtype.itemsize
@@ -441,8 +436,8 @@ class MappedColumn:
         self.value_index = value_pos // width  # index in the typed view of each chunk's first value
         self.num_rows = int(layout.num_rows)
         self._values = _view(mm, self.dtype)
-        self._first_row_ro = _readonly(self.first_row.astype(np.int64))
-        self._value_index_ro = _readonly(self.value_index.astype(np.int64))
+        self._first_row_ro = readonly(self.first_row.astype(np.int64))
+        self._value_index_ro = readonly(self.value_index.astype(np.int64))
         self._map = _mapping(mm)
 
     def chunks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams
@@ -119,13 +120,6 @@ def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
 # --------------------------------------------------------------------------- engine
 
 
-def _ro(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    v = a.view()
-    v.setflags(write=False)
-    return v
-
-
 def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
     """``(signatures, has, band keys)`` of the query texts: numpy for a few short ones
     (``few``, :mod:`.query_sign`), else serial kernels, or parallel ones for many."""
@@ -181,7 +175,7 @@ class _Candidates:
             bands = entry.bands
             lo, hi = bucket_pages(bands.page_table, qkeys)
             start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(qkeys, lo, hi)
-            self.offsets, self.docs, matches = merge_candidates(_ro(start), _ro(end), _ro(kind), page_slot,
+            self.offsets, self.docs, matches = merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot,
                                                                 pool_docs, bands.page_rows, win_docs)
             if entry.remote and not entry.docs.full and self.docs.size:
                 self._visit_by_level(entry, qsigs, matches, limit, ok_of)
@@ -278,8 +272,8 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     if active.size == 0:
         warn_empty_queries(texts, has, None)
         return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
-    qsigs = _ro(sigs[active])
-    qkeys = _ro(keys[active])
+    qsigs = readonly(sigs[active])
+    qkeys = readonly(keys[active])
     entries = opened.segment_entries()
     if not fast_search:
         flat = opened.unindexed_entry()
@@ -310,10 +304,10 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
         ok_all = ok_of(np.concatenate([c.cand_rowids for c in cands]))
         oks, pos = [], 0
         for c in cands:
-            oks.append(_ro(ok_all[pos:pos + c.docs.size]))
+            oks.append(readonly(ok_all[pos:pos + c.docs.size]))
             pos += c.docs.size
     else:
-        oks = [_ro(np.ones(c.docs.size, dtype=np.bool_)) for c in cands]
+        oks = [readonly(np.ones(c.docs.size, dtype=np.bool_)) for c in cands]
     nq = active.size
     parts = []
     for c, ok in zip(cands, oks):

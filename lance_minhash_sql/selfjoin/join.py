@@ -49,6 +49,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold
 from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError,
                                            ResourceLimitError, UnsupportedIndexError)
@@ -214,14 +215,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
 # --------------------------------------------------------------------------- one shard
 
 
-def _ro(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    v = a.view()
-    v.setflags(write=False)
-    return v
-
-
-_ONE_CHUNK = _ro(np.zeros(1, dtype=np.int64))  # a contiguous key array as one chunk
+_ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))  # a contiguous key array as one chunk
 
 
 def _side_rows(side: Side, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -259,7 +253,7 @@ def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndar
         view = entry.band_chunks()
         if view is None:
             keys, docs = read_run(entry, lo, hi)
-            rows, keys = shared_rows(lkeys, _ro(keys), _ONE_CHUNK, _ONE_CHUNK, 0, keys.size, lo_u, last, lmask)
+            rows, keys = shared_rows(lkeys, readonly(keys), _ONE_CHUNK, _ONE_CHUNK, 0, keys.size, lo_u, last, lmask)
             docs = docs[rows]
         else:
             values, first_row, value_index, docs_of = view
@@ -306,7 +300,7 @@ def _load(shard: JoinShard) -> _ShardData | None:
     lk, lg = _side_rows(plan.left, shard.lo, shard.hi)
     if lk.size == 0:
         return None
-    lk = _ro(lk)
+    lk = readonly(lk)
     lm = np.zeros(lk.size, dtype=np.bool_)
     rk, rg = _shared_rows(plan.right, shard.lo, shard.hi, lk, lm)
     if rk.size == 0:
@@ -329,8 +323,8 @@ def _load(shard: JoinShard) -> _ShardData | None:
         rk, rdocs = rk[keep], rdocs[keep]
     if lk.size == 0 or rk.size == 0:
         return None
-    return _ShardData(_ro(lk), _ro(ldocs.astype(np.uint32)), _ro(rk), _ro(rdocs.astype(np.uint32)),
-                      _ro(pool.view(np.uint64)), _ro(pool), _ro(rowids))
+    return _ShardData(readonly(lk), readonly(ldocs.astype(np.uint32)), readonly(rk), readonly(rdocs.astype(np.uint32)),
+                      readonly(pool.view(np.uint64)), readonly(pool), readonly(rowids))
 
 
 def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS, threads: int = 1
@@ -393,7 +387,7 @@ def _jaccard(plan: JoinPlan, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         offsets, hashes = signer.shingle_sets(texts)
         ia = np.searchsorted(lu, lft)
         ib = np.searchsorted(ru, rgt) + lu.size
-        out[s:s + lft.size] = pair_jaccard(_ro(offsets), _ro(hashes), _ro(ia), _ro(ib))
+        out[s:s + lft.size] = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
     return out
 
 

@@ -49,6 +49,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool, check_int
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
@@ -60,7 +61,7 @@ from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, LowRecallWarning, Plan, Shard, ShardData,
-                                               load_shard, pair_shards, plan_shards, readonly, shard_windows)
+                                               load_shard, pair_shards, plan_shards, shard_windows)
 
 __all__ = [
     "PAIRS_SCHEMA",

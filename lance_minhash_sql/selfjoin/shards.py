@@ -20,6 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexError
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
@@ -38,7 +39,6 @@ __all__ = [
     "WINDOW_ROWS",
     "LowRecallWarning",
     "warn_if_low_recall",
-    "readonly",
     "Plan",
     "plan_for",
     "Shard",
@@ -89,13 +89,6 @@ def warn_if_low_recall(params: MinHashParams, threshold: float, stacklevel: int 
 
 
 # --------------------------------------------------------------------------- plan and shards
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    v = a.view()
-    v.setflags(write=False)
-    return v
 
 
 class Plan:
