@@ -9,6 +9,7 @@ import sys
 import warnings
 
 import lance
+import pyarrow as pa
 import pytest
 
 import lance_minhash_sql as lms
@@ -75,7 +76,10 @@ def test_threshold_one_is_accepted_by_build_and_pairs(capsys, tmp_path):
     write_corpus(uri, 500)
     assert run(capsys, "build", uri, "text", "--threshold", "1", "--quiet")[0] == 0
     assert run(capsys, "pairs", uri, "text", "--threshold", "1", "--quiet")[0] == 0
-    assert lms.clusters(uri, "text", 1.0).num_rows >= 0
+    pairs_at_one = pa.Table.from_batches(list(lms.pairs(uri, "text", 1.0)))
+    assert pairs_at_one.num_rows > 0 and set(pairs_at_one.column("similarity").to_pylist()) == {1.0}
+    in_pairs = set(pairs_at_one.column("left_rowid").to_pylist()) | set(pairs_at_one.column("right_rowid").to_pylist())
+    assert set(lms.clusters(uri, "text", 1.0).column("_rowid").to_pylist()) == in_pairs
 
 
 # 4. an empty result says why

@@ -128,6 +128,19 @@ def test_join_equals_brute_force(left, right, want_08):
     assert any(y >> 32 >= frag for _, y in want_08) and any(y >> 32 < frag for _, y in want_08)
 
 
+@pytest.mark.parametrize("num_hashes, num_bands", [(100, 20), (60, 12)])
+def test_join_equals_brute_force_at_other_signature_lengths(tmp_path, left, num_hashes, num_bands):
+    # with k not a power of two, eq / k differs between float32 (Lance's formula) and float64
+    params = MinHashParams(num_hashes, num_bands)
+    uri = str(tmp_path / "right.lance")
+    write_corpus(uri, 3000, rows_per_fragment=1000)
+    build_index(uri, "text", num_hashes=num_hashes, num_bands=num_bands)
+    want = brute_join(left, uri, 0.7, params=params)
+    assert len(want) > 100
+    assert any(s != float(np.float64(round(s * num_hashes)) / num_hashes) for s in want.values())
+    assert as_dict(join(left, uri, "text", 0.7)) == want
+
+
 @pytest.mark.parametrize("threshold", [0.5, 0.9, 1.0])
 def test_other_thresholds(left, right, threshold):
     with pytest.warns(LowRecallWarning) if threshold == 0.5 else _no_warning():

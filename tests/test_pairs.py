@@ -97,18 +97,20 @@ def as_dict(batches, schema=PAIRS_SCHEMA) -> dict:
 
 
 def components(nodes, edges) -> dict:
-    """``{node: smallest node of its component}`` over ``edges`` (components of >= 2 only)."""
+    """``{node: smallest node of its component}`` over ``edges`` (components of >= 2 only),
+    by scipy's connected components: an oracle independent of the package's union-find."""
+    import scipy.sparse
+    from scipy.sparse.csgraph import connected_components
+
     nodes = sorted(set(nodes))
     pos = {v: i for i, v in enumerate(nodes)}
-    parent, size = new_union_find(len(nodes))
-    if edges:
-        a = np.array([pos[x] for x, _ in edges])
-        b = np.array([pos[y] for _, y in edges])
-        union_pairs(parent, size, a, b)
-    roots = flatten(parent)
+    a = np.array([pos[x] for x, _ in edges], dtype=np.int64)
+    b = np.array([pos[y] for _, y in edges], dtype=np.int64)
+    graph = scipy.sparse.coo_matrix((np.ones(a.size, np.int8), (a, b)), shape=(len(nodes), len(nodes)))
+    _, labels = connected_components(graph, directed=False)
     groups: dict = {}
-    for v, r in zip(nodes, roots):
-        groups.setdefault(int(r), []).append(v)
+    for v, r in zip(nodes, labels.tolist()):
+        groups.setdefault(r, []).append(v)
     return {v: min(g) for g in groups.values() if len(g) > 1 for v in g}
 
 

@@ -679,3 +679,31 @@ def test_buckets_spanning_pages_match_lance(tmp_path):
     assert got.column("id").to_pylist() == list(range(9000))
     clear_cache()
     assert search(uri, "text", other, 400, columns=["id"]).column("id").to_pylist() == list(range(12000, 12400))
+
+
+def test_exact_threshold_keeps_a_hit_whose_jaccard_equals_it(tmp_path):
+    # query: 20 tokens (18 shingles of 3); a row of the same 20 tokens and 6 more: 24
+    # shingles, 18 shared, exact Jaccard 0.75. With threshold 0.75 and exact, the hit is kept
+    # (>=), as long as its estimate reaches 0.75 too, which the loop below ensures.
+    from naive import exact_jaccard
+
+    from lance_minhash_sql.build.builder import build_index
+
+    base = [f"w{i}" for i in range(20)]
+    query = " ".join(base)
+    found = None
+    for attempt in range(40):
+        row = query + " " + " ".join(f"x{attempt}y{j}" for j in range(6))
+        assert exact_jaccard(query, row, MinHashParams()) == 0.75
+        uri = str(tmp_path / f"eq{attempt}.lance")
+        filler = [" ".join(f"f{attempt}z{i}z{j}" for j in range(12)) for i in range(50)]
+        lance.write_dataset(pa.table({"id": pa.array(range(51), pa.int64()), "text": [row] + filler}), uri)
+        build_index(uri, "text")
+        est = search_ids(uri, "text", query, None, threshold=0.75)
+        if est.num_rows == 1:
+            found = uri
+            break
+    assert found is not None, "no row whose estimate reaches 0.75 in 40 tries"
+    got = search_ids(found, "text", query, None, threshold=0.75, exact=True)
+    assert got.column("_jaccard").to_pylist() == [0.75]
+    assert search_ids(found, "text", query, None, threshold=0.7500001, exact=True).num_rows == 0

@@ -53,7 +53,8 @@ from lance_minhash_sql.query.probe import MAX_CANDIDATES, distinct, probe_topk
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_queries
 from lance_minhash_sql.query.scores import apply_scores, check_limit
 
-__all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk"]
+__all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk", "kernel_topk",
+           "numpy_texts", "ENGINES"]
 
 _SPECIAL = ("_rowid", "_distance")
 
@@ -136,21 +137,37 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
     return sigs, has, keys
 
 
-# Ski rental between the two routes of a few queries: numpy (query/probe.py) needs no
-# numba, the kernels are faster per query (by 0.1-0.3 ms on a 1M-row index) once loaded,
-# which costs a process about half a second (importing numba, its compiler set-up, the
-# search kernels' cache loads; a fresh install compiles them for seconds more). Queries
-# take numpy until the time spent on them reaches that cost, then the kernels.
+# --------------------------------------------------------------------------- engine policy
+#
+# Two engines answer a search: the kernels (kernels/lsh.py, kernels/minhash.py) and, for a
+# few short queries, numpy (query/query_sign.py, query/probe.py), which needs no numba.
+# Both apply the same rules: the candidates of a query are the docs sharing a band key
+# with it, live and passing the filter; its top ``limit`` is ordered by (mismatches,
+# row id) over every segment at once. tests/test_probe.py runs both on the same inputs.
+#
+# The policy (``engine="auto"``) is a ski rental: loading numba costs a process about half a
+# second (its import and compiler set-up, the search kernels' cache loads; a fresh install
+# compiles them for seconds more); once loaded, the kernels are faster per query (by
+# 0.1-0.3 ms on a 1M-row index). So a few short queries take numpy until the time this
+# process has spent on numpy answers reaches that cost, or until the kernels are loaded
+# anyway (a batch of queries, a join, a prewarmed search); then the kernels.
+
+ENGINES = ("auto", "numpy", "kernels")
 KERNEL_LOAD_SECONDS = 0.5
-_numpy_seconds = [0.0]  # time this process has spent answering queries with numpy
+_numpy_seconds = [0.0]  # process state of the policy: time spent answering queries with numpy
 
 
-def _few(texts: pa.Array) -> list[str] | None:
-    """The query texts when numpy answers them (:mod:`.probe`): a few short ones, unless
-    this process has the search kernels loaded already (by a batch of queries, a join, a
-    prewarmed search) or has spent as long on numpy answers as loading them costs."""
-    if (len(texts) > MAX_QUERIES or search_kernels_loaded()
-            or whole_read_pays(_numpy_seconds[0], 0.0, KERNEL_LOAD_SECONDS)):
+def numpy_texts(texts: pa.Array, engine: str = "auto") -> list[str] | None:
+    """The query texts when the numpy engine is to answer them, else None (the kernels).
+
+    ``engine="kernels"`` never takes numpy; ``"numpy"`` takes it whenever the queries fit
+    it (:func:`.query_sign.fits`: a few short ones); ``"auto"`` applies the ski rental
+    above. The numpy engine may still decline at the index (:func:`.probe.probe_topk`: an
+    object store, too many candidates); the kernels then answer."""
+    if engine == "kernels" or len(texts) > MAX_QUERIES:
+        return None
+    if engine == "auto" and (search_kernels_loaded()
+                             or whole_read_pays(_numpy_seconds[0], 0.0, KERNEL_LOAD_SECONDS)):
         return None
     few = texts.to_pylist()
     return few if fits(few) else None
@@ -259,14 +276,14 @@ def _settled(query, mism, rowid, good, pending, nq: int, limit: int, bound: int)
 
 
 def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool = False,
-         filter: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         filter: str | None = None, engine: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(query_index int64, _rowid uint64, _distance float32)`` of every query's top ``limit``,
-    ordered by query, then ``(distance, row id)``."""
+    ordered by query, then ``(distance, row id)``; ``engine`` as :func:`numpy_texts`."""
     params = opened.params
     if filter is not None:
         opened.liveness.check_filter(filter)  # a bad filter is an error even when nothing matches
     t0 = time.perf_counter()
-    few = _few(texts)
+    few = numpy_texts(texts, engine)
     sigs, has, keys = _sign(params, texts, few)
     active = np.flatnonzero(has)
     if active.size == 0:
@@ -290,15 +307,26 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
         flags = liveness.filter_mask(uniq, filter) if filter is not None else liveness.alive(uniq)
         return flags[np.searchsorted(uniq, ids)]
 
+    answer = None
     if few is not None:
-        probed = probe_topk(entries, qsigs, qkeys, limit, ok_of)
+        answer = probe_topk(entries, qsigs, qkeys, limit, ok_of)
         _numpy_seconds[0] += time.perf_counter() - t0
-        if probed is not None:
-            q, rid, dist, counts = probed
-            warn_empty_queries(texts, has, counts)
-            return active[q].astype(np.int64), rid, dist
+    if answer is None:
+        answer = kernel_topk(entries, qsigs, qkeys, limit, ok_of, checked)
+    q, rid, dist, counts = answer
+    warn_empty_queries(texts, has, counts)
+    return active[q].astype(np.int64), rid, dist
+
+
+def kernel_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray, limit: int, ok_of,
+                checked: bool = True):
+    """The kernels' engine: ``(query int64, row id uint64, distance float32, candidates per
+    query int64)`` of each query's top ``limit`` over ``entries``, ordered by query then
+    ``(distance, row id)``; the same answer as :func:`.probe.probe_topk` (numpy).
+    ``checked=False`` skips ``ok_of`` (no deletion, no filter)."""
+    nq, num_hashes = qsigs.shape
     cands = [_Candidates(e, qkeys, qsigs, limit, ok_of) for e in entries]
-    warn_empty_queries(texts, has, sum((np.diff(c.offsets) for c in cands), np.zeros(active.size, np.int64)))
+    counts_all = sum((np.diff(c.offsets) for c in cands), np.zeros(nq, np.int64))
     # deletions and the filter: one Lance take over the distinct candidate row ids
     if checked:
         ok_all = ok_of(np.concatenate([c.cand_rowids for c in cands]))
@@ -308,7 +336,6 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
             pos += c.docs.size
     else:
         oks = [readonly(np.ones(c.docs.size, dtype=np.bool_)) for c in cands]
-    nq = active.size
     parts = []
     for c, ok in zip(cands, oks):
         counts, rid, mism, _dist = score_topk(qsigs, c.offsets, c.docs, ok, c.doc_slot, c.sigs, c.rowids, limit)
@@ -320,8 +347,8 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
         qidx = np.concatenate([np.repeat(np.arange(nq, dtype=np.int64), np.diff(p[0])) for p in parts])
         rids = np.concatenate([p[1] for p in parts])
         mism = np.concatenate([p[2] for p in parts])
-        q, rid, dist = merge_topk(nq, qidx, rids, mism, limit, params.num_hashes)
-    return active[q].astype(np.int64), rid, dist
+        q, rid, dist = merge_topk(nq, qidx, rids, mism, limit, num_hashes)
+    return q, rid, dist, counts_all
 
 
 # --------------------------------------------------------------------------- public API
