@@ -34,6 +34,22 @@ LANCE_MEMBERS = frozenset(m for cls in (lance.LanceDataset, lance.LanceFragment)
                           if not m.startswith("__"))
 LANCE_OBJECT = re.compile(r"^(ds|dataset|\w+_ds|ds_\w+|\w+_dataset|frag|fragment|\w+_frag)$")
 MAX_LINES = 600
+# distinctly Lance members (not pyarrow's, numpy's or Python's): called on any name outside io/
+LANCE_CALLS = frozenset({
+    "count_rows", "get_fragments", "get_fragment", "deletion_file", "data_files", "create_scalar_index",
+    "describe_indices", "list_indices", "checkout_version", "latest_version", "merge_insert", "cleanup_old_versions",
+    "has_index", "physical_rows", "num_deletions", "commit_existing_index_segments", "merge_existing_index_segments",
+    "drop_index", "create_index", "to_table", "scanner", "lance_schema", "has_stable_row_ids"})
+# private members of other libraries' objects that the package reads on purpose, each in one place
+FOREIGN_PRIVATE = {
+    "_take_rows": "Lance's take by row id (io/takes.py)",
+    "_cache": "numba's cache of a dispatcher (kernels/config.py: in_cache, _cache_place)",
+    "_cache_file": "numba's cache index file (kernels/config.py: in_cache)",
+    "_load_index": "numba's cache index (kernels/config.py: in_cache)",
+    "_cache_path": "numba's cache folder (kernels/config.py, faces/warmup.py)",
+}
+MAX_FUNCTION_LINES = 80  # longer functions and classes are listed (not failed) by test_long_definitions
+MAX_CLASS_LINES = 250
 
 
 def _resolve(rel: str, node: ast.ImportFrom) -> str:
@@ -125,6 +141,26 @@ def violations(source: str, rel: str) -> list[str]:
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
                 and node.attr.startswith("_") and not node.attr.startswith("__")):
             out.append(f"{rel}:{node.lineno}: uses private {aliases[node.value.id]}.{node.attr}")
+    # no private member of an object whose class lives in another module: a member `_x` used
+    # on anything but self/cls must be defined in this module
+    own_names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    own_names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    own_names |= {t.id for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and (node.value.id in ("self", "cls")
+                                                                or node.value.id in aliases))
+                and node.attr not in own_names and node.attr not in FOREIGN_PRIVATE):
+            out.append(f"{rel}:{node.lineno}: uses private member {node.attr} of another module's object "
+                       f"({ast.unparse(node)}); make it public in its class, or ask through a function")
+    # Lance calls on any name outside io/
+    if not in_io and name not in LANCE_PEERS:
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr in LANCE_CALLS
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                out.append(f"{rel}:{node.lineno}: calls Lance's {node.attr} ({ast.unparse(node)}); only io/ "
+                           "touches Lance: ask through an io/ function")
     # size
     lines = source.count("\n") + (not source.endswith("\n"))
     if lines > MAX_LINES:
@@ -192,6 +228,11 @@ def test_kernels_are_pure():
      "uses private lance_minhash_sql.index.opened._runs"),
     ("lance_minhash_sql/index/x.py", "x = 1\n" * (MAX_LINES + 1), "lines (at most"),
     ("lance_minhash_sql/helpers.py", "x = 1\n", "a module outside every layer"),
+    ("lance_minhash_sql/index/x.py", "def f(store):\n    store._ensure(3)\n", "uses private member _ensure"),
+    ("lance_minhash_sql/lifecycle/x.py", "def f(frags):\n    return sum(f.count_rows() for f in frags)\n",
+     "calls Lance's count_rows"),
+    ("lance_minhash_sql/faces/x.py", "def f(o):\n    return o(1).to_table(columns=['a'])\n",
+     "calls Lance's to_table"),
     ("lance_minhash_sql/kernels/x.py", "from lance_minhash_sql.runtime.threads import run_chunks\n",
      "layer runtime above kernels"),
 ])
@@ -224,3 +265,73 @@ def test_no_sub_package_hides_a_public_name():
     subs = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
     assert subs & set(lance_minhash_sql.__all__) == set()
     assert set(LAYER_ORDER) == subs
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: package modules it imports}``, function-level (lazy) imports included."""
+    def name_of(path: pathlib.Path) -> str:
+        return path.relative_to(PKG.parent).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+
+    mods = {name_of(p): p for p in modules()}
+    graph = {}
+    for mod, path in mods.items():
+        targets = set()
+        for imported in imports_of(ast.parse(path.read_text()), _rel(path)):
+            if imported in mods and imported != mod:
+                targets.add(imported)
+        graph[mod] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_lazy_imports_included():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the checker finds one
+    graph = import_graph()
+    assert len(graph) > 90 and graph["lance_minhash_sql.faces.warmup"]  # its imports are inside functions
+    assert cycles(graph) == []
+
+
+def test_long_definitions(capsys):
+    """Functions over MAX_FUNCTION_LINES and classes over MAX_CLASS_LINES, listed for review
+    (each is split or says why its length is the clearest form); not a failure."""
+    found = []
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            limit = (MAX_CLASS_LINES if isinstance(node, ast.ClassDef) else
+                     MAX_FUNCTION_LINES if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
+            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
+                found.append(f"{_rel(path)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    with capsys.disabled():
+        print("\nlong definitions (functions > %d, classes > %d lines):" % (MAX_FUNCTION_LINES, MAX_CLASS_LINES))
+        for line in found:
+            print("  " + line)

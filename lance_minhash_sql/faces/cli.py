@@ -67,7 +67,7 @@ def _print_result(con, title: str, sql: str, out) -> None:
 def cmd_demo(args) -> int:
     from lance_minhash_sql import connect
     from lance_minhash_sql.faces.demo import PREPARE_SQL, write_demo_corpus
-    from lance_minhash_sql.io.scan import open_dataset
+    from lance_minhash_sql.io.scan import open_dataset, read_rows
 
     os.makedirs(args.dir, exist_ok=True)
     uri = os.path.join(args.dir, "corpus.lance")
@@ -80,7 +80,7 @@ def cmd_demo(args) -> int:
     for title, sql in DEMO_QUERIES:
         _print_result(con, title, sql, print)
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
-    con.register("corpus_rows", open_dataset(uri).to_table(columns=["id", "source_id", "edit"], with_row_id=True))
+    con.register("corpus_rows", read_rows(uri, ["id", "source_id", "edit"]))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
         _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
     return 0

@@ -202,7 +202,7 @@ class SegmentEntry:
                 self.settle()
                 return store.arrays()
         if self.reserve(store.grow_bytes(pages)):
-            store._ensure_capacity(pages)  # grow once, by exactly what was reserved
+            store.ensure_capacity(pages)  # grow once, by exactly what was reserved
         else:
             store = store.copy_pages(need)  # transient: not cached
         t0 = time.perf_counter()

@@ -58,7 +58,9 @@ class BandStore:
         new_cap = min(new_cap, self.num_pages)
         return (new_cap - cap) * self.page_rows * BAND_ROW_BYTES
 
-    def _ensure_capacity(self, new_pages: int) -> None:
+    def ensure_capacity(self, new_pages: int) -> None:
+        """Grow the pool's arrays to hold ``new_pages`` more pages; the caller has reserved
+        :meth:`grow_bytes` of them in the segment cache first."""
         extra = self.grow_bytes(new_pages)
         if extra:
             cap = self.keys.size // self.page_rows + extra // (self.page_rows * BAND_ROW_BYTES)
@@ -72,7 +74,7 @@ class BandStore:
     def add_pages(self, first: int, count: int, keys: np.ndarray, docs: np.ndarray) -> None:
         """Store pages ``first .. first + count - 1`` (their rows, in order) not yet stored."""
         new = int((self.page_slot[first:first + count] < 0).sum())
-        self._ensure_capacity(new)
+        self.ensure_capacity(new)
         pr = self.page_rows
         for i in range(count):
             p = first + i

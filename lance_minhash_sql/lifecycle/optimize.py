@@ -50,7 +50,8 @@ from lance_minhash_sql.index.spill import plan_sort
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.liveness import Liveness
 from lance_minhash_sql.io.rowids import frag_reuse, remap
-from lance_minhash_sql.io.scan import fragment_objects, options_for, scan_text, text_field, uri_of, version_of
+from lance_minhash_sql.io.scan import (fragment_objects, fragment_rows, options_for, scan_text, text_field, uri_of,
+                                      version_of)
 from lance_minhash_sql.io.segments import iter_signatures, open_segment
 
 __all__ = ["OptimizeResult", "optimize", "parse_merge"]
@@ -175,7 +176,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
                               time.perf_counter() - t0, 0, version_of(ds))
 
     frag_objs = fragment_objects(ds, new_frags)
-    new_rows = sum(int(f.count_rows()) for f in frag_objs)
+    new_rows = fragment_rows(ds, new_frags)
     stored_rows = sum(files[s.uuid].num_docs for s in selected)
     total = stored_rows + new_rows
     check_segment_rows(ds, total)

@@ -77,7 +77,7 @@ def _warm_bands(entry: SegmentEntry, room: int) -> None:
             p -= 1
         if p == 0 or not entry.reserve(store.grow_bytes(int(p))):
             return
-        store._ensure_capacity(int(p))
+        store.ensure_capacity(int(p))
         pr = store.page_rows
         for first, count in runs(missing[:p]):
             keys, docs = entry.files.read_bands(first * pr, min(count * pr, store.num_rows - first * pr))
