@@ -420,3 +420,23 @@ def test_cli_help_documents_storage_option(command, capsys):
         cli.main([command, "--help"])
     out = capsys.readouterr().out
     assert "--storage-option KEY=VALUE" in out and "repeat" in out
+
+
+def test_a_connections_storage_options_are_forgotten_with_it():
+    import gc
+
+    from lance_minhash_sql.runtime.cache import clear_cache
+
+    clear_cache()
+    before = storage.tokens_held()
+    con = lms.connect()
+    token = con.execute("SELECT _lms_storage('minhash_search', 's3://b/x.lance', "
+                        "'{\"aws_secret_access_key\": \"hunter2\"}', getvariable('_lms_connection'))").fetchone()[0]
+    assert storage.options_of(token) == {"aws_secret_access_key": "hunter2"}
+    assert storage.tokens_held() == before + 1
+    con.close()
+    del con
+    gc.collect()
+    assert storage.tokens_held() == before
+    with pytest.raises(InvalidParameterError, match="unknown"):
+        storage.options_of(token)

@@ -171,3 +171,28 @@ def test_search_rows_stay_ordered_without_insertion_order(dataset):
         t = ds.to_table(nearest=MinHashQuery(q, "text"), limit=20, with_row_id=True, columns=["_distance"])
         assert ours == list(zip(t.column("_rowid").to_pylist(),
                                 [float(np.float32(d)) for d in t.column("_distance").to_pylist()]))
+
+
+def test_a_result_too_large_to_inline_is_searched_once(con, tmp_path, monkeypatch):
+    # a result longer than INLINE_MAX_CHARS as SQL text goes through _lms_search_rows; the
+    # search search_plan ran while DuckDB planned is handed over, not run again
+    from lance_minhash_sql.duck import tables
+    from lance_minhash_sql.query import topk
+
+    uri = str(tmp_path / "dups.lance")
+    texts = ["one two three four five six seven eight"] * 120 + QUERIES
+    lance.write_dataset(pa.table({"id": pa.array(range(len(texts)), pa.int64()), "text": texts}), uri)
+    lms.build_index(uri, "text")
+    calls = []
+    real = topk.search
+    monkeypatch.setattr(topk, "search", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    sql = f"SELECT id, _rowid, _distance FROM minhash_search({lit(uri)}, 'text', ?, 50)"
+    inlined = con.execute(sql, [texts[0]]).fetchall()
+    assert len(calls) == 1
+    monkeypatch.setattr(tables, "INLINE_MAX_CHARS", 100)
+    got = con.execute(sql, [texts[0]]).fetchall()
+    assert len(calls) == 2 and got == inlined and len(got) == 50
+    t = lance.dataset(uri).to_table(nearest=MinHashQuery(texts[0], "text"), limit=50, with_row_id=True,
+                                    columns=["id", "_distance"])
+    assert [r[1] for r in got] == t.column("_rowid").to_pylist()
+    assert tables._AWAITING.usage == 0  # taken by its statement

@@ -335,3 +335,26 @@ def test_long_definitions(capsys):
         print("\nlong definitions (functions > %d, classes > %d lines):" % (MAX_FUNCTION_LINES, MAX_CLASS_LINES))
         for line in found:
             print("  " + line)
+
+
+def test_every_memo_is_registered_where_clear_cache_sees_it():
+    # functools' caches are made through runtime/cache.py:memoized; the kernels' layer (below
+    # runtime) keeps one documented lru_cache of constants
+    allowed = {"runtime/cache.py", "kernels/minhash.py"}
+    found = [p.relative_to(PKG).as_posix() for p in modules()
+             if re.search(r"\blru_cache\b|functools\.cache\b|@cache\b", p.read_text())]
+    assert sorted(found) == sorted(allowed)
+
+
+def test_clear_cache_empties_memoized_functions():
+    from lance_minhash_sql.core.params import MinHashParams
+    from lance_minhash_sql.index.sign import signer_for
+    from lance_minhash_sql.runtime.cache import clear_cache, process_caches, segment_cache
+
+    segment_cache()
+    first = signer_for(MinHashParams(8, 2, 2))
+    assert signer_for(MinHashParams(8, 2, 2)) is first
+    names = {name for name, *_ in process_caches()}
+    assert "lance_minhash_sql.index.sign.signer_for" in names and "segments" in names
+    clear_cache()
+    assert signer_for(MinHashParams(8, 2, 2)) is not first

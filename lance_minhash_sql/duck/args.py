@@ -23,12 +23,12 @@ The same rules for every UDF:
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any, Callable, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.checks import check_bool, check_int
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import TokenizerParams
@@ -137,7 +137,7 @@ def json_value(value: str | None) -> Any:
         return value
 
 
-@lru_cache(maxsize=256)
+@memoized(256)
 def tokenizer(fn: str, value: str | None) -> TokenizerParams:
     """Tokenizer options from the macro's ``to_json(tokenizer)``.
 

@@ -22,12 +22,12 @@ DuckDB 2.0.1 facts this module is built on (measured):
 
 from __future__ import annotations
 
-from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 import duckdb
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.duck.join import JOIN_UDFS
 from lance_minhash_sql.duck.lifecycle import LIFECYCLE_UDFS
 from lance_minhash_sql.duck.pairs import PAIR_UDFS
@@ -48,7 +48,7 @@ _FIRST = ("scalar.sql",)
 _KEEP_ALIVE: set = set()
 
 
-@lru_cache(maxsize=1)
+@memoized(1)
 def macro_files() -> tuple[tuple[str, str], ...]:
     """``(file name, SQL text)`` of the shipped macro files, in installation order."""
     root = resources.files("lance_minhash_sql") / "sql"

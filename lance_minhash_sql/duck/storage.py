@@ -37,7 +37,8 @@ from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.duck.args import Udf
 
 __all__ = ["parse_storage_options", "parse_secret_string", "s3_secret_options", "SecretLookup", "read_secret",
-           "secret_storage_options", "register_connection", "resolve", "options_token", "options_of",
+           "secret_storage_options", "register_connection", "resolve", "options_token", "options_of", "forget_tokens",
+           "tokens_held",
            "CONNECTION_VARIABLE", "SECRET_SCHEMES", "STORAGE_UDFS"]
 
 CONNECTION_VARIABLE = "_lms_connection"
@@ -232,6 +233,7 @@ def register_connection(con) -> str:
     def forget(_ref, cid=cid):
         with _CONNECTIONS_LOCK:
             _CONNECTIONS.pop(cid, None)
+        forget_tokens(cid)
 
     try:
         ref = weakref.ref(con, forget)
@@ -282,23 +284,45 @@ def resolve(fn: str, dataset: str | None, options: str | None, cid: str | None) 
 
 # --------------------------------------------------------------------------- tokens
 
-_TOKENS: dict[str, str] = {}  # canonical JSON of the options -> token
+# Storage options travel through generated SQL as tokens, never as values. A token lives
+# as long as the connection whose statement made it (its options, credentials included,
+# are forgotten when that connection is garbage-collected); a token made outside any
+# registered connection (cid None) lives for the process.
+_TOKENS: dict[tuple[str | None, str], str] = {}  # (connection id, canonical JSON) -> token
 _OPTIONS: dict[str, dict[str, str]] = {}  # token -> options
+_OWNED: dict[str | None, set[str]] = {}  # connection id -> its tokens
 _TOKENS_LOCK = threading.Lock()
 
 
-def options_token(options: dict[str, str] | None) -> str | None:
-    """An opaque, process-local name for ``options`` (the same options, the same token)."""
+def options_token(options: dict[str, str] | None, cid: str | None = None) -> str | None:
+    """An opaque, process-local name for ``options`` (the same options on the same
+    connection, the same token), valid while connection ``cid`` lives."""
     if options is None:
         return None
-    key = json.dumps(options, sort_keys=True)
+    key = (cid, json.dumps(options, sort_keys=True))
     with _TOKENS_LOCK:
         token = _TOKENS.get(key)
         if token is None:
             token = "lms-options-" + secrets.token_hex(8)
             _TOKENS[key] = token
             _OPTIONS[token] = dict(options)
+            _OWNED.setdefault(cid, set()).add(token)
     return token
+
+
+def forget_tokens(cid: str | None) -> None:
+    """Drop the tokens (and the options they name) of connection ``cid``."""
+    with _TOKENS_LOCK:
+        for token in _OWNED.pop(cid, ()):
+            _OPTIONS.pop(token, None)
+        for key in [k for k in _TOKENS if k[0] == cid]:
+            del _TOKENS[key]
+
+
+def tokens_held() -> int:
+    """How many storage-option sets this process holds now."""
+    with _TOKENS_LOCK:
+        return len(_OPTIONS)
 
 
 def options_of(token: str | None) -> dict[str, str] | None:
@@ -309,14 +333,14 @@ def options_of(token: str | None) -> dict[str, str] | None:
         options = _OPTIONS.get(token)
     if options is None:
         raise InvalidParameterError(
-            "storage options token is unknown in this process; pass storage_options := to the table macro "
-            "(the token comes from _lms_storage on the same process)")
+            "storage options token is unknown in this process (its connection was closed); pass "
+            "storage_options := to the table macro (the token comes from _lms_storage on the same connection)")
     return options or None
 
 
 def storage(fn, dataset, options, cid) -> str | None:
     """``_lms_storage(fn, dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))``."""
-    return options_token(resolve(fn or "storage_options", dataset, options, cid))
+    return options_token(resolve(fn or "storage_options", dataset, options, cid), cid)
 
 
 # one call per row (not Arrow): a macro passes constants, constant-folded at plan time

@@ -20,12 +20,13 @@ millisecond of the search itself (measured: a typed getter UDF per column cost a
 from __future__ import annotations
 
 import json
-import threading
+import secrets
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.records import record_dict, record_schema
 from lance_minhash_sql.duck.args import Udf, flag, integer, prefixed, require, scalar_rows, text
 from lance_minhash_sql.duck.args import column as column_array
@@ -164,22 +165,20 @@ class _Layout(NamedTuple):
 
 
 def _duck_type_of(field: pa.Field) -> str:
-    """The DuckDB type a column arrives as (DuckDB's own Arrow mapping)."""
-    con = _type_connection()
-    with _TYPE_LOCK:
-        return str(con.from_arrow(pa.schema([field]).empty_table()).types[0])
+    """The DuckDB type a column arrives as (DuckDB's own Arrow mapping, asked of a
+    connection of its own: the calling one is busy inside a UDF)."""
+    return _duck_type_named(field.type)
 
 
-_TYPE_LOCK = threading.Lock()
-_TYPE_CON = []
-
-
-def _type_connection():
+@memoized(1024)
+def _duck_type_named(arrow_type: pa.DataType) -> str:
     import duckdb
 
-    if not _TYPE_CON:
-        _TYPE_CON.append(duckdb.connect())
-    return _TYPE_CON[0]
+    con = duckdb.connect()
+    try:
+        return str(con.from_arrow(pa.schema([pa.field("c", arrow_type)]).empty_table()).types[0])
+    finally:
+        con.close()
 
 
 _LAYOUTS = ByteCache.for_objects("SQL result layouts", 256)  # schema text -> _Layout
@@ -227,8 +226,16 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
     return values.cast(_CARRIER_TYPES[carrier])
 
 
-def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter_, version, storage) -> dict:
-    """The search results with every user column, for the SQL :func:`search_plan` wrote.
+# Results that search_plan computed while DuckDB planned, too large to inline, waiting for
+# the one _lms_search_rows call of their statement (which takes them out): a search runs
+# once. A result that does not fit, or whose statement runs again, is computed again.
+_AWAITING = ByteCache("search results awaiting execution", 64 << 20)
+
+
+def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter_, version, storage,
+                handoff) -> dict:
+    """The search results with every user column, for the SQL :func:`search_plan` wrote:
+    the result it computed (``handoff`` names it), else computed here on ``version``.
 
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
     cost less than building and importing Arrow arrays (about 1 ms per query measured).
@@ -236,8 +243,13 @@ def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search, "version": version}
     require(fn, row, "dataset", "column", "exact", "fast_search", "version")
-    layout, table = _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, int(version),
-                                  options_of(storage))
+    computed = None if handoff is None else _AWAITING.get(handoff)
+    if computed is not None:
+        _AWAITING.drop(handoff)
+        layout, table = computed
+    else:
+        layout, table = _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_,
+                                      int(version), options_of(storage))
     out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": table.column("_distance").to_pylist(),
            "_jaccard": table.column("_jaccard").to_pylist() if "_jaccard" in table.column_names else None}
     for carrier in _CARRIER_TYPES:
@@ -300,13 +312,14 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     return f"SELECT {select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
 
 
-def search_sql(schema: pa.Schema, args: tuple) -> str:
-    """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version
-    (storage options travel as their token, never as values)."""
+def search_sql(schema: pa.Schema, args: tuple, exact: bool) -> str:
+    """The SQL that ``query()`` runs for one ``minhash_search`` call on a dataset version:
+    one ``_lms_search_rows(*args)`` call (storage options travel as their token, never as
+    values); ``exact`` adds the ``_jaccard`` column."""
     call = f"_lms_search_rows({', '.join(literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
-    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query). args[5]: exact (adds _jaccard).
-    jaccard = ", unnest(r._jaccard) AS _jaccard" if args[5] else ""
+    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
+    jaccard = ", unnest(r._jaccard) AS _jaccard" if exact else ""
     return f"SELECT {_layout(schema).select}{jaccard} FROM (SELECT {call} AS r)"
 
 
@@ -314,8 +327,9 @@ def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter
     """Constant-folded at plan time (native UDF, one call per statement): resolves the
     storage options (NULL on a local dataset costs nothing more), reads the dataset's
     version and schema, runs the search on that version and writes its result into the
-    SQL as a VALUES list; a result too large for that is left to one ``_lms_search_rows``
-    call at execution, on exactly the planned version."""
+    SQL as a VALUES list; a result too large for that is handed to the statement's one
+    ``_lms_search_rows`` call at execution (through :data:`_AWAITING`), which reads the
+    same version."""
     from lance_minhash_sql.index.info import search_target
     from lance_minhash_sql.query.scores import check_limit
 
@@ -333,7 +347,11 @@ def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter
     inline = inline_sql(layout, table)
     if inline is not None:
         return inline
-    return search_sql(schema, (dataset, column, query, limit, threshold, exact_, fast, filter_, version, token))
+    handoff = "lms-result-" + secrets.token_hex(8)
+    if not _AWAITING.put(handoff, (layout, table), table.nbytes):
+        handoff = None
+    return search_sql(schema, (dataset, column, query, limit, threshold, exact_, fast, filter_, version, token,
+                               handoff), exact_)
 
 
 TABLE_UDFS: tuple[Udf, ...] = (
@@ -343,7 +361,7 @@ TABLE_UDFS: tuple[Udf, ...] = (
     Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
                                         "VARCHAR"), IDS_TYPE, True),
     Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
-                                          "VARCHAR", "BIGINT", "VARCHAR"), ROWS_TYPE, True, False),
+                                          "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR"), ROWS_TYPE, True, False),
     Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
                                           "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

@@ -28,13 +28,13 @@ so registering the functions does not load numba.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MAX_NUM_HASHES, MinHashParams, scurve
@@ -100,7 +100,7 @@ def _groups(n: int, codes: list[np.ndarray | None]) -> list[tuple[tuple[int, ...
     return [(tuple(int(x) for x in combo), order[bounds[g]:bounds[g + 1]]) for g, combo in enumerate(combos)]
 
 
-@lru_cache(maxsize=256)
+@memoized(256)
 def _params(fn: str, num_hashes: Any, shingle_size: Any, tokenizer: str | None) -> MinHashParams:
     tok = tokenizer_options(fn, tokenizer)
     return prefixed(fn, MinHashParams, number(num_hashes), _SIGN_BANDS, number(shingle_size), tok)
@@ -232,7 +232,7 @@ def similarity(sig_a, sig_b) -> pa.Array:
     return _doubles(out, both)
 
 
-@lru_cache(maxsize=1024)
+@memoized(1024)
 def _band_params(fn: str, k: int, b: Any) -> int:
     try:
         return MinHashParams(num_hashes=k, num_bands=number(b)).num_bands

@@ -66,6 +66,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.build.builder import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir,
                                              prepare_build, sign_fragments)
 from lance_minhash_sql.core.checks import check_bool, check_int
@@ -111,14 +112,15 @@ def _connect(ray_address: str | None):
     return ray
 
 
-_remotes: dict = {}
-
-
 def _remote(ray, fn, **options):
-    key = (fn.__name__, tuple(sorted(options.items())))
-    if key not in _remotes:
-        _remotes[key] = ray.remote(**options)(fn) if options else ray.remote(fn)
-    return _remotes[key]
+    """``fn`` as a Ray remote function with ``options`` (memoized: Ray exports a remote
+    function's code to the cluster once per remote function object)."""
+    return _remote_of(ray, fn, tuple(sorted(options.items())))
+
+
+@memoized(64)
+def _remote_of(ray, fn, options: tuple):
+    return ray.remote(**dict(options))(fn) if options else ray.remote(fn)
 
 
 def _cause(exc: BaseException) -> str:

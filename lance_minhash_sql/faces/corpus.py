@@ -28,7 +28,6 @@ True
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.checks import check_int, check_real
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.kernels import corpus as _k
@@ -154,7 +154,7 @@ class _Tables:
     bp_words: np.ndarray
 
 
-@functools.lru_cache(maxsize=8)
+@memoized(8)
 def _tables(seed: int, vocab_size: int, zipf_exponent: float, num_boilerplate: int) -> _Tables:
     word_offsets, word_bytes = _k.build_vocabulary(np.uint64(seed), vocab_size)
     prob, alias = _k.zipf_alias(vocab_size, zipf_exponent)

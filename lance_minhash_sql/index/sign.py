@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
 from lance_minhash_sql.io.arrow import string_buffers
 from lance_minhash_sql.io.unicode_tables import load_tables
@@ -118,7 +118,7 @@ class Signer:
         return [raw[starts[t]:ends[t]].decode("utf-8") for t in range(ntok)]
 
 
-@lru_cache(maxsize=32)
+@memoized(32)
 def signer_for(params: MinHashParams) -> Signer:
     """A cached :class:`Signer` per parameter set."""
     return Signer(params)

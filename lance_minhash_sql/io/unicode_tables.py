@@ -29,12 +29,12 @@ read-only -- they are cached and shared):
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
 from typing import NamedTuple
 
 import numpy as np
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.errors import LanceMinHashError
 
 __all__ = ["UnicodeTables", "load_tables", "table_sizes", "tables_lance_version", "DATA_FILE"]
@@ -71,7 +71,7 @@ def _corrupt(path, msg: str) -> LanceMinHashError:
     return LanceMinHashError(f"Unicode table file {path} is invalid: {msg}; {_REDERIVE}.")
 
 
-@functools.lru_cache(maxsize=1)
+@memoized(1)
 def _read_npz() -> dict:
     resource = importlib.resources.files(DATA_PACKAGE).joinpath(DATA_FILE)
     try:
@@ -120,7 +120,7 @@ def _csr_index(path, name: str, keys, offsets, values) -> tuple[np.ndarray, np.n
     )
 
 
-@functools.lru_cache(maxsize=1)
+@memoized(1)
 def load_tables() -> UnicodeTables:
     """Load (once, cached) the tables from the package's ``data/unicode_tables.npz``.
 

@@ -12,11 +12,11 @@ go to the numba signer (:func:`fits`).
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 import xxhash
 
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.lance_format import BAND_HASH_MASK, BAND_SHIFT, SEED, SHINGLE_SEPARATOR
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.io.tokens import lance_tokens
@@ -36,7 +36,7 @@ def fits(texts: list[str]) -> bool:
     return len(texts) <= MAX_QUERIES and all(len(t) <= MAX_TEXT_CHARS for t in texts)
 
 
-@lru_cache(maxsize=16)
+@memoized(16)
 def _options(params: MinHashParams) -> dict:
     return params.tokenizer.lance_tokenize_kwargs()
 

@@ -1,23 +1,32 @@
-"""The process caches: one bounded, byte-accounted LRU type, and the registry that
-:func:`clear_cache` empties.
+"""The process caches: one bounded, byte-accounted LRU type, memoized functions, and the
+registry that :func:`clear_cache` empties.
 
-Every cache of the package is a :class:`ByteCache`: segment data (the *segment cache*,
-capacity :data:`DEFAULT_CACHE_BYTES`, ``LANCE_MINHASH_CACHE_BYTES`` overrides,
-:func:`set_cache_capacity` changes it at run time), opened dataset versions and indexes,
-self-join plans, report results, SQL result layouts. A cache of small objects whose size
-is not worth measuring (:meth:`ByteCache.for_objects`) charges each entry
-:data:`OBJECT_BYTES`, so its byte capacity is a bound on its entries. Each cache registers
-itself when created; :func:`clear_cache` empties all of them.
+Two kinds of cache hold data for a process, and both register here when created:
+
+* :class:`ByteCache`, an LRU bounded in bytes: segment data (the *segment cache*,
+  capacity :data:`DEFAULT_CACHE_BYTES`, ``LANCE_MINHASH_CACHE_BYTES`` overrides,
+  :func:`set_cache_capacity` changes it at run time), opened dataset versions and indexes,
+  self-join plans, report results, SQL result layouts. A cache of small objects whose size
+  is not worth measuring (:meth:`ByteCache.for_objects`) charges each entry
+  :data:`OBJECT_BYTES`, so its byte capacity is a bound on its entries;
+* :func:`memoized` functions, bounded in entries: parsed parameters, signers, tokenizer
+  tables, the macro files.
+
+:func:`clear_cache` empties all of them; :func:`process_caches` lists them. The one cache
+outside this registry is ``kernels/minhash.py:coefficients`` (the kernels' layer is below
+this one): up to 64 arrays of constants, a pure function of ``num_hashes``. Storage options
+are not cached here: ``duck/storage.py`` keeps them only while their connection lives.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from lance_minhash_sql.core.sizes import parse_bytes
 
@@ -33,6 +42,8 @@ __all__ = [
     "cache_usage",
     "cache_info",
     "clear_cache",
+    "memoized",
+    "process_caches",
 ]
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -241,8 +252,42 @@ def cache_info() -> CacheInfo:
 
 def clear_cache() -> None:
     """Empty every cache of the process: segment data, opened datasets and indexes, plans,
-    reports, layouts."""
+    reports, layouts, and every :func:`memoized` function."""
     with _REGISTRY_LOCK:
         caches = list(_REGISTRY)
+        memos = list(_MEMOS)
     for cache in caches:
         cache.clear()
+    for memo in memos:
+        memo.cache_clear()
+
+
+# --------------------------------------------------------------------------- memoized functions
+
+_MEMOS: list = []
+
+
+def memoized(maxsize: int) -> Callable[[Callable], Callable]:
+    """``functools.lru_cache(maxsize)``, registered so :func:`clear_cache` empties it and
+    :func:`process_caches` lists it. For pure functions of hashable arguments."""
+
+    def wrap(func: Callable) -> Callable:
+        memo = functools.lru_cache(maxsize=maxsize)(func)
+        with _REGISTRY_LOCK:
+            _MEMOS.append(memo)
+        return memo
+
+    return wrap
+
+
+def process_caches() -> list[tuple[str, str, int, int]]:
+    """``(name, bound unit, entries or bytes held, capacity)`` of every registered cache:
+    the byte caches (``"bytes"``) and the memoized functions (``"entries"``)."""
+    with _REGISTRY_LOCK:
+        caches = list(_REGISTRY)
+        memos = list(_MEMOS)
+    out = [(c.name, "bytes", c.usage, c.capacity) for c in caches]
+    for m in memos:
+        info = m.cache_info()
+        out.append((f"{m.__module__}.{m.__qualname__}", "entries", info.currsize, info.maxsize))
+    return sorted(out)
