@@ -54,6 +54,7 @@ import numpy as np
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
+from lance_minhash_sql.core.tuning import SCAN_FRAGMENTS
 from lance_minhash_sql.index.results import BuildResult
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.spill import SPILL_PREFIX, BandSorter, plan_sort
@@ -69,7 +70,6 @@ __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "Wri
            "prepare_build", "sign_fragments", "signed_batches", "check_segment_rows"]
 
 _WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
-SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
 
 
 # --------------------------------------------------------------------------- markers
@@ -282,6 +282,8 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
     committed = False
     commit_tried = False
     heap = contextlib.ExitStack()
+    # one try/finally around every step, so that whatever fails, nothing half-written stays
+    # (its two phases are _write_signatures and _write_bands)
     try:
         if plan.tight:  # with room to spare, the heap's page faults are not worth it
             heap.enter_context(bounded_heap())
@@ -293,36 +295,10 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
             "pid": os.getpid(), "proc_start": _proc_start(os.getpid()), "started": time.time(),
             "read_version": version_of(ds)})
 
-        signer = signer_for(params)
         sig_writer = SignaturesWriter(seg.path, params, storage_options)
-        signed = 0
-        # signatures.lance is written on a second thread while the next batch is made;
-        # the scanner's read-ahead, the batch size and the writer's queue are bounded by
-        # the plan's pipeline share of the budget
-        writer = _Writer(plan.writer_depth, progress_bar(progress, progress_rows, desc))
-        # each batch's band keys go to the sorter on a thread of their own (in doc order:
-        # one thread, one batch at a time) while the next batch is scanned and signed; on
-        # one thread the spill's partition and appends left a core idle (~13% of a 10M-row
-        # build at 512 MiB)
-        adder = _Writer(1)
-        try:
-            for rowids, sigs, n in rows:
-                if len(sigs):
-                    adder.submit(sorter.add, signer.band_keys(sigs))
-                    signed += len(sigs)
-                    writer.submit(sig_writer.write, rowids, sigs, rows=n)
-                elif writer.bar is not None:
-                    writer.bar.update(n)
-                del rowids, sigs  # the next batch is made without this one
-            adder.drain()
-            writer.drain()
-        finally:
-            adder.close()
-            writer.close()
-            close = getattr(rows, "close", None)
-            if close is not None:
-                close()  # the scanner and its buffers
-            rows = None
+        signed = _write_signatures(rows, signer_for(params), sorter, sig_writer, plan,
+                                   progress_bar(progress, progress_rows, desc))
+        rows = None
         if check is not None:
             check(signed)
         sig_writer.close()
@@ -331,21 +307,8 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
         sorter.finish()
         if plan.tight:
             release_memory()
-
         bands_writer = BandsWriter(seg.path, params, num_docs=signed, storage_options=storage_options)
-        # one group of sorted bands is written while the next group is sorted
-        # (the sort's budget counts the group being written beside the next one; holding
-        # no chunk here lets a group go as soon as the writer is done with it)
-        writer = _Writer(plan.writer_depth, progress_bar(progress, signed * params.num_bands, "writing bands"))
-        try:
-            for keys, docs in sorter.sorted_chunks():
-                for s in range(0, len(keys), _WRITE_CHUNK):
-                    e = min(s + _WRITE_CHUNK, len(keys))
-                    writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
-                del keys, docs
-            writer.drain()
-        finally:
-            writer.close()
+        _write_bands(sorter, bands_writer, plan, progress_bar(progress, signed * params.num_bands, "writing bands"))
         bands_writer.close()
         seg.sizes[BANDS_FILE] = bands_writer.size_bytes
         spilled = sorter.spilled_bytes
@@ -376,6 +339,57 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
                                    or not store.dir_exists(seg.path, storage_options)):
             _remove_quietly(marker)
     return WrittenSegment(seg, signed, spilled, size, new_ds)
+
+
+def _write_signatures(rows, signer, sorter: BandSorter, sig_writer: SignaturesWriter, plan, bar) -> int:
+    """The first phase of :func:`write_segment`: every batch of ``rows`` appended to
+    ``signatures.lance`` and its band keys handed to the sorter; returns the docs signed.
+    Closes ``rows`` (the scanner and its buffers) however it ends."""
+    signed = 0
+    # signatures.lance is written on a second thread while the next batch is made; the
+    # scanner's read-ahead, the batch size and the writer's queue are bounded by the plan's
+    # pipeline share of the budget
+    writer = _Writer(plan.writer_depth, bar)
+    # each batch's band keys go to the sorter on a thread of their own (in doc order: one
+    # thread, one batch at a time) while the next batch is scanned and signed; on one
+    # thread the spill's partition and appends left a core idle (~13% of a 10M-row build
+    # at 512 MiB)
+    adder = _Writer(1)
+    try:
+        for rowids, sigs, n in rows:
+            if len(sigs):
+                adder.submit(sorter.add, signer.band_keys(sigs))
+                signed += len(sigs)
+                writer.submit(sig_writer.write, rowids, sigs, rows=n)
+            elif writer.bar is not None:
+                writer.bar.update(n)
+            del rowids, sigs  # the next batch is made without this one
+        adder.drain()
+        writer.drain()
+    finally:
+        adder.close()
+        writer.close()
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+    return signed
+
+
+def _write_bands(sorter: BandSorter, bands_writer: BandsWriter, plan, bar) -> None:
+    """The second phase of :func:`write_segment`: the sorted band rows written to
+    ``bands.lance``, one group while the next group is sorted (the sort's budget counts the
+    group being written beside the next one; holding no chunk here lets a group go as soon
+    as the writer is done with it)."""
+    writer = _Writer(plan.writer_depth, bar)
+    try:
+        for keys, docs in sorter.sorted_chunks():
+            for s in range(0, len(keys), _WRITE_CHUNK):
+                e = min(s + _WRITE_CHUNK, len(keys))
+                writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
+            del keys, docs
+        writer.drain()
+    finally:
+        writer.close()
 
 
 def signed_batches(signer, batches, stats: dict | None = None):

@@ -28,6 +28,9 @@ import numpy as np
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, MinHashParams
+from lance_minhash_sql.core.tuning import (MAPPED_READ_CALL_SECONDS, PAGE_GAP, POOL_READ_ROWS, READ_BYTES_PER_SECOND,
+                                           READ_CALL_SECONDS, REMOTE_READ_BYTES_PER_SECOND, REMOTE_READ_CALL_SECONDS,
+                                           TAKE_ROW_SECONDS, WINDOW_MAX_ROWS, WINDOW_ROWS)
 from lance_minhash_sql.index.pools import BandStore, DocStore, runs
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.spill import sort_runs
@@ -45,23 +48,6 @@ from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
 __all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "whole_read_pays", "DROPPED_ROWID"]
 
-# Read cost model (measured on the 2-core development machine, pylance 14.0.2, local
-# disk): one read_range / take_rows call costs 0.3-0.7 ms before its bytes; whole-file
-# reads stream at 160-220 MB/s.
-READ_CALL_SECONDS = 5e-4
-READ_BYTES_PER_SECOND = 180e6
-# Object stores: a round trip of tens of milliseconds (S3 first byte: 10-50 ms) and one
-# stream at about 100 MB/s. Remote segments charge the estimates, not the measured time,
-# to the ski rental below, so a slow store cannot make a whole-file read look cheap.
-REMOTE_READ_CALL_SECONDS = 0.03
-REMOTE_READ_BYTES_PER_SECOND = 100e6
-# A local file read through its memory map (io/chunks.py): a gather, no call into Lance.
-MAPPED_READ_CALL_SECONDS = 2e-5
-POOL_READ_ROWS = 1 << 18  # signatures a thread gathers at a time into a self-join's pool
-PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
-WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
-WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
-TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
 # the row id given to a row that a compaction dropped (fragment 0xFFFFFFFF never exists)
 DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
 _ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))  # an in-memory column as one chunk

@@ -16,11 +16,12 @@ import sys
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
+from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS
 from lance_minhash_sql.io.arrow import string_buffers
 from lance_minhash_sql.io.unicode_tables import load_tables
 from lance_minhash_sql.kernels import minhash, similarity, tokenize
+from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import run_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
@@ -28,11 +29,6 @@ __all__ = ["Signer", "signer_for", "tokenizer_config"]
 if sys.byteorder != "little":  # band keys hash the u16 signature bytes as little-endian
     raise ImportError("lance_minhash_sql requires a little-endian machine")
 
-# Fewer rows than this are signed on the calling thread: a query, a DuckDB chunk of at
-# most 2,048 rows (DuckDB runs its own threads over the nogil kernel). More are cut into
-# chunks of SIGN_CHUNK_ROWS rows signed on every core by the same compiled kernel.
-PARALLEL_MIN_ROWS = 4096
-SIGN_CHUNK_ROWS = 1024
 
 _KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
           "raw": tokenize.RAW, "ngram": tokenize.NGRAM}

@@ -74,6 +74,9 @@ from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitEr
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
 from lance_minhash_sql.core.params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
+from lance_minhash_sql.core.tuning import (HEAP_BOUND_MIN_ROWS, LANCE_WRITER_CACHE, MAX_PARTITIONS, MAX_SCAN_ROWS,
+                                           MIN_IO_BUFFER, MIN_SCAN_ROWS, SCAN_READAHEAD, SPILL_APPEND_BYTES, TEXT_BYTES,
+                                           WRITER_DEPTH)
 from lance_minhash_sql.kernels import sort as ks
 from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
@@ -104,20 +107,6 @@ __all__ = [
 
 ENV_MEMORY = "LANCE_MEM_POOL_SIZE"
 ENV_MAX_TEMP = "LANCE_MAX_TEMP_DIRECTORY_SIZE"
-TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
-MAX_SCAN_ROWS = 65_536
-MIN_SCAN_ROWS = 4_096
-MIN_IO_BUFFER = 8 << 20
-SCAN_READAHEAD = 2  # decoded batches queued ahead by the scanner
-WRITER_DEPTH = 2  # file writes queued for a writer thread
-LANCE_WRITER_CACHE = 16 << 20  # LanceFileWriter: 8 MiB of column data per top-level column
-MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
-# average bytes of band rows a spill partition gets per flush of the spill buffer: the
-# buffer holds no more docs than that needs (fewer partitions, a smaller buffer)
-SPILL_APPEND_BYTES = 128 << 10
-# below this many rows the heap cannot hold back much (a few batches per thread): no plan
-# is tight, and the build leaves glibc's thresholds alone
-HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
 SPILL_PREFIX = "lance-minhash-spill-"
 
 def memory_budget(memory_limit=None) -> int:

@@ -47,6 +47,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import CorruptIndexError
+from lance_minhash_sql.core.tuning import PAGEWISE_RELEASE_ROWS, RELEASE_BYTES, ROW_GAP_BYTES, SMALL_GATHER_ROWS
 from lance_minhash_sql.io.lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values
 
@@ -55,7 +56,6 @@ __all__ = ["ChunkedColumn", "FixedRows", "MappedColumn", "MappedRows", "chunked_
 
 _HEADER = 8  # u16 levels, u32 value bytes, 2 bytes of padding
 _MAX_WORKERS = 16
-ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
 
 
 @dataclass
@@ -346,19 +346,7 @@ def fixed_rows(read_range, path: str, layout: FileLayout, index: int, items: int
 
 
 _OS_PAGE = mmap.PAGESIZE
-# a gather of this many rows or more hands each file page's mapped pages back as soon as
-# it is copied (a self-join shard gathers 250k rows spread over a 2.6 GB file: mapped
-# all at once they would add the whole file to the resident set); a query's few
-# candidates are handed back in one call
-PAGEWISE_RELEASE_ROWS = 1 << 14
-# Fewer rows than this are gathered by numpy indexing, more by a compiled loop
-# (kernels/gather.py): a query's few hundred rows then load no numba.
-SMALL_GATHER_ROWS = 1 << 12
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # not on every OS: pages then stay mapped
-# Pages a file's gathers may have touched before they are handed back to the OS at once:
-# one system call per this many bytes, not one per query (a query's gather touches a few
-# dozen pages; handing back a range costs the kernel a walk over all of it).
-RELEASE_BYTES = 32 << 20
 
 
 def map_file(path: str) -> np.ndarray:

@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.core.tuning import MAX_TAKE
 
 __all__ = ["MAX_TAKE", "take_rows", "take_expression", "RowFetcher"]
 
-MAX_TAKE = 1 << 20  # row ids per Lance take call
 
 
 def take_rows(ds, rowids, columns: list[str], what: str, uri: str | None = None) -> pa.Table:

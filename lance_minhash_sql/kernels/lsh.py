@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.core.tuning import PARALLEL_MIN_QUERIES
 from lance_minhash_sql.kernels.config import JIT, jit_twins, njit, numba_loaded, prange
 from lance_minhash_sql.kernels.order import order_by_pair, sort_values
 from lance_minhash_sql.kernels.similarity import lance_similarity_jit
@@ -61,11 +62,6 @@ __all__ = [
     "search_kernels_loaded",
 ]
 
-# Batches below this run the serial drivers. Measured on 2 cores, 1,000 queries against a
-# 1M-row segment in memory: 19 ms parallel vs 24 ms serial on an idle machine, 90 ms vs
-# 30 ms with the cores busy (OpenMP threads wait for descheduled peers). DuckDB hands a
-# UDF at most 2,048 rows and runs its own threads over nogil kernels, so it stays serial.
-PARALLEL_MIN_QUERIES = 4096
 _U56 = np.uint64(lance_format.BAND_SHIFT)
 
 

@@ -30,12 +30,12 @@ from typing import Callable
 import numpy as np
 
 from lance_minhash_sql.core.lance_format import similarity
+from lance_minhash_sql.core.tuning import MAX_CANDIDATES
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.io.chunks import values_at
 
 __all__ = ["MAX_CANDIDATES", "distinct", "probe_topk"]
 
-MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even counting numba's load)
 
 
 def distinct(a: np.ndarray) -> np.ndarray:

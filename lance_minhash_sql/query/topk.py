@@ -38,6 +38,7 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS
 from lance_minhash_sql.index.entries import SegmentEntry, whole_read_pays
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
@@ -153,7 +154,6 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
 # anyway (a batch of queries, a join, a prewarmed search); then the kernels.
 
 ENGINES = ("auto", "numpy", "kernels")
-KERNEL_LOAD_SECONDS = 0.5
 _numpy_seconds = [0.0]  # process state of the policy: time spent answering queries with numpy
 
 

@@ -14,9 +14,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator
 
+from lance_minhash_sql.core.tuning import MAX_WORKERS
+
 __all__ = ["MAX_WORKERS", "run_ordered"]
 
-MAX_WORKERS = 8  # items in flight at once (each shard holds its rows and buffers)
 _QUEUE_DEPTH = 2  # results a worker may hold ahead of the consumer
 
 

@@ -1,0 +1,102 @@
+"""Tuning constants: the numbers chosen for speed or memory, each named and explained once.
+
+Formats and limits live elsewhere (``core/lance_format.py``: Lance's file format;
+``core/params.py``: parameter rules). What is here changes how fast the package runs and
+how much memory it takes, never an answer: the tests run with other values of many of
+these (by setting the attribute of the module that uses them) and get the same results.
+Many were measured on a 2-core development machine (pylance 14.0.2, local disk); the
+comment says what each was measured against.
+"""
+
+from __future__ import annotations
+
+# ------------------------------- Reading index files: the cost model of the search and the self-join (index/entries.py)
+
+# Read cost model (measured on the 2-core development machine, pylance 14.0.2, local
+# disk): one read_range / take_rows call costs 0.3-0.7 ms before its bytes; whole-file
+# reads stream at 160-220 MB/s.
+READ_CALL_SECONDS = 5e-4
+READ_BYTES_PER_SECOND = 180e6
+# Object stores: a round trip of tens of milliseconds (S3 first byte: 10-50 ms) and one
+# stream at about 100 MB/s. Remote segments charge the estimates, not the measured time,
+# to the ski rental below, so a slow store cannot make a whole-file read look cheap.
+REMOTE_READ_CALL_SECONDS = 0.03
+REMOTE_READ_BYTES_PER_SECOND = 100e6
+# A local file read through its memory map (io/chunks.py): a gather, no call into Lance.
+MAPPED_READ_CALL_SECONDS = 2e-5
+POOL_READ_ROWS = 1 << 18  # signatures a thread gathers at a time into a self-join's pool
+PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
+WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
+WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
+TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
+
+# ----------------------------------------------------------------------------- The search engine policy (query/topk.py)
+
+# What loading numba costs a process (its import, compiler set-up and the search kernels'
+# cache loads: about half a second of CPU): the ski rental's price in query/topk.py.
+KERNEL_LOAD_SECONDS = 0.5
+
+# ------------------------------------------------------------------- The numpy engine of a few queries (query/probe.py)
+
+MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even counting numba's load)
+
+# ---------------------------------------------------------------------------------- Batches of queries (kernels/lsh.py)
+
+# Batches below this run the serial drivers. Measured on 2 cores, 1,000 queries against a
+# 1M-row segment in memory: 19 ms parallel vs 24 ms serial on an idle machine, 90 ms vs
+# 30 ms with the cores busy (OpenMP threads wait for descheduled peers). DuckDB hands a
+# UDF at most 2,048 rows and runs its own threads over nogil kernels, so it stays serial.
+PARALLEL_MIN_QUERIES = 4096
+
+# ---------------------------------------------------------------------------------------------- Signing (index/sign.py)
+
+# Fewer rows than this are signed on the calling thread: a query, a DuckDB chunk of at
+# most 2,048 rows (DuckDB runs its own threads over the nogil kernel). More are cut into
+# chunks of SIGN_CHUNK_ROWS rows signed on every core by the same compiled kernel.
+PARALLEL_MIN_ROWS = 4096
+SIGN_CHUNK_ROWS = 1024
+
+# ---------------------------------------------------------------------- Reads of index files by position (io/chunks.py)
+
+ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
+
+# a gather of this many rows or more hands each file page's mapped pages back as soon as
+# it is copied (a self-join shard gathers 250k rows spread over a 2.6 GB file: mapped
+# all at once they would add the whole file to the resident set); a query's few
+# candidates are handed back in one call
+PAGEWISE_RELEASE_ROWS = 1 << 14
+# Fewer rows than this are gathered by numpy indexing, more by a compiled loop
+# (kernels/gather.py): a query's few hundred rows then load no numba.
+SMALL_GATHER_ROWS = 1 << 12
+
+# Pages a file's gathers may have touched before they are handed back to the OS at once:
+# one system call per this many bytes, not one per query (a query's gather touches a few
+# dozen pages; handing back a range costs the kernel a walk over all of it).
+RELEASE_BYTES = 32 << 20
+
+# ------------------------------- The build: scanning, sorting and spilling band rows (index/spill.py, build/builder.py)
+
+TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
+MAX_SCAN_ROWS = 65_536
+MIN_SCAN_ROWS = 4_096
+MIN_IO_BUFFER = 8 << 20
+SCAN_READAHEAD = 2  # decoded batches queued ahead by the scanner
+WRITER_DEPTH = 2  # file writes queued for a writer thread
+LANCE_WRITER_CACHE = 16 << 20  # LanceFileWriter: 8 MiB of column data per top-level column
+MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
+# average bytes of band rows a spill partition gets per flush of the spill buffer: the
+# buffer holds no more docs than that needs (fewer partitions, a smaller buffer)
+SPILL_APPEND_BYTES = 128 << 10
+# below this many rows the heap cannot hold back much (a few batches per thread): no plan
+# is tight, and the build leaves glibc's thresholds alone
+HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
+
+SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
+
+# ---------------------------------------------------------------- The self-join's thread pipeline (runtime/pipeline.py)
+
+MAX_WORKERS = 8  # items in flight at once (each shard holds its rows and buffers)
+
+# -------------------------------------------------------------------------------------------- Lance takes (io/takes.py)
+
+MAX_TAKE = 1 << 20  # row ids per Lance take call
