@@ -118,3 +118,28 @@ def test_bands_file_opens_from_one_read_of_its_tail(s3, writer):
         assert (a == b).all()
     wrong, counts = opened(info.size_bytes + 1)  # a size that is not the files': Lance's reader, same segment
     assert wrong.band_file is not None and (wrong.page_table == full.page_table).all()
+
+
+def test_a_failing_store_is_an_error_not_a_fallback(s3, monkeypatch):
+    # the tail read of bands.lance falls back to Lance's reader only when the manifest's size
+    # is not the files'; a store that fails says so
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.core.errors import DatasetError
+    from lance_minhash_sql.io import segments
+    from lance_minhash_sql.io.manifest import minhash_segments, segment_dir
+
+    bucket = s3.make_bucket("lms-tail-fails")
+    uri = f"s3://{bucket}/corpus.lance"
+    opts = s3.storage_options()
+    lance.write_dataset(pa.Table.from_batches(list(generate_batches(500, CorpusSpec(seed=3)))), uri,
+                        storage_options=opts)
+    build_index(uri, "text", storage_options=opts)
+    ds = lance.dataset(uri, storage_options=opts)
+    (info,) = minhash_segments(ds, "text")
+
+    def failing(read_range, path, size):
+        raise OSError("connection reset by peer")
+
+    monkeypatch.setattr(segments, "read_file_tail", failing)
+    with pytest.raises(DatasetError, match="cannot read index file .connection reset"):
+        segments.open_segment(segment_dir(ds, info.uuid), opts, info.size_bytes)

@@ -455,20 +455,25 @@ def _open_reader(path: str, storage_options, columns=None) -> LanceFileReader:
         raise CorruptIndexError(f"{path}: cannot open index file ({msg}); rebuild the index") from None
 
 
-def _bands_tail(session, bpath: str, total_bytes: int | None, sfile) -> FileTail | None:
+def _bands_tail(session, bpath: str, total_bytes: int | None, sfile, storage_options) -> FileTail | None:
     """bands.lance opened from its tail on an object store, without Lance's reader (which
     asks for the file's size, then reads its tail): its size is the segment's size in the
     manifest less signatures.lance's, so one read gives the footer, the column metadata
     and the schema metadata. None when the manifest records no size or the bytes there are
-    not a Lance file's tail (then Lance's reader opens it)."""
+    not a Lance file's tail (then Lance's reader opens it); a store that fails is an error."""
     start, size = tail_span(sfile)
     band_bytes = (total_bytes or 0) - (start + size)
     if band_bytes <= FOOTER_BYTES:
         return None
     try:
         return read_file_tail(_reader_of(session, BANDS_FILE), bpath, band_bytes)
-    except (CorruptIndexError, OSError, ValueError, RuntimeError):
+    except CorruptIndexError as exc:  # the manifest's size is not the files' (the one case to fall back)
+        log.debug("%s: %s; opening it with Lance's reader", redact_uri(bpath), exc)
         return None
+    except (OSError, ValueError, RuntimeError) as exc:  # the store failed: Lance's reader would too
+        msg = redact(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__, storage_options)
+        raise DatasetError(f"{redact_uri(bpath)}: cannot read index file ({msg}); check the credentials and "
+                           "endpoint in storage_options") from None
 
 
 def open_segment(seg_dir: str, storage_options=None, total_bytes: int | None = None) -> SegmentFiles:
@@ -482,7 +487,7 @@ def open_segment(seg_dir: str, storage_options=None, total_bytes: int | None = N
     session = LanceFileSession(seg_dir, storage_options=storage_options or None) if remote else None
     sigs = _open_reader(spath, storage_options, ["_rowid"] if remote else None)
     sfile, smeta = _metadata(sigs, spath)
-    bands = _bands_tail(session, bpath, total_bytes, sfile) if remote else None
+    bands = _bands_tail(session, bpath, total_bytes, sfile, storage_options) if remote else None
     if bands is None:
         bands = _open_reader(bpath, storage_options)
         bfile, bmeta = _metadata(bands, bpath)
