@@ -24,6 +24,8 @@ from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, Inv
                                            UnsupportedIndexError)
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, vocabulary
+from lance_minhash_sql.core import tuning
+from lance_minhash_sql.index import band_reads, doc_reads
 from lance_minhash_sql.index import entries as entries_mod
 from lance_minhash_sql.index.opened import (cache_capacity, cache_info, cache_usage, clear_cache, open_index,
                                             set_cache_capacity)
@@ -142,12 +144,18 @@ POLICIES = {
 }
 
 
+def force_whole_reads(monkeypatch, whole: bool) -> None:
+    """The ski rental of both kinds of segment read (bands and docs) answers ``whole``."""
+    for reads in (band_reads, doc_reads):
+        monkeypatch.setattr(reads, "whole_read_pays", lambda *a: whole)
+
+
 @pytest.fixture(params=list(POLICIES))
 def policy(request, monkeypatch):
     p = POLICIES[request.param]
     if p is not None:
         whole, cap = p
-        monkeypatch.setattr(entries_mod, "whole_read_pays", lambda *a: whole)
+        force_whole_reads(monkeypatch, whole)
         set_cache_capacity(cap)
     return request.param
 
@@ -518,7 +526,7 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     # the decision (the tests run under the `policy` fixture cover whole reads too). A
     # single query in a process without numba is answered by numpy (tests/test_probe.py);
     # this one takes the kernels.
-    monkeypatch.setattr(entries_mod, "whole_read_pays", lambda *a: False)
+    force_whole_reads(monkeypatch, False)
     monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: True)
     uri = str(tmp_path / "cold.lance")
     table = corpus_table(20_000, seed=2)
@@ -529,7 +537,7 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     assert not entry.bands.full and not entry.docs.full
     # windows of rows around each bucket's predicted position, in one take; pages only
     # for buckets a window does not prove
-    assert 0 < entry.stats["window_rows_read"] <= 16 * entries_mod.WINDOW_ROWS
+    assert 0 < entry.stats["window_rows_read"] <= 16 * tuning.WINDOW_ROWS
     assert entry.stats["band_pages_read"] <= 4 < entry.bands.num_pages
     assert 0 < entry.stats["docs_read"] < 100 < entry.docs.num_docs
     warm = search_ids(uri, "text", q, 10)  # answered from the pools: nothing more read

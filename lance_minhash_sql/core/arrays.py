@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["readonly"]
+__all__ = ["readonly", "ONE_CHUNK"]
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -21,3 +21,8 @@ def readonly(a: np.ndarray) -> np.ndarray:
     v = np.ascontiguousarray(a).view()
     v.setflags(write=False)
     return v
+
+
+# The chunk starts of an array read as one chunk (the chunked-column kernels take a list
+# of chunk starts; an in-memory or contiguous column has one chunk, starting at row 0).
+ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))

@@ -30,6 +30,12 @@ WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (err
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
 TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
 
+
+def whole_read_pays(rent: float, partial: float, whole: float) -> bool:
+    """Ski rental: read a file whole once the time spent on partial reads (``rent``, measured)
+    plus this read's estimate (``partial``) reaches the estimate of one whole read."""
+    return rent + partial >= whole
+
 # ----------------------------------------------------------------------------- The search engine policy (query/topk.py)
 
 # What loading numba costs a process (its import, compiler set-up and the search kernels'

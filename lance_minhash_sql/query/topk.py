@@ -38,8 +38,8 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams
-from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS
-from lance_minhash_sql.index.entries import SegmentEntry, whole_read_pays
+from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS, whole_read_pays
+from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for

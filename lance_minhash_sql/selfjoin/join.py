@@ -49,7 +49,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.arrays import ONE_CHUNK, readonly
 from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold
 from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError,
                                            ResourceLimitError, UnsupportedIndexError)
@@ -215,7 +215,6 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
 # --------------------------------------------------------------------------- one shard
 
 
-_ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))  # a contiguous key array as one chunk
 
 
 def _side_rows(side: Side, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -253,7 +252,7 @@ def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndar
         view = entry.band_chunks()
         if view is None:
             keys, docs = read_run(entry, lo, hi)
-            rows, keys = shared_rows(lkeys, readonly(keys), _ONE_CHUNK, _ONE_CHUNK, 0, keys.size, lo_u, last, lmask)
+            rows, keys = shared_rows(lkeys, readonly(keys), ONE_CHUNK, ONE_CHUNK, 0, keys.size, lo_u, last, lmask)
             docs = docs[rows]
         else:
             values, first_row, value_index, docs_of = view

@@ -1,0 +1,208 @@
+"""How a cached segment reads its docs: row ids and signatures of candidates into the
+doc pool, a self-join's candidates of all its shards at once, or the whole file once the
+partial reads have cost as much as one whole read; stored row ids mapped to the dataset
+version's.
+
+:class:`DocReads` is one part of :class:`~lance_minhash_sql.index.entries.SegmentEntry`;
+its methods run under the entry's lock and use the entry's files, pools and rent.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.tuning import POOL_READ_ROWS, TAKE_ROW_SECONDS, whole_read_pays
+from lance_minhash_sql.io.takes import MAX_TAKE
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.runtime.threads import run_chunks
+
+__all__ = ["DocReads"]
+
+
+class DocReads:
+    """Methods of a segment entry (see the module doc)."""
+
+    def doc_arrays(self, docs: np.ndarray):
+        """``(doc_slot, rowids, signatures)`` with every doc of sorted unique ``docs`` loaded."""
+        store = self.docs
+        if store.full:
+            return store.arrays()
+        missing = store.missing(docs)
+        if missing.size == 0:
+            return store.arrays()
+        partial = self.call_seconds + missing.size * (TAKE_ROW_SECONDS if not self.remote
+                                                      else store.row_bytes / self.bytes_per_second)
+        whole = store.file_bytes() / self.bytes_per_second
+        if self.files is not None and whole_read_pays(self.rent_docs, partial, whole):
+            extra = store.file_bytes() - store.nbytes
+            if self.reserve(extra):
+                rowids, sigs = self.read_all_docs()
+                store.set_full(rowids, sigs)
+                self.settle()
+                return store.arrays()
+        if self.reserve(store.grow_bytes(missing.size)):
+            store.ensure_capacity(missing.size)  # grow once, by exactly what was reserved
+        else:
+            store = store.copy_docs(docs)  # transient: not cached
+        t0 = time.perf_counter()
+        for s in range(0, missing.size, MAX_TAKE):
+            part = missing[s:s + MAX_TAKE]
+            rowids, sig = self._read_docs(part)
+            store.add_docs(part, self.map_rowids(rowids), sig)
+        self.rent_docs += self._rent(t0, partial)
+        self.stats["docs_read"] += int(missing.size)
+        if store is self.docs:
+            self.settle()
+        return store.arrays()
+
+    def shard_docs(self, docs: np.ndarray):
+        """``(slot, rowids, signatures, compact)`` of sorted unique ``docs`` for a self-join
+        shard, which asks for a quarter of a million random docs at once.
+
+        Docs already in the pool are used from there; the missing ones of a mapped local
+        segment are gathered from the memory map *outside* the lock (the file never
+        changes), so the other shard's thread is not kept waiting, then added to the pool
+        while the cache has room. Past that they come back ``compact``: ``slot`` empty and
+        row ``i`` holding ``docs[i]``, with no per-doc map of the whole segment (a shard
+        used to allocate one per call once the cache was full: 40 MB at 10M rows, every
+        shard). Segments read through Lance's reader or an object store take
+        :meth:`doc_arrays` under the lock.
+        """
+        with self.lock:
+            store = self.docs
+            if store.full:
+                return (*store.arrays(), False)
+            if self.files is None or self.files.signature_map is None or self._all_rowids() is None:
+                return (*self.doc_arrays(docs), False)
+            raw = self.docs.all_rowids
+            missing = store.missing(docs)
+            if missing.size == 0:  # all pooled (a self-join's candidates: pool_docs)
+                return (*store.arrays(), False)
+        sigs = self.files.read_signature_rows(missing)
+        rowids = self.map_rowids(raw[missing])
+        with self.lock:
+            store = self.docs
+            if store.full:
+                return (*store.arrays(), False)
+            if missing.size:
+                fresh = store.missing(missing)  # another shard may have added some meanwhile
+                if fresh.size != missing.size:
+                    at = np.searchsorted(missing, fresh)
+                    missing, sigs, rowids = fresh, sigs[at], rowids[at]
+                if self.reserve(store.grow_bytes(missing.size)):
+                    store.add_docs(missing, rowids, sigs)
+                    self.stats["docs_read"] += int(missing.size)
+                    self.settle()
+                    missing = missing[:0]
+            if missing.size == 0 and store.missing(docs).size == 0:
+                return (*store.arrays(), False)
+            # compact: pooled rows from the pool, the others from this read (or, for docs
+            # evicted with the pool meanwhile, read now)
+            out_sigs = np.empty((docs.size, store.k), dtype=np.uint16)
+            out_rowids = np.empty(docs.size, dtype=np.uint64)
+            pooled = np.zeros(docs.size, dtype=np.bool_) if store.doc_slot.size == 0 else store.doc_slot[docs] >= 0
+            slots = store.doc_slot[docs[pooled]]
+            out_sigs[pooled] = store.sigs[slots]
+            out_rowids[pooled] = store.rowids[slots]
+            rest = np.flatnonzero(~pooled)
+            at = np.minimum(np.searchsorted(missing, docs[rest]), max(missing.size - 1, 0))
+            got = missing[at] == docs[rest] if missing.size else np.zeros(rest.size, dtype=np.bool_)
+            out_sigs[rest[got]] = sigs[at[got]]
+            out_rowids[rest[got]] = rowids[at[got]]
+            lost = rest[~got]
+            if lost.size:
+                out_sigs[lost] = self.files.read_signature_rows(docs[lost])
+                out_rowids[lost] = self.map_rowids(raw[docs[lost]])
+            self.stats["docs_read"] += int(missing.size + lost.size)
+        return readonly(np.empty(0, dtype=np.int32)), readonly(out_rowids), readonly(out_sigs), True
+
+    def pool_docs(self, docs: np.ndarray) -> bool:
+        """Pool the sorted unique ``docs`` (a self-join's candidates of all its shards) in one
+        pass over a mapped local segment's signatures, in file order, when the cache has
+        room for them all; True if they are all pooled. Gathered shard by shard instead,
+        each shard's scattered rows map most of the file's pages again (at 10M rows, 77
+        shards of ~250k docs each over 2.6 GB: 26 s of page faults in one run;
+        ``docs/scale.md``)."""
+        with self.lock:
+            store = self.docs
+            if store.full:
+                return True
+            if self.files is None or self.files.signature_map is None or self._all_rowids() is None:
+                return False
+            missing = store.missing(docs)
+            if missing.size == 0:
+                return True
+            if not self.reserve(store.grow_bytes(missing.size)):
+                return False
+            rows = store.append(missing, self.map_rowids(store.all_rowids[missing]))
+            mapped = self.files.signature_map
+
+            def gather(lo: int, hi: int) -> None:  # on a few threads: mostly page faults
+                mapped.read_rows(missing[lo:hi], out=rows[lo:hi], release=True)
+
+            run_chunks(gather, missing.size, POOL_READ_ROWS)
+            store.commit(missing)
+            self.stats["docs_read"] += int(missing.size)
+            self.settle()
+            return True
+
+    def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store the
+        signatures as byte ranges (one request per run of nearby docs, all concurrent) and
+        the row ids from memory (see :meth:`stored_rowids`), else one Lance take."""
+        files = self.files
+        if files.direct_signatures:
+            if not self.remote:
+                self._all_rowids()  # local: one read of the row id column, then none per query
+            return self._raw_rowids(docs), files.read_signature_rows(docs)
+        return files.take_docs(docs)
+
+    def stored_rowids(self, docs: np.ndarray) -> np.ndarray | None:
+        """Row ids (as the dataset version knows them) of candidate ``docs`` on an object
+        store, None elsewhere: from the segment's row id column once it is resident (read
+        whole when the ski rental says it pays: at once for a small segment), until then
+        with one take of just these docs, kept for the signature reads that follow."""
+        if self.docs.full:
+            return self.docs.rowids[docs]
+        if not self.remote or self.files is None or not self.files.direct_signatures:
+            return None
+        store = self.docs
+        if store.all_rowids is None:
+            whole = self.files.rowid_bytes / self.bytes_per_second
+            if whole_read_pays(self.rent_rowids, self.call_seconds, whole):
+                self._all_rowids()
+        if store.all_rowids is None:
+            wanted = sorted_unique(docs)
+            self._rowid_hint = (wanted, self.files.take_rowids(wanted))
+            self.rent_rowids += self.call_seconds
+        return self.map_rowids(self._raw_rowids(docs))
+
+    def _raw_rowids(self, docs: np.ndarray) -> np.ndarray:
+        """Stored row ids of sorted ``docs``: resident, kept from the last take, or read now."""
+        if self.docs.all_rowids is not None:
+            return self.docs.all_rowids[docs]
+        if self._rowid_hint is None:
+            return self.files.take_rowids(docs)
+        known, values = self._rowid_hint
+        pos = np.minimum(np.searchsorted(known, docs), max(known.size - 1, 0))
+        miss = np.ones(docs.size, dtype=np.bool_) if known.size == 0 else known[pos] != docs
+        out = np.empty(docs.size, dtype=np.uint64)
+        out[~miss] = values[pos[~miss]]
+        if miss.any():
+            out[miss] = self.files.take_rowids(docs[miss])
+        return out
+
+    def _all_rowids(self) -> np.ndarray | None:
+        store = self.docs
+        if store.all_rowids is None and self.reserve(store.num_docs * 8):
+            store.all_rowids = self.files.read_rowids()
+            self.settle()
+        return store.all_rowids
+
+    def read_all_docs(self):
+        self.stats["full_loads"] += 1
+        rowids, sigs = self.files.read_all_docs(self.docs.all_rowids)
+        return self.map_rowids(rowids), sigs
