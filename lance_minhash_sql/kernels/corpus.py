@@ -211,6 +211,8 @@ def zipf_alias(vocab_size: int, exponent: float):
     return build_alias(weights)
 
 
+# One kernel of this length on purpose: the vocabulary's words are drawn and written in one
+# pass whose order fixes the corpus (a seed gives the same corpus on every machine).
 @njit(**JIT)
 def build_vocabulary(seed, vocab_size):
     """``vocab_size`` distinct pseudo-words as (int64 offsets[V + 1], uint8 bytes), by rank."""

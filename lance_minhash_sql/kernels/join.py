@@ -30,7 +30,9 @@ __all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_rows", "join_chunk"]
 
 _U56 = np.uint64(56)
 
-# cursor layout (int64): [left run start, right run start, left offset in run, right offset in run]
+# A join cursor (int64[JOIN_CURSOR_SIZE]) is where join_chunk stops and the next call goes
+# on. Its slots, by name: the left and right runs' starts and the offsets within them.
+JC_LEFT, JC_RIGHT, JC_LEFT_AT, JC_RIGHT_AT = 0, 1, 2, 3
 JOIN_CURSOR_SIZE = 4
 
 
@@ -101,10 +103,10 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
     cap = out_left.size
     nl = lkeys.size
     nr = rkeys.size
-    li = cursor[0]
-    ri = cursor[1]
-    a = cursor[2]
-    b = cursor[3]
+    li = cursor[JC_LEFT]
+    ri = cursor[JC_RIGHT]
+    a = cursor[JC_LEFT_AT]
+    b = cursor[JC_RIGHT_AT]
     n_out = 0
     work = 0
     while li < nl and ri < nr:
@@ -125,10 +127,10 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
         rm = re - ri
         while li + a < le:
             if work >= budget or n_out == cap:
-                cursor[0] = li
-                cursor[1] = ri
-                cursor[2] = a
-                cursor[3] = b
+                cursor[JC_LEFT] = li
+                cursor[JC_RIGHT] = ri
+                cursor[JC_LEFT_AT] = a
+                cursor[JC_RIGHT_AT] = b
                 return n_out, False
             ra = np.int64(ldocs[li + a])
             ida = rowids[ra]
@@ -151,8 +153,8 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
         ri = re
         a = 0
         b = 0
-    cursor[0] = nl
-    cursor[1] = nr
-    cursor[2] = 0
-    cursor[3] = 0
+    cursor[JC_LEFT] = nl
+    cursor[JC_RIGHT] = nr
+    cursor[JC_LEFT_AT] = 0
+    cursor[JC_RIGHT_AT] = 0
     return n_out, True

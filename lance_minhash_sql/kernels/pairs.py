@@ -73,7 +73,10 @@ SEED = np.uint64(lance_format.SEED)
 _KEY_MASK = np.uint64(lance_format.BAND_HASH_MASK)
 _U56 = np.uint64(lance_format.BAND_SHIFT)
 
-# cursor layout (int64): [bucket index, i, jj, reps held (link_chunk)]
+# A cursor (int64[CURSOR_SIZE]) is where a chunked kernel stops and the next call goes on:
+# the bucket, the row in it, the partner row (pair_chunk) and the representatives held
+# (link_chunk). Its slots, by name:
+CUR_BUCKET, CUR_ROW, CUR_PARTNER, CUR_REPS = 0, 1, 2, 3
 CURSOR_SIZE = 4
 
 
@@ -88,7 +91,7 @@ def min_matches(threshold: float, num_hashes: int) -> int:
 
 def new_cursor() -> np.ndarray:
     c = np.zeros(CURSOR_SIZE, dtype=np.int64)
-    c[2] = 1
+    c[CUR_PARTNER] = 1
     return c
 
 
@@ -254,6 +257,9 @@ def reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss):
     return eq
 
 
+# One kernel of this length on purpose: its loop state (bucket, row, partner) must survive a
+# return to Python in the middle of a bucket (the cursor), and numba compiles a helper again
+# inside every caller (kernels/config.py), so the resumable loop stays in one body.
 @njit(**JIT)
 def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_bands, min_eq, cursor,
                out_left, out_right, out_eq, budget):
@@ -287,9 +293,9 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     max_miss = k - min_eq
     cap = out_left.size
     nb = starts.size
-    bi = cursor[0]
-    i = cursor[1]
-    jj = cursor[2]
+    bi = cursor[CUR_BUCKET]
+    i = cursor[CUR_ROW]
+    jj = cursor[CUR_PARTNER]
     n_out = 0
     work = 0
     while bi < nb:
@@ -298,9 +304,9 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
         band = np.int64(keys[s] >> _U56)
         while i < m - 1:
             if work >= budget or n_out == cap:
-                cursor[0] = bi
-                cursor[1] = i
-                cursor[2] = jj
+                cursor[CUR_BUCKET] = bi
+                cursor[CUR_ROW] = i
+                cursor[CUR_PARTNER] = jj
                 return n_out, False
             ra = _row(slot, docs[s + i])
             ida = rowids[ra]
@@ -373,9 +379,9 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
         bi += 1
         i = 0
         jj = 1
-    cursor[0] = bi
-    cursor[1] = 0
-    cursor[2] = 1
+    cursor[CUR_BUCKET] = bi
+    cursor[CUR_ROW] = 0
+    cursor[CUR_PARTNER] = 1
     return n_out, True
 
 
@@ -393,9 +399,9 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
     max_miss = k - min_eq
     cap = out_a.size
     nb = starts.size
-    bi = cursor[0]
-    i = cursor[1]
-    nreps = cursor[3]
+    bi = cursor[CUR_BUCKET]
+    i = cursor[CUR_ROW]
+    nreps = cursor[CUR_REPS]
     n_out = 0
     while bi < nb:
         s = starts[bi]
@@ -406,9 +412,9 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
             i = 1
         while i < m:
             if n_out + nreps > cap:
-                cursor[0] = bi
-                cursor[1] = i
-                cursor[3] = nreps
+                cursor[CUR_BUCKET] = bi
+                cursor[CUR_ROW] = i
+                cursor[CUR_REPS] = nreps
                 return n_out, False
             x = docs[s + i]
             rx = _row(slot, x)
@@ -426,9 +432,9 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
             i += 1
         bi += 1
         i = 0
-    cursor[0] = bi
-    cursor[1] = 0
-    cursor[3] = 0
+    cursor[CUR_BUCKET] = bi
+    cursor[CUR_ROW] = 0
+    cursor[CUR_REPS] = 0
     return n_out, True
 
 

@@ -171,6 +171,10 @@ def _ascii_words(data, s, e, kind, max_len, lower, alnum, out, tok_start, tok_en
     return ntok
 
 
+# One function of this length on purpose: a single pass over a document's bytes (decode,
+# classify, fold, cut) whose state would otherwise travel through many small functions that
+# numba types again at each call site; compiled once, called by every signing kernel
+# (kernels/config.py explains the cost of inlining it).
 @njit(**JIT)
 def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     """Tokens of ``data[s:e]``: returns ``(ntok, out, tok_start, tok_end, raw)``.
