@@ -367,6 +367,15 @@ class SegmentFiles:
         t = reader.take_rows(np.asarray(docs, dtype=np.uint64).tolist(), batch_size=max(1024, len(docs))).to_table()
         return t.column("_rowid").to_numpy()
 
+    @functools.cached_property
+    def _rowid_reader(self) -> LanceFileReader:
+        return self.sig_file if self.sig_rowids_only else LanceFileReader(
+            os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"], storage_options=self.storage_options)
+
+    def read_rowid_range(self, start: int, count: int) -> np.ndarray:
+        """Stored row ids of docs ``[start, start + count)`` (one read of the ``_rowid`` column)."""
+        return self._rowid_reader.read_range(start, count, batch_size=max(1, count)).to_table().column(0).to_numpy()
+
     def read_rowids(self) -> np.ndarray:
         """Every doc's stored row id, in doc order."""
         reader = self.sig_file if self.sig_rowids_only else LanceFileReader(
