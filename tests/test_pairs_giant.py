@@ -114,7 +114,7 @@ def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
 
     monkeypatch.setattr(pairs_mod, "pair_chunk", slow)
     monkeypatch.setattr(pairs_mod, "VISIT_BUDGET", 1_000)
-    monkeypatch.setattr(bounded, "DEFAULT_CHUNK_PAIRS", 10_000)
+    monkeypatch.setattr(pairs_mod, "DEFAULT_CHUNK_PAIRS", 10_000)
     monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
     monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 20_000)
     assert len(pair_shards(uri, "text", THRESHOLD)) >= 16

@@ -105,6 +105,7 @@ def _shard_columns(fn: str, shard, exact: bool, limit: int) -> list[pa.Array] | 
     """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`),
     within ``limit`` bytes (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`)."""
     from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs
+    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
@@ -114,7 +115,7 @@ def _shard_columns(fn: str, shard, exact: bool, limit: int) -> list[pa.Array] | 
             "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
             "list all pairs")
 
-    return collect_columns(bounded_shard_pairs(shard, limit, exact), MAX_SQL_SHARD_PAIRS, too_many)
+    return collect_columns(bounded_shard_pairs(shard, limit, data_pairs, DEFAULT_CHUNK_PAIRS, exact), MAX_SQL_SHARD_PAIRS, too_many)
 
 
 def _pair_shard(exact: bool, type_: pa.DataType):

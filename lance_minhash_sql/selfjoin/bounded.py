@@ -50,7 +50,7 @@ giant bucket is never held whole).
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -68,8 +68,6 @@ from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_match
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
-from lance_minhash_sql.selfjoin.clusters import LINK_CHUNK, MAX_REPS, data_links
-from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
 from lance_minhash_sql.selfjoin.shards import (SHARD_BAND_ROWS, Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards,
                                                read_run)
 
@@ -84,7 +82,12 @@ MIN_SHARD_ROWS = 1 << 14
 PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
 MIN_CHUNK_PAIRS = 1 << 10
 FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
-MIN_WINDOW_ROWS = 4 * MAX_REPS
+MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least
+GIANT_LINKS = 1 << 20  # links per kernel call in a giant bucket's chunk
+# what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
+# selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
+PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)
+LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
 STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0}
 _stats_lock = threading.Lock()
 _EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
@@ -104,9 +107,9 @@ def shard_rows(limit: int) -> int:
     return int(min(SHARD_BAND_ROWS, max(MIN_SHARD_ROWS, limit // SHARD_SHARE // READ_ROW_BYTES)))
 
 
-def chunk_pairs(limit: int) -> int:
-    """Pairs per record batch under a budget of ``limit`` bytes."""
-    return int(min(DEFAULT_CHUNK_PAIRS, max(MIN_CHUNK_PAIRS, limit // PAIR_SHARE // 24)))
+def chunk_pairs(limit: int, most: int) -> int:
+    """Pairs per record batch under a budget of ``limit`` bytes, at most ``most``."""
+    return int(min(most, max(MIN_CHUNK_PAIRS, limit // PAIR_SHARE // 24)))
 
 
 def _held(rows: int) -> None:
@@ -324,19 +327,21 @@ def _plan(dataset, column, threshold, limit, storage_options, stacklevel) -> lis
                        shard_rows=shard_rows(limit))
 
 
-def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, memory_limit=None,
-                  storage_options: dict | None = None, stacklevel: int = 2) -> Iterator[pa.RecordBatch]:
+def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairVerifier, most: int,
+                  exact: bool = False, memory_limit=None, storage_options: dict | None = None,
+                  stacklevel: int = 2) -> Iterator[pa.RecordBatch]:
     """:func:`.pairs.pairs` within ``memory_limit`` (see the module doc); the same pairs,
     in batches of at most :func:`chunk_pairs` rows, group by group."""
     limit = memory_limit_bytes(memory_limit)
     shards = _plan(dataset, column, threshold, limit, storage_options, stacklevel + 1)
-    return _pair_batches(shards, limit, exact)
+    return _pair_batches(shards, limit, exact, verify, most)
 
 
-def _pair_batches(shards: list[Shard], limit: int, exact: bool) -> Iterator[pa.RecordBatch]:
+def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVerifier, most: int
+                  ) -> Iterator[pa.RecordBatch]:
     plan = shards[0].plan
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
-    chunk = chunk_pairs(limit)
+    chunk = chunk_pairs(limit, most)
     marks = new_marks(plan.total_docs)
 
     def run(items: list, load) -> Iterator[pa.RecordBatch]:
@@ -346,7 +351,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool) -> Iterator[pa.R
             data = load(item)
             if data is None:
                 return
-            yield from data_pairs(item[0], data, exact, chunk, stop)
+            yield from verify(item[0], data, exact, chunk, stop)
             if exact:
                 release_memory()
 
@@ -370,7 +375,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool) -> Iterator[pa.R
 # --------------------------------------------------------------------------- clusters
 
 
-def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int) -> Iterator[tuple]:
+def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_reps: int) -> Iterator[tuple]:
     """Links of one bucket of sorted ``gids`` larger than ``max_rows``, in chunks of rows
     in row-id order with the representatives carried (see the module doc, 5)."""
     k = plan.params.num_hashes
@@ -386,11 +391,11 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int) -> I
         gids = gids[np.argsort(rowids, kind="stable")]
     del rowids
     min_eq = min_matches(shard.threshold, k)
-    out_a = np.empty(LINK_CHUNK, dtype=np.uint32)
-    out_b = np.empty(LINK_CHUNK, dtype=np.uint32)
+    out_a = np.empty(GIANT_LINKS, dtype=np.uint32)
+    out_b = np.empty(GIANT_LINKS, dtype=np.uint32)
     rep_sigs = np.empty((0, kp), dtype=np.uint16)
     rep_gids = np.empty(0, dtype=np.int64)
-    step = max_rows - MAX_REPS
+    step = max_rows - max_reps
     for c0 in range(0, gids.size, step):
         part = gids[c0:c0 + step]
         order = np.argsort(part, kind="stable")
@@ -409,11 +414,11 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int) -> I
         starts = readonly(np.zeros(1, dtype=np.int64))
         ends = readonly(np.full(1, n, dtype=np.int64))
         words = readonly(pool.view(np.uint64))
-        reps = np.full(MAX_REPS, -1, dtype=np.int64)
+        reps = np.full(max_reps, -1, dtype=np.int64)
         cursor = new_cursor()
         done = False
         while not done:
-            m, done = link_chunk(keys, docs, starts, ends, words, _EMPTY_SLOT, k, min_eq, MAX_REPS, cursor, reps,
+            m, done = link_chunk(keys, docs, starts, ends, words, _EMPTY_SLOT, k, min_eq, max_reps, cursor, reps,
                                  out_a, out_b)
             if m:
                 yield "links", pool_gids[out_a[:m]], pool_gids[out_b[:m]]
@@ -422,7 +427,8 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int) -> I
         rep_gids = pool_gids[kept]
 
 
-def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int) -> Iterator[tuple]:
+def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int, links: LinkVerifier,
+                 max_reps: int) -> Iterator[tuple]:
     """Links of a group's shards on threads, or of a shard over the pool alone window by
     window."""
     if rows is None:
@@ -431,7 +437,7 @@ def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int
         def produce(item):
             data = load(item)
             if data is not None:
-                yield from data_links(item[0], data)
+                yield from links(item[0], data)
 
         yield from run_ordered(group, produce)
         return
@@ -440,11 +446,11 @@ def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int
     max_rows = _window_rows(max_docs)
     for r0, r1 in _spans(keys, max_rows):
         if r1 - r0 > max_rows:
-            yield from _giant_links(plan, shard, gids[r0:r1], max_rows)
+            yield from _giant_links(plan, shard, gids[r0:r1], max_rows, max_reps)
             continue
         data = _span_data(plan, keys[r0:r1], gids[r0:r1])
         if data is not None:
-            yield from data_links(shard, data)
+            yield from links(shard, data)
 
 
 def components_bytes(total_docs: int) -> int:
@@ -453,8 +459,8 @@ def components_bytes(total_docs: int) -> int:
     return total_docs * (4 if total_docs < 2**31 else 8) + (total_docs + 7) // 8
 
 
-def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
-                     storage_options: dict | None = None, stacklevel: int = 2) -> pa.Table:
+def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
+                     memory_limit=None, storage_options: dict | None = None, stacklevel: int = 2) -> pa.Table:
     """:func:`.clusters.clusters` within ``memory_limit`` (see the module doc): the same
     table."""
     limit = memory_limit_bytes(memory_limit)
@@ -475,7 +481,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, memory_lim
     try:
         for group, rows in groups:
             _count("groups")
-            for _, a, b in _shard_links(plan, group, rows, marks, max_docs):
+            for _, a, b in _shard_links(plan, group, rows, marks, max_docs, links, max_reps):
                 union_min(parent, a, b)
     finally:
         groups.close()
@@ -500,7 +506,8 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, memory_lim
 # --------------------------------------------------------------------------- one shard
 
 
-def bounded_shard_pairs(shard: Shard, limit: int, exact: bool = False) -> Iterator[pa.RecordBatch]:
+def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: int, exact: bool = False
+                        ) -> Iterator[pa.RecordBatch]:
     """One shard's pairs within a budget of ``limit`` bytes, for callers that run shards
     as independent calls (a SQL statement, on DuckDB's threads): the shard's candidates
     pooled alone when they fit the pool share, else window by window (module doc, 5);
@@ -511,7 +518,7 @@ def bounded_shard_pairs(shard: Shard, limit: int, exact: bool = False) -> Iterat
         return
     keys, gids = got
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
-    chunk = chunk_pairs(limit)
+    chunk = chunk_pairs(limit, most)
     if sorted_unique(gids).size <= max_docs:
         spans = [(0, keys.size)]
     else:
@@ -520,6 +527,6 @@ def bounded_shard_pairs(shard: Shard, limit: int, exact: bool = False) -> Iterat
     for r0, r1 in spans:
         data = _span_data(plan, keys[r0:r1], gids[r0:r1])
         if data is not None:
-            yield from data_pairs(shard, data, exact, chunk)
+            yield from verify(shard, data, exact, chunk)
     if exact:
         release_memory()

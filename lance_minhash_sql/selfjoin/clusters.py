@@ -132,8 +132,8 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
     process (:mod:`.bounded`); the table does not depend on it."""
     from lance_minhash_sql.selfjoin.bounded import bounded_clusters
 
-    return bounded_clusters(dataset, column, threshold, memory_limit=memory_limit, storage_options=storage_options,
-                            stacklevel=3)
+    return bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS, memory_limit=memory_limit,
+                            storage_options=storage_options, stacklevel=3)
 
 
 def unbounded_clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None

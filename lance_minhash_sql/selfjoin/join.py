@@ -429,5 +429,5 @@ def join(left, right, column: str, threshold: float = 0.8, *, exact: bool = Fals
                          left_storage_options=left_storage_options, right_storage_options=right_storage_options,
                          _stacklevel=3)
     stop = threading.Event()
-    chunk = chunk_pairs(memory_limit_bytes(memory_limit))
+    chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
     return run_ordered(shards, lambda s: _shard_join(s, exact, chunk, stop), stop=stop)

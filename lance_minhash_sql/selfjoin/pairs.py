@@ -204,8 +204,8 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, 
     from lance_minhash_sql.selfjoin.bounded import bounded_pairs
 
     exact = check_bool("exact", exact)
-    return bounded_pairs(dataset, column, threshold, exact=exact, memory_limit=memory_limit,
-                         storage_options=storage_options, stacklevel=3)
+    return bounded_pairs(dataset, column, threshold, verify=data_pairs, most=DEFAULT_CHUNK_PAIRS, exact=exact,
+                         memory_limit=memory_limit, storage_options=storage_options, stacklevel=3)
 
 
 def unbounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
