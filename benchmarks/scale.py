@@ -1,8 +1,11 @@
 """Self-join and search as the rows grow: clusters, pairs and top-10 search at 1M and 10M
-rows in one run, each in its own child process (its own peak RSS), with the 10M / 1M ratio.
+rows in one run, each in its own child process (its own peak RSS), with the 10M / 1M ratio;
+and the self-join under a memory budget against the engine without one, side by side.
 
     python benchmarks/scale.py --data-dir /work/bench-data
     python benchmarks/scale.py --rows 1000000 10000000 --json scale.json
+    python benchmarks/scale.py --rows 10000000 --engines bounded unbounded --no-search
+    python benchmarks/scale.py --out-of-core --rows 50000000 --data-dir /work/tmp/ooc
 
 The datasets are ``benchmarks/pairs.py``'s ``pairs-<rows>.lance`` (the synthetic corpus
 with our index, k=128, b=16; written once under ``--data-dir`` and reused). Each child
@@ -10,13 +13,24 @@ loads the kernels on a tiny dataset first (not timed), then:
 
 * ``clusters`` / ``pairs`` (threshold 0.8): the first call (*cold*: the index is opened,
   band rows and signatures read; the OS page cache may be warm) and the same call again
-  (*warm*: the process cache holds what fits in its budget, 1 GiB by default);
+  (*warm*). ``--engines``: ``bounded`` is ``clusters()`` / ``pairs()`` under
+  ``--memory-limit`` (default: the package's, 512 MiB; ``selfjoin/bounded.py``), ``unbounded``
+  the engine without a budget (``unbounded_clusters`` / ``unbounded_pairs``: every
+  candidate pooled at once in the 1 GiB process cache), run one after the other on the
+  same index, with their ratios;
 * ``search``: ``--queries`` distinct texts of the corpus, one ``search(uri, ...)`` each
   (top 10, the dataset passed as a URI, no prewarm): p50 and p95 latency.
 
+``--out-of-core``: for each ``--rows``, the corpus is written straight to
+``ooc-<rows>.lance`` (no copy), then three children run one after the other: the build
+(``build_index``, ``memory_limit=--build-memory``, 512 MiB), ``clusters`` and the dedup plan
+(``dedup`` as a dry run: the clusters, the kept row of each, the rows to remove) under
+``memory_limit=--memory-limit`` (1 GiB). Each prints wall time, CPU seconds (all threads),
+peak RSS (``VmHWM``) and the most temporary disk it held (the size of its own temporary
+directory, sampled every 0.2 s from the parent). ``--keep`` keeps the dataset.
+
 CPU seconds (all threads) are printed beside wall time: the machine may be shared, and
-CPU time is what a core-count plan scales. Targets (issue): clusters at 10M at most 12x
-the 1M time, pairs at 10M at least 3M pairs/s.
+CPU time is what a core-count plan scales.
 """
 
 from __future__ import annotations
@@ -37,16 +51,18 @@ from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb  # noqa: E402
 THRESHOLD = 0.8
 
 
-def child(what: str, uri: str, queries: int) -> dict:
+def child(what: str, uri: str, queries: int, memory_limit: str | None = None) -> dict:
     import warnings
 
     import pairs as bench_pairs
 
     from lance_minhash_sql.query.topk import search
-    from lance_minhash_sql.selfjoin.clusters import clusters
-    from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs
+    from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
+    from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs, unbounded_pairs
 
     warnings.simplefilter("ignore", LowRecallWarning)
+    if what == "build":
+        return build_child(uri, memory_limit)
     bench_pairs.warm_kernels()
     out: dict = {"what": what, "baseline_mb": peak_rss_mb()}
     if what == "search":
@@ -66,24 +82,109 @@ def child(what: str, uri: str, queries: int) -> dict:
         out.update(queries=len(lat), p50_ms=lat_ms[len(lat) // 2], p95_ms=lat_ms[int(len(lat) * 0.95)],
                    first_ms=lat[0] * 1000, cpu_s=cpu_seconds() - c0, seconds=sum(lat), peak_mb=peak_rss_mb())
         return out
-    for run in ("cold", "warm"):
+    runs = ("cold",) if what == "dedup" else ("cold", "warm")
+    for run in runs:
         c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
-            t = clusters(uri, "text", THRESHOLD)
-            result = t.num_rows
-        else:
-            result = sum(b.num_rows for b in pairs(uri, "text", THRESHOLD))
+            result = clusters(uri, "text", THRESHOLD, memory_limit=memory_limit).num_rows
+        elif what == "clusters_unbounded":
+            result = unbounded_clusters(uri, "text", THRESHOLD).num_rows
+        elif what == "pairs":
+            result = sum(b.num_rows for b in pairs(uri, "text", THRESHOLD, memory_limit=memory_limit))
+        elif what == "pairs_unbounded":
+            result = sum(b.num_rows for b in unbounded_pairs(uri, "text", THRESHOLD))
+        else:  # the dedup plan: clusters, the row kept in each, the rows to remove (a dry run)
+            from lance_minhash_sql.selfjoin.dedup import dedup
+
+            r = dedup(uri, "text", THRESHOLD, memory_limit=memory_limit)
+            result = r.removed
+            out.update(clusters=r.clusters, clustered_rows=r.clustered_rows)
         out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "result": result,
                     "peak_mb": peak_rss_mb()}
     return out
 
 
-def run_child(what: str, uri: str, queries: int) -> dict:
+def build_child(uri: str, memory_limit: str | None) -> dict:
+    from lance_minhash_sql.build.builder import build_index
+
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    build_index(uri, "text", memory_limit=memory_limit)
+    return {"what": "build", "cold": {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0,
+                                      "result": 0, "peak_mb": peak_rss_mb()}}
+
+
+def _tree_bytes(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def run_child(what: str, uri: str, queries: int, memory_limit: str | None = None, temp_dir: str | None = None) -> dict:
+    """One child; with ``temp_dir`` its temporary files go there (``TMPDIR``) and the most
+    they held is sampled every 0.2 s."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", what, "--uri", uri, "--queries", str(queries)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if memory_limit is not None:
+        cmd += ["--memory-limit", memory_limit]
+    env = dict(os.environ)
+    if temp_dir is not None:
+        os.makedirs(temp_dir, exist_ok=True)
+        env["TMPDIR"] = temp_dir
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak_temp = 0
+    if temp_dir is not None:
+        while proc.poll() is None:
+            peak_temp = max(peak_temp, _tree_bytes(temp_dir))
+            time.sleep(0.2)
+    stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        raise SystemExit(f"{what} on {uri} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"{what} on {uri} failed:\n{stderr[-4000:]}")
+    out = json.loads(stdout.strip().splitlines()[-1])
+    out["temp_mb"] = peak_temp / 2**20
+    return out
+
+
+def out_of_core(rows: int, args) -> dict:
+    """Corpus, build, clusters and the dedup plan at ``rows`` rows (see the module doc)."""
+    import shutil
+
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    uri = os.path.join(args.data_dir, f"ooc-{rows}.lance")
+    temp = os.path.join(args.data_dir, "tmp")
+    out: dict = {}
+    if not os.path.exists(os.path.join(uri, "_versions")):
+        os.makedirs(args.data_dir, exist_ok=True)
+        t0 = time.perf_counter()
+        write_corpus(uri, rows)
+        out["corpus_s"] = time.perf_counter() - t0
+    out["corpus_gb"] = _tree_bytes(os.path.join(uri, "data")) / 1e9
+    out["build"] = run_child("build", uri, 0, args.build_memory, temp)
+    out["index_gb"] = _tree_bytes(os.path.join(uri, "_indices")) / 1e9
+    for what in ("clusters", "dedup"):
+        out[what] = run_child(what, uri, 0, args.memory_limit, temp)
+    if not args.keep:
+        shutil.rmtree(uri)
+    shutil.rmtree(temp, ignore_errors=True)
+    return out
+
+
+def print_out_of_core(results: dict, args, load0: float) -> None:
+    print(f"out of core (threshold {THRESHOLD}, k=128, b=16), {os.cpu_count()} CPUs, build memory_limit="
+          f"{args.build_memory}, self-join memory_limit={args.memory_limit}; load average {load0:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end")
+    print(f"  {'rows':>11s} {'what':9s} {'seconds':>8s} {'cpu s':>8s} {'us/row':>7s} {'result':>12s} "
+          f"{'peak RSS':>9s} {'temp disk':>10s}")
+    for rows, r in results.items():
+        print(f"  {rows:11,d} corpus: {r['corpus_gb']:.1f} GB of data files, index {r['index_gb']:.1f} GB")
+        for what in ("build", "clusters", "dedup"):
+            x = r[what]["cold"]
+            print(f"  {rows:11,d} {what:9s} {x['seconds']:8.1f} {x['cpu_s']:8.1f} {x['seconds'] / rows * 1e6:7.2f} "
+                  f"{x['result']:12,d} {x['peak_mb']:7.0f}MB {r[what]['temp_mb']:8.0f}MB")
 
 
 def main() -> None:
@@ -92,37 +193,65 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--json", default=None)
-    ap.add_argument("--child", choices=("clusters", "pairs", "search"), help=argparse.SUPPRESS)
+    ap.add_argument("--engines", nargs="+", choices=("bounded", "unbounded"), default=["bounded"])
+    ap.add_argument("--memory-limit", default=None, help="the self-join's memory_limit (default: the package's; "
+                                                         "1GiB with --out-of-core)")
+    ap.add_argument("--no-search", action="store_true")
+    ap.add_argument("--out-of-core", action="store_true", help="corpus, build, clusters, dedup plan (module doc)")
+    ap.add_argument("--build-memory", default="512MiB")
+    ap.add_argument("--keep", action="store_true", help="--out-of-core: keep the dataset")
+    ap.add_argument("--child", choices=("clusters", "pairs", "clusters_unbounded", "pairs_unbounded", "search",
+                                        "build", "dedup"), help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.uri, args.queries)))
+        print(json.dumps(child(args.child, args.uri, args.queries, args.memory_limit)))
+        return
+    load0 = os.getloadavg()[0]
+    if args.out_of_core:
+        args.memory_limit = args.memory_limit or "1GiB"
+        results = {rows: out_of_core(rows, args) for rows in args.rows}
+        print_out_of_core(results, args, load0)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"load_start": load0, "results": results}, fh, indent=2)
         return
     import pairs as bench_pairs
 
-    load0 = os.getloadavg()[0]
+    names = {"bounded": ("clusters", "pairs"), "unbounded": ("clusters_unbounded", "pairs_unbounded")}
+    joins = [w for e in args.engines for w in names[e]]
     results: dict = {}
     for rows in args.rows:
         uri = bench_pairs.corpus_dataset(rows, args.data_dir)
-        results[rows] = {w: run_child(w, uri, args.queries) for w in ("clusters", "pairs", "search")}
+        results[rows] = {w: run_child(w, uri, args.queries, args.memory_limit if w in ("clusters", "pairs") else None)
+                         for w in joins + ([] if args.no_search else ["search"])}
     print(f"self-join and search by rows (threshold {THRESHOLD}, k=128, b=16), {os.cpu_count()} CPUs, "
-          f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
-    print(f"  {'rows':>11s} {'what':9s} {'run':5s} {'seconds':>8s} {'cpu s':>7s} {'result':>12s} {'per s':>11s} "
+          f"memory_limit={args.memory_limit or 'default'}; load average {load0:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end")
+    print(f"  {'rows':>11s} {'what':18s} {'run':5s} {'seconds':>8s} {'cpu s':>7s} {'result':>12s} {'per s':>11s} "
           f"{'peak RSS':>9s}")
     for rows, r in results.items():
-        for what in ("clusters", "pairs"):
+        for what in joins:
             for run in ("cold", "warm"):
                 x = r[what][run]
-                print(f"  {rows:11,d} {what:9s} {run:5s} {x['seconds']:8.2f} {x['cpu_s']:7.1f} {x['result']:12,d} "
+                print(f"  {rows:11,d} {what:18s} {run:5s} {x['seconds']:8.2f} {x['cpu_s']:7.1f} {x['result']:12,d} "
                       f"{x['result'] / x['seconds']:11,.0f} {x['peak_mb']:7.0f}MB")
-        s = r["search"]
-        print(f"  {rows:11,d} {'search':9s} {'':5s} p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, first "
-              f"{s['first_ms']:.0f} ms over {s['queries']} distinct queries, {s['cpu_s'] / s['queries'] * 1000:.1f} "
-              f"CPU ms a query, peak {s['peak_mb']:.0f} MB")
+        if "search" in r:
+            s = r["search"]
+            print(f"  {rows:11,d} {'search':18s} {'':5s} p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, first "
+                  f"{s['first_ms']:.0f} ms over {s['queries']} distinct queries, "
+                  f"{s['cpu_s'] / s['queries'] * 1000:.1f} CPU ms a query, peak {s['peak_mb']:.0f} MB")
+        if len(args.engines) == 2:
+            for a, b in (("clusters", "clusters_unbounded"), ("pairs", "pairs_unbounded")):
+                for run in ("cold", "warm"):
+                    x, y = r[a][run], r[b][run]
+                    assert x["result"] == y["result"], (a, run, x["result"], y["result"])
+                    print(f"  {rows:11,d} {a} {run}, bounded / unbounded: {x['seconds'] / y['seconds']:.2f}x time, "
+                          f"{x['cpu_s'] / y['cpu_s']:.2f}x CPU, {x['peak_mb'] / y['peak_mb']:.2f}x peak RSS")
     if len(args.rows) == 2:
         a, b = (results[r] for r in args.rows)
         f = args.rows[1] / args.rows[0]
-        for what in ("clusters", "pairs"):
+        for what in joins:
             for run in ("cold", "warm"):
                 print(f"  {what} {run}: {args.rows[1]:,} / {args.rows[0]:,} rows ({f:.0f}x rows): "
                       f"{b[what][run]['seconds'] / a[what][run]['seconds']:.1f}x time, "

@@ -91,3 +91,24 @@ def s3():
     server = S3Server().start()
     yield server
     server.stop()
+
+
+SPILL_BUDGET = 256 << 10  # a self-join budget no test corpus fits: many groups, windows, chunked buckets
+
+
+@pytest.fixture(params=["default", "spill", "large"])
+def self_join_budget(request, monkeypatch):
+    """Runs a self-join oracle test at three memory budgets (``selfjoin/bounded.py``): the
+    default; :data:`SPILL_BUDGET` with shards of 1,024 band rows, so a test corpus's
+    candidates are pooled in many groups and its larger buckets in windows and chunks;
+    and 64 GiB, where one group holds everything. The budget is the default the
+    functions take when no ``memory_limit`` is given (Python, SQL and CLI alike); the
+    answers must not change."""
+    from lance_minhash_sql.selfjoin import bounded
+
+    if request.param == "spill":
+        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+        monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    elif request.param == "large":
+        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 64 << 30)
+    return request.param

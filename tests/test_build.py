@@ -32,7 +32,7 @@ from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generat
 from lance_minhash_sql.index import spill
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.details import TYPE_URL
-from lance_minhash_sql.io.segments import BandsWriter
+from lance_minhash_sql.io.segment_writers import BandsWriter
 from lance_minhash_sql.kernels import sort as ks
 from lance_minhash_sql.runtime import memory as memory_mod
 

@@ -21,8 +21,9 @@ from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
+from lance_minhash_sql.selfjoin import bounded
 from lance_minhash_sql.selfjoin import shards as shards_mod
-from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, LowRecallWarning, pairs
 
@@ -157,7 +158,7 @@ def fresh(tmp_path):
 # --------------------------------------------------------------------------- pairs
 
 
-def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08):
+def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08, self_join_budget):
     rel = con.sql(f"SELECT * FROM minhash_pairs({lit(corpus)}, 'text')")
     assert [d[0] for d in rel.description] == ["left_rowid", "right_rowid", "similarity", "jaccard"]
     assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "DOUBLE", "DOUBLE"]
@@ -169,7 +170,7 @@ def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08):
 
 
 def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
-    monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 5000)
+    monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 5000)
     seen = []
     real_scalars = duck_pairs.scalar_rows
 
@@ -180,7 +181,7 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
         return rows
 
     monkeypatch.setattr(duck_pairs, "scalar_rows", spy)
-    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL)").fetchall()[0][0]
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL)").fetchall()[0][0]
     n = plan.count("_lms_pair_shard(")
     assert n > 10 and plan.count(" UNION ALL ") == n - 1
     seen.clear()
@@ -190,7 +191,7 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
 
 
 def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
-    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL)").fetchall()[0][0]
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL)").fetchall()[0][0]
     version = lance.dataset(corpus).version
     assert f", {version}, 0, " in plan
     duck_pairs._PLANS.clear()
@@ -262,11 +263,12 @@ def test_a_shard_too_large_for_sql_fails_clearly(con, corpus, monkeypatch):
 # --------------------------------------------------------------------------- clusters
 
 
-def test_clusters_equal_python(con, corpus):
+def test_clusters_equal_python(con, corpus, self_join_budget):
     rel = con.sql(f"SELECT * FROM minhash_clusters({lit(corpus)}, 'text')")
     assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT"]
     got = rel.fetchall()
-    want = clusters(corpus, "text", 0.8)
+    want = unbounded_clusters(corpus, "text", 0.8)  # the engine without a budget
+    assert want.equals(clusters(corpus, "text", 0.8))
     assert got == list(zip(*(want.column(i).to_pylist() for i in range(3))))
     assert len(got) > 100
     sizes = con.sql(f"SELECT count(*) FROM (SELECT cluster_id, count(*) AS n, any_value(cluster_size) AS s "
@@ -275,7 +277,7 @@ def test_clusters_equal_python(con, corpus):
     assert sizes == [(0,)]
 
 
-def test_clusters_are_the_pair_components_here(con, grouped):
+def test_clusters_are_the_pair_components_here(con, grouped, self_join_budget):
     threshold = 0.7
     assert bucket_relation_is_equivalence(grouped, threshold)  # the documented exactness condition
     want = components(oracle(grouped, threshold))
@@ -302,7 +304,7 @@ def reference_keep(uri: str, threshold: float, policy: str) -> tuple[dict, set]:
 
 
 @pytest.mark.parametrize("policy", ["first", "longest", "quality DESC", "quality, length(text) DESC"])
-def test_dedup_keep_policies_match_the_reference(con, grouped, policy):
+def test_dedup_keep_policies_match_the_reference(con, grouped, policy, self_join_budget):
     threshold = 0.7
     cluster_of, kept = reference_keep(grouped, threshold, policy)
     arg = f"keep := {lit(policy)}" if policy in ("first", "longest") else f"order_by := {lit(policy)}"

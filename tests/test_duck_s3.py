@@ -261,7 +261,7 @@ def test_lateral_search_ids_on_s3(s3, remote, con, table):
     assert batch == one
 
 
-def test_pairs_clusters_dedup_buckets_on_s3_equal_a_local_copy(s3, remote, con):
+def test_pairs_clusters_dedup_buckets_on_s3_equal_a_local_copy(s3, remote, con, self_join_budget):
     uri, local = remote
     opts = sql_map(s3.storage_options())
 

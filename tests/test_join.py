@@ -121,7 +121,7 @@ def want_08(left, right):
 # --------------------------------------------------------------------------- equality with the oracle
 
 
-def test_join_equals_brute_force(left, right, want_08):
+def test_join_equals_brute_force(left, right, want_08, self_join_budget):
     assert as_dict(join(left, right, "text", 0.8)) == want_08
     # pairs with rows of the unindexed fragment and with indexed ones
     frag = min(f.fragment_id for f in lance.dataset(right).get_fragments()[3:])
@@ -219,7 +219,7 @@ def test_exact_equals_shingle_jaccard(left, right, want_08):
     assert 0 < len(got) < len(want_08)
 
 
-def test_sql_equals_python_with_right_column(tmp_path, left, right, want_08):
+def test_sql_equals_python_with_right_column(tmp_path, left, right, want_08, self_join_budget):
     body = str(tmp_path / "body.lance")
     t = lance.dataset(left).to_table()
     lance.write_dataset(t.rename_columns(["id", "body"]), body)
@@ -422,7 +422,7 @@ def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
     build_index(rcopy, "text")
     want = brute_join(lcopy, rcopy, 0.8)
     con = lms.connect()
-    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL)",
+    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL, NULL)",
                        [lcopy, rcopy]).fetchall()[0][0]
     versions = (lance.dataset(lcopy).version, lance.dataset(rcopy).version)
     assert f", {versions[0]}, {versions[1]}, " in plan

@@ -27,7 +27,7 @@ from lance_minhash_sql.index.opened import clear_cache, open_index
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
-from lance_minhash_sql.io.segments import BandsWriter, SignaturesWriter
+from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
 from lance_minhash_sql.kernels.lsh import sort_bands
 from lance_minhash_sql.lifecycle.optimize import OptimizeResult, optimize, parse_merge
 from lance_minhash_sql.query.topk import search_ids

@@ -153,14 +153,14 @@ def all_shards(uri, threshold, num_shards=None, chunk_pairs=1 << 20, exact=False
 # --------------------------------------------------------------------------- pairs
 
 
-def test_pairs_equal_brute_force(corpus, oracle_08):
+def test_pairs_equal_brute_force(corpus, oracle_08, self_join_budget):
     got = as_dict(pairs(corpus, "text", 0.8))
     assert len(oracle_08) > 300
     assert got == oracle_08
 
 
 @pytest.mark.parametrize("threshold", [0.7, 1.0])
-def test_pairs_other_thresholds(corpus, threshold):
+def test_pairs_other_thresholds(corpus, threshold, self_join_budget):
     assert as_dict(pairs(corpus, "text", threshold)) == oracle(corpus, threshold)
 
 
@@ -220,7 +220,7 @@ def test_exact_jaccard(corpus, oracle_08):
 # --------------------------------------------------------------------------- segments, appends, deletions
 
 
-def test_append_second_segment_and_deletions(tmp_path):
+def test_append_second_segment_and_deletions(tmp_path, self_join_budget):
     uri = str(tmp_path / "grow.lance")
     write_corpus(uri, 3000, rows_per_fragment=1000)
     build_index(uri, "text")
@@ -294,7 +294,7 @@ def test_signatures_beyond_the_cache(tmp_path, monkeypatch, capacity):
     assert (calls["pooled"] > 0) == (capacity > 64 << 10)
 
 
-def test_odd_parameters(tmp_path, monkeypatch):
+def test_odd_parameters(tmp_path, monkeypatch, self_join_budget):
     """k = 98 (rows padded to whole u64 words), r = 7 (bands compared value by value)."""
     params = MinHashParams(num_hashes=98, num_bands=14, shingle_size=2)
     uri = str(tmp_path / "odd.lance")
@@ -308,7 +308,7 @@ def test_odd_parameters(tmp_path, monkeypatch):
     assert as_dict(pairs(uri, "text", 0.75)) == want
 
 
-def test_stable_row_ids_and_deletions(tmp_path):
+def test_stable_row_ids_and_deletions(tmp_path, self_join_budget):
     uri = str(tmp_path / "stable.lance")
     table = pa.Table.from_batches(list(generate_batches(2500)))
     lance.write_dataset(table, uri, max_rows_per_file=1000, enable_stable_row_ids=True)
@@ -366,7 +366,7 @@ def test_giant_bucket_streams_in_chunks(giant):
     assert peak < 16 * chunk * 20 + (4 << 20)
 
 
-def test_giant_bucket_cluster(giant):
+def test_giant_bucket_cluster(giant, self_join_budget):
     uri, copies = giant
     rowids, _, ids = live_rows(uri)
     got = clusters(uri, "text", 0.8).to_pydict()
@@ -425,7 +425,7 @@ def bucket_relation_is_equivalence(uri: str, threshold: float) -> bool:
     return True
 
 
-def test_clusters_equal_all_pairs_components_when_the_rule_guarantees_it(grouped):
+def test_clusters_equal_all_pairs_components_when_the_rule_guarantees_it(grouped, self_join_budget):
     threshold = 0.7
     assert bucket_relation_is_equivalence(grouped, threshold)
     want = oracle(grouped, threshold)
@@ -452,7 +452,7 @@ def pair_counts(labels_a: dict, labels_b: dict, rows) -> tuple[int, int, int]:
     return f(ca), f(cb), f(both)
 
 
-def test_clusters_refine_all_pairs_and_track_ground_truth(corpus, oracle_08):
+def test_clusters_refine_all_pairs_and_track_ground_truth(corpus, oracle_08, self_join_budget):
     got = as_clusters(clusters(corpus, "text", 0.8))
     rowids, _, ids = live_rows(corpus)
     allpairs = components(rowids.tolist(), list(oracle_08))

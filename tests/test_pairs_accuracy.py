@@ -339,6 +339,20 @@ def cluster_table(corpus):
     return clusters(corpus.uri, "text", THRESHOLD)
 
 
+def test_pairs_and_clusters_equal_at_every_budget(corpus, cluster_table, self_join_budget):
+    """The oracles above check ``pairs()`` and ``clusters()`` under the default budget; the
+    same calls under a budget that reads this corpus in many groups and windows, and
+    under one that holds it all, give the same answers."""
+    def ordered(left, right, sim):
+        o = np.lexsort((right, left))
+        return left[o], right[o], sim[o]
+
+    got = ordered(*as_positions(corpus, list(pairs(corpus.uri, "text", THRESHOLD))))
+    want = ordered(corpus.rep_left, corpus.rep_right, corpus.rep_similarity)
+    assert got[0].size > 1000 and all(np.array_equal(x, y) for x, y in zip(got, want))
+    assert clusters(corpus.uri, "text", THRESHOLD).equals(cluster_table)
+
+
 def test_every_link_is_a_verified_pair(corpus):
     rowid_of: dict = {}
     links = []

@@ -18,6 +18,7 @@ import pytest
 from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.faces.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.runtime import pipeline
+from lance_minhash_sql.selfjoin import bounded
 from lance_minhash_sql.selfjoin import pairs as pairs_mod
 from lance_minhash_sql.selfjoin import shards as shards_mod
 from lance_minhash_sql.selfjoin.clusters import clusters, shard_links
@@ -115,6 +116,7 @@ def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
     monkeypatch.setattr(pairs_mod, "VISIT_BUDGET", 1_000)
     monkeypatch.setattr(pairs_mod, "DEFAULT_CHUNK_PAIRS", 10_000)
     monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
+    monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 20_000)
     assert len(pair_shards(uri, "text", THRESHOLD)) >= 16
     for exact in (False, True):
         stream = pairs_mod.pairs(uri, "text", THRESHOLD, exact=exact)

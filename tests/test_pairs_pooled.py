@@ -19,8 +19,8 @@ from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.runtime.cache import clear_cache, set_cache_capacity
 from lance_minhash_sql.selfjoin import shards as shards_mod
-from lance_minhash_sql.selfjoin.clusters import clusters
-from lance_minhash_sql.selfjoin.pairs import pair_shards, pairs, shard_pairs
+from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
+from lance_minhash_sql.selfjoin.pairs import pair_shards, shard_pairs, unbounded_pairs
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_shards_run_together_pool_only_their_candidates(dataset, monkeypatch):
         clear_cache()
         alone = some_pairs(True)
         first = list(pooled)
-        whole = as_dict(pairs(dataset, "text", 0.8))
+        whole = as_dict(unbounded_pairs(dataset, "text", 0.8))
         monkeypatch.setattr(shards_mod, "_pools_candidates", lambda entry: False)
         clear_cache()
         unpooled = some_pairs(False)
@@ -130,7 +130,7 @@ def test_a_plan_keeps_the_latest_set_of_ranges_only(dataset):
         for picked in ([0, 3], [1, 2], [4]):
             for s in shards_mod.run_together([shards[i] for i in picked]):
                 list(shard_pairs(s))
-        list(pairs(dataset, "text", 0.8))
+        list(unbounded_pairs(dataset, "text", 0.8))
         kept = set(plan.candidates)
     finally:
         set_cache_capacity(old)
@@ -150,9 +150,10 @@ def test_pooled_candidates_give_the_same_pairs_and_clusters(dataset, monkeypatch
             if mode == "per shard":
                 monkeypatch.setattr(shards_mod, "_pools_candidates", lambda entry: False)
             clear_cache()
-            got = [as_dict(pairs(dataset, "text", 0.8)), as_dict(all_shards(dataset, 0.8, num_shards=9, chunk_pairs=13)),
-                   as_clusters(clusters(dataset, "text", 0.8))]
-            got.append(as_clusters(clusters(dataset, "text", 0.8)))  # again: from the pool kept in the cache
+            got = [as_dict(unbounded_pairs(dataset, "text", 0.8)),
+                   as_dict(all_shards(dataset, 0.8, num_shards=9, chunk_pairs=13)),
+                   as_clusters(unbounded_clusters(dataset, "text", 0.8))]
+            got.append(as_clusters(unbounded_clusters(dataset, "text", 0.8)))  # again: from the pool kept in the cache
             results[mode] = got
     finally:
         set_cache_capacity(old)

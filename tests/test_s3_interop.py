@@ -19,9 +19,9 @@ from lance_minhash_sql.index.opened import clear_cache, open_index
 from lance_minhash_sql.lifecycle.optimize import optimize
 from lance_minhash_sql.lifecycle.prewarm import prewarm
 from lance_minhash_sql.query.topk import search, search_ids
-from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
 from lance_minhash_sql.selfjoin.dedup import keep_flags
-from lance_minhash_sql.selfjoin.pairs import pairs
+from lance_minhash_sql.selfjoin.pairs import pairs, unbounded_pairs
 
 N = 3000
 PARAMS = MinHashParams(num_hashes=64, num_bands=16)
@@ -121,6 +121,18 @@ def test_pairs_clusters_dedup_on_s3_equal_local(stores):
     assert clusters(remote, "text", 0.7, storage_options=opts).equals(clusters(local, "text", 0.7))
     assert keep_flags(remote, "text", 0.7, keep="longest", storage_options=opts).equals(
         keep_flags(local, "text", 0.7, keep="longest"))
+
+
+@pytest.mark.parametrize("which", ["ours", "native"])
+def test_self_join_on_s3_at_every_budget(stores, which, self_join_budget):
+    """Our index and Lance's, both on S3, under each self-join budget: the pairs (with
+    exact Jaccard), clusters and keep flags of the engine without a budget on the local copy."""
+    opts, uri, local = stores["opts"], stores[which], stores["local"]
+    want = sorted(zip(*(c.to_pylist() for c in pa.Table.from_batches(
+        list(unbounded_pairs(local, "text", 0.7, exact=True))).columns)))
+    assert len(want) > 50 and _pair_set(uri, opts) == want
+    assert clusters(uri, "text", 0.7, storage_options=opts).equals(unbounded_clusters(local, "text", 0.7))
+    assert keep_flags(uri, "text", 0.7, storage_options=opts).equals(keep_flags(local, "text", 0.7, memory_limit="1GiB"))
 
 
 def test_pairs_read_the_sorted_bands_in_large_ranges(s3, stores):

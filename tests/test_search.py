@@ -30,7 +30,7 @@ from lance_minhash_sql.index import entries as entries_mod
 from lance_minhash_sql.index.opened import (cache_capacity, cache_info, cache_usage, clear_cache, open_index,
                                             set_cache_capacity)
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.segments import BandsWriter, SignaturesWriter
+from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
 from lance_minhash_sql.kernels.lsh import sort_bands
 from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
 from lance_minhash_sql.query import topk as search_mod

@@ -16,7 +16,8 @@ from lance.query import MinHashQuery
 from lance_minhash_sql.core.errors import CorruptIndexError, UnsupportedIndexError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
-from lance_minhash_sql.io.segments import BANDS_SCHEMA, BandsWriter, SignaturesWriter, open_segment
+from lance_minhash_sql.io.segment_writers import BANDS_SCHEMA, BandsWriter, SignaturesWriter
+from lance_minhash_sql.io.segments import open_segment
 
 TEXTS = [f"doc {i % 500} words {i % 37} more {i % 11} text" for i in range(9000)]
 

@@ -62,7 +62,8 @@ from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.details import TYPE_URL
 from lance_minhash_sql.io.scan import (fragment_objects, open_dataset, options_for, row_count, scan_text, text_field,
                                        uri_of, version_of)
-from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, BandsWriter, SignaturesWriter
+from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
+from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE
 from lance_minhash_sql.runtime.memory import bounded_heap, release_memory
 from lance_minhash_sql.runtime.progress import progress_bar
 

@@ -44,6 +44,8 @@ __all__ = [
     "MAX_SEGMENT_ROWS",
     "DEFAULT_MEMORY_BUDGET",
     "MIN_MEMORY_BUDGET",
+    "DEFAULT_SELF_JOIN_MEMORY",
+    "MIN_SELF_JOIN_MEMORY",
     "DEFAULT_MAX_TEMP_SIZE",
     "BASE_TOKENIZERS",
     "LANGUAGES",
@@ -70,6 +72,11 @@ MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
 # ~435 MB peak RSS instead of ~670 MB (docs/scale.md, "Memory of a build")
 DEFAULT_MEMORY_BUDGET = 64 << 20
 MIN_MEMORY_BUDGET = 64 << 10
+# what a self-join (pairs, clusters, dedup, join) may hold without memory_limit: its band
+# rows, candidates' signatures and result buffers (docs/scale.md, "The self-join under a
+# memory budget"); below the minimum a shard's fixed buffers would not fit
+DEFAULT_SELF_JOIN_MEMORY = 512 << 20
+MIN_SELF_JOIN_MEMORY = 4 << 20
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
 
 # Base tokenizers whose token streams this package reproduces exactly.

@@ -49,7 +49,8 @@ def join_sql(args: tuple, num_shards: int) -> str:
         for s in range(num_shards))
 
 
-def _plan(left, right, column, right_column, threshold, left_token, right_token, versions=None, num_shards=None):
+def _plan(left, right, column, right_column, threshold, left_token, right_token, versions=None, num_shards=None,
+          memory_limit=None):
     from lance_minhash_sql.selfjoin.join import join_shards
 
     lopt, ropt = options_of(left_token), options_of(right_token)
@@ -59,18 +60,19 @@ def _plan(left, right, column, right_column, threshold, left_token, right_token,
         left = open_dataset(left, lopt, version=versions[0])
         right = open_dataset(right, ropt, version=versions[1])
     return prefixed(_FN, partial(join_shards, right_column=right_column, num_shards=num_shards,
-                                  left_storage_options=lopt, right_storage_options=ropt, _stacklevel=4),
+                                  memory_limit=memory_limit, left_storage_options=lopt, right_storage_options=ropt, _stacklevel=4),
                      left, right, column, threshold)
 
 
-def join_plan(left, right, column, right_column, threshold, exact, left_storage, right_storage) -> pa.Array:
+def join_plan(left, right, column, right_column, threshold, exact, left_storage, right_storage,
+              memory_limit) -> pa.Array:
     out = []
     for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
-                        exact=exact, ls=left_storage, rs=right_storage):
+                        exact=exact, ls=left_storage, rs=right_storage, memory_limit=memory_limit):
         require(_FN, row, "left", "right", "column", "exact")
         exact_ = flag(_FN, "exact", row["exact"])
         shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"], row["ls"],
-                       row["rs"])
+                       row["rs"], memory_limit=row["memory_limit"])
         p = shards[0].plan
         args = (p.left.uri, p.right.uri, p.left.column, p.right.column, p.threshold, exact_, p.left.version,
                 p.right.version, row["ls"], row["rs"])
@@ -113,7 +115,8 @@ def join_shard(left, right, column, right_column, threshold, exact, left_version
 
 JOIN_UDFS: tuple[Udf, ...] = (
     Udf("_lms_join_plan", join_plan,
-             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR"), "VARCHAR", False),
+             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR"),
+             "VARCHAR", False),
     Udf("_lms_join_shard", join_shard,
              ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
               "VARCHAR", "VARCHAR"), JOIN_TYPE, True),

@@ -55,31 +55,35 @@ _PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, versi
 
 
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int,
-              storage: str | None = None) -> str:
+              storage: str | None = None, memory_limit: int | None = None) -> str:
     """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
     (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
     head = ", ".join(literal(a) for a in (uri, column, threshold, version))
     udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
     union = " UNION ALL ".join(
-        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {literal(storage)}), recursive := true)"
+        f"SELECT unnest({udf}({head}, {s}, {num_shards}, {literal(storage)}, {literal(memory_limit)}), "
+        "recursive := true)"
         for s in range(num_shards))
     return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
 
 
-def pairs_plan(dataset, column, threshold, exact, storage) -> pa.Array:
+def pairs_plan(dataset, column, threshold, exact, storage, memory_limit) -> pa.Array:
+    from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, shard_rows
     from lance_minhash_sql.selfjoin.pairs import pair_shards
 
     fn = "minhash_pairs"
     out = []
-    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage):
+    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage,
+                           memory_limit=memory_limit):
         require(fn, row, "dataset", "column", "exact")
         exact_ = flag(fn, "exact", row["exact"])
         token = row["storage"]
-        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token)), row["dataset"],
-                          row["column"], row["threshold"])
+        limit = prefixed(fn, memory_limit_bytes, row["memory_limit"])
+        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token), shard_rows=shard_rows(limit)),
+                          row["dataset"], row["column"], row["threshold"])
         s = shards[0]
         _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)
-        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards), token))
+        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards), token, limit))
     return pa.array(out, pa.string())
 
 
@@ -97,10 +101,11 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
     return shards
 
 
-def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
-    """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`)."""
-    from lance_minhash_sql.runtime.memory import release_memory
-    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, shard_pairs
+def _shard_columns(fn: str, shard, exact: bool, limit: int) -> list[pa.Array] | None:
+    """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`),
+    within ``limit`` bytes (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`)."""
+    from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs
+    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
@@ -110,61 +115,60 @@ def _shard_columns(fn: str, shard, exact: bool) -> list[pa.Array] | None:
             "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
             "list all pairs")
 
-    cols = collect_columns(shard_pairs(shard, exact=exact, chunk_pairs=DEFAULT_CHUNK_PAIRS), MAX_SQL_SHARD_PAIRS,
-                           too_many)
-    if exact:  # texts and shingle sets fragment the heaps: hand free pages back per shard, as pairs() does
-        release_memory()
-    return cols
+    return collect_columns(bounded_shard_pairs(shard, limit, data_pairs, DEFAULT_CHUNK_PAIRS, exact), MAX_SQL_SHARD_PAIRS, too_many)
 
 
 def _pair_shard(exact: bool, type_: pa.DataType):
-    def run(dataset, column, threshold, version, shard, num_shards, storage) -> pa.Array:
+    def run(dataset, column, threshold, version, shard, num_shards, storage, memory_limit) -> pa.Array:
         fn = "minhash_pairs"
         out = []
         for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, version=version, shard=shard,
-                               num_shards=num_shards, storage=storage):
+                               num_shards=num_shards, storage=storage, memory_limit=memory_limit):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
                                 int(row["num_shards"]), row["storage"])
-            out.append(_shard_columns(fn, shards[int(row["shard"])], exact))
+            out.append(_shard_columns(fn, shards[int(row["shard"])], exact, int(row["memory_limit"])))
         return lists_of_columns(out, type_)
 
     run.__name__ = "pair_shard_exact" if exact else "pair_shard"
     return run
 
 
-def clusters(dataset, column, threshold, storage) -> pa.Array:
+def clusters(dataset, column, threshold, storage, memory_limit) -> pa.Array:
     from lance_minhash_sql.selfjoin.clusters import clusters as run
 
     fn = "minhash_clusters"
     out = []
-    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, storage=storage):
+    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, storage=storage,
+                           memory_limit=memory_limit):
         require(fn, row, "dataset", "column")
-        out.append(prefixed(fn, partial(run, storage_options=options_of(row["storage"])), row["dataset"],
-                            row["column"], row["threshold"]))
+        out.append(prefixed(fn, partial(run, memory_limit=row["memory_limit"], storage_options=options_of(row["storage"])),
+                            row["dataset"], row["column"], row["threshold"]))
     return lists_of_tables(out, _CLUSTERS_ARROW)
 
 
-def dedup(dataset, column, threshold, keep, order_by, storage) -> pa.Array:
+def dedup(dataset, column, threshold, keep, order_by, storage, memory_limit) -> pa.Array:
     from lance_minhash_sql.selfjoin.dedup import keep_flags
 
     fn = "minhash_dedup"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
-                           storage=storage):
+                           storage=storage, memory_limit=memory_limit):
         require(fn, row, "dataset", "column")
         out.append(prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
-                                        storage_options=options_of(row["storage"])), row["dataset"],
+                                        memory_limit=row["memory_limit"], storage_options=options_of(row["storage"])),
+                            row["dataset"],
                              row["column"], row["threshold"]))
     return lists_of_tables(out, _DEDUP_ARROW)
 
 
-# dataset, column, threshold, version, shard, shards, storage token
-_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR")
+# dataset, column, threshold, version, shard, shards, storage token, memory limit in bytes
+_SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "BIGINT")
 PAIR_UDFS: tuple[Udf, ...] = (
-    Udf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR"), "VARCHAR", False),
+    Udf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR"), "VARCHAR",
+        False),
     Udf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
     Udf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
-    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"), CLUSTERS_TYPE, True),
-    Udf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), DEDUP_TYPE,
+    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), CLUSTERS_TYPE, True),
+    Udf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), DEDUP_TYPE,
              True),
 )

@@ -154,6 +154,7 @@ def _copy_result(con, sql: str, path: str) -> None:
     con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {literal(path)} (FORMAT {fmt})")
 
 
+SELF_JOIN_MEMORY_HELP = "what the self-join may hold, bytes or e.g. 1GiB (default 512 MiB); answers do not depend on it"
 STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "
                        "aws_region=us-east-1, aws_endpoint=http://127.0.0.1:9000, allow_http=true; repeat for "
                        "each option (values are never printed)")
@@ -230,7 +231,7 @@ def cmd_pairs(args) -> int:
 
     if args.output:
         check_output(args.output)
-    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact,
+    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact, memory_limit=args.memory_limit,
                     storage_options=storage_options(args.storage_option))
     total = stream_rows(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
@@ -244,7 +245,7 @@ def cmd_join(args) -> int:
     if args.output:
         check_output(args.output)
     batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact,
-                   right_column=args.right_column,
+                   right_column=args.right_column, memory_limit=args.memory_limit,
                    left_storage_options=storage_options(args.left_storage_option),
                    right_storage_options=storage_options(args.right_storage_option))
     total = stream_rows(batches, JOIN_SCHEMA, args)
@@ -260,7 +261,8 @@ def cmd_clusters(args) -> int:
 
     if args.output:
         check_output(args.output)
-    table = clusters(args.dataset, args.column, args.threshold, storage_options=storage_options(args.storage_option))
+    table = clusters(args.dataset, args.column, args.threshold, memory_limit=args.memory_limit,
+                     storage_options=storage_options(args.storage_option))
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
@@ -274,7 +276,7 @@ def cmd_dedup(args) -> int:
     t0 = time.perf_counter()
     before = _compile_seconds()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
-              delete_in_place=args.delete_in_place, progress=not args.quiet,
+              delete_in_place=args.delete_in_place, progress=not args.quiet, memory_limit=args.memory_limit,
               storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
@@ -382,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("column", help="the indexed text column")
         p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
         p.add_argument("--output", default=None, help=output)
+        p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
         return p
 
     p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
@@ -401,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
     p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
     p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
+    p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     for side in ("left", "right"):

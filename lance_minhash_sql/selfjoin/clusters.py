@@ -60,9 +60,9 @@ from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.shards import Shard, load_shard, plan_shards, shard_windows
+from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
 
-__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "components", "shard_links"]
+__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "unbounded_clusters", "components", "shard_links", "data_links"]
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
 LINK_CHUNK = 1 << 20  # links per kernel call
@@ -85,6 +85,12 @@ def shard_links(shard: Shard, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndar
         return
     local = data.local_ids()
     yield "rows", data.global_ids(local), data.local_rowids(local)
+    yield from data_links(shard, data, chunk)
+
+
+def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndarray, ...]]:
+    """``("links", a, b)`` chunks of a shard's loaded data (:func:`.shards.load_shard`, or a
+    part of a shard loaded under a memory budget, :mod:`.bounded`), as global doc ids."""
     if not data.rowids_ascend():
         order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
     k = shard.params.num_hashes
@@ -116,10 +122,25 @@ def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
     return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
 
 
-def clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None) -> pa.Table:
+def clusters(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
+             storage_options: dict | None = None) -> pa.Table:
     """Near-duplicate clusters of ``column``'s rows (see the module doc for the exact rule):
     ``_rowid``, ``cluster_id`` (smallest row id of the cluster), ``cluster_size`` for every
-    row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``."""
+    row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``. At most
+    ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
+    :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
+    process (:mod:`.bounded`); the table does not depend on it."""
+    from lance_minhash_sql.selfjoin.bounded import bounded_clusters
+
+    return bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS, memory_limit=memory_limit,
+                            storage_options=storage_options, stacklevel=3)
+
+
+def unbounded_clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None
+                       ) -> pa.Table:
+    """:func:`clusters` through the process cache, every shard's candidates pooled at once
+    (memory grows with the index); kept as the reference the bounded engine is tested
+    against."""
     shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
     total = shards[0].plan.total_docs if shards else 0
     return components(total, run_ordered(shards, shard_links))

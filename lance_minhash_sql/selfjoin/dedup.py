@@ -42,6 +42,7 @@ from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows,
 from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.runtime.progress import progress_bar
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.clusters import clusters
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
@@ -145,17 +146,19 @@ def _first_by(ds, uri: str, order_by: str, cols: list[str], rowid: np.ndarray, c
 
 
 def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-               storage_options: dict | None = None) -> pa.Table:
+               memory_limit=None, storage_options: dict | None = None) -> pa.Table:
     """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag:
     :data:`DEDUP_SCHEMA`, ordered by ``(cluster_id, _rowid)``; one ``keep = true`` per
-    cluster. Rows not listed are in no cluster (always kept)."""
+    cluster. Rows not listed are in no cluster (always kept). ``memory_limit``: what the
+    clusters may hold (:func:`.clusters.clusters`)."""
     check_threshold(threshold)
+    memory_limit_bytes(memory_limit)
     keep, order_by = check_keep(keep, order_by)
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
-    table = clusters(ds, column, threshold, storage_options=storage_options)
+    table = clusters(ds, column, threshold, memory_limit=memory_limit, storage_options=storage_options)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     if keep == "longest":
@@ -204,7 +207,7 @@ def _check_output(output, delete_in_place) -> str | None:
 
 
 def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-          output: str | None = None, delete_in_place: bool = False, progress: bool = False,
+          output: str | None = None, delete_in_place: bool = False, progress: bool = False, memory_limit=None,
           storage_options: dict | None = None) -> DedupResult:
     """Remove all but one row of each near-duplicate cluster (see :func:`keep_flags`).
 
@@ -218,13 +221,15 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     """
     check_threshold(threshold)
     check_keep(keep, order_by)
+    memory_limit_bytes(memory_limit)
     output = _check_output(output, delete_in_place)
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
-    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, storage_options=storage_options)
+    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, memory_limit=memory_limit,
+                       storage_options=storage_options)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
     rows = live_rows(ds)

@@ -56,6 +56,7 @@ from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
 from lance_minhash_sql.index.opened import dataset_handle, open_index
 from lance_minhash_sql.index.results import JOIN_SCHEMA
@@ -66,6 +67,7 @@ from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, padded_hashes, pair_jaccard
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
+from lance_minhash_sql.selfjoin.bounded import chunk_pairs, memory_limit_bytes, pool_bytes, shard_rows
 from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET
 from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, doc_rows, merge_runs, plan_for, read_run,
                                                run_span, warn_if_low_recall)
@@ -108,28 +110,32 @@ def signed_bytes(rows: int, params: MinHashParams) -> int:
     return rows * (8 + 2 * params.num_hashes + BAND_ROW_BYTES * params.num_bands)
 
 
-def _check_budget(uri: str, column: str, rows: int, params: MinHashParams) -> None:
+def _check_budget(uri: str, column: str, rows: int, params: MinHashParams, limit: int | None) -> None:
     """The signed left rows must fit the segment cache's capacity (the memory budget of
-    index data); beyond it the left dataset should be indexed, and is then read in shards."""
+    index data) and the pool share of an explicit ``memory_limit``; beyond it the left
+    dataset should be indexed, and is then read in shards."""
     need, cap = signed_bytes(rows, params), cache_capacity()
+    what = "the index cache capacity"
+    if limit is not None and pool_bytes(limit) < cap:
+        cap, what = pool_bytes(limit), f"the share of memory_limit={format_bytes(limit)} for signatures"
     if need > cap:
         raise ResourceLimitError(
             f"the left dataset {uri!r} has {rows:,} rows: signing them for the join takes about "
-            f"{need / 2**20:,.0f} MiB, more than the index cache capacity of {cap / 2**20:,.0f} MiB "
+            f"{need / 2**20:,.0f} MiB, more than {what} of {cap / 2**20:,.0f} MiB "
             f"(LANCE_MINHASH_CACHE_BYTES). Build an index on its column {column!r} with the right index's "
             f"parameters (num_hashes := {params.num_hashes}, num_bands := {params.num_bands}, "
             f"shingle_size := {params.shingle_size}, and its tokenizer): the join then reads it shard by shard; "
             "or raise the capacity")
 
 
-def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> Side:
+def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
     the last :data:`_MAX_SIGNED` dataset versions, so a statement's shards sign once)."""
     key = (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
     hit = _signed.get(key)
     if hit is not None:
         return hit
-    _check_budget(uri, column, row_count(ds), params)
+    _check_budget(uri, column, row_count(ds), params, limit)
     rowids, sigs = signed_rows(ds, column, params)
     entry = signed_entry(key, f"rows of {column!r} of {uri!r} signed for the join", params, rowids, sigs)
     side = Side(uri, ds, version_of(ds), column, params, [entry], None, False)
@@ -137,7 +143,7 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options) -> S
     return side
 
 
-def _left_side(left, column: str, params: MinHashParams, storage_options) -> Side:
+def _left_side(left, column: str, params: MinHashParams, storage_options, limit: int | None = None) -> Side:
     """The left rows: the left index's signatures when its parameters are ``params``, else signed."""
     options = options_for(left, storage_options)
     uri, ds = dataset_handle(left, options)
@@ -148,7 +154,7 @@ def _left_side(left, column: str, params: MinHashParams, storage_options) -> Sid
         opened = None  # no usable left index: sign the rows
     if opened is not None and opened.params == params:
         return _index_side(plan_for(opened))
-    return _signed_side(uri, ds, column, params, options)
+    return _signed_side(uri, ds, column, params, options, limit)
 
 
 @dataclass(eq=False)
@@ -179,13 +185,16 @@ class JoinShard:
 
 def join_shards(left, right, column: str, threshold: float = 0.8, *, right_column: str | None = None,
                 num_shards: int | None = None, left_storage_options: dict | None = None,
-                right_storage_options: dict | None = None, _stacklevel: int = 2) -> list[JoinShard]:
+                right_storage_options: dict | None = None, memory_limit=None, _stacklevel: int = 2
+                ) -> list[JoinShard]:
     """Independent key-range shards of the join of ``left``'s ``column`` against the index
     on ``right_column`` (default ``column``) of ``right``; :func:`shard_join` runs one.
 
     ``left`` and ``right`` are paths/URIs or opened ``LanceDataset`` objects (pass those
     to pin versions); each side's storage options reach only that side. ``num_shards``
-    defaults to one per :data:`SHARD_BAND_ROWS` band rows of both sides.
+    defaults to one per :data:`SHARD_BAND_ROWS` band rows of both sides (fewer band rows
+    under a small ``memory_limit``, :func:`.bounded.shard_rows`; an explicit limit also
+    bounds the left rows signed in memory).
 
     Raises :class:`InvalidParameterError` for a threshold outside ``(0, 1]``,
     :class:`IndexNotFoundError` when the right column has no index, :class:`DatasetError`
@@ -193,6 +202,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
     the threshold is far below the right index's S-curve.
     """
     t = check_threshold(threshold)
+    limit = memory_limit_bytes(memory_limit)
     rcol = column if right_column is None else right_column
     if not isinstance(rcol, str) or not rcol:
         raise InvalidParameterError(f"right_column={right_column!r} must be the name of the right dataset's "
@@ -200,10 +210,10 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
     opened = open_index(right, rcol, options_for(right, right_storage_options))
     warn_if_low_recall(opened.params, t, stacklevel=_stacklevel + 1)
     rside = _index_side(plan_for(opened))
-    lside = _left_side(left, column, opened.params, left_storage_options)
+    lside = _left_side(left, column, opened.params, left_storage_options, None if memory_limit is None else limit)
     if num_shards is None:
         total = lside.band_rows + rside.band_rows
-        num_shards = min(MAX_SHARDS, max(1, -(-total // SHARD_BAND_ROWS)))
+        num_shards = min(MAX_SHARDS, max(1, -(-total // shard_rows(limit))))
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
     plan = JoinPlan(lside, rside, t)
@@ -406,14 +416,17 @@ def _batch(plan: JoinPlan, exact: bool, left, right, sim) -> pa.RecordBatch | No
 
 
 def join(left, right, column: str, threshold: float = 0.8, *, exact: bool = False, right_column: str | None = None,
-         left_storage_options: dict | None = None, right_storage_options: dict | None = None
+         memory_limit=None, left_storage_options: dict | None = None, right_storage_options: dict | None = None
          ) -> Iterator[pa.RecordBatch]:
     """Every verified (left, right) pair (all shards), as record batches of
     :data:`JOIN_SCHEMA`; see the module doc. Arguments are checked, the right index
-    opened and the left rows signed when called, before the first batch."""
+    opened and the left rows signed when called, before the first batch. ``memory_limit``
+    (default :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) sizes the shards
+    and the batches (:mod:`.bounded`); the pairs do not depend on it."""
     exact = check_bool("exact", exact)
-    shards = join_shards(left, right, column, threshold, right_column=right_column,
+    shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
                          left_storage_options=left_storage_options, right_storage_options=right_storage_options,
                          _stacklevel=3)
     stop = threading.Event()
-    return run_ordered(shards, lambda s: _shard_join(s, exact, DEFAULT_CHUNK_PAIRS, stop), stop=stop)
+    chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
+    return run_ordered(shards, lambda s: _shard_join(s, exact, chunk, stop), stop=stop)

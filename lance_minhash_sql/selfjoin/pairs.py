@@ -75,6 +75,8 @@ __all__ = [
     "plan_shards",
     "shard_pairs",
     "pairs",
+    "unbounded_pairs",
+    "data_pairs",
 ]
 
 
@@ -140,8 +142,14 @@ def _shard_pairs(shard: Shard, exact: bool, chunk: int, stop: threading.Event | 
     from earlier bands (visited, none written: the generator would not yield for hours in
     a cluster of 300k copies)."""
     data = load_shard(shard)
-    if data is None:
-        return
+    if data is not None:
+        yield from data_pairs(shard, data, exact, chunk, stop)
+
+
+def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None
+               ) -> Iterator[pa.RecordBatch]:
+    """The verified pairs of a shard's loaded data (:func:`.shards.load_shard`, or a part of
+    a shard loaded under a memory budget, :mod:`.bounded`)."""
     plan = shard.plan
     k = plan.params.num_hashes
     cap = max(1, min(chunk, _pair_bound(data)))
@@ -183,13 +191,28 @@ def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, o
 # --------------------------------------------------------------------------- all shards
 
 
-def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
+def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, memory_limit=None,
           storage_options: dict | None = None) -> Iterator[pa.RecordBatch]:
     """Every verified pair of ``column``'s index (all shards), as record batches of
     :data:`PAIRS_SCHEMA` (:data:`PAIRS_EXACT_SCHEMA` when ``exact``); see the module doc.
+    At most ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
+    :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
+    process (:mod:`.bounded`); the pairs do not depend on it.
 
     Arguments are checked (and the index opened) when called, before the first batch.
     """
+    from lance_minhash_sql.selfjoin.bounded import bounded_pairs
+
+    exact = check_bool("exact", exact)
+    return bounded_pairs(dataset, column, threshold, verify=data_pairs, most=DEFAULT_CHUNK_PAIRS, exact=exact,
+                         memory_limit=memory_limit, storage_options=storage_options, stacklevel=3)
+
+
+def unbounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
+                    storage_options: dict | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`pairs` through the process cache, every shard's candidates pooled at once
+    (memory grows with the index); kept as the reference the bounded engine is tested
+    against."""
     exact = check_bool("exact", exact)
     shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
     stop = threading.Event()

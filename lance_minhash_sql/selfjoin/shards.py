@@ -171,9 +171,9 @@ class Shard:
         return self.plan.params
 
 
-def _shards(plan: Plan, threshold: float, num_shards: int | None) -> list[Shard]:
+def _shards(plan: Plan, threshold: float, num_shards: int | None, shard_rows: int | None = None) -> list[Shard]:
     if num_shards is None:
-        num_shards = min(MAX_SHARDS, max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS)))
+        num_shards = min(MAX_SHARDS, max(1, -(-plan.total_band_rows // (shard_rows or SHARD_BAND_ROWS))))
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
     span = plan.params.num_bands << BAND_SHIFT
@@ -192,19 +192,22 @@ def run_together(shards: list[Shard]) -> list[Shard]:
 
 
 def plan_shards(dataset, column: str, threshold: float, num_shards: int | None, storage_options,
-                stacklevel: int) -> list[Shard]:
+                stacklevel: int, shard_rows: int | None = None) -> list[Shard]:
+    """``shard_rows``: band rows per shard when ``num_shards`` is None (default
+    :data:`SHARD_BAND_ROWS`)."""
     t = check_threshold(threshold)
     opened = open_index(dataset, column, storage_options)
     warn_if_low_recall(opened.params, t, stacklevel=stacklevel + 1)
-    return _shards(plan_for(opened), t, num_shards)
+    return _shards(plan_for(opened), t, num_shards, shard_rows)
 
 
 def pair_shards(dataset, column: str, threshold: float = 0.8, *, num_shards: int | None = None,
-                storage_options: dict | None = None) -> list[Shard]:
+                storage_options: dict | None = None, shard_rows: int | None = None) -> list[Shard]:
     """Independent key-range shards of the self-join of ``column``'s index, across all its
     segments and the rows no segment covers; :func:`shard_pairs` runs one.
 
-    ``num_shards`` defaults to one per :data:`SHARD_BAND_ROWS` band rows (at least 1).
+    ``num_shards`` defaults to one per ``shard_rows`` (default :data:`SHARD_BAND_ROWS`)
+    band rows (at least 1).
     Planning reads no band data, and the opened index version and its signed unindexed
     rows are kept, so a table function can plan ``n = len(pair_shards(ds, col, t))`` once
     and then call ``shard_pairs(pair_shards(ds, col, t, num_shards=n)[i])`` per shard,
@@ -215,7 +218,7 @@ def pair_shards(dataset, column: str, threshold: float = 0.8, *, num_shards: int
     and :class:`IndexNotFoundError` without an index; warns :class:`LowRecallWarning`
     when the threshold is far below the index's S-curve.
     """
-    return plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=2)
+    return plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=2, shard_rows=shard_rows)
 
 
 # --------------------------------------------------------------------------- one shard's data

@@ -4,17 +4,22 @@
 -- Every pair of rows whose MinHash similarity reaches threshold, each pair once with
 -- left_rowid < right_rowid, in no particular order. jaccard (the exact shingle Jaccard)
 -- is filled when exact := true, which also keeps only the pairs with jaccard >= threshold;
--- otherwise it is NULL. Runs shard by shard on DuckDB's threads.
+-- otherwise it is NULL. Runs shard by shard on DuckDB's threads; memory_limit (bytes or
+-- '1GiB', default 512 MiB) bounds what each shard holds (the answer does not depend on it).
 CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, exact := false,
-                                           storage_options := NULL) AS TABLE
+                                           storage_options := NULL, memory_limit := NULL) AS TABLE
     SELECT * FROM query(_lms_pairs_plan(dataset, "column", threshold, exact,
-                                        _lms_storage('minhash_pairs', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))));
+                                        _lms_storage('minhash_pairs', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
+                                        memory_limit::VARCHAR));
 
 -- Near-duplicate clusters: one row per row in a cluster of two or more, with the
--- cluster's smallest row id as cluster_id; ordered by (cluster_id, _rowid).
-CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.8, storage_options := NULL) AS TABLE
+-- cluster's smallest row id as cluster_id; ordered by (cluster_id, _rowid). memory_limit
+-- (bytes or '1GiB', default 512 MiB) bounds what the clustering holds besides its result.
+CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.8, storage_options := NULL,
+                                              memory_limit := NULL) AS TABLE
     SELECT unnest(_lms_clusters(dataset, "column", threshold,
-                                _lms_storage('minhash_clusters', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                                _lms_storage('minhash_clusters', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
+                                memory_limit::VARCHAR),
                   recursive := true);
 
 -- The clustered rows with a keep flag: exactly one kept per cluster, the first by
@@ -22,7 +27,8 @@ CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.
 -- ORDER BY over the dataset's columns (ties: lowest row id). Rows not listed are in no
 -- cluster and always kept; the duplicates to remove are WHERE NOT keep.
 CREATE OR REPLACE TEMP MACRO minhash_dedup(dataset, "column", threshold := 0.8, keep := 'first',
-                                           order_by := NULL, storage_options := NULL) AS TABLE
+                                           order_by := NULL, storage_options := NULL, memory_limit := NULL) AS TABLE
     SELECT unnest(_lms_dedup(dataset, "column", threshold, keep, order_by,
-                             _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                             _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
+                             memory_limit::VARCHAR),
                   recursive := true);

@@ -1,0 +1,532 @@
+"""The self-join under a memory budget: pairs and clusters whose memory is bounded by
+``memory_limit``, not by the index (``docs/scale.md``, *The self-join under a memory budget*).
+
+The answers are those of :mod:`.pairs` and :mod:`.clusters` (same buckets, same
+verification, same rules); only what is held at once changes:
+
+1. **Shards** are key ranges of at most :func:`shard_rows` band rows (1/32 of the budget
+   at 12 bytes a row, at most :data:`.shards.SHARD_BAND_ROWS`). A shard's key range is
+   read straight from every run (a segment's ``bands.lance`` is sorted by key:
+   page-table search, one read of the pages, the mapped pages handed back), merged, and
+   only the rows of buckets of two rows or more are kept.
+2. **Groups.** A first pass over consecutive shards marks their candidate docs in a bit
+   set of all docs (one bit a row) while the distinct candidates' signatures (``2 k +
+   12`` bytes each) fit the pool share of the budget (:data:`POOL_SHARE`, less what
+   clusters hold per row).
+3. **Signatures** of a group's candidates are read once, in doc order: the sorted docs
+   gathered from the memory map of ``signatures.lance`` on a few threads, the pages
+   handed back after each copy, and their row ids looked up in the segment's row id
+   runs (:mod:`lance_minhash_sql.index.rowid_runs`); never a take per row. Segments on an object store or
+   read through Lance's reader use the ranged reads of
+   :meth:`lance_minhash_sql.index.entries.SegmentEntry.shard_docs`.
+4. **Verification**: the group's shards (the rows of the marking pass while they fit
+   :func:`keep_rows`, else read again) are verified on threads
+   (:func:`.pairs.data_pairs`, :func:`.clusters.data_links`), each shard's docs located
+   in the pool by their rank in the bit set; then the pool is dropped and the next
+   group marked.
+5. **A shard alone over the pool** (a giant bucket: one text repeated millions of
+   times) is taken in windows of consecutive buckets, each fetching only its own docs; a
+   single bucket larger than a window is linked in chunks of rows in row-id order, the
+   bucket's representatives (at most :data:`.clusters.MAX_REPS` signatures) carried from
+   chunk to chunk in front of the next chunk's rows. Re-verifying the carried
+   representatives against each other reproduces them exactly (each became one by
+   failing the representatives before it), so the links are those of the whole bucket.
+   Pairs of such a bucket are ``m (m - 1) / 2`` and need every row at once: a pairs
+   bucket larger than a window is read whole.
+6. **Components** (clusters): a union-find over the global doc ids in one ``int32``
+   array (4 bytes a row; a union keeps the smaller root, so a root is its component's
+   smallest doc), flattened in place; then the members (docs of a component of two or
+   more) get their row ids, in doc order, and the cluster id (smallest row id).
+
+What the fetch costs: a doc is read once per group whose shards hold it as a candidate.
+A group smaller than a band's candidates reads each candidate about once per band it is
+a candidate in (8.7 times on average in the 10M-row benchmark corpus); a pool that holds
+several bands' candidates reads each once per group.
+
+:data:`STATS` records the most signature rows any one read held (tests check that a
+giant bucket is never held whole).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
+from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
+from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
+from lance_minhash_sql.index.rowid_runs import rowid_runs
+from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
+                                                  ranks, set_marks, union_min)
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, multi_rows, new_cursor, padded_hashes, windows
+from lance_minhash_sql.runtime.memory import release_memory
+from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.runtime.threads import run_chunks
+from lance_minhash_sql.selfjoin.shards import (SHARD_BAND_ROWS, Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards,
+                                               read_run)
+
+__all__ = ["STATS", "memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
+           "bounded_pairs", "bounded_clusters", "bounded_shard_pairs"]
+
+SHARD_SHARE = 32  # a shard's band rows read at once: at most 1 / SHARD_SHARE of the budget
+POOL_SHARE = 0.625  # the candidates' pool: this share of the budget (less clusters' components)
+READ_ROW_BYTES = 12  # a band row as read: key (8) and doc (4)
+KEEP_SHARE = 16  # a group's rows kept from the marking pass: at most 1 / KEEP_SHARE of the budget
+MIN_SHARD_ROWS = 1 << 14
+PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
+MIN_CHUNK_PAIRS = 1 << 10
+FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
+MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least
+GIANT_LINKS = 1 << 20  # links per kernel call in a giant bucket's chunk
+# what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
+# selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
+PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)
+LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
+STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0}
+_stats_lock = threading.Lock()
+_EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
+
+
+def memory_limit_bytes(memory_limit) -> int:
+    """The self-join's budget in bytes: ``memory_limit`` (the byte-size rule of
+    :mod:`lance_minhash_sql.core.sizes`, at least :data:`MIN_SELF_JOIN_MEMORY`), else
+    :data:`DEFAULT_SELF_JOIN_MEMORY`."""
+    if memory_limit is None:
+        return DEFAULT_SELF_JOIN_MEMORY
+    return parse_bytes(memory_limit, "memory_limit", minimum=MIN_SELF_JOIN_MEMORY)
+
+
+def shard_rows(limit: int) -> int:
+    """Band rows per shard under a budget of ``limit`` bytes."""
+    return int(min(SHARD_BAND_ROWS, max(MIN_SHARD_ROWS, limit // SHARD_SHARE // READ_ROW_BYTES)))
+
+
+def chunk_pairs(limit: int, most: int) -> int:
+    """Pairs per record batch under a budget of ``limit`` bytes, at most ``most``."""
+    return int(min(most, max(MIN_CHUNK_PAIRS, limit // PAIR_SHARE // 24)))
+
+
+def _held(rows: int) -> None:
+    with _stats_lock:
+        STATS["max_pool_rows"] = max(STATS["max_pool_rows"], int(rows))
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def _read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shard's band rows in buckets of two or more, ``(keys, global docs)`` sorted by
+    ``(key, doc)`` (deleted rows not yet dropped)."""
+    plan = shard.plan
+    parts = []
+    for r, entry in enumerate(plan.entries):
+        keys, docs = read_run(entry, shard.lo, shard.hi)
+        if keys.size:
+            parts.append((r, keys, docs))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        r, keys, docs = parts[0]
+        keys, docs = multi_rows(readonly(keys), readonly(docs))
+        gids = docs.astype(np.uint32) + np.uint32(plan.offsets[r])
+    else:
+        keys, gids = merge_runs(parts, plan.offsets)
+        keys, gids = multi_rows(readonly(keys), readonly(gids))
+    if keys.size == 0:
+        return None
+    return keys, gids
+
+
+def _runs_of(plan: Plan, gids: np.ndarray):
+    """``(entry, a, b, local docs)`` of sorted ``gids`` per run."""
+    bounds = np.searchsorted(gids, plan.offsets)
+    for r, entry in enumerate(plan.entries):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        if a < b:
+            yield entry, a, b, (gids[a:b].astype(np.int64) - int(plan.offsets[r])).astype(np.uint32)
+
+
+def _runs(entry):
+    """The entry's row id runs when its signatures are read from a memory map, else None."""
+    files = entry.files
+    if files is None or files.signature_map is None or entry.docs.full:
+        return None
+    return rowid_runs(entry)
+
+
+def _fetch(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Signatures of sorted unique ``gids`` into ``out`` (``[n, k]``), in doc order; returns
+    their row ids (as the dataset version knows them). A mapped segment's rows are
+    gathered on :func:`lance_minhash_sql.runtime.threads.num_threads` threads, each chunk's pages handed back."""
+    _held(gids.size)
+    rowids = np.empty(gids.size, dtype=np.uint64)
+    for entry, a, b, docs in _runs_of(plan, gids):
+        runs = _runs(entry)
+        if runs is None:
+            rowids[a:b] = doc_rows(entry, docs, out[a:b])
+            continue
+        mapped, dst = entry.files.signature_map, out[a:b]
+
+        def gather(lo: int, hi: int) -> None:
+            mapped.read_rows(docs[lo:hi], out=dst[lo:hi], release=True)
+
+        run_chunks(gather, docs.size, FETCH_ROWS)
+        rowids[a:b] = entry.map_rowids(runs.lookup(docs))
+    return rowids
+
+
+def _rowids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
+    """Row ids of sorted unique ``gids`` (signatures read too only where a segment has no
+    row id runs, :data:`max_rows` at a time)."""
+    out = np.empty(gids.size, dtype=np.uint64)
+    k = plan.params.num_hashes
+    for entry, a, b, docs in _runs_of(plan, gids):
+        runs = _runs(entry)
+        if runs is not None:
+            out[a:b] = entry.map_rowids(runs.lookup(docs))
+            continue
+        scratch = np.empty((min(max_rows, b - a), k), dtype=np.uint16)
+        for s in range(0, b - a, max_rows):
+            part = docs[s:s + max_rows]
+            _held(part.size)
+            out[a + s:a + s + part.size] = doc_rows(entry, part, scratch[:part.size])
+    return out
+
+
+def _data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarray,
+          rowids: np.ndarray, alive: np.ndarray | None) -> ShardData | None:
+    """A shard's (or a window's) rows as the kernels take them: ``docs`` index the pool of
+    the sorted unique ``ugids`` with their signatures and row ids; deleted docs dropped."""
+    if alive is not None:
+        keep = alive[docs]
+        if not keep.all():
+            keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
+    if keys.size == 0:
+        return None
+    starts, ends = bucket_bounds(readonly(keys))
+    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), _EMPTY_SLOT,
+                     readonly(rowids), 0, ugids.astype(np.int64))
+
+
+def _pool(plan: Plan, ugids: np.ndarray):
+    sigs = np.empty((ugids.size, plan.params.num_hashes), dtype=np.uint16)
+    rowids = _fetch(plan, ugids, sigs)
+    liveness = plan.opened.liveness
+    alive = None if liveness.trivial else liveness.alive(rowids)
+    return sigs, rowids, alive
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def keep_rows(limit: int) -> int:
+    """Band rows of a group kept from the marking pass under a budget of ``limit`` bytes
+    (:data:`KEEP_SHARE` of it at 12 bytes a row); the group's other shards are read again."""
+    return limit // KEEP_SHARE // READ_ROW_BYTES
+
+
+def pool_bytes(limit: int) -> int:
+    """The bytes of candidates' signatures a budget of ``limit`` bytes holds."""
+    return int(limit * POOL_SHARE)
+
+
+def pool_rows(limit: int, k: int, fixed: int = 0) -> int:
+    """Candidates a group's pool holds under a budget of ``limit`` bytes, ``fixed`` of
+    them held elsewhere: signature, row id and doc id of each."""
+    return int((pool_bytes(limit) - fixed) // (2 * k + 12))
+
+
+def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: int):
+    """Consecutive shards in groups whose distinct candidates number at most ``max_docs``,
+    yielded as ``([(shard, rows or None), ...], None)`` with exactly their candidates set
+    in ``marks`` (cleared when the consumer asks for the next group): a shard's rows as
+    read are kept while the group's kept rows number at most ``keep_rows`` (else None:
+    read again). A shard alone over ``max_docs`` is yielded as ``([(shard, None)],
+    (keys, gids))``, its rows as read."""
+    group: list = []
+    distinct = kept = 0
+    reads = run_ordered(shards, _marked_rows)  # the next shard read while this one is marked
+    for shard, got in reads:
+        u = sorted_unique(got[1])
+        new = count_unmarked(marks, u)
+        if group and distinct + new > max_docs:
+            yield group, None
+            marks.fill(0)
+            group, distinct, kept, new = [], 0, 0, u.size
+        if u.size > max_docs:
+            yield [(shard, None)], got
+            continue
+        set_marks(marks, u, True)
+        keep = kept + got[0].size <= keep_rows
+        group.append((shard, got if keep else None))
+        kept += got[0].size if keep else 0
+        distinct += new
+        del got, u
+    if group:
+        yield group, None
+        marks.fill(0)
+
+
+def _marked_rows(shard: Shard):
+    got = _read_multi(shard)
+    if got is not None:
+        yield shard, got
+
+
+def _group_data(plan: Plan, marks: np.ndarray):
+    """A function loading one shard of the group over the group's pool (its candidates:
+    the docs set in ``marks``), read once here."""
+    ugids, prefix = marked_ids(marks)
+    sigs, rowids, alive = _pool(plan, ugids)
+
+    def load(item) -> ShardData | None:
+        shard, got = item
+        got = _read_multi(shard) if got is None else got
+        if got is None:
+            return None
+        keys, gids = got
+        return _data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+
+    return load
+
+
+def _window_rows(max_docs: int) -> int:
+    return max(MIN_WINDOW_ROWS, max_docs // 2)
+
+
+def _spans(keys: np.ndarray, max_rows: int):
+    """``(r0, r1)`` row spans of consecutive buckets of at most ``max_rows`` rows (a larger
+    bucket alone)."""
+    starts, ends = bucket_bounds(readonly(keys))
+    for b0, b1 in windows(starts, ends, max_rows):
+        yield int(starts[b0]), int(ends[b1 - 1])
+
+
+def _span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | None:
+    ugids = sorted_unique(gids)
+    sigs, rowids, alive = _pool(plan, ugids)
+    return _data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
+
+
+def _count(what: str) -> None:
+    with _stats_lock:
+        STATS[what] += 1
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+def _plan(dataset, column, threshold, limit, storage_options, stacklevel) -> list[Shard]:
+    return plan_shards(dataset, column, threshold, None, storage_options, stacklevel=stacklevel + 1,
+                       shard_rows=shard_rows(limit))
+
+
+def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairVerifier, most: int,
+                  exact: bool = False, memory_limit=None, storage_options: dict | None = None,
+                  stacklevel: int = 2) -> Iterator[pa.RecordBatch]:
+    """:func:`.pairs.pairs` within ``memory_limit`` (see the module doc); the same pairs,
+    in batches of at most :func:`chunk_pairs` rows, group by group."""
+    limit = memory_limit_bytes(memory_limit)
+    shards = _plan(dataset, column, threshold, limit, storage_options, stacklevel + 1)
+    return _pair_batches(shards, limit, exact, verify, most)
+
+
+def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVerifier, most: int
+                  ) -> Iterator[pa.RecordBatch]:
+    plan = shards[0].plan
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
+    chunk = chunk_pairs(limit, most)
+    marks = new_marks(plan.total_docs)
+
+    def run(items: list, load) -> Iterator[pa.RecordBatch]:
+        stop = threading.Event()
+
+        def produce(item):
+            data = load(item)
+            if data is None:
+                return
+            yield from verify(item[0], data, exact, chunk, stop)
+            if exact:
+                release_memory()
+
+        yield from run_ordered(items, produce, stop=stop)
+
+    groups = _groups(shards, max_docs, marks, keep_rows(limit))
+    try:
+        for group, rows in groups:
+            _count("groups")
+            if rows is None:
+                yield from run(group, _group_data(plan, marks))
+                continue
+            _count("streamed_shards")
+            keys, gids = rows
+            spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
+            yield from run(spans, lambda sp: _span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]))
+    finally:
+        groups.close()  # its readers stop now, not when collected
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_reps: int) -> Iterator[tuple]:
+    """Links of one bucket of sorted ``gids`` larger than ``max_rows``, in chunks of rows
+    in row-id order with the representatives carried (see the module doc, 5)."""
+    k = plan.params.num_hashes
+    kp = padded_hashes(k)
+    rowids = _rowids(plan, gids, max_rows)
+    liveness = plan.opened.liveness
+    if not liveness.trivial:
+        alive = liveness.alive(rowids)
+        gids, rowids = gids[alive], rowids[alive]
+    if gids.size < 2:
+        return
+    if not (rowids[1:] >= rowids[:-1]).all():
+        gids = gids[np.argsort(rowids, kind="stable")]
+    del rowids
+    min_eq = min_matches(shard.threshold, k)
+    out_a = np.empty(GIANT_LINKS, dtype=np.uint32)
+    out_b = np.empty(GIANT_LINKS, dtype=np.uint32)
+    rep_sigs = np.empty((0, kp), dtype=np.uint16)
+    rep_gids = np.empty(0, dtype=np.int64)
+    step = max_rows - max_reps
+    for c0 in range(0, gids.size, step):
+        part = gids[c0:c0 + step]
+        order = np.argsort(part, kind="stable")
+        n0 = rep_gids.size
+        pool = np.zeros((n0 + part.size, kp), dtype=np.uint16)  # padding lanes 0: equal in every row
+        pool[:n0] = rep_sigs
+        fetched = np.empty((part.size, k), dtype=np.uint16)
+        _fetch(plan, part[order], fetched)
+        _held(n0 + part.size)
+        pool[n0 + order, :k] = fetched
+        del fetched
+        pool_gids = np.concatenate((rep_gids, part.astype(np.int64)))
+        n = pool_gids.size
+        keys = readonly(np.zeros(n, dtype=np.uint64))
+        docs = readonly(np.arange(n, dtype=np.uint32))
+        starts = readonly(np.zeros(1, dtype=np.int64))
+        ends = readonly(np.full(1, n, dtype=np.int64))
+        words = readonly(pool.view(np.uint64))
+        reps = np.full(max_reps, -1, dtype=np.int64)
+        cursor = new_cursor()
+        done = False
+        while not done:
+            m, done = link_chunk(keys, docs, starts, ends, words, _EMPTY_SLOT, k, min_eq, max_reps, cursor, reps,
+                                 out_a, out_b)
+            if m:
+                yield "links", pool_gids[out_a[:m]], pool_gids[out_b[:m]]
+        kept = reps[reps >= 0]
+        rep_sigs = pool[kept].copy()
+        rep_gids = pool_gids[kept]
+
+
+def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int, links: LinkVerifier,
+                 max_reps: int) -> Iterator[tuple]:
+    """Links of a group's shards on threads, or of a shard over the pool alone window by
+    window."""
+    if rows is None:
+        load = _group_data(plan, marks)
+
+        def produce(item):
+            data = load(item)
+            if data is not None:
+                yield from links(item[0], data)
+
+        yield from run_ordered(group, produce)
+        return
+    _count("streamed_shards")
+    shard, (keys, gids) = group[0][0], rows
+    max_rows = _window_rows(max_docs)
+    for r0, r1 in _spans(keys, max_rows):
+        if r1 - r0 > max_rows:
+            yield from _giant_links(plan, shard, gids[r0:r1], max_rows, max_reps)
+            continue
+        data = _span_data(plan, keys[r0:r1], gids[r0:r1])
+        if data is not None:
+            yield from links(shard, data)
+
+
+def components_bytes(total_docs: int) -> int:
+    """What clusters hold per index row whatever the budget: the union-find's ``int32``
+    parent (``int64`` past 2**31 rows) and the candidates' bit set."""
+    return total_docs * (4 if total_docs < 2**31 else 8) + (total_docs + 7) // 8
+
+
+def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
+                     memory_limit=None, storage_options: dict | None = None, stacklevel: int = 2) -> pa.Table:
+    """:func:`.clusters.clusters` within ``memory_limit`` (see the module doc): the same
+    table."""
+    limit = memory_limit_bytes(memory_limit)
+    shards = _plan(dataset, column, threshold, limit, storage_options, stacklevel + 1)
+    plan = shards[0].plan
+    total = plan.total_docs
+    fixed = components_bytes(total)
+    max_docs = pool_rows(limit, plan.params.num_hashes, fixed)
+    if max_docs < 2 * MIN_WINDOW_ROWS:
+        need = int((fixed + 2 * MIN_WINDOW_ROWS * (2 * plan.params.num_hashes + 12)) / POOL_SHARE) + 1
+        raise ResourceLimitError(
+            f"memory_limit={format_bytes(limit)} is too small for the clusters of the {total:,} rows of "
+            f"{plan.opened.uri!r}: their components alone take {format_bytes(fixed)} (4 bytes a row and a bit); "
+            f"raise memory_limit to at least {format_bytes(need)}, e.g. memory_limit := '{-(-need // 2**20)}MiB'")
+    parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
+    marks = new_marks(total)
+    groups = _groups(shards, max_docs, marks, keep_rows(limit))
+    try:
+        for group, rows in groups:
+            _count("groups")
+            for _, a, b in _shard_links(plan, group, rows, marks, max_docs, links, max_reps):
+                union_min(parent, a, b)
+    finally:
+        groups.close()
+    flatten_roots(parent)
+    members = linked_members(parent, marks)
+    roots = parent[members]
+    del parent, marks
+    rowid = _rowids(plan, members.astype(np.uint32), _window_rows(max_docs))
+    # members ascend and every root is its component's smallest member: components are
+    # contiguous once sorted by root (a stable sort keeps the members ascending within)
+    order = np.argsort(roots, kind="stable")
+    roots, rowid = roots[order], rowid[order]
+    first = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1]))) if roots.size else np.empty(0, np.int64)
+    sizes = np.diff(np.append(first, roots.size))
+    cid = np.repeat(np.minimum.reduceat(rowid, first), sizes) if roots.size else np.empty(0, np.uint64)
+    size = np.repeat(sizes, sizes).astype(np.int64)
+    out = np.lexsort((rowid, cid))
+    return pa.Table.from_arrays([pa.array(rowid[out], pa.uint64()), pa.array(cid[out], pa.uint64()),
+                                 pa.array(size[out], pa.int64())], schema=CLUSTERS_SCHEMA)
+
+
+# --------------------------------------------------------------------------- one shard
+
+
+def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: int, exact: bool = False
+                        ) -> Iterator[pa.RecordBatch]:
+    """One shard's pairs within a budget of ``limit`` bytes, for callers that run shards
+    as independent calls (a SQL statement, on DuckDB's threads): the shard's candidates
+    pooled alone when they fit the pool share, else window by window (module doc, 5);
+    batches of at most :func:`chunk_pairs` rows."""
+    plan = shard.plan
+    got = _read_multi(shard)
+    if got is None:
+        return
+    keys, gids = got
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
+    chunk = chunk_pairs(limit, most)
+    if sorted_unique(gids).size <= max_docs:
+        spans = [(0, keys.size)]
+    else:
+        _count("streamed_shards")
+        spans = list(_spans(keys, _window_rows(max_docs)))
+    for r0, r1 in spans:
+        data = _span_data(plan, keys[r0:r1], gids[r0:r1])
+        if data is not None:
+            yield from verify(shard, data, exact, chunk)
+    if exact:
+        release_memory()

@@ -1,0 +1,218 @@
+"""The self-join under a memory budget (``selfjoin/bounded.py``): what it holds, and that the
+answers do not depend on it.
+
+The oracle tests of pairs, clusters, dedup and join run at three budgets through the
+``self_join_budget`` fixture (``conftest.py``); here: that the small budget really reads in
+groups, windows and chunks, that a giant bucket is never held whole, the reference engine
+without a budget, the bit-set and union-find kernels against plain numpy, the row id runs,
+and the errors of ``memory_limit`` in Python, SQL and the CLI.
+"""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from conftest import SPILL_BUDGET
+from test_pairs import as_clusters, as_dict, components, oracle
+
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitError
+from lance_minhash_sql.faces import cli
+from lance_minhash_sql.faces.corpus import generate_batches, write_corpus
+from lance_minhash_sql.index import rowid_runs
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.selfjoin import bounded
+from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
+from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
+from lance_minhash_sql.selfjoin.join import join
+from lance_minhash_sql.selfjoin.pairs import pairs, unbounded_pairs
+from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids,
+                                                  new_marks, ranks, set_marks, union_min)
+
+COPIES = 200_000
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("bounded") / "corpus.lance")
+    write_corpus(uri, 4000, rows_per_fragment=1500)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 11 = 4")
+    return uri
+
+
+def reset_stats() -> None:
+    bounded.STATS.update(max_pool_rows=0, groups=0, streamed_shards=0)
+
+
+def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus, monkeypatch):
+    """The fixture's small budget pools this corpus's candidates in several groups of
+    several shards; a smaller pool with larger shards reads every shard alone, window by
+    window; a large budget reads everything in one group. The answers never change."""
+    want_pairs, want_clusters = oracle(corpus, 0.8), unbounded_clusters(corpus, "text", 0.8)
+    assert as_dict(unbounded_pairs(corpus, "text", 0.8)) == want_pairs
+    for limit, shard_rows, mode in ((SPILL_BUDGET, 1024, "groups"), (128 << 10, 4096, "windows"),
+                                    (64 << 30, 1024, "whole")):
+        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", limit)
+        monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", shard_rows)
+        shards = -(-4000 * 16 // bounded.shard_rows(limit))
+        reset_stats()
+        assert as_dict(pairs(corpus, "text", 0.8)) == want_pairs
+        assert clusters(corpus, "text", 0.8).equals(want_clusters)
+        groups, streamed, held = bounded.STATS["groups"], bounded.STATS["streamed_shards"], bounded.STATS["max_pool_rows"]
+        if mode == "groups":
+            assert 4 < groups < shards and streamed == 0
+            assert held <= bounded.pool_rows(limit, 128)
+        elif mode == "windows":
+            assert streamed == groups == 2 * shards  # pairs and clusters: every shard alone, in windows
+            assert held <= bounded.pool_rows(limit, 128) // 2
+        else:
+            assert groups == 2 and streamed == 0  # one group each for pairs and clusters
+
+
+@pytest.fixture(scope="module")
+def giant(tmp_path_factory) -> str:
+    """One text repeated 200,000 times among 2,000 ordinary rows, a few copies deleted."""
+    uri = str(tmp_path_factory.mktemp("giant200k") / "giant.lance")
+    base = pa.Table.from_batches(list(generate_batches(2000)))
+    text = "the same boilerplate footer appended to every page of the crawl, word for word"
+    texts = pa.concat_arrays([base.column("text").combine_chunks(), pa.array([text] * COPIES, pa.string())])
+    rng = np.random.default_rng(5)
+    order = rng.permutation(len(texts))
+    table = pa.table({"id": pa.array(np.arange(len(texts))), "text": texts.take(pa.array(order))})
+    lance.write_dataset(table, uri, max_rows_per_file=60_000)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 10007 = 3")
+    return uri
+
+
+def test_a_giant_bucket_is_never_held_whole(giant):
+    """Under a 4 MiB budget a shard holds at most a few thousand signature rows, never the
+    200,000 rows of the bucket (``STATS['max_pool_rows']`` is the most any read held);
+    the clusters equal the engine without a budget, and dedup keeps exactly one row of
+    each cluster."""
+    want = unbounded_clusters(giant, "text", 0.8)
+    copies = lance.dataset(giant).to_table(columns=["text"], with_row_id=True)
+    dup_text = "the same boilerplate footer appended to every page of the crawl, word for word"
+    dup = {r for r, t in zip(copies.column("_rowid").to_pylist(), copies.column("text").to_pylist()) if t == dup_text}
+    assert len(dup) > COPIES * 0.99
+    reset_stats()
+    got = clusters(giant, "text", 0.8, memory_limit="4MiB")
+    assert bounded.STATS["max_pool_rows"] < 20_000  # the bucket's 200,000 rows never at once
+    assert bounded.STATS["streamed_shards"] >= 16  # the bucket's shard of every band, window by window
+    assert got.equals(want)
+    by_cluster = as_clusters(got)
+    first = min(dup)
+    assert {r for r, c in by_cluster.items() if c == first} == dup
+    flags = keep_flags(giant, "text", 0.8, memory_limit="4MiB")
+    keep = flags.column("keep").to_numpy(zero_copy_only=False)
+    cid = flags.column("cluster_id").to_numpy()
+    assert np.array_equal(np.sort(cid[keep]), np.unique(cid))  # exactly one kept per cluster
+    r = dedup(giant, "text", 0.8, memory_limit="4MiB")
+    assert r.removed == len(by_cluster) - len(set(by_cluster.values())) and r.removed >= len(dup) - 1
+
+
+def test_the_budget_of_a_pairs_shard_through_sql_and_the_cli(corpus, tmp_path, capsys):
+    from lance_minhash_sql.duck.install import connect
+
+    con = connect()
+    want = oracle(corpus, 0.8)
+    for limit in ("'4MiB'", "4194304", "NULL"):
+        got = con.sql(f"SELECT left_rowid, right_rowid, similarity FROM minhash_pairs('{corpus}', 'text', "
+                      f"memory_limit := {limit})").fetchall()
+        assert {(a, b): s for a, b, s in got} == want
+    out = str(tmp_path / "c.csv")
+    assert cli.main(["clusters", corpus, "text", "--memory-limit", "4MiB", "--output", out]) == 0
+    assert sum(1 for _ in open(out)) == clusters(corpus, "text", 0.8).num_rows + 1
+    assert cli.main(["clusters", corpus, "text", "--memory-limit", "lots"]) == 2
+    err = capsys.readouterr().err
+    assert "memory_limit='lots' is not a byte size" in err and "512MiB" in err
+
+
+@pytest.mark.parametrize("bad, rule, sql_rule", [
+    ("lots", "is not a byte size", "is not a byte size"),
+    ("1KiB", "below the minimum of 4 MiB", "below the minimum of 4 MiB"),
+    (-1, "below the minimum", "is not a byte size"),  # SQL passes the text '-1'
+    (True, "is not a byte size", "is not a byte size")])
+def test_memory_limit_errors_name_the_value_and_the_rule(corpus, bad, rule, sql_rule):
+    calls = [lambda: pairs(corpus, "text", memory_limit=bad), lambda: clusters(corpus, "text", memory_limit=bad),
+             lambda: keep_flags(corpus, "text", memory_limit=bad), lambda: dedup(corpus, "text", memory_limit=bad),
+             lambda: join(corpus, corpus, "text", memory_limit=bad)]
+    for call in calls:
+        with pytest.raises(InvalidParameterError, match=rule):
+            call()
+    from lance_minhash_sql.duck.install import connect
+
+    con = connect()
+    value = f"'{bad}'" if isinstance(bad, str) else str(bad).lower()
+    for fn in ("minhash_pairs", "minhash_clusters", "minhash_dedup"):
+        with pytest.raises(Exception, match=f"{fn}: memory_limit=.* {sql_rule}"):
+            con.sql(f"SELECT * FROM {fn}('{corpus}', 'text', memory_limit := {value})").fetchall()
+
+
+def test_clusters_say_when_the_budget_cannot_hold_their_components(corpus, monkeypatch):
+    monkeypatch.setattr(bounded, "MIN_SELF_JOIN_MEMORY", 1024)
+    with pytest.raises(ResourceLimitError, match=r"memory_limit=64 KiB .* too small for the clusters of the 4,000 "
+                                                 r"rows .* raise memory_limit to at least"):
+        clusters(corpus, "text", memory_limit="64KiB")
+
+
+def test_join_under_a_budget_equals_the_join_without(corpus):
+    def both(**kw):
+        return sorted(tuple(r.values()) for b in join(corpus, corpus, "text", 0.8, **kw) for r in b.to_pylist())
+
+    want = both(memory_limit="64GiB")
+    assert len(want) > 4000 and both() == want and both(memory_limit="4MiB") == want
+
+
+# --------------------------------------------------------------------------- kernels and row id runs
+
+
+def test_bit_set_ranks_and_components_against_numpy():
+    rng = np.random.default_rng(3)
+    n = 5000
+    marks = new_marks(n)
+    ids = np.unique(rng.integers(0, n, 900)).astype(np.uint32)
+    assert count_unmarked(marks, ids) == ids.size
+    set_marks(marks, ids[::2], True)
+    assert count_unmarked(marks, ids) == ids.size - ids[::2].size
+    set_marks(marks, ids, True)
+    got, prefix = marked_ids(marks)
+    assert np.array_equal(got, ids)
+    probe = rng.choice(ids, 300)
+    assert np.array_equal(ranks(marks, prefix, probe), np.searchsorted(ids, probe))
+    set_marks(marks, ids, False)
+    assert not marks.any()
+
+    a = rng.integers(0, n, 3000).astype(np.uint32)
+    b = rng.integers(0, n, 3000).astype(np.uint32)
+    parent = np.arange(n, dtype=np.int32)
+    union_min(parent, a, b)
+    flatten_roots(parent)
+    want = components(range(n), list(zip(a.tolist(), b.tolist())))  # node -> smallest node of its component
+    members = linked_members(parent, marks)
+    assert members.tolist() == sorted(want)
+    assert all(parent[x] == want[x] for x in members.tolist())
+    assert not marks.any()
+
+
+def test_row_id_runs_follow_deletions_before_the_build(tmp_path, monkeypatch):
+    uri = str(tmp_path / "runs.lance")
+    write_corpus(uri, 3000, rows_per_fragment=1000)
+    lance.dataset(uri).delete("id % 97 = 1 OR id BETWEEN 1500 AND 1530")
+    build_index(uri, "text")
+    entry = open_index(uri, "text", None).segment_entries()[0]
+    stored = entry.files.read_rowids()
+    runs = rowid_runs.rowid_runs(entry)
+    assert 3 < runs.docs.size < 100
+    assert np.array_equal(runs.lookup(np.arange(stored.size, dtype=np.uint32)), stored)
+    want = unbounded_clusters(uri, "text", 0.8)
+    assert clusters(uri, "text", 0.8, memory_limit="4MiB").equals(want)
+    monkeypatch.setattr(rowid_runs, "MAX_DOCS_PER_RUN", 10_000)  # too many runs: none kept, row ids read as before
+    monkeypatch.setattr(rowid_runs, "_runs", type(rowid_runs._runs)())
+    assert rowid_runs.rowid_runs(entry) is None
+    assert clusters(uri, "text", 0.8, memory_limit="4MiB").equals(want)
+    assert as_dict(pairs(uri, "text", 0.8, memory_limit="4MiB")) == oracle(uri, 0.8)
