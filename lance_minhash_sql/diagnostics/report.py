@@ -511,7 +511,7 @@ def cached_report(dataset: str, column: str, *, storage_options: dict | None = N
     """:func:`report` of the dataset's current version, remembered for the last few
     ``(dataset, version, column, options)``: one SQL statement can ask for the summary and
     the S-curve without computing them twice."""
-    from lance_minhash_sql.index.opened import dataset_handle
+    from lance_minhash_sql.io.handles import dataset_handle
 
     uri, ds = dataset_handle(dataset, storage_options)
     key = (uri, version_of(ds), column, tuple(sorted(options.items())))

@@ -261,7 +261,7 @@ def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter
 def _search_table(dataset, column, query, k, threshold, exact, fast_search, filter_, version: int,
                   options) -> tuple[_Layout, pa.Table]:
     """The search's result table on dataset ``version``, with the layout of its columns."""
-    from lance_minhash_sql.index.opened import dataset_at
+    from lance_minhash_sql.io.handles import dataset_at
     from lance_minhash_sql.io.scan import schema_of
     from lance_minhash_sql.query.topk import search as run
 

@@ -41,7 +41,7 @@ def index_segments(dataset, storage_options=None) -> list[dict]:
 
 def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
     """The current schema of the dataset (the columns a search returns), checking the column."""
-    from lance_minhash_sql.index.opened import dataset_handle
+    from lance_minhash_sql.io.handles import dataset_handle
 
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
@@ -51,7 +51,7 @@ def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
 def search_target(dataset, column: str, storage_options=None) -> tuple[str, int, pa.Schema]:
     """``(uri, version, schema)`` of the dataset's latest version, checking the column:
     what a SQL search plans its result columns on and then runs against."""
-    from lance_minhash_sql.index.opened import dataset_handle
+    from lance_minhash_sql.io.handles import dataset_handle
 
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)

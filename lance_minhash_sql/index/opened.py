@@ -13,22 +13,21 @@ segment data by :func:`clear_cache`).
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import CorruptIndexError, IndexNotFoundError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
+from lance_minhash_sql.io.handles import dataset_handle, options_key
 from lance_minhash_sql.io.liveness import Liveness
 from lance_minhash_sql.io.manifest import SegmentInfo, minhash_segments, segment_dir
 from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
-from lance_minhash_sql.io.scan import (is_dataset, latest_of, open_dataset, options_for, schema_of, text_field, uri_of,
-                                       version_of)
+from lance_minhash_sql.io.scan import options_for, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import RowFetcher
 from lance_minhash_sql.runtime.cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity,
                                              cache_info, cache_usage, clear_cache, set_cache_capacity)
@@ -48,8 +47,6 @@ __all__ = [
     "Liveness",
     "OpenedIndex",
     "open_index",
-    "dataset_handle",
-    "dataset_at",
     "needs_remap",
     "DROPPED_ROWID",
 ]
@@ -121,55 +118,7 @@ class OpenedIndex:
 
 
 _opened = ByteCache.for_objects("opened indexes", _MAX_OPENED)
-_datasets = ByteCache.for_objects("opened datasets", _MAX_OPENED)  # (uri, options) -> latest handle
-_pinned = ByteCache.for_objects("pinned dataset versions", _MAX_OPENED)  # (uri, options, version) -> dataset
 _opened_lock = threading.Lock()
-
-
-def _options_key(storage_options) -> Any:
-    return None if not storage_options else tuple(sorted((str(k), str(v)) for k, v in storage_options.items()))
-
-
-def dataset_handle(dataset, storage_options=None):
-    """``(uri, LanceDataset)``: a dataset object as given, or the latest version of a URI.
-
-    Opened URIs are kept; each call checks for a newer version (about 0.05 ms locally).
-    """
-    if is_dataset(dataset):
-        return str(uri_of(dataset)).rstrip("/"), dataset
-    if not isinstance(dataset, (str, os.PathLike)):
-        raise DatasetError(f"dataset={dataset!r} must be a path or URI of a Lance dataset (or a LanceDataset)")
-    uri = os.fspath(dataset)
-    key = (uri, _options_key(storage_options))
-    with _opened_lock:
-        ds = _datasets.get(key)
-    if ds is not None:
-        ds = latest_of(ds)
-    if ds is None:
-        ds = open_dataset(uri, storage_options=storage_options)
-    with _opened_lock:
-        _datasets.put(key, ds)
-    return str(uri_of(ds)).rstrip("/"), ds
-
-
-def dataset_at(dataset: str, version: int, storage_options=None):
-    """The dataset at ``version``, without asking the store for a newer one: the opened
-    handle when it is that version, else a checkout of it (kept, like opened handles).
-
-    A SQL search plans its columns on one version and runs on exactly that version.
-    """
-    uri = os.fspath(dataset)
-    opts = _options_key(storage_options)
-    with _opened_lock:
-        ds = _datasets.get((uri, opts))
-        if ds is not None and version_of(ds) == version:
-            return ds
-        ds = _pinned.get((uri, opts, version))
-    if ds is None:
-        ds = open_dataset(uri, storage_options=storage_options, version=version)
-        with _opened_lock:
-            _pinned.put((uri, opts, version), ds)
-    return ds
 
 
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
@@ -177,7 +126,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     version = version_of(ds)
-    key = (uri, version, column, _options_key(storage_options))
+    key = (uri, version, column, options_key(storage_options))
     with _opened_lock:
         hit = _opened.get(key)
         if hit is not None:

@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 
 from lance_minhash_sql.core.checks import check_bool, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
-from lance_minhash_sql.index.opened import dataset_handle
 from lance_minhash_sql.index.results import DEDUP_SCHEMA
+from lance_minhash_sql.io.handles import dataset_handle
 from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows, write_without
 from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows

@@ -58,9 +58,10 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
-from lance_minhash_sql.index.opened import dataset_handle, open_index
+from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import JOIN_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.io.handles import dataset_handle
 from lance_minhash_sql.io.scan import options_for, row_count, take_texts, text_field, version_of
 from lance_minhash_sql.kernels.join import join_chunk, new_join_cursor, shared_rows
 from lance_minhash_sql.kernels.lsh import sorted_unique
@@ -69,8 +70,8 @@ from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
 from lance_minhash_sql.selfjoin.bounded import chunk_pairs, memory_limit_bytes, pool_bytes, shard_rows
 from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET
-from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, doc_rows, merge_runs, plan_for, read_run,
-                                               run_span, warn_if_low_recall)
+from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, doc_rows, merge_runs, plan_for, read_run, run_span,
+                                               warn_if_low_recall)
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "join", "signed_bytes"]
 
