@@ -166,6 +166,10 @@ def test_join_under_a_budget_equals_the_join_without(corpus):
 
     want = both(memory_limit="64GiB")
     assert len(want) > 4000 and both() == want and both(memory_limit="4MiB") == want
+    from lance_minhash_sql.duck.install import connect
+
+    got = connect().sql(f"SELECT * FROM minhash_join('{corpus}', '{corpus}', 'text', memory_limit := '4MiB')").fetchall()
+    assert sorted(got) == want
 
 
 # --------------------------------------------------------------------------- kernels and row id runs
