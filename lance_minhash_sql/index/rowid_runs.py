@@ -58,7 +58,7 @@ def _build(entry) -> RowidRuns | None:
     count = 0
     for s in range(0, n, READ_ROWS):
         with entry.lock:  # a Lance reader: one caller at a time
-            ids = files.read_rowid_range(s, min(READ_ROWS, n - s))
+            ids = files.read_rowids(s, min(READ_ROWS, n - s))
         brk = np.flatnonzero(ids[1:] != ids[:-1] + np.uint64(1)) + 1
         if prev is None or ids[0] != prev + np.uint64(1):
             brk = np.concatenate(([0], brk))

@@ -256,19 +256,12 @@ class SegmentFiles:
         t = reader.take_rows(np.asarray(docs, dtype=np.uint64).tolist(), batch_size=max(1024, len(docs))).to_table()
         return t.column("_rowid").to_numpy()
 
-    @functools.cached_property
-    def _rowid_reader(self) -> LanceFileReader:
-        return self.sig_file if self.sig_rowids_only else LanceFileReader(
-            os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"], storage_options=self.storage_options)
-
-    def read_rowid_range(self, start: int, count: int) -> np.ndarray:
-        """Stored row ids of docs ``[start, start + count)`` (one read of the ``_rowid`` column)."""
-        return self._rowid_reader.read_range(start, count, batch_size=max(1, count)).to_table().column(0).to_numpy()
-
-    def read_rowids(self) -> np.ndarray:
-        """Every doc's stored row id, in doc order."""
+    def read_rowids(self, start: int = 0, count: int | None = None) -> np.ndarray:
+        """Stored row ids of docs ``[start, start + count)`` (default: every doc), in doc order."""
         reader = self.sig_file if self.sig_rowids_only else LanceFileReader(
             os.path.join(self.seg_dir, SIGNATURES_FILE), columns=["_rowid"], storage_options=self.storage_options)
+        if count is not None:
+            return reader.read_range(start, count, batch_size=max(1, count)).to_table().column(0).to_numpy()
         ids = reader.read_all(batch_size=1 << 20).to_table().column(0).to_numpy()
         if ids.size != self.num_docs:
             raise CorruptIndexError(f"{os.path.join(self.seg_dir, SIGNATURES_FILE)}: {ids.size} row ids for "
