@@ -274,12 +274,37 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
             check_segment_rows(ds, rows)
     plan_sort(1, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)  # checks the options
     ray = _connect(ray_address)
-    uri, version = uri_of(ds), version_of(ds)
-    cleanup_leftovers(uri, storage_options)
+    cleanup_leftovers(uri_of(ds), storage_options)
 
-    # the driver names every task's segment, so it can remove what a task wrote even when
-    # the task's worker or node died mid-write; a task is not retried (a retry elsewhere
-    # would race the dead one's files): the build fails, names the group, and can be rerun
+    got = _run_build_tasks(ray, ds, column, params, groups, memory_limit, temp_dir, storage_options)
+    new_ds, segs = _commit_segments(ds, index_name, column, params, groups, got, old_segments, storage_options)
+    uuids = tuple(s.uuid for s in segs)
+    total_bytes = sum(g.bytes for g in got)
+    rows = sum(g.rows for g in got)
+    if merge and len(segs) > 1:
+        m = optimize(new_ds, column, merge="all", memory_limit=memory_limit, temp_dir=temp_dir,
+                     storage_options=storage_options)
+        uuids, total_bytes, version_after = (m.segment_uuid,), m.bytes, m.dataset_version
+    else:
+        version_after = version_of(new_ds)
+    return BuildResult(
+        index_name=index_name, column=column, num_hashes=params.num_hashes, num_bands=params.num_bands,
+        rows_per_band=params.rows_per_band, shingle_size=params.shingle_size,
+        tokenizer=json.dumps(params.tokenizer.to_dict()), segments=len(uuids), rows_indexed=rows,
+        rows_without_tokens=sum(g.scanned for g in got) - rows, seconds=time.perf_counter() - t0,
+        bytes=total_bytes, dataset_version=version_after, segment_uuids=uuids,
+        spilled_bytes=sum(g.spilled_bytes for g in got))
+
+
+def _run_build_tasks(ray, ds, column: str, params, groups, memory_limit, temp_dir, storage_options
+                     ) -> list["_GroupSegment"]:
+    """One build task per fragment group; every task's segment, in group order, or an error
+    once every task has ended (the segments written are then removed).
+
+    The driver names every task's segment, so it can remove what a task wrote even when the
+    task's worker or node died mid-write; a task is not retried (a retry elsewhere would
+    race the dead one's files): the build fails, names the group, and can be rerun."""
+    uri, version = uri_of(ds), version_of(ds)
     seg_uuids = [str(uuidlib.uuid4()) for _ in groups]
     task = _remote(ray, _build_task, max_retries=0)
     refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options, u)
@@ -298,7 +323,14 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
             f"{len(failed)} of {len(groups)} build task(s) on {column!r} of {uri!r} failed ({what}); nothing was "
             "committed and the segments the other tasks wrote were removed. Fix the cause and build again",
             failed)
-    got = [done[i] for i in range(len(groups))]
+    return [done[i] for i in range(len(groups))]
+
+
+def _commit_segments(ds, index_name: str, column: str, params, groups, got, old_segments, storage_options):
+    """``(new dataset, segments in fragment order)``: every task's segment registered in one
+    commit (replacing ``old_segments``); on failure the segments no manifest references are
+    removed."""
+    uri = uri_of(ds)
     try:
         _check_segments(ds, column, params, groups, got)
         order = sorted(range(len(got)), key=lambda i: groups[i][0])  # manifest order = fragment order
@@ -318,22 +350,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
             os.remove(os.path.join(marker_dir(), f"{g.seg.uuid}.json"))
         except FileNotFoundError:
             pass
-    uuids = tuple(s.uuid for s in segs)
-    total_bytes = sum(g.bytes for g in got)
-    rows = sum(g.rows for g in got)
-    if merge and len(segs) > 1:
-        m = optimize(new_ds, column, merge="all", memory_limit=memory_limit, temp_dir=temp_dir,
-                     storage_options=storage_options)
-        uuids, total_bytes, version_after = (m.segment_uuid,), m.bytes, m.dataset_version
-    else:
-        version_after = version_of(new_ds)
-    return BuildResult(
-        index_name=index_name, column=column, num_hashes=params.num_hashes, num_bands=params.num_bands,
-        rows_per_band=params.rows_per_band, shingle_size=params.shingle_size,
-        tokenizer=json.dumps(params.tokenizer.to_dict()), segments=len(uuids), rows_indexed=rows,
-        rows_without_tokens=sum(g.scanned for g in got) - rows, seconds=time.perf_counter() - t0,
-        bytes=total_bytes, dataset_version=version_after, segment_uuids=uuids,
-        spilled_bytes=sum(g.spilled_bytes for g in got))
+    return new_ds, segs
 
 
 # --------------------------------------------------------------------------- pairs and clusters
