@@ -66,7 +66,7 @@ def _print_result(con, title: str, sql: str, out) -> None:
 
 def cmd_demo(args) -> int:
     from lance_minhash_sql import connect
-    from lance_minhash_sql.faces.demo import PREPARE_SQL, write_demo_corpus
+    from lance_minhash_sql.faces.demo import BATCH_ROWS, EVAL_ROWS, PREPARE_SQL, write_demo_corpus, write_demo_neighbours
     from lance_minhash_sql.io.scan import open_dataset, read_rows
 
     os.makedirs(args.dir, exist_ok=True)
@@ -75,6 +75,9 @@ def cmd_demo(args) -> int:
     con = connect()
     written = write_demo_corpus(uri, args.rows, mode, not args.quiet, lambda: con.sql(PREPARE_SQL).fetchall())
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
+    eval_set, batch = write_demo_neighbours(args.dir, args.rows)
+    print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "
+          "(a new batch), for examples/dbt_project")
     con.execute("SET enable_progress_bar = false")  # the tables below are the output
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:

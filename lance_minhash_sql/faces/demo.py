@@ -12,10 +12,12 @@ corpus is written here: a second process would only add its start-up.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
-__all__ = ["DEMO_QUERIES", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten", "write_demo_corpus"]
+__all__ = ["BATCH_ROWS", "DEMO_QUERIES", "EVAL_ROWS", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten",
+           "write_demo_corpus", "write_demo_neighbours"]
 
 # the scalar functions of DEMO_QUERIES, on the same argument types (VARCHAR columns)
 PREPARE_SQL = """SELECT minhash_similarity(minhash_signature(a), minhash_signature(b)), shingle_jaccard(a, b),
@@ -89,6 +91,22 @@ def write_demo_corpus(uri: str, rows: int, mode: str, progress: bool, prepare: C
         prepared = time.perf_counter() - t0
         seconds, compiled = future.result()
     return CorpusWritten(seconds, compiled, True, prepared)
+
+
+EVAL_ROWS, BATCH_ROWS = 1000, 2000  # the evaluation set and the new batch beside the corpus
+
+
+def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str]:
+    """Write ``eval.lance`` and ``batch.lance`` beside the demo corpus: the generator's
+    next rows after the corpus's ``rows`` (some are near-duplicates of corpus rows and of
+    each other), the evaluation set and the new batch that examples/dbt_project checks
+    against the corpus. Returns their paths."""
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    paths = (os.path.join(folder, "eval.lance"), os.path.join(folder, "batch.lance"))
+    for path, n, start in ((paths[0], EVAL_ROWS, rows), (paths[1], BATCH_ROWS, rows + EVAL_ROWS)):
+        write_corpus(path, n, start=start, mode="overwrite" if os.path.exists(path) else "create")
+    return paths
 
 
 DEMO_QUERIES = [
