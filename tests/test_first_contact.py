@@ -93,6 +93,30 @@ def test_query_without_tokens_warns_in_python_sql_and_cli(capsys, indexed):
     assert code == 0 and "lance-minhash: warning:" in err and "has no tokens" in err
 
 
+def test_warnings_point_at_the_users_line_never_the_package(indexed, tmp_path):
+    """A warning from Python names the caller's own file and line; from SQL (a UDF DuckDB
+    runs: no caller outside the package) it names the package alone, with no code line;
+    lance-minhash warmup, which asked for nothing, prints none."""
+    import os
+    import subprocess
+    import sys
+
+    package = os.path.dirname(lms.__file__)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        lms.search(indexed, "text", "!!! ...")
+        list(lms.pairs(indexed, "text", 0.3))  # LowRecallWarning, from the self-join's planning
+        lms.connect().sql(f"SELECT count(*) FROM minhash_search_ids('{indexed}', 'text', '', 3)").fetchall()
+    assert [w.category.__name__ for w in got] == ["EmptySearchWarning", "LowRecallWarning", "EmptySearchWarning"]
+    assert all(w.filename in (__file__, "lance_minhash_sql") for w in got), [w.filename for w in got]
+    assert got[0].filename == got[1].filename == __file__
+    for w in got:  # no file or code line of the package's
+        assert package not in warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+    proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", "warmup"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(package)})
+    assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), proc.stderr
+
+
 def test_query_sharing_no_band_warns(capsys, indexed):
     with pytest.warns(EmptySearchWarning, match="shares no LSH band"):
         assert lms.search(indexed, "text", "zebra quantum xylophone marmalade").num_rows == 0

@@ -513,9 +513,13 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):
         _quiet_compiles()
+    from lance_minhash_sql.core.errors import EmptySearchWarning
+    from lance_minhash_sql.selfjoin.shards import LowRecallWarning
+
     with warnings.catch_warnings():  # restores the filters and showwarning on return
-        # the package's warnings (raised from its own modules here) are shown whatever the filters say
-        warnings.filterwarnings("default", category=UserWarning, module=r"lance_minhash_sql\.")
+        # the package's warnings are shown whatever the filters say
+        for category in (EmptySearchWarning, LowRecallWarning):
+            warnings.filterwarnings("default", category=category)
         warnings.showwarning = _warning_printer(warnings.showwarning)
         return _run(args)
 
