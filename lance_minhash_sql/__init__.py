@@ -55,6 +55,7 @@ _LAZY = {
     "join": "lance_minhash_sql.selfjoin.join",
     "warmup": "lance_minhash_sql.faces.warmup",
 }
+_AS_IS = frozenset({"install", "connect"})  # DuckDB's own objects, whose SQL gives SQL advice
 
 
 def _version() -> str:
@@ -73,6 +74,10 @@ def __getattr__(name: str) -> Any:
         from importlib import import_module
 
         value = getattr(import_module(_LAZY[name]), name)
+        if name not in _AS_IS:
+            from lance_minhash_sql.core.advice import python_errors
+
+            value = python_errors(value)  # advice in Python's syntax (threshold=0.8, None)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

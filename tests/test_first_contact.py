@@ -8,6 +8,7 @@ import os
 import sys
 import warnings
 
+import duckdb
 import lance
 import pyarrow as pa
 import pytest
@@ -115,6 +116,28 @@ def test_warnings_point_at_the_users_line_never_the_package(indexed, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", "warmup"], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(package)})
     assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), proc.stderr
+
+
+def test_advice_in_the_syntax_of_the_interface_used(capsys, indexed, tmp_path):
+    """The same rule's advice reads as SQL in SQL, as Python in Python, as options on the
+    command line."""
+    con = lms.connect()
+    with pytest.raises(duckdb.Error) as sql:
+        con.sql(f"SELECT * FROM minhash_dedup('{indexed}', 'text', keep := 'shortest')").fetchall()
+    assert "keep := 'first' with order_by := " in str(sql.value)
+    with pytest.raises(InvalidParameterError) as py:
+        lms.dedup(indexed, "text", keep="shortest")
+    assert "keep='first' with order_by='" in str(py.value) and ":=" not in str(py.value)
+    with pytest.raises(InvalidParameterError) as py:
+        lms.search(indexed, "text", "a b c", k=-1)
+    assert "or None for no limit with a threshold" in str(py.value) and "NULL" not in str(py.value)
+    code, _, err = run(capsys, "dedup", indexed, "text", "--keep", "shortest")
+    assert code == 2 and "--keep 'first' with --order-by '" in err and ":=" not in err
+    code, _, err = run(capsys, "search", indexed, "text", "a b c", "-k", "-1")
+    assert code == 2 and "or -k all for no limit with --threshold" in err and "NULL" not in err
+    code, _, err = run(capsys, "dedup", indexed, "text", "--output", str(tmp_path / "x.lance"), "--delete-in-place")
+    assert code == 2 and "--output '" in err and "and --delete-in-place both" in err and "=True" not in err
+    assert not (tmp_path / "x.lance").exists()
 
 
 def test_query_sharing_no_band_warns(capsys, indexed):

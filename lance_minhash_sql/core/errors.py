@@ -24,7 +24,6 @@ __all__ = [
     "MissingDependencyError",
     "DistributedTaskError",
     "EmptySearchWarning",
-    "warn",
 ]
 
 

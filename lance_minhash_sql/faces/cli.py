@@ -217,11 +217,21 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def _rows(value: str) -> int | None:
+    """``-k``: a number of rows, or ``all`` (no limit, with --threshold)."""
+    if value == "all":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows; pass e.g. 10, or all") from None
+
+
 def cmd_search(args) -> int:
     from lance_minhash_sql.query.topk import search
 
-    table = search(args.dataset, args.column, args.query, args.k, fast_search=args.fast_search,
-                   filter=args.filter, columns=args.columns.split(",") if args.columns else None,
+    table = search(args.dataset, args.column, args.query, args.k, threshold=args.threshold, exact=args.exact,
+                   fast_search=args.fast_search, filter=args.filter, columns=args.columns.split(",") if args.columns else None,
                    storage_options=storage_options(args.storage_option))
     import duckdb
 
@@ -374,10 +384,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("query", help="the text to look up")
-    p.add_argument("-k", type=int, default=10, help="rows to return (default 10)")
+    p.add_argument("-k", type=_rows, default=10, help="rows to return (default 10), or all: every row at "
+                   "least --threshold similar")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="only rows at least this similar (estimated Jaccard, 0 < t <= 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="add _jaccard, the exact shingle Jaccard (with --threshold: cut on it)")
     p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
+    p.add_argument("--quiet", action="store_true", help="no compile notice")
     storage_flag(p)
     p.set_defaults(func=cmd_search)
 
@@ -461,11 +477,19 @@ _SQL_CALL = re.compile(r"(?:SELECT \* FROM )?minhash_(build|optimize|pairs|clust
 _SQL_NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
 
 
+_PY_NAMED = re.compile(r"\b([a-z_]+)=(True|'[^']*')")  # Python's keyword syntax, in a message of the Python API
+_CLI_PHRASES = {"or NULL for no limit with a threshold": "or -k all for no limit with --threshold",
+                "k is NULL (no limit), which needs a threshold, but threshold is NULL too":
+                    "-k all (no limit) needs --threshold"}
+
+
 def _cli_argument(m: re.Match) -> str:
     name, value = m.group(1), m.group(2)
     if name == "replace":  # the CLI replaces by default; --no-replace refuses
         return "" if value == "true" else "--no-replace"
-    return f"--{name.replace('_', '-')} {value}"
+    if value in ("true", "True"):
+        return f"--{name.replace('_', '-')}"
+    return f"{'-k' if name == 'k' else '--' + name.replace('_', '-')} {value}"
 
 
 def _cli_call(m: re.Match) -> str:
@@ -481,7 +505,9 @@ def cli_advice(message: str) -> str:
     """An error message's SQL advice in the command line's terms: ``SELECT * FROM
     minhash_build('d', 'c')`` becomes ``lance-minhash build 'd' 'c'``, ``order_by := 'x'``
     becomes ``--order-by 'x'``."""
-    return _SQL_NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message))
+    for phrase, cli in _CLI_PHRASES.items():
+        message = message.replace(phrase, cli)
+    return _PY_NAMED.sub(_cli_argument, _SQL_NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message)))
 
 
 LATERAL_HINT = ("minhash_search returns the dataset's own columns, so it needs a constant query and cannot take a "
