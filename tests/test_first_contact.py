@@ -140,6 +140,34 @@ def test_advice_in_the_syntax_of_the_interface_used(capsys, indexed, tmp_path):
     assert not (tmp_path / "x.lance").exists()
 
 
+def test_sql_errors_name_their_function_and_seconds_are_rounded(indexed):
+    con = lms.connect()
+    for fn in ("minhash_build", "minhash_pairs", "minhash_clusters"):
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(f"SELECT * FROM {fn}('{indexed}', 'text', threshold := 1.5)").fetchall()
+        assert f"InvalidParameterError: {fn}: threshold=1.5 is out of range: requires 0 < threshold <= 1" \
+            in str(info.value), str(info.value)
+    for fn in ("minhash_prewarm", "minhash_optimize"):  # to the millisecond, as SQL shows it
+        (seconds,) = con.execute(f"SELECT seconds FROM {fn}('{indexed}', 'text')").fetchone()
+        assert seconds == round(seconds, 3)
+
+
+def test_empty_dataset_says_add_rows_not_build(tmp_path, capsys):
+    """No circle: on a dataset without rows, the functions that need an index say to add
+    rows, as the build does, instead of sending the user to a build that refuses."""
+    uri = str(tmp_path / "empty.lance")
+    lance.write_dataset(pa.table({"text": pa.array([], pa.string())}), uri)
+    con = lms.connect()
+    for sql in (f"SELECT * FROM minhash_pairs('{uri}', 'text')", f"SELECT * FROM minhash_search('{uri}', 'text', 'a')",
+                f"SELECT * FROM minhash_clusters('{uri}', 'text')", f"SELECT * FROM minhash_optimize('{uri}', 'text')",
+                f"SELECT * FROM minhash_build('{uri}', 'text')"):
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(sql).fetchall()
+        assert "DatasetError" in str(info.value) and "no rows" in str(info.value) and "add" in str(info.value), sql
+    code, _, err = run(capsys, "pairs", uri, "text")
+    assert code == 2 and "no rows" in err and "add rows first" in err
+
+
 def test_query_sharing_no_band_warns(capsys, indexed):
     with pytest.warns(EmptySearchWarning, match="shares no LSH band"):
         assert lms.search(indexed, "text", "zebra quantum xylophone marmalade").num_rows == 0

@@ -55,11 +55,12 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
                            shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
                            storage=storage):
         require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
-        r = build_index(row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
-                        num_bands=integer(fn, "num_bands", row["num_bands"]),
-                        shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
-                        threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
-                        replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"]))
+        r = prefixed(fn, lambda: build_index(
+            row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
+            num_bands=integer(fn, "num_bands", row["num_bands"]),
+            shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
+            threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
+            replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"])))
         out.append([record_dict(r)])
     return lists_of_records(out, _BUILD_ARROW)
 
