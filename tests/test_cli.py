@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -88,3 +89,41 @@ def test_threshold_rule_is_the_same_for_build_and_the_self_joins(tmp_path, capsy
             assert cli.main(args + (["--quiet"] if command == "build" else [])) == 2
             err = capsys.readouterr().err
             assert f"threshold={float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)
+
+
+def test_every_command_says_what_it_does_and_lists_its_choices(capsys):
+    """Each subcommand's --help opens with a description; --keep lists its choices; the
+    bench's --data states its default; search has SQL's threshold, exact and quiet."""
+    from lance_minhash_sql.core.params import KEEP_POLICIES
+    from lance_minhash_sql.faces.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, p in sub.choices.items():
+        assert p.description and len(p.description) > 20, name
+    assert "{" + ",".join(KEEP_POLICIES) + "}" in sub.choices["dedup"].format_help()
+    assert "default ./bench-data" in sub.choices["bench"].format_help()
+    search_help = sub.choices["search"].format_help()
+    assert all(flag in search_help for flag in ("--threshold", "--exact", "--quiet", "all"))
+
+
+def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch):
+    """No bar into a pipe or a file (here: pytest's captured stderr); a terminal gets one."""
+    import io
+
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, 300)
+    assert cli.main(["build", uri, "text"]) == 0
+    err = capsys.readouterr().err
+    assert "it/s" not in err and "rows/s" not in err and "%|" not in err, err
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Terminal()
+    monkeypatch.setattr("sys.stderr", tty)
+    assert cli.main(["build", uri, "text"]) == 0
+    assert "%|" in tty.getvalue() or "rows/s" in tty.getvalue(), tty.getvalue()

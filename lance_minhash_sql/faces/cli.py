@@ -27,8 +27,9 @@ import time
 import warnings
 
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
+from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.duck.sqltext import literal
-from lance_minhash_sql.faces.sinks import check_output, stream_rows
+from lance_minhash_sql.faces.sinks import bars, check_output, stream_rows
 
 __all__ = ["main"]
 
@@ -73,7 +74,7 @@ def cmd_demo(args) -> int:
     uri = os.path.join(args.dir, "corpus.lance")
     mode = "overwrite" if os.path.exists(uri) else "create"
     con = connect()
-    written = write_demo_corpus(uri, args.rows, mode, not args.quiet, lambda: con.sql(PREPARE_SQL).fetchall())
+    written = write_demo_corpus(uri, args.rows, mode, bars(args), lambda: con.sql(PREPARE_SQL).fetchall())
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
     eval_set, batch = write_demo_neighbours(args.dir, args.rows)
     print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "
@@ -106,7 +107,7 @@ def cmd_bench(args) -> int:
     if unknown:
         raise LanceMinHashError(f"--peers {unknown} unknown; choose from {','.join(PEERS)}")
     run_bench(rows=args.rows, data_dir=args.data, peers=peers, sample_rows=args.sample_rows,
-              json_path=args.json)
+              json_path=args.json, progress=sys.stderr.isatty())
     return 0
 
 
@@ -188,7 +189,7 @@ def cmd_build(args) -> int:
     before = _compile_seconds()
     r = build_index(args.dataset, args.column, num_hashes=args.num_hashes, num_bands=args.num_bands,
                     shingle_size=args.shingle_size, threshold=args.threshold, tokenizer=tokenizer,
-                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=not args.quiet,
+                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=bars(args),
                     storage_options=storage_options(args.storage_option))
     print(f"built {r.index_name} on {r.column}: {r.rows_indexed:,} rows indexed "
           f"({r.rows_without_tokens:,} without tokens), k={r.num_hashes}, b={r.num_bands}, r={r.rows_per_band}, "
@@ -204,7 +205,7 @@ def cmd_optimize(args) -> int:
     if not merge.isdigit() and merge.lower() != "all":
         merge = [u.strip() for u in merge.split(",") if u.strip()]
     before = _compile_seconds()
-    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=not args.quiet,
+    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=bars(args),
                  storage_options=storage_options(args.storage_option))
     if r.action == "none":
         print(f"{r.index_name} on {r.column}: up to date ({r.segments_after} segment(s)); nothing committed")
@@ -289,7 +290,7 @@ def cmd_dedup(args) -> int:
     t0 = time.perf_counter()
     before = _compile_seconds()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
-              delete_in_place=args.delete_in_place, progress=not args.quiet, memory_limit=args.memory_limit,
+              delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
               storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
@@ -314,7 +315,7 @@ def cmd_report(args) -> int:
 
         require_matplotlib()  # before the report's work, not after it
     rep = report(args.dataset, args.column, sample=args.sample, threshold=args.threshold, seed=args.seed,
-                 top_buckets=args.top, progress=not args.quiet, storage_options=storage_options(args.storage_option))
+                 top_buckets=args.top, progress=bars(args), storage_options=storage_options(args.storage_option))
     print(rep.format())
     if args.out is not None:
         from lance_minhash_sql.diagnostics.plots import save_plots
@@ -331,29 +332,35 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("Examples::", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def command(name: str, help_: str, **kw) -> argparse.ArgumentParser:
+        """A subcommand whose --help opens with its one-line help."""
+        kw.setdefault("description", help_[0].upper() + help_[1:] + ".")
+        return sub.add_parser(name, help=help_, **kw)
+
     def storage_flag(p):
         p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
                        help=STORAGE_OPTION_HELP)
 
-    p = sub.add_parser("demo", help="generate a synthetic corpus and run SQL over it")
+    p = command("demo", "generate a synthetic corpus and run SQL over it")
     p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")
     p.add_argument("--dir", default="demo", help="folder for the demo dataset (default ./demo)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("bench", help="benchmark against Lance native and other peers, side by side")
+    p = command("bench", "benchmark against Lance native and other peers, side by side")
     p.add_argument("--rows", type=int, default=1_000_000, help="corpus rows (default 1000000)")
-    p.add_argument("--data", default="bench-data", help="folder for benchmark corpora (reused)")
+    p.add_argument("--data", default="bench-data", help="folder for benchmark corpora, reused between runs "
+                   "(default ./bench-data)")
     p.add_argument("--peers", default=None, help="comma-separated subset of ours,lance,datasketch,rensa")
     p.add_argument("--sample-rows", type=int, default=20_000, help="rows for the slow Python peers")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("warmup", help="compile every numba kernel into numba's on-disk cache (for container "
+    p = command("warmup", "compile every numba kernel into numba's on-disk cache (for container "
                        "images and CI caches): later processes then compile nothing")
     p.set_defaults(func=cmd_warmup)
 
-    p = sub.add_parser("build", help="build Lance's MinHash LSH index on a text column")
+    p = command("build", "build Lance's MinHash LSH index on a text column")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the text column")
     p.add_argument("--num-hashes", type=int, default=128,
@@ -369,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("optimize", help="bring a MinHash index up to date: index new rows, merge segments")
+    p = command("optimize", "bring a MinHash index up to date: index new rows, merge segments")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("--merge", default="1",
@@ -380,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_optimize)
 
-    p = sub.add_parser("search", help="top-k most similar rows of a text")
+    p = command("search", "top-k most similar rows of a text")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("query", help="the text to look up")
@@ -398,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_search)
 
     def self_join(name: str, help_: str, link: str, output: str):
-        p = sub.add_parser(name, help=help_)
+        p = command(name, help_)
         p.add_argument("dataset", help="path or URI of the Lance dataset")
         p.add_argument("column", help="the indexed text column")
         p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
@@ -414,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_pairs)
 
-    p = sub.add_parser("join", help="every (left, right) pair of rows of two datasets whose MinHash similarity "
+    p = command("join", "every (left, right) pair of rows of two datasets whose MinHash similarity "
                                     "reaches a threshold, through RIGHT's index (decontamination, ingestion dedup)")
     p.add_argument("left", help="path or URI of the dataset whose rows are looked up (signed with RIGHT's parameters)")
     p.add_argument("right", help="path or URI of the indexed dataset")
@@ -440,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
                   "similarity of a link", "write the kept rows to this new Lance dataset")
-    p.add_argument("--keep", default="first", help="first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+                   help="first (lowest row id, default) or longest (longest text)")
     p.add_argument("--order-by", default=None,
                    help="keep the first row by this SQL ORDER BY over the dataset's columns, e.g. 'quality DESC'")
     p.add_argument("--delete-in-place", action="store_true",
@@ -449,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_dedup)
 
-    p = sub.add_parser("report", help="diagnostics of an index: S-curve vs sampled pairs, buckets, error")
+    p = command("report", "diagnostics of an index: S-curve vs sampled pairs, buckets, error")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("--out", default=None, help="folder for scurve.png, buckets.png, estimator.png (needs matplotlib)")
@@ -462,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)",
+    p = command("sql", "run SQL with every function installed (argument, file or - for stdin)",
                        description="Run SQL statements with every lance_minhash_sql function installed and print "
                                    "each result.")
     p.add_argument("query", nargs="?", default="-", metavar="SQL|FILE|-",

@@ -4,10 +4,11 @@ rows printed as a table; a progress bar counts them."""
 from __future__ import annotations
 
 import os
+import sys
 
 from lance_minhash_sql.core.errors import InvalidParameterError
 
-__all__ = ["check_output", "stream_rows"]
+__all__ = ["bars", "check_output", "stream_rows"]
 
 
 def check_output(path: str) -> str:
@@ -37,6 +38,12 @@ def _show(table, limit: int) -> None:
     print(str(duckdb.from_arrow(table.slice(0, limit))).rstrip())
 
 
+def bars(args) -> bool:
+    """The command line's progress bars: unless --quiet, and only on a terminal (never
+    into a pipe or a file)."""
+    return not args.quiet and sys.stderr.isatty()
+
+
 def stream_rows(batches, schema, args, unit: str = "pairs") -> int:
     """Write ``batches`` to ``--output`` (streamed into a temporary file renamed at the end,
     so a failed run leaves no half-written file) or print the first ``--limit`` rows;
@@ -50,7 +57,7 @@ def stream_rows(batches, schema, args, unit: str = "pairs") -> int:
         tmp = os.path.join(os.path.dirname(os.path.abspath(args.output)),
                            f".{os.path.basename(args.output)}.{os.getpid()}.partial{os.path.splitext(args.output)[1]}")
     sink = _writer(tmp, schema) if tmp else None
-    bar = progress_bar(not args.quiet, None, unit, unit=unit)
+    bar = progress_bar(bars(args), None, unit, unit=unit)
     head, total = [], 0
     try:
         for b in batches:
