@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from lance_minhash_sql.extras.distributed import build_index_distributed, clusters_distributed, pairs_distributed
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.diagnostics.plots import save_plots
+    from lance_minhash_sql.faces.review import review
 
 __all__ = [
     "__version__",
@@ -60,6 +61,7 @@ __all__ = [
     "clusters_distributed",
     "write_corpus",
     "save_plots",
+    "review",
 ] + errors.__all__
 
 # each public name and the module that holds it (imported on first access)
@@ -86,6 +88,7 @@ _LAZY = {
     "clusters_distributed": "lance_minhash_sql.extras.distributed",
     "write_corpus": "lance_minhash_sql.faces.corpus",
     "save_plots": "lance_minhash_sql.diagnostics.plots",
+    "review": "lance_minhash_sql.faces.review",
 }
 _AS_IS = frozenset({"install", "connect", "clear_cache", "cache_info"})  # connect/install: SQL gives SQL advice
 

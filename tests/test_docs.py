@@ -147,13 +147,15 @@ def test_readme_shell_tour_runs(example_data):
     import subprocess
     import sys
 
-    (setup, tour) = blocks(ROOT / "README.md", "bash")[:2]
-    assert "pip install" in setup and "lance-minhash" in tour
+    setup, *rest = blocks(ROOT / "README.md", "bash")
+    tour = "".join(rest)  # the tour, then the review page
+    assert "pip install" in setup and "lance-minhash review" in tour
     bin_dir = os.path.dirname(sys.executable)
     proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + tour], cwd=example_data, capture_output=True,
                           text=True, env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "built text_idx" in proc.stdout and "count_star()" in proc.stdout and "warning" not in proc.stderr
+    assert (example_data / "review.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
 def test_quoted_error_messages_are_the_real_ones(example_data, monkeypatch):

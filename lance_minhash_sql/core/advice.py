@@ -4,8 +4,8 @@ The package's error messages give their advice in SQL's syntax (``threshold := 0
 ``NULL``, ``true``), the interface most of them come from. :func:`in_python` rewrites a
 message for a Python caller (``threshold=0.8``, ``None``, ``True``, ``build_index(...)``);
 the public functions at the package's root raise their errors through
-:func:`python_errors`. The command line's rewriting (``--threshold 0.8``) is
-``lance_minhash_sql.faces.cli.cli_advice``.
+:func:`python_errors`. :func:`in_cli` rewrites it for the command line
+(``--threshold 0.8``, ``lance-minhash build ...``), the Python API's ``name=value`` too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable
 
 from lance_minhash_sql.core.errors import LanceMinHashError
 
-__all__ = ["in_python", "python_errors"]
+__all__ = ["in_cli", "in_python", "python_errors"]
 
 _NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
 _PY_VALUES = {"NULL": "None", "true": "True", "false": "False"}
@@ -47,3 +47,41 @@ def python_errors(fn: Callable) -> Callable:
             raise
 
     return call
+
+
+# --------------------------------------------------------------------------- the command line
+
+_SQL_CALL = re.compile(r"(?:SELECT \* FROM )?minhash_(build|optimize|pairs|clusters|dedup|report)\(([^()]*)\)")
+
+
+_PY_NAMED = re.compile(r"\b([a-z_]+)=(True|'[^']*')")  # Python's keyword syntax, in a message of the Python API
+_CLI_PHRASES = {"or NULL for no limit with a threshold": "or -k all for no limit with --threshold",
+                "k is NULL (no limit), which needs a threshold, but threshold is NULL too":
+                    "-k all (no limit) needs --threshold"}
+
+
+def _cli_argument(m: re.Match) -> str:
+    name, value = m.group(1), m.group(2)
+    if name == "replace":  # the CLI replaces by default; --no-replace refuses
+        return "" if value == "true" else "--no-replace"
+    if value in ("true", "True"):
+        return f"--{name.replace('_', '-')}"
+    return f"{'-k' if name == 'k' else '--' + name.replace('_', '-')} {value}"
+
+
+def _cli_call(m: re.Match) -> str:
+    args = [a.strip() for a in m.group(2).split(",") if a.strip()]
+    words = ["lance-minhash", m.group(1)]
+    for a in args:
+        named = _NAMED.fullmatch(a)
+        words.append(_cli_argument(named) if named else a.upper() if a in ("dataset", "column") else a)
+    return " ".join(w for w in words if w)
+
+
+def in_cli(message: str) -> str:
+    """An error message's SQL advice in the command line's terms: ``SELECT * FROM
+    minhash_build('d', 'c')`` becomes ``lance-minhash build 'd' 'c'``, ``order_by := 'x'``
+    becomes ``--order-by 'x'``."""
+    for phrase, cli in _CLI_PHRASES.items():
+        message = message.replace(phrase, cli)
+    return _PY_NAMED.sub(_cli_argument, _NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message)))

@@ -9,6 +9,7 @@ Examples::
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
     lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
+    lance-minhash review corpus.lance text --out review.html   # a page to review what dedup drops
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash warmup                     # compile every numba kernel into the cache, once
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 import warnings
 
+from lance_minhash_sql.core.advice import in_cli as cli_advice
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
 from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.duck.sqltext import literal
@@ -307,6 +308,18 @@ def cmd_dedup(args) -> int:
     return 0
 
 
+def cmd_review(args) -> int:
+    from lance_minhash_sql.faces.review import review
+
+    if not args.out.lower().endswith((".html", ".htm")):
+        raise InvalidParameterError(f"--out {args.out!r} must name an .html file, e.g. --out review.html")
+    r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
+               per_kind=args.per_kind, max_members=args.max_members, seed=args.seed, out=args.out,
+               storage_options=storage_options(args.storage_option))
+    print(f"wrote {args.out}: {r.describe()}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from lance_minhash_sql.diagnostics.report import report
 
@@ -457,6 +470,22 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_dedup)
 
+    p = command("review", "write one HTML page to review what dedup drops: parameters, S-curve, cluster sizes, "
+                "sample clusters side by side with their exact Jaccard")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--out", required=True, help="the HTML file to write, e.g. review.html")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity of a link (default 0.8)")
+    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+                   help="the row dedup keeps: first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--order-by", default=None, help="keep the first row by this SQL ORDER BY, e.g. 'quality DESC'")
+    p.add_argument("--per-kind", type=int, default=3,
+                   help="clusters shown of each kind: largest, borderline, random (default 3)")
+    p.add_argument("--max-members", type=int, default=8, help="rows shown per cluster (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    storage_flag(p)
+    p.set_defaults(func=cmd_review)
+
     p = command("report", "diagnostics of an index: S-curve vs sampled pairs, buckets, error")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
@@ -479,43 +508,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the last statement's rows to this file (.csv, .parquet or .json lines)")
     p.set_defaults(func=cmd_sql)
     return parser
-
-
-_SQL_CALL = re.compile(r"(?:SELECT \* FROM )?minhash_(build|optimize|pairs|clusters|dedup|report)\(([^()]*)\)")
-_SQL_NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
-
-
-_PY_NAMED = re.compile(r"\b([a-z_]+)=(True|'[^']*')")  # Python's keyword syntax, in a message of the Python API
-_CLI_PHRASES = {"or NULL for no limit with a threshold": "or -k all for no limit with --threshold",
-                "k is NULL (no limit), which needs a threshold, but threshold is NULL too":
-                    "-k all (no limit) needs --threshold"}
-
-
-def _cli_argument(m: re.Match) -> str:
-    name, value = m.group(1), m.group(2)
-    if name == "replace":  # the CLI replaces by default; --no-replace refuses
-        return "" if value == "true" else "--no-replace"
-    if value in ("true", "True"):
-        return f"--{name.replace('_', '-')}"
-    return f"{'-k' if name == 'k' else '--' + name.replace('_', '-')} {value}"
-
-
-def _cli_call(m: re.Match) -> str:
-    args = [a.strip() for a in m.group(2).split(",") if a.strip()]
-    words = ["lance-minhash", m.group(1)]
-    for a in args:
-        named = _SQL_NAMED.fullmatch(a)
-        words.append(_cli_argument(named) if named else a.upper() if a in ("dataset", "column") else a)
-    return " ".join(w for w in words if w)
-
-
-def cli_advice(message: str) -> str:
-    """An error message's SQL advice in the command line's terms: ``SELECT * FROM
-    minhash_build('d', 'c')`` becomes ``lance-minhash build 'd' 'c'``, ``order_by := 'x'``
-    becomes ``--order-by 'x'``."""
-    for phrase, cli in _CLI_PHRASES.items():
-        message = message.replace(phrase, cli)
-    return _PY_NAMED.sub(_cli_argument, _SQL_NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message)))
 
 
 LATERAL_HINT = ("minhash_search returns the dataset's own columns, so it needs a constant query and cannot take a "
