@@ -145,3 +145,22 @@ def test_demo_tables_say_what_they_show(tmp_path, capsys):
     truth = out.split("-- Pairs at 0.8 against the generator's truth", 1)[1].split("\n-- ", 1)[0]
     (original,) = re.findall(r"│ original\s+│\s+\d+ │\s+([\d.]+) │\s+([\d.]+) │", truth)
     assert float(original[0]) == 0.0 and float(original[1]) > 0.7  # different originals, truly similar
+
+
+def test_ticker_keeps_a_long_step_from_being_silent():
+    """On a terminal a step longer than a second shows a status line every second, erased
+    at the end; off a terminal (or for a short step) nothing is written."""
+    import io
+    import time
+
+    from lance_minhash_sql.faces.sinks import Ticker
+
+    out = io.StringIO()
+    with Ticker("working", True, out, every=0.05):
+        time.sleep(0.3)
+    text = out.getvalue()
+    assert text.count("\r  working ... ") >= 3 and text.endswith("\r")
+    quiet = io.StringIO()
+    with Ticker("working", False, quiet, every=0.05):
+        time.sleep(0.2)
+    assert quiet.getvalue() == ""

@@ -30,7 +30,7 @@ from lance_minhash_sql.core.advice import in_cli as cli_advice
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
 from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.duck.sqltext import literal
-from lance_minhash_sql.faces.sinks import bars, check_output, stream_rows
+from lance_minhash_sql.faces.sinks import Ticker, bars, check_output, stream_rows
 
 __all__ = ["main"]
 
@@ -56,10 +56,12 @@ def _quiet_compiles() -> None:
     COMPILES.notice = False
 
 
-def _print_result(con, title: str, sql: str, out) -> None:
+def _print_result(con, title: str, sql: str, out, tick: bool = False) -> None:
     out(f"\n-- {title}")
     before = _compile_seconds()
-    out(con.sql(sql).__str__().rstrip())
+    with Ticker("running the statement", tick):
+        text = con.sql(sql).__str__().rstrip()
+    out(text)
     spent = _compile_seconds() - before
     if spent >= 0.05:
         counted = "; the seconds column counts it too" if "seconds" in sql else ""
@@ -75,7 +77,8 @@ def cmd_demo(args) -> int:
     uri = os.path.join(args.dir, "corpus.lance")
     mode = "overwrite" if os.path.exists(uri) else "create"
     con = connect()
-    written = write_demo_corpus(uri, args.rows, mode, bars(args), lambda: con.sql(PREPARE_SQL).fetchall())
+    with Ticker(f"writing the {args.rows:,}-row corpus and preparing the SQL functions", bars(args)):
+        written = write_demo_corpus(uri, args.rows, mode, False, lambda: con.sql(PREPARE_SQL).fetchall())
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
     eval_set, batch = write_demo_neighbours(args.dir, args.rows)
     print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "
@@ -83,11 +86,12 @@ def cmd_demo(args) -> int:
     con.execute("SET enable_progress_bar = false")  # the tables below are the output
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:
-        _print_result(con, title, sql, print)
+        _print_result(con, title, sql, print, bars(args))
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
     con.register("corpus_rows", read_rows(uri, ["id", "source_id", "edit"]))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
-        _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
+        _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print,
+                      bars(args))
     return 0
 
 
