@@ -7,11 +7,10 @@ import os
 import sys
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.faces.corpus import write_corpus
 
 folder = sys.argv[1] if len(sys.argv) > 1 else "quickstart"
 uri = os.path.join(folder, "corpus.lance")
-write_corpus(uri, 5000, mode="overwrite")  # synthetic texts with planted near-duplicates
+lms.write_corpus(uri, 5000, mode="overwrite")  # synthetic texts with planted near-duplicates
 
 built = lms.build_index(uri, "text")  # Lance's own MINHASHLSH index, 128 hashes in 16 bands
 print(f"indexed {built.rows_indexed:,} rows into {len(built.segment_uuids)} segment(s)")

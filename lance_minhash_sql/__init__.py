@@ -27,6 +27,15 @@ if TYPE_CHECKING:
     from lance_minhash_sql.selfjoin.dedup import dedup
     from lance_minhash_sql.selfjoin.join import join
     from lance_minhash_sql.selfjoin.pairs import pairs
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
+    from lance_minhash_sql.lifecycle.optimize import optimize
+    from lance_minhash_sql.lifecycle.prewarm import prewarm
+    from lance_minhash_sql.diagnostics.report import report
+    from lance_minhash_sql.runtime.cache import cache_info, clear_cache, set_cache_capacity
+    from lance_minhash_sql.extras.distributed import build_index_distributed, clusters_distributed, pairs_distributed
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.diagnostics.plots import save_plots
+    from lance_minhash_sql.faces.review import review
 
 __all__ = [
     "__version__",
@@ -40,6 +49,19 @@ __all__ = [
     "dedup",
     "warmup",
     "join",
+    "keep_flags",
+    "optimize",
+    "prewarm",
+    "report",
+    "set_cache_capacity",
+    "cache_info",
+    "clear_cache",
+    "build_index_distributed",
+    "pairs_distributed",
+    "clusters_distributed",
+    "write_corpus",
+    "save_plots",
+    "review",
 ] + errors.__all__
 
 # each public name and the module that holds it (imported on first access)
@@ -54,7 +76,21 @@ _LAZY = {
     "dedup": "lance_minhash_sql.selfjoin.dedup",
     "join": "lance_minhash_sql.selfjoin.join",
     "warmup": "lance_minhash_sql.faces.warmup",
+    "keep_flags": "lance_minhash_sql.selfjoin.dedup",
+    "optimize": "lance_minhash_sql.lifecycle.optimize",
+    "prewarm": "lance_minhash_sql.lifecycle.prewarm",
+    "report": "lance_minhash_sql.diagnostics.report",
+    "set_cache_capacity": "lance_minhash_sql.runtime.cache",
+    "cache_info": "lance_minhash_sql.runtime.cache",
+    "clear_cache": "lance_minhash_sql.runtime.cache",
+    "build_index_distributed": "lance_minhash_sql.extras.distributed",
+    "pairs_distributed": "lance_minhash_sql.extras.distributed",
+    "clusters_distributed": "lance_minhash_sql.extras.distributed",
+    "write_corpus": "lance_minhash_sql.faces.corpus",
+    "save_plots": "lance_minhash_sql.diagnostics.plots",
+    "review": "lance_minhash_sql.faces.review",
 }
+_AS_IS = frozenset({"install", "connect", "clear_cache", "cache_info"})  # connect/install: SQL gives SQL advice
 
 
 def _version() -> str:
@@ -73,6 +109,10 @@ def __getattr__(name: str) -> Any:
         from importlib import import_module
 
         value = getattr(import_module(_LAZY[name]), name)
+        if name not in _AS_IS:
+            from lance_minhash_sql.core.advice import python_errors
+
+            value = python_errors(value)  # advice in Python's syntax (threshold=0.8, None)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

@@ -129,7 +129,7 @@ def test_the_budget_of_a_pairs_shard_through_sql_and_the_cli(corpus, tmp_path, c
     assert sum(1 for _ in open(out)) == clusters(corpus, "text", 0.8).num_rows + 1
     assert cli.main(["clusters", corpus, "text", "--memory-limit", "lots"]) == 2
     err = capsys.readouterr().err
-    assert "memory_limit='lots' is not a byte size" in err and "512MiB" in err
+    assert "--memory-limit 'lots' is not a byte size" in err and "512MiB" in err  # in the CLI's syntax
 
 
 @pytest.mark.parametrize("bad, rule, sql_rule", [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -88,3 +89,78 @@ def test_threshold_rule_is_the_same_for_build_and_the_self_joins(tmp_path, capsy
             assert cli.main(args + (["--quiet"] if command == "build" else [])) == 2
             err = capsys.readouterr().err
             assert f"threshold={float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)
+
+
+def test_every_command_says_what_it_does_and_lists_its_choices(capsys):
+    """Each subcommand's --help opens with a description; --keep lists its choices; the
+    bench's --data states its default; search has SQL's threshold, exact and quiet."""
+    from lance_minhash_sql.core.params import KEEP_POLICIES
+    from lance_minhash_sql.faces.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, p in sub.choices.items():
+        assert p.description and len(p.description) > 20, name
+    assert "{" + ",".join(KEEP_POLICIES) + "}" in sub.choices["dedup"].format_help()
+    assert "default ./bench-data" in sub.choices["bench"].format_help()
+    search_help = sub.choices["search"].format_help()
+    assert all(flag in search_help for flag in ("--threshold", "--exact", "--quiet", "all"))
+
+
+def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch):
+    """No bar into a pipe or a file (here: pytest's captured stderr); a terminal gets one."""
+    import io
+
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, 300)
+    assert cli.main(["build", uri, "text"]) == 0
+    err = capsys.readouterr().err
+    assert "it/s" not in err and "rows/s" not in err and "%|" not in err, err
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Terminal()
+    monkeypatch.setattr("sys.stderr", tty)
+    assert cli.main(["build", uri, "text"]) == 0
+    assert "%|" in tty.getvalue() or "rows/s" in tty.getvalue(), tty.getvalue()
+
+
+def test_demo_tables_say_what_they_show(tmp_path, capsys):
+    """The demo's tables name the row a column describes, show pairs across the range (not
+    only the borderline ones), give the exact Jaccard of pairs between originals, and say
+    the query document is its own first hit; the eval set and batch are written beside."""
+    import re
+
+    assert cli.main(["demo", "--dir", str(tmp_path), "--rows", "3000", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "eval.lance").is_dir() and (tmp_path / "batch.lance").is_dir()
+    assert "the first is document 14 itself" in out and "│ right_edit │" in out and "mean_exact_jaccard" in out
+    sample = out.split("-- A sample of near-duplicate pairs", 1)[1].split("\n-- ", 1)[0]
+    sims = [float(x) for x in re.findall(r"│\s+\d+ │\s+\d+ │\s+([\d.]+) │", sample)]
+    assert len(sims) == 6 and max(sims) - min(sims) > 0.05 and sims == sorted(sims, reverse=True)
+    truth = out.split("-- Pairs at 0.8 against the generator's truth", 1)[1].split("\n-- ", 1)[0]
+    (original,) = re.findall(r"│ original\s+│\s+\d+ │\s+([\d.]+) │\s+([\d.]+) │", truth)
+    assert float(original[0]) == 0.0 and float(original[1]) > 0.7  # different originals, truly similar
+
+
+def test_ticker_keeps_a_long_step_from_being_silent():
+    """On a terminal a step longer than a second shows a status line every second, erased
+    at the end; off a terminal (or for a short step) nothing is written."""
+    import io
+    import time
+
+    from lance_minhash_sql.faces.sinks import Ticker
+
+    out = io.StringIO()
+    with Ticker("working", True, out, every=0.05):
+        time.sleep(0.3)
+    text = out.getvalue()
+    assert text.count("\r  working ... ") >= 3 and text.endswith("\r")
+    quiet = io.StringIO()
+    with Ticker("working", False, quiet, every=0.05):
+        time.sleep(0.2)
+    assert quiet.getvalue() == ""

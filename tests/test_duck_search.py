@@ -111,13 +111,39 @@ def test_search_errors(con, dataset, tmp_path):
         (f"SELECT * FROM minhash_search({lit(plain)}, 'text', 'a b c')", "IndexNotFoundError", "minhash_build"),
         (f"SELECT * FROM minhash_search({lit(dataset)}, 'text', 'a b c', 0)", "k", "k"),
         (f"SELECT * FROM minhash_search({lit(dataset)}, 'nope', 'a b c')", "DatasetError", "nope"),
-        (f"SELECT * FROM minhash_search_ids({lit(dataset)}, 'text', NULL)", "InvalidInputError", "NULL"),
+        (f"SELECT * FROM minhash_search_ids({lit(dataset)}, 'text', NULL, 0)", "k", "k"),
         (f"SELECT * FROM minhash_search_ids({lit(plain)}, 'text', 'a')", "IndexNotFoundError", "minhash_build"),
     ]
     for sql, cls, fragment in cases:
         with pytest.raises(duckdb.Error) as info:
             con.sql(sql).fetchall()
         assert cls in str(info.value) and fragment in str(info.value), (sql, str(info.value))
+
+
+def test_null_queries_give_no_rows_and_the_others_their_answers(con, dataset):
+    """A NULL query is a row without an answer, as NULL input is in SQL: a LATERAL batch
+    with NULL queries answers the other rows exactly as each query alone does."""
+    queries = [QUERIES[0], None, QUERIES[5], None, QUERIES[9]]
+    con.execute("CREATE OR REPLACE TEMP TABLE q AS SELECT * FROM (VALUES "
+                + ", ".join(f"({i}, {'NULL' if t is None else lit(t)})" for i, t in enumerate(queries))
+                + ") t(id, text)")
+    for exact in ("false", "true"):
+        got = con.sql(f"SELECT q.id, s._rowid, s._distance FROM q, LATERAL minhash_search_ids({lit(dataset)}, "
+                      f"'text', q.text, 4, exact := {exact}) s ORDER BY q.id, s._distance, s._rowid").fetchall()
+        want = []
+        for i, t in enumerate(queries):
+            if t is not None:
+                one = lms.search_ids(dataset, "text", [t], 4)
+                want += [(i, r, d) for r, d in zip(one.column("_rowid").to_pylist(),
+                                                   one.column("_distance").to_pylist())]
+        assert {i for i, _, _ in want} == {0, 2, 4} and got == want
+    assert con.sql(f"SELECT * FROM q, LATERAL minhash_search_ids({lit(dataset)}, 'text', NULL::VARCHAR, 4) s"
+                   ).fetchall() == []
+    for exact in ("false", "true"):  # the one-query function, with its columns and their types
+        rel = con.execute(f"SELECT * FROM minhash_search({lit(dataset)}, 'text', ?, 5, exact := {exact})", [None])
+        names = [d[0] for d in rel.description]
+        assert rel.fetchall() == [] and names[-3:] == (["_rowid", "_distance", "_jaccard"] if exact == "true"
+                                                       else ["price", "_rowid", "_distance"])
 
 
 def test_query_without_tokens_returns_nothing(con, dataset):

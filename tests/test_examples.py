@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,3 +104,61 @@ def test_dbt_project_builds(tmp_path):
     assert kept == plan.kept and 0 < plan.removed < plan.rows
     exact = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, exact=True))
     assert pairs == exact > 0
+
+
+# --------------------------------------------------------------- each example's README, verbatim
+
+_BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+_PIP_EXTRA = re.compile(r'^pip install -e "\.\[([a-z,]+)\]"(\s+#.*)?$')
+
+
+def readme_commands(path: str) -> list[str]:
+    """The command lines of a README's ```bash blocks, in order (```sh blocks are
+    templates with the reader's own paths)."""
+    lines = []
+    for block in _BASH_BLOCK.findall(open(path).read()):
+        lines += [ln for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return lines
+
+
+def installed_extra(line: str) -> bool:
+    """A ``pip install -e ".[extra]"`` line whose extra the package declares and whose
+    requirements are already installed here (the suite runs in the environment it would
+    install into)."""
+    from importlib.metadata import PackageNotFoundError, distribution, metadata, requires
+
+    m = _PIP_EXTRA.match(line.strip())
+    if not m:
+        return False
+    name = "lance-minhash-sql"
+    for extra in m.group(1).split(","):
+        assert extra in metadata(name).get_all("Provides-Extra"), f"{line!r}: the package has no extra {extra!r}"
+        reqs = [r for r in requires(name) if re.search(rf"extra == .{extra}.", r)]
+        assert reqs, line
+        for req in reqs:
+            dep = re.split(r"[<>=!\[; ]", req, maxsplit=1)[0]
+            try:
+                distribution(dep)
+            except PackageNotFoundError:
+                pytest.fail(f"{line!r}: {dep} is not installed")
+    return True
+
+
+@pytest.mark.parametrize("readme", sorted(glob.glob(os.path.join(EXAMPLES, "*", "README.md"))),
+                         ids=lambda p: os.path.basename(os.path.dirname(p)))
+def test_example_readme_runs_verbatim(tmp_path, readme):
+    """Every command of an example's README, run as written from a copy of the repository's
+    root, in one shell that stops at the first failure; a ``pip install -e ".[extra]"``
+    line is checked (the extra exists and is installed) rather than re-run."""
+    commands = readme_commands(readme)
+    assert commands, readme
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    script = ["set -euo pipefail"] + [":" if installed_extra(c) else c for c in commands]
+    assert len([c for c in script if c != ":"]) >= 3
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    proc = subprocess.run(["bash", "-c", "\n".join(script)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    if "dbt build" in "\n".join(commands):
+        assert "Completed successfully" in proc.stdout and re.search(r"PASS=\d+ WARN=0 ERROR=0 SKIP=0", proc.stdout), \
+            proc.stdout[-3000:]

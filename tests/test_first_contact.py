@@ -8,6 +8,7 @@ import os
 import sys
 import warnings
 
+import duckdb
 import lance
 import pyarrow as pa
 import pytest
@@ -93,6 +94,83 @@ def test_query_without_tokens_warns_in_python_sql_and_cli(capsys, indexed):
     assert code == 0 and "lance-minhash: warning:" in err and "has no tokens" in err
 
 
+def test_warnings_point_at_the_users_line_never_the_package(indexed, tmp_path):
+    """A warning from Python names the caller's own file and line; from SQL (a UDF DuckDB
+    runs: no caller outside the package) it names the package alone, with no code line;
+    lance-minhash warmup, which asked for nothing, prints none."""
+    import os
+    import subprocess
+    import sys
+
+    package = os.path.dirname(lms.__file__)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        lms.search(indexed, "text", "!!! ...")
+        list(lms.pairs(indexed, "text", 0.3))  # LowRecallWarning, from the self-join's planning
+        lms.connect().sql(f"SELECT count(*) FROM minhash_search_ids('{indexed}', 'text', '', 3)").fetchall()
+    assert [w.category.__name__ for w in got] == ["EmptySearchWarning", "LowRecallWarning", "EmptySearchWarning"]
+    assert all(w.filename in (__file__, "lance_minhash_sql") for w in got), [w.filename for w in got]
+    assert got[0].filename == got[1].filename == __file__
+    for w in got:  # no file or code line of the package's
+        assert package not in warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+    proc = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", "warmup"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": os.path.dirname(package)})
+    assert proc.returncode == 0 and "warning" not in proc.stderr.lower(), proc.stderr
+
+
+def test_advice_in_the_syntax_of_the_interface_used(capsys, indexed, tmp_path):
+    """The same rule's advice reads as SQL in SQL, as Python in Python, as options on the
+    command line."""
+    con = lms.connect()
+    with pytest.raises(duckdb.Error) as sql:
+        con.sql(f"SELECT * FROM minhash_dedup('{indexed}', 'text', keep := 'shortest')").fetchall()
+    assert "keep := 'first' with order_by := " in str(sql.value)
+    with pytest.raises(InvalidParameterError) as py:
+        lms.dedup(indexed, "text", keep="shortest")
+    assert "keep='first' with order_by='" in str(py.value) and ":=" not in str(py.value)
+    with pytest.raises(InvalidParameterError) as py:
+        lms.search(indexed, "text", "a b c", k=-1)
+    assert "or None for no limit with a threshold" in str(py.value) and "NULL" not in str(py.value)
+    with pytest.raises(SystemExit):  # the command line lists its choices itself
+        cli.main(["dedup", indexed, "text", "--keep", "shortest"])
+    assert "choose from 'first', 'longest'" in capsys.readouterr().err
+    assert cli.cli_advice("keep := 'first' with order_by := 'quality DESC'") == \
+        "--keep 'first' with --order-by 'quality DESC'"
+    code, _, err = run(capsys, "search", indexed, "text", "a b c", "-k", "-1")
+    assert code == 2 and "or -k all for no limit with --threshold" in err and "NULL" not in err
+    code, _, err = run(capsys, "dedup", indexed, "text", "--output", str(tmp_path / "x.lance"), "--delete-in-place")
+    assert code == 2 and "--output '" in err and "and --delete-in-place both" in err and "=True" not in err
+    assert not (tmp_path / "x.lance").exists()
+
+
+def test_sql_errors_name_their_function_and_seconds_are_rounded(indexed):
+    con = lms.connect()
+    for fn in ("minhash_build", "minhash_pairs", "minhash_clusters"):
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(f"SELECT * FROM {fn}('{indexed}', 'text', threshold := 1.5)").fetchall()
+        assert f"InvalidParameterError: {fn}: threshold=1.5 is out of range: requires 0 < threshold <= 1" \
+            in str(info.value), str(info.value)
+    for fn in ("minhash_prewarm", "minhash_optimize"):  # to the millisecond, as SQL shows it
+        (seconds,) = con.execute(f"SELECT seconds FROM {fn}('{indexed}', 'text')").fetchone()
+        assert seconds == round(seconds, 3)
+
+
+def test_empty_dataset_says_add_rows_not_build(tmp_path, capsys):
+    """No circle: on a dataset without rows, the functions that need an index say to add
+    rows, as the build does, instead of sending the user to a build that refuses."""
+    uri = str(tmp_path / "empty.lance")
+    lance.write_dataset(pa.table({"text": pa.array([], pa.string())}), uri)
+    con = lms.connect()
+    for sql in (f"SELECT * FROM minhash_pairs('{uri}', 'text')", f"SELECT * FROM minhash_search('{uri}', 'text', 'a')",
+                f"SELECT * FROM minhash_clusters('{uri}', 'text')", f"SELECT * FROM minhash_optimize('{uri}', 'text')",
+                f"SELECT * FROM minhash_build('{uri}', 'text')"):
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(sql).fetchall()
+        assert "DatasetError" in str(info.value) and "no rows" in str(info.value) and "add" in str(info.value), sql
+    code, _, err = run(capsys, "pairs", uri, "text")
+    assert code == 2 and "no rows" in err and "add rows first" in err
+
+
 def test_query_sharing_no_band_warns(capsys, indexed):
     with pytest.warns(EmptySearchWarning, match="shares no LSH band"):
         assert lms.search(indexed, "text", "zebra quantum xylophone marmalade").num_rows == 0
@@ -134,8 +212,8 @@ def test_cli_errors_give_cli_advice(capsys, tmp_path):
     code, _, err = run(capsys, "search", uri, "text", "abc")
     assert code == 2 and "lance-minhash build" in err and "minhash_build(" not in err and "SELECT" not in err
     build_index(uri, "text")
-    code, _, err = run(capsys, "dedup", uri, "text", "--keep", "nope")
-    assert code == 2 and "--order-by" in err and ":=" not in err
+    code, _, err = run(capsys, "dedup", uri, "text", "--keep", "longest", "--order-by", "id")
+    assert code == 2 and "--order-by" in err and ":=" not in err, err
 
 
 # 8. report --out without matplotlib fails before the work, with a hint that installs
@@ -195,5 +273,10 @@ def test_readme_opens_with_what_it_is_then_the_two_commands():
     # CI runs the README's test command (pip quietly)
     assert commands[1].split(" && ", 2)[2] == 'pip install -e ".[test]" && python -m pytest -q'
     assert 'pip install -q -e ".[test]" && python -m pytest -q' in ci
-    assert "## Contents" in readme and "## Cold start and the numba cache" in readme
+    # a guide that points to the reference, not the reference itself
+    assert len(readme.splitlines()) < 300
+    for page in ("docs/sql.md", "docs/python.md", "docs/cli.md", "docs/object-storage.md", "docs/distributed.md",
+                 "docs/scale.md", "docs/architecture.md", "CONTRIBUTING.md", "CHANGELOG.md"):
+        assert f"]({page})" in readme and os.path.exists(os.path.join(root, page)), page
+    assert "from lance_minhash_sql." not in readme  # the package root only
     assert os.path.exists(os.path.join(root, "examples", "dbt_project", "README.md"))

@@ -230,7 +230,7 @@ def test_odd_dataset_paths_are_clear_errors(sql_con, path):
 @pytest.mark.parametrize("args, fragment", [
     ("NULL, 'text', 'a b c'", "dataset"),
     ("{uri}, NULL, 'a b c'", "column"),
-    ("{uri}, 'text', NULL", "NULL"),
+    ("{uri}, 'text', NULL, -3", "k"),
     ("{uri}, 'text', 'a b c', NULL", "k"),
     ("{uri}, 'text', 'a b c', -3", "k"),
     ("{uri}, 'text', 'a b c', 2.5", "k"),

@@ -461,6 +461,10 @@ def test_stable_row_ids_nulls_and_empty_texts(tmp_path):
     lt = lance.dataset(left_uri).to_table(columns=["id"], with_row_id=True, filter="id < 2003")
     tokenless = set(lt.column("_rowid").to_pylist())
     assert len(tokenless) == 2 and not any(x in tokenless for x, _ in want)
+    # in SQL too: the NULL left row gives no rows, the others their pairs
+    rows = lms.connect().sql(f"SELECT left_rowid, right_rowid FROM minhash_join('{left_uri}', '{right_uri}', "
+                             "'text', threshold := 0.8)").fetchall()
+    assert set(rows) == set(want)
 
 
 def test_shared_rows_walks_a_chunked_column_like_numpy():

@@ -8,6 +8,9 @@ Every message names the offending value, the rule it breaks and how to fix it, e
 
 from __future__ import annotations
 
+import inspect
+import warnings
+
 __all__ = [
     "LanceMinHashError",
     "InvalidParameterError",
@@ -77,3 +80,22 @@ class EmptySearchWarning(UserWarning):
     """A search query returns no rows for a reason the result cannot show: the query has
     no tokens (empty, or only punctuation for the tokenizer), or it shares no LSH band
     with any indexed row."""
+
+
+_NOT_CALLERS = frozenset({"lance_minhash_sql", "duckdb"})  # the package, and DuckDB running its UDFs
+_NO_CALLER: dict = {}  # the registry of warnings with no caller outside the package
+
+
+def warn(warning: Warning) -> None:
+    """Issue one of the package's warnings at the first caller outside the package (and
+    outside DuckDB's Python code, which runs the package's SQL functions): the user's own
+    line, as Python shows it (``file:line`` and that line's code), never a line of the
+    package. Without such a caller (a UDF called from DuckDB's threads) the warning names
+    the package alone, without a file, line or code, once per message like any warning."""
+    frame, level = inspect.currentframe().f_back, 2  # stacklevel 2: the caller of warn()
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in _NOT_CALLERS:
+        frame, level = frame.f_back, level + 1
+    if frame is not None:
+        warnings.warn(warning, stacklevel=level)
+    else:
+        warnings.warn_explicit(warning, type(warning), "lance_minhash_sql", 0, registry=_NO_CALLER)

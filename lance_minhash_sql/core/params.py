@@ -34,6 +34,7 @@ from lance_minhash_sql.core.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES
 from lance_minhash_sql.core.lance_format import SEED as SIGNATURE_SEED
 
 __all__ = [
+    "KEEP_POLICIES",
     "MAX_NUM_HASHES",
     "MAX_NUM_BANDS",
     "SIGNATURE_SEED",
@@ -61,6 +62,8 @@ __all__ = [
     "CANDIDATE_PROBABILITY",
     "check_threshold",  # re-exported from checks: the one threshold rule
 ]
+
+KEEP_POLICIES = ("first", "longest")  # which row of a near-duplicate cluster dedup keeps
 
 MAX_SHINGLE_SIZE = 2**31 - 1
 # a build with threshold := t makes a pair of similarity t a candidate at least this often

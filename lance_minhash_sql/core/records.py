@@ -62,6 +62,14 @@ def record_schema(cls: type) -> pa.Schema:
     return pa.schema(fields)
 
 
+SECONDS_DIGITS = 3  # timings in a SQL result: to the millisecond
+
+
 def record_dict(record: Any) -> dict[str, Any]:
-    """A record's fields by name, as ``pa.array(..., type=struct)`` takes them."""
-    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    """A record's fields by name, as ``pa.array(..., type=struct)`` takes them; timings
+    (``seconds``, ``*_seconds``) rounded to the millisecond."""
+    out = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    for name, value in out.items():
+        if (name == "seconds" or name.endswith("_seconds")) and isinstance(value, float):
+            out[name] = round(value, SECONDS_DIGITS)
+    return out

@@ -60,7 +60,7 @@ def _plan(left, right, column, right_column, threshold, left_token, right_token,
         left = open_dataset(left, lopt, version=versions[0])
         right = open_dataset(right, ropt, version=versions[1])
     return prefixed(_FN, partial(join_shards, right_column=right_column, num_shards=num_shards,
-                                  memory_limit=memory_limit, left_storage_options=lopt, right_storage_options=ropt, _stacklevel=4),
+                                  memory_limit=memory_limit, left_storage_options=lopt, right_storage_options=ropt),
                      left, right, column, threshold)
 
 

@@ -55,11 +55,12 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
                            shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
                            storage=storage):
         require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
-        r = build_index(row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
-                        num_bands=integer(fn, "num_bands", row["num_bands"]),
-                        shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
-                        threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
-                        replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"]))
+        r = prefixed(fn, lambda: build_index(
+            row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
+            num_bands=integer(fn, "num_bands", row["num_bands"]),
+            shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
+            threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
+            replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"])))
         out.append([record_dict(r)])
     return lists_of_records(out, _BUILD_ARROW)
 
@@ -100,7 +101,10 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
 
 def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage) -> pa.Array:
     """One list of (_rowid, _distance, _jaccard) per input row; rows sharing (dataset,
-    column, k, threshold, exact, storage options) are searched as one batch."""
+    column, k, threshold, exact, storage options) are searched as one batch. A NULL query
+    gives its row an empty list (no rows in SQL), as NULL input does in SQL; its other
+    arguments are still checked."""
+    from lance_minhash_sql.query.scores import check_limit
     from lance_minhash_sql.query.topk import search_ids as run
 
     fn = "minhash_search_ids"
@@ -109,9 +113,12 @@ def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         require(fn, row, "dataset", "column", "exact", "fast_search")
-        text(fn, "query", row["query"])
         key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), row["threshold"],
                flag(fn, "exact", row["exact"]), flag(fn, "fast_search", row["fast_search"]), row["storage"])
+        if row["query"] is None:
+            prefixed(fn, check_limit, key[2], key[3])
+            continue
+        text(fn, "query", row["query"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists, jacs = [], [], [], []
     for (ds, col, kk, t, exact_, fast, token), idx in groups.items():
@@ -267,7 +274,11 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
 
     fn = "minhash_search"
     ds = dataset_at(dataset, version, options)
-    layout = _layout(schema_of(ds))
+    schema = schema_of(ds)
+    layout = _layout(schema)
+    if query is None:  # NULL in, no rows out (the arguments are checked by the caller)
+        fields = [schema.field(c) for c in layout.columns] + list(SEARCH_IDS_EXACT_SCHEMA)[1:]
+        return layout, pa.schema(fields if flag(fn, "exact", exact) else fields[:-1]).empty_table()
     table = prefixed(fn, lambda: run(ds, column, text(fn, "query", query), integer(fn, "k", k), threshold=threshold,
                                      exact=flag(fn, "exact", exact), fast_search=flag(fn, "fast_search", fast_search),
                                      filter=filter_, columns=list(layout.columns), storage_options=options))

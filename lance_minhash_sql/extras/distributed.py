@@ -401,7 +401,7 @@ class _Job:
 def _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options) -> _Job:
     num_shards = _check_optional("num_shards", num_shards, "64")
     per_task = _check_optional("shards_per_task", shards_per_task, "4") or 1
-    shards = plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=3)
+    shards = plan_shards(dataset, column, threshold, num_shards, storage_options)
     first = shards[0]
     n = len(shards)
     groups = [list(range(s, min(s + per_task, n))) for s in range(0, n, per_task)]

@@ -134,7 +134,9 @@ def run_peer(peer: str, uri: str, column: str = "text", limit: int | None = None
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-        return f"{peer}: not run ({last[:200]})"
+        missing = re.search(r"No module named '([\w.]+)'", last)
+        hint = f"; install it with: pip install {missing.group(1).split('.')[0]}" if missing else ""
+        return f"{peer}: not run ({last[:200]}){hint}"
     return PeerResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
 
 

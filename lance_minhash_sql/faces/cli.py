@@ -9,6 +9,7 @@ Examples::
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
     lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
+    lance-minhash review corpus.lance text --out review.html   # a page to review what dedup drops
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
     lance-minhash warmup                     # compile every numba kernel into the cache, once
@@ -21,14 +22,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 import warnings
 
+from lance_minhash_sql.core.advice import in_cli as cli_advice
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
+from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.duck.sqltext import literal
-from lance_minhash_sql.faces.sinks import check_output, stream_rows
+from lance_minhash_sql.faces.sinks import Ticker, bars, check_output, stream_rows
 
 __all__ = ["main"]
 
@@ -54,10 +56,12 @@ def _quiet_compiles() -> None:
     COMPILES.notice = False
 
 
-def _print_result(con, title: str, sql: str, out) -> None:
+def _print_result(con, title: str, sql: str, out, tick: bool = False) -> None:
     out(f"\n-- {title}")
     before = _compile_seconds()
-    out(con.sql(sql).__str__().rstrip())
+    with Ticker("running the statement", tick):
+        text = con.sql(sql).__str__().rstrip()
+    out(text)
     spent = _compile_seconds() - before
     if spent >= 0.05:
         counted = "; the seconds column counts it too" if "seconds" in sql else ""
@@ -66,23 +70,28 @@ def _print_result(con, title: str, sql: str, out) -> None:
 
 def cmd_demo(args) -> int:
     from lance_minhash_sql import connect
-    from lance_minhash_sql.faces.demo import PREPARE_SQL, write_demo_corpus
+    from lance_minhash_sql.faces.demo import BATCH_ROWS, EVAL_ROWS, PREPARE_SQL, write_demo_corpus, write_demo_neighbours
     from lance_minhash_sql.io.scan import open_dataset, read_rows
 
     os.makedirs(args.dir, exist_ok=True)
     uri = os.path.join(args.dir, "corpus.lance")
     mode = "overwrite" if os.path.exists(uri) else "create"
     con = connect()
-    written = write_demo_corpus(uri, args.rows, mode, not args.quiet, lambda: con.sql(PREPARE_SQL).fetchall())
+    with Ticker(f"writing the {args.rows:,}-row corpus and preparing the SQL functions", bars(args)):
+        written = write_demo_corpus(uri, args.rows, mode, False, lambda: con.sql(PREPARE_SQL).fetchall())
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
+    eval_set, batch = write_demo_neighbours(args.dir, args.rows)
+    print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "
+          "(a new batch), for examples/dbt_project")
     con.execute("SET enable_progress_bar = false")  # the tables below are the output
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:
-        _print_result(con, title, sql, print)
+        _print_result(con, title, sql, print, bars(args))
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
     con.register("corpus_rows", read_rows(uri, ["id", "source_id", "edit"]))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
-        _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print)
+        _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print,
+                      bars(args))
     return 0
 
 
@@ -103,7 +112,7 @@ def cmd_bench(args) -> int:
     if unknown:
         raise LanceMinHashError(f"--peers {unknown} unknown; choose from {','.join(PEERS)}")
     run_bench(rows=args.rows, data_dir=args.data, peers=peers, sample_rows=args.sample_rows,
-              json_path=args.json)
+              json_path=args.json, progress=sys.stderr.isatty())
     return 0
 
 
@@ -185,7 +194,7 @@ def cmd_build(args) -> int:
     before = _compile_seconds()
     r = build_index(args.dataset, args.column, num_hashes=args.num_hashes, num_bands=args.num_bands,
                     shingle_size=args.shingle_size, threshold=args.threshold, tokenizer=tokenizer,
-                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=not args.quiet,
+                    replace=not args.no_replace, memory_limit=args.memory_limit, progress=bars(args),
                     storage_options=storage_options(args.storage_option))
     print(f"built {r.index_name} on {r.column}: {r.rows_indexed:,} rows indexed "
           f"({r.rows_without_tokens:,} without tokens), k={r.num_hashes}, b={r.num_bands}, r={r.rows_per_band}, "
@@ -201,7 +210,7 @@ def cmd_optimize(args) -> int:
     if not merge.isdigit() and merge.lower() != "all":
         merge = [u.strip() for u in merge.split(",") if u.strip()]
     before = _compile_seconds()
-    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=not args.quiet,
+    r = optimize(args.dataset, args.column, merge=merge, memory_limit=args.memory_limit, progress=bars(args),
                  storage_options=storage_options(args.storage_option))
     if r.action == "none":
         print(f"{r.index_name} on {r.column}: up to date ({r.segments_after} segment(s)); nothing committed")
@@ -214,11 +223,21 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def _rows(value: str) -> int | None:
+    """``-k``: a number of rows, or ``all`` (no limit, with --threshold)."""
+    if value == "all":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows; pass e.g. 10, or all") from None
+
+
 def cmd_search(args) -> int:
     from lance_minhash_sql.query.topk import search
 
-    table = search(args.dataset, args.column, args.query, args.k, fast_search=args.fast_search,
-                   filter=args.filter, columns=args.columns.split(",") if args.columns else None,
+    table = search(args.dataset, args.column, args.query, args.k, threshold=args.threshold, exact=args.exact,
+                   fast_search=args.fast_search, filter=args.filter, columns=args.columns.split(",") if args.columns else None,
                    storage_options=storage_options(args.storage_option))
     import duckdb
 
@@ -276,7 +295,7 @@ def cmd_dedup(args) -> int:
     t0 = time.perf_counter()
     before = _compile_seconds()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
-              delete_in_place=args.delete_in_place, progress=not args.quiet, memory_limit=args.memory_limit,
+              delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
               storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
@@ -293,6 +312,18 @@ def cmd_dedup(args) -> int:
     return 0
 
 
+def cmd_review(args) -> int:
+    from lance_minhash_sql.faces.review import review
+
+    if not args.out.lower().endswith((".html", ".htm")):
+        raise InvalidParameterError(f"--out {args.out!r} must name an .html file, e.g. --out review.html")
+    r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
+               per_kind=args.per_kind, max_members=args.max_members, seed=args.seed, out=args.out,
+               storage_options=storage_options(args.storage_option))
+    print(f"wrote {args.out}: {r.describe()}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from lance_minhash_sql.diagnostics.report import report
 
@@ -301,7 +332,7 @@ def cmd_report(args) -> int:
 
         require_matplotlib()  # before the report's work, not after it
     rep = report(args.dataset, args.column, sample=args.sample, threshold=args.threshold, seed=args.seed,
-                 top_buckets=args.top, progress=not args.quiet, storage_options=storage_options(args.storage_option))
+                 top_buckets=args.top, progress=bars(args), storage_options=storage_options(args.storage_option))
     print(rep.format())
     if args.out is not None:
         from lance_minhash_sql.diagnostics.plots import save_plots
@@ -318,29 +349,35 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("Examples::", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def command(name: str, help_: str, **kw) -> argparse.ArgumentParser:
+        """A subcommand whose --help opens with its one-line help."""
+        kw.setdefault("description", help_[0].upper() + help_[1:] + ".")
+        return sub.add_parser(name, help=help_, **kw)
+
     def storage_flag(p):
         p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
                        help=STORAGE_OPTION_HELP)
 
-    p = sub.add_parser("demo", help="generate a synthetic corpus and run SQL over it")
+    p = command("demo", "generate a synthetic corpus and run SQL over it")
     p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")
     p.add_argument("--dir", default="demo", help="folder for the demo dataset (default ./demo)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("bench", help="benchmark against Lance native and other peers, side by side")
+    p = command("bench", "benchmark against Lance native and other peers, side by side")
     p.add_argument("--rows", type=int, default=1_000_000, help="corpus rows (default 1000000)")
-    p.add_argument("--data", default="bench-data", help="folder for benchmark corpora (reused)")
+    p.add_argument("--data", default="bench-data", help="folder for benchmark corpora, reused between runs "
+                   "(default ./bench-data)")
     p.add_argument("--peers", default=None, help="comma-separated subset of ours,lance,datasketch,rensa")
     p.add_argument("--sample-rows", type=int, default=20_000, help="rows for the slow Python peers")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("warmup", help="compile every numba kernel into numba's on-disk cache (for container "
+    p = command("warmup", "compile every numba kernel into numba's on-disk cache (for container "
                        "images and CI caches): later processes then compile nothing")
     p.set_defaults(func=cmd_warmup)
 
-    p = sub.add_parser("build", help="build Lance's MinHash LSH index on a text column")
+    p = command("build", "build Lance's MinHash LSH index on a text column")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the text column")
     p.add_argument("--num-hashes", type=int, default=128,
@@ -356,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("optimize", help="bring a MinHash index up to date: index new rows, merge segments")
+    p = command("optimize", "bring a MinHash index up to date: index new rows, merge segments")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("--merge", default="1",
@@ -367,19 +404,25 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_optimize)
 
-    p = sub.add_parser("search", help="top-k most similar rows of a text")
+    p = command("search", "top-k most similar rows of a text")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("query", help="the text to look up")
-    p.add_argument("-k", type=int, default=10, help="rows to return (default 10)")
+    p.add_argument("-k", type=_rows, default=10, help="rows to return (default 10), or all: every row at "
+                   "least --threshold similar")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="only rows at least this similar (estimated Jaccard, 0 < t <= 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="add _jaccard, the exact shingle Jaccard (with --threshold: cut on it)")
     p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
+    p.add_argument("--quiet", action="store_true", help="no compile notice")
     storage_flag(p)
     p.set_defaults(func=cmd_search)
 
     def self_join(name: str, help_: str, link: str, output: str):
-        p = sub.add_parser(name, help=help_)
+        p = command(name, help_)
         p.add_argument("dataset", help="path or URI of the Lance dataset")
         p.add_argument("column", help="the indexed text column")
         p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
@@ -395,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_pairs)
 
-    p = sub.add_parser("join", help="every (left, right) pair of rows of two datasets whose MinHash similarity "
+    p = command("join", "every (left, right) pair of rows of two datasets whose MinHash similarity "
                                     "reaches a threshold, through RIGHT's index (decontamination, ingestion dedup)")
     p.add_argument("left", help="path or URI of the dataset whose rows are looked up (signed with RIGHT's parameters)")
     p.add_argument("right", help="path or URI of the indexed dataset")
@@ -421,7 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
                   "similarity of a link", "write the kept rows to this new Lance dataset")
-    p.add_argument("--keep", default="first", help="first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+                   help="first (lowest row id, default) or longest (longest text)")
     p.add_argument("--order-by", default=None,
                    help="keep the first row by this SQL ORDER BY over the dataset's columns, e.g. 'quality DESC'")
     p.add_argument("--delete-in-place", action="store_true",
@@ -430,7 +474,23 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_dedup)
 
-    p = sub.add_parser("report", help="diagnostics of an index: S-curve vs sampled pairs, buckets, error")
+    p = command("review", "write one HTML page to review what dedup drops: parameters, S-curve, cluster sizes, "
+                "sample clusters side by side with their exact Jaccard")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--out", required=True, help="the HTML file to write, e.g. review.html")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity of a link (default 0.8)")
+    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+                   help="the row dedup keeps: first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--order-by", default=None, help="keep the first row by this SQL ORDER BY, e.g. 'quality DESC'")
+    p.add_argument("--per-kind", type=int, default=3,
+                   help="clusters shown of each kind: largest, borderline, random (default 3)")
+    p.add_argument("--max-members", type=int, default=8, help="rows shown per cluster (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    storage_flag(p)
+    p.set_defaults(func=cmd_review)
+
+    p = command("report", "diagnostics of an index: S-curve vs sampled pairs, buckets, error")
     p.add_argument("dataset", help="path or URI of the Lance dataset")
     p.add_argument("column", help="the indexed text column")
     p.add_argument("--out", default=None, help="folder for scurve.png, buckets.png, estimator.png (needs matplotlib)")
@@ -443,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_flag(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sql", help="run SQL with every function installed (argument, file or - for stdin)",
+    p = command("sql", "run SQL with every function installed (argument, file or - for stdin)",
                        description="Run SQL statements with every lance_minhash_sql function installed and print "
                                    "each result.")
     p.add_argument("query", nargs="?", default="-", metavar="SQL|FILE|-",
@@ -452,33 +512,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the last statement's rows to this file (.csv, .parquet or .json lines)")
     p.set_defaults(func=cmd_sql)
     return parser
-
-
-_SQL_CALL = re.compile(r"(?:SELECT \* FROM )?minhash_(build|optimize|pairs|clusters|dedup|report)\(([^()]*)\)")
-_SQL_NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
-
-
-def _cli_argument(m: re.Match) -> str:
-    name, value = m.group(1), m.group(2)
-    if name == "replace":  # the CLI replaces by default; --no-replace refuses
-        return "" if value == "true" else "--no-replace"
-    return f"--{name.replace('_', '-')} {value}"
-
-
-def _cli_call(m: re.Match) -> str:
-    args = [a.strip() for a in m.group(2).split(",") if a.strip()]
-    words = ["lance-minhash", m.group(1)]
-    for a in args:
-        named = _SQL_NAMED.fullmatch(a)
-        words.append(_cli_argument(named) if named else a.upper() if a in ("dataset", "column") else a)
-    return " ".join(w for w in words if w)
-
-
-def cli_advice(message: str) -> str:
-    """An error message's SQL advice in the command line's terms: ``SELECT * FROM
-    minhash_build('d', 'c')`` becomes ``lance-minhash build 'd' 'c'``, ``order_by := 'x'``
-    becomes ``--order-by 'x'``."""
-    return _SQL_NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message))
 
 
 LATERAL_HINT = ("minhash_search returns the dataset's own columns, so it needs a constant query and cannot take a "
@@ -510,9 +543,13 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):
         _quiet_compiles()
+    from lance_minhash_sql.core.errors import EmptySearchWarning
+    from lance_minhash_sql.selfjoin.shards import LowRecallWarning
+
     with warnings.catch_warnings():  # restores the filters and showwarning on return
-        # the package's warnings (raised from its own modules here) are shown whatever the filters say
-        warnings.filterwarnings("default", category=UserWarning, module=r"lance_minhash_sql\.")
+        # the package's warnings are shown whatever the filters say
+        for category in (EmptySearchWarning, LowRecallWarning):
+            warnings.filterwarnings("default", category=category)
         warnings.showwarning = _warning_printer(warnings.showwarning)
         return _run(args)
 

@@ -12,10 +12,12 @@ corpus is written here: a second process would only add its start-up.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
-__all__ = ["DEMO_QUERIES", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten", "write_demo_corpus"]
+__all__ = ["BATCH_ROWS", "DEMO_QUERIES", "EVAL_ROWS", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten",
+           "write_demo_corpus", "write_demo_neighbours"]
 
 # the scalar functions of DEMO_QUERIES, on the same argument types (VARCHAR columns)
 PREPARE_SQL = """SELECT minhash_similarity(minhash_signature(a), minhash_signature(b)), shingle_jaccard(a, b),
@@ -91,6 +93,22 @@ def write_demo_corpus(uri: str, rows: int, mode: str, progress: bool, prepare: C
     return CorpusWritten(seconds, compiled, True, prepared)
 
 
+EVAL_ROWS, BATCH_ROWS = 1000, 2000  # the evaluation set and the new batch beside the corpus
+
+
+def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str]:
+    """Write ``eval.lance`` and ``batch.lance`` beside the demo corpus: the generator's
+    next rows after the corpus's ``rows`` (some are near-duplicates of corpus rows and of
+    each other), the evaluation set and the new batch that examples/dbt_project checks
+    against the corpus. Returns their paths."""
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    paths = (os.path.join(folder, "eval.lance"), os.path.join(folder, "batch.lance"))
+    for path, n, start in ((paths[0], EVAL_ROWS, rows), (paths[1], BATCH_ROWS, rows + EVAL_ROWS)):
+        write_corpus(path, n, start=start, mode="overwrite" if os.path.exists(path) else "create")
+    return paths
+
+
 DEMO_QUERIES = [
     ("The corpus: rows, near-duplicates by edit kind",
      """SELECT edit, count(*) AS rows, round(avg(replaced_fraction), 3) AS avg_replaced
@@ -123,7 +141,8 @@ INDEX_QUERIES = [
                bytes FROM minhash_build({uri}, 'text')"""),
     ("The index as the dataset manifest records it",
      "SELECT segment_uuid, fragment_ids, \"rows\", bytes FROM minhash_indexes({uri})"),
-    ("Top-5 near-duplicates of document 14 (an edited copy of document 0), with the dataset's own columns",
+    ("Top-5 near-duplicates of document 14 (an edited copy of document 0), with the dataset's own columns; "
+     "the first is document 14 itself (distance 0)",
      """SELECT id, source_id, edit, left(text, 40) AS text, _distance
         FROM minhash_search({uri}, 'text', {query}, 5)"""),
     ("Batch search: the best match of 5 documents besides themselves, one LATERAL statement "
@@ -141,16 +160,24 @@ INDEX_QUERIES = [
 
 
 PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
-    ("Near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the rows by _rowid",
-     """SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
-               round(p.jaccard, 3) AS jaccard, r.edit
-        FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
-        JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
-        ORDER BY p.similarity, left_id, right_id LIMIT 6"""),
-    ("Pairs at 0.8 against the generator's truth: share of pairs copied from one source, by edit kind",
-     """SELECT r.edit, count(*) AS pairs, round(avg((l.source_id = r.source_id)::INTEGER), 3) AS same_source
+    ("A sample of near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the "
+     "rows by _rowid; right_edit: how the pair's right row was made",
+     """SELECT * FROM (
+          SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
+                 round(p.jaccard, 3) AS jaccard, r.edit AS right_edit
+          FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
+          JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
+          ORDER BY hash(left_id, right_id) LIMIT 6)
+        ORDER BY similarity DESC, left_id, right_id"""),
+    ("Pairs at 0.8 against the generator's truth, by how the right row was made: same_source = both rows "
+     "come from one original; right_edit 'original' = two different originals that share long passages "
+     "(their exact Jaccard is high too: true near-duplicates, not false positives)",
+     """SELECT r.edit AS right_edit, count(*) AS pairs,
+               round(avg((l.source_id = r.source_id)::INTEGER), 3) AS same_source,
+               round(avg(shingle_jaccard(lt.text, rt.text)), 3) AS mean_exact_jaccard
         FROM minhash_pairs({uri}, 'text') p
         JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
+        JOIN corpus lt ON lt.id = l.id JOIN corpus rt ON rt.id = r.id
         GROUP BY r.edit ORDER BY pairs DESC"""),
     ("Clusters by size (minhash_clusters): every cluster, small sizes one by one, larger ones in ranges",
      """WITH c AS (SELECT cluster_id, any_value(cluster_size) AS size

@@ -4,10 +4,13 @@ rows printed as a table; a progress bar counts them."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
+import time
 
 from lance_minhash_sql.core.errors import InvalidParameterError
 
-__all__ = ["check_output", "stream_rows"]
+__all__ = ["Ticker", "bars", "check_output", "stream_rows"]
 
 
 def check_output(path: str) -> str:
@@ -37,6 +40,46 @@ def _show(table, limit: int) -> None:
     print(str(duckdb.from_arrow(table.slice(0, limit))).rstrip())
 
 
+def bars(args) -> bool:
+    """The command line's progress bars: unless --quiet, and only on a terminal (never
+    into a pipe or a file)."""
+    return not args.quiet and sys.stderr.isatty()
+
+
+class Ticker:
+    """While a long step runs, one status line on the terminal, rewritten every second
+    (``  writing the corpus ... 4s``) so that a wait is never silent; erased when the
+    step ends. Nothing when not ``enabled`` or for a step shorter than a second."""
+
+    def __init__(self, what: str, enabled: bool, stream=None, every: float = 1.0):
+        self.what, self.enabled, self.every = what, enabled, every
+        self.stream = sys.stderr if stream is None else stream
+        self.shown = 0
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        while not self._stop.wait(self.every):
+            line = f"  {self.what} ... {time.perf_counter() - t0:.0f}s"
+            self.stream.write("\r" + line)
+            self.stream.flush()
+            self.shown = len(line)
+
+    def __enter__(self) -> "Ticker":
+        if self.enabled:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, name="lance-minhash-ticker", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self._stop.set()
+            self._thread.join()
+            if self.shown:
+                self.stream.write("\r" + " " * self.shown + "\r")
+                self.stream.flush()
+
+
 def stream_rows(batches, schema, args, unit: str = "pairs") -> int:
     """Write ``batches`` to ``--output`` (streamed into a temporary file renamed at the end,
     so a failed run leaves no half-written file) or print the first ``--limit`` rows;
@@ -50,7 +93,7 @@ def stream_rows(batches, schema, args, unit: str = "pairs") -> int:
         tmp = os.path.join(os.path.dirname(os.path.abspath(args.output)),
                            f".{os.path.basename(args.output)}.{os.getpid()}.partial{os.path.splitext(args.output)[1]}")
     sink = _writer(tmp, schema) if tmp else None
-    bar = progress_bar(not args.quiet, None, unit, unit=unit)
+    bar = progress_bar(bars(args), None, unit, unit=unit)
     head, total = [], 0
     try:
         for b in batches:

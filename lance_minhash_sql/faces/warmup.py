@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 
 __all__ = ["WarmupResult", "warmup"]
@@ -117,14 +118,19 @@ def _run_all(tmp: str) -> None:
 def warmup(progress: bool = False) -> WarmupResult:
     """Compile every kernel into numba's on-disk cache (see the module doc); a second
     call, or a later process, compiles nothing. Returns what was compiled and where."""
+    from lance_minhash_sql.core.errors import EmptySearchWarning
     from lance_minhash_sql.kernels.config import COMPILES
+    from lance_minhash_sql.selfjoin.shards import LowRecallWarning
 
     t0 = time.perf_counter()
     count0, seconds0 = COMPILES.count, COMPILES.seconds
     notice = COMPILES.notice
     COMPILES.notice = progress and notice
     try:
-        with tempfile.TemporaryDirectory(prefix="lance-minhash-warmup-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="lance-minhash-warmup-") as tmp, warnings.catch_warnings():
+            # its own calls' warnings (a low threshold, a query without a match) are not the user's
+            warnings.simplefilter("ignore", EmptySearchWarning)
+            warnings.simplefilter("ignore", LowRecallWarning)
             _run_all(tmp)
     finally:
         COMPILES.notice = notice

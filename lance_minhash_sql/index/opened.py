@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_minhash_sql.core.errors import CorruptIndexError, IndexNotFoundError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
@@ -27,7 +27,7 @@ from lance_minhash_sql.io.handles import dataset_handle, options_key
 from lance_minhash_sql.io.liveness import Liveness
 from lance_minhash_sql.io.manifest import SegmentInfo, minhash_segments, segment_dir
 from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
-from lance_minhash_sql.io.scan import options_for, schema_of, text_field, version_of
+from lance_minhash_sql.io.scan import options_for, row_count, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import RowFetcher
 from lance_minhash_sql.runtime.cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity,
                                              cache_info, cache_usage, clear_cache, set_cache_capacity)
@@ -46,6 +46,7 @@ __all__ = [
     "SegmentEntry",
     "Liveness",
     "OpenedIndex",
+    "missing_index",
     "open_index",
     "needs_remap",
     "DROPPED_ROWID",
@@ -121,6 +122,19 @@ _opened = ByteCache.for_objects("opened indexes", _MAX_OPENED)
 _opened_lock = threading.Lock()
 
 
+def missing_index(ds, uri: str, column: str, purpose: str = "") -> Exception:
+    """The error for a column without a MinHash index: build one, or, when the dataset has
+    no rows (a build would refuse it), add rows first."""
+    if row_count(ds) == 0:
+        return DatasetError(f"dataset {uri!r} has no rows, so column {column!r} has no MinHash LSH index "
+                            f"{purpose or 'to answer from'} and nothing to index: add rows first, then build the index "
+                            f"with SELECT * FROM minhash_build('{uri}', '{column}')")
+    return IndexNotFoundError(
+        f"column {column!r} of dataset {uri!r} has no MinHash LSH index{' ' + purpose if purpose else ''}; "
+        f"build one with SELECT * FROM minhash_build('{uri}', '{column}') (or Lance's "
+        f"create_scalar_index('{column}', 'MINHASHLSH'))")
+
+
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version."""
     storage_options = options_for(dataset, storage_options)
@@ -134,10 +148,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     text_field(ds, column, uri)
     segments = tuple(minhash_segments(ds, column))
     if not segments:
-        raise IndexNotFoundError(
-            f"column {column!r} of dataset {uri!r} has no MinHash LSH index; build one with "
-            f"SELECT * FROM minhash_build('{uri}', '{column}') (or Lance's "
-            f"create_scalar_index('{column}', 'MINHASHLSH'))")
+        raise missing_index(ds, uri, column)
     for info in segments:
         if info.index_version != INDEX_VERSION:
             raise UnsupportedIndexError(

@@ -241,7 +241,9 @@ class CompileLog:
         if depth == 0:
             self._local.t0 = time.perf_counter()
         if first and self.notice:
-            print(COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"])), file=sys.stderr, flush=True)
+            fresh_line = "\r\033[K" if sys.stderr.isatty() else ""  # over a status line the terminal shows
+            print(fresh_line + COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"])), file=sys.stderr,
+                  flush=True)
 
     def notify(self, ev) -> None:
         if ev.is_start:

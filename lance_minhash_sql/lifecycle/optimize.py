@@ -41,9 +41,10 @@ import numpy as np
 from lance_minhash_sql.build.builder import (SCAN_FRAGMENTS, check_segment_rows, cleanup_leftovers, resolve_dataset,
                                              signed_batches, write_segment)
 from lance_minhash_sql.core.checks import check_bool
-from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError, ParameterMismatchError
+from lance_minhash_sql.core.errors import InvalidParameterError, ParameterMismatchError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.entries import needs_remap
+from lance_minhash_sql.index.opened import missing_index
 from lance_minhash_sql.index.results import OptimizeResult
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.spill import plan_sort
@@ -155,9 +156,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     progress = check_bool("progress", progress)
     all_segments = manifest.minhash_segments(ds, column)
     if not all_segments:
-        raise IndexNotFoundError(
-            f"column {column!r} of dataset {uri_of(ds)!r} has no MinHash LSH index to optimize; build one with "
-            f"SELECT * FROM minhash_build('{uri_of(ds)}', '{column}')")
+        raise missing_index(ds, uri_of(ds), column, "to optimize")
     name = all_segments[0].name
     segments = [s for s in all_segments if s.name == name]
     chosen = set(parse_merge(merge, [s.uuid for s in segments]))

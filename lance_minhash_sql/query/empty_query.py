@@ -8,12 +8,10 @@ candidate. Both give 0 rows; :func:`warn_empty_queries` names which, once per ca
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.errors import EmptySearchWarning
+from lance_minhash_sql.core.errors import EmptySearchWarning, warn
 
 __all__ = ["warn_empty_queries"]
 
@@ -29,22 +27,19 @@ def _which(texts: pa.Array, idx: np.ndarray) -> str:
     return (f"{idx.size:,} of {len(texts):,} queries (e.g. query #{int(idx[0])}, {_quote(texts, idx[0])})")
 
 
-def warn_empty_queries(texts: pa.Array, has: np.ndarray, candidates: np.ndarray | None,
-                       stacklevel: int = 4) -> None:
+def warn_empty_queries(texts: pa.Array, has: np.ndarray, candidates: np.ndarray | None) -> None:
     """Warn for queries without tokens (``has`` false) and, of the others, those with no
     candidate (``candidates``: candidate counts of the queries with tokens, in order)."""
     no_tokens = np.flatnonzero(~has)
     if no_tokens.size:
-        warnings.warn(
+        warn(EmptySearchWarning(
             f"{_which(texts, no_tokens)} {'has' if no_tokens.size == 1 else 'have'} no tokens (it is empty, or only punctuation and spaces for the "
-            "index's tokenizer), so it has no MinHash signature and matches no row: 0 rows for it",
-            EmptySearchWarning, stacklevel=stacklevel)
+            "index's tokenizer), so it has no MinHash signature and matches no row: 0 rows for it"))
     if candidates is not None and candidates.size:
         none = np.flatnonzero(candidates == 0)
         if none.size:
             active = np.flatnonzero(has)
-            warnings.warn(
+            warn(EmptySearchWarning(
                 f"{_which(texts, active[none])} {'shares' if none.size == 1 else 'share'} no LSH band with any indexed row, so no row is a candidate: "
                 "0 rows for it (no indexed text is near-duplicate enough; an index with more bands, e.g. "
-                "minhash_build(..., threshold := 0.5), finds less similar rows)",
-                EmptySearchWarning, stacklevel=stacklevel)
+                "minhash_build(..., threshold := 0.5), finds less similar rows)"))

@@ -66,11 +66,11 @@ def exact_scores(opened: OpenedIndex, queries: pa.Array, query_index: np.ndarray
 
 
 def apply_scores(opened: OpenedIndex, queries: pa.Array, q: np.ndarray, rid: np.ndarray, dist: np.ndarray,
-                 threshold: float | None, exact: bool, stacklevel: int = 2):
+                 threshold: float | None, exact: bool):
     """The hits ``(query index, row id, distance)`` cut at ``threshold`` (when given), and
     their exact Jaccard (``None`` unless ``exact``; then also cut at the threshold)."""
     if threshold is not None:
-        warn_if_low_recall(opened.params, threshold, stacklevel=stacklevel + 1)
+        warn_if_low_recall(opened.params, threshold)
         keep = at_threshold(dist, opened.params.num_hashes, threshold)
         if not keep.all():
             q, rid, dist = q[keep], rid[keep], dist[keep]

@@ -322,18 +322,17 @@ def _count(what: str) -> None:
 # --------------------------------------------------------------------------- pairs
 
 
-def _plan(dataset, column, threshold, limit, storage_options, stacklevel) -> list[Shard]:
-    return plan_shards(dataset, column, threshold, None, storage_options, stacklevel=stacklevel + 1,
-                       shard_rows=shard_rows(limit))
+def _plan(dataset, column, threshold, limit, storage_options) -> list[Shard]:
+    return plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
 
 
 def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairVerifier, most: int,
-                  exact: bool = False, memory_limit=None, storage_options: dict | None = None,
-                  stacklevel: int = 2) -> Iterator[pa.RecordBatch]:
+                  exact: bool = False, memory_limit=None, storage_options: dict | None = None
+                  ) -> Iterator[pa.RecordBatch]:
     """:func:`.pairs.pairs` within ``memory_limit`` (see the module doc); the same pairs,
     in batches of at most :func:`chunk_pairs` rows, group by group."""
     limit = memory_limit_bytes(memory_limit)
-    shards = _plan(dataset, column, threshold, limit, storage_options, stacklevel + 1)
+    shards = _plan(dataset, column, threshold, limit, storage_options)
     return _pair_batches(shards, limit, exact, verify, most)
 
 
@@ -460,11 +459,11 @@ def components_bytes(total_docs: int) -> int:
 
 
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
-                     memory_limit=None, storage_options: dict | None = None, stacklevel: int = 2) -> pa.Table:
+                     memory_limit=None, storage_options: dict | None = None) -> pa.Table:
     """:func:`.clusters.clusters` within ``memory_limit`` (see the module doc): the same
     table."""
     limit = memory_limit_bytes(memory_limit)
-    shards = _plan(dataset, column, threshold, limit, storage_options, stacklevel + 1)
+    shards = _plan(dataset, column, threshold, limit, storage_options)
     plan = shards[0].plan
     total = plan.total_docs
     fixed = components_bytes(total)

@@ -133,7 +133,7 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
     from lance_minhash_sql.selfjoin.bounded import bounded_clusters
 
     return bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS, memory_limit=memory_limit,
-                            storage_options=storage_options, stacklevel=3)
+                            storage_options=storage_options)
 
 
 def unbounded_clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None
@@ -141,7 +141,7 @@ def unbounded_clusters(dataset, column: str, threshold: float = 0.8, *, storage_
     """:func:`clusters` through the process cache, every shard's candidates pooled at once
     (memory grows with the index); kept as the reference the bounded engine is tested
     against."""
-    shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
+    shards = plan_shards(dataset, column, threshold, None, storage_options)
     total = shards[0].plan.total_docs if shards else 0
     return components(total, run_ordered(shards, shard_links))
 

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from lance_minhash_sql.core.checks import check_bool, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
+from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.index.results import DEDUP_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
 from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows, write_without
@@ -47,7 +48,6 @@ from lance_minhash_sql.selfjoin.clusters import clusters
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
 
-KEEP_POLICIES = ("first", "longest")
 TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
 _CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
 

@@ -186,8 +186,7 @@ class JoinShard:
 
 def join_shards(left, right, column: str, threshold: float = 0.8, *, right_column: str | None = None,
                 num_shards: int | None = None, left_storage_options: dict | None = None,
-                right_storage_options: dict | None = None, memory_limit=None, _stacklevel: int = 2
-                ) -> list[JoinShard]:
+                right_storage_options: dict | None = None, memory_limit=None) -> list[JoinShard]:
     """Independent key-range shards of the join of ``left``'s ``column`` against the index
     on ``right_column`` (default ``column``) of ``right``; :func:`shard_join` runs one.
 
@@ -209,7 +208,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
         raise InvalidParameterError(f"right_column={right_column!r} must be the name of the right dataset's "
                                     "text column, or NULL for the same name as column")
     opened = open_index(right, rcol, options_for(right, right_storage_options))
-    warn_if_low_recall(opened.params, t, stacklevel=_stacklevel + 1)
+    warn_if_low_recall(opened.params, t)
     rside = _index_side(plan_for(opened))
     lside = _left_side(left, column, opened.params, left_storage_options, None if memory_limit is None else limit)
     if num_shards is None:
@@ -426,8 +425,7 @@ def join(left, right, column: str, threshold: float = 0.8, *, exact: bool = Fals
     and the batches (:mod:`.bounded`); the pairs do not depend on it."""
     exact = check_bool("exact", exact)
     shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
-                         left_storage_options=left_storage_options, right_storage_options=right_storage_options,
-                         _stacklevel=3)
+                         left_storage_options=left_storage_options, right_storage_options=right_storage_options)
     stop = threading.Event()
     chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
     return run_ordered(shards, lambda s: _shard_join(s, exact, chunk, stop), stop=stop)

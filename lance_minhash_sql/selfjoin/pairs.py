@@ -205,7 +205,7 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, 
 
     exact = check_bool("exact", exact)
     return bounded_pairs(dataset, column, threshold, verify=data_pairs, most=DEFAULT_CHUNK_PAIRS, exact=exact,
-                         memory_limit=memory_limit, storage_options=storage_options, stacklevel=3)
+                         memory_limit=memory_limit, storage_options=storage_options)
 
 
 def unbounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
@@ -214,7 +214,7 @@ def unbounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool
     (memory grows with the index); kept as the reference the bounded engine is tested
     against."""
     exact = check_bool("exact", exact)
-    shards = plan_shards(dataset, column, threshold, None, storage_options, stacklevel=2)
+    shards = plan_shards(dataset, column, threshold, None, storage_options)
     stop = threading.Event()
     if not exact:
         return run_ordered(shards, lambda s: _shard_pairs(s, False, DEFAULT_CHUNK_PAIRS, stop), stop=stop)

@@ -14,7 +14,6 @@ windows of gathered signatures. :mod:`.pairs` verifies the candidates.
 from __future__ import annotations
 
 import threading
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_threshold
-from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexError, warn
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.params import MinHashParams, lsh_probability, recall_bands
 from lance_minhash_sql.index.entries import SegmentEntry
@@ -70,7 +69,7 @@ class LowRecallWarning(UserWarning):
 # --------------------------------------------------------------------------- validation
 
 
-def warn_if_low_recall(params: MinHashParams, threshold: float, stacklevel: int = 2) -> None:
+def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
     """Warn (:class:`LowRecallWarning`) when a pair of similarity ``threshold`` shares a band
     with probability below :data:`LOW_RECALL_PROBABILITY` under the index's ``(b, r)``."""
     b, r = params.num_bands, params.rows_per_band
@@ -78,14 +77,14 @@ def warn_if_low_recall(params: MinHashParams, threshold: float, stacklevel: int 
     if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
         return
     b2, r2 = recall_bands(threshold, params.num_hashes)
-    warnings.warn(LowRecallWarning(
+    warn(LowRecallWarning(
         f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
         f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
         f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
         f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
         f"{lsh_probability(threshold, b2, r2):.3f}), e.g. "
         f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
-        f"or minhash_build(dataset, column, threshold := {threshold:g})"), stacklevel=stacklevel + 1)
+        f"or minhash_build(dataset, column, threshold := {threshold:g})"))
 
 
 # --------------------------------------------------------------------------- plan and shards
@@ -192,12 +191,12 @@ def run_together(shards: list[Shard]) -> list[Shard]:
 
 
 def plan_shards(dataset, column: str, threshold: float, num_shards: int | None, storage_options,
-                stacklevel: int, shard_rows: int | None = None) -> list[Shard]:
+                shard_rows: int | None = None) -> list[Shard]:
     """``shard_rows``: band rows per shard when ``num_shards`` is None (default
     :data:`SHARD_BAND_ROWS`)."""
     t = check_threshold(threshold)
     opened = open_index(dataset, column, storage_options)
-    warn_if_low_recall(opened.params, t, stacklevel=stacklevel + 1)
+    warn_if_low_recall(opened.params, t)
     return _shards(plan_for(opened), t, num_shards, shard_rows)
 
 
@@ -218,7 +217,7 @@ def pair_shards(dataset, column: str, threshold: float = 0.8, *, num_shards: int
     and :class:`IndexNotFoundError` without an index; warns :class:`LowRecallWarning`
     when the threshold is far below the index's S-curve.
     """
-    return plan_shards(dataset, column, threshold, num_shards, storage_options, stacklevel=2, shard_rows=shard_rows)
+    return plan_shards(dataset, column, threshold, num_shards, storage_options, shard_rows=shard_rows)
 
 
 # --------------------------------------------------------------------------- one shard's data

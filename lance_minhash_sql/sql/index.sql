@@ -39,7 +39,8 @@ CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, t
 -- Top-k (_rowid, _distance, _jaccard) of a query; a fixed schema, so it works per row:
 --   SELECT q.id, s.* FROM queries q, LATERAL minhash_search_ids('corpus.lance', 'text', q.text, 5) s
 -- threshold, k := NULL and exact as for minhash_search; _jaccard is NULL unless exact := true.
--- All queries of a statement are answered as one batch.
+-- All queries of a statement are answered as one batch; a NULL query gives no rows (for
+-- minhash_search too), the other queries their answers.
 CREATE OR REPLACE TEMP MACRO minhash_search_ids(dataset, "column", query, k := 10, threshold := NULL,
                                                 exact := false, fast_search := false,
                                                 storage_options := NULL) AS TABLE
