@@ -107,7 +107,7 @@ def test_command_line_build_takes_a_size(indexed, capsys):
                      "--quiet"]) == 0
     assert cli.main(["build", indexed, "text", "--memory-limit", "2 parsecs", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "memory_limit='2 parsecs'" in err and "powers of 1000" in err and "e.g. '512MiB'" in err
+    assert "--memory-limit '2 parsecs'" in err and "powers of 1000" in err and "e.g. '512MiB'" in err  # CLI syntax
 
 
 @pytest.mark.parametrize("text", BAD)
