@@ -69,6 +69,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from lance_minhash_sql.core.errors import LowRecallWarning  # noqa: E402
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
@@ -336,7 +337,7 @@ def child(what: str, uri: str, threshold: float) -> dict:
     import warnings
 
     from lance_minhash_sql.selfjoin.clusters import clusters
-    from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     warnings.simplefilter("ignore", LowRecallWarning)
     t0 = time.perf_counter()

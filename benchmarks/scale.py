@@ -46,6 +46,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from lance_minhash_sql.core.errors import LowRecallWarning  # noqa: E402
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb  # noqa: E402
 
 THRESHOLD = 0.8
@@ -58,7 +59,7 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
 
     from lance_minhash_sql.query.topk import search
     from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
-    from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs, unbounded_pairs
+    from lance_minhash_sql.selfjoin.pairs import pairs, unbounded_pairs
 
     warnings.simplefilter("ignore", LowRecallWarning)
     if what == "build":

@@ -17,6 +17,7 @@ from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs
 from lance_minhash_sql.faces import cli
@@ -25,7 +26,7 @@ from lance_minhash_sql.selfjoin import bounded
 from lance_minhash_sql.selfjoin import shards as shards_mod
 from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
-from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, LowRecallWarning, pairs
+from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, pairs
 
 PARAMS = MinHashParams()
 

@@ -17,12 +17,12 @@ from exact_join import exact_join
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.build.builder import build_index
-from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts, write_corpus
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.selfjoin.join import JOIN_SCHEMA, join, join_shards, shard_join
-from lance_minhash_sql.selfjoin.pairs import LowRecallWarning, pairs
+from lance_minhash_sql.selfjoin.pairs import pairs
 
 PARAMS = MinHashParams()
 

@@ -19,7 +19,7 @@ import pytest
 from naive import exact_jaccard
 
 from lance_minhash_sql.build.builder import build_index
-from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import generate_batches, ground_truth, vocabulary, write_corpus
 from lance_minhash_sql.index.sign import signer_for
@@ -28,8 +28,7 @@ from lance_minhash_sql.kernels import unionfind
 from lance_minhash_sql.kernels.unionfind import flatten, new_union_find, union_pairs
 from lance_minhash_sql.selfjoin import shards as shards_mod
 from lance_minhash_sql.selfjoin.clusters import CLUSTERS_SCHEMA, MAX_REPS, clusters
-from lance_minhash_sql.selfjoin.pairs import (PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, LowRecallWarning, pair_shards, pairs,
-                                              shard_pairs)
+from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pair_shards, pairs, shard_pairs
 
 N = 5000
 PARAMS = MinHashParams()

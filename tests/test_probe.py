@@ -148,7 +148,7 @@ def test_probe_equals_lance_and_the_kernels(dup_ds, monkeypatch):
     assert [r for r, _ in got] == sorted(r for r, _ in got) and len(got) == 10
 
 
-@pytest.mark.filterwarnings("ignore::lance_minhash_sql.selfjoin.shards.LowRecallWarning")
+@pytest.mark.filterwarnings("ignore::lance_minhash_sql.core.errors.LowRecallWarning")
 def test_probe_with_a_filter_and_a_threshold(dup_ds, monkeypatch):
     uri, table = dup_ds
     queries = make_queries(table, 12, seed=9)

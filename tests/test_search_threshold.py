@@ -18,12 +18,11 @@ from lance.query import MinHashQuery
 from naive import exact_jaccard
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.query.topk import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA, search, search_ids
-from lance_minhash_sql.selfjoin.pairs import LowRecallWarning
 
 PARAMS = MinHashParams()
 SPEC = CorpusSpec(seed=3)

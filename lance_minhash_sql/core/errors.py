@@ -24,6 +24,7 @@ __all__ = [
     "MissingDependencyError",
     "DistributedTaskError",
     "EmptySearchWarning",
+    "LowRecallWarning",
 ]
 
 
@@ -80,6 +81,10 @@ class EmptySearchWarning(UserWarning):
     """A search query returns no rows for a reason the result cannot show: the query has
     no tokens (empty, or only punctuation for the tokenizer), or it shares no LSH band
     with any indexed row."""
+
+
+class LowRecallWarning(UserWarning):
+    """The threshold lies far below the index's S-curve: most pairs at it are never candidates."""
 
 
 _NOT_CALLERS = frozenset({"lance_minhash_sql", "duckdb"})  # the package, and DuckDB running its UDFs

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping
 
 from lance_minhash_sql.core.checks import check_bool, check_int, check_real, check_similarity, check_threshold
-from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning, warn
 from lance_minhash_sql.core.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS,
                                                  MAX_NUM_HASHES, SHINGLE_SEPARATOR, SIGNATURE_VERSION)
 from lance_minhash_sql.core.lance_format import SEED as SIGNATURE_SEED
@@ -60,6 +60,8 @@ __all__ = [
     "optimal_bands",
     "recall_bands",
     "CANDIDATE_PROBABILITY",
+    "LOW_RECALL_PROBABILITY",
+    "warn_if_low_recall",
     "check_threshold",  # re-exported from checks: the one threshold rule
 ]
 
@@ -68,6 +70,8 @@ KEEP_POLICIES = ("first", "longest")  # which row of a near-duplicate cluster de
 MAX_SHINGLE_SIZE = 2**31 - 1
 # a build with threshold := t makes a pair of similarity t a candidate at least this often
 CANDIDATE_PROBABILITY = 0.9
+# a threshold at which a pair is a candidate less often than this warns LowRecallWarning
+LOW_RECALL_PROBABILITY = 0.5
 MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
 # band sort budget of a build without memory_limit; $LANCE_MEM_POOL_SIZE overrides. Small
 # on purpose: above ~350k rows the band rows spill to temp files (through the page cache;
@@ -420,3 +424,21 @@ def optimal_bands(
             best = (err, b, r)
     assert best is not None
     return best[1], best[2]
+
+
+def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
+    """Warn (:class:`LowRecallWarning`) when a pair of similarity ``threshold`` shares a band
+    with probability below :data:`LOW_RECALL_PROBABILITY` under the index's ``(b, r)``."""
+    b, r = params.num_bands, params.rows_per_band
+    p = lsh_probability(threshold, b, r)
+    if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
+        return
+    b2, r2 = recall_bands(threshold, params.num_hashes)
+    warn(LowRecallWarning(
+        f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
+        f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
+        f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
+        f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
+        f"{lsh_probability(threshold, b2, r2):.3f}), e.g. "
+        f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
+        f"or minhash_build(dataset, column, threshold := {threshold:g})"))

@@ -22,7 +22,7 @@ numba kernels release the GIL). A shard whose pairs exceed :data:`MAX_SQL_SHARD_
 exhausting memory; the Python :func:`..index.pairs.pairs` and ``lance-minhash pairs``
 stream such shards in chunks.
 
-:class:`..index.pairs.LowRecallWarning` is a Python warning issued by the planning call,
+:class:`lance_minhash_sql.LowRecallWarning` is a Python warning issued by the planning call,
 in the thread that runs the statement.
 """
 

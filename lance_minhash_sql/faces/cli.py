@@ -544,7 +544,7 @@ def main(argv=None) -> int:
     if getattr(args, "quiet", False):
         _quiet_compiles()
     from lance_minhash_sql.core.errors import EmptySearchWarning
-    from lance_minhash_sql.selfjoin.shards import LowRecallWarning
+    from lance_minhash_sql.core.errors import LowRecallWarning
 
     with warnings.catch_warnings():  # restores the filters and showwarning on return
         # the package's warnings are shown whatever the filters say

@@ -120,7 +120,7 @@ def warmup(progress: bool = False) -> WarmupResult:
     call, or a later process, compiles nothing. Returns what was compiled and where."""
     from lance_minhash_sql.core.errors import EmptySearchWarning
     from lance_minhash_sql.kernels.config import COMPILES
-    from lance_minhash_sql.selfjoin.shards import LowRecallWarning
+    from lance_minhash_sql.core.errors import LowRecallWarning
 
     t0 = time.perf_counter()
     count0, seconds0 = COMPILES.count, COMPILES.seconds

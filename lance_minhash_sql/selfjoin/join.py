@@ -55,7 +55,7 @@ from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError
                                            ResourceLimitError, UnsupportedIndexError)
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
 from lance_minhash_sql.index.opened import open_index
@@ -70,8 +70,7 @@ from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
 from lance_minhash_sql.selfjoin.bounded import chunk_pairs, memory_limit_bytes, pool_bytes, shard_rows
 from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET
-from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, doc_rows, merge_runs, plan_for, read_run, run_span,
-                                               warn_if_low_recall)
+from lance_minhash_sql.selfjoin.shards import MAX_SHARDS, doc_rows, merge_runs, plan_for, read_run, run_span
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "join", "signed_bytes"]
 

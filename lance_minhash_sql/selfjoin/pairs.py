@@ -60,7 +60,7 @@ from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, LowRecallWarning, Plan, Shard, ShardData,
+from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, Plan, Shard, ShardData,
                                                load_shard, pair_shards, plan_shards, shard_windows)
 
 __all__ = [
@@ -69,7 +69,6 @@ __all__ = [
     "SHARD_BAND_ROWS",
     "MAX_SHARDS",
     "DEFAULT_CHUNK_PAIRS",
-    "LowRecallWarning",
     "Shard",
     "pair_shards",
     "plan_shards",

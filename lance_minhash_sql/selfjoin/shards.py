@@ -21,9 +21,9 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_threshold
-from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexError, warn
+from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexError
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
-from lance_minhash_sql.core.params import MinHashParams, lsh_probability, recall_bands
+from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.kernels.lsh import sorted_unique
@@ -36,8 +36,6 @@ __all__ = [
     "SHARD_BAND_ROWS",
     "MAX_SHARDS",
     "WINDOW_ROWS",
-    "LowRecallWarning",
-    "warn_if_low_recall",
     "Plan",
     "plan_for",
     "Shard",
@@ -57,34 +55,11 @@ MAX_SHARDS = 1 << 16
 WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered together (4 MiB at k=128)
 SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
 WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
-LOW_RECALL_PROBABILITY = 0.5  # warn when a pair at the threshold is a candidate less often
 _MAX_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
 _U64_END = 1 << 64
 
 
-class LowRecallWarning(UserWarning):
-    """The threshold lies far below the index's S-curve: most pairs at it are never candidates."""
-
-
 # --------------------------------------------------------------------------- validation
-
-
-def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
-    """Warn (:class:`LowRecallWarning`) when a pair of similarity ``threshold`` shares a band
-    with probability below :data:`LOW_RECALL_PROBABILITY` under the index's ``(b, r)``."""
-    b, r = params.num_bands, params.rows_per_band
-    p = lsh_probability(threshold, b, r)
-    if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
-        return
-    b2, r2 = recall_bands(threshold, params.num_hashes)
-    warn(LowRecallWarning(
-        f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
-        f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
-        f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
-        f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
-        f"{lsh_probability(threshold, b2, r2):.3f}), e.g. "
-        f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
-        f"or minhash_build(dataset, column, threshold := {threshold:g})"))
 
 
 # --------------------------------------------------------------------------- plan and shards
