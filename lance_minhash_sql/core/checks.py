@@ -29,7 +29,8 @@ import numpy as np
 
 from lance_minhash_sql.core.errors import InvalidParameterError
 
-__all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE"]
+__all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
+           "CLUSTERINGS", "check_clustering"]
 
 THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
 
@@ -126,3 +127,20 @@ def check_threshold(value: Any, name: str = "threshold") -> float:
     if x is None or not 0.0 < x <= 1.0:
         raise InvalidParameterError(f"{name}={value!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8")
     return x
+
+
+CLUSTERINGS = ("components", "star")  # selfjoin/clusters.py (connected components), selfjoin/star.py
+
+
+def check_clustering(value: Any) -> str:
+    """A clustering of the self-join: one of :data:`CLUSTERINGS` (case-insensitive).
+
+    >>> check_clustering("Star")
+    'star'
+    """
+    if not isinstance(value, str) or value.lower() not in CLUSTERINGS:
+        shown = "NULL" if value is None else repr(value)
+        raise InvalidParameterError(
+            f"clustering={shown} is not a clustering: use 'components' (connected components of the verified "
+            "links, the default) or 'star' (every dropped row is similar to the kept row named as its twin)")
+    return value.lower()

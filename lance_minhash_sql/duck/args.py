@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.core.checks import check_bool, check_int
+from lance_minhash_sql.core.checks import check_bool, check_clustering, check_int
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import TokenizerParams
 
@@ -41,6 +41,7 @@ __all__ = [
     "number",
     "integer",
     "flag",
+    "clustering",
     "text",
     "check_text_types",
     "json_value",
@@ -96,6 +97,11 @@ def integer(fn: str, name: str, value: Any) -> int | None:
 def flag(fn: str, name: str, value: Any) -> bool:
     """true or false."""
     return prefixed(fn, check_bool, name, value)
+
+
+def clustering(fn: str, value: Any) -> str:
+    """'components' or 'star' (:func:`lance_minhash_sql.core.checks.check_clustering`)."""
+    return prefixed(fn, check_clustering, value)
 
 
 def text(fn: str, name: str, value: Any) -> str:

@@ -33,11 +33,12 @@ from functools import partial
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
-from lance_minhash_sql.duck.args import Udf, flag, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.args import Udf, clustering as clustering_of, flag, prefixed, require, scalar_rows
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, lists_of_tables, rows_type
 from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.duck.storage import options_of
-from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_SCHEMA, PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
+from lance_minhash_sql.index.results import (CLUSTERS_SCHEMA, DEDUP_SCHEMA, DEDUP_STAR_SCHEMA, PAIRS_EXACT_SCHEMA,
+                                             PAIRS_SCHEMA)
 from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
@@ -49,6 +50,7 @@ _PAIRS_ARROW, PAIRS_TYPE = rows_type(PAIRS_SCHEMA)
 _PAIRS_EXACT_ARROW, PAIRS_EXACT_TYPE = rows_type(PAIRS_EXACT_SCHEMA)
 _CLUSTERS_ARROW, CLUSTERS_TYPE = rows_type(CLUSTERS_SCHEMA)
 _DEDUP_ARROW, DEDUP_TYPE = rows_type(DEDUP_SCHEMA)
+_DEDUP_STAR_ARROW, DEDUP_STAR_TYPE = rows_type(DEDUP_STAR_SCHEMA)
 
 
 _PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, version, column, threshold, shards, token)
@@ -133,34 +135,59 @@ def _pair_shard(exact: bool, type_: pa.DataType):
     return run
 
 
-def clusters(dataset, column, threshold, storage, memory_limit) -> pa.Array:
+def clusters(dataset, column, threshold, clustering, storage, memory_limit) -> pa.Array:
     from lance_minhash_sql.selfjoin.clusters import clusters as run
 
     fn = "minhash_clusters"
     out = []
-    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, storage=storage,
-                           memory_limit=memory_limit):
+    for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, clustering=clustering,
+                           storage=storage, memory_limit=memory_limit):
         require(fn, row, "dataset", "column")
-        out.append(prefixed(fn, partial(run, memory_limit=row["memory_limit"], storage_options=options_of(row["storage"])),
+        how = clustering_of(fn, row["clustering"])
+        out.append(prefixed(fn, partial(run, clustering=how, memory_limit=row["memory_limit"],
+                                        storage_options=options_of(row["storage"])),
                             row["dataset"], row["column"], row["threshold"]))
     return lists_of_tables(out, _CLUSTERS_ARROW)
 
 
-def dedup(dataset, column, threshold, keep, order_by, storage, memory_limit) -> pa.Array:
-    from lance_minhash_sql.selfjoin.dedup import keep_flags
-
+def dedup_plan(dataset, column, threshold, keep, order_by, clustering, storage, memory_limit) -> pa.Array:
+    """The SQL ``query()`` runs for one ``minhash_dedup`` call: ``_lms_dedup`` (today's
+    four columns) or, with ``clustering := 'star'``, ``_lms_dedup_star`` (the twin columns
+    too); the other arguments are passed on as they came (checked there)."""
     fn = "minhash_dedup"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
-                           storage=storage, memory_limit=memory_limit):
-        require(fn, row, "dataset", "column")
-        out.append(prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
-                                        memory_limit=row["memory_limit"], storage_options=options_of(row["storage"])),
-                            row["dataset"],
-                             row["column"], row["threshold"]))
-    return lists_of_tables(out, _DEDUP_ARROW)
+                           clustering=clustering, storage=storage, memory_limit=memory_limit):
+        udf = "_lms_dedup_star" if clustering_of(fn, row["clustering"]) == "star" else "_lms_dedup"
+        t = row["threshold"]
+        args = [literal(row["dataset"]), literal(row["column"]),
+                "NULL::DOUBLE" if t is None else f"{literal(repr(float(t)))}::DOUBLE",
+                *(f"{literal(row[name])}::VARCHAR" for name in ("keep", "order_by", "storage", "memory_limit"))]
+        out.append(f"SELECT unnest({udf}({', '.join(args)}), recursive := true)")
+    return pa.array(out, pa.string())
 
 
+def _dedup(star: bool, type_: pa.DataType):
+    def run(dataset, column, threshold, keep, order_by, storage, memory_limit) -> pa.Array:
+        from lance_minhash_sql.selfjoin.dedup import keep_flags
+
+        fn = "minhash_dedup"
+        out = []
+        for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
+                               storage=storage, memory_limit=memory_limit):
+            require(fn, row, "dataset", "column")
+            out.append(prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
+                                            clustering="star" if star else "components",
+                                            memory_limit=row["memory_limit"], storage_options=options_of(row["storage"])),
+                                row["dataset"], row["column"], row["threshold"]))
+        return lists_of_tables(out, type_)
+
+    run.__name__ = "dedup_star" if star else "dedup"
+    return run
+
+
+# dataset, column, threshold, keep, order_by, storage token, memory limit
+_DEDUP_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR")
 # dataset, column, threshold, version, shard, shards, storage token, memory limit in bytes
 _SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "BIGINT")
 PAIR_UDFS: tuple[Udf, ...] = (
@@ -168,7 +195,9 @@ PAIR_UDFS: tuple[Udf, ...] = (
         False),
     Udf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
     Udf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
-    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), CLUSTERS_TYPE, True),
-    Udf("_lms_dedup", dedup, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"), DEDUP_TYPE,
-             True),
+    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), CLUSTERS_TYPE,
+        True),
+    Udf("_lms_dedup_plan", dedup_plan, ("VARCHAR",) * 2 + ("DOUBLE",) + ("VARCHAR",) * 5, "VARCHAR", False),
+    Udf("_lms_dedup", _dedup(False, _DEDUP_ARROW), _DEDUP_ARGS, DEDUP_TYPE, True),
+    Udf("_lms_dedup_star", _dedup(True, _DEDUP_STAR_ARROW), _DEDUP_ARGS, DEDUP_STAR_TYPE, True),
 )

@@ -27,6 +27,7 @@ import time
 import warnings
 
 from lance_minhash_sql.core.advice import in_cli as cli_advice
+from lance_minhash_sql.core.checks import CLUSTERINGS
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
 from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.duck.sqltext import literal
@@ -280,7 +281,7 @@ def cmd_clusters(args) -> int:
 
     if args.output:
         check_output(args.output)
-    table = clusters(args.dataset, args.column, args.threshold, memory_limit=args.memory_limit,
+    table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, memory_limit=args.memory_limit,
                      storage_options=storage_options(args.storage_option))
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
@@ -294,7 +295,8 @@ def cmd_dedup(args) -> int:
 
     t0 = time.perf_counter()
     before = _compile_seconds()
-    r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by, output=args.output,
+    r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
+              clustering=args.clustering, output=args.output,
               delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
               storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
@@ -357,6 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     def storage_flag(p):
         p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
                        help=STORAGE_OPTION_HELP)
+
+    def clustering_flag(p):
+        p.add_argument("--clustering", default="components", choices=CLUSTERINGS,
+                       help="components (connected components, default) or star (every dropped row has a kept "
+                            "twin it is similar to)")
 
     p = command("demo", "generate a synthetic corpus and run SQL over it")
     p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")
@@ -459,6 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
                   "write the clusters to this .parquet or .csv file")
     p.add_argument("--limit", type=int, default=20, help="rows to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no notice of a first-run kernel compilation")
+    clustering_flag(p)
     storage_flag(p)
     p.set_defaults(func=cmd_clusters)
 
@@ -471,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delete-in-place", action="store_true",
                    help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    clustering_flag(p)
     storage_flag(p)
     p.set_defaults(func=cmd_dedup)
 

@@ -55,12 +55,17 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.checks import check_clustering
 from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
+from lance_minhash_sql.io.handles import dataset_handle
+from lance_minhash_sql.io.scan import options_for
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
+from lance_minhash_sql.selfjoin.star import star_clusters
 
 __all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "unbounded_clusters", "components", "shard_links", "data_links"]
 
@@ -122,18 +127,28 @@ def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
     return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
 
 
-def clusters(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
+def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = "components", memory_limit=None,
              storage_options: dict | None = None) -> pa.Table:
     """Near-duplicate clusters of ``column``'s rows (see the module doc for the exact rule):
     ``_rowid``, ``cluster_id`` (smallest row id of the cluster), ``cluster_size`` for every
     row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``. At most
     ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
     :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
-    process (:mod:`.bounded`); the table does not depend on it."""
+    process (:mod:`.bounded`); the table does not depend on it.
+
+    ``clustering="star"``: each component split into stars (:mod:`.star`, members walked
+    by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows similar
+    to it that are similar to no kept row before it."""
     from lance_minhash_sql.selfjoin.bounded import bounded_clusters
 
-    return bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS, memory_limit=memory_limit,
-                            storage_options=storage_options)
+    clustering = check_clustering(clustering)
+    storage_options = options_for(dataset, storage_options)
+    table = bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS,
+                             memory_limit=memory_limit, storage_options=storage_options)
+    if clustering == "components":
+        return table
+    _, ds = dataset_handle(dataset, storage_options)
+    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table)
 
 
 def unbounded_clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None

@@ -34,10 +34,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_minhash_sql.core.checks import check_bool, check_threshold
+from lance_minhash_sql.core.checks import check_bool, check_clustering, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import KEEP_POLICIES
-from lance_minhash_sql.index.results import DEDUP_SCHEMA
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.index.results import DEDUP_SCHEMA, DEDUP_STAR_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
 from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows, write_without
 from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
@@ -45,11 +46,13 @@ from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.star import star_twins
 
-__all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DedupResult", "check_keep", "keep_flags", "dedup"]
+__all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "keep_order", "keep_flags", "dedup"]
 
 TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
 _CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
+_POS = "__lms_pos"  # a row's position in the clusters table while ranking
 
 
 def check_keep(keep, order_by) -> tuple[str, str | None]:
@@ -75,25 +78,25 @@ def check_keep(keep, order_by) -> tuple[str, str | None]:
     return keep, order_by.strip()
 
 
-def _ranking_sql(order_by: str) -> str:
-    return (f"SELECT _rowid FROM t QUALIFY row_number() OVER (PARTITION BY {_CLUSTER} "
-            f"ORDER BY {order_by}, _rowid) = 1")
+def _order_sql(order_by: str) -> str:
+    return f"SELECT {_POS} FROM t ORDER BY {_CLUSTER}, {order_by}, _rowid"
 
 
 def _referenced(schema: pa.Schema, order_by: str) -> list[str]:
     """The dataset columns whose name occurs in the text (a superset of those it uses)."""
     text = order_by.lower()
-    return [f.name for f in schema if f.name.lower() in text and f.name not in ("_rowid", _CLUSTER)]
+    return [f.name for f in schema if f.name.lower() in text and f.name not in ("_rowid", _CLUSTER, _POS)]
 
 
-def _first_by_sql(table: pa.Table, order_by: str, uri: str, columns: list[str]) -> np.ndarray:
-    """Row ids of the first row of each cluster by ``order_by`` (DuckDB, private connection)."""
+def _order_by_sql(table: pa.Table, order_by: str, uri: str, columns: list[str]) -> np.ndarray:
+    """The rows' positions sorted by cluster, then ``order_by``, then row id (DuckDB,
+    private connection)."""
     import duckdb
 
     con = duckdb.connect()
     try:
         con.register("t", table)
-        return np.asarray(con.execute(_ranking_sql(order_by)).fetchnumpy()["_rowid"], dtype=np.uint64)
+        return np.asarray(con.execute(_order_sql(order_by)).fetchnumpy()[_POS], dtype=np.int64)
     except duckdb.Error as exc:
         msg = str(exc).splitlines()[0][:300]
         raise InvalidParameterError(
@@ -106,9 +109,9 @@ def _first_by_sql(table: pa.Table, order_by: str, uri: str, columns: list[str]) 
 def _check_order_by(ds, uri: str, order_by: str) -> list[str]:
     """Bind ``order_by`` against the dataset schema on an empty table; the columns it uses."""
     cols = _referenced(schema_of(ds), order_by)
-    empty = pa.schema([pa.field("_rowid", pa.uint64()), pa.field(_CLUSTER, pa.uint64())]
+    empty = pa.schema([pa.field("_rowid", pa.uint64()), pa.field(_CLUSTER, pa.uint64()), pa.field(_POS, pa.int64())]
                       + [schema_of(ds).field(c) for c in cols]).empty_table()
-    _first_by_sql(empty, order_by, uri, schema_of(ds).names)
+    _order_by_sql(empty, order_by, uri, schema_of(ds).names)
     return cols
 
 
@@ -119,41 +122,56 @@ def _take(ds, rowids: np.ndarray, columns: list[str]):
         yield take_rows(ds, ids, columns + ["_rowid"], "the dedup")
 
 
-def _first_longest(ds, column: str, rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
-    """Keep mask: the longest text of each cluster (code points), ties to the lowest row id."""
+def _longest_order(ds, column: str, rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+    """Positions by cluster, then longest text first (code points), then lowest row id."""
     length = np.empty(rowid.size, dtype=np.int64)
     pos = 0
     for t in _take(ds, rowid, [column]):
         n = t.num_rows
         length[pos:pos + n] = pc.utf8_length(t.column(column)).fill_null(-1).to_numpy(zero_copy_only=False)
         pos += n
-    order = np.lexsort((rowid, -length, cluster))
-    first = np.ones(rowid.size, dtype=np.bool_)
-    first[1:] = cluster[order][1:] != cluster[order][:-1]
-    keep = np.zeros(rowid.size, dtype=np.bool_)
-    keep[order[first]] = True
-    return keep
+    return np.lexsort((rowid, -length, cluster))
 
 
-def _first_by(ds, uri: str, order_by: str, cols: list[str], rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+def _sql_order(ds, uri: str, order_by: str, cols: list[str], rowid: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     parts = list(_take(ds, rowid, cols)) if rowid.size else []
-    data = {"_rowid": pa.array(rowid, pa.uint64()), _CLUSTER: pa.array(cluster, pa.uint64())}
+    data = {"_rowid": pa.array(rowid, pa.uint64()), _CLUSTER: pa.array(cluster, pa.uint64()),
+            _POS: pa.array(np.arange(rowid.size, dtype=np.int64))}
     for c in cols:
         data[c] = (pa.chunked_array([p.column(c) for p in parts], type=schema_of(ds).field(c).type) if parts
                    else pa.array([], schema_of(ds).field(c).type))
-    kept = _first_by_sql(pa.table(data), order_by, uri, schema_of(ds).names)
-    return np.isin(rowid, kept)
+    return _order_by_sql(pa.table(data), order_by, uri, schema_of(ds).names)
+
+
+def keep_order(ds, uri: str, column: str, keep: str, order_by: str | None, cols: list[str], rowid: np.ndarray,
+               cluster: np.ndarray) -> np.ndarray:
+    """The clustered rows' positions in keep order: by cluster, then the keep policy (see
+    the module doc), then lowest row id. The first of each cluster is its kept row (and the
+    first center of :mod:`.star`)."""
+    if keep == "longest":
+        return _longest_order(ds, column, rowid, cluster)
+    if order_by is not None:
+        return _sql_order(ds, uri, order_by, cols, rowid, cluster)
+    return np.lexsort((rowid, cluster))
 
 
 def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-               memory_limit=None, storage_options: dict | None = None) -> pa.Table:
-    """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag:
-    :data:`DEDUP_SCHEMA`, ordered by ``(cluster_id, _rowid)``; one ``keep = true`` per
-    cluster. Rows not listed are in no cluster (always kept). ``memory_limit``: what the
-    clusters may hold (:func:`.clusters.clusters`)."""
+               clustering: str = "components", memory_limit=None, storage_options: dict | None = None) -> pa.Table:
+    """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag,
+    ordered by ``(cluster_id, _rowid)``. Rows not listed are in no cluster (always kept).
+    ``memory_limit``: what the clusters may hold (:func:`.clusters.clusters`).
+
+    * ``clustering="components"``: :data:`DEDUP_SCHEMA`, one ``keep = true`` per cluster;
+    * ``clustering="star"`` (:mod:`.star`): :data:`DEDUP_STAR_SCHEMA`; each cluster is
+      walked in keep order and a row is kept unless it is similar to a row kept before it
+      in its cluster; a dropped row's ``twin_rowid`` is the first such kept row and
+      ``twin_similarity`` their MinHash similarity (``>= threshold``); both NULL for a
+      kept row. ``cluster_id`` and ``cluster_size`` stay the component's.
+    """
     check_threshold(threshold)
     memory_limit_bytes(memory_limit)
     keep, order_by = check_keep(keep, order_by)
+    clustering = check_clustering(clustering)
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
@@ -161,13 +179,20 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
     table = clusters(ds, column, threshold, memory_limit=memory_limit, storage_options=storage_options)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
-    if keep == "longest":
-        flags = _first_longest(ds, column, rowid, cluster)
-    elif order_by is not None:
-        flags = _first_by(ds, uri, order_by, cols, rowid, cluster)
-    else:
-        flags = rowid == cluster
-    return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
+    order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
+    if clustering == "components":
+        first = np.ones(order.size, dtype=np.bool_)
+        first[1:] = cluster[order][1:] != cluster[order][:-1]
+        flags = np.zeros(order.size, dtype=np.bool_)
+        flags[order[first]] = True
+        return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
+    params = open_index(ds, column, storage_options).params
+    twin, sim = star_twins(ds, column, params, threshold, rowid, cluster, order)
+    flags = twin < 0
+    twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
+    twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)
+    return pa.Table.from_arrays(list(table.columns) + [pa.array(flags, pa.bool_()), twin_rowid, twin_sim],
+                                schema=DEDUP_STAR_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -207,9 +232,11 @@ def _check_output(output, delete_in_place) -> str | None:
 
 
 def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-          output: str | None = None, delete_in_place: bool = False, progress: bool = False, memory_limit=None,
+          clustering: str = "components", output: str | None = None, delete_in_place: bool = False, progress: bool = False, memory_limit=None,
           storage_options: dict | None = None) -> DedupResult:
-    """Remove all but one row of each near-duplicate cluster (see :func:`keep_flags`).
+    """Remove the rows :func:`keep_flags` does not keep: all but one row of each
+    near-duplicate cluster (``clustering="components"``), or every row similar to a kept
+    row before it in keep order (``clustering="star"``).
 
     * ``output="new.lance"``: write the kept rows (every column) to a new dataset;
     * ``delete_in_place=True``: delete the others from ``dataset`` in one commit: a new
@@ -221,6 +248,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     """
     check_threshold(threshold)
     check_keep(keep, order_by)
+    check_clustering(clustering)
     memory_limit_bytes(memory_limit)
     output = _check_output(output, delete_in_place)
     storage_options = options_for(dataset, storage_options)
@@ -228,12 +256,12 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
-    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, memory_limit=memory_limit,
-                       storage_options=storage_options)
+    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, clustering=clustering,
+                       memory_limit=memory_limit, storage_options=storage_options)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
     rows = live_rows(ds)
-    base = dict(dataset=uri, version=version, rows=rows, clusters=int(keep_col.sum()),
+    base = dict(dataset=uri, version=version, rows=rows, clusters=int(np.unique(flags.column("cluster_id").to_numpy()).size),
                 clustered_rows=flags.num_rows, removed=int(remove.size), removed_rowids=remove)
     if output is None and not delete_in_place:
         return DedupResult(dry_run=True, **base)

@@ -15,9 +15,13 @@ CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, 
 -- Near-duplicate clusters: one row per row in a cluster of two or more, with the
 -- cluster's smallest row id as cluster_id; ordered by (cluster_id, _rowid). memory_limit
 -- (bytes or '1GiB', default 512 MiB) bounds what the clustering holds besides its result.
+-- clustering := 'components' (default): connected components of the verified links (they
+-- chain: A ~ B ~ C puts A and C together); 'star': each component walked by row id, a row
+-- joins the first earlier kept row ("center") it is similar to, else becomes one; a
+-- cluster is a center (its cluster_id) and its twins, every member similar to the center.
 CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.8, storage_options := NULL,
-                                              memory_limit := NULL) AS TABLE
-    SELECT unnest(_lms_clusters(dataset, "column", threshold,
+                                              memory_limit := NULL, clustering := 'components') AS TABLE
+    SELECT unnest(_lms_clusters(dataset, "column", threshold, clustering,
                                 _lms_storage('minhash_clusters', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                 memory_limit::VARCHAR),
                   recursive := true);
@@ -26,9 +30,13 @@ CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.
 -- keep := 'first' (lowest row id) or 'longest' (longest text), or by order_by := a SQL
 -- ORDER BY over the dataset's columns (ties: lowest row id). Rows not listed are in no
 -- cluster and always kept; the duplicates to remove are WHERE NOT keep.
+-- clustering := 'star': each cluster walked in that keep order, a row is kept unless it
+-- is similar to a row kept before it; two more columns name each dropped row's kept twin
+-- (twin_rowid UBIGINT) and their MinHash similarity (twin_similarity DOUBLE, >= threshold),
+-- NULL for kept rows.
 CREATE OR REPLACE TEMP MACRO minhash_dedup(dataset, "column", threshold := 0.8, keep := 'first',
-                                           order_by := NULL, storage_options := NULL, memory_limit := NULL) AS TABLE
-    SELECT unnest(_lms_dedup(dataset, "column", threshold, keep, order_by,
-                             _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
-                             memory_limit::VARCHAR),
-                  recursive := true);
+                                           order_by := NULL, storage_options := NULL, memory_limit := NULL,
+                                           clustering := 'components') AS TABLE
+    SELECT * FROM query(_lms_dedup_plan(dataset, "column", threshold, keep, order_by, clustering,
+                                        _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
+                                        memory_limit::VARCHAR));

@@ -1,0 +1,290 @@
+"""Star clustering (``selfjoin/star.py``): every dropped row names a kept twin it is similar
+to. Oracles: brute-force pairs and scipy components (tests/test_pairs.py), a walk written
+out longhand here over signatures signed again, and the rule's properties checked pair by
+pair."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+
+import duckdb
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from naive import exact_jaccard, signature
+from test_pairs import components, oracle, signed
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import vocabulary
+from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_STAR_SCHEMA
+from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.selfjoin import star as star_mod
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
+
+PARAMS = MinHashParams()
+T = 0.75
+CHAIN_WORDS = 200
+CHAIN_EDITS = 7  # words replaced per step: J(step) ~ 0.81, J(two steps) ~ 0.65 at 3-word shingles
+
+
+def chain_texts(rng, vocab, links: int = 4) -> list[str]:
+    """A chain: each text is the previous with :data:`CHAIN_EDITS` other words replaced."""
+    words = rng.choice(vocab, CHAIN_WORDS)
+    out = [" ".join(words)]
+    spots = rng.permutation(CHAIN_WORDS)
+    for step in range(links - 1):
+        words = words.copy()
+        for p in spots[step * CHAIN_EDITS:(step + 1) * CHAIN_EDITS]:
+            words[p] = rng.choice(vocab)
+        out.append(" ".join(words))
+    return out
+
+
+def star_table(seed: int = 3) -> pa.Table:
+    """Chains, groups of near-copies and unrelated texts, shuffled, with a ``quality``
+    column full of ties."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array(vocabulary().to_pylist())
+    texts = []
+    for _ in range(12):
+        texts += chain_texts(rng, vocab)
+    for _ in range(25):
+        base = rng.choice(vocab, 60)
+        for c in range(int(rng.integers(2, 6))):
+            words = base.copy()
+            if c % 2:
+                words[rng.integers(0, 60)] = rng.choice(vocab)
+            texts.append(" ".join(words))
+    for _ in range(200):
+        texts.append(" ".join(rng.choice(vocab, int(rng.integers(5, 50)))))
+    texts = [texts[i] for i in rng.permutation(len(texts))]
+    n = len(texts)
+    return pa.table({"id": pa.array(np.arange(n)), "text": pa.array(texts),
+                     "quality": pa.array(rng.integers(0, 3, n), pa.int32())})
+
+
+@pytest.fixture(scope="module")
+def starred(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("star") / "star.lance")
+    lance.write_dataset(star_table(), uri, max_rows_per_file=150)
+    build_index(uri, "text")
+    return uri
+
+
+@pytest.fixture(scope="module")
+def rows(starred):
+    """``(sig of each row id, text of each row id, quality of each row id)``."""
+    rowids, sigs, _, _, _ = signed(starred)
+    t = lance.dataset(starred).to_table(columns=["text", "quality"], with_row_id=True).to_pydict()
+    return ({int(r): s for r, s in zip(rowids, sigs)}, dict(zip(t["_rowid"], t["text"])),
+            dict(zip(t["_rowid"], t["quality"])))
+
+
+def similar(sig, a, b) -> bool:
+    return int((sig[a] == sig[b]).sum()) >= min_matches(T, PARAMS.num_hashes)
+
+
+def sim(sig, a, b) -> float:
+    return float(np.float32(int((sig[a] == sig[b]).sum())) / np.float32(PARAMS.num_hashes))
+
+
+KEYS = {
+    "first": lambda text, quality: (lambda r: r),
+    "longest": lambda text, quality: (lambda r: (-len(text[r]), r)),
+    "quality DESC": lambda text, quality: (lambda r: (-quality[r], r)),
+}
+
+
+def reference_star(uri: str, rows, policy: str) -> dict:
+    """``{row: twin or None}`` of every clustered row: the brute-force components walked in
+    keep order, longhand."""
+    sig, text, quality = rows
+    pairs = oracle(uri, T)
+    cluster_of = components([x for p in pairs for x in p], list(pairs))
+    members: dict = {}
+    for r, c in cluster_of.items():
+        members.setdefault(c, []).append(r)
+    key = KEYS[policy](text, quality)
+    out = {}
+    for group in members.values():
+        centers = []
+        for r in sorted(group, key=key):
+            twin = next((c for c in centers if similar(sig, r, c)), None)
+            out[r] = twin
+            if twin is None:
+                centers.append(r)
+    return out
+
+
+def policy_kw(policy: str) -> dict:
+    return {"keep": policy} if policy in ("first", "longest") else {"order_by": policy}
+
+
+def as_twins(table: pa.Table) -> dict:
+    d = table.to_pydict()
+    assert all(k == (t is None) for k, t in zip(d["keep"], d["twin_rowid"]))
+    return dict(zip(d["_rowid"], d["twin_rowid"]))
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+@pytest.mark.parametrize("policy", ["first", "longest", "quality DESC"])
+def test_star_equals_the_longhand_walk(starred, rows, policy, self_join_budget):
+    got = keep_flags(starred, "text", T, clustering="star", **policy_kw(policy))
+    assert got.schema.equals(DEDUP_STAR_SCHEMA)
+    assert as_twins(got) == reference_star(starred, rows, policy)
+
+
+@pytest.mark.parametrize("policy", ["first", "longest", "quality DESC"])
+def test_every_dropped_row_has_a_similar_kept_twin_and_kept_rows_are_apart(starred, rows, policy):
+    sig, text, quality = rows
+    got = keep_flags(starred, "text", T, clustering="star", **policy_kw(policy)).to_pydict()
+    keep = dict(zip(got["_rowid"], got["keep"]))
+    cluster = dict(zip(got["_rowid"], got["cluster_id"]))
+    key = KEYS[policy](text, quality)
+    dropped = 0
+    for r, twin, s in zip(got["_rowid"], got["twin_rowid"], got["twin_similarity"]):
+        if twin is None:
+            continue
+        dropped += 1
+        assert keep[twin] and cluster[twin] == cluster[r]
+        assert key(twin) < key(r)  # the twin comes first in keep order
+        assert s == sim(sig, r, twin) >= T  # recomputed from the signatures
+    assert dropped > 50
+    kept = {}
+    for r in sorted((r for r in keep if keep[r]), key=key):
+        assert not any(similar(sig, r, c) for c in kept.get(cluster[r], [])), "a kept row duplicates an earlier one"
+        kept.setdefault(cluster[r], []).append(r)
+    # the first row of each cluster in keep order is the row components keep
+    comp = keep_flags(starred, "text", T, **policy_kw(policy)).to_pydict()
+    assert {r for r, k in zip(comp["_rowid"], comp["keep"]) if k} == {min(v, key=key) for v in kept.values()}
+
+
+def test_chains_keep_their_far_ends(starred, rows):
+    """Components drop rows far from the row they keep (chains: shingle Jaccard under the
+    threshold too); star keeps more rows, and its twins reach the threshold by the slow
+    reference signatures too (lance.tokenize, xxhash)."""
+    sig, text, _ = rows
+    comp = keep_flags(starred, "text", T).to_pydict()
+    star = keep_flags(starred, "text", T, clustering="star").to_pydict()
+    kept_of = {c: r for r, c, k in zip(comp["_rowid"], comp["cluster_id"], comp["keep"]) if k}
+    far = [r for r, c, k in zip(comp["_rowid"], comp["cluster_id"], comp["keep"])
+           if not k and not similar(sig, r, kept_of[c])]
+    assert len(far) >= 5, "the corpus has chains"
+    assert any(exact_jaccard(text[r], text[kept_of[c]], PARAMS) < T
+               for r, c in zip(comp["_rowid"], comp["cluster_id"]) if r in far)
+    assert sum(star["keep"]) > sum(comp["keep"])
+    star_twin = dict(zip(star["_rowid"], star["twin_rowid"]))
+    checked = 0
+    for r in far:
+        twin = star_twin[r]
+        if twin is None:
+            continue
+        ref = [signature(text[x], PARAMS) for x in (r, twin)]
+        assert ref[0] == sig[r].tolist()
+        assert float(np.float32(sum(a == b for a, b in zip(*ref))) / np.float32(PARAMS.num_hashes)) >= T
+        checked += 1
+    assert checked or all(star_twin[r] is None for r in far)
+
+
+def test_star_is_deterministic_and_chunks_do_not_change_it(starred, monkeypatch):
+    one = keep_flags(starred, "text", T, clustering="star", keep="longest")
+    assert keep_flags(starred, "text", T, clustering="star", keep="longest").equals(one)
+    monkeypatch.setattr(star_mod, "STAR_ROWS", 7)  # many chunks, centers carried across them
+    assert keep_flags(starred, "text", T, clustering="star", keep="longest").equals(one)
+
+
+def test_star_clusters(starred, rows, self_join_budget):
+    sig = rows[0]
+    got = clusters(starred, "text", T, clustering="star")
+    assert got.schema.equals(CLUSTERS_SCHEMA)
+    d = got.to_pydict()
+    ref = {r: t for r, t in reference_star(starred, rows, "first").items()}
+    want: dict = {}
+    for r, t in ref.items():
+        want.setdefault(r if t is None else t, []).append(r)
+    want = {r: c for c, g in want.items() if len(g) > 1 for r in g}
+    assert dict(zip(d["_rowid"], d["cluster_id"])) == want
+    assert all(c <= r and (c == r or similar(sig, r, c)) for r, c in want.items())
+    sizes = {c: sum(1 for x in want.values() if x == c) for c in want.values()}
+    assert d["cluster_size"] == [sizes[c] for c in d["cluster_id"]]
+    assert list(zip(d["cluster_id"], d["_rowid"])) == sorted(zip(d["cluster_id"], d["_rowid"]))
+
+
+def test_dedup_removes_the_dropped_rows(starred):
+    flags = keep_flags(starred, "text", T, clustering="star").to_pydict()
+    r = dedup(starred, "text", T, clustering="star")
+    assert r.dry_run and r.removed == flags["keep"].count(False)
+    assert sorted(r.removed_rowids.tolist()) == sorted(x for x, k in zip(flags["_rowid"], flags["keep"]) if not k)
+
+
+def test_one_text_many_times_keeps_one_row(tmp_path):
+    """A giant bucket: 20,000 copies of one text among other rows; one comparison a copy."""
+    rng = np.random.default_rng(1)
+    vocab = np.array(vocabulary().to_pylist())
+    same = " ".join(rng.choice(vocab, 40))
+    texts = [same] * 20_000 + [" ".join(rng.choice(vocab, 30)) for _ in range(50)]
+    uri = str(tmp_path / "giant.lance")
+    lance.write_dataset(pa.table({"text": pa.array(texts)}), uri)
+    build_index(uri, "text")
+    got = keep_flags(uri, "text", 0.8, clustering="star").to_pydict()
+    assert len(got["_rowid"]) == 20_000 and got["keep"].count(True) == 1
+    kept = got["_rowid"][got["keep"].index(True)]
+    assert kept == min(got["_rowid"])
+    assert set(got["twin_rowid"]) == {None, kept} and set(got["twin_similarity"]) == {None, 1.0}
+    c = clusters(uri, "text", 0.8, clustering="star").to_pydict()
+    assert set(c["cluster_id"]) == {kept} and set(c["cluster_size"]) == {20_000}
+
+
+# --------------------------------------------------------------------------- interfaces
+
+
+@pytest.fixture(scope="module")
+def con():
+    return lms.connect()
+
+
+def test_sql_star_equals_python(con, starred):
+    u = starred.replace("'", "''")
+    rel = con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', {T}, order_by := 'quality DESC', "
+                  "clustering := 'star') ORDER BY cluster_id, _rowid")
+    assert [d[0] for d in rel.description] == DEDUP_STAR_SCHEMA.names
+    assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT", "BOOLEAN", "UBIGINT", "DOUBLE"]
+    want = keep_flags(starred, "text", T, order_by="quality DESC", clustering="star")
+    assert rel.fetchall() == [tuple(r.values()) for r in want.to_pylist()]
+    rel = con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', {T}, clustering := 'components')")
+    assert [d[0] for d in rel.description] == ["_rowid", "cluster_id", "cluster_size", "keep"]
+    got = con.sql(f"SELECT * FROM minhash_clusters('{u}', 'text', {T}, clustering := 'STAR')").fetchall()
+    assert got == [tuple(r.values()) for r in clusters(starred, "text", T, clustering="star").to_pylist()]
+
+
+def test_clustering_errors_name_the_value(con, starred):
+    u = starred.replace("'", "''")
+    for sql in (f"SELECT * FROM minhash_dedup('{u}', 'text', clustering := 'stars')",
+                f"SELECT * FROM minhash_clusters('{u}', 'text', clustering := NULL)"):
+        with pytest.raises(duckdb.Error, match=r"minhash_(dedup|clusters): clustering=('stars'|NULL) is not a "
+                                               r"clustering: use 'components'"):
+            con.sql(sql).fetchall()
+    for fn in (functools.partial(keep_flags, starred, "text"), functools.partial(clusters, starred, "text"),
+               functools.partial(dedup, starred, "text")):
+        with pytest.raises(InvalidParameterError, match="clustering='one' is not a clustering"):
+            fn(clustering="one")
+
+
+def test_cli_clustering(starred):
+    run = [sys.executable, "-m", "lance_minhash_sql.faces.cli", "dedup", starred, "text", "--threshold", str(T),
+           "--quiet"]
+    star = subprocess.run(run + ["--clustering", "star"], capture_output=True, text=True)
+    assert star.returncode == 0, star.stderr
+    removed = dedup(starred, "text", T, clustering="star").removed
+    assert f"{removed:,} duplicates" in star.stdout
+    bad = subprocess.run(run + ["--clustering", "sta"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--clustering: invalid choice: 'sta'" in bad.stderr
