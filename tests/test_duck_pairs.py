@@ -182,7 +182,7 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
         return rows
 
     monkeypatch.setattr(duck_pairs, "scalar_rows", spy)
-    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL)").fetchall()[0][0]
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate')").fetchall()[0][0]
     n = plan.count("_lms_pair_shard(")
     assert n > 10 and plan.count(" UNION ALL ") == n - 1
     seen.clear()
@@ -192,7 +192,7 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
 
 
 def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
-    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL)").fetchall()[0][0]
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate')").fetchall()[0][0]
     version = lance.dataset(corpus).version
     assert f", {version}, 0, " in plan
     duck_pairs._PLANS.clear()

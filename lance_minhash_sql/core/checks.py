@@ -30,7 +30,7 @@ import numpy as np
 from lance_minhash_sql.core.errors import InvalidParameterError
 
 __all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
-           "CLUSTERINGS", "check_clustering"]
+           "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify"]
 
 THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
 
@@ -143,4 +143,22 @@ def check_clustering(value: Any) -> str:
         raise InvalidParameterError(
             f"clustering={shown} is not a clustering: use 'components' (connected components of the verified "
             "links, the default) or 'star' (every dropped row is similar to the kept row named as its twin)")
+    return value.lower()
+
+
+VERIFY_MODES = ("estimate", "exact")  # core/params.py: exact_candidate_floor
+
+
+def check_verify(value: Any) -> str:
+    """How a candidate pair is verified: one of :data:`VERIFY_MODES` (case-insensitive).
+
+    >>> check_verify("EXACT")
+    'exact'
+    """
+    if not isinstance(value, str) or value.lower() not in VERIFY_MODES:
+        shown = "NULL" if value is None else repr(value)
+        raise InvalidParameterError(
+            f"verify={shown} is not a verification: use 'estimate' (the MinHash estimate reaches the threshold, "
+            "the default) or 'exact' (the exact shingle Jaccard reaches it; candidates taken down to a margin "
+            "under the threshold)")
     return value.lower()

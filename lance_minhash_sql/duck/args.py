@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.core.checks import check_bool, check_clustering, check_int
+from lance_minhash_sql.core.checks import check_bool, check_clustering, check_int, check_verify
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import TokenizerParams
 
@@ -42,6 +42,7 @@ __all__ = [
     "integer",
     "flag",
     "clustering",
+    "verify",
     "text",
     "check_text_types",
     "json_value",
@@ -102,6 +103,11 @@ def flag(fn: str, name: str, value: Any) -> bool:
 def clustering(fn: str, value: Any) -> str:
     """'components' or 'star' (:func:`lance_minhash_sql.core.checks.check_clustering`)."""
     return prefixed(fn, check_clustering, value)
+
+
+def verify(fn: str, value: Any) -> str:
+    """'estimate' or 'exact' (:func:`lance_minhash_sql.core.checks.check_verify`)."""
+    return prefixed(fn, check_verify, value)
 
 
 def text(fn: str, name: str, value: Any) -> str:

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.duck.args import Udf, clustering as clustering_of, flag, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.args import verify as verify_of
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, lists_of_tables, rows_type
 from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.duck.storage import options_of
@@ -57,11 +58,13 @@ _PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, versi
 
 
 def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int, num_shards: int,
-              storage: str | None = None, memory_limit: int | None = None) -> str:
+              storage: str | None = None, memory_limit: int | None = None, verify: str = "estimate") -> str:
     """The SQL that ``query()`` runs for one ``minhash_pairs`` call: one branch per shard
-    (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL)."""
+    (without ``exact`` the shards return three columns and ``jaccard`` is added as NULL;
+    ``verify := 'exact'`` implies ``exact``)."""
     head = ", ".join(literal(a) for a in (uri, column, threshold, version))
-    udf = "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
+    exact = exact or verify == "exact"
+    udf = "_lms_pair_shard_verified" if verify == "exact" else "_lms_pair_shard_exact" if exact else "_lms_pair_shard"
     union = " UNION ALL ".join(
         f"SELECT unnest({udf}({head}, {s}, {num_shards}, {literal(storage)}, {literal(memory_limit)}), "
         "recursive := true)"
@@ -69,23 +72,24 @@ def pairs_sql(uri: str, column: str, threshold: float, exact: bool, version: int
     return union if exact else f"SELECT *, NULL::DOUBLE AS jaccard FROM ({union})"
 
 
-def pairs_plan(dataset, column, threshold, exact, storage, memory_limit) -> pa.Array:
+def pairs_plan(dataset, column, threshold, exact, storage, memory_limit, verify) -> pa.Array:
     from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, shard_rows
     from lance_minhash_sql.selfjoin.pairs import pair_shards
 
     fn = "minhash_pairs"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, exact=exact, storage=storage,
-                           memory_limit=memory_limit):
+                           memory_limit=memory_limit, verify=verify):
         require(fn, row, "dataset", "column", "exact")
         exact_ = flag(fn, "exact", row["exact"])
+        verify_ = verify_of(fn, row["verify"])
         token = row["storage"]
         limit = prefixed(fn, memory_limit_bytes, row["memory_limit"])
         shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token), shard_rows=shard_rows(limit)),
                           row["dataset"], row["column"], row["threshold"])
         s = shards[0]
         _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)
-        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards), token, limit))
+        out.append(pairs_sql(s.uri, s.column, s.threshold, exact_, s.version, len(shards), token, limit, verify_))
     return pa.array(out, pa.string())
 
 
@@ -103,11 +107,11 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
     return shards
 
 
-def _shard_columns(fn: str, shard, exact: bool, limit: int) -> list[pa.Array] | None:
+def _shard_columns(fn: str, shard, exact: bool, limit: int, verify: str = "estimate") -> list[pa.Array] | None:
     """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`),
     within ``limit`` bytes (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`)."""
     from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs
-    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
+    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, pair_verifier
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
@@ -117,10 +121,11 @@ def _shard_columns(fn: str, shard, exact: bool, limit: int) -> list[pa.Array] | 
             "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
             "list all pairs")
 
-    return collect_columns(bounded_shard_pairs(shard, limit, data_pairs, DEFAULT_CHUNK_PAIRS, exact), MAX_SQL_SHARD_PAIRS, too_many)
+    pairs = bounded_shard_pairs(shard, limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS, exact or verify == "exact")
+    return collect_columns(pairs, MAX_SQL_SHARD_PAIRS, too_many)
 
 
-def _pair_shard(exact: bool, type_: pa.DataType):
+def _pair_shard(exact: bool, type_: pa.DataType, verify: str = "estimate"):
     def run(dataset, column, threshold, version, shard, num_shards, storage, memory_limit) -> pa.Array:
         fn = "minhash_pairs"
         out = []
@@ -128,10 +133,10 @@ def _pair_shard(exact: bool, type_: pa.DataType):
                                num_shards=num_shards, storage=storage, memory_limit=memory_limit):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
                                 int(row["num_shards"]), row["storage"])
-            out.append(_shard_columns(fn, shards[int(row["shard"])], exact, int(row["memory_limit"])))
+            out.append(_shard_columns(fn, shards[int(row["shard"])], exact, int(row["memory_limit"]), verify))
         return lists_of_columns(out, type_)
 
-    run.__name__ = "pair_shard_exact" if exact else "pair_shard"
+    run.__name__ = "pair_shard_verified" if verify == "exact" else "pair_shard_exact" if exact else "pair_shard"
     return run
 
 
@@ -191,10 +196,12 @@ _DEDUP_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR", 
 # dataset, column, threshold, version, shard, shards, storage token, memory limit in bytes
 _SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "BIGINT")
 PAIR_UDFS: tuple[Udf, ...] = (
-    Udf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR"), "VARCHAR",
-        False),
+    Udf("_lms_pairs_plan", pairs_plan, ("VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR"),
+        "VARCHAR", False),
     Udf("_lms_pair_shard", _pair_shard(False, _PAIRS_ARROW), _SHARD_ARGS, PAIRS_TYPE, True),
     Udf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
+    Udf("_lms_pair_shard_verified", _pair_shard(True, _PAIRS_EXACT_ARROW, "exact"), _SHARD_ARGS, PAIRS_EXACT_TYPE,
+        True),
     Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), CLUSTERS_TYPE,
         True),
     Udf("_lms_dedup_plan", dedup_plan, ("VARCHAR",) * 2 + ("DOUBLE",) + ("VARCHAR",) * 5, "VARCHAR", False),

@@ -27,7 +27,7 @@ import time
 import warnings
 
 from lance_minhash_sql.core.advice import in_cli as cli_advice
-from lance_minhash_sql.core.checks import CLUSTERINGS
+from lance_minhash_sql.core.checks import CLUSTERINGS, VERIFY_MODES
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
 from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.duck.sqltext import literal
@@ -251,9 +251,10 @@ def cmd_pairs(args) -> int:
 
     if args.output:
         check_output(args.output)
-    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact, memory_limit=args.memory_limit,
-                    storage_options=storage_options(args.storage_option))
-    total = stream_rows(batches, PAIRS_EXACT_SCHEMA if args.exact else PAIRS_SCHEMA, args)
+    batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact, verify=args.verify,
+                    memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option))
+    exact = args.exact or args.verify == "exact"
+    total = stream_rows(batches, PAIRS_EXACT_SCHEMA if exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} pairs at threshold {args.threshold:g}{where}")
     return 0
@@ -440,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
                   "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    p.add_argument("--verify", default="estimate", choices=VERIFY_MODES,
+                   help="estimate (the MinHash estimate reaches the threshold, default) or exact (the exact shingle "
+                        "Jaccard does; candidates down to 4 standard deviations of the estimate under it)")
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     storage_flag(p)

@@ -23,6 +23,11 @@ What is reported, exactly:
   tokenizer and shingle size as the index; texts fetched by row id) in a ``jaccard``
   column and keeps the verified pairs whose ``jaccard >= threshold`` too: a subset of
   ``exact=False``'s pairs, each one a true near-duplicate at the threshold.
+* ``verify="exact"`` replaces the estimate by the exact Jaccard instead of adding to it:
+  candidates whose estimate reaches :func:`lance_minhash_sql.core.params.exact_candidate_floor`
+  (4 standard deviations of the estimate under the threshold) are kept iff their
+  ``jaccard >= threshold``. It finds the pairs at the threshold whose estimate fell
+  under it (``verify="estimate"`` drops them); the ``jaccard`` column is filled.
 
 How: the band-key space ``[0, num_bands << 56)`` is cut into ``num_shards`` equal key
 ranges (band keys are hashes, so each holds about the same number of band rows; a bucket
@@ -44,15 +49,17 @@ batches in shard order.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.checks import check_bool, check_int
+from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
+from lance_minhash_sql.core.params import exact_candidate_floor
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
@@ -76,6 +83,7 @@ __all__ = [
     "pairs",
     "unbounded_pairs",
     "data_pairs",
+    "pair_verifier",
 ]
 
 
@@ -145,17 +153,20 @@ def _shard_pairs(shard: Shard, exact: bool, chunk: int, stop: threading.Event | 
         yield from data_pairs(shard, data, exact, chunk, stop)
 
 
-def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None
-               ) -> Iterator[pa.RecordBatch]:
+def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None,
+               verify: str = "estimate") -> Iterator[pa.RecordBatch]:
     """The verified pairs of a shard's loaded data (:func:`.shards.load_shard`, or a part of
-    a shard loaded under a memory budget, :mod:`.bounded`)."""
+    a shard loaded under a memory budget, :mod:`.bounded`). ``verify="exact"``: candidates
+    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``)."""
     plan = shard.plan
     k = plan.params.num_hashes
+    exact = exact or verify == "exact"
     cap = max(1, min(chunk, _pair_bound(data)))
     out_l = np.empty(cap, dtype=np.uint64)
     out_r = np.empty(cap, dtype=np.uint64)
     out_e = np.empty(cap, dtype=np.int32)
-    min_eq = min_matches(shard.threshold, k)
+    floor = exact_candidate_floor(shard.threshold, k) if verify == "exact" else shard.threshold
+    min_eq = min_matches(floor, k)
     schema = PAIRS_EXACT_SCHEMA if exact else PAIRS_SCHEMA
     fill = 0
     for w in shard_windows(data):
@@ -190,10 +201,11 @@ def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, o
 # --------------------------------------------------------------------------- all shards
 
 
-def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, memory_limit=None,
-          storage_options: dict | None = None) -> Iterator[pa.RecordBatch]:
+def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, verify: str = "estimate",
+          memory_limit=None, storage_options: dict | None = None) -> Iterator[pa.RecordBatch]:
     """Every verified pair of ``column``'s index (all shards), as record batches of
-    :data:`PAIRS_SCHEMA` (:data:`PAIRS_EXACT_SCHEMA` when ``exact``); see the module doc.
+    :data:`PAIRS_SCHEMA` (:data:`PAIRS_EXACT_SCHEMA` when ``exact`` or ``verify="exact"``);
+    see the module doc.
     At most ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
     :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
     process (:mod:`.bounded`); the pairs do not depend on it.
@@ -203,8 +215,15 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, 
     from lance_minhash_sql.selfjoin.bounded import bounded_pairs
 
     exact = check_bool("exact", exact)
-    return bounded_pairs(dataset, column, threshold, verify=data_pairs, most=DEFAULT_CHUNK_PAIRS, exact=exact,
-                         memory_limit=memory_limit, storage_options=storage_options)
+    verify = check_verify(verify)
+    return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify), most=DEFAULT_CHUNK_PAIRS,
+                         exact=exact or verify == "exact", memory_limit=memory_limit,
+                         storage_options=storage_options)
+
+
+def pair_verifier(verify: str):
+    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it."""
+    return data_pairs if verify == "estimate" else partial(data_pairs, verify=verify)
 
 
 def unbounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,

@@ -6,11 +6,17 @@
 -- is filled when exact := true, which also keeps only the pairs with jaccard >= threshold;
 -- otherwise it is NULL. Runs shard by shard on DuckDB's threads; memory_limit (bytes or
 -- '1GiB', default 512 MiB) bounds what each shard holds (the answer does not depend on it).
+-- verify := 'estimate' (default): a candidate is kept when its MinHash estimate reaches
+-- threshold (exact := true then also asks jaccard >= threshold: a subset). verify := 'exact':
+-- candidates whose estimate reaches threshold minus 4 standard deviations of the estimate
+-- (sqrt(t (1 - t) / k): 0.141 at 0.8 and 128 hashes) are kept iff jaccard >= threshold, so
+-- pairs at the threshold whose estimate fell under it are found too; jaccard is filled.
 CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, exact := false,
-                                           storage_options := NULL, memory_limit := NULL) AS TABLE
+                                           storage_options := NULL, memory_limit := NULL,
+                                           verify := 'estimate') AS TABLE
     SELECT * FROM query(_lms_pairs_plan(dataset, "column", threshold, exact,
                                         _lms_storage('minhash_pairs', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
-                                        memory_limit::VARCHAR));
+                                        memory_limit::VARCHAR, verify));
 
 -- Near-duplicate clusters: one row per row in a cluster of two or more, with the
 -- cluster's smallest row id as cluster_id; ordered by (cluster_id, _rowid). memory_limit

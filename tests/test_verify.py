@@ -1,0 +1,147 @@
+"""verify := 'exact' (selfjoin/pairs.py): candidates down to a margin under the threshold,
+kept by their exact shingle Jaccard. Oracle: every pair of rows sharing a band key (brute
+force over the signatures), its estimate, and its exact Jaccard from lance.tokenize
+(tests/naive.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import duckdb
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from naive import exact_jaccard
+from test_pairs import candidate_pairs, signed
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor
+from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
+from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA
+from lance_minhash_sql.selfjoin.pairs import pairs
+
+PARAMS = MinHashParams()
+T = 0.8
+
+
+def brute_force(uri: str, threshold: float) -> dict:
+    """``{(left, right): (estimate, jaccard)}``: candidates whose estimate reaches the
+    floor, kept when their exact Jaccard reaches the threshold."""
+    rowids, sigs, keys, _, texts = signed(uri)
+    floor = exact_candidate_floor(threshold, PARAMS.num_hashes)
+    cand = candidate_pairs(keys)
+    eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
+    est = (eq.astype(np.float32) / np.float32(PARAMS.num_hashes)).astype(np.float64)
+    texts = texts.to_pylist()
+    out = {}
+    for (i, j), e in zip(cand[est >= floor], est[est >= floor]):
+        jac = exact_jaccard(texts[i], texts[j], PARAMS)
+        if jac is not None and jac >= threshold:
+            a, b = sorted((int(rowids[i]), int(rowids[j])))
+            out[(a, b)] = (float(e), jac)
+    return out
+
+
+def pairs_table(uri: str, threshold: float = T, **kw) -> pa.Table:
+    return pa.Table.from_batches(list(pairs(uri, "text", threshold, **kw)))
+
+
+def as_pairs(table: pa.Table) -> dict:
+    d = table.to_pydict()
+    return {(a, b): (s, j) for a, b, s, j in zip(d["left_rowid"], d["right_rowid"], d["similarity"],
+                                                 d.get("jaccard", [None] * table.num_rows))}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("verify") / "corpus.lance")
+    write_corpus(uri, 2500, rows_per_fragment=1000)
+    build_index(uri, "text")
+    write_corpus(uri, 400, rows_per_fragment=1000, mode="append", start=2500)  # unindexed rows too
+    lance.dataset(uri).delete("id % 13 = 5")
+    return uri
+
+
+def edited_table(seed: int = 7, groups: int = 60) -> pa.Table:
+    """Pairs of 200-word texts with 6 words replaced apart: exact Jaccard of 3-word
+    shingles about 0.83, estimates scattered around it (standard deviation 0.033)."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array(vocabulary().to_pylist())
+    texts = []
+    for _ in range(groups):
+        words = rng.choice(vocab, 200)
+        texts.append(" ".join(words))
+        edited = words.copy()
+        for p in rng.choice(np.arange(0, 200, 7), 6, replace=False):
+            edited[p] = rng.choice(vocab)
+        texts.append(" ".join(edited))
+    return pa.table({"id": pa.array(np.arange(len(texts))), "text": pa.array(texts)})
+
+
+@pytest.fixture(scope="module")
+def edited(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("edited") / "edited.lance")
+    lance.write_dataset(edited_table(), uri)
+    build_index(uri, "text")
+    return uri
+
+
+def test_the_floor_is_four_standard_deviations():
+    for t, k in ((0.8, 128), (0.9, 256), (0.5, 64), (1.0, 128)):
+        assert exact_candidate_floor(t, k) == pytest.approx(max(0.0, t - 4 * np.sqrt(t * (1 - t) / k)))
+    with pytest.raises(InvalidParameterError, match="threshold=1.5"):
+        exact_candidate_floor(1.5, 128)
+
+
+@pytest.mark.parametrize("threshold", [0.8, 0.7])
+def test_verify_exact_equals_brute_force(corpus, threshold, self_join_budget):
+    want = brute_force(corpus, threshold)
+    got = as_pairs(pairs_table(corpus, threshold, verify="exact"))
+    assert len(want) > 100
+    assert got.keys() == want.keys()
+    for p, (est, jac) in got.items():
+        assert est == want[p][0] and jac == pytest.approx(want[p][1], abs=1e-12)
+
+
+def test_verify_exact_finds_pairs_the_estimate_drops(edited):
+    t = 0.8
+    want = brute_force(edited, t)
+    got = as_pairs(pairs_table(edited, t, verify="exact"))
+    assert got.keys() == want.keys()
+    rescued = {p for p, (est, jac) in got.items() if est < t <= jac}
+    assert len(rescued) >= 3, "the corpus has pairs above the threshold whose estimate is under it"
+    estimate = as_pairs(pairs_table(edited, t))
+    assert not rescued & estimate.keys()
+    # the estimate and exact := true (estimate and exact) are a subset of verify := 'exact'
+    both = as_pairs(pairs_table(edited, t, exact=True))
+    assert both.keys() <= got.keys() and len(both) < len(got)
+    assert all(jac >= t for _, jac in got.values())
+    # the estimate keeps pairs under the threshold that verify := 'exact' drops
+    assert {p for p in estimate if exact_jaccard(*texts_of(edited, p), PARAMS) < t} == estimate.keys() - got.keys()
+
+
+def texts_of(uri: str, pair) -> list[str]:
+    t = lance.dataset(uri).to_table(columns=["text"], with_row_id=True).to_pydict()
+    text = dict(zip(t["_rowid"], t["text"]))
+    return [text[r] for r in pair]
+
+
+def test_sql_and_cli_verify(corpus):
+    con = lms.connect()
+    u = corpus.replace("'", "''")
+    rel = con.sql(f"SELECT * FROM minhash_pairs('{u}', 'text', {T}, verify := 'exact')")
+    assert [d[0] for d in rel.description] == PAIRS_EXACT_SCHEMA.names
+    got = {(a, b): (s, j) for a, b, s, j in rel.fetchall()}
+    assert got == as_pairs(pairs_table(corpus, T, verify="exact"))
+    with pytest.raises(duckdb.Error, match=r"minhash_pairs: verify='exactly' is not a verification: use 'estimate'"):
+        con.sql(f"SELECT * FROM minhash_pairs('{u}', 'text', verify := 'exactly')").fetchall()
+    with pytest.raises(InvalidParameterError, match="verify=None is not|verify=NULL is not"):
+        pairs(corpus, "text", verify=None)
+    run = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", "pairs", corpus, "text", "--verify",
+                          "exact", "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert f"{len(got):,} pairs at threshold 0.8" in run.stdout
