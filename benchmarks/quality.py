@@ -1,0 +1,228 @@
+"""Dedup quality of the three choices (``docs/dedup-quality.md``): the MinHash estimate,
+exact verification (``verify="exact"``) and star clustering (``clustering="star"``), on
+the generated corpus, scored by exact shingle Jaccard, with the time of each mode.
+
+    python benchmarks/quality.py --rows 1000000 --data-dir /tmp/bench
+
+The corpus is ``write_corpus(rows, with_truth=True)`` with our index (k=128, b=16,
+shingle 3); its ``source_id`` says which rows were generated from one source text.
+
+**The reference** (what recall is measured against): every pair of rows with a common
+source (all of them, exact Jaccard computed) plus every pair any mode reports (exact
+Jaccard computed); a reference pair is *positive* when its exact Jaccard reaches the
+threshold. A near-duplicate pair of rows from different sources that no mode reports
+(two texts sharing boilerplate) is missing from the reference: the recall figures count
+the pairs the generator made similar, not every similar pair of the corpus (a brute
+force over 5e11 pairs is out of reach). Exact Jaccard is the package's own
+(``Signer.shingle_sets`` and ``kernels.pairs.pair_jaccard``), which tests/test_verify.py
+checks against ``lance.tokenize`` and Python sets.
+
+**Candidates** (the ceiling of any verification): a positive pair is a candidate when its
+two signatures share a band key; the figure is the share of positives that are.
+
+Modes, each timed once in this process after the kernels are compiled (wall and CPU
+seconds): ``pairs`` with the estimate, with ``exact=True`` (estimate and exact), with
+``verify="exact"``; ``keep_flags`` with components and with star. For each pairs mode:
+pairs reported, precision (share with exact Jaccard >= threshold), recall of positives
+by Jaccard band. For each clustering: rows dropped, and the share of dropped rows whose
+kept row (components: the cluster's kept row; star: the twin) is similar to it, by the
+estimate and by exact Jaccard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, ROOT)
+
+from lance_minhash_sql.core.arrays import readonly  # noqa: E402
+from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor  # noqa: E402
+from lance_minhash_sql.core.usage import cpu_seconds  # noqa: E402
+
+EXACT_CHUNK = 1 << 16
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def corpus(rows: int, data_dir: str) -> str:
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    uri = os.path.join(data_dir, f"quality-{rows}.lance")
+    if not os.path.exists(os.path.join(uri, "_indices")):
+        _log(f"writing {uri}")
+        write_corpus(uri, rows, with_truth=True)
+        build_index(uri, "text")
+    return uri
+
+
+class Texts:
+    """Every row's text and signature, addressed by row id."""
+
+    def __init__(self, uri: str, params: MinHashParams):
+        import lance
+
+        from lance_minhash_sql.index.sign import signer_for
+
+        t = lance.dataset(uri).to_table(columns=["text", "source_id"], with_row_id=True)
+        order = np.argsort(t.column("_rowid").to_numpy())
+        self.rowids = t.column("_rowid").to_numpy()[order]
+        self.texts = t.column("text").combine_chunks().take(pa.array(order))
+        self.source = t.column("source_id").to_numpy()[order]
+        self.signer = signer_for(params)
+        self.sigs, _ = self.signer.sign(self.texts)
+        self.keys = self.signer.band_keys(self.sigs)
+        self.k = params.num_hashes
+
+    def pos(self, rowids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.rowids, rowids)
+
+    def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Exact shingle Jaccard of position pairs."""
+        from lance_minhash_sql.kernels.lsh import sorted_unique
+        from lance_minhash_sql.kernels.pairs import pair_jaccard
+
+        out = np.empty(a.size, dtype=np.float64)
+        for s in range(0, a.size, EXACT_CHUNK):
+            pa_, pb = a[s:s + EXACT_CHUNK], b[s:s + EXACT_CHUNK]
+            ids = sorted_unique(np.concatenate((pa_, pb)).astype(np.uint64)).astype(np.int64)
+            offsets, hashes = self.signer.shingle_sets(self.texts.take(pa.array(ids)))
+            ia, ib = np.searchsorted(ids, pa_), np.searchsorted(ids, pb)
+            out[s:s + pa_.size] = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
+        return out
+
+    def estimate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        eq = (self.sigs[a] == self.sigs[b]).sum(axis=1)
+        return (eq.astype(np.float32) / np.float32(self.k)).astype(np.float64)
+
+    def candidate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (self.keys[a] == self.keys[b]).any(axis=1)
+
+
+def same_source_pairs(texts: Texts) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(texts.source, kind="stable")
+    src = texts.source[order]
+    cuts = np.flatnonzero(np.diff(src)) + 1
+    a, b = [], []
+    for g in np.split(order, cuts):
+        if g.size > 1:
+            i, j = np.triu_indices(g.size, 1)
+            a.append(g[i])
+            b.append(g[j])
+    return np.concatenate(a), np.concatenate(b)
+
+
+def key_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    lo, hi = np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64)
+    return (lo << np.uint64(32)) | hi
+
+
+def timed(fn):
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    out = fn()
+    return out, time.perf_counter() - t0, cpu_seconds() - c0
+
+
+def run_pairs(uri: str, texts: Texts, threshold: float, **kw):
+    from lance_minhash_sql.selfjoin.pairs import pairs
+
+    table, wall, cpu = timed(lambda: pa.Table.from_batches(list(pairs(uri, "text", threshold, **kw))))
+    a = texts.pos(table.column("left_rowid").to_numpy())
+    b = texts.pos(table.column("right_rowid").to_numpy())
+    return a, b, wall, cpu
+
+
+def run_dedup(uri: str, texts: Texts, threshold: float, clustering: str):
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
+
+    table, wall, cpu = timed(lambda: keep_flags(uri, "text", threshold, clustering=clustering))
+    d = table.to_pydict()
+    rowid = np.array(d["_rowid"], dtype=np.uint64)
+    keep = np.array(d["keep"])
+    if clustering == "star":
+        twin = np.array([t if t is not None else 0 for t in d["twin_rowid"]], dtype=np.uint64)
+    else:
+        cluster = np.array(d["cluster_id"], dtype=np.uint64)
+        kept = dict(zip(cluster[keep].tolist(), rowid[keep].tolist()))
+        twin = np.array([kept[c] for c in cluster.tolist()], dtype=np.uint64)
+    drop = ~keep
+    a, b = texts.pos(rowid[drop]), texts.pos(twin[drop])
+    return dict(wall=wall, cpu=cpu, clustered=rowid.size, dropped=int(drop.sum()),
+                est_ok=float((texts.estimate(a, b) >= threshold).mean()) if a.size else 1.0,
+                jac=texts.jaccard(a, b))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--data-dir", default="/tmp/bench")
+    ap.add_argument("--threshold", type=float, default=0.8)
+    args = ap.parse_args()
+    os.makedirs(args.data_dir, exist_ok=True)
+    t = args.threshold
+    load = os.getloadavg()[0]
+    uri = corpus(args.rows, args.data_dir)
+    small = corpus(2000, args.data_dir)
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
+    from lance_minhash_sql.selfjoin.pairs import pairs
+
+    for kw in ({}, {"exact": True}, {"verify": "exact"}):  # compile and load the kernels
+        list(pairs(small, "text", t, **kw))
+    keep_flags(small, "text", t, clustering="star")
+    params = MinHashParams()
+    texts = Texts(uri, params)
+
+    modes = {"estimate": {}, "estimate and exact (exact=True)": {"exact": True},
+             "exact verification (verify='exact')": {"verify": "exact"}}
+    got = {}
+    for name, kw in modes.items():
+        a, b, wall, cpu = run_pairs(uri, texts, t, **kw)
+        got[name] = (key_of(a, b), wall, cpu, a, b)
+        _log(f"{name}: {a.size:,} pairs, {wall:.2f} s")
+    sa, sb = same_source_pairs(texts)
+    ref_keys = np.concatenate([key_of(sa, sb)] + [g[0] for g in got.values()])
+    ref_keys, first = np.unique(ref_keys, return_index=True)
+    ra = (ref_keys >> np.uint64(32)).astype(np.int64)
+    rb = (ref_keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    jac = texts.jaccard(ra, rb)
+    positive = jac >= t
+    cand = texts.candidate(ra, rb)
+    bands = [(t, t + 0.1), (t + 0.1, 1.01)]
+    print(f"# {args.rows:,} rows, threshold {t}, k={params.num_hashes}, b={params.num_bands}; load average "
+          f"{load:.1f} at the start; estimate floor of verify='exact': {exact_candidate_floor(t, params.num_hashes):.3f}")
+    print(f"reference: {ref_keys.size:,} pairs ({sa.size:,} with a common source), {int(positive.sum()):,} with "
+          f"exact Jaccard >= {t}")
+    heads = [f"recall J in [{lo:.1f}, {min(hi, 1.0):.1f}{')' if hi <= 1 else ']'}" for lo, hi in bands]
+    print("\n| mode | wall s | CPU s | pairs | precision (J >= t) | " + " | ".join(heads) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(bands))
+    in_band = [(jac >= lo) & (jac < hi) for lo, hi in bands]
+    row = ["LSH candidates (ceiling)", "", "", "", ""]
+    row += [f"{cand[m].sum():,} / {m.sum():,} = {cand[m].mean():.4f}" for m in in_band]
+    print("| " + " | ".join(row) + " |")
+    for name, (keys, wall, cpu, _, _) in got.items():
+        found = np.isin(ref_keys, keys)
+        prec = positive[found].mean() if found.any() else 1.0
+        cells = [name, f"{wall:.2f}", f"{cpu:.2f}", f"{keys.size:,}", f"{prec:.4f}"]
+        cells += [f"{(found & m).sum():,} / {m.sum():,} = {found[m].mean():.4f}" for m in in_band]
+        print("| " + " | ".join(cells) + " |")
+    print("\n| clustering | wall s | CPU s | clustered rows | dropped | dropped rows whose kept row has estimate >= t "
+          "| ... exact J >= t | ... exact J < 0.6 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for clustering in ("components", "star"):
+        r = run_dedup(uri, texts, t, clustering)
+        j = r["jac"]
+        print(f"| {clustering} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['clustered']:,} | {r['dropped']:,} | "
+              f"{r['est_ok']:.4f} | {(j >= t).mean():.4f} | {int((j < 0.6).sum()):,} |")
+
+
+if __name__ == "__main__":
+    main()
