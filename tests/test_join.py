@@ -422,7 +422,7 @@ def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
     build_index(rcopy, "text")
     want = brute_join(lcopy, rcopy, 0.8)
     con = lms.connect()
-    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL, NULL)",
+    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL, NULL, 'estimate')",
                        [lcopy, rcopy]).fetchall()[0][0]
     versions = (lance.dataset(lcopy).version, lance.dataset(rcopy).version)
     assert f", {versions[0]}, {versions[1]}, " in plan

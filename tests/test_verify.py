@@ -145,3 +145,39 @@ def test_sql_and_cli_verify(corpus):
                           "exact", "--quiet"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert f"{len(got):,} pairs at threshold 0.8" in run.stdout
+
+
+@pytest.fixture(scope="module")
+def two_sides(tmp_path_factory) -> tuple[str, str]:
+    """The edited pairs split: originals on the left (not indexed), edits on the right."""
+    table = edited_table(seed=11)
+    base = tmp_path_factory.mktemp("sides")
+    left, right = str(base / "left.lance"), str(base / "right.lance")
+    lance.write_dataset(table.take(np.arange(0, table.num_rows, 2)), left)
+    lance.write_dataset(table.take(np.arange(1, table.num_rows, 2)), right)
+    build_index(right, "text")
+    return left, right
+
+
+def test_join_verify_exact_equals_brute_force(two_sides):
+    from lance_minhash_sql.selfjoin.join import join
+
+    left, right = two_sides
+    lr, ls, lk, _, lt = signed(left)
+    rr, rs, rk, _, rt = signed(right)
+    floor = exact_candidate_floor(T, PARAMS.num_hashes)
+    lt, rt = lt.to_pylist(), rt.to_pylist()
+    want = {}
+    for i in range(lr.size):
+        for j in np.flatnonzero((rk == lk[i]).any(axis=1)):
+            est = float(np.float32((ls[i] == rs[j]).sum()) / np.float32(PARAMS.num_hashes))
+            jac = exact_jaccard(lt[i], rt[j], PARAMS)
+            if est >= floor and jac >= T:
+                want[(int(lr[i]), int(rr[j]))] = (est, jac)
+    got = as_pairs(pa.Table.from_batches(list(join(left, right, "text", T, verify="exact"))))
+    assert got.keys() == want.keys() and len(want) > 20
+    assert any(est < T for est, _ in got.values()), "pairs whose estimate is under the threshold are found"
+    assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+    con = lms.connect()
+    rows = con.execute("SELECT * FROM minhash_join(?, ?, 'text', 0.8, verify := 'exact')", [left, right]).fetchall()
+    assert {(a, b): (s, j) for a, b, s, j in rows} == got

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.duck.args import Udf, flag, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.args import verify as verify_of
 from lance_minhash_sql.duck.pairs import MAX_SQL_SHARD_PAIRS
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, rows_type
 from lance_minhash_sql.duck.sqltext import literal
@@ -41,7 +42,7 @@ _PLANS = ByteCache.for_objects("SQL join plans", 64)  # both sides' uris, versio
 def join_sql(args: tuple, num_shards: int) -> str:
     """The SQL that ``query()`` runs for one ``minhash_join`` call: one branch per shard.
     ``args``: left, right, column, right column, threshold, exact, left version, right
-    version, left storage token, right storage token."""
+    version, left storage token, right storage token, verify."""
     head = ", ".join(literal(a) for a in args[:8])
     tail = ", ".join(literal(a) for a in args[8:])
     return " UNION ALL ".join(
@@ -65,23 +66,24 @@ def _plan(left, right, column, right_column, threshold, left_token, right_token,
 
 
 def join_plan(left, right, column, right_column, threshold, exact, left_storage, right_storage,
-              memory_limit) -> pa.Array:
+              memory_limit, verify) -> pa.Array:
     out = []
     for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
-                        exact=exact, ls=left_storage, rs=right_storage, memory_limit=memory_limit):
+                        exact=exact, ls=left_storage, rs=right_storage, memory_limit=memory_limit, verify=verify):
         require(_FN, row, "left", "right", "column", "exact")
         exact_ = flag(_FN, "exact", row["exact"])
+        verify_ = verify_of(_FN, row["verify"])
         shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"], row["ls"],
                        row["rs"], memory_limit=row["memory_limit"])
         p = shards[0].plan
         args = (p.left.uri, p.right.uri, p.left.column, p.right.column, p.threshold, exact_, p.left.version,
-                p.right.version, row["ls"], row["rs"])
-        _PLANS.put(args[:5] + args[6:] + (len(shards),), shards)
+                p.right.version, row["ls"], row["rs"], verify_)
+        _PLANS.put(args[:5] + args[6:10] + (len(shards),), shards)
         out.append(join_sql(args, len(shards)))
     return pa.array(out, pa.string())
 
 
-def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
+def _shard_columns(shard, exact: bool, verify: str) -> list[pa.Array] | None:
     from lance_minhash_sql.runtime.threads import num_threads
     from lance_minhash_sql.selfjoin.join import shard_join
 
@@ -92,15 +94,16 @@ def _shard_columns(shard, exact: bool) -> list[pa.Array] | None:
             "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
             "or raise the threshold")
 
-    return collect_columns(shard_join(shard, exact=exact, threads=num_threads()), MAX_SQL_SHARD_PAIRS, too_many)
+    return collect_columns(shard_join(shard, exact=exact, threads=num_threads(), verify=verify), MAX_SQL_SHARD_PAIRS,
+                           too_many)
 
 
 def join_shard(left, right, column, right_column, threshold, exact, left_version, right_version, shard,
-               num_shards, left_storage, right_storage) -> pa.Array:
+               num_shards, left_storage, right_storage, verify) -> pa.Array:
     out = []
     for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
                         exact=exact, lv=left_version, rv=right_version, shard=shard, n=num_shards, ls=left_storage,
-                        rs=right_storage):
+                        rs=right_storage, verify=verify):
         n = int(row["n"])
         key = (row["left"], row["right"], row["column"], row["right_column"], row["threshold"], int(row["lv"]),
                int(row["rv"]), row["ls"], row["rs"], n)
@@ -109,15 +112,16 @@ def join_shard(left, right, column, right_column, threshold, exact, left_version
             shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"],
                            row["ls"], row["rs"], versions=(int(row["lv"]), int(row["rv"])), num_shards=n)
             _PLANS.put(key, shards)
-        out.append(_shard_columns(shards[int(row["shard"])], flag(_FN, "exact", row["exact"])))
+        out.append(_shard_columns(shards[int(row["shard"])], flag(_FN, "exact", row["exact"]),
+                                  verify_of(_FN, row["verify"])))
     return lists_of_columns(out, _JOIN_ARROW)
 
 
 JOIN_UDFS: tuple[Udf, ...] = (
     Udf("_lms_join_plan", join_plan,
-             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR"),
-             "VARCHAR", False),
+             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR",
+              "VARCHAR"), "VARCHAR", False),
     Udf("_lms_join_shard", join_shard,
              ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
-              "VARCHAR", "VARCHAR"), JOIN_TYPE, True),
+              "VARCHAR", "VARCHAR", "VARCHAR"), JOIN_TYPE, True),
 )

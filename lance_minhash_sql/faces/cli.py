@@ -265,7 +265,7 @@ def cmd_join(args) -> int:
 
     if args.output:
         check_output(args.output)
-    batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact,
+    batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact, verify=args.verify,
                    right_column=args.right_column, memory_limit=args.memory_limit,
                    left_storage_options=storage_options(args.left_storage_option),
                    right_storage_options=storage_options(args.right_storage_option))
@@ -361,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
                        help=STORAGE_OPTION_HELP)
 
+    def verify_flag(p):
+        p.add_argument("--verify", default="estimate", choices=VERIFY_MODES,
+                       help="estimate (the MinHash estimate reaches the threshold, default) or exact (the exact "
+                            "shingle Jaccard does; candidates down to 4 standard deviations of the estimate under it)")
+
     def clustering_flag(p):
         p.add_argument("--clustering", default="components", choices=CLUSTERINGS,
                        help="components (connected components, default) or star (every dropped row has a kept "
@@ -441,9 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
                   "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
-    p.add_argument("--verify", default="estimate", choices=VERIFY_MODES,
-                   help="estimate (the MinHash estimate reaches the threshold, default) or exact (the exact shingle "
-                        "Jaccard does; candidates down to 4 standard deviations of the estimate under it)")
+    verify_flag(p)
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     storage_flag(p)
@@ -457,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--right-column", default=None, help="RIGHT's indexed text column, if named differently")
     p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
     p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    verify_flag(p)
     p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")

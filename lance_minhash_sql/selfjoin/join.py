@@ -25,6 +25,9 @@ What is reported, exactly:
 * ``exact=True`` fills ``jaccard`` with the exact Jaccard of the two rows' shingle sets
   (the right index's tokenizer and shingle size; texts fetched by row id) and keeps the
   pairs with ``jaccard >= threshold`` too; otherwise ``jaccard`` is NULL.
+* ``verify="exact"``: candidates whose estimate reaches
+  :func:`lance_minhash_sql.core.params.exact_candidate_floor` (4 standard deviations under
+  the threshold) are kept iff ``jaccard >= threshold`` (as :func:`.pairs.pairs` does).
 
 How: the band-key space is cut into key-range shards (one per :data:`SHARD_BAND_ROWS`
 band rows of both sides). A shard takes the left rows of its key range (the left rows'
@@ -50,12 +53,12 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import ONE_CHUNK, readonly
-from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold
+from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold, check_verify
 from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError,
                                            ResourceLimitError, UnsupportedIndexError)
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
+from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, warn_if_low_recall
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
 from lance_minhash_sql.index.opened import open_index
@@ -335,8 +338,8 @@ def _load(shard: JoinShard) -> _ShardData | None:
                       readonly(pool.view(np.uint64)), readonly(pool), readonly(rowids))
 
 
-def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS, threads: int = 1
-               ) -> Iterator[pa.RecordBatch]:
+def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS, threads: int = 1,
+               verify: str = "estimate") -> Iterator[pa.RecordBatch]:
     """The verified pairs of one shard as record batches of :data:`JOIN_SCHEMA` (at most
     ``chunk_pairs`` rows each); memory stays at one chunk of pairs plus the shard's rows
     and the signatures of its candidates.
@@ -348,18 +351,19 @@ def shard_join(shard: JoinShard, *, exact: bool = False, chunk_pairs: int = DEFA
     if not isinstance(shard, JoinShard):
         raise InvalidParameterError(f"shard={shard!r} must be a JoinShard from join_shards()")
     exact = check_bool("exact", exact)
+    verify = check_verify(verify)
     chunk = check_int("chunk_pairs", chunk_pairs, "e.g. 1048576", 1, 1 << 30)
     threads = min(check_int("threads", threads, "e.g. 2", 1, 1 << 16), MAX_WORKERS)
     if threads == 1:
-        return _shard_join(shard, exact, chunk)
+        return _shard_join(shard, exact, chunk, None, verify)
     parts = [JoinShard(shard.index, shard.num_shards, shard.lo + (shard.hi - shard.lo) * i // threads,
                        shard.lo + (shard.hi - shard.lo) * (i + 1) // threads, shard.plan) for i in range(threads)]
     stop = threading.Event()
-    return run_ordered(parts, lambda p: _shard_join(p, exact, chunk, stop), workers=threads, stop=stop)
+    return run_ordered(parts, lambda p: _shard_join(p, exact, chunk, stop, verify), workers=threads, stop=stop)
 
 
-def _shard_join(shard: JoinShard, exact: bool, chunk: int, stop: threading.Event | None = None
-                ) -> Iterator[pa.RecordBatch]:
+def _shard_join(shard: JoinShard, exact: bool, chunk: int, stop: threading.Event | None = None,
+                verify: str = "estimate") -> Iterator[pa.RecordBatch]:
     data = _load(shard)
     if data is None:
         return
@@ -369,7 +373,8 @@ def _shard_join(shard: JoinShard, exact: bool, chunk: int, stop: threading.Event
     out_l = np.empty(cap, dtype=np.uint64)
     out_r = np.empty(cap, dtype=np.uint64)
     out_e = np.empty(cap, dtype=np.int32)
-    min_eq = min_matches(shard.threshold, k)
+    exact = exact or verify == "exact"
+    min_eq = min_matches(exact_candidate_floor(shard.threshold, k) if verify == "exact" else shard.threshold, k)
     cursor = new_join_cursor()
     done = False
     while not done:
@@ -415,16 +420,18 @@ def _batch(plan: JoinPlan, exact: bool, left, right, sim) -> pa.RecordBatch | No
 
 
 def join(left, right, column: str, threshold: float = 0.8, *, exact: bool = False, right_column: str | None = None,
-         memory_limit=None, left_storage_options: dict | None = None, right_storage_options: dict | None = None
-         ) -> Iterator[pa.RecordBatch]:
+         memory_limit=None, left_storage_options: dict | None = None, right_storage_options: dict | None = None,
+         verify: str = "estimate") -> Iterator[pa.RecordBatch]:
     """Every verified (left, right) pair (all shards), as record batches of
     :data:`JOIN_SCHEMA`; see the module doc. Arguments are checked, the right index
     opened and the left rows signed when called, before the first batch. ``memory_limit``
     (default :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) sizes the shards
-    and the batches (:mod:`.bounded`); the pairs do not depend on it."""
+    and the batches (:mod:`.bounded`); the pairs do not depend on it. ``verify``: see the
+    module doc."""
     exact = check_bool("exact", exact)
+    verify = check_verify(verify)
     shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
                          left_storage_options=left_storage_options, right_storage_options=right_storage_options)
     stop = threading.Event()
     chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
-    return run_ordered(shards, lambda s: _shard_join(s, exact, chunk, stop), stop=stop)
+    return run_ordered(shards, lambda s: _shard_join(s, exact, chunk, stop, verify), stop=stop)

@@ -8,10 +8,13 @@
 -- the pairs with jaccard >= threshold; otherwise it is NULL. Each side's storage options
 -- reach only its own dataset. Runs shard by shard on DuckDB's threads; memory_limit (bytes or
 -- '1GiB', default 512 MiB) sizes the shards, and bounds the left rows signed in memory.
+-- verify := 'exact' (default 'estimate'): candidates down to 4 standard deviations of the
+-- estimate under threshold, kept iff jaccard >= threshold (as in minhash_pairs).
 CREATE OR REPLACE TEMP MACRO minhash_join(left_dataset, right_dataset, "column", threshold := 0.8, exact := false,
                                           right_column := NULL, left_storage_options := NULL,
-                                          right_storage_options := NULL, memory_limit := NULL) AS TABLE
+                                          right_storage_options := NULL, memory_limit := NULL,
+                                          verify := 'estimate') AS TABLE
     SELECT * FROM query(_lms_join_plan(left_dataset, right_dataset, "column", right_column, threshold, exact,
                                        _lms_storage('minhash_join', left_dataset, to_json(left_storage_options)::VARCHAR, getvariable('_lms_connection')),
                                        _lms_storage('minhash_join', right_dataset, to_json(right_storage_options)::VARCHAR, getvariable('_lms_connection')),
-                                       memory_limit::VARCHAR));
+                                       memory_limit::VARCHAR, verify));
