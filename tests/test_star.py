@@ -244,6 +244,73 @@ def test_one_text_many_times_keeps_one_row(tmp_path):
     assert set(c["cluster_id"]) == {kept} and set(c["cluster_size"]) == {20_000}
 
 
+# --------------------------------------------------------------------------- verify := 'exact'
+
+
+@pytest.mark.parametrize("policy", ["first", "longest"])
+def test_exact_twins_reach_the_threshold_by_exact_jaccard(starred, rows, policy, self_join_budget):
+    """verify='exact': every dropped row's exact Jaccard to its twin (lance.tokenize, Python
+    sets) reaches the threshold and is the reported twin_jaccard; no kept row reaches it
+    with a kept row before it in its cluster."""
+    sig, text, quality = rows
+    got = keep_flags(starred, "text", T, clustering="star", verify="exact", **policy_kw(policy)).to_pydict()
+    key = KEYS[policy](text, quality)
+    keep = dict(zip(got["_rowid"], got["keep"]))
+    cluster = dict(zip(got["_rowid"], got["cluster_id"]))
+    dropped = 0
+    for r, twin, s, j in zip(got["_rowid"], got["twin_rowid"], got["twin_similarity"], got["twin_jaccard"]):
+        if twin is None:
+            assert s is None and j is None
+            continue
+        dropped += 1
+        assert keep[twin] and cluster[twin] == cluster[r] and key(twin) < key(r)
+        assert j == pytest.approx(exact_jaccard(text[r], text[twin], PARAMS), abs=1e-12) and j >= T
+        assert s == sim(sig, r, twin)
+    assert dropped > 50
+    kept: dict = {}
+    for r in sorted((r for r in keep if keep[r]), key=key):
+        for c in kept.get(cluster[r], []):
+            assert exact_jaccard(text[r], text[c], PARAMS) < T
+        kept.setdefault(cluster[r], []).append(r)
+    assert keep_flags(starred, "text", T, clustering="star", verify="exact", **policy_kw(policy)).to_pydict() == got
+
+
+def test_exact_twins_include_pairs_whose_estimate_is_under_the_threshold(tmp_path, monkeypatch):
+    """Pairs of texts at exact Jaccard ~0.83 (tests/test_verify.py): some estimates fall
+    under 0.8; with verify='exact' those rows are dropped for their exact twin."""
+    from test_verify import edited_table
+
+    uri = str(tmp_path / "edited.lance")
+    lance.write_dataset(edited_table(), uri)
+    build_index(uri, "text")
+    got = keep_flags(uri, "text", 0.8, clustering="star", verify="exact").to_pydict()
+    assert any(s < 0.8 <= j for s, j in zip(got["twin_similarity"], got["twin_jaccard"]) if s is not None)
+    plain = keep_flags(uri, "text", 0.8, clustering="star").to_pydict()
+    assert got["keep"].count(False) > plain["keep"].count(False)
+    monkeypatch.setattr(star_mod, "STAR_ROWS", 5)
+    assert keep_flags(uri, "text", 0.8, clustering="star", verify="exact").to_pydict() == got
+    c = clusters(uri, "text", 0.8, clustering="star", verify="exact").to_pydict()
+    centers = {r: t for r, t in zip(got["_rowid"], got["twin_rowid"])}
+    assert set(c["cluster_id"]) == {t for t in centers.values() if t is not None}
+
+
+def test_exact_verification_needs_star(starred):
+    for fn in (keep_flags, clusters, dedup):
+        with pytest.raises(InvalidParameterError, match="verify='exact' needs clustering='star'"):
+            fn(starred, "text", T, verify="exact")
+
+
+def test_exact_star_keeps_one_of_many_copies(tmp_path):
+    rng = np.random.default_rng(2)
+    vocab = np.array(vocabulary().to_pylist())
+    texts = [" ".join(rng.choice(vocab, 40))] * 5_000 + [" ".join(rng.choice(vocab, 30)) for _ in range(20)]
+    uri = str(tmp_path / "copies.lance")
+    lance.write_dataset(pa.table({"text": pa.array(texts)}), uri)
+    build_index(uri, "text")
+    got = keep_flags(uri, "text", 0.8, clustering="star", verify="exact").to_pydict()
+    assert got["keep"].count(True) == 1 and set(got["twin_jaccard"]) == {None, 1.0}
+
+
 # --------------------------------------------------------------------------- interfaces
 
 
@@ -257,13 +324,22 @@ def test_sql_star_equals_python(con, starred):
     rel = con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', {T}, order_by := 'quality DESC', "
                   "clustering := 'star') ORDER BY cluster_id, _rowid")
     assert [d[0] for d in rel.description] == DEDUP_STAR_SCHEMA.names
-    assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT", "BOOLEAN", "UBIGINT", "DOUBLE"]
+    assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT", "BOOLEAN", "UBIGINT", "DOUBLE", "DOUBLE"]
     want = keep_flags(starred, "text", T, order_by="quality DESC", clustering="star")
     assert rel.fetchall() == [tuple(r.values()) for r in want.to_pylist()]
     rel = con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', {T}, clustering := 'components')")
     assert [d[0] for d in rel.description] == ["_rowid", "cluster_id", "cluster_size", "keep"]
     got = con.sql(f"SELECT * FROM minhash_clusters('{u}', 'text', {T}, clustering := 'STAR')").fetchall()
     assert got == [tuple(r.values()) for r in clusters(starred, "text", T, clustering="star").to_pylist()]
+    got = con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', {T}, clustering := 'star', verify := 'exact') "
+                  "ORDER BY cluster_id, _rowid").fetchall()
+    want = keep_flags(starred, "text", T, clustering="star", verify="exact")
+    assert got == [tuple(r.values()) for r in want.to_pylist()]
+    got = con.sql(f"SELECT * FROM minhash_clusters('{u}', 'text', {T}, clustering := 'star', verify := 'exact')")
+    assert got.fetchall() == [tuple(r.values()) for r in
+                              clusters(starred, "text", T, clustering="star", verify="exact").to_pylist()]
+    with pytest.raises(duckdb.Error, match="minhash_dedup: verify='exact' needs clustering='star'"):
+        con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', verify := 'exact')").fetchall()
 
 
 def test_clustering_errors_name_the_value(con, starred):

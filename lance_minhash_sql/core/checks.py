@@ -30,7 +30,7 @@ import numpy as np
 from lance_minhash_sql.core.errors import InvalidParameterError
 
 __all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
-           "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify"]
+           "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify"]
 
 THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
 
@@ -162,3 +162,19 @@ def check_verify(value: Any) -> str:
             "the default) or 'exact' (the exact shingle Jaccard reaches it; candidates taken down to a margin "
             "under the threshold)")
     return value.lower()
+
+
+def check_clustering_verify(clustering: Any, verify: Any) -> tuple[str, str]:
+    """``(clustering, verify)`` of a clustering call: exact verification is star's (the
+    components are linked by the estimate).
+
+    >>> check_clustering_verify("star", "exact")
+    ('star', 'exact')
+    """
+    clustering, verify = check_clustering(clustering), check_verify(verify)
+    if verify == "exact" and clustering != "star":
+        raise InvalidParameterError(
+            f"verify='exact' needs clustering='star' (got clustering={clustering!r}): connected components are "
+            "linked by the MinHash estimate; star clustering checks each dropped row against its kept twin by "
+            "exact Jaccard")
+    return clustering, verify

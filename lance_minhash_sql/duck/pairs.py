@@ -140,49 +140,52 @@ def _pair_shard(exact: bool, type_: pa.DataType, verify: str = "estimate"):
     return run
 
 
-def clusters(dataset, column, threshold, clustering, storage, memory_limit) -> pa.Array:
+def clusters(dataset, column, threshold, clustering, verify, storage, memory_limit) -> pa.Array:
     from lance_minhash_sql.selfjoin.clusters import clusters as run
 
     fn = "minhash_clusters"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, clustering=clustering,
-                           storage=storage, memory_limit=memory_limit):
+                           verify=verify, storage=storage, memory_limit=memory_limit):
         require(fn, row, "dataset", "column")
-        how = clustering_of(fn, row["clustering"])
-        out.append(prefixed(fn, partial(run, clustering=how, memory_limit=row["memory_limit"],
+        out.append(prefixed(fn, partial(run, clustering=clustering_of(fn, row["clustering"]),
+                                        verify=verify_of(fn, row["verify"]), memory_limit=row["memory_limit"],
                                         storage_options=options_of(row["storage"])),
                             row["dataset"], row["column"], row["threshold"]))
     return lists_of_tables(out, _CLUSTERS_ARROW)
 
 
-def dedup_plan(dataset, column, threshold, keep, order_by, clustering, storage, memory_limit) -> pa.Array:
+def dedup_plan(dataset, column, threshold, keep, order_by, clustering, verify, storage, memory_limit) -> pa.Array:
     """The SQL ``query()`` runs for one ``minhash_dedup`` call: ``_lms_dedup`` (today's
     four columns) or, with ``clustering := 'star'``, ``_lms_dedup_star`` (the twin columns
     too); the other arguments are passed on as they came (checked there)."""
     fn = "minhash_dedup"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
-                           clustering=clustering, storage=storage, memory_limit=memory_limit):
+                           clustering=clustering, verify=verify, storage=storage, memory_limit=memory_limit):
         udf = "_lms_dedup_star" if clustering_of(fn, row["clustering"]) == "star" else "_lms_dedup"
+        verify_of(fn, row["verify"])
         t = row["threshold"]
         args = [literal(row["dataset"]), literal(row["column"]),
                 "NULL::DOUBLE" if t is None else f"{literal(repr(float(t)))}::DOUBLE",
-                *(f"{literal(row[name])}::VARCHAR" for name in ("keep", "order_by", "storage", "memory_limit"))]
+                *(f"{literal(row[name])}::VARCHAR" for name in ("keep", "order_by", "verify", "storage",
+                                                                "memory_limit"))]
         out.append(f"SELECT unnest({udf}({', '.join(args)}), recursive := true)")
     return pa.array(out, pa.string())
 
 
 def _dedup(star: bool, type_: pa.DataType):
-    def run(dataset, column, threshold, keep, order_by, storage, memory_limit) -> pa.Array:
+    def run(dataset, column, threshold, keep, order_by, verify, storage, memory_limit) -> pa.Array:
         from lance_minhash_sql.selfjoin.dedup import keep_flags
 
         fn = "minhash_dedup"
         out = []
         for row in scalar_rows(fn, dataset=dataset, column=column, threshold=threshold, keep=keep, order_by=order_by,
-                               storage=storage, memory_limit=memory_limit):
+                               verify=verify, storage=storage, memory_limit=memory_limit):
             require(fn, row, "dataset", "column")
             out.append(prefixed(fn, partial(keep_flags, keep=row["keep"], order_by=row["order_by"],
                                             clustering="star" if star else "components",
+                                            verify=verify_of(fn, row["verify"]),
                                             memory_limit=row["memory_limit"], storage_options=options_of(row["storage"])),
                                 row["dataset"], row["column"], row["threshold"]))
         return lists_of_tables(out, type_)
@@ -191,8 +194,8 @@ def _dedup(star: bool, type_: pa.DataType):
     return run
 
 
-# dataset, column, threshold, keep, order_by, storage token, memory limit
-_DEDUP_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR")
+# dataset, column, threshold, keep, order_by, verify, storage token, memory limit
+_DEDUP_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR")
 # dataset, column, threshold, version, shard, shards, storage token, memory limit in bytes
 _SHARD_ARGS = ("VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "VARCHAR", "BIGINT")
 PAIR_UDFS: tuple[Udf, ...] = (
@@ -202,9 +205,8 @@ PAIR_UDFS: tuple[Udf, ...] = (
     Udf("_lms_pair_shard_exact", _pair_shard(True, _PAIRS_EXACT_ARROW), _SHARD_ARGS, PAIRS_EXACT_TYPE, True),
     Udf("_lms_pair_shard_verified", _pair_shard(True, _PAIRS_EXACT_ARROW, "exact"), _SHARD_ARGS, PAIRS_EXACT_TYPE,
         True),
-    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"), CLUSTERS_TYPE,
-        True),
-    Udf("_lms_dedup_plan", dedup_plan, ("VARCHAR",) * 2 + ("DOUBLE",) + ("VARCHAR",) * 5, "VARCHAR", False),
+    Udf("_lms_clusters", clusters, ("VARCHAR", "VARCHAR", "DOUBLE") + ("VARCHAR",) * 4, CLUSTERS_TYPE, True),
+    Udf("_lms_dedup_plan", dedup_plan, ("VARCHAR",) * 2 + ("DOUBLE",) + ("VARCHAR",) * 6, "VARCHAR", False),
     Udf("_lms_dedup", _dedup(False, _DEDUP_ARROW), _DEDUP_ARGS, DEDUP_TYPE, True),
     Udf("_lms_dedup_star", _dedup(True, _DEDUP_STAR_ARROW), _DEDUP_ARGS, DEDUP_STAR_TYPE, True),
 )

@@ -282,7 +282,8 @@ def cmd_clusters(args) -> int:
 
     if args.output:
         check_output(args.output)
-    table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, memory_limit=args.memory_limit,
+    table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
+                     memory_limit=args.memory_limit,
                      storage_options=storage_options(args.storage_option))
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
@@ -297,7 +298,7 @@ def cmd_dedup(args) -> int:
     t0 = time.perf_counter()
     before = _compile_seconds()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
-              clustering=args.clustering, output=args.output,
+              clustering=args.clustering, verify=args.verify, output=args.output,
               delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
               storage_options=storage_options(args.storage_option))
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
@@ -370,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--clustering", default="components", choices=CLUSTERINGS,
                        help="components (connected components, default) or star (every dropped row has a kept "
                             "twin it is similar to)")
+        verify_flag(p)
 
     p = command("demo", "generate a synthetic corpus and run SQL over it")
     p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")

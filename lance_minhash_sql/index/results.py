@@ -127,10 +127,10 @@ CLUSTERS_SCHEMA = pa.schema([
     pa.field("cluster_size", pa.int64(), nullable=False),
 ])
 DEDUP_SCHEMA = CLUSTERS_SCHEMA.append(pa.field("keep", pa.bool_(), nullable=False))
-# star clustering (selfjoin/star.py): a dropped row's twin, the kept row it duplicates, and
-# their MinHash similarity (both NULL for a kept row)
+# star clustering (selfjoin/star.py): a dropped row's twin, the kept row it duplicates, their
+# MinHash similarity and (verify='exact') their exact Jaccard; NULL for a kept row
 DEDUP_STAR_SCHEMA = DEDUP_SCHEMA.append(pa.field("twin_rowid", pa.uint64())).append(
-    pa.field("twin_similarity", pa.float64()))
+    pa.field("twin_similarity", pa.float64())).append(pa.field("twin_jaccard", pa.float64()))
 
 # minhash_join: a left row and a right row, their MinHash similarity, and (exact) their Jaccard
 JOIN_SCHEMA = pa.schema([

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.similarity import sorted_jaccard
 
-__all__ = ["star_walk"]
+__all__ = ["star_walk", "star_walk_exact"]
 
 
 @njit(**JIT)
@@ -52,3 +53,34 @@ def star_walk(sigs, comp, n_carried, min_eq):
             centers[nc] = i
             nc += 1
     return twin, eq
+
+
+@njit(**JIT)
+def star_walk_exact(offsets, hashes, comp, n_carried, threshold):
+    """:func:`star_walk` with the exact Jaccard of the rows' shingle sets (CSR ``offsets``,
+    sorted distinct ``hashes``; ``Signer.shingle_sets``): a row joins the first center with
+    ``jaccard >= threshold``. Returns ``(twin, jaccard)`` (``-1`` and NaN for a center)."""
+    n = comp.size
+    twin = np.full(n, -1, dtype=np.int64)
+    jac = np.full(n, np.nan, dtype=np.float64)
+    centers = np.empty(n, dtype=np.int64)
+    nc = 0
+    for i in range(n):
+        if i > 0 and comp[i] != comp[i - 1]:
+            nc = 0
+        a = hashes[offsets[i]:offsets[i + 1]]
+        if i >= n_carried and a.size > 0:
+            for c in range(nc):
+                j = centers[c]
+                b = hashes[offsets[j]:offsets[j + 1]]
+                if b.size == 0:
+                    continue
+                x = sorted_jaccard(a, b)
+                if x >= threshold:
+                    twin[i] = j
+                    jac[i] = x
+                    break
+        if twin[i] < 0:
+            centers[nc] = i
+            nc += 1
+    return twin, jac

@@ -50,12 +50,14 @@ pair, i.e. the components of the graph of :func:`.pairs.pairs`):
 
 from __future__ import annotations
 
+import warnings
 from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.checks import check_clustering
+from lance_minhash_sql.core.checks import check_clustering_verify, check_threshold
+from lance_minhash_sql.core.params import exact_candidate_floor
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
@@ -64,10 +66,11 @@ from lance_minhash_sql.io.scan import options_for
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
+from lance_minhash_sql.selfjoin.shards import (LowRecallWarning, Shard, ShardData, load_shard, plan_shards, shard_windows,
+                                               warn_if_low_recall)
 from lance_minhash_sql.selfjoin.star import star_clusters
 
-__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "unbounded_clusters", "components", "shard_links", "data_links"]
+__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "linked_components", "unbounded_clusters", "components", "shard_links", "data_links"]
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
 LINK_CHUNK = 1 << 20  # links per kernel call
@@ -127,8 +130,8 @@ def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
     return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
 
 
-def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = "components", memory_limit=None,
-             storage_options: dict | None = None) -> pa.Table:
+def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = "components",
+             verify: str = "estimate", memory_limit=None, storage_options: dict | None = None) -> pa.Table:
     """Near-duplicate clusters of ``column``'s rows (see the module doc for the exact rule):
     ``_rowid``, ``cluster_id`` (smallest row id of the cluster), ``cluster_size`` for every
     row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``. At most
@@ -138,17 +141,35 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
 
     ``clustering="star"``: each component split into stars (:mod:`.star`, members walked
     by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows similar
-    to it that are similar to no kept row before it."""
-    from lance_minhash_sql.selfjoin.bounded import bounded_clusters
-
-    clustering = check_clustering(clustering)
+    to it that are similar to no kept row before it; with ``verify="exact"`` similar by
+    exact Jaccard."""
+    clustering, verify = check_clustering_verify(clustering, verify)
     storage_options = options_for(dataset, storage_options)
-    table = bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS,
-                             memory_limit=memory_limit, storage_options=storage_options)
+    table = linked_components(dataset, column, threshold, verify, memory_limit, storage_options)
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table)
+    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table, verify)
+
+
+def linked_components(dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
+                      ) -> pa.Table:
+    """The components table (:func:`clusters`' rule). ``verify="exact"``: of the links whose
+    estimate reaches :func:`exact_candidate_floor` (a wider bound for star's exact twins);
+    the planning warns of low recall for ``threshold`` itself, not the floor."""
+    from lance_minhash_sql.selfjoin.bounded import bounded_clusters
+
+    threshold = check_threshold(threshold)
+    if verify == "exact":
+        params = open_index(dataset, column, storage_options).params
+        warn_if_low_recall(params, threshold)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LowRecallWarning)
+            return bounded_clusters(dataset, column, exact_candidate_floor(threshold, params.num_hashes),
+                                    links=data_links, max_reps=MAX_REPS, memory_limit=memory_limit,
+                                    storage_options=storage_options)
+    return bounded_clusters(dataset, column, threshold, links=data_links, max_reps=MAX_REPS,
+                            memory_limit=memory_limit, storage_options=storage_options)
 
 
 def unbounded_clusters(dataset, column: str, threshold: float = 0.8, *, storage_options: dict | None = None

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_minhash_sql.core.checks import check_bool, check_clustering, check_threshold
+from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.index.opened import open_index
@@ -45,7 +45,7 @@ from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
-from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.clusters import linked_components
 from lance_minhash_sql.selfjoin.star import star_twins
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "keep_order", "keep_flags", "dedup"]
@@ -156,7 +156,8 @@ def keep_order(ds, uri: str, column: str, keep: str, order_by: str | None, cols:
 
 
 def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-               clustering: str = "components", memory_limit=None, storage_options: dict | None = None) -> pa.Table:
+               clustering: str = "components", verify: str = "estimate", memory_limit=None,
+               storage_options: dict | None = None) -> pa.Table:
     """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag,
     ordered by ``(cluster_id, _rowid)``. Rows not listed are in no cluster (always kept).
     ``memory_limit``: what the clusters may hold (:func:`.clusters.clusters`).
@@ -166,17 +167,20 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
       walked in keep order and a row is kept unless it is similar to a row kept before it
       in its cluster; a dropped row's ``twin_rowid`` is the first such kept row and
       ``twin_similarity`` their MinHash similarity (``>= threshold``); both NULL for a
-      kept row. ``cluster_id`` and ``cluster_size`` stay the component's.
+      kept row. ``cluster_id`` and ``cluster_size`` stay the component's. With
+      ``verify="exact"``, *similar* is the exact shingle Jaccard reaching the threshold
+      (``twin_jaccard``, NULL otherwise), over components linked down to the estimate
+      floor of :func:`lance_minhash_sql.core.params.exact_candidate_floor`.
     """
     check_threshold(threshold)
     memory_limit_bytes(memory_limit)
     keep, order_by = check_keep(keep, order_by)
-    clustering = check_clustering(clustering)
+    clustering, verify = check_clustering_verify(clustering, verify)
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
-    table = clusters(ds, column, threshold, memory_limit=memory_limit, storage_options=storage_options)
+    table = linked_components(ds, column, threshold, verify, memory_limit, storage_options)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
@@ -187,11 +191,13 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
         flags[order[first]] = True
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
     params = open_index(ds, column, storage_options).params
-    twin, sim = star_twins(ds, column, params, threshold, rowid, cluster, order)
+    twin, sim, jac = star_twins(ds, column, params, threshold, rowid, cluster, order, verify)
     flags = twin < 0
     twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
     twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)
-    return pa.Table.from_arrays(list(table.columns) + [pa.array(flags, pa.bool_()), twin_rowid, twin_sim],
+    no_jac = flags | np.isnan(jac)
+    twin_jac = pa.array(np.where(no_jac, 0.0, jac), pa.float64(), mask=no_jac)
+    return pa.Table.from_arrays(list(table.columns) + [pa.array(flags, pa.bool_()), twin_rowid, twin_sim, twin_jac],
                                 schema=DEDUP_STAR_SCHEMA)
 
 
@@ -232,7 +238,8 @@ def _check_output(output, delete_in_place) -> str | None:
 
 
 def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-          clustering: str = "components", output: str | None = None, delete_in_place: bool = False, progress: bool = False, memory_limit=None,
+          clustering: str = "components", verify: str = "estimate", output: str | None = None,
+          delete_in_place: bool = False, progress: bool = False, memory_limit=None,
           storage_options: dict | None = None) -> DedupResult:
     """Remove the rows :func:`keep_flags` does not keep: all but one row of each
     near-duplicate cluster (``clustering="components"``), or every row similar to a kept
@@ -248,7 +255,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     """
     check_threshold(threshold)
     check_keep(keep, order_by)
-    check_clustering(clustering)
+    check_clustering_verify(clustering, verify)
     memory_limit_bytes(memory_limit)
     output = _check_output(output, delete_in_place)
     storage_options = options_for(dataset, storage_options)
@@ -256,12 +263,13 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
-    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, clustering=clustering,
+    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, clustering=clustering, verify=verify,
                        memory_limit=memory_limit, storage_options=storage_options)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
     rows = live_rows(ds)
-    base = dict(dataset=uri, version=version, rows=rows, clusters=int(np.unique(flags.column("cluster_id").to_numpy()).size),
+    clusters = int(np.unique(flags.column("cluster_id").to_numpy()).size)
+    base = dict(dataset=uri, version=version, rows=rows, clusters=clusters,
                 clustered_rows=flags.num_rows, removed=int(remove.size), removed_rowids=remove)
     if output is None and not delete_in_place:
         return DedupResult(dry_run=True, **base)

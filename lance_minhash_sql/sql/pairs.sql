@@ -25,9 +25,12 @@ CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, 
 -- chain: A ~ B ~ C puts A and C together); 'star': each component walked by row id, a row
 -- joins the first earlier kept row ("center") it is similar to, else becomes one; a
 -- cluster is a center (its cluster_id) and its twins, every member similar to the center.
+-- verify := 'exact' (star only): similar means exact shingle Jaccard >= threshold, over
+-- components linked down to 4 standard deviations of the estimate under threshold.
 CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.8, storage_options := NULL,
-                                              memory_limit := NULL, clustering := 'components') AS TABLE
-    SELECT unnest(_lms_clusters(dataset, "column", threshold, clustering,
+                                              memory_limit := NULL, clustering := 'components',
+                                              verify := 'estimate') AS TABLE
+    SELECT unnest(_lms_clusters(dataset, "column", threshold, clustering, verify,
                                 _lms_storage('minhash_clusters', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                 memory_limit::VARCHAR),
                   recursive := true);
@@ -38,11 +41,12 @@ CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.
 -- cluster and always kept; the duplicates to remove are WHERE NOT keep.
 -- clustering := 'star': each cluster walked in that keep order, a row is kept unless it
 -- is similar to a row kept before it; two more columns name each dropped row's kept twin
--- (twin_rowid UBIGINT) and their MinHash similarity (twin_similarity DOUBLE, >= threshold),
--- NULL for kept rows.
+-- (twin_rowid UBIGINT), their MinHash similarity (twin_similarity DOUBLE, >= threshold) and,
+-- with verify := 'exact', their exact shingle Jaccard (twin_jaccard DOUBLE, >= threshold:
+-- similar then means exact, as in minhash_clusters); NULL for kept rows.
 CREATE OR REPLACE TEMP MACRO minhash_dedup(dataset, "column", threshold := 0.8, keep := 'first',
                                            order_by := NULL, storage_options := NULL, memory_limit := NULL,
-                                           clustering := 'components') AS TABLE
-    SELECT * FROM query(_lms_dedup_plan(dataset, "column", threshold, keep, order_by, clustering,
+                                           clustering := 'components', verify := 'estimate') AS TABLE
+    SELECT * FROM query(_lms_dedup_plan(dataset, "column", threshold, keep, order_by, clustering, verify,
                                         _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                         memory_limit::VARCHAR));
