@@ -22,7 +22,8 @@ two signatures share a band key; the figure is the share of positives that are.
 
 Modes, each timed once in this process after the kernels are compiled (wall and CPU
 seconds): ``pairs`` with the estimate, with ``exact=True`` (estimate and exact), with
-``verify="exact"``; ``keep_flags`` with components and with star. For each pairs mode:
+``verify="exact"``; ``keep_flags`` with components, with star, and with star and ``verify="exact"``. For each
+pairs mode:
 pairs reported, precision (share with exact Jaccard >= threshold), recall of positives
 by Jaccard band. For each clustering: rows dropped, and the share of dropped rows whose
 kept row (components: the cluster's kept row; star: the twin) is similar to it, by the
@@ -141,10 +142,10 @@ def run_pairs(uri: str, texts: Texts, threshold: float, **kw):
     return a, b, wall, cpu
 
 
-def run_dedup(uri: str, texts: Texts, threshold: float, clustering: str):
+def run_dedup(uri: str, texts: Texts, threshold: float, clustering: str, verify: str):
     from lance_minhash_sql.selfjoin.dedup import keep_flags
 
-    table, wall, cpu = timed(lambda: keep_flags(uri, "text", threshold, clustering=clustering))
+    table, wall, cpu = timed(lambda: keep_flags(uri, "text", threshold, clustering=clustering, verify=verify))
     d = table.to_pydict()
     rowid = np.array(d["_rowid"], dtype=np.uint64)
     keep = np.array(d["keep"])
@@ -178,6 +179,7 @@ def main() -> None:
     for kw in ({}, {"exact": True}, {"verify": "exact"}):  # compile and load the kernels
         list(pairs(small, "text", t, **kw))
     keep_flags(small, "text", t, clustering="star")
+    keep_flags(small, "text", t, clustering="star", verify="exact")
     params = MinHashParams()
     texts = Texts(uri, params)
 
@@ -217,10 +219,10 @@ def main() -> None:
     print("\n| clustering | wall s | CPU s | clustered rows | dropped | dropped rows whose kept row has estimate >= t "
           "| ... exact J >= t | ... exact J < 0.6 |")
     print("|---|---|---|---|---|---|---|---|")
-    for clustering in ("components", "star"):
-        r = run_dedup(uri, texts, t, clustering)
+    for clustering, verify in (("components", "estimate"), ("star", "estimate"), ("star", "exact")):
+        r = run_dedup(uri, texts, t, clustering, verify)
         j = r["jac"]
-        print(f"| {clustering} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['clustered']:,} | {r['dropped']:,} | "
+        print(f"| {clustering}, verify={verify} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['clustered']:,} | {r['dropped']:,} | "
               f"{r['est_ok']:.4f} | {(j >= t).mean():.4f} | {int((j < 0.6).sum()):,} |")
 
 
