@@ -181,3 +181,33 @@ def test_join_verify_exact_equals_brute_force(two_sides):
     con = lms.connect()
     rows = con.execute("SELECT * FROM minhash_join(?, ?, 'text', 0.8, verify := 'exact')", [left, right]).fetchall()
     assert {(a, b): (s, j) for a, b, s, j in rows} == got
+
+
+def test_threshold_search_verify_exact_equals_brute_force(edited):
+    """minhash_search_ids with a threshold and verify='exact': every row sharing a band key
+    with the query whose estimate reaches the floor and exact Jaccard the threshold."""
+    from lance_minhash_sql.query.topk import search_ids
+
+    rowids, sigs, keys, _, texts = signed(edited)
+    floor = exact_candidate_floor(T, PARAMS.num_hashes)
+    queries = texts.to_pylist()[:40]
+    want = set()
+    for qi, qt in enumerate(queries):
+        qs, qk = sigs[qi], keys[qi]
+        for j in np.flatnonzero((keys == qk).any(axis=1)):
+            est = float(np.float32((qs == sigs[j]).sum()) / np.float32(PARAMS.num_hashes))
+            if est >= floor and exact_jaccard(qt, texts[j].as_py(), PARAMS) >= T:
+                want.add((qi, int(rowids[j])))
+    got = search_ids(edited, "text", queries, None, threshold=T, verify="exact").to_pydict()
+    assert set(zip(got["query_index"], got["_rowid"])) == want
+    assert all(j >= T for j in got["_jaccard"])
+    plain = search_ids(edited, "text", queries, None, threshold=T).to_pydict()
+    assert set(zip(plain["query_index"], plain["_rowid"])) != want  # the estimate misses or adds some
+    con = lms.connect()
+    con.execute("CREATE TABLE q AS SELECT * FROM (SELECT unnest(?) AS text, generate_subscripts(?, 1) - 1 AS i)",
+                [queries, queries])
+    rows = con.execute("SELECT q.i, s._rowid FROM q, LATERAL minhash_search_ids(?, 'text', q.text, NULL, 0.8, "
+                       "verify := 'exact') s", [edited]).fetchall()
+    assert set(rows) == want
+    with pytest.raises(InvalidParameterError, match="verify='exact' needs a threshold"):
+        search_ids(edited, "text", queries, 5, verify="exact")

@@ -31,6 +31,7 @@ from lance_minhash_sql.core.records import record_dict, record_schema
 from lance_minhash_sql.duck.args import Udf, flag, integer, prefixed, require, scalar_rows, text
 from lance_minhash_sql.duck.args import column as column_array
 from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
+from lance_minhash_sql.duck.args import verify as verify_of
 from lance_minhash_sql.duck.results import duck_type, lists_of_records, rows_type
 from lance_minhash_sql.duck.sqltext import ident, literal
 from lance_minhash_sql.duck.storage import options_of
@@ -99,7 +100,7 @@ def _lists_by_row(n: int, row_of_hit: np.ndarray, fields: dict[str, pa.Array], t
     return pa.ListArray.from_arrays(pa.array(offsets), values, type=type_)
 
 
-def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage) -> pa.Array:
+def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage, verify) -> pa.Array:
     """One list of (_rowid, _distance, _jaccard) per input row; rows sharing (dataset,
     column, k, threshold, exact, storage options) are searched as one batch. A NULL query
     gives its row an empty list (no rows in SQL), as NULL input does in SQL; its other
@@ -109,21 +110,23 @@ def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage
 
     fn = "minhash_search_ids"
     rows = scalar_rows(fn, dataset=dataset, column=column, query=query, k=k, threshold=threshold, exact=exact,
-                       fast_search=fast_search, storage=storage)
+                       fast_search=fast_search, storage=storage, verify=verify)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         require(fn, row, "dataset", "column", "exact", "fast_search")
         key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), row["threshold"],
-               flag(fn, "exact", row["exact"]), flag(fn, "fast_search", row["fast_search"]), row["storage"])
+               flag(fn, "exact", row["exact"]), flag(fn, "fast_search", row["fast_search"]), row["storage"],
+               verify_of(fn, row["verify"]))
         if row["query"] is None:
             prefixed(fn, check_limit, key[2], key[3])
             continue
         text(fn, "query", row["query"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists, jacs = [], [], [], []
-    for (ds, col, kk, t, exact_, fast, token), idx in groups.items():
+    for (ds, col, kk, t, exact_, fast, token, how), idx in groups.items():
         table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t, exact=exact_,
-                                          fast_search=fast, storage_options=options_of(token)))
+                                          fast_search=fast, storage_options=options_of(token), verify=how))
+        exact_ = exact_ or how == "exact"
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
         dists.append(table.column("_distance").combine_chunks())
@@ -370,7 +373,7 @@ TABLE_UDFS: tuple[Udf, ...] = (
                                    "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
     Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
     Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
-                                        "VARCHAR"), IDS_TYPE, True),
+                                        "VARCHAR", "VARCHAR"), IDS_TYPE, True),
     Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
                                           "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR"), ROWS_TYPE, True, False),
     Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",

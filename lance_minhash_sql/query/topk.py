@@ -52,7 +52,7 @@ from lance_minhash_sql.kernels.similarity import band_keys_serial
 from lance_minhash_sql.query.empty_query import warn_empty_queries
 from lance_minhash_sql.query.probe import MAX_CANDIDATES, distinct, probe_topk
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_queries
-from lance_minhash_sql.query.scores import apply_scores, check_limit
+from lance_minhash_sql.query.scores import apply_scores, check_limit, check_search_verify
 
 __all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk", "kernel_topk",
            "numpy_texts", "ENGINES"]
@@ -356,7 +356,7 @@ def kernel_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarra
 
 def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: float | None = None,
                exact: bool = False, fast_search: bool = False, filter: str | None = None,
-               storage_options: dict | None = None) -> pa.Table:
+               storage_options: dict | None = None, verify: str = "estimate") -> pa.Table:
     """Top-``k`` row ids and distances of each query, in one pass over the index.
 
     ``queries`` is a string or a list / Arrow array of strings (NULL entries are refused).
@@ -365,15 +365,19 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     ``threshold`` keeps only the hits whose similarity (``1 - _distance``) reaches it, and
     ``k=None`` then means no limit; ``exact=True`` adds ``_jaccard`` (float64), the exact
     shingle Jaccard, and with a threshold drops the hits below it (:mod:`.scores`).
+    ``verify="exact"`` (with a threshold): the hits whose estimate reaches
+    :func:`lance_minhash_sql.core.params.exact_candidate_floor` are kept iff their exact
+    Jaccard reaches the threshold (``_jaccard`` filled).
     """
     limit, t = check_limit(k, threshold)
-    exact = check_bool("exact", exact)
+    verify = check_search_verify(verify, t)
+    exact = check_bool("exact", exact) or verify == "exact"
     fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
-    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact)
+    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact, verify)
     arrays = [pa.array(q, pa.int64()), pa.array(rid, pa.uint64()), pa.array(dist, pa.float32())]
     if jac is None:
         return pa.Table.from_arrays(arrays, schema=SEARCH_IDS_SCHEMA)

@@ -39,11 +39,14 @@ CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, t
 -- Top-k (_rowid, _distance, _jaccard) of a query; a fixed schema, so it works per row:
 --   SELECT q.id, s.* FROM queries q, LATERAL minhash_search_ids('corpus.lance', 'text', q.text, 5) s
 -- threshold, k := NULL and exact as for minhash_search; _jaccard is NULL unless exact := true.
+-- verify := 'exact' (with a threshold; default 'estimate'): hits whose estimate reaches the
+-- threshold minus 4 standard deviations of the estimate are kept iff _jaccard >= threshold.
 -- All queries of a statement are answered as one batch; a NULL query gives no rows (for
 -- minhash_search too), the other queries their answers.
 CREATE OR REPLACE TEMP MACRO minhash_search_ids(dataset, "column", query, k := 10, threshold := NULL,
                                                 exact := false, fast_search := false,
-                                                storage_options := NULL) AS TABLE
+                                                storage_options := NULL, verify := 'estimate') AS TABLE
     SELECT unnest(_lms_search_ids(dataset, "column", query, k, threshold, exact, fast_search,
-                                  _lms_storage('minhash_search_ids', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                                  _lms_storage('minhash_search_ids', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
+                                  verify),
                   recursive := true);
