@@ -277,6 +277,11 @@ def test_pairs_clusters_dedup_buckets_on_s3_equal_a_local_copy(s3, remote, con, 
     assert on_s3 == here and len(here) > 0
     on_s3, here = both("SELECT * FROM minhash_dedup({ds}, 'text', keep := 'longest'{so}) ORDER BY ALL")
     assert on_s3 == here
+    on_s3, here = both("SELECT * FROM minhash_pairs({ds}, 'text', verify := 'exact'{so}) ORDER BY ALL")
+    assert on_s3 == here and len(here) > 0
+    on_s3, here = both("SELECT * FROM minhash_dedup({ds}, 'text', clustering := 'star', verify := 'exact'{so}) "
+                       "ORDER BY ALL")
+    assert on_s3 == here and len(here) > 0
     on_s3, here = both("SELECT band, band_key, size, sample_rowid FROM minhash_buckets({ds}, 'text', top := 3{so})")
     assert on_s3 == here
     on_s3, here = both("SELECT metric, value FROM minhash_report({ds}, 'text', sample := 200{so}) "
