@@ -57,8 +57,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.checks import check_clustering_verify, check_threshold
-from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.params import exact_candidate_floor, warn_if_low_recall
+from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
@@ -66,8 +66,7 @@ from lance_minhash_sql.io.scan import options_for
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.shards import (LowRecallWarning, Shard, ShardData, load_shard, plan_shards, shard_windows,
-                                               warn_if_low_recall)
+from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
 from lance_minhash_sql.selfjoin.star import star_clusters
 
 __all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "linked_components", "unbounded_clusters", "components", "shard_links", "data_links"]
