@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS
-from lance_minhash_sql.io.arrow import string_buffers
+from lance_minhash_sql.io.arrow import StringBuffers, string_buffers
+from lance_minhash_sql.io.tokens import token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
 from lance_minhash_sql.kernels import minhash, similarity, tokenize
 from lance_minhash_sql.runtime.cache import memoized
@@ -35,7 +36,10 @@ _KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
 
 
 def tokenizer_config(tok: TokenizerParams) -> tuple:
-    """The kernels' ``cfg`` tuple for a tokenizer."""
+    """The kernels' ``cfg`` tuple for a tokenizer; a tokenizer whose tokens Lance makes
+    (``TokenizerParams.lance_made``) takes its final tokens as they are."""
+    if tok.lance_made:
+        return (int(tokenize.TOKENS), -1, False, False, 1, 1, False)
     return (
         int(_KINDS[tok.base_tokenizer]),
         -1 if tok.max_token_length is None else int(tok.max_token_length),
@@ -56,9 +60,16 @@ class Signer:
         self.tables = tuple(load_tables())
         self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
 
+    def buffers(self, texts) -> StringBuffers:
+        """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
+        whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
+        if self.params.tokenizer.lance_made:
+            return token_streams(texts, self.params.tokenizer.lance_tokenize_kwargs())
+        return string_buffers(texts)
+
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
-        buf = string_buffers(texts)
+        buf = self.buffers(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
                 self.params.shingle_size, self.a, self.b, self.c)
         n = len(buf.offsets) - 1
@@ -86,7 +97,7 @@ class Signer:
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
-        buf = string_buffers(texts)
+        buf = self.buffers(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
                 self.params.shingle_size)
         n = len(buf.offsets) - 1
@@ -107,9 +118,9 @@ class Signer:
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""
-        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        buf = self.buffers(pa.array([text], type=pa.string()))
         ntok, out, starts, ends, _ = tokenize.tokenize_doc(
-            data, 0, data.size, self.cfg, self.tables, *tokenize.new_buffers())
+            buf.data, buf.offsets[0], buf.offsets[1], self.cfg, self.tables, *tokenize.new_buffers())
         raw = out.tobytes()
         return [raw[starts[t]:ends[t]].decode("utf-8") for t in range(ntok)]
 

@@ -1,20 +1,56 @@
-"""Lance's own tokenizer, ``lance.tokenize``, for a few texts.
+"""Lance's own tokenizer, ``lance.tokenize``: a few query texts, or the token streams of
+the tokenizer options the numba tokenizer does not reproduce.
 
 The index's tokens are Lance's (docs/signatures.md): the numba tokenizer
-(``kernels/tokenize.py``) reproduces them from per-code-point tables for throughput,
-and a few query texts are tokenized here by Lance itself (about 20 us a text), so a
-single search needs no compiled kernel (``query/query_sign.py``).
+(``kernels/tokenize.py``) reproduces the ``simple``, ``whitespace``, ``raw`` and ``ngram``
+pipelines from per-code-point tables for throughput, and a few query texts are tokenized
+here by Lance itself (about 20 us a text), so a single search needs no compiled kernel
+(``query/query_sign.py``). For ``icu``, ``icu/split``, ``code``, stemming and stop-word
+removal, :func:`token_streams` asks Lance for every row's tokens and hands them to the
+kernels as a ``TOKENS`` stream, which they hash like their own.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import lance
+import numpy as np
+import pyarrow as pa
 
-__all__ = ["lance_tokens"]
+from lance_minhash_sql.io.arrow import StringBuffers, as_string_array
+
+__all__ = ["lance_tokens", "token_streams"]
+
+_LENGTH = struct.Struct("<I")
 
 
 def lance_tokens(text: str, options: dict[str, Any]) -> list[str]:
     """The tokens of ``text`` under ``options`` (``TokenizerParams.lance_tokenize_kwargs()``)."""
     return [t.text for t in lance.tokenize(text, **options)]
+
+
+def token_streams(texts: pa.Array, options: dict[str, Any]) -> StringBuffers:
+    """Buffers of one ``TOKENS`` stream a row (``kernels/tokenize.py``): each token of
+    Lance's tokenizer under ``options`` as a little-endian u32 byte length and its UTF-8
+    bytes; a NULL row stays NULL (no signature)."""
+    array = as_string_array(texts)
+    tokenize = lance.tokenize
+    pack = _LENGTH.pack
+    parts: list[bytes] = []
+    sizes = np.zeros(len(array) + 1, dtype=np.int64)
+    valid = np.ones(len(array), dtype=np.bool_)
+    for i, text in enumerate(array.to_pylist()):
+        if text is None:
+            valid[i] = False
+            continue
+        row = b"".join(pack(len(b)) + b for b in (t.text.encode("utf-8") for t in tokenize(text, **options)))
+        parts.append(row)
+        sizes[i + 1] = len(row)
+    offsets = np.cumsum(sizes)
+    data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    bits = np.packbits(valid, bitorder="little") if not valid.all() else np.empty(0, dtype=np.uint8)
+    for arr in (offsets, data, bits):
+        arr.setflags(write=False)
+    return StringBuffers(offsets, data, bits, 0)
