@@ -99,3 +99,69 @@ def test_options_that_change_nothing_are_accepted_as_lance_accepts_them(native_i
     native = native_index(pa.table({"text": pa.array(texts, pa.string())}), params)
     assert_matches_native(native, texts, params)
     assert native.signatures_metadata["minhash_lsh_details"] == encode_details(params).hex()
+
+
+SURFACE_CONFIGS = [
+    {"stem": True, "remove_stop_words": True},
+    {"stem": True, "remove_stop_words": True, "language": "French"},
+    {"base_tokenizer": "icu"},
+    {"base_tokenizer": "icu/split"},
+    {"base_tokenizer": "code", "index_operators": True},
+]
+
+
+def _query_texts(texts, n=100):
+    """``n`` queries: corpus rows with their last word dropped, and a few plain sentences."""
+    rows = [t for t in texts if t]
+    out = [" ".join(rows[(i * 37) % len(rows)].split(" ")[:-1]) or rows[i] for i in range(n - 10)]
+    return out + multilingual.SENTENCES[:10]
+
+
+@pytest.mark.parametrize("tok", SURFACE_CONFIGS, ids=_id)
+def test_index_files_and_top10_answers_equal_lances_both_ways(tmp_path, tok):
+    from test_build import assert_same_files, pair, query
+
+    from lance_minhash_sql.query.topk import search_ids
+
+    texts = multilingual.rows(2000, seed=11)
+    table = pa.table({"id": np.arange(len(texts), dtype=np.int64), "text": pa.array(texts, pa.string())})
+    params = MinHashParams(num_hashes=64, num_bands=16, shingle_size=2, tokenizer=tok)
+    native, ours, result = pair(tmp_path, table, params)
+    assert_same_files(native, ours)
+    queries = _query_texts(texts)
+    ours_on_native = search_ids(native, "text", queries, 10)
+    found = 0
+    for i, q in enumerate(queries):
+        lance_native = query(native, q)
+        assert query(ours, q).equals(lance_native), q  # Lance answers the same on our index
+        mine = ours_on_native.filter(pa.compute.equal(ours_on_native["query_index"], i))
+        assert mine["_rowid"].to_pylist() == lance_native["_rowid"].to_pylist(), q  # and we on Lance's
+        assert mine["_distance"].to_pylist() == lance_native["_distance"].to_pylist(), q
+        found += lance_native.num_rows
+    assert found > 300  # the queries find near-duplicates, not empty answers
+
+
+def test_per_token_filters_are_remembered_across_batches(monkeypatch):
+    from lance_minhash_sql.index import sign
+
+    texts = pa.array(multilingual.rows(400, seed=5), pa.string())
+    params = MinHashParams(num_hashes=32, num_bands=8, tokenizer={"stem": True, "remove_stop_words": True})
+    whole, has = Signer(params).sign(texts)
+    signer = Signer(params)
+    assert signer.per_token
+    first, _ = signer.sign(texts.slice(0, 200))
+    remembered = len(signer.filtered)
+    second, _ = signer.sign(texts.slice(200))
+    assert remembered == len(signer.filtered) > 100  # the second batch had no new token
+    signer.sign(pa.array(["Zebras galloping the"]))
+    assert len(signer.filtered) == remembered + 2  # a batch adds only its new tokens
+    assert (np.vstack([first, second]) == whole).all()
+    monkeypatch.setattr(sign, "_TOKEN_MEMORY", 10)  # a full memory starts over, same answers
+    small = Signer(params)
+    again = np.vstack([small.sign(texts.slice(i, 50))[0] for i in range(0, 400, 50)])
+    assert (again == whole).all() and len(small.filtered) <= 10 + 400
+    for i, text in enumerate(texts.to_pylist()):  # and each row is its Lance tokens' signature
+        ref = naive.signature(text, params) if text is not None else None
+        assert has[i] == (ref is not None)
+        if ref is not None:
+            assert whole[i].tolist() == ref

@@ -12,16 +12,17 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
+from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS
 from lance_minhash_sql.io.arrow import StringBuffers, string_buffers
-from lance_minhash_sql.io.tokens import token_streams
+from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import minhash, similarity, tokenize
+from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import run_chunks
 
@@ -51,21 +52,72 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
     )
 
 
+# distinct tokens a signer remembers the filtered form of; beyond it the memory starts over
+_TOKEN_MEMORY = 1 << 21
+
+
+def _frozen(*arrays: np.ndarray) -> None:
+    for arr in arrays:  # the kernels compile for read-only arrays only (io/arrow.py)
+        arr.setflags(write=False)
+
+
 class Signer:
-    """Signs Arrow string arrays with one :class:`MinHashParams`."""
+    """Signs Arrow string arrays with one :class:`MinHashParams`.
+
+    Where the tokens come from: the numba tokenizer for the ``simple``, ``whitespace``,
+    ``raw`` and ``ngram`` pipelines; with stemming or stop-word removal after one of them,
+    the numba base tokenizer and Lance's filter chain applied once per distinct token
+    (remembered across batches); for ``icu``, ``icu/split`` and ``code``, Lance's
+    tokenizer per row (docs/signatures.md, "Where the tokens come from").
+    """
 
     def __init__(self, params: MinHashParams):
         self.params = params
         self.cfg = tokenizer_config(params.tokenizer)
         self.tables = tuple(load_tables())
         self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
+        tok = params.tokenizer
+        self.per_token = tok.lance_made and tok.base_tokenizer in KERNEL_TOKENIZERS
+        if self.per_token:
+            self.base_cfg = tokenizer_config(replace(tok, max_token_length=None, lower_case=False,
+                                                     ascii_folding=False, stem=False, remove_stop_words=False))
+            self.filtered: dict[bytes, bytes | None] = {}
 
     def buffers(self, texts) -> StringBuffers:
         """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
         whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
-        if self.params.tokenizer.lance_made:
-            return token_streams(texts, self.params.tokenizer.lance_tokenize_kwargs())
+        tok = self.params.tokenizer
+        if self.per_token:
+            return self._mapped(string_buffers(texts))
+        if tok.lance_made:
+            return token_streams(texts, tok.lance_tokenize_kwargs())
         return string_buffers(texts)
+
+    def _mapped(self, buf: StringBuffers) -> StringBuffers:
+        """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
+        token once (``kernels/vocab.py``)."""
+        row_offsets, ids, voff, words = vocab.token_ids(buf.offsets, buf.data, buf.valid, buf.valid_offset,
+                                                        self.base_cfg, self.tables)
+        raw = words.tobytes()
+        keys = [raw[voff[i]:voff[i + 1]] for i in range(voff.size - 1)]
+        memory = self.filtered
+        new = [k for k in keys if k not in memory]
+        if new:
+            if len(memory) + len(new) > _TOKEN_MEMORY:
+                memory.clear()
+            options = self.params.tokenizer.lance_tokenize_kwargs()
+            for k, t in zip(new, filtered_tokens([k.decode("utf-8") for k in new], options)):
+                memory[k] = None if t is None else t.encode("utf-8")
+        mapped = [memory[k] for k in keys]
+        keep = np.array([m is not None for m in mapped], dtype=np.bool_)
+        sizes = np.array([0 if m is None else len(m) for m in mapped], dtype=np.int64)
+        map_offsets = np.zeros(len(mapped) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=map_offsets[1:])
+        map_bytes = np.frombuffer(b"".join(m for m in mapped if m is not None), dtype=np.uint8)
+        _frozen(row_offsets, ids, map_offsets, keep)
+        offsets, data = vocab.mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep)
+        _frozen(offsets, data)
+        return StringBuffers(offsets, data, buf.valid, buf.valid_offset)
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""

@@ -5,9 +5,11 @@ The index's tokens are Lance's (docs/signatures.md): the numba tokenizer
 (``kernels/tokenize.py``) reproduces the ``simple``, ``whitespace``, ``raw`` and ``ngram``
 pipelines from per-code-point tables for throughput, and a few query texts are tokenized
 here by Lance itself (about 20 us a text), so a single search needs no compiled kernel
-(``query/query_sign.py``). For ``icu``, ``icu/split``, ``code``, stemming and stop-word
-removal, :func:`token_streams` asks Lance for every row's tokens and hands them to the
-kernels as a ``TOKENS`` stream, which they hash like their own.
+(``query/query_sign.py``). For ``icu``, ``icu/split`` and ``code``,
+:func:`token_streams` asks Lance for every row's tokens and hands them to the kernels as a
+``TOKENS`` stream, which they hash like their own; for stemming and stop-word removal
+after a base tokenizer the kernels reproduce, :func:`filtered_tokens` runs Lance's filter
+chain once per distinct token (``kernels/vocab.py``, ``index/sign.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array
 
-__all__ = ["lance_tokens", "token_streams"]
+__all__ = ["lance_tokens", "token_streams", "filtered_tokens"]
 
 _LENGTH = struct.Struct("<I")
 
@@ -54,3 +56,20 @@ def token_streams(texts: pa.Array, options: dict[str, Any]) -> StringBuffers:
     for arr in (offsets, data, bits):
         arr.setflags(write=False)
     return StringBuffers(offsets, data, bits, 0)
+
+
+def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | None]:
+    """Each base token through Lance's filter chain alone: ``lance.tokenize`` with the
+    ``raw`` base tokenizer (the token as it is) and ``options``' filters; ``None`` where a
+    filter drops it. Lance's filters act on one token at a time, so a token's result is
+    the same here as inside its text (``tests/test_tokenizers.py`` checks whole indexes)."""
+    opts = {**options, "base_tokenizer": "raw"}
+    for key in ("min_ngram_length", "max_ngram_length", "prefix_only", "split_identifiers", "index_operators"):
+        opts.pop(key, None)
+    out: list[str | None] = []
+    for token in tokens:
+        result = lance.tokenize(token, **opts)
+        if len(result) > 1:
+            raise AssertionError(f"Lance's filters split the token {token!r} into {len(result)}")
+        out.append(result[0].text if result else None)
+    return out
