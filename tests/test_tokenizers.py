@@ -165,3 +165,23 @@ def test_per_token_filters_are_remembered_across_batches(monkeypatch):
         assert has[i] == (ref is not None)
         if ref is not None:
             assert whole[i].tolist() == ref
+
+
+@pytest.mark.parametrize("tok", [{"stem": True, "remove_stop_words": True},
+                                 {"stem": True, "language": "German", "max_token_length": 1},
+                                 {"remove_stop_words": True, "lower_case": False, "ascii_folding": False}], ids=_id)
+def test_filtered_tokens_in_batches_equal_one_token_at_a_time(tok):
+    import lance
+
+    from lance_minhash_sql.io.tokens import filtered_tokens
+
+    options = TokenizerParams.parse(tok).lance_tokenize_kwargs()
+    words = sorted({w for s in multilingual.SENTENCES for w in s.split(" ")})
+    words += ["", "the", "The running", "a\tb", "0", "Running"] * 2
+    alone = []
+    for w in words:
+        result = lance.tokenize(w, **{**options, "base_tokenizer": "raw"})
+        alone.append(result[0].text if result else None)
+    assert filtered_tokens(words, options) == alone
+    assert any(a is None for a in alone) and any(a is not None and a != w for a, w in zip(alone, words)) \
+        or tok.get("max_token_length") == 1
