@@ -144,23 +144,24 @@ def test_index_files_and_top10_answers_equal_lances_both_ways(tmp_path, tok):
 def test_per_token_filters_are_remembered_across_batches(monkeypatch):
     from lance_minhash_sql.index import sign
 
-    texts = pa.array(multilingual.rows(400, seed=5), pa.string())
+    texts = pa.array(multilingual.rows(5000, seed=5), pa.string())  # > PARALLEL_MIN_ROWS: split over threads
     params = MinHashParams(num_hashes=32, num_bands=8, tokenizer={"stem": True, "remove_stop_words": True})
     whole, has = Signer(params).sign(texts)
     signer = Signer(params)
     assert signer.per_token
     first, _ = signer.sign(texts.slice(0, 200))
+    assert (first == whole[:200]).all()
     remembered = len(signer.filtered)
-    second, _ = signer.sign(texts.slice(200))
+    second, _ = signer.sign(texts.slice(200, 200))
     assert remembered == len(signer.filtered) > 100  # the second batch had no new token
     signer.sign(pa.array(["Zebras galloping the"]))
     assert len(signer.filtered) == remembered + 2  # a batch adds only its new tokens
-    assert (np.vstack([first, second]) == whole).all()
+    assert (np.vstack([first, second]) == whole[:400]).all()
     monkeypatch.setattr(sign, "_TOKEN_MEMORY", 10)  # a full memory starts over, same answers
     small = Signer(params)
-    again = np.vstack([small.sign(texts.slice(i, 50))[0] for i in range(0, 400, 50)])
-    assert (again == whole).all() and len(small.filtered) <= 10 + 400
-    for i, text in enumerate(texts.to_pylist()):  # and each row is its Lance tokens' signature
+    again = np.vstack([small.sign(texts.slice(i, 1000))[0] for i in range(0, 5000, 1000)])
+    assert (again == whole).all() and len(small.filtered) <= 10 + 1000
+    for i, text in enumerate(texts.to_pylist()[:400]):  # and each row is its Lance tokens' signature
         ref = naive.signature(text, params) if text is not None else None
         assert has[i] == (ref is not None)
         if ref is not None:

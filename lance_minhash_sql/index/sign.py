@@ -24,7 +24,7 @@ from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
 from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.runtime.threads import run_chunks
+from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
 
@@ -95,9 +95,33 @@ class Signer:
 
     def _mapped(self, buf: StringBuffers) -> StringBuffers:
         """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
-        token once (``kernels/vocab.py``)."""
-        row_offsets, ids, voff, words = vocab.token_ids(buf.offsets, buf.data, buf.valid, buf.valid_offset,
-                                                        self.base_cfg, self.tables)
+        token once (``kernels/vocab.py``). The rows are cut into one range per thread; each
+        range finds its distinct tokens on its own thread (the kernel releases the GIL)."""
+        n = len(buf.offsets) - 1
+        parts: dict[int, tuple] = {}
+
+        def chunk(lo: int, hi: int) -> None:
+            parts[lo] = vocab.token_ids(buf.offsets[lo:hi + 1], buf.data, buf.valid, buf.valid_offset + lo,
+                                        self.base_cfg, self.tables)
+
+        if n < PARALLEL_MIN_ROWS:
+            chunk(0, n)
+        else:
+            run_chunks(chunk, n, -(-n // num_threads()))
+        offsets = [np.zeros(1, dtype=np.int64)]
+        datas = []
+        end = 0
+        for lo in sorted(parts):
+            off, data = self._streams(*parts[lo])
+            offsets.append(off[1:] + end)
+            datas.append(data)
+            end += data.size
+        offsets_all = np.concatenate(offsets)
+        data_all = np.concatenate(datas) if datas else np.empty(0, dtype=np.uint8)
+        _frozen(offsets_all, data_all)
+        return StringBuffers(offsets_all, data_all, buf.valid, buf.valid_offset)
+
+    def _streams(self, row_offsets, ids, voff, words) -> tuple[np.ndarray, np.ndarray]:
         raw = words.tobytes()
         keys = [raw[voff[i]:voff[i + 1]] for i in range(voff.size - 1)]
         memory = self.filtered
@@ -115,9 +139,7 @@ class Signer:
         np.cumsum(sizes, out=map_offsets[1:])
         map_bytes = np.frombuffer(b"".join(m for m in mapped if m is not None), dtype=np.uint8)
         _frozen(row_offsets, ids, map_offsets, keep)
-        offsets, data = vocab.mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep)
-        _frozen(offsets, data)
-        return StringBuffers(offsets, data, buf.valid, buf.valid_offset)
+        return vocab.mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep)
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
