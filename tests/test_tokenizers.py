@@ -185,3 +185,49 @@ def test_filtered_tokens_in_batches_equal_one_token_at_a_time(tok):
         alone.append(result[0].text if result else None)
     assert filtered_tokens(words, options) == alone
     assert alone != words  # the filters did something
+
+
+@pytest.mark.parametrize("tok", [{"base_tokenizer": "icu"}, {"stem": True, "remove_stop_words": True}], ids=_id)
+def test_the_whole_surface_reads_and_writes_these_indexes(tmp_path, tok):
+    """SQL build and search, the CLI, pairs (exact Jaccard against a brute-force reference
+    on Lance's tokens), clusters and join, on Lance's index and on ours."""
+    import json
+
+    import lance
+    from lance.indices import IndexConfig
+    from lance.query import MinHashQuery
+
+    import lance_minhash_sql as lms
+    from lance_minhash_sql.faces import cli
+
+    texts = multilingual.rows(800, seed=21)
+    table = pa.table({"id": np.arange(len(texts)), "text": pa.array(texts, pa.string())})
+    params = MinHashParams(tokenizer=tok)
+    native = str(tmp_path / "native.lance")
+    lance.write_dataset(table, native).create_scalar_index("text", IndexConfig("MINHASHLSH", params.to_lance_config()))
+    ours = str(tmp_path / "ours.lance")
+    lance.write_dataset(table, ours)
+    con = lms.connect()
+    row = con.execute(f"SELECT tokenizer, rows_indexed FROM minhash_build('{ours}', 'text', "
+                  f"tokenizer := '{json.dumps(tok)}')").fetchone()
+    assert TokenizerParams.parse(json.loads(row[0])) == params.tokenizer and row[1] > 700
+    def lance_top10(uri, q):
+        return lance.dataset(uri).to_table(nearest=MinHashQuery(q, "text"), limit=10, with_row_id=True)
+
+    query = next(t for t in texts if t and lance_top10(native, t).num_rows >= 3)  # one with neighbours
+    want = lance_top10(native, query)
+    for uri in (native, ours):
+        got = con.execute(f"SELECT _rowid, _distance FROM minhash_search('{uri}', 'text', ?)", [query]).fetchall()
+        assert [r[0] for r in got] == want["_rowid"].to_pylist()
+    cli_ds = str(tmp_path / "cli.lance")
+    lance.write_dataset(table, cli_ds)
+    assert cli.main(["build", cli_ds, "text", "--tokenizer", json.dumps(tok)]) == 0
+    assert lance_top10(cli_ds, query).equals(want) and lance_top10(ours, query).equals(want)
+    found = pa.Table.from_batches(list(lms.pairs(native, "text", 0.5, exact=True)))
+    assert found.num_rows > 50
+    by_id = dict(zip(range(len(texts)), texts))
+    for a, b, j in zip(*(found.column(i).to_pylist() for i in (0, 1, found.num_columns - 1))):
+        assert j == pytest.approx(naive.exact_jaccard(by_id[a], by_id[b], params))
+    assert lms.clusters(ours, "text", 0.5).num_rows > 50
+    joined = pa.Table.from_batches(list(lms.join(ours, native, "text", 0.9)))
+    assert joined.num_rows >= len([t for t in texts if t])  # every row finds itself
