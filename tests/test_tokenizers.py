@@ -223,11 +223,11 @@ def test_the_whole_surface_reads_and_writes_these_indexes(tmp_path, tok):
     lance.write_dataset(table, cli_ds)
     assert cli.main(["build", cli_ds, "text", "--tokenizer", json.dumps(tok)]) == 0
     assert lance_top10(cli_ds, query).equals(want) and lance_top10(ours, query).equals(want)
-    found = pa.Table.from_batches(list(lms.pairs(native, "text", 0.5, exact=True)))
+    found = pa.Table.from_batches(list(lms.pairs(native, "text", 0.8, exact=True)))
     assert found.num_rows > 50
     by_id = dict(zip(range(len(texts)), texts))
     for a, b, j in zip(*(found.column(i).to_pylist() for i in (0, 1, found.num_columns - 1))):
         assert j == pytest.approx(naive.exact_jaccard(by_id[a], by_id[b], params))
-    assert lms.clusters(ours, "text", 0.5).num_rows > 50
+    assert lms.clusters(ours, "text", 0.8).num_rows > 50
     joined = pa.Table.from_batches(list(lms.join(ours, native, "text", 0.9)))
     assert joined.num_rows >= len([t for t in texts if t])  # every row finds itself
