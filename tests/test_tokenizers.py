@@ -231,3 +231,13 @@ def test_the_whole_surface_reads_and_writes_these_indexes(tmp_path, tok):
     assert lms.clusters(ours, "text", 0.8).num_rows > 50
     joined = pa.Table.from_batches(list(lms.join(ours, native, "text", 0.9)))
     assert joined.num_rows >= len([t for t in texts if t])  # every row finds itself
+    # optimize: new rows signed into a merged segment, by Lance on ours and by us on Lance's
+    more = multilingual.rows(300, seed=22)
+    extra = pa.table({"id": np.arange(len(texts), len(texts) + 300), "text": pa.array(more, pa.string())})
+    for uri in (native, ours):
+        lance.write_dataset(extra, uri, mode="append")
+    lance.dataset(ours).optimize.optimize_indices()
+    con.execute(f"SELECT * FROM minhash_optimize('{native}', 'text')").fetchall()
+    for q in more[:20]:
+        if q:
+            assert lance_top10(ours, q).equals(lance_top10(native, q)), q
