@@ -54,6 +54,7 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
 
 # distinct tokens a signer remembers the filtered form of; beyond it the memory starts over
 _TOKEN_MEMORY = 1 << 21
+_UNSEEN = object()
 
 
 def _frozen(*arrays: np.ndarray) -> None:
@@ -122,17 +123,20 @@ class Signer:
         return StringBuffers(offsets_all, data_all, buf.valid, buf.valid_offset)
 
     def _streams(self, row_offsets, ids, voff, words) -> tuple[np.ndarray, np.ndarray]:
+        """One range's ``TOKENS`` streams from its distinct tokens (``vocab.token_ids``),
+        each token not seen before filtered by Lance."""
         raw = words.tobytes()
         keys = [raw[voff[i]:voff[i + 1]] for i in range(voff.size - 1)]
-        memory = self.filtered
-        new = [k for k in keys if k not in memory]
-        if new:
-            if len(memory) + len(new) > _TOKEN_MEMORY:
-                memory.clear()
+        memory = self.filtered  # shared by the threads signing with this signer: read, then add
+        mapped = [memory.get(k, _UNSEEN) for k in keys]
+        unseen = [i for i, m in enumerate(mapped) if m is _UNSEEN]
+        if unseen:
             options = self.params.tokenizer.lance_tokenize_kwargs()
-            for k, t in zip(new, filtered_tokens([k.decode("utf-8") for k in new], options)):
-                memory[k] = None if t is None else t.encode("utf-8")
-        mapped = [memory[k] for k in keys]
+            found = filtered_tokens([keys[i].decode("utf-8") for i in unseen], options)
+            if len(memory) + len(unseen) > _TOKEN_MEMORY:
+                memory.clear()
+            for i, t in zip(unseen, found):
+                mapped[i] = memory[keys[i]] = None if t is None else t.encode("utf-8")
         keep = np.array([m is not None for m in mapped], dtype=np.bool_)
         sizes = np.array([0 if m is None else len(m) for m in mapped], dtype=np.int64)
         map_offsets = np.zeros(len(mapped) + 1, dtype=np.int64)

@@ -21,6 +21,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array
 
 __all__ = ["lance_tokens", "token_streams", "filtered_tokens"]
@@ -93,6 +94,7 @@ def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | No
     for i in alone:
         result = lance.tokenize(tokens[i], **raw)
         if len(result) > 1:
-            raise AssertionError(f"Lance's filters split the token {tokens[i]!r} into {len(result)}")
+            raise LanceMinHashError(f"Lance's token filters split the token {tokens[i]!r} into {len(result)} tokens; "
+                                    "per-token filtering assumes one token at most: please report this")
         out[i] = result[0].text if result else None
     return out
