@@ -30,6 +30,7 @@ CONFIGS = [
     {"base_tokenizer": "code"},
     {"base_tokenizer": "code", "index_operators": True, "max_token_length": 12},
     {"base_tokenizer": "whitespace", "stem": True},
+    {"base_tokenizer": "raw", "stem": True, "remove_stop_words": True, "max_token_length": None},
     {"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4, "remove_stop_words": True},
 ]
 
