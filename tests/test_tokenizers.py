@@ -27,6 +27,7 @@ CONFIGS = [
     {"base_tokenizer": "icu"},
     {"base_tokenizer": "icu/split"},
     {"base_tokenizer": "icu", "stem": True, "remove_stop_words": True, "lower_case": False},
+    {"base_tokenizer": "icu/split", "remove_stop_words": True, "language": "German"},
     {"base_tokenizer": "code"},
     {"base_tokenizer": "code", "index_operators": True, "max_token_length": 12},
     {"base_tokenizer": "whitespace", "stem": True},
@@ -242,3 +243,35 @@ def test_the_whole_surface_reads_and_writes_these_indexes(tmp_path, tok):
     for q in more[:20]:
         if q:
             assert lance_top10(ours, q).equals(lance_top10(native, q)), q
+
+
+@pytest.mark.parametrize("base", ["icu", "icu/split"])
+def test_icu_rows_taken_by_the_kernels_are_segmented_as_lance_segments_them(base):
+    """The rule of ``kernels/vocab.icu_simple_rows`` against Lance: on random texts over
+    ASCII letters, digits, the mid-word punctuation, ``_`` and other characters, every row it
+    lets through has Lance's ``icu`` tokens equal to its ``simple`` tokens, and the signer's
+    tokens of every row are Lance's."""
+    import random
+
+    import lance
+
+    from lance_minhash_sql.io.arrow import string_buffers
+    from lance_minhash_sql.kernels.vocab import icu_simple_rows
+
+    rng = random.Random(7)
+    alphabet = "aZk09 .,;:'_-!?()\"\t\n\r/@#&=+%é東"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14))) for _ in range(3000)]
+    texts += ["e.g. 3,14 don't a:b x_y", "Ege uu, mya axi. Iuwe.", "end. Next", "1.5 kg", "a . b", "x'", "'x"]
+    buf = string_buffers(pa.array(texts, pa.string()))
+    simple = icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset)
+    assert 0.2 < simple.mean() < 0.9  # both routes are exercised
+    options = TokenizerParams(base_tokenizer=base).lance_tokenize_kwargs()
+    for text, ok in zip(texts, simple):
+        if ok:
+            icu = [t.text for t in lance.tokenize(text, **options)]
+            assert icu == [t.text for t in lance.tokenize(text, **{**options, "base_tokenizer": "simple"})], text
+    signer = Signer(MinHashParams(tokenizer={"base_tokenizer": base}))
+    stemmed = Signer(MinHashParams(tokenizer={"base_tokenizer": base, "stem": True, "remove_stop_words": True}))
+    for text in texts[:400] + texts[-7:]:
+        assert signer.tokens(text) == naive.lance_tokens(text, signer.params.tokenizer), text
+        assert stemmed.tokens(text) == naive.lance_tokens(text, stemmed.params.tokenizer), text

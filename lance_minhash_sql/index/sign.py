@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS
-from lance_minhash_sql.io.arrow import StringBuffers, string_buffers
+from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
 from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab
@@ -78,21 +78,58 @@ class Signer:
         self.tables = tuple(load_tables())
         self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
         tok = params.tokenizer
-        self.per_token = tok.lance_made and tok.base_tokenizer in KERNEL_TOKENIZERS
+        # icu rows the simple tokenizer segments alike (kernels/vocab.icu_simple_rows) take
+        # the kernel route of the same options with the simple base tokenizer
+        self.icu = tok.base_tokenizer in ("icu", "icu/split")
+        kernel_tok = replace(tok, base_tokenizer="simple") if self.icu else tok
+        self.per_token = (tok.stem or tok.remove_stop_words) and kernel_tok.base_tokenizer in KERNEL_TOKENIZERS
         if self.per_token:
-            self.base_cfg = tokenizer_config(replace(tok, max_token_length=None, lower_case=False,
+            self.base_cfg = tokenizer_config(replace(kernel_tok, max_token_length=None, lower_case=False,
                                                      ascii_folding=False, stem=False, remove_stop_words=False))
             self.filtered: dict[bytes, bytes | None] = {}
+        elif self.icu:
+            self.kernel_cfg = tokenizer_config(kernel_tok)
 
     def buffers(self, texts) -> StringBuffers:
         """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
         whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
         tok = self.params.tokenizer
+        if self.icu:
+            return self._icu(texts)
         if self.per_token:
             return self._mapped(string_buffers(texts))
         if tok.lance_made:
             return token_streams(texts, tok.lance_tokenize_kwargs())
         return string_buffers(texts)
+
+    def _icu(self, texts) -> StringBuffers:
+        """``TOKENS`` streams for ``icu`` / ``icu/split``: the kernel route for the rows
+        whose words are the simple tokenizer's, Lance's tokenizer for the others."""
+        buf = string_buffers(texts)
+        simple = vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset)
+        everyone = bool(simple.all())
+        valid, offset = buf.valid, buf.valid_offset
+        if not everyone:  # the kernel route skips the other rows as if they were NULL
+            live = simple.copy()
+            if buf.valid.size:
+                rows = np.arange(simple.size) + buf.valid_offset
+                live &= ((buf.valid[rows >> 3] >> (rows & 7)) & 1).astype(np.bool_)
+            valid, offset = np.packbits(live, bitorder="little"), 0
+            _frozen(valid)
+        if self.per_token:
+            mine = self._mapped(StringBuffers(buf.offsets, buf.data, valid, offset))
+        else:
+            off, data = vocab.kernel_streams(buf.offsets, buf.data, valid, offset, self.kernel_cfg, self.tables)
+            _frozen(off, data)
+            mine = StringBuffers(off, data, valid, offset)
+        if everyone:
+            return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
+        others = as_string_array(texts).take(pa.array(np.flatnonzero(~simple)))
+        lances = token_streams(others, self.params.tokenizer.lance_tokenize_kwargs())
+        _frozen(simple)
+        off, data = vocab.merge_streams(mine.offsets, mine.data, lances.offsets, lances.data, simple)
+        _frozen(off, data)
+        return StringBuffers(off, data, buf.valid, buf.valid_offset)
 
     def _mapped(self, buf: StringBuffers) -> StringBuffers:
         """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct

@@ -70,9 +70,14 @@ def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | No
     Lance's filters act on one token at a time, so a token's result is the same alone as
     inside its text (``tests/test_tokenizers.py`` checks whole indexes). Tokens without
     ASCII whitespace go to Lance a few thousand at a time: ``"0 t1 t2 ..."`` under the
-    ``whitespace`` base tokenizer, where the position of each result (gaps left by dropped
+    ``whitespace`` base tokenizer (``icu`` / ``icu/split`` for their words, which are runs of
+    ASCII letters and digits, ``kernels/vocab.icu_simple_rows``), where the position of each result (gaps left by dropped
     tokens are kept) names its token and the leading ``"0"`` anchors the positions; the
     others, one by one under the ``raw`` base tokenizer (the token as it is)."""
+    base = options.get("base_tokenizer")
+    # Lance's filters depend on the base tokenizer (with icu, its stop words are those of
+    # many languages): the words of icu rows go to Lance under icu itself
+    batch_base = base if base in ("icu", "icu/split") else "whitespace"
     opts = {**options}
     for key in ("min_ngram_length", "max_ngram_length", "prefix_only", "split_identifiers", "index_operators"):
         opts.pop(key, None)
@@ -84,7 +89,7 @@ def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | No
     for lo in range(0, len(batch), _BATCH_TOKENS):
         part = batch[lo:lo + _BATCH_TOKENS]
         result = lance.tokenize(" ".join([_SENTINEL] + [tokens[i] for i in part]),
-                                **{**opts, "base_tokenizer": "whitespace"})
+                                **{**opts, "base_tokenizer": batch_base})
         if not result or result[0].position != 0 or result[0].text != _SENTINEL:
             alone += part  # the anchor was filtered (max_token_length=1): one token at a time
             continue

@@ -126,3 +126,102 @@ def mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep):
                     q += 1
         offsets[r + 1] = q
     return offsets, data
+
+
+@njit(**JIT, inline="always")
+def _alnum_ascii(b):
+    return (48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122)
+
+
+@njit(**JIT)
+def icu_simple_rows(offsets, data, valid, valid_offset):
+    """``bool[n]``: rows whose ``icu`` words are the ``simple`` tokenizer's tokens (NULL rows
+    too: they have neither).
+
+    Unicode word segmentation (UAX #29) and the ``simple`` tokenizer agree on a text of
+    printable ASCII, tab, LF and CR where no ``_`` occurs (ExtendNumLet: it joins letters
+    and digits into one word) and none of ``. , ; : '`` sits between two letters or digits
+    (MidLetter / MidNum / MidNumLet: ``e.g``, ``3,14``, ``don't`` are one word): then a word
+    is a maximal run of letters and digits, every other character breaks, and only words
+    with a letter or digit are tokens. Any other row is tokenized by Lance."""
+    n = offsets.size - 1
+    out = np.ones(n, dtype=np.bool_)
+    for r in range(n):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        s = offsets[r]
+        e = offsets[r + 1]
+        for p in range(s, e):
+            b = data[p]
+            if b >= 0x7F or (b < 0x20 and b != 0x09 and b != 0x0A and b != 0x0D) or b == 0x5F:
+                out[r] = False
+                break
+            if (b == 0x2E or b == 0x2C or b == 0x3B or b == 0x3A or b == 0x27) and p > s and p + 1 < e \
+                    and _alnum_ascii(data[p - 1]) and _alnum_ascii(data[p + 1]):
+                out[r] = False
+                break
+    return out
+
+
+@njit(**JIT)
+def kernel_streams(offsets, data, valid, valid_offset, cfg, tables):
+    """``(offsets int64[n+1], data uint8[])``: each row's final tokens from the numba
+    tokenizer (``cfg``) as a ``TOKENS`` stream; NULL rows empty."""
+    n = offsets.size - 1
+    out, tok_start, tok_end, raw = new_buffers()
+    res = np.zeros(n + 1, dtype=np.int64)
+    size = 0
+    for r in range(n):  # the streams' size first, so the buffer is allocated once
+        if is_valid(valid, valid_offset, r):
+            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+            for t in range(ntok):
+                size += 4 + tok_end[t] - tok_start[t]
+    dest = np.empty(size, dtype=np.uint8)
+    q = 0
+    for r in range(n):
+        if is_valid(valid, valid_offset, r):
+            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+            for t in range(ntok):
+                length = tok_end[t] - tok_start[t]
+                dest[q] = length & 0xFF
+                dest[q + 1] = (length >> 8) & 0xFF
+                dest[q + 2] = (length >> 16) & 0xFF
+                dest[q + 3] = (length >> 24) & 0xFF
+                q += 4
+                for p in range(tok_start[t], tok_end[t]):
+                    dest[q] = out[p]
+                    q += 1
+        res[r + 1] = q
+    return res, dest
+
+
+@njit(**JIT)
+def merge_streams(offsets_a, data_a, offsets_b, data_b, from_a):
+    """Row ``r``'s stream from ``a`` (one row per row) where ``from_a[r]``, else the next
+    row of ``b`` (which holds only those rows, in order)."""
+    n = from_a.size
+    size = 0
+    j = 0
+    for r in range(n):
+        if from_a[r]:
+            size += offsets_a[r + 1] - offsets_a[r]
+        else:
+            size += offsets_b[j + 1] - offsets_b[j]
+            j += 1
+    data = np.empty(size, dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    q = 0
+    j = 0
+    for r in range(n):
+        if from_a[r]:
+            src, lo, hi = data_a, offsets_a[r], offsets_a[r + 1]
+        else:
+            src, lo, hi = data_b, offsets_b[j], offsets_b[j + 1]
+            j += 1
+        for p in range(lo, hi):
+            data[q] = src[p]
+            q += 1
+        offsets[r + 1] = q
+    return offsets, data
