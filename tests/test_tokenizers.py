@@ -275,3 +275,9 @@ def test_icu_rows_taken_by_the_kernels_are_segmented_as_lance_segments_them(base
     for text in texts[:400] + texts[-7:]:
         assert signer.tokens(text) == naive.lance_tokens(text, signer.params.tokenizer), text
         assert stemmed.tokens(text) == naive.lance_tokens(text, stemmed.params.tokenizer), text
+    many = pa.array(texts * 2, pa.string())  # > PARALLEL_MIN_ROWS: ranges on several threads
+    for s in (signer, stemmed):
+        whole, has = s.sign(many)
+        parts = [s.sign(many.slice(i, 1000)) for i in range(0, len(many), 1000)]
+        assert (np.vstack([p[0] for p in parts]) == whole).all()
+        assert (np.concatenate([p[1] for p in parts]) == has).all()

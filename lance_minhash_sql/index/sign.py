@@ -62,6 +62,34 @@ def _frozen(*arrays: np.ndarray) -> None:
         arr.setflags(write=False)
 
 
+def _by_thread(fn, n: int) -> list:
+    """``fn(lo, hi)`` over one range of rows per thread (one range below
+    ``PARALLEL_MIN_ROWS``), the results in row order."""
+    parts: dict[int, object] = {}
+
+    def chunk(lo: int, hi: int) -> None:
+        parts[lo] = fn(lo, hi)
+
+    if n < PARALLEL_MIN_ROWS:
+        chunk(0, n)
+    else:
+        run_chunks(chunk, n, -(-n // num_threads()))
+    return [parts[lo] for lo in sorted(parts)]
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid_offset: int) -> StringBuffers:
+    """One buffer of the ``(offsets, data)`` streams of consecutive row ranges."""
+    offsets = [np.zeros(1, dtype=np.int64)]
+    end = 0
+    for off, data in parts:
+        offsets.append(off[1:] + end)
+        end += data.size
+    offsets_all = np.concatenate(offsets)
+    data_all = np.concatenate([d for _, d in parts]) if parts else np.empty(0, dtype=np.uint8)
+    _frozen(offsets_all, data_all)
+    return StringBuffers(offsets_all, data_all, valid, valid_offset)
+
+
 class Signer:
     """Signs Arrow string arrays with one :class:`MinHashParams`.
 
@@ -119,9 +147,11 @@ class Signer:
         if self.per_token:
             mine = self._mapped(StringBuffers(buf.offsets, buf.data, valid, offset))
         else:
-            off, data = vocab.kernel_streams(buf.offsets, buf.data, valid, offset, self.kernel_cfg, self.tables)
-            _frozen(off, data)
-            mine = StringBuffers(off, data, valid, offset)
+            def chunk(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+                return vocab.kernel_streams(buf.offsets[lo:hi + 1], buf.data, valid, offset + lo,
+                                            self.kernel_cfg, self.tables)
+
+            mine = _joined(_by_thread(chunk, len(buf.offsets) - 1), valid, offset)
         if everyone:
             return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
         others = as_string_array(texts).take(pa.array(np.flatnonzero(~simple)))
@@ -135,29 +165,12 @@ class Signer:
         """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
         token once (``kernels/vocab.py``). The rows are cut into one range per thread; each
         range finds its distinct tokens on its own thread (the kernel releases the GIL)."""
-        n = len(buf.offsets) - 1
-        parts: dict[int, tuple] = {}
+        def chunk(lo: int, hi: int) -> tuple:
+            return vocab.token_ids(buf.offsets[lo:hi + 1], buf.data, buf.valid, buf.valid_offset + lo,
+                                   self.base_cfg, self.tables)
 
-        def chunk(lo: int, hi: int) -> None:
-            parts[lo] = vocab.token_ids(buf.offsets[lo:hi + 1], buf.data, buf.valid, buf.valid_offset + lo,
-                                        self.base_cfg, self.tables)
-
-        if n < PARALLEL_MIN_ROWS:
-            chunk(0, n)
-        else:
-            run_chunks(chunk, n, -(-n // num_threads()))
-        offsets = [np.zeros(1, dtype=np.int64)]
-        datas = []
-        end = 0
-        for lo in sorted(parts):
-            off, data = self._streams(*parts[lo])
-            offsets.append(off[1:] + end)
-            datas.append(data)
-            end += data.size
-        offsets_all = np.concatenate(offsets)
-        data_all = np.concatenate(datas) if datas else np.empty(0, dtype=np.uint8)
-        _frozen(offsets_all, data_all)
-        return StringBuffers(offsets_all, data_all, buf.valid, buf.valid_offset)
+        parts = _by_thread(chunk, len(buf.offsets) - 1)
+        return _joined([self._streams(*part) for part in parts], buf.valid, buf.valid_offset)
 
     def _streams(self, row_offsets, ids, voff, words) -> tuple[np.ndarray, np.ndarray]:
         """One range's ``TOKENS`` streams from its distinct tokens (``vocab.token_ids``),
