@@ -281,3 +281,10 @@ def test_icu_rows_taken_by_the_kernels_are_segmented_as_lance_segments_them(base
         parts = [s.sign(many.slice(i, 1000)) for i in range(0, len(many), 1000)]
         assert (np.vstack([p[0] for p in parts]) == whole).all()
         assert (np.concatenate([p[1] for p in parts]) == has).all()
+    plain = [t for t, ok in zip(texts, simple) if ok][:300]  # a batch of plain rows only: the texts as they are
+    params = signer.params
+    assert signer.inputs(pa.array(plain))[1] != signer.cfg
+    sigs, has = signer.sign(pa.array(plain))
+    for i, text in enumerate(plain):
+        ref = naive.signature(text, params)
+        assert has[i] == (ref is not None) and (ref is None or sigs[i].tolist() == ref), text

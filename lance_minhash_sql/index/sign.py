@@ -118,6 +118,17 @@ class Signer:
         elif self.icu:
             self.kernel_cfg = tokenizer_config(kernel_tok)
 
+    def inputs(self, texts) -> tuple[StringBuffers, tuple]:
+        """``(buffers, cfg)`` for the kernels: :meth:`buffers` and :attr:`cfg`, or, for
+        ``icu`` / ``icu/split`` without stemming or stop words when every row is plain
+        ASCII text (``kernels/vocab.icu_simple_rows``), the texts themselves under the
+        ``simple`` pipeline of the same options (no token streams to build)."""
+        if self.icu and not self.per_token:
+            buf = string_buffers(texts)
+            if vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset).all():
+                return buf, self.kernel_cfg
+        return self.buffers(texts), self.cfg
+
     def buffers(self, texts) -> StringBuffers:
         """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
         whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
@@ -197,8 +208,8 @@ class Signer:
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
-        buf = self.buffers(texts)
-        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+        buf, cfg = self.inputs(texts)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size, self.a, self.b, self.c)
         n = len(buf.offsets) - 1
         if n < PARALLEL_MIN_ROWS:
@@ -225,8 +236,8 @@ class Signer:
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
-        buf = self.buffers(texts)
-        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+        buf, cfg = self.inputs(texts)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size)
         n = len(buf.offsets) - 1
         if n < PARALLEL_MIN_ROWS:
@@ -246,9 +257,9 @@ class Signer:
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""
-        buf = self.buffers(pa.array([text], type=pa.string()))
+        buf, cfg = self.inputs(pa.array([text], type=pa.string()))
         ntok, out, starts, ends, _ = tokenize.tokenize_doc(
-            buf.data, buf.offsets[0], buf.offsets[1], self.cfg, self.tables, *tokenize.new_buffers())
+            buf.data, buf.offsets[0], buf.offsets[1], cfg, self.tables, *tokenize.new_buffers())
         raw = out.tobytes()
         return [raw[starts[t]:ends[t]].decode("utf-8") for t in range(ntok)]
 

@@ -131,8 +131,8 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
     if len(texts) >= _lsh.PARALLEL_MIN_QUERIES:
         sigs, has = signer.sign(texts)
         return sigs, has, signer.band_keys(sigs)
-    buf = signer.buffers(texts)
-    sigs, has = sign_rows_serial(buf.offsets, buf.data, buf.valid, buf.valid_offset, signer.cfg, signer.tables,
+    buf, cfg = signer.inputs(texts)
+    sigs, has = sign_rows_serial(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, signer.tables,
                                  params.shingle_size, signer.a, signer.b, signer.c)
     keys = band_keys_serial(sigs.view(np.uint8).reshape(sigs.shape[0], -1), params.num_bands)
     return sigs, has, keys
