@@ -153,16 +153,16 @@ def test_per_token_filters_are_remembered_across_batches(monkeypatch):
     assert signer.per_token
     first, _ = signer.sign(texts.slice(0, 200))
     assert (first == whole[:200]).all()
-    remembered = len(signer.filtered)
+    remembered = signer.vocabulary.nv
     second, _ = signer.sign(texts.slice(200, 200))
-    assert remembered == len(signer.filtered) > 100  # the second batch had no new token
+    assert remembered == signer.vocabulary.nv > 100  # the second batch had no new token
     signer.sign(pa.array(["Zebras galloping the"]))
-    assert len(signer.filtered) == remembered + 2  # a batch adds only its new tokens
+    assert signer.vocabulary.nv == remembered + 2  # a batch adds only its new tokens
     assert (np.vstack([first, second]) == whole[:400]).all()
     monkeypatch.setattr(sign, "_TOKEN_MEMORY", 10)  # a full memory starts over, same answers
     small = Signer(params)
     again = np.vstack([small.sign(texts.slice(i, 1000))[0] for i in range(0, 5000, 1000)])
-    assert (again == whole).all() and len(small.filtered) <= 10 + 1000
+    assert (again == whole).all() and small.vocabulary.nv <= 10 + 1000
     for i, text in enumerate(texts.to_pylist()[:400]):  # and each row is its Lance tokens' signature
         ref = naive.signature(text, params) if text is not None else None
         assert has[i] == (ref is not None)

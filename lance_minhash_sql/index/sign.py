@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -54,7 +55,6 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
 
 # distinct tokens a signer remembers the filtered form of; beyond it the memory starts over
 _TOKEN_MEMORY = 1 << 21
-_UNSEEN = object()
 
 
 def _frozen(*arrays: np.ndarray) -> None:
@@ -90,6 +90,76 @@ def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid
     return StringBuffers(offsets_all, data_all, valid, valid_offset)
 
 
+def _grown(arr: np.ndarray, need: int) -> np.ndarray:
+    """``arr``, or a copy at least twice as large when it holds fewer than ``need`` items."""
+    if arr.size >= need:
+        return arr
+    out = np.empty(max(need, 2 * arr.size), dtype=arr.dtype)
+    out[:arr.size] = arr
+    return out
+
+
+class _Vocabulary:
+    """The distinct base tokens a signer has seen and their form after Lance's filters
+    (``None``: dropped), across batches (``kernels/vocab.py``): token ``i`` is
+    ``vocab[voff[i]:voff[i+1]]`` and becomes ``mbytes[moff[i]:moff[i+1]]`` where ``keep[i]``.
+    A corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
+    about its new tokens only. Beyond ``_TOKEN_MEMORY`` tokens it starts over. One batch at
+    a time (a lock): threads signing with one signer share it."""
+
+    def __init__(self, options: dict):
+        self.options = options
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.nv = 0
+        self.slots = np.full(1 << 12, -1, dtype=np.int64)
+        self.vhash = np.empty(0, dtype=np.uint64)
+        self.vocab = np.empty(0, dtype=np.uint8)
+        self.voff = np.zeros(1, dtype=np.int64)
+        self.moff = np.zeros(1, dtype=np.int64)
+        self.mbytes = np.empty(0, dtype=np.uint8)
+        self.keep = np.empty(0, dtype=np.bool_)
+
+    def streams(self, buf: StringBuffers, cfg: tuple, tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, data)``: each row's ``TOKENS`` stream of filtered tokens."""
+        row_offsets, nbytes = vocab.count_tokens(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, tables)
+        total = int(row_offsets[-1])
+        with self.lock:
+            if self.nv > _TOKEN_MEMORY:
+                self.reset()
+            nv = self.nv
+            self.vhash = _grown(self.vhash, nv + total)
+            self.voff = _grown(self.voff, nv + total + 1)
+            self.vocab = _grown(self.vocab, int(self.voff[nv]) + int(nbytes))
+            ids = np.empty(total, dtype=np.int64)
+            new_nv, self.slots = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets, self.slots, ids,
+                                                  self.vocab, self.voff, self.vhash, nv)
+            if new_nv > nv:
+                self._map(nv, new_nv)
+            self.nv = new_nv
+            return vocab.mapped_streams(row_offsets, ids, self.moff, self.mbytes, self.keep)
+
+    def _map(self, lo: int, hi: int) -> None:
+        """Lance's filtered form of the new tokens ``lo:hi``."""
+        base = int(self.voff[lo])
+        raw = self.vocab[base:int(self.voff[hi])].tobytes()
+        cuts = (self.voff[lo:hi + 1] - base).tolist()
+        words = [raw[cuts[i]:cuts[i + 1]].decode("utf-8") for i in range(hi - lo)]
+        found = [None if t is None else t.encode("utf-8") for t in filtered_tokens(words, self.options)]
+        keep = np.array([t is not None for t in found], dtype=np.bool_)
+        sizes = np.array([0 if t is None else len(t) for t in found], dtype=np.int64)
+        end = int(self.moff[lo])
+        self.moff = _grown(self.moff, hi + 1)
+        self.moff[lo + 1:hi + 1] = end + np.cumsum(sizes)
+        added = b"".join(t for t in found if t is not None)
+        self.mbytes = _grown(self.mbytes, end + len(added))
+        self.mbytes[end:end + len(added)] = np.frombuffer(added, dtype=np.uint8)
+        self.keep = _grown(self.keep, hi)
+        self.keep[lo:hi] = keep
+
+
 class Signer:
     """Signs Arrow string arrays with one :class:`MinHashParams`.
 
@@ -114,7 +184,7 @@ class Signer:
         if self.per_token:
             self.base_cfg = tokenizer_config(replace(kernel_tok, max_token_length=None, lower_case=False,
                                                      ascii_folding=False, stem=False, remove_stop_words=False))
-            self.filtered: dict[bytes, bytes | None] = {}
+            self.vocabulary = _Vocabulary(tok.lance_tokenize_kwargs())
         elif self.icu:
             self.kernel_cfg = tokenizer_config(kernel_tok)
 
@@ -174,37 +244,10 @@ class Signer:
 
     def _mapped(self, buf: StringBuffers) -> StringBuffers:
         """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
-        token once (``kernels/vocab.py``). The rows are cut into one range per thread; each
-        range finds its distinct tokens on its own thread (the kernel releases the GIL)."""
-        def chunk(lo: int, hi: int) -> tuple:
-            return vocab.token_ids(buf.offsets[lo:hi + 1], buf.data, buf.valid, buf.valid_offset + lo,
-                                   self.base_cfg, self.tables)
-
-        parts = _by_thread(chunk, len(buf.offsets) - 1)
-        return _joined([self._streams(*part) for part in parts], buf.valid, buf.valid_offset)
-
-    def _streams(self, row_offsets, ids, voff, words) -> tuple[np.ndarray, np.ndarray]:
-        """One range's ``TOKENS`` streams from its distinct tokens (``vocab.token_ids``),
-        each token not seen before filtered by Lance."""
-        raw = words.tobytes()
-        keys = [raw[voff[i]:voff[i + 1]] for i in range(voff.size - 1)]
-        memory = self.filtered  # shared by the threads signing with this signer: read, then add
-        mapped = [memory.get(k, _UNSEEN) for k in keys]
-        unseen = [i for i, m in enumerate(mapped) if m is _UNSEEN]
-        if unseen:
-            options = self.params.tokenizer.lance_tokenize_kwargs()
-            found = filtered_tokens([keys[i].decode("utf-8") for i in unseen], options)
-            if len(memory) + len(unseen) > _TOKEN_MEMORY:
-                memory.clear()
-            for i, t in zip(unseen, found):
-                mapped[i] = memory[keys[i]] = None if t is None else t.encode("utf-8")
-        keep = np.array([m is not None for m in mapped], dtype=np.bool_)
-        sizes = np.array([0 if m is None else len(m) for m in mapped], dtype=np.int64)
-        map_offsets = np.zeros(len(mapped) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=map_offsets[1:])
-        map_bytes = np.frombuffer(b"".join(m for m in mapped if m is not None), dtype=np.uint8)
-        _frozen(row_offsets, ids, map_offsets, keep)
-        return vocab.mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep)
+        token once (``kernels/vocab.py``, :class:`_Vocabulary`)."""
+        off, data = self.vocabulary.streams(buf, self.base_cfg, self.tables)
+        _frozen(off, data)
+        return StringBuffers(off, data, buf.valid, buf.valid_offset)
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""

@@ -1,13 +1,15 @@
-"""Distinct base tokens of a batch, and token streams rebuilt from a per-token mapping.
+"""Distinct base tokens, and token streams rebuilt from a per-token mapping.
 
 Stemming and stop-word removal act on one token at a time, so a batch is tokenized here
 by the base tokenizer alone (``tokenize_doc`` with no length limit, no lower-casing, no
-folding: each token is its original bytes), each distinct token gets an id
-(:func:`token_ids`, an open-addressing table keyed by the token's bytes, compared byte
-for byte, so two tokens share an id only when they are equal), the caller maps each
-distinct token once through Lance's filter chain (``io/tokens.py``), and
-:func:`mapped_streams` writes each row's final tokens as a ``TOKENS`` stream
-(``kernels/tokenize.py``: u32 length + bytes per token).
+folding: each token is its original bytes), each distinct token gets an id in a
+vocabulary that lives across batches (:func:`count_tokens`, then :func:`assign_ids`: an
+open-addressing table keyed by the token's bytes, compared byte for byte, so two tokens
+share an id only when they are equal), the caller maps each new token once through
+Lance's filter chain (``io/tokens.py``), and :func:`mapped_streams` writes each row's
+final tokens as a ``TOKENS`` stream (``kernels/tokenize.py``: u32 length + bytes per
+token). :func:`icu_simple_rows`, :func:`kernel_streams` and :func:`merge_streams` serve
+the ``icu`` tokenizers (``index/sign.py``).
 """
 
 from __future__ import annotations
@@ -78,20 +80,11 @@ def _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab, vocab_o
 
 
 @njit(**JIT)
-def token_ids(offsets, data, valid, valid_offset, cfg, tables):
-    """``(row_offsets int64[n+1], ids int64[], vocab_offsets int64[m+1], vocab uint8[])``:
-    row ``r``'s base tokens are ``ids[row_offsets[r]:row_offsets[r+1]]``, token ``i`` of the
-    vocabulary is ``vocab[vocab_offsets[i]:vocab_offsets[i+1]]`` (first-seen order). A NULL
-    row has no tokens.
-
-    A first pass counts the tokens and their bytes, so the token arrays are allocated once
-    (written in order: their size costs no cache misses); the table starts small and
-    doubles whenever the next row could fill it past half (:func:`_fill`), so it stays
-    about the size of the vocabulary, where a table sized for every token misses the
-    cache on most lookups (3x slower)."""
+def count_tokens(offsets, data, valid, valid_offset, cfg, tables):
+    """``(row_offsets int64[n+1], nbytes)``: where each row's base tokens start among the
+    batch's tokens, and their total bytes (NULL rows have none)."""
     n = offsets.size - 1
-    bufs = new_buffers()
-    out, tok_start, tok_end, raw = bufs
+    out, tok_start, tok_end, raw = new_buffers()
     row_offsets = np.zeros(n + 1, dtype=np.int64)
     nbytes = 0
     for r in range(n):
@@ -102,20 +95,28 @@ def token_ids(offsets, data, valid, valid_offset, cfg, tables):
             for t in range(ntok):
                 nbytes += tok_end[t] - tok_start[t]
         row_offsets[r + 1] = row_offsets[r] + ntok
-    bufs = (out, tok_start, tok_end, raw)
-    total = row_offsets[n]
-    ids = np.empty(total, dtype=np.int64)
-    vocab = np.empty(nbytes, dtype=np.uint8)
-    vocab_offsets = np.zeros(total + 1, dtype=np.int64)
-    vhash = np.empty(total, dtype=np.uint64)
-    slots = np.full(1 << 12, -1, dtype=np.int64)
-    nv = 0
+    return row_offsets, nbytes
+
+
+@njit(**JIT)
+def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab_offsets, vhash, nv):
+    """Ids of the batch's base tokens into ``ids`` (``row_offsets`` from
+    :func:`count_tokens`), adding new tokens to the vocabulary ``vocab`` /
+    ``vocab_offsets`` / ``vhash`` after its ``nv`` entries (the caller sized them for every
+    token of the batch) and to the table ``slots``: returns ``(nv, slots)``.
+
+    The table doubles whenever the next row could fill it past half, between calls of
+    :func:`_fill`, which never reassigns an array (an array reassigned inside the per-token
+    loop costs reference counting on every token); so it stays about the size of the
+    vocabulary, where a table sized for every token misses the cache on most lookups."""
+    n = offsets.size - 1
+    bufs = new_buffers()
     r = 0
     while True:
         r, nv, bufs = _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab,
                             vocab_offsets, vhash, nv, bufs)
         if r >= n:
-            break
+            return nv, slots
         size = 2 * slots.size
         while size < 2 * (nv + row_offsets[r + 1] - row_offsets[r]):
             size *= 2
@@ -126,7 +127,6 @@ def token_ids(offsets, data, valid, valid_offset, cfg, tables):
             while slots[k] >= 0:
                 k = (k + 1) & mask
             slots[k] = i
-    return row_offsets, ids, vocab_offsets[:nv + 1], vocab[:vocab_offsets[nv]]
 
 
 @njit(**JIT)
