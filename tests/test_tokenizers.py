@@ -146,7 +146,7 @@ def test_index_files_and_top10_answers_equal_lances_both_ways(tmp_path, tok):
 def test_per_token_filters_are_remembered_across_batches(monkeypatch):
     from lance_minhash_sql.index import sign
 
-    texts = pa.array(multilingual.rows(5000, seed=5), pa.string())  # > PARALLEL_MIN_ROWS: split over threads
+    texts = pa.array(multilingual.rows(5000, seed=5), pa.string())  # > PARALLEL_MIN_ROWS: signed on several threads
     params = MinHashParams(num_hashes=32, num_bands=8, tokenizer={"stem": True, "remove_stop_words": True})
     whole, has = Signer(params).sign(texts)
     signer = Signer(params)
