@@ -8,7 +8,8 @@ The synthetic corpus (``lance_minhash_sql.faces.corpus``) is written once and ca
 ``bench-data/``. Each build runs in its own child process, so each peak RSS
 (the child's ``VmHWM``, :mod:`lance_minhash_sql.core.usage`) is its own; ours first loads its compiled kernels with a
 tiny build (reported as "kernel load", not part of the build time). Both builds use the
-same parameters (k=128, b=16, shingle 3, default tokenizer) and the same dataset; each
+same parameters (k=128, b=16, shingle 3, the default tokenizer or ``--tokenizer``'s options,
+given to Lance as ``IndexConfig("MINHASHLSH", {"tokenizer": ...})``) and the same dataset; each
 child removes its index afterwards. ``--memory-limit`` is passed to ours as
 ``memory_limit`` and to Lance as ``LANCE_MEM_POOL_SIZE``. Before ours is measured, a
 throwaway child loads (and, after a kernel change, compiles) the kernels, so the
@@ -159,8 +160,10 @@ class _Trace:
                 "samples": self.samples}
 
 
-def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) -> dict:
+def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, tokenizer: str | None = None) -> dict:
     import lance
+
+    tok = json.loads(tokenizer) if tokenizer else None
 
     out: dict = {"peer": peer}
     if peer == "lance":
@@ -171,7 +174,8 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) ->
         split = _Split()
         t0 = time.perf_counter()
         cpu0 = cpu_seconds()
-        ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {}), name="bench_lance", replace=True)
+        ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {"tokenizer": tok} if tok else {}),
+                               name="bench_lance", replace=True)
         out["seconds"] = time.perf_counter() - t0
         out["cpu_s"] = cpu_seconds() - cpu0
         out["peak_rss_mb"] = peak_rss_mb()
@@ -203,7 +207,7 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) ->
             tracer.install()
         split = _Split()
         cpu0 = cpu_seconds()
-        r = build_index(uri, "text", name="bench_ours", memory_limit=memory_limit)
+        r = build_index(uri, "text", name="bench_ours", memory_limit=memory_limit, tokenizer=tok)
         out["cpu_s"] = cpu_seconds() - cpu0
         out["seconds"] = r.seconds
         out["peak_rss_mb"] = peak_rss_mb()
@@ -217,7 +221,7 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) ->
     return out
 
 
-def run_child(peer: str, uri: str, memory_limit: str | None, trace: bool = False) -> dict:
+def run_child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, tokenizer: str | None = None) -> dict:
     env = dict(os.environ)
     if memory_limit and peer == "lance":
         from lance_minhash_sql.index.spill import parse_bytes
@@ -228,6 +232,8 @@ def run_child(peer: str, uri: str, memory_limit: str | None, trace: bool = False
         cmd += ["--memory-limit", memory_limit]
     if trace:
         cmd += ["--trace"]
+    if tokenizer:
+        cmd += ["--tokenizer", tokenizer]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{peer} build failed:\n{proc.stderr[-4000:]}")
@@ -250,22 +256,25 @@ def main() -> None:
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     ap.add_argument("--trace", action="store_true", help="sample ours' RSS per build phase (see above)")
+    ap.add_argument("--tokenizer", default=None,
+                    help='tokenizer options as JSON, both peers, e.g. \'{"stem": true, "remove_stop_words": true}\'')
     ap.add_argument("--child", choices=("lance", "ours", "warm"), help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.uri, args.memory_limit, args.trace)))
+        print(json.dumps(child(args.child, args.uri, args.memory_limit, args.trace, args.tokenizer)))
         return
     uri = corpus(args.rows, args.data_dir)
     run_child("warm", uri, None)  # numba's on-disk cache is current before ours is measured
     best: dict[str, dict] = {}
     for _ in range(args.repeat):
         for peer in ("lance", "ours"):
-            r = run_child(peer, uri, args.memory_limit, args.trace)
+            r = run_child(peer, uri, args.memory_limit, args.trace, args.tokenizer)
             cleanup(uri)
             if peer not in best or r["seconds"] < best[peer]["seconds"]:
                 best[peer] = r
     lim = f", memory limit {args.memory_limit}" if args.memory_limit else ""
+    lim += f", tokenizer {args.tokenizer}" if args.tokenizer else ""
     print(f"index build, {args.rows:,} rows (k=128, b=16, shingle 3), {os.cpu_count()} CPUs{lim}, "
           f"best of {args.repeat}")
     print(f"  {'peer':6s} {'seconds':>8s} {'cpu s':>7s} {'rows/s':>10s} {'peak RSS':>9s} {'anon':>7s} {'file':>7s} "

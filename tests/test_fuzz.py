@@ -271,7 +271,7 @@ def test_nothing_written_by_failed_calls(sql_con, indexed):
     before = (lance.dataset(indexed).version, sorted(os.listdir(os.path.join(indexed, "_indices"))))
     for sql in (f"SELECT * FROM minhash_build({lit(indexed)}, 'text', num_hashes := 7, num_bands := 2)",
                 f"SELECT * FROM minhash_build({lit(indexed)}, 'id')",
-                f"SELECT * FROM minhash_build({lit(indexed)}, 'text', tokenizer := '{{\"stem\": true}}')"):
+                f"SELECT * FROM minhash_build({lit(indexed)}, 'text', tokenizer := '{{\"base_tokenizer\": \"jieba\"}}')"):
         with pytest.raises(duckdb.Error):
             sql_con.execute(sql).fetchall()
     assert (lance.dataset(indexed).version, sorted(os.listdir(os.path.join(indexed, "_indices")))) == before

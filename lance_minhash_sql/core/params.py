@@ -51,6 +51,7 @@ __all__ = [
     "MIN_SELF_JOIN_MEMORY",
     "DEFAULT_MAX_TEMP_SIZE",
     "BASE_TOKENIZERS",
+    "KERNEL_TOKENIZERS",
     "LANGUAGES",
     "TokenizerParams",
     "MinHashParams",
@@ -88,16 +89,28 @@ DEFAULT_SELF_JOIN_MEMORY = 512 << 20
 MIN_SELF_JOIN_MEMORY = 4 << 20
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
 
-# Base tokenizers whose token streams this package reproduces exactly.
-BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram")
-# Lance accepts these too; their MinHash token streams are not reproduced here.
-_LANCE_ONLY_TOKENIZERS = ("code", "icu", "icu/split")
-# Tantivy's stemmer languages (the values Lance's `language` accepts).
+# Every base tokenizer Lance's MinHash index accepts. The first four are reproduced by the
+# numba tokenizer (kernels/tokenize.py); the others' tokens come from Lance's tokenizer.
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram", "code", "icu", "icu/split")
+KERNEL_TOKENIZERS = BASE_TOKENIZERS[:4]
+# Tantivy's stemmer and stop-word languages (the values Lance's `language` accepts).
 LANGUAGES = (
     "Arabic", "Danish", "Dutch", "English", "Finnish", "French", "German", "Greek",
     "Hungarian", "Italian", "Norwegian", "Portuguese", "Romanian", "Russian", "Spanish",
     "Swedish", "Tamil", "Turkish",
 )
+# Options of Lance's tokenizer that its MinHash index refuses, with Lance's reason and what to
+# use instead (Lance 14.0.2, minhash_lsh/mod.rs validate_tokenizer).
+_DICTIONARY_TOKENIZERS = ("jieba", "lindera")
+_REFUSED_KEYS = {
+    "custom_stop_words": "custom_stop_words are not recorded in the index details, so Lance's MinHash "
+                         "index refuses them; use remove_stop_words=true with a language instead",
+    "lance_tokenizer": "lance_tokenizer is not recorded in the index details, so Lance's MinHash index "
+                       "refuses it; use base_tokenizer instead",
+}
+# Options Lance's MinHash index accepts and ignores: its `code` tokenizer never splits identifiers
+# (the index details and signatures are the same with or without them; docs/signatures.md).
+_IGNORED_KEYS = frozenset({"split_identifiers", "split_on_numerics", "preserve_original"})
 _BLOCK_SIZES = (128, 256)
 
 
@@ -106,7 +119,9 @@ class TokenizerParams:
     """How text becomes tokens; the defaults are Lance's MinHash defaults.
 
     Pipeline (Lance's order): base tokenizer, then drop tokens of ``>= max_token_length``
-    UTF-8 bytes (``None``: no limit), then lower-case, then ASCII folding.
+    UTF-8 bytes (``None``: no limit), then lower-case, then stem (``stem``, Snowball for
+    ``language``), then drop stop words (``remove_stop_words``, ``language``'s list), then
+    ASCII folding. ``index_operators`` is the ``code`` tokenizer's: operators become tokens.
     """
 
     base_tokenizer: str = "simple"
@@ -121,15 +136,18 @@ class TokenizerParams:
     remove_stop_words: bool = False
     with_position: bool = False
     block_size: int = 128
+    index_operators: bool = False
 
     def __post_init__(self) -> None:
         bt = self.base_tokenizer
         if not isinstance(bt, str):
             raise InvalidParameterError(f"base_tokenizer={bt!r} must be a string, one of {BASE_TOKENIZERS}")
-        if bt in _LANCE_ONLY_TOKENIZERS or bt.startswith(("jieba", "lindera")):
+        if bt.split("/")[0] in _DICTIONARY_TOKENIZERS:
             raise InvalidParameterError(
-                f"base_tokenizer={bt!r} is not supported by lance_minhash_sql: its token stream is "
-                f"not reproduced bit for bit; use one of {BASE_TOKENIZERS}"
+                f"base_tokenizer={bt!r} is refused by Lance's MinHash index: the {bt} tokenizer loads a "
+                "dictionary from LANCE_LANGUAGE_MODEL_HOME, outside Lance, so the index details cannot "
+                "identify it; for Chinese, Japanese, Korean or Thai text use base_tokenizer='icu' "
+                "(dictionary word segmentation built into Lance)"
             )
         if bt not in BASE_TOKENIZERS:
             raise InvalidParameterError(f"base_tokenizer={bt!r} is unknown; use one of {BASE_TOKENIZERS}")
@@ -143,13 +161,13 @@ class TokenizerParams:
                     "use a positive integer or null for no limit"
                 )
             object.__setattr__(self, "max_token_length", n)
-        for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position"):
+        for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position",
+                     "index_operators"):
             check_bool(name, getattr(self, name))
-        if self.stem or self.remove_stop_words:
+        if self.index_operators and bt != "code":
             raise InvalidParameterError(
-                f"stem={self.stem}, remove_stop_words={self.remove_stop_words}: stemming and stop-word "
-                "removal are not supported by lance_minhash_sql (MinHash indexes default to neither); "
-                "set both to false"
+                f"index_operators=True applies to base_tokenizer='code' only (base_tokenizer={bt!r}); "
+                "set base_tokenizer='code' or drop index_operators"
             )
         lo = check_int("min_ngram_length", self.min_ngram_length, "use a positive integer")
         hi = check_int("max_ngram_length", self.max_ngram_length, "use a positive integer")
@@ -185,6 +203,10 @@ class TokenizerParams:
                 f"tokenizer={value!r} must be a JSON object / mapping of tokenizer options, "
                 f"with keys among {sorted(_TOKENIZER_KEYS)}"
             )
+        for key, reason in _REFUSED_KEYS.items():
+            if key in value:
+                raise InvalidParameterError(f"tokenizer option {key}={value[key]!r}: {reason}")
+        value = {k: v for k, v in value.items() if k not in _IGNORED_KEYS}
         unknown = sorted(set(value) - _TOKENIZER_KEYS)
         if unknown:
             raise InvalidParameterError(
@@ -197,8 +219,15 @@ class TokenizerParams:
         """All options, as Lance's ``IndexConfig("MINHASHLSH", {"tokenizer": ...})`` takes them."""
         return asdict(self)
 
+    @property
+    def lance_made(self) -> bool:
+        """Whether the tokens come from Lance's tokenizer rather than the numba one: a
+        base tokenizer the kernels do not reproduce, or stemming / stop-word removal."""
+        return self.base_tokenizer not in KERNEL_TOKENIZERS or self.stem or self.remove_stop_words
+
     def lance_tokenize_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``lance.tokenize`` that run this exact pipeline."""
+        """Keyword arguments for ``lance.tokenize`` that run this exact pipeline (the
+        ``code`` tokenizer of Lance's MinHash index does not split identifiers)."""
         kw: dict[str, Any] = dict(
             base_tokenizer=self.base_tokenizer, language=self.language,
             max_token_length=self.max_token_length, lower_case=self.lower_case, stem=self.stem,
@@ -207,6 +236,8 @@ class TokenizerParams:
         if self.base_tokenizer == "ngram":
             kw.update(min_ngram_length=self.min_ngram_length, max_ngram_length=self.max_ngram_length,
                       prefix_only=self.prefix_only)
+        if self.base_tokenizer == "code":
+            kw.update(split_identifiers=False, index_operators=self.index_operators)
         return kw
 
 

@@ -12,17 +12,20 @@
 from __future__ import annotations
 
 import sys
+import threading
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
+from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS
-from lance_minhash_sql.io.arrow import string_buffers
+from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
+from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import minhash, similarity, tokenize
+from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.runtime.threads import run_chunks
+from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
 
@@ -35,7 +38,10 @@ _KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
 
 
 def tokenizer_config(tok: TokenizerParams) -> tuple:
-    """The kernels' ``cfg`` tuple for a tokenizer."""
+    """The kernels' ``cfg`` tuple for a tokenizer; a tokenizer whose tokens Lance makes
+    (``TokenizerParams.lance_made``) takes its final tokens as they are."""
+    if tok.lance_made:
+        return (int(tokenize.TOKENS), -1, False, False, 1, 1, False)
     return (
         int(_KINDS[tok.base_tokenizer]),
         -1 if tok.max_token_length is None else int(tok.max_token_length),
@@ -47,19 +53,206 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
     )
 
 
+# distinct tokens a signer remembers the filtered form of; beyond it the memory starts over
+_TOKEN_MEMORY = 1 << 21
+
+
+def _frozen(*arrays: np.ndarray) -> None:
+    for arr in arrays:  # the kernels compile for read-only arrays only (io/arrow.py)
+        arr.setflags(write=False)
+
+
+def _by_thread(fn, n: int) -> list:
+    """``fn(lo, hi)`` over one range of rows per thread (one range below
+    ``PARALLEL_MIN_ROWS``), the results in row order."""
+    parts: dict[int, object] = {}
+
+    def chunk(lo: int, hi: int) -> None:
+        parts[lo] = fn(lo, hi)
+
+    if n < PARALLEL_MIN_ROWS:
+        chunk(0, n)
+    else:
+        run_chunks(chunk, n, -(-n // num_threads()))
+    return [parts[lo] for lo in sorted(parts)]
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid_offset: int) -> StringBuffers:
+    """One buffer of the ``(offsets, data)`` streams of consecutive row ranges."""
+    offsets = [np.zeros(1, dtype=np.int64)]
+    end = 0
+    for off, data in parts:
+        offsets.append(off[1:] + end)
+        end += data.size
+    offsets_all = np.concatenate(offsets)
+    data_all = np.concatenate([d for _, d in parts]) if parts else np.empty(0, dtype=np.uint8)
+    _frozen(offsets_all, data_all)
+    return StringBuffers(offsets_all, data_all, valid, valid_offset)
+
+
+def _grown(arr: np.ndarray, need: int) -> np.ndarray:
+    """``arr``, or a copy at least twice as large when it holds fewer than ``need`` items."""
+    if arr.size >= need:
+        return arr
+    out = np.empty(max(need, 2 * arr.size), dtype=arr.dtype)
+    out[:arr.size] = arr
+    return out
+
+
+class _Vocabulary:
+    """The distinct base tokens a signer has seen and their form after Lance's filters
+    (``None``: dropped), across batches (``kernels/vocab.py``): token ``i`` is
+    ``vocab[voff[i]:voff[i+1]]`` and becomes ``mbytes[moff[i]:moff[i+1]]`` where ``keep[i]``.
+    A corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
+    about its new tokens only. Beyond ``_TOKEN_MEMORY`` tokens it starts over. One batch at
+    a time (a lock): threads signing with one signer share it."""
+
+    def __init__(self, options: dict):
+        self.options = options
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.nv = 0
+        self.slots = np.full(1 << 12, -1, dtype=np.int64)
+        self.vhash = np.empty(0, dtype=np.uint64)
+        self.vocab = np.empty(0, dtype=np.uint8)
+        self.voff = np.zeros(1, dtype=np.int64)
+        self.moff = np.zeros(1, dtype=np.int64)
+        self.mbytes = np.empty(0, dtype=np.uint8)
+        self.keep = np.empty(0, dtype=np.bool_)
+
+    def streams(self, buf: StringBuffers, cfg: tuple, tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, data)``: each row's ``TOKENS`` stream of filtered tokens."""
+        row_offsets, nbytes = vocab.count_tokens(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, tables)
+        total = int(row_offsets[-1])
+        with self.lock:
+            if self.nv > _TOKEN_MEMORY:
+                self.reset()
+            nv = self.nv
+            self.vhash = _grown(self.vhash, nv + total)
+            self.voff = _grown(self.voff, nv + total + 1)
+            self.vocab = _grown(self.vocab, int(self.voff[nv]) + int(nbytes))
+            ids = np.empty(total, dtype=np.int64)
+            new_nv, self.slots = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets, self.slots, ids,
+                                                  self.vocab, self.voff, self.vhash, nv)
+            if new_nv > nv:
+                self._map(nv, new_nv)
+            self.nv = new_nv
+            return vocab.mapped_streams(row_offsets, ids, self.moff, self.mbytes, self.keep)
+
+    def _map(self, lo: int, hi: int) -> None:
+        """Lance's filtered form of the new tokens ``lo:hi``."""
+        base = int(self.voff[lo])
+        raw = self.vocab[base:int(self.voff[hi])].tobytes()
+        cuts = (self.voff[lo:hi + 1] - base).tolist()
+        words = [raw[cuts[i]:cuts[i + 1]].decode("utf-8") for i in range(hi - lo)]
+        found = [None if t is None else t.encode("utf-8") for t in filtered_tokens(words, self.options)]
+        keep = np.array([t is not None for t in found], dtype=np.bool_)
+        sizes = np.array([0 if t is None else len(t) for t in found], dtype=np.int64)
+        end = int(self.moff[lo])
+        self.moff = _grown(self.moff, hi + 1)
+        self.moff[lo + 1:hi + 1] = end + np.cumsum(sizes)
+        added = b"".join(t for t in found if t is not None)
+        self.mbytes = _grown(self.mbytes, end + len(added))
+        self.mbytes[end:end + len(added)] = np.frombuffer(added, dtype=np.uint8)
+        self.keep = _grown(self.keep, hi)
+        self.keep[lo:hi] = keep
+
+
 class Signer:
-    """Signs Arrow string arrays with one :class:`MinHashParams`."""
+    """Signs Arrow string arrays with one :class:`MinHashParams`.
+
+    Where the tokens come from: the numba tokenizer for the ``simple``, ``whitespace``,
+    ``raw`` and ``ngram`` pipelines; with stemming or stop-word removal after one of them,
+    the numba base tokenizer and Lance's filter chain applied once per distinct token
+    (remembered across batches); for ``icu``, ``icu/split`` and ``code``, Lance's
+    tokenizer per row (docs/signatures.md, "Where the tokens come from").
+    """
 
     def __init__(self, params: MinHashParams):
         self.params = params
         self.cfg = tokenizer_config(params.tokenizer)
         self.tables = tuple(load_tables())
         self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
+        tok = params.tokenizer
+        # icu rows the simple tokenizer segments alike (kernels/vocab.icu_simple_rows) take
+        # the kernel route of the same options with the simple base tokenizer
+        self.icu = tok.base_tokenizer in ("icu", "icu/split")
+        kernel_tok = replace(tok, base_tokenizer="simple") if self.icu else tok
+        self.per_token = (tok.stem or tok.remove_stop_words) and kernel_tok.base_tokenizer in KERNEL_TOKENIZERS
+        if self.per_token:
+            self.base_cfg = tokenizer_config(replace(kernel_tok, max_token_length=None, lower_case=False,
+                                                     ascii_folding=False, stem=False, remove_stop_words=False))
+            self.vocabulary = _Vocabulary(tok.lance_tokenize_kwargs())
+        elif self.icu:
+            self.kernel_cfg = tokenizer_config(kernel_tok)
+
+    def inputs(self, texts) -> tuple[StringBuffers, tuple]:
+        """``(buffers, cfg)`` for the kernels: :meth:`buffers` and :attr:`cfg`, or, for
+        ``icu`` / ``icu/split`` without stemming or stop words when every row is plain
+        ASCII text (``kernels/vocab.icu_simple_rows``), the texts themselves under the
+        ``simple`` pipeline of the same options (no token streams to build)."""
+        if self.icu and not self.per_token:
+            buf = string_buffers(texts)
+            if vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset).all():
+                return buf, self.kernel_cfg
+        return self.buffers(texts), self.cfg
+
+    def buffers(self, texts) -> StringBuffers:
+        """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
+        whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
+        tok = self.params.tokenizer
+        if self.icu:
+            return self._icu(texts)
+        if self.per_token:
+            return self._mapped(string_buffers(texts))
+        if tok.lance_made:
+            return token_streams(texts, tok.lance_tokenize_kwargs())
+        return string_buffers(texts)
+
+    def _icu(self, texts) -> StringBuffers:
+        """``TOKENS`` streams for ``icu`` / ``icu/split``: the kernel route for the rows
+        whose words are the simple tokenizer's, Lance's tokenizer for the others."""
+        buf = string_buffers(texts)
+        simple = vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset)
+        everyone = bool(simple.all())
+        valid, offset = buf.valid, buf.valid_offset
+        if not everyone:  # the kernel route skips the other rows as if they were NULL
+            live = simple.copy()
+            if buf.valid.size:
+                rows = np.arange(simple.size) + buf.valid_offset
+                live &= ((buf.valid[rows >> 3] >> (rows & 7)) & 1).astype(np.bool_)
+            valid, offset = np.packbits(live, bitorder="little"), 0
+            _frozen(valid)
+        if self.per_token:
+            mine = self._mapped(StringBuffers(buf.offsets, buf.data, valid, offset))
+        else:
+            def chunk(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+                return vocab.kernel_streams(buf.offsets[lo:hi + 1], buf.data, valid, offset + lo,
+                                            self.kernel_cfg, self.tables)
+
+            mine = _joined(_by_thread(chunk, len(buf.offsets) - 1), valid, offset)
+        if everyone:
+            return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
+        others = as_string_array(texts).take(pa.array(np.flatnonzero(~simple)))
+        lances = token_streams(others, self.params.tokenizer.lance_tokenize_kwargs())
+        _frozen(simple)
+        off, data = vocab.merge_streams(mine.offsets, mine.data, lances.offsets, lances.data, simple)
+        _frozen(off, data)
+        return StringBuffers(off, data, buf.valid, buf.valid_offset)
+
+    def _mapped(self, buf: StringBuffers) -> StringBuffers:
+        """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
+        token once (``kernels/vocab.py``, :class:`_Vocabulary`)."""
+        off, data = self.vocabulary.streams(buf, self.base_cfg, self.tables)
+        _frozen(off, data)
+        return StringBuffers(off, data, buf.valid, buf.valid_offset)
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
-        buf = string_buffers(texts)
-        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+        buf, cfg = self.inputs(texts)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size, self.a, self.b, self.c)
         n = len(buf.offsets) - 1
         if n < PARALLEL_MIN_ROWS:
@@ -86,8 +279,8 @@ class Signer:
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
-        buf = string_buffers(texts)
-        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, self.cfg, self.tables,
+        buf, cfg = self.inputs(texts)
+        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size)
         n = len(buf.offsets) - 1
         if n < PARALLEL_MIN_ROWS:
@@ -107,9 +300,9 @@ class Signer:
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""
-        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        buf, cfg = self.inputs(pa.array([text], type=pa.string()))
         ntok, out, starts, ends, _ = tokenize.tokenize_doc(
-            data, 0, data.size, self.cfg, self.tables, *tokenize.new_buffers())
+            buf.data, buf.offsets[0], buf.offsets[1], cfg, self.tables, *tokenize.new_buffers())
         raw = out.tobytes()
         return [raw[starts[t]:ends[t]].decode("utf-8") for t in range(ntok)]
 

@@ -11,7 +11,8 @@ false omitted, ``optional`` fields written when set)::
         3 with_position (bool)                  4 max_token_length (optional u32; absent = no limit)
         5 lower_case  6 stem  7 remove_stop_words  8 ascii_folding (bool)
         9 min_ngram_length  10 max_ngram_length (u32)   11 prefix_only (bool)
-        12 block_size (optional u32)            13 code_config (message, "code" tokenizer only)
+        12 block_size (optional u32)            13 code_config (message, "code" tokenizer only:
+                                                   2, 3 always 1; 4 index_operators)
         14 document_granularity (enum)          15 posting_format_version (optional u32)
 
 Readers compare the *parsed* parameters, never the bytes.
@@ -67,8 +68,17 @@ def _encode_tokenizer(tok: TokenizerParams) -> bytes:
     if tok.prefix_only:
         out += _uint(11, 1)
     out += _uint(12, tok.block_size)
-    out += _uint(15, 3 if tok.block_size == 256 else 2)
+    if tok.base_tokenizer == "code":
+        out += _bytes(13, _encode_code_config(tok))
+    out += _uint(15, 3 if tok.block_size == 256 or tok.base_tokenizer == "code" else 2)
     return out
+
+
+def _encode_code_config(tok: TokenizerParams) -> bytes:
+    """``code_config`` as Lance 14.0.2's MinHash index writes it: fields 2 and 3 always set
+    (whatever the split options say: its ``code`` tokenizer ignores them), field 4
+    ``index_operators`` when set."""
+    return _uint(2, 1) + _uint(3, 1) + (_uint(4, 1) if tok.index_operators else b"")
 
 
 def encode_details(params: MinHashParams) -> bytes:
@@ -131,8 +141,7 @@ def decode_details(data: bytes, what: str = "index") -> MinHashParams:
             f"reads only signature_version {SIGNATURE_VERSION}; rebuild the index with minhash_build"
         )
     tok = _fields(top.get(4, b""), what) if isinstance(top.get(4, b""), bytes) else {}
-    if 13 in tok:
-        raise UnsupportedIndexError(f"{what}: the 'code' tokenizer is not supported; rebuild with another tokenizer")
+    code = _fields(tok[13], what) if isinstance(tok.get(13), bytes) else {}
     language = json.loads(tok[2].decode()) if 2 in tok else "English"
     try:
         tokenizer = TokenizerParams(
@@ -148,6 +157,7 @@ def decode_details(data: bytes, what: str = "index") -> MinHashParams:
             max_ngram_length=tok.get(10, 0),
             prefix_only=bool(tok.get(11, 0)),
             block_size=tok.get(12, 128),
+            index_operators=bool(code.get(4, 0)),
         )
         return MinHashParams(num_hashes=top.get(1, 0), num_bands=top.get(2, 0),
                              shingle_size=top.get(3, 0), tokenizer=tokenizer)

@@ -1,20 +1,105 @@
-"""Lance's own tokenizer, ``lance.tokenize``, for a few texts.
+"""Lance's own tokenizer, ``lance.tokenize``: a few query texts, or the token streams of
+the tokenizer options the numba tokenizer does not reproduce.
 
 The index's tokens are Lance's (docs/signatures.md): the numba tokenizer
-(``kernels/tokenize.py``) reproduces them from per-code-point tables for throughput,
-and a few query texts are tokenized here by Lance itself (about 20 us a text), so a
-single search needs no compiled kernel (``query/query_sign.py``).
+(``kernels/tokenize.py``) reproduces the ``simple``, ``whitespace``, ``raw`` and ``ngram``
+pipelines from per-code-point tables for throughput, and a few query texts are tokenized
+here by Lance itself (about 20 us a text), so a single search needs no compiled kernel
+(``query/query_sign.py``). For ``icu``, ``icu/split`` and ``code``,
+:func:`token_streams` asks Lance for every row's tokens and hands them to the kernels as a
+``TOKENS`` stream, which they hash like their own; for stemming and stop-word removal
+after a base tokenizer the kernels reproduce, :func:`filtered_tokens` runs Lance's filter
+chain once per distinct token (``kernels/vocab.py``, ``index/sign.py``).
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import lance
+import numpy as np
+import pyarrow as pa
 
-__all__ = ["lance_tokens"]
+from lance_minhash_sql.core.errors import LanceMinHashError
+from lance_minhash_sql.io.arrow import StringBuffers, as_string_array
+
+__all__ = ["lance_tokens", "token_streams", "filtered_tokens"]
+
+_LENGTH = struct.Struct("<I")
 
 
 def lance_tokens(text: str, options: dict[str, Any]) -> list[str]:
     """The tokens of ``text`` under ``options`` (``TokenizerParams.lance_tokenize_kwargs()``)."""
     return [t.text for t in lance.tokenize(text, **options)]
+
+
+def token_streams(texts: pa.Array, options: dict[str, Any]) -> StringBuffers:
+    """Buffers of one ``TOKENS`` stream a row (``kernels/tokenize.py``): each token of
+    Lance's tokenizer under ``options`` as a little-endian u32 byte length and its UTF-8
+    bytes; a NULL row stays NULL (no signature)."""
+    array = as_string_array(texts)
+    tokenize = lance.tokenize
+    pack = _LENGTH.pack
+    parts: list[bytes] = []
+    sizes = np.zeros(len(array) + 1, dtype=np.int64)
+    valid = np.ones(len(array), dtype=np.bool_)
+    for i, text in enumerate(array.to_pylist()):
+        if text is None:
+            valid[i] = False
+            continue
+        row = b"".join(pack(len(b)) + b for b in (t.text.encode("utf-8") for t in tokenize(text, **options)))
+        parts.append(row)
+        sizes[i + 1] = len(row)
+    offsets = np.cumsum(sizes)
+    data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    bits = np.packbits(valid, bitorder="little") if not valid.all() else np.empty(0, dtype=np.uint8)
+    for arr in (offsets, data, bits):
+        arr.setflags(write=False)
+    return StringBuffers(offsets, data, bits, 0)
+
+
+_ASCII_SPACE = frozenset(" \t\n\x0c\r")
+_SENTINEL = "0"  # kept by every filter chain with max_token_length > 1: no stem, no stop word
+_BATCH_TOKENS = 4096
+
+
+def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | None]:
+    """Each base token through Lance's filter chain alone; ``None`` where a filter drops it.
+
+    Lance's filters act on one token at a time, so a token's result is the same alone as
+    inside its text (``tests/test_tokenizers.py`` checks whole indexes). Tokens without
+    ASCII whitespace go to Lance a few thousand at a time: ``"0 t1 t2 ..."`` under the
+    ``whitespace`` base tokenizer (``icu`` / ``icu/split`` for their words, which are runs of
+    ASCII letters and digits, ``kernels/vocab.icu_simple_rows``), where the position of each result (gaps left by dropped
+    tokens are kept) names its token and the leading ``"0"`` anchors the positions; the
+    others, one by one under the ``raw`` base tokenizer (the token as it is)."""
+    base = options.get("base_tokenizer")
+    # Lance's filters depend on the base tokenizer (with icu, its stop words are those of
+    # many languages): the words of icu rows go to Lance under icu itself
+    batch_base = base if base in ("icu", "icu/split") else "whitespace"
+    opts = {**options}
+    for key in ("min_ngram_length", "max_ngram_length", "prefix_only", "split_identifiers", "index_operators"):
+        opts.pop(key, None)
+    out: list[str | None] = [None] * len(tokens)
+    alone: list[int] = []
+    batch: list[int] = []
+    for i, token in enumerate(tokens):
+        (alone if not token or _ASCII_SPACE.intersection(token) else batch).append(i)
+    for lo in range(0, len(batch), _BATCH_TOKENS):
+        part = batch[lo:lo + _BATCH_TOKENS]
+        result = lance.tokenize(" ".join([_SENTINEL] + [tokens[i] for i in part]),
+                                **{**opts, "base_tokenizer": batch_base})
+        if not result or result[0].position != 0 or result[0].text != _SENTINEL:
+            alone += part  # the anchor was filtered (max_token_length=1): one token at a time
+            continue
+        for t in result[1:]:
+            out[part[t.position - 1]] = t.text
+    raw = {**opts, "base_tokenizer": "raw"}
+    for i in alone:
+        result = lance.tokenize(tokens[i], **raw)
+        if len(result) > 1:
+            raise LanceMinHashError(f"Lance's token filters split the token {tokens[i]!r} into {len(result)} tokens; "
+                                    "per-token filtering assumes one token at most: please report this")
+        out[i] = result[0].text if result else None
+    return out

@@ -2,7 +2,9 @@
 
 Pipeline, in Lance's order: base tokenizer (``simple``: runs of alphanumeric code points;
 ``whitespace``: split on the bytes ``" \\t\\n\\x0c\\r"``; ``raw``: the whole text, even
-empty; ``ngram``: character n-grams of the whole text), then drop tokens whose
+empty; ``ngram``: character n-grams of the whole text; ``TOKENS``: a final token stream
+Lance's tokenizer made, each token a little-endian u32 byte length and its bytes, taken
+as it is), then drop tokens whose
 *original* UTF-8 length is ``>= max_len`` bytes, then per-code-point lower-casing, then
 per-code-point ASCII folding of the lower-cased token.
 
@@ -27,6 +29,7 @@ SIMPLE = 0
 WHITESPACE = 1
 RAW = 2
 NGRAM = 3
+TOKENS = 4  # a token stream made by Lance's tokenizer (io/tokens.py): u32 length + bytes per token
 SEPARATOR = np.uint8(lance_format.SHINGLE_SEPARATOR)
 
 
@@ -216,6 +219,17 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 raw[2 * nraw + 1] = te if _all_ascii(data, ts, te) else -te - 1
                 nraw += 1
         out = _grow_u8(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
+    elif kind == TOKENS:
+        raw = _grow_i64(raw, nbytes // 2 + 2)
+        out = _grow_u8(out, nbytes + 1)
+        p = s
+        while p + 4 <= e:
+            length = (np.int64(data[p]) | (np.int64(data[p + 1]) << 8) | (np.int64(data[p + 2]) << 16)
+                      | (np.int64(data[p + 3]) << 24))
+            raw[2 * nraw] = p + 4
+            raw[2 * nraw + 1] = p + 4 + length  # copied as it is: cfg has no limit, no lower-casing
+            nraw += 1
+            p += 4 + length
     else:
         raw = _grow_i64(raw, 2 * nbytes + 2)
         out = _grow_u8(out, 6 * nbytes + 1)

@@ -43,7 +43,7 @@ from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.arrow import as_string_array, string_buffers
+from lance_minhash_sql.io.arrow import as_string_array
 from lance_minhash_sql.kernels import lsh as _lsh
 from lance_minhash_sql.kernels.lsh import (bucket_pages, merge_candidates, merge_topk, score_topk,
                                            search_kernels_loaded, sorted_unique)
@@ -131,8 +131,8 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
     if len(texts) >= _lsh.PARALLEL_MIN_QUERIES:
         sigs, has = signer.sign(texts)
         return sigs, has, signer.band_keys(sigs)
-    buf = string_buffers(texts)
-    sigs, has = sign_rows_serial(buf.offsets, buf.data, buf.valid, buf.valid_offset, signer.cfg, signer.tables,
+    buf, cfg = signer.inputs(texts)
+    sigs, has = sign_rows_serial(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, signer.tables,
                                  params.shingle_size, signer.a, signer.b, signer.c)
     keys = band_keys_serial(sigs.view(np.uint8).reshape(sigs.shape[0], -1), params.num_bands)
     return sigs, has, keys

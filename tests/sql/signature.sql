@@ -195,10 +195,10 @@ SELECT minhash_signature('a b c', tokenizer := '{"base_tokenizer": "spaces"}')
 ----
 error: InvalidParameterError: base_tokenizer='spaces' is unknown
 
-# name: error tokenizer not reproduced (icu)
-SELECT minhash_signature('a b c', tokenizer := {'base_tokenizer': 'icu'})
+# name: error tokenizer Lance's MinHash index refuses (jieba), with Lance's reason and icu instead
+SELECT minhash_signature('a b c', tokenizer := {'base_tokenizer': 'jieba/default'})
 ----
-error: InvalidParameterError: base_tokenizer='icu' is not supported
+error: InvalidParameterError: base_tokenizer='jieba/default' is refused by Lance's MinHash index: the jieba/default tokenizer loads a dictionary from LANCE_LANGUAGE_MODEL_HOME, outside Lance, so the index details cannot identify it; for Chinese, Japanese, Korean or Thai text use base_tokenizer='icu' (dictionary word segmentation built into Lance)
 
 # name: error tokenizer JSON that is not an object
 SELECT minhash_signature('a b c', tokenizer := '["whitespace"]')

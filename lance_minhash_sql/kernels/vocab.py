@@ -1,0 +1,259 @@
+"""Distinct base tokens, and token streams rebuilt from a per-token mapping.
+
+Stemming and stop-word removal act on one token at a time, so a batch is tokenized here
+by the base tokenizer alone (``tokenize_doc`` with no length limit, no lower-casing, no
+folding: each token is its original bytes), each distinct token gets an id in a
+vocabulary that lives across batches (:func:`count_tokens`, then :func:`assign_ids`: an
+open-addressing table keyed by the token's bytes, compared byte for byte, so two tokens
+share an id only when they are equal), the caller maps each new token once through
+Lance's filter chain (``io/tokens.py``), and :func:`mapped_streams` writes each row's
+final tokens as a ``TOKENS`` stream (``kernels/tokenize.py``: u32 length + bytes per
+token). :func:`icu_simple_rows`, :func:`kernel_streams` and :func:`merge_streams` serve
+the ``icu`` tokenizers (``index/sign.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.minhash import is_valid
+from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.xxh64 import xxh64
+
+_SEED = np.uint64(0)
+
+
+@njit(**JIT, inline="always")
+def _same(a, sa, ea, b, sb, eb):
+    if ea - sa != eb - sb:
+        return False
+    for j in range(ea - sa):
+        if a[sa + j] != b[sb + j]:
+            return False
+    return True
+
+
+@njit(**JIT)
+def _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab, vocab_offsets,
+          vhash, nv, bufs):
+    """Ids of rows ``r..`` into ``ids`` until done or until the next row could fill
+    ``slots`` past half: returns ``(next row, nv, bufs)``. Its arrays are never reassigned
+    here (an array reassigned inside the per-token loop costs reference counting on every
+    token), so the table grows in :func:`token_ids`, between calls."""
+    out, tok_start, tok_end, raw = bufs
+    n = offsets.size - 1
+    mask = slots.size - 1
+    while r < n:
+        nid = row_offsets[r]
+        if row_offsets[r + 1] == nid:
+            r += 1
+            continue
+        if 2 * (nv + row_offsets[r + 1] - nid) > slots.size:
+            break
+        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        for t in range(ntok):
+            s = tok_start[t]
+            e = tok_end[t]
+            h = xxh64(out, s, e - s, _SEED)
+            k = np.int64(h & np.uint64(mask))
+            v = slots[k]
+            while v >= 0:
+                if vhash[v] == h and _same(vocab, vocab_offsets[v], vocab_offsets[v + 1], out, s, e):
+                    break
+                k = (k + 1) & mask
+                v = slots[k]
+            if v < 0:  # a new token: append it to the vocabulary
+                used = vocab_offsets[nv]
+                for j in range(e - s):
+                    vocab[used + j] = out[s + j]
+                vocab_offsets[nv + 1] = used + e - s
+                vhash[nv] = h
+                v = nv
+                slots[k] = v
+                nv += 1
+            ids[nid] = v
+            nid += 1
+        r += 1
+    return r, nv, (out, tok_start, tok_end, raw)
+
+
+@njit(**JIT)
+def count_tokens(offsets, data, valid, valid_offset, cfg, tables):
+    """``(row_offsets int64[n+1], nbytes)``: where each row's base tokens start among the
+    batch's tokens, and their total bytes (NULL rows have none)."""
+    n = offsets.size - 1
+    out, tok_start, tok_end, raw = new_buffers()
+    row_offsets = np.zeros(n + 1, dtype=np.int64)
+    nbytes = 0
+    for r in range(n):
+        ntok = 0
+        if is_valid(valid, valid_offset, r):
+            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+            for t in range(ntok):
+                nbytes += tok_end[t] - tok_start[t]
+        row_offsets[r + 1] = row_offsets[r] + ntok
+    return row_offsets, nbytes
+
+
+@njit(**JIT)
+def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab_offsets, vhash, nv):
+    """Ids of the batch's base tokens into ``ids`` (``row_offsets`` from
+    :func:`count_tokens`), adding new tokens to the vocabulary ``vocab`` /
+    ``vocab_offsets`` / ``vhash`` after its ``nv`` entries (the caller sized them for every
+    token of the batch) and to the table ``slots``: returns ``(nv, slots)``.
+
+    The table doubles whenever the next row could fill it past half, between calls of
+    :func:`_fill`, which never reassigns an array (an array reassigned inside the per-token
+    loop costs reference counting on every token); so it stays about the size of the
+    vocabulary, where a table sized for every token misses the cache on most lookups."""
+    n = offsets.size - 1
+    bufs = new_buffers()
+    r = 0
+    while True:
+        r, nv, bufs = _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab,
+                            vocab_offsets, vhash, nv, bufs)
+        if r >= n:
+            return nv, slots
+        size = 2 * slots.size
+        while size < 2 * (nv + row_offsets[r + 1] - row_offsets[r]):
+            size *= 2
+        slots = np.full(size, -1, dtype=np.int64)
+        mask = size - 1
+        for i in range(nv):
+            k = np.int64(vhash[i] & np.uint64(mask))
+            while slots[k] >= 0:
+                k = (k + 1) & mask
+            slots[k] = i
+
+
+@njit(**JIT)
+def mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep):
+    """``(offsets int64[n+1], data uint8[])``: each row's ``TOKENS`` stream, token ``ids[j]``
+    replaced by ``map_bytes[map_offsets[i]:map_offsets[i+1]]`` (``i = ids[j]``) and dropped
+    where ``keep[i]`` is false."""
+    n = row_offsets.size - 1
+    size = 0
+    for j in range(ids.size):
+        i = ids[j]
+        if keep[i]:
+            size += 4 + map_offsets[i + 1] - map_offsets[i]
+    data = np.empty(size, dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    q = 0
+    for r in range(n):
+        for j in range(row_offsets[r], row_offsets[r + 1]):
+            i = ids[j]
+            if keep[i]:
+                length = map_offsets[i + 1] - map_offsets[i]
+                data[q] = length & 0xFF
+                data[q + 1] = (length >> 8) & 0xFF
+                data[q + 2] = (length >> 16) & 0xFF
+                data[q + 3] = (length >> 24) & 0xFF
+                q += 4
+                for p in range(map_offsets[i], map_offsets[i + 1]):
+                    data[q] = map_bytes[p]
+                    q += 1
+        offsets[r + 1] = q
+    return offsets, data
+
+
+@njit(**JIT, inline="always")
+def _alnum_ascii(b):
+    return (48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122)
+
+
+@njit(**JIT)
+def icu_simple_rows(offsets, data, valid, valid_offset):
+    """``bool[n]``: rows whose ``icu`` words are the ``simple`` tokenizer's tokens (NULL rows
+    too: they have neither).
+
+    Unicode word segmentation (UAX #29) and the ``simple`` tokenizer agree on a text of
+    printable ASCII, tab, LF and CR where no ``_`` occurs (ExtendNumLet: it joins letters
+    and digits into one word) and none of ``. , ; : '`` sits between two letters or digits
+    (MidLetter / MidNum / MidNumLet: ``e.g``, ``3,14``, ``don't`` are one word): then a word
+    is a maximal run of letters and digits, every other character breaks, and only words
+    with a letter or digit are tokens. Any other row is tokenized by Lance."""
+    n = offsets.size - 1
+    out = np.ones(n, dtype=np.bool_)
+    for r in range(n):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        s = offsets[r]
+        e = offsets[r + 1]
+        for p in range(s, e):
+            b = data[p]
+            if b >= 0x7F or (b < 0x20 and b != 0x09 and b != 0x0A and b != 0x0D) or b == 0x5F:
+                out[r] = False
+                break
+            if (b == 0x2E or b == 0x2C or b == 0x3B or b == 0x3A or b == 0x27) and p > s and p + 1 < e \
+                    and _alnum_ascii(data[p - 1]) and _alnum_ascii(data[p + 1]):
+                out[r] = False
+                break
+    return out
+
+
+@njit(**JIT)
+def kernel_streams(offsets, data, valid, valid_offset, cfg, tables):
+    """``(offsets int64[n+1], data uint8[])``: each row's final tokens from the numba
+    tokenizer (``cfg``) as a ``TOKENS`` stream; NULL rows empty."""
+    n = offsets.size - 1
+    out, tok_start, tok_end, raw = new_buffers()
+    res = np.zeros(n + 1, dtype=np.int64)
+    size = 0
+    for r in range(n):  # the streams' size first, so the buffer is allocated once
+        if is_valid(valid, valid_offset, r):
+            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+            for t in range(ntok):
+                size += 4 + tok_end[t] - tok_start[t]
+    dest = np.empty(size, dtype=np.uint8)
+    q = 0
+    for r in range(n):
+        if is_valid(valid, valid_offset, r):
+            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+            for t in range(ntok):
+                length = tok_end[t] - tok_start[t]
+                dest[q] = length & 0xFF
+                dest[q + 1] = (length >> 8) & 0xFF
+                dest[q + 2] = (length >> 16) & 0xFF
+                dest[q + 3] = (length >> 24) & 0xFF
+                q += 4
+                for p in range(tok_start[t], tok_end[t]):
+                    dest[q] = out[p]
+                    q += 1
+        res[r + 1] = q
+    return res, dest
+
+
+@njit(**JIT)
+def merge_streams(offsets_a, data_a, offsets_b, data_b, from_a):
+    """Row ``r``'s stream from ``a`` (one row per row) where ``from_a[r]``, else the next
+    row of ``b`` (which holds only those rows, in order)."""
+    n = from_a.size
+    size = 0
+    j = 0
+    for r in range(n):
+        if from_a[r]:
+            size += offsets_a[r + 1] - offsets_a[r]
+        else:
+            size += offsets_b[j + 1] - offsets_b[j]
+            j += 1
+    data = np.empty(size, dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    q = 0
+    j = 0
+    for r in range(n):
+        if from_a[r]:
+            src, lo, hi = data_a, offsets_a[r], offsets_a[r + 1]
+        else:
+            src, lo, hi = data_b, offsets_b[j], offsets_b[j + 1]
+            j += 1
+        for p in range(lo, hi):
+            data[q] = src[p]
+            q += 1
+        offsets[r + 1] = q
+    return offsets, data
