@@ -17,7 +17,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import lance
 import numpy as np
 import pyarrow as pa
 
@@ -31,6 +30,7 @@ _LENGTH = struct.Struct("<I")
 
 def lance_tokens(text: str, options: dict[str, Any]) -> list[str]:
     """The tokens of ``text`` under ``options`` (``TokenizerParams.lance_tokenize_kwargs()``)."""
+    import lance  # on first use: importing the package does not load Lance
     return [t.text for t in lance.tokenize(text, **options)]
 
 
@@ -38,6 +38,7 @@ def token_streams(texts: pa.Array, options: dict[str, Any]) -> StringBuffers:
     """Buffers of one ``TOKENS`` stream a row (``kernels/tokenize.py``): each token of
     Lance's tokenizer under ``options`` as a little-endian u32 byte length and its UTF-8
     bytes; a NULL row stays NULL (no signature)."""
+    import lance  # on first use: importing the package does not load Lance
     array = as_string_array(texts)
     tokenize = lance.tokenize
     pack = _LENGTH.pack
@@ -74,6 +75,7 @@ def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | No
     ASCII letters and digits, ``kernels/vocab.icu_simple_rows``), where the position of each result (gaps left by dropped
     tokens are kept) names its token and the leading ``"0"`` anchors the positions; the
     others, one by one under the ``raw`` base tokenizer (the token as it is)."""
+    import lance  # on first use: importing the package does not load Lance
     base = options.get("base_tokenizer")
     # Lance's filters depend on the base tokenizer (with icu, its stop words are those of
     # many languages): the words of icu rows go to Lance under icu itself
