@@ -1,0 +1,239 @@
+r"""The ``lance-minhash`` command line's arguments: every subcommand, its flags and their help.
+
+The commands themselves are in ``faces/cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from lance_minhash_sql.core.checks import CLUSTERINGS, VERIFY_MODES
+from lance_minhash_sql.core.params import KEEP_POLICIES
+
+__all__ = ["build_parser", "EXAMPLES"]
+
+EXAMPLES = r"""
+    lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
+    lance-minhash search corpus.lance text "some text" -k 5
+    lance-minhash pairs corpus.lance text --threshold 0.8 --output pairs.parquet
+    lance-minhash join eval.lance corpus.lance text --threshold 0.8 --output contaminated.parquet
+    lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
+    lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
+    lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
+    lance-minhash review corpus.lance text --out review.html   # a page to review what dedup drops
+    lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
+    lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
+    lance-minhash warmup                     # compile every numba kernel into the cache, once
+    lance-minhash sql "SELECT minhash_similarity(minhash_signature('a b c'), minhash_signature('a b c d'))"
+    lance-minhash build s3://bucket/corpus.lance text --storage-option aws_region=us-east-1 \
+        --storage-option aws_access_key_id=... --storage-option aws_secret_access_key=...
+"""
+
+SELF_JOIN_MEMORY_HELP = "what the self-join may hold, bytes or e.g. 1GiB (default 512 MiB); answers do not depend on it"
+STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "
+                       "aws_region=us-east-1, aws_endpoint=http://127.0.0.1:9000, allow_http=true; repeat for "
+                       "each option (values are never printed)")
+
+
+def rows_arg(value: str) -> int | None:
+    """``-k``: a number of rows, or ``all`` (no limit, with --threshold)."""
+    if value == "all":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows; pass e.g. 10, or all") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``lance-minhash`` argument parser: one subcommand per command of ``faces/cli.py``
+    (``args.command`` names it)."""
+    parser = argparse.ArgumentParser(
+        prog="lance-minhash",
+        description="Near-duplicate detection for text in Lance datasets, in SQL.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_tool_commands, _index_commands, _self_join_commands, _page_commands):
+        add(sub)
+    return parser
+
+
+def command(sub, name: str, help_: str, **kw) -> argparse.ArgumentParser:
+    """A subcommand whose --help opens with its one-line help."""
+    kw.setdefault("description", help_[0].upper() + help_[1:] + ".")
+    return sub.add_parser(name, help=help_, **kw)
+
+
+def storage_flag(p) -> None:
+    p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
+                   help=STORAGE_OPTION_HELP)
+
+
+def verify_flag(p) -> None:
+    p.add_argument("--verify", default="estimate", choices=VERIFY_MODES,
+                   help="estimate (the MinHash estimate reaches the threshold, default) or exact (the exact "
+                        "shingle Jaccard does; candidates down to 4 standard deviations of the estimate under it)")
+
+
+def clustering_flag(p) -> None:
+    p.add_argument("--clustering", default="components", choices=CLUSTERINGS,
+                   help="components (connected components, default) or star (every dropped row has a kept "
+                        "twin it is similar to)")
+    verify_flag(p)
+
+
+def _tool_commands(sub) -> None:
+    """demo, bench, warmup"""
+    p = command(sub, "demo", "generate a synthetic corpus and run SQL over it")
+    p.add_argument("--rows", type=int, default=20_000, help="rows of the synthetic corpus (default 20000)")
+    p.add_argument("--dir", default="demo", help="folder for the demo dataset (default ./demo)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p = command(sub, "bench", "benchmark against Lance native and other peers, side by side")
+    p.add_argument("--rows", type=int, default=1_000_000, help="corpus rows (default 1000000)")
+    p.add_argument("--data", default="bench-data", help="folder for benchmark corpora, reused between runs "
+                   "(default ./bench-data)")
+    p.add_argument("--peers", default=None, help="comma-separated subset of ours,lance,datasketch,rensa")
+    p.add_argument("--sample-rows", type=int, default=20_000, help="rows for the slow Python peers")
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+
+    p = command(sub, "warmup", "compile every numba kernel into numba's on-disk cache (for container "
+                       "images and CI caches): later processes then compile nothing")
+
+
+def _index_commands(sub) -> None:
+    """build, optimize, search"""
+    p = command(sub, "build", "build Lance's MinHash LSH index on a text column")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the text column")
+    p.add_argument("--num-hashes", type=int, default=128,
+                   help="MinHash values per signature, k (default 128); more: finer similarity estimates")
+    p.add_argument("--num-bands", type=int, default=None, help="default 16, or chosen by --threshold")
+    p.add_argument("--shingle-size", type=int, default=3,
+                   help="tokens per shingle (default 3); the sets whose Jaccard similarity is estimated")
+    p.add_argument("--threshold", type=float, default=None, help="choose num_bands for this similarity")
+    p.add_argument("--tokenizer", default=None, help='JSON tokenizer options, e.g. \'{"base_tokenizer": "whitespace"}\'')
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 64 MiB)")
+    p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    storage_flag(p)
+
+    p = command(sub, "optimize", "bring a MinHash index up to date: index new rows, merge segments")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--merge", default="1",
+                   help="0: a delta segment for new fragments only; N: rewrite the newest N segments with them "
+                        "(default 1, as Lance); all; or comma-separated segment uuids")
+    p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 64 MiB)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    storage_flag(p)
+
+    p = command(sub, "search", "top-k most similar rows of a text")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("query", help="the text to look up")
+    p.add_argument("-k", type=rows_arg, default=10, help="rows to return (default 10), or all: every row at "
+                   "least --threshold similar")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="only rows at least this similar (estimated Jaccard, 0 < t <= 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="add _jaccard, the exact shingle Jaccard (with --threshold: cut on it)")
+    p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
+    p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
+    p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
+    p.add_argument("--quiet", action="store_true", help="no compile notice")
+    storage_flag(p)
+
+
+def _self_join_commands(sub) -> None:
+    """pairs, join, clusters, dedup"""
+    def self_join(name: str, help_: str, link: str, output: str):
+        p = command(sub, name, help_)
+        p.add_argument("dataset", help="path or URI of the Lance dataset")
+        p.add_argument("column", help="the indexed text column")
+        p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
+        p.add_argument("--output", default=None, help=output)
+        p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+        return p
+
+    p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
+                  "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
+    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    verify_flag(p)
+    p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    storage_flag(p)
+
+    p = command(sub, "join", "every (left, right) pair of rows of two datasets whose MinHash similarity "
+                                    "reaches a threshold, through RIGHT's index (decontamination, ingestion dedup)")
+    p.add_argument("left", help="path or URI of the dataset whose rows are looked up (signed with RIGHT's parameters)")
+    p.add_argument("right", help="path or URI of the indexed dataset")
+    p.add_argument("column", help="the text column of LEFT (and of RIGHT unless --right-column)")
+    p.add_argument("--right-column", default=None, help="RIGHT's indexed text column, if named differently")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
+    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    verify_flag(p)
+    p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
+    p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+    p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    for side in ("left", "right"):
+        p.add_argument(f"--{side}-storage-option", action="append", default=None, metavar="KEY=VALUE",
+                       help=f"an object-store option of the {side.upper()} dataset only (repeat for several)")
+
+    p = self_join("clusters", "near-duplicate clusters (rows in clusters of two or more)", "similarity of a link",
+                  "write the clusters to this .parquet or .csv file")
+    p.add_argument("--limit", type=int, default=20, help="rows to print without --output (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no notice of a first-run kernel compilation")
+    clustering_flag(p)
+    storage_flag(p)
+
+    p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
+                  "similarity of a link", "write the kept rows to this new Lance dataset")
+    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+                   help="first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--order-by", default=None,
+                   help="keep the first row by this SQL ORDER BY over the dataset's columns, e.g. 'quality DESC'")
+    p.add_argument("--delete-in-place", action="store_true",
+                   help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    clustering_flag(p)
+    storage_flag(p)
+
+
+def _page_commands(sub) -> None:
+    """review, report, sql"""
+    p = command(sub, "review", "write one HTML page to review what dedup drops: parameters, S-curve, cluster sizes, "
+                "sample clusters side by side with their exact Jaccard")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--out", required=True, help="the HTML file to write, e.g. review.html")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity of a link (default 0.8)")
+    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+                   help="the row dedup keeps: first (lowest row id, default) or longest (longest text)")
+    p.add_argument("--order-by", default=None, help="keep the first row by this SQL ORDER BY, e.g. 'quality DESC'")
+    p.add_argument("--per-kind", type=int, default=3,
+                   help="clusters shown of each kind: largest, borderline, random (default 3)")
+    p.add_argument("--max-members", type=int, default=8, help="rows shown per cluster (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    storage_flag(p)
+
+    p = command(sub, "report", "diagnostics of an index: S-curve vs sampled pairs, buckets, error")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--out", default=None, help="folder for scurve.png, buckets.png, estimator.png (needs matplotlib)")
+    p.add_argument("--sample", type=int, default=2000, help="query rows, and most pairs kept per bin (default 2000)")
+    p.add_argument("--threshold", type=float, default=None, help="similarity for fp/fn areas and recall "
+                   "(default: the S-curve threshold)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    p.add_argument("--top", type=int, default=10, help="largest buckets to list (default 10)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    storage_flag(p)
+
+    p = command(sub, "sql", "run SQL with every function installed (argument, file or - for stdin)",
+                       description="Run SQL statements with every lance_minhash_sql function installed and print "
+                                   "each result.")
+    p.add_argument("query", nargs="?", default="-", metavar="SQL|FILE|-",
+                   help="SQL text (one or more statements), a .sql FILE, or - to read SQL from stdin (default -)")
+    p.add_argument("--output", "-o", default=None,
+                   help="write the last statement's rows to this file (.csv, .parquet or .json lines)")
