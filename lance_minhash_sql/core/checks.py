@@ -30,7 +30,7 @@ import numpy as np
 from lance_minhash_sql.core.errors import InvalidParameterError
 
 __all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
-           "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify"]
+           "check_choice", "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify"]
 
 THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
 
@@ -132,18 +132,28 @@ def check_threshold(value: Any, name: str = "threshold") -> float:
 CLUSTERINGS = ("components", "star")  # selfjoin/clusters.py (connected components), selfjoin/star.py
 
 
+def check_choice(name: str, value: Any, choices: tuple[str, ...], what: str, use: str) -> str:
+    """``value`` lower-cased when it is one of ``choices`` (case-insensitive), else an error
+    naming it: ``{name}={value} is not {what}: use {use}``.
+
+    >>> check_choice("keep", "First", ("first", "longest"), "a keep policy", "'first' or 'longest'")
+    'first'
+    """
+    if not isinstance(value, str) or value.lower() not in choices:
+        shown = "NULL" if value is None else repr(value)
+        raise InvalidParameterError(f"{name}={shown} is not {what}: use {use}")
+    return value.lower()
+
+
 def check_clustering(value: Any) -> str:
     """A clustering of the self-join: one of :data:`CLUSTERINGS` (case-insensitive).
 
     >>> check_clustering("Star")
     'star'
     """
-    if not isinstance(value, str) or value.lower() not in CLUSTERINGS:
-        shown = "NULL" if value is None else repr(value)
-        raise InvalidParameterError(
-            f"clustering={shown} is not a clustering: use 'components' (connected components of the verified "
-            "links, the default) or 'star' (every dropped row is similar to the kept row named as its twin)")
-    return value.lower()
+    return check_choice("clustering", value, CLUSTERINGS, "a clustering",
+                        "'components' (connected components of the verified links, the default) or 'star' "
+                        "(every dropped row is similar to the kept row named as its twin)")
 
 
 VERIFY_MODES = ("estimate", "exact")  # core/params.py: exact_candidate_floor
@@ -155,13 +165,9 @@ def check_verify(value: Any) -> str:
     >>> check_verify("EXACT")
     'exact'
     """
-    if not isinstance(value, str) or value.lower() not in VERIFY_MODES:
-        shown = "NULL" if value is None else repr(value)
-        raise InvalidParameterError(
-            f"verify={shown} is not a verification: use 'estimate' (the MinHash estimate reaches the threshold, "
-            "the default) or 'exact' (the exact shingle Jaccard reaches it; candidates taken down to a margin "
-            "under the threshold)")
-    return value.lower()
+    return check_choice("verify", value, VERIFY_MODES, "a verification",
+                        "'estimate' (the MinHash estimate reaches the threshold, the default) or 'exact' (the exact "
+                        "shingle Jaccard reaches it; candidates taken down to a margin under the threshold)")
 
 
 def check_clustering_verify(clustering: Any, verify: Any) -> tuple[str, str]:

@@ -69,7 +69,7 @@ from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import (SHARD_BAND_ROWS, Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards,
-                                               read_run)
+                                               shard_runs)
 
 __all__ = ["STATS", "memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "bounded_shard_pairs"]
@@ -124,11 +124,7 @@ def _read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
     """The shard's band rows in buckets of two or more, ``(keys, global docs)`` sorted by
     ``(key, doc)`` (deleted rows not yet dropped)."""
     plan = shard.plan
-    parts = []
-    for r, entry in enumerate(plan.entries):
-        keys, docs = read_run(entry, shard.lo, shard.hi)
-        if keys.size:
-            parts.append((r, keys, docs))
+    parts = shard_runs(shard)
     if not parts:
         return None
     if len(parts) == 1:

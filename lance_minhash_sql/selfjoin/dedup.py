@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_threshold
+from lance_minhash_sql.core.checks import check_bool, check_choice, check_clustering_verify, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.index.opened import open_index
@@ -58,13 +58,10 @@ _POS = "__lms_pos"  # a row's position in the clusters table while ranking
 def check_keep(keep, order_by) -> tuple[str, str | None]:
     """``(keep, order_by)`` validated: ``keep`` one of :data:`KEEP_POLICIES`, ``order_by``
     ``None`` or a non-empty SQL ``ORDER BY`` list (only with ``keep="first"``)."""
-    if not isinstance(keep, str) or keep.lower() not in KEEP_POLICIES:
-        shown = "NULL" if keep is None else repr(keep)
-        raise InvalidParameterError(
-            f"keep={shown} is not a keep policy: use one of {', '.join(repr(k) for k in KEEP_POLICIES)} "
-            "('first': lowest row id; 'longest': longest text), or keep := 'first' with order_by := "
-            "'<SQL ORDER BY over the dataset columns>', e.g. order_by := 'quality DESC'")
-    keep = keep.lower()
+    keep = check_choice("keep", keep, KEEP_POLICIES, "a keep policy",
+                        f"one of {', '.join(repr(k) for k in KEEP_POLICIES)} ('first': lowest row id; 'longest': "
+                        "longest text), or keep := 'first' with order_by := '<SQL ORDER BY over the dataset "
+                        "columns>', e.g. order_by := 'quality DESC'")
     if order_by is None:
         return keep, None
     if not isinstance(order_by, str) or not order_by.strip():

@@ -34,6 +34,7 @@ from lance_minhash_sql.runtime.threads import run_chunks
 
 __all__ = [
     "SHARD_BAND_ROWS",
+    "shard_runs",
     "MAX_SHARDS",
     "WINDOW_ROWS",
     "Plan",
@@ -434,15 +435,21 @@ def pool_candidates(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = Non
                 plan.pool_failed[(r, ranges)] = capacity
 
 
+def shard_runs(shard: Shard) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """``(run, keys, docs)`` of every run that has band rows in the shard's key range."""
+    parts = []
+    for r, entry in enumerate(shard.plan.entries):
+        keys, docs = read_run(entry, shard.lo, shard.hi)
+        if keys.size:
+            parts.append((r, keys, docs))
+    return parts
+
+
 def load_shard(shard: Shard) -> ShardData | None:
     """Read, merge and filter one shard; ``None`` if it has no bucket of two live docs."""
     plan = shard.plan
     pool_candidates(plan, shard.peers)
-    parts = []
-    for r, entry in enumerate(plan.entries):
-        keys, docs = read_run(entry, shard.lo, shard.hi)
-        if keys.size:
-            parts.append((r, keys, docs))
+    parts = shard_runs(shard)
     if not parts:
         return None
     liveness = plan.opened.liveness
