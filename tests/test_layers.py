@@ -106,6 +106,9 @@ def violations(source: str, rel: str) -> list[str]:
                 out.append(f"{rel}: imports {mod} (layer {other} above {own})")
     if own is None and name != "__init__.py":
         out.append(f"{rel}: a module outside every layer (put it in one of {', '.join(LAYER_ORDER)})")
+    if own is not None and "lance_minhash_sql" in imports_of(tree, rel):
+        out.append(f"{rel}: imports the package root, the layer above every other (import from the module "
+                   "that holds the name)")
     # only io/ touches Lance
     if not in_io:
         for mod in imports_of(tree, rel):
@@ -231,6 +234,7 @@ def test_kernels_are_pure():
      "uses private lance_minhash_sql.index.opened._runs"),
     ("lance_minhash_sql/index/x.py", "x = 1\n" * (MAX_LINES + 1), "lines (at most"),
     ("lance_minhash_sql/helpers.py", "x = 1\n", "a module outside every layer"),
+    ("lance_minhash_sql/faces/x.py", "def f():\n    from lance_minhash_sql import connect\n", "imports the package root"),
     ("lance_minhash_sql/index/x.py", "def f(store):\n    store._ensure(3)\n", "uses private member _ensure"),
     ("lance_minhash_sql/lifecycle/x.py", "def f(frags):\n    return sum(f.count_rows() for f in frags)\n",
      "calls Lance's count_rows"),

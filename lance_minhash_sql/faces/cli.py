@@ -54,7 +54,7 @@ def _print_result(con, title: str, sql: str, out, tick: bool = False) -> None:
 
 
 def cmd_demo(args) -> int:
-    from lance_minhash_sql import connect
+    from lance_minhash_sql.duck.install import connect
     from lance_minhash_sql.faces.demo import BATCH_ROWS, EVAL_ROWS, PREPARE_SQL, write_demo_corpus, write_demo_neighbours
     from lance_minhash_sql.io.scan import open_dataset, read_rows
 
@@ -103,7 +103,7 @@ def cmd_bench(args) -> int:
 
 def cmd_sql(args) -> int:
     """Run each statement in turn and print its rows; ``--output`` writes the last result."""
-    from lance_minhash_sql import connect
+    from lance_minhash_sql.duck.install import connect
 
     if args.query == "-" or args.query is None:
         text = sys.stdin.read()
