@@ -3,6 +3,19 @@ exact verification (``verify="exact"``) and star clustering (``clustering="star"
 the generated corpus, scored by exact shingle Jaccard, with the time of each mode.
 
     python benchmarks/quality.py --rows 1000000 --data-dir /tmp/bench
+    python benchmarks/quality.py --rows 1000000 --data-dir /tmp/bench --datatrove /tmp/dtvenv
+
+``--datatrove VENV`` (opt-in) also runs datatrove's MinhashDedup stages side by side
+(``benchmarks/datatrove_minhash.py``: 3-word shingles, 16 bands x 8 rows, 128 hashes) on
+the same rows written to parquet, in the virtual environment VENV, which it creates with
+``DATATROVE_REQUIREMENTS`` if missing (pip, from the package index). Each side runs in a
+process of its own (ours: components and star dedup, and pairs with ``verify="exact"``,
+after the numba cache is warm), timed by ``in_process``: wall, CPU seconds of the process
+and its children, peak RSS of the process tree. Both are scored on the same reference:
+recall of the positive pairs by Jaccard band (a pair counts when both rows end in one
+group: a datatrove cluster, one of our components, one of our stars (a center with its
+twins), or a reported pair), and precision of what dedup drops: the share of dropped rows
+whose kept row (the cluster's kept row, or the twin) has exact Jaccard >= threshold.
 
 The corpus is ``write_corpus(rows, with_truth=True)`` with our index (k=128, b=16,
 shingle 3); its ``source_id`` says which rows were generated from one source text.
@@ -33,7 +46,9 @@ estimate and by exact Jaccard.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
+import subprocess
 import sys
 import time
 
@@ -48,6 +63,8 @@ from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor  
 from lance_minhash_sql.core.usage import cpu_seconds  # noqa: E402
 
 EXACT_CHUNK = 1 << 16
+DATATROVE_REQUIREMENTS = ["datatrove==0.10.1", "xxhash<4", "regex", "tokenizers", "nltk", "spacy", "pyarrow"]
+DATATROVE_PARTS = 2  # parquet files = signature tasks; datatrove's document ids count within a file
 
 
 def _log(msg: str) -> None:
@@ -162,11 +179,186 @@ def run_dedup(uri: str, texts: Texts, threshold: float, clustering: str, verify:
                 jac=texts.jaccard(a, b))
 
 
+def _proc_tree(root: int) -> dict[int, tuple[float, int]]:
+    """(CPU s, RSS bytes) of root and its live descendants, from /proc."""
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    stat = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    f_ = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stat[int(d)] = (int(f_[1]), (int(f_[11]) + int(f_[12])) / tick, int(f_[21]) * page)
+    tree, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stat:
+            tree[pid] = stat[pid][1:]
+            todo += [c for c, v in stat.items() if v[0] == pid]
+    return tree
+
+
+def in_process(cmd: list[str], log: str) -> dict:
+    """Run cmd in a child process: wall s; CPU s of the child and every descendant (the
+    larger of wait4's figure and the sum of each process's last CPU time sampled from /proc
+    every 0.2 s); peak RSS MB, the largest sum over the process tree of a sample."""
+    t0 = time.perf_counter()
+    seen, peak = {}, 0
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            tree = _proc_tree(proc.pid)
+            seen.update({p: c for p, (c, _) in tree.items()})
+            peak = max(peak, sum(r for _, r in tree.values()))
+            time.sleep(0.2)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{cmd[:3]} failed ({proc.returncode}); see {log}")
+    cpu = max(ru.ru_utime + ru.ru_stime, sum(seen.values()))
+    return dict(wall=time.perf_counter() - t0, cpu=cpu, rss=max(peak, ru.ru_maxrss * 1024) / 2**20)
+
+
+def datatrove_venv(venv: str) -> str:
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        _log(f"creating {venv} with {' '.join(DATATROVE_REQUIREMENTS)}")
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", *DATATROVE_REQUIREMENTS], check=True)
+    return python
+
+
+def run_datatrove(texts: Texts, venv: str, data_dir: str) -> dict:
+    """datatrove's stages on our rows; returns its cost and each row position's group and
+    kept row (-1: not clustered / not dropped)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    python = datatrove_venv(venv)
+    src, work = os.path.join(data_dir, "datatrove-in"), os.path.join(data_dir, "datatrove-work")
+    for d in (src, work):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(src)
+    n = texts.rowids.size
+    cuts = np.linspace(0, n, DATATROVE_PARTS + 1).astype(np.int64)
+    for r in range(DATATROVE_PARTS):
+        part = pa.table({"text": texts.texts.slice(cuts[r], cuts[r + 1] - cuts[r]),
+                         "id": pa.array(texts.rowids[cuts[r]:cuts[r + 1]])})
+        pq.write_table(part, os.path.join(src, f"part{r}.parquet"))
+    script = os.path.join(ROOT, "benchmarks", "datatrove_minhash.py")
+    cost = in_process([python, script, src, work, "--tasks", str(DATATROVE_PARTS), "--workers", "2"],
+                      os.path.join(data_dir, "datatrove.log"))
+    group = np.full(n, -1, dtype=np.int64)
+    dropped = np.zeros(n, dtype=bool)
+    for r in range(DATATROVE_PARTS):
+        c = np.fromfile(os.path.join(work, "remove_ids", f"{r:06d}.clusters"), dtype="<u4").reshape(-1, 2)
+        group[cuts[r] + c[:, 0].astype(np.int64)] = c[:, 1]
+        rm = os.path.join(work, "remove_ids", f"{r:06d}.remove")
+        if os.path.exists(rm):
+            dropped[cuts[r] + np.fromfile(rm, dtype="<u4").astype(np.int64)] = True
+    kept_of = np.full(int(group.max()) + 1 if (group >= 0).any() else 0, -1, dtype=np.int64)
+    members = np.flatnonzero((group >= 0) & ~dropped)
+    kept_of[group[members]] = members
+    twin = np.full(n, -1, dtype=np.int64)
+    twin[dropped] = kept_of[group[dropped]]
+    shutil.rmtree(work, ignore_errors=True)
+    return dict(cost, group=group, twin=twin)
+
+
+def ours_child(uri: str, threshold: float) -> None:
+    """Our side of the datatrove comparison, in a process of its own: writes the dedup and
+    pairs results as arrow files next to the dataset."""
+    import pyarrow.feather as feather
+
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
+    from lance_minhash_sql.selfjoin.pairs import pairs
+
+    base = uri.rstrip("/") + ".ours"
+    feather.write_feather(keep_flags(uri, "text", threshold), base + ".components.arrow")
+    feather.write_feather(keep_flags(uri, "text", threshold, clustering="star", verify="exact"), base + ".star.arrow")
+    feather.write_feather(pa.Table.from_batches(list(pairs(uri, "text", threshold, verify="exact"))), base + ".pairs.arrow")
+
+
+def run_ours(uri: str, texts: Texts, threshold: float, data_dir: str) -> dict:
+    import pyarrow.feather as feather
+
+    cost = in_process([sys.executable, os.path.abspath(__file__), "--ours-child", uri, "--threshold", str(threshold)],
+                      os.path.join(data_dir, "ours.log"))
+    base = uri.rstrip("/") + ".ours"
+    n = texts.rowids.size
+    out = {}
+    for name in ("components", "star"):
+        d = feather.read_table(base + f".{name}.arrow").to_pydict()
+        pos = texts.pos(np.array(d["_rowid"], dtype=np.uint64))
+        keep = np.array(d["keep"])
+        group, twin = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        if name == "star":
+            t = texts.pos(np.array([x if x is not None else 0 for x in d["twin_rowid"]], dtype=np.uint64))
+            twin[pos[~keep]] = t[~keep]
+            group[pos] = np.where(keep, pos, t)
+        else:
+            group[pos] = np.array(d["cluster_id"], dtype=np.int64)
+            kept = dict(zip(group[pos[keep]].tolist(), pos[keep].tolist()))
+            twin[pos[~keep]] = [kept[g] for g in group[pos[~keep]].tolist()]
+        out[name] = dict(group=group, twin=twin)
+    p = feather.read_table(base + ".pairs.arrow")
+    out["pairs"] = key_of(texts.pos(p.column("left_rowid").to_numpy()), texts.pos(p.column("right_rowid").to_numpy()))
+    for f in glob.glob(base + ".*.arrow"):
+        os.remove(f)
+    return dict(cost, **out)
+
+
+def side_by_side(uri: str, texts: Texts, t: float, venv: str, data_dir: str, ref_keys, ra, rb, jac, bands) -> None:
+    ours = run_ours(uri, texts, t, data_dir)
+    _log(f"ours: {ours['wall']:.1f} s")
+    dt = run_datatrove(texts, venv, data_dir)
+    _log(f"datatrove: {dt['wall']:.1f} s")
+    in_band = [(jac >= lo) & (jac < hi) for lo, hi in bands]
+
+    def grouped(g):
+        return (g[ra] >= 0) & (g[ra] == g[rb])
+
+    def drop_precision(twin):
+        d = np.flatnonzero(twin >= 0)
+        j = texts.jaccard(d, twin[d])
+        return d.size, (j >= t).mean() if d.size else 1.0, (j >= 0.7).mean() if d.size else 1.0
+
+    print("\n## Side by side with datatrove 0.10.1 (MinhashDedup, 3-word shingles, 16 bands x 8 rows)")
+    print(f"\n| tool | wall s | CPU s | peak RSS MB | " + " | ".join(
+        f"recall J in [{lo:.1f}, {min(hi, 1.0):.1f}{')' if hi <= 1 else ']'}" for lo, hi in bands)
+        + " | dropped rows | dropped rows whose kept row has J >= t | ... J >= 0.7 |")
+    print("|---|---|---|---|" + "---|" * len(bands) + "---|---|---|")
+    rows = [("datatrove", dt, dt), ("ours, components (one process: all three)", ours, ours["components"]),
+            ("ours, star, verify='exact'", None, ours["star"])]
+    for name, cost, res in rows:
+        c = [f"{cost['wall']:.1f}", f"{cost['cpu']:.1f}", f"{cost['rss']:,.0f}"] if cost else ["", "", ""]
+        found = grouped(res["group"])
+        nd, p_t, p_7 = drop_precision(res["twin"])
+        cells = [name, *c] + [f"{(found & m).sum():,} / {m.sum():,} = {found[m].mean():.4f}" for m in in_band]
+        cells += [f"{nd:,}", f"{p_t:.4f}", f"{p_7:.4f}"]
+        print("| " + " | ".join(cells) + " |")
+    found = np.isin(ref_keys, ours["pairs"])
+    cells = ["ours, pairs, verify='exact'", "", "", ""]
+    cells += [f"{(found & m).sum():,} / {m.sum():,} = {found[m].mean():.4f}" for m in in_band] + ["", "", ""]
+    print("| " + " | ".join(cells) + " |")
+    print(f"\nours (all three runs in one process) / datatrove: wall {dt['wall'] / ours['wall']:.1f}x, "
+          f"CPU {dt['cpu'] / ours['cpu']:.1f}x, peak RSS {dt['rss'] / ours['rss']:.2f}x")
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--ours-child":
+        return ours_child(sys.argv[2], float(sys.argv[4]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--data-dir", default="/tmp/bench")
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--datatrove", metavar="VENV", help="also run datatrove in this virtual environment "
+                    "(created with DATATROVE_REQUIREMENTS if missing)")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
     t = args.threshold
@@ -224,6 +416,8 @@ def main() -> None:
         j = r["jac"]
         print(f"| {clustering}, verify={verify} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['clustered']:,} | {r['dropped']:,} | "
               f"{r['est_ok']:.4f} | {(j >= t).mean():.4f} | {int((j < 0.6).sum()):,} |")
+    if args.datatrove:
+        side_by_side(uri, texts, t, args.datatrove, args.data_dir, ref_keys, ra, rb, jac, bands)
 
 
 if __name__ == "__main__":
