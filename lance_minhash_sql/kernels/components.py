@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.unionfind import find
 
 __all__ = ["new_marks", "count_unmarked", "set_marks", "marked_ids", "ranks", "union_min", "flatten_roots",
            "linked_members"]
@@ -105,23 +106,14 @@ def ranks(marks, prefix, ids):
     return out
 
 
-@njit(**JIT, inline="always")
-def _find(parent, x):
-    while parent[x] != x:
-        g = parent[parent[x]]
-        parent[x] = g
-        x = g
-    return x
-
-
 @njit(**JIT)
 def union_min(parent, a, b):
     """Merge the components of ``a[i]`` and ``b[i]`` for every i, the smaller root kept;
     returns the number of merges."""
     merges = 0
     for i in range(a.size):
-        ra = _find(parent, a[i])
-        rb = _find(parent, b[i])
+        ra = find(parent, a[i])
+        rb = find(parent, b[i])
         if ra == rb:
             continue
         if ra < rb:
