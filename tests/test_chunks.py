@@ -179,7 +179,7 @@ def test_mapped_files_equal_lances_reader(segments, writer):
 def test_mapped_pages_are_handed_back_in_batches(segments, monkeypatch):
     """A gather's touched pages go back to the OS once they may reach RELEASE_BYTES: one
     system call per batch of queries, not one per query."""
-    from lance_minhash_sql.io import chunks
+    from lance_minhash_sql.io import mapped as chunks
 
     _, dirs = segments
     sigs = open_segment(dirs["ours"]).signature_map

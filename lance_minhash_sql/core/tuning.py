@@ -22,7 +22,7 @@ READ_BYTES_PER_SECOND = 180e6
 # to the ski rental below, so a slow store cannot make a whole-file read look cheap.
 REMOTE_READ_CALL_SECONDS = 0.03
 REMOTE_READ_BYTES_PER_SECOND = 100e6
-# A local file read through its memory map (io/chunks.py): a gather, no call into Lance.
+# A local file read through its memory map (io/mapped.py): a gather, no call into Lance.
 MAPPED_READ_CALL_SECONDS = 2e-5
 POOL_READ_ROWS = 1 << 18  # signatures a thread gathers at a time into a self-join's pool
 PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
@@ -62,7 +62,7 @@ PARALLEL_MIN_QUERIES = 4096
 PARALLEL_MIN_ROWS = 4096
 SIGN_CHUNK_ROWS = 1024
 
-# ---------------------------------------------------------------------- Reads of index files by position (io/chunks.py)
+# ---------------------------------------------------------------------- Reads of index files by position (io/chunks.py, io/mapped.py)
 
 ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
 
@@ -71,6 +71,14 @@ ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one rea
 # all at once they would add the whole file to the resident set); a query's few
 # candidates are handed back in one call
 PAGEWISE_RELEASE_ROWS = 1 << 14
+# ... and no slice of ascending rows spans more of the file than this: a sparse gather (a
+# self-join group's candidates, one doc in twenty) would otherwise map 350 MB of the file
+# per slice of 16k rows (the kernel maps the pages around each fault too)
+RELEASE_SPAN_BYTES = 8 << 20
+# What Linux may map around a page fault of a file mapping: fault_around_bytes (16 pages)
+# and, with large folios in the page cache, the whole folio (up to 2 MiB, measured on ext4
+# as 1 MiB-aligned blocks): what is handed back is widened to blocks of this size
+FAULT_AROUND_BYTES = 2 << 20
 # Fewer rows than this are gathered by numpy indexing, more by a compiled loop
 # (kernels/gather.py): a query's few hundred rows then load no numba.
 SMALL_GATHER_ROWS = 1 << 12

@@ -38,7 +38,7 @@ class DirectReads:
         local segment's memory map once every row id is resident (read once, under the
         lock). The pools are neither consulted nor grown (a gather from the map costs
         what one from a pool does). ``release``: the mapped pages read are handed back
-        as :meth:`io.chunks.MappedRows.read_rows` does. ``None`` elsewhere: use
+        as :meth:`io.mapped.MappedRows.read_rows` does. ``None`` elsewhere: use
         :meth:`doc_arrays`."""
         store = self.docs
         if store.full:

@@ -33,9 +33,8 @@ from lance.file import LanceFileReader, LanceFileSession
 
 from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
-from lance_minhash_sql.io.chunks import (FixedRows, MappedColumn, MappedRows, chunked_column, fixed_rows,
-                                         layout_problem, map_file, mapped_column, mapped_rows, read_columns,
-                                         rows_problem)
+from lance_minhash_sql.io.chunks import FixedRows, chunked_column, fixed_rows, layout_problem, read_columns, rows_problem
+from lance_minhash_sql.io.mapped import MappedColumn, MappedRows, map_file, mapped_column, mapped_rows
 from lance_minhash_sql.io.details import params_from_hex
 from lance_minhash_sql.io.lancefile import (FOOTER_BYTES, FileLayout, FileTail, parse_layout, read_file_tail,
                                             read_layout, tail_span)
@@ -141,7 +140,7 @@ class SegmentFiles:
     band_chunks: tuple | None = None
     signature_rows: FixedRows | None = None
     # local files: bands.lance's two columns and signatures.lance's signatures addressed
-    # in a memory map of each file (io/chunks.py)
+    # in a memory map of each file (io/mapped.py)
     band_map: tuple[MappedColumn, MappedColumn] | None = None
     signature_map: MappedRows | None = None
     # why a file is read through Lance instead (None when both files take the fast path)

@@ -1,4 +1,4 @@
-"""Gathers of rows from a memory-mapped index file (io/chunks.py), one compiled loop each.
+"""Gathers of rows from a memory-mapped index file (io/mapped.py), one compiled loop each.
 
 * :func:`gather_values`: a flat mini-block column (``bands.lance``): row ``r`` lies in
   the chunk ``c`` with ``first_row[c] <= r < first_row[c + 1]``, at position

@@ -32,7 +32,7 @@ import numpy as np
 from lance_minhash_sql.core.lance_format import similarity
 from lance_minhash_sql.core.tuning import MAX_CANDIDATES
 from lance_minhash_sql.index.entries import SegmentEntry
-from lance_minhash_sql.io.chunks import values_at
+from lance_minhash_sql.io.mapped import values_at
 
 __all__ = ["MAX_CANDIDATES", "distinct", "probe_topk"]
 

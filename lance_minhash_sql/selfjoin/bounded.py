@@ -12,7 +12,14 @@ verification, same rules); only what is held at once changes:
 2. **Groups.** A first pass over consecutive shards marks their candidate docs in a bit
    set of all docs (one bit a row) while the distinct candidates' signatures (``2 k +
    12`` bytes each) fit the pool share of the budget (:data:`POOL_SHARE`, less what
-   clusters hold per row).
+   is held per row: :func:`fixed_bytes`). Before a shard is marked, the buckets that
+   can give nothing new are dropped (:mod:`lance_minhash_sql.kernels.prune`): for
+   clusters those already one component of the links found so far, for pairs those
+   whose docs all carry one *label* (a bucket of an earlier band with equal values,
+   labelled while it was verified). Shards come in key order, so band after band, and a
+   near-duplicate's later bands mostly repeat its first: at 10M rows under 512 MiB
+   pruning drops 15.5M candidate band rows of clusters and 15.0M of pairs', and a
+   group's pool holds several bands' candidates.
 3. **Signatures** of a group's candidates are read once, in doc order: the sorted docs
    gathered from the memory map of ``signatures.lance`` on a few threads, the pages
    handed back after each copy, and their row ids looked up in the segment's row id
@@ -38,10 +45,10 @@ verification, same rules); only what is held at once changes:
    smallest doc), flattened in place; then the members (docs of a component of two or
    more) get their row ids, in doc order, and the cluster id (smallest row id).
 
-What the fetch costs: a doc is read once per group whose shards hold it as a candidate.
-A group smaller than a band's candidates reads each candidate about once per band it is
-a candidate in (8.7 times on average in the 10M-row benchmark corpus); a pool that holds
-several bands' candidates reads each once per group.
+What the fetch costs: a doc is read once per group whose shards hold it as a candidate
+after pruning. Without pruning, a group smaller than a band's candidates read each
+candidate about once per band it is a candidate in (8.7 times on average in the 10M-row
+benchmark corpus: 21 groups at 512 MiB); with it, 4 groups at 512 MiB and 13 at 256 MiB.
 
 :data:`STATS` records the most signature rows any one read held (tests check that a
 giant bucket is never held whole).
@@ -61,10 +68,11 @@ from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOI
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.rowid_runs import rowid_runs
-from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
-                                                  ranks, set_marks, union_min)
+from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_buckets,
+                                                  marked_ids, new_marks, ranks, set_marks, union_min)
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, multi_rows, new_cursor, padded_hashes, windows
+from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pure
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
@@ -88,7 +96,8 @@ GIANT_LINKS = 1 << 20  # links per kernel call in a giant bucket's chunk
 # selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
 PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)
 LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
-STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0}
+Prune = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (keys, gids) -> kept (keys, gids)
+STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0}
 _stats_lock = threading.Lock()
 _EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
 
@@ -238,17 +247,23 @@ def pool_rows(limit: int, k: int, fixed: int = 0) -> int:
     return int((pool_bytes(limit) - fixed) // (2 * k + 12))
 
 
-def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: int):
+def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: int, prune: Prune):
     """Consecutive shards in groups whose distinct candidates number at most ``max_docs``,
     yielded as ``([(shard, rows or None), ...], None)`` with exactly their candidates set
     in ``marks`` (cleared when the consumer asks for the next group): a shard's rows as
-    read are kept while the group's kept rows number at most ``keep_rows`` (else None:
-    read again). A shard alone over ``max_docs`` is yielded as ``([(shard, None)],
-    (keys, gids))``, its rows as read."""
+    read, less the buckets ``prune`` drops, are kept while the group's kept rows number at
+    most ``keep_rows`` (else None: read again, and only the buckets whose docs are all
+    marked verified). A shard alone over ``max_docs`` is yielded as
+    ``([(shard, None)], (keys, gids))``, its rows as pruned."""
     group: list = []
     distinct = kept = 0
     reads = run_ordered(shards, _marked_rows)  # the next shard read while this one is marked
     for shard, got in reads:
+        rows = got[0].size
+        got = prune(*got)  # (here, after the groups before were verified: what they found counts)
+        _count("pruned_rows", rows - got[0].size)
+        if got[0].size == 0:
+            continue
         u = sorted_unique(got[1])
         new = count_unmarked(marks, u)
         if group and distinct + new > max_docs:
@@ -269,6 +284,47 @@ def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: in
         marks.fill(0)
 
 
+def _joined(parent: np.ndarray) -> Prune:
+    """The clusters' pruning: buckets already one component of ``parent`` dropped."""
+    return lambda keys, gids: drop_joined(keys, gids, parent)
+
+
+def _unpruned(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return keys, gids
+
+
+def fixed_bytes(total_docs: int, per_doc: int) -> int:
+    """What the self-join holds per index row whatever the budget: ``per_doc`` bytes (the
+    clusters' union-find, the pairs' labels) and the candidates' bit set."""
+    return total_docs * per_doc + (total_docs + 7) // 8
+
+
+class Labels:
+    """The pairs' labels of docs (:mod:`lance_minhash_sql.kernels.prune`): set while a
+    group's buckets are verified (on its threads, each bucket its own label), read when
+    the next groups' shards are marked (:meth:`prune`). Labels are ``uint32``; once they
+    run out, no more are given (those given stay true) and pruning only fades."""
+
+    def __init__(self, total_docs: int, rows_per_band: int):
+        self.values = np.zeros(total_docs, dtype=np.uint32)
+        self.rows_per_band = rows_per_band
+        self.next = 1
+        self.lock = threading.Lock()
+
+    def label(self, data: ShardData) -> None:
+        """Label the pure buckets of a shard (or a window) loaded over its pool."""
+        with self.lock:
+            base = self.next
+            if base + data.starts.size >= 2**32:
+                return
+            self.next += data.starts.size
+        label_pure(data.keys, data.docs, data.starts, data.ends, data.sigs, data.gids, self.rows_per_band,
+                   self.values, base)
+
+    def prune(self, keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return drop_labelled(keys, gids, self.values)
+
+
 def _marked_rows(shard: Shard):
     got = _read_multi(shard)
     if got is not None:
@@ -283,10 +339,14 @@ def _group_data(plan: Plan, marks: np.ndarray):
 
     def load(item) -> ShardData | None:
         shard, got = item
-        got = _read_multi(shard) if got is None else got
         if got is None:
-            return None
+            got = _read_multi(shard)
+            if got is None:
+                return None
+            got = marked_buckets(*got, marks)  # the buckets pruned when marked are gone or harmless
         keys, gids = got
+        if keys.size == 0:
+            return None
         return _data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
 
     return load
@@ -310,9 +370,9 @@ def _span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | No
     return _data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
 
 
-def _count(what: str) -> None:
+def _count(what: str, n: int = 1) -> None:
     with _stats_lock:
-        STATS[what] += 1
+        STATS[what] += n
 
 
 # --------------------------------------------------------------------------- pairs
@@ -335,9 +395,13 @@ def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairV
 def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVerifier, most: int
                   ) -> Iterator[pa.RecordBatch]:
     plan = shards[0].plan
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
+    # labels (4 bytes a row) while they take at most half of the pool's share
+    labelled = fixed_bytes(plan.total_docs, 4) <= pool_bytes(limit) // 2
+    fixed = fixed_bytes(plan.total_docs, 4 if labelled else 0)
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes, fixed))
     chunk = chunk_pairs(limit, most)
     marks = new_marks(plan.total_docs)
+    labels = Labels(plan.total_docs, plan.params.rows_per_band) if labelled else None
 
     def run(items: list, load) -> Iterator[pa.RecordBatch]:
         stop = threading.Event()
@@ -346,13 +410,15 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
             data = load(item)
             if data is None:
                 return
+            if labels is not None:
+                labels.label(data)
             yield from verify(item[0], data, exact, chunk, stop)
             if exact:
                 release_memory()
 
         yield from run_ordered(items, produce, stop=stop)
 
-    groups = _groups(shards, max_docs, marks, keep_rows(limit))
+    groups = _groups(shards, max_docs, marks, keep_rows(limit), _unpruned if labels is None else labels.prune)
     try:
         for group, rows in groups:
             _count("groups")
@@ -451,7 +517,7 @@ def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int
 def components_bytes(total_docs: int) -> int:
     """What clusters hold per index row whatever the budget: the union-find's ``int32``
     parent (``int64`` past 2**31 rows) and the candidates' bit set."""
-    return total_docs * (4 if total_docs < 2**31 else 8) + (total_docs + 7) // 8
+    return fixed_bytes(total_docs, 4 if total_docs < 2**31 else 8)
 
 
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
@@ -472,7 +538,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             f"raise memory_limit to at least {format_bytes(need)}, e.g. memory_limit := '{-(-need // 2**20)}MiB'")
     parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
     marks = new_marks(total)
-    groups = _groups(shards, max_docs, marks, keep_rows(limit))
+    groups = _groups(shards, max_docs, marks, keep_rows(limit), _joined(parent))
     try:
         for group, rows in groups:
             _count("groups")
