@@ -83,8 +83,11 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
         out.update(queries=len(lat), p50_ms=lat_ms[len(lat) // 2], p95_ms=lat_ms[int(len(lat) * 0.95)],
                    first_ms=lat[0] * 1000, cpu_s=cpu_seconds() - c0, seconds=sum(lat), peak_mb=peak_rss_mb())
         return out
+    from lance_minhash_sql.selfjoin import bounded
+
     runs = ("cold",) if what == "dedup" else ("cold", "warm")
     for run in runs:
+        bounded.STATS.update(groups=0, pruned_rows=0)
         c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
             result = clusters(uri, "text", THRESHOLD, memory_limit=memory_limit).num_rows
@@ -101,7 +104,8 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
             result = r.removed
             out.update(clusters=r.clusters, clustered_rows=r.clustered_rows)
         out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "result": result,
-                    "peak_mb": peak_rss_mb()}
+                    "peak_mb": peak_rss_mb(), "groups": bounded.STATS["groups"],
+                    "pruned_rows": bounded.STATS["pruned_rows"]}
     return out
 
 
@@ -235,8 +239,9 @@ def main() -> None:
         for what in joins:
             for run in ("cold", "warm"):
                 x = r[what][run]
+                groups = f"  {x['groups']} groups, {x['pruned_rows']:,} band rows pruned" if x.get("groups") else ""
                 print(f"  {rows:11,d} {what:18s} {run:5s} {x['seconds']:8.2f} {x['cpu_s']:7.1f} {x['result']:12,d} "
-                      f"{x['result'] / x['seconds']:11,.0f} {x['peak_mb']:7.0f}MB")
+                      f"{x['result'] / x['seconds']:11,.0f} {x['peak_mb']:7.0f}MB{groups}")
         if "search" in r:
             s = r["search"]
             print(f"  {rows:11,d} {'search':18s} {'':5s} p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, first "
