@@ -14,7 +14,7 @@ loads the kernels on a tiny dataset first (not timed), then:
 * ``clusters`` / ``pairs`` (threshold 0.8): the first call (*cold*: the index is opened,
   band rows and signatures read; the OS page cache may be warm) and the same call again
   (*warm*). ``--engines``: ``bounded`` is ``clusters()`` / ``pairs()`` under
-  ``--memory-limit`` (default: the package's, 512 MiB; ``selfjoin/bounded.py``), ``unbounded``
+  ``--memory-limit`` (default: the package's, 256 MiB; ``selfjoin/bounded.py``), ``unbounded``
   the engine without a budget (``unbounded_clusters`` / ``unbounded_pairs``: every
   candidate pooled at once in the 1 GiB process cache), run one after the other on the
   same index, with their ratios;

@@ -85,7 +85,7 @@ MIN_MEMORY_BUDGET = 64 << 10
 # what a self-join (pairs, clusters, dedup, join) may hold without memory_limit: its band
 # rows, candidates' signatures and result buffers (docs/scale.md, "The self-join under a
 # memory budget"); below the minimum a shard's fixed buffers would not fit
-DEFAULT_SELF_JOIN_MEMORY = 512 << 20
+DEFAULT_SELF_JOIN_MEMORY = 256 << 20
 MIN_SELF_JOIN_MEMORY = 4 << 20
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from lance_minhash_sql.core.checks import CLUSTERINGS, VERIFY_MODES
-from lance_minhash_sql.core.params import KEEP_POLICIES
+from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, KEEP_POLICIES
 
 __all__ = ["build_parser", "EXAMPLES"]
 
@@ -29,7 +29,8 @@ EXAMPLES = r"""
         --storage-option aws_access_key_id=... --storage-option aws_secret_access_key=...
 """
 
-SELF_JOIN_MEMORY_HELP = "what the self-join may hold, bytes or e.g. 1GiB (default 512 MiB); answers do not depend on it"
+SELF_JOIN_MEMORY_HELP = (f"what the self-join may hold, bytes or e.g. 1GiB (default {DEFAULT_SELF_JOIN_MEMORY >> 20} MiB); "
+                         "answers do not depend on it")
 STORAGE_OPTION_HELP = ("Lance object-store option KEY=VALUE for an s3://, gs://, az://... dataset, e.g. "
                        "aws_region=us-east-1, aws_endpoint=http://127.0.0.1:9000, allow_http=true; repeat for "
                        "each option (values are never printed)")

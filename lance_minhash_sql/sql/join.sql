@@ -7,7 +7,7 @@
 -- jaccard (the exact shingle Jaccard) is filled when exact := true, which also keeps only
 -- the pairs with jaccard >= threshold; otherwise it is NULL. Each side's storage options
 -- reach only its own dataset. Runs shard by shard on DuckDB's threads; memory_limit (bytes or
--- '1GiB', default 512 MiB) sizes the shards, and bounds the left rows signed in memory.
+-- '1GiB', default 256 MiB) sizes the shards, and bounds the left rows signed in memory.
 -- verify := 'exact' (default 'estimate'): candidates down to 4 standard deviations of the
 -- estimate under threshold, kept iff jaccard >= threshold (as in minhash_pairs).
 CREATE OR REPLACE TEMP MACRO minhash_join(left_dataset, right_dataset, "column", threshold := 0.8, exact := false,

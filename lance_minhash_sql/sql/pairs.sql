@@ -5,7 +5,7 @@
 -- left_rowid < right_rowid, in no particular order. jaccard (the exact shingle Jaccard)
 -- is filled when exact := true, which also keeps only the pairs with jaccard >= threshold;
 -- otherwise it is NULL. Runs shard by shard on DuckDB's threads; memory_limit (bytes or
--- '1GiB', default 512 MiB) bounds what each shard holds (the answer does not depend on it).
+-- '1GiB', default 256 MiB) bounds what each shard holds (the answer does not depend on it).
 -- verify := 'estimate' (default): a candidate is kept when its MinHash estimate reaches
 -- threshold (exact := true then also asks jaccard >= threshold: a subset). verify := 'exact':
 -- candidates whose estimate reaches threshold minus 4 standard deviations of the estimate
@@ -20,7 +20,7 @@ CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, 
 
 -- Near-duplicate clusters: one row per row in a cluster of two or more, with the
 -- cluster's smallest row id as cluster_id; ordered by (cluster_id, _rowid). memory_limit
--- (bytes or '1GiB', default 512 MiB) bounds what the clustering holds besides its result.
+-- (bytes or '1GiB', default 256 MiB) bounds what the clustering holds besides its result.
 -- clustering := 'components' (default): connected components of the verified links (they
 -- chain: A ~ B ~ C puts A and C together); 'star': each component walked by row id, a row
 -- joins the first earlier kept row ("center") it is similar to, else becomes one; a
