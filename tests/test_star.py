@@ -202,6 +202,31 @@ def test_star_is_deterministic_and_chunks_do_not_change_it(starred, monkeypatch)
     assert keep_flags(starred, "text", T, clustering="star", keep="longest").equals(one)
 
 
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_spilled_centers_and_small_chunks_give_the_same_twins(starred, rows, monkeypatch, verify):
+    """Chunks of a few rows and every block of centers written to disk (the walk's memory
+    under a tiny budget): the longhand walk's twins, and the same table as in memory."""
+    whole = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
+    before = dict(star_mod.STATS)
+    monkeypatch.setattr(star_mod, "CHUNK_SHARE", 0.0)  # one member a chunk
+    monkeypatch.setattr(star_mod, "CENTERS_SHARE", 0.0)  # no center held in memory
+    got = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
+    assert star_mod.STATS["chunks"] - before["chunks"] == whole.num_rows
+    assert star_mod.STATS["spilled_blocks"] - before["spilled_blocks"] > 20
+    assert got.equals(whole)
+    if verify == "estimate":
+        assert as_twins(got) == reference_star(starred, rows, "longest")
+    monkeypatch.setattr(star_mod, "CHUNK_SHARE", 0.003)  # chunks of a few rows
+    assert keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify).equals(whole)
+
+
+def test_star_spill_folder_is_removed(starred, monkeypatch, tmp_path):
+    monkeypatch.setattr(star_mod.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(star_mod, "CENTERS_SHARE", 0.0)
+    keep_flags(starred, "text", T, clustering="star")
+    assert star_mod.STATS["spilled_blocks"] and list(tmp_path.iterdir()) == []
+
+
 def test_star_clusters(starred, rows, self_join_budget):
     sig = rows[0]
     got = clusters(starred, "text", T, clustering="star")

@@ -1,10 +1,15 @@
 """Star clustering's walk: each member joins the first earlier center it is similar to,
 or becomes a center itself (``selfjoin/star.py`` has the rule and its guarantees).
 
+A chunk of members is walked in two steps: :func:`star_match` (or :func:`star_match_exact`)
+looks for each member's twin among the centers of earlier chunks, block by block in walk
+order; then :func:`star_walk` (or :func:`star_walk_exact`) walks the chunk itself, the
+members matched in the first step left out.
+
 >>> import numpy as np
 >>> sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 9], [7, 2, 3, 9], [7, 8, 9, 9]], dtype=np.uint16)
 >>> comp = np.zeros(4, dtype=np.int64)
->>> twin, eq = star_walk(sigs, comp, np.int64(0), np.int64(3))
+>>> twin, eq = star_walk(sigs, comp, np.zeros(4, dtype=np.bool_), np.int64(3))
 >>> twin.tolist(), eq.tolist()
 ([-1, 0, -1, -1], [0, 3, 0, 0])
 """
@@ -16,18 +21,65 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import sorted_jaccard
 
-__all__ = ["star_walk", "star_walk_exact"]
+__all__ = ["star_match", "star_match_exact", "star_walk", "star_walk_exact"]
 
 
 @njit(**JIT)
-def star_walk(sigs, comp, n_carried, min_eq):
+def _equal(a, b, i, j):
+    same = 0
+    for h in range(a.shape[1]):
+        if a[i, h] == b[j, h]:
+            same += 1
+    return same
+
+
+@njit(**JIT)
+def star_match(sigs, n, centers, base, min_eq, twin, eq):
+    """Members ``0 .. n - 1`` of ``sigs`` (``uint16[m, k]``) still without a twin (``twin <
+    0``) get the first of ``centers`` (``uint16[c, k]``, a block of earlier centers in walk
+    order) sharing at least ``min_eq`` values: ``twin[i] = base + c`` and ``eq[i]`` the
+    count. Cost: members x centers of the block."""
+    for i in range(n):
+        if twin[i] >= 0:
+            continue
+        for c in range(centers.shape[0]):
+            same = _equal(sigs, centers, i, c)
+            if same >= min_eq:
+                twin[i] = base + c
+                eq[i] = same
+                break
+
+
+@njit(**JIT)
+def star_match_exact(sigs, offsets, hashes, n, centers, c_offsets, c_hashes, base, threshold, twin, eq, jac):
+    """:func:`star_match` by the exact Jaccard of the shingle sets (CSR ``offsets``, sorted
+    distinct ``hashes``; ``c_offsets``/``c_hashes`` the centers'): the first center with
+    ``jaccard >= threshold``; ``jac[i]`` that Jaccard, ``eq[i]`` the equal signature values.
+    An empty set matches nothing."""
+    for i in range(n):
+        if twin[i] >= 0 or offsets[i + 1] == offsets[i]:
+            continue
+        a = hashes[offsets[i]:offsets[i + 1]]
+        for c in range(c_offsets.size - 1):
+            if c_offsets[c + 1] == c_offsets[c]:
+                continue
+            x = sorted_jaccard(a, c_hashes[c_offsets[c]:c_offsets[c + 1]])
+            if x >= threshold:
+                twin[i] = base + c
+                jac[i] = x
+                eq[i] = _equal(sigs, centers, i, c)
+                break
+
+
+@njit(**JIT)
+def star_walk(sigs, comp, matched, min_eq):
     """Walk ``sigs`` (``uint16[n, k]``, members in keep order, components contiguous, ids in
-    ``comp``). Rows ``0 .. n_carried - 1`` are centers carried from an earlier chunk (of
-    ``comp[0]``'s component). Returns ``(twin, eq)``: ``twin[i]`` is the index of the first
-    center (in walk order) sharing at least ``min_eq`` values with row ``i`` and ``eq[i]``
-    that count, or ``-1`` and ``0`` for a center. Cost: members x centers of their
-    component."""
-    n, k = sigs.shape
+    ``comp``); members with ``matched[i]`` have their twin among earlier chunks' centers
+    (:func:`star_match`) and are passed over. Returns ``(twin, eq)``: ``twin[i]`` is the
+    index of the first center of the chunk (in walk order) sharing at least ``min_eq``
+    values with row ``i`` and ``eq[i]`` that count, or ``-1`` and ``0`` (a center, or
+    matched). Cost: members x centers of their component."""
+    n = sigs.shape[0]
     twin = np.full(n, -1, dtype=np.int64)
     eq = np.zeros(n, dtype=np.int64)
     centers = np.empty(n, dtype=np.int64)
@@ -35,18 +87,12 @@ def star_walk(sigs, comp, n_carried, min_eq):
     for i in range(n):
         if i > 0 and comp[i] != comp[i - 1]:
             nc = 0
-        if i < n_carried:
-            centers[nc] = i
-            nc += 1
+        if matched[i]:
             continue
         for c in range(nc):
-            j = centers[c]
-            same = 0
-            for h in range(k):
-                if sigs[i, h] == sigs[j, h]:
-                    same += 1
+            same = _equal(sigs, sigs, i, centers[c])
             if same >= min_eq:
-                twin[i] = j
+                twin[i] = centers[c]
                 eq[i] = same
                 break
         if twin[i] < 0:
@@ -56,31 +102,35 @@ def star_walk(sigs, comp, n_carried, min_eq):
 
 
 @njit(**JIT)
-def star_walk_exact(offsets, hashes, comp, n_carried, threshold):
-    """:func:`star_walk` with the exact Jaccard of the rows' shingle sets (CSR ``offsets``,
+def star_walk_exact(sigs, offsets, hashes, comp, matched, threshold):
+    """:func:`star_walk` by the exact Jaccard of the rows' shingle sets (CSR ``offsets``,
     sorted distinct ``hashes``; ``Signer.shingle_sets``): a row joins the first center with
-    ``jaccard >= threshold``. Returns ``(twin, jaccard)`` (``-1`` and NaN for a center)."""
+    ``jaccard >= threshold``. Returns ``(twin, eq, jaccard)`` (``-1``, 0 and NaN for a
+    center or a matched row)."""
     n = comp.size
     twin = np.full(n, -1, dtype=np.int64)
+    eq = np.zeros(n, dtype=np.int64)
     jac = np.full(n, np.nan, dtype=np.float64)
     centers = np.empty(n, dtype=np.int64)
     nc = 0
     for i in range(n):
         if i > 0 and comp[i] != comp[i - 1]:
             nc = 0
+        if matched[i]:
+            continue
         a = hashes[offsets[i]:offsets[i + 1]]
-        if i >= n_carried and a.size > 0:
+        if a.size > 0:
             for c in range(nc):
                 j = centers[c]
-                b = hashes[offsets[j]:offsets[j + 1]]
-                if b.size == 0:
+                if offsets[j + 1] == offsets[j]:
                     continue
-                x = sorted_jaccard(a, b)
+                x = sorted_jaccard(a, hashes[offsets[j]:offsets[j + 1]])
                 if x >= threshold:
                     twin[i] = j
                     jac[i] = x
+                    eq[i] = _equal(sigs, sigs, i, j)
                     break
         if twin[i] < 0:
             centers[nc] = i
             nc += 1
-    return twin, jac
+    return twin, eq, jac

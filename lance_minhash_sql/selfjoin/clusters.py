@@ -148,7 +148,8 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table, verify)
+    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table, verify,
+                         memory_limit)
 
 
 def linked_components(dataset, column: str, threshold: float, verify: str, memory_limit, storage_options

@@ -188,7 +188,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
         flags[order[first]] = True
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
     params = open_index(ds, column, storage_options).params
-    twin, sim, jac = star_twins(ds, column, params, threshold, rowid, cluster, order, verify)
+    twin, sim, jac = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, memory_limit)
     flags = twin < 0
     twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
     twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)

@@ -21,9 +21,26 @@ member and center of its component tried (members x centers at worst); a compone
 million identical rows has one center and costs one comparison a member.
 
 Signatures are those of the index: the members' texts are fetched by row id and signed
-again (:class:`lance_minhash_sql.index.sign.Signer`, bit-identical to the stored ones),
-:data:`STAR_ROWS` at a time in walk order; only the centers of the component being walked
-are carried from one chunk to the next (their texts, signed again with the next chunk).
+again (:class:`lance_minhash_sql.index.sign.Signer`, bit-identical to the stored ones) in
+chunks in walk order.
+
+**Memory** (the self-join's ``memory_limit``, :func:`.bounded.memory_limit_bytes`): beside
+the components table and the result (a few integers per clustered row), the walk holds
+
+* one chunk of members: its texts, signatures and (``verify="exact"``) shingle sets;
+  chunks have as many rows as :data:`CHUNK_SHARE` of the budget holds at the bytes per
+  row measured so far (:data:`FIRST_ROW_BYTES` assumed for the first), at most
+  :data:`STAR_ROWS`;
+* the centers of the component being walked (their signatures, and shingle sets with
+  ``verify="exact"``), in blocks: held while they fit :data:`CENTERS_SHARE` of the
+  budget, the older blocks written to a private temp folder past that and read back
+  one block at a time for each chunk (:class:`_Centers`).
+
+A chunk's members are first matched against the earlier chunks' centers block by block
+in walk order (the first similar center wins, so blocks are read in the order they were
+written), then walked among themselves: the same twins as one walk over the whole
+component, whatever the chunks and blocks (``tests/test_star.py`` checks three budgets
+and a forced spill).
 
 ``verify="exact"``: *similar* is the exact Jaccard of the two rows' shingle sets (same
 tokenizer and shingle size as the index) reaching the threshold, and the components are
@@ -35,6 +52,10 @@ the threshold.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import numpy as np
 import pyarrow as pa
 
@@ -45,60 +66,176 @@ from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.pairs import min_matches
-from lance_minhash_sql.kernels.star import star_walk, star_walk_exact
+from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 
-__all__ = ["STAR_ROWS", "star_twins", "star_clusters"]
+__all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
 
-STAR_ROWS = 1 << 16  # members fetched, signed and walked at a time
+STAR_ROWS = 1 << 16  # members fetched, signed and walked at a time, at most
+CHUNK_SHARE = 0.25  # a chunk of members: at most this share of the budget (at the measured bytes a row)
+CENTERS_SHARE = 0.25  # centers held in memory: this share of the budget; older blocks spilled past it
+FIRST_ROW_BYTES = 4096  # a member's bytes (text, signature, shingle set) assumed before any is measured
+SPILL_PREFIX = "lance-minhash-star-"
+STATS = {"spilled_blocks": 0, "chunks": 0}
+
+
+class _Centers:
+    """The centers of the component being walked, in walk order, as blocks ``(pos, sigs,
+    offsets, hashes)`` (``pos``: positions in the components table; ``offsets``/``hashes``
+    the shingle sets' CSR, empty without exact verification). Blocks are held while their
+    bytes fit ``held_bytes``; past that the oldest held blocks are written to a temp folder
+    (made on the first spill, removed by :meth:`close`) and read back one at a time."""
+
+    def __init__(self, held_bytes: int):
+        self.held_bytes = held_bytes
+        self.comp = None
+        self.blocks: list = []  # a tuple of arrays (held) or the path of a spilled block
+        self.held = 0
+        self.size = 0
+        self.folder: str | None = None
+
+    def reset(self, comp) -> None:
+        for b in self.blocks:
+            if isinstance(b, str):
+                os.remove(b)
+        self.comp, self.blocks, self.held, self.size = comp, [], 0, 0
+
+    def add(self, pos, sigs, offsets, hashes) -> None:
+        if pos.size == 0:
+            return
+        block = (pos, sigs, offsets, hashes)
+        self.blocks.append(block)
+        self.held += _nbytes(block)
+        self.size += pos.size
+        for i, b in enumerate(self.blocks):
+            if self.held <= self.held_bytes:
+                break
+            if not isinstance(b, str):
+                self.blocks[i] = self._spill(b)
+
+    def _spill(self, block) -> str:
+        if self.folder is None:
+            self.folder = tempfile.mkdtemp(prefix=SPILL_PREFIX)
+        path = os.path.join(self.folder, f"b{STATS['spilled_blocks']:08d}.npz")
+        np.savez(path, *block)
+        STATS["spilled_blocks"] += 1
+        self.held -= _nbytes(block)
+        return path
+
+    def __iter__(self):
+        """``(base, pos, sigs, offsets, hashes)`` of each block in walk order, ``base`` the
+        index of its first center."""
+        base = 0
+        for b in self.blocks:
+            if isinstance(b, str):
+                with np.load(b) as f:
+                    b = tuple(f[f"arr_{i}"] for i in range(4))
+            yield base, *b
+            base += b[0].size
+
+    def close(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+def _nbytes(arrays) -> int:
+    return sum(a.nbytes for a in arrays)
+
+
+def _chunk_rows(limit: int, rows_seen: int, bytes_seen: int) -> int:
+    """Members of the next chunk: :data:`CHUNK_SHARE` of ``limit`` at the bytes a row
+    measured so far (:data:`FIRST_ROW_BYTES` before any), at most :data:`STAR_ROWS`."""
+    per_row = -(-bytes_seen // rows_seen) if rows_seen else FIRST_ROW_BYTES
+    return int(max(1, min(STAR_ROWS, CHUNK_SHARE * limit // max(1, per_row))))
 
 
 def star_twins(ds, column: str, params: MinHashParams, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
-               order: np.ndarray, verify: str = "estimate") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               order: np.ndarray, verify: str = "estimate", memory_limit=None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Twins of the rows of a components table (``rowid``, ``cluster`` ids) walked in
     ``order`` (a permutation with each component contiguous, its members in keep order):
     ``(twin, similarity, jaccard)`` per row, ``twin`` the position of its twin in the table
     (``-1`` for a center), ``similarity`` the pair's MinHash similarity and ``jaccard``
     their exact shingle Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >=
-    threshold``); NaN where there is none."""
+    threshold``); NaN where there is none. Within ``memory_limit`` (module doc)."""
+    limit = memory_limit_bytes(memory_limit)
     k = params.num_hashes
-    min_eq = min_matches(threshold, k)
+    exact = verify == "exact"
+    min_eq = np.int64(min_matches(threshold, k))
     signer = signer_for(params)
     twin = np.full(rowid.size, -1, dtype=np.int64)
-    sim = np.full(rowid.size, np.nan, dtype=np.float64)
+    eq = np.zeros(rowid.size, dtype=np.int64)
     jac = np.full(rowid.size, np.nan, dtype=np.float64)
-    carried_texts = pa.array([], pa.string())
-    carried_pos = np.empty(0, dtype=np.int64)
-    carried_comp = None
-    for s in range(0, order.size, STAR_ROWS):
-        pos = order[s:s + STAR_ROWS]
-        comp = cluster[pos].astype(np.int64)
-        if carried_comp is None or carried_comp != comp[0]:
-            carried_texts, carried_pos = carried_texts.slice(0, 0), carried_pos[:0]
-        n0 = carried_pos.size
-        chunk = take_rows(ds, rowid[pos], [column], "the star clustering").column(column).combine_chunks()
-        texts = pa.concat_arrays([carried_texts, chunk.cast(pa.string())])
-        all_pos = np.concatenate((carried_pos, pos))
-        all_comp = np.concatenate((np.full(n0, comp[0], dtype=np.int64), comp))
-        sigs, _ = signer.sign(texts)
-        if verify == "exact":
-            offsets, hashes = signer.shingle_sets(texts)
-            t, exact = star_walk_exact(readonly(offsets), readonly(hashes), all_comp, np.int64(n0), float(threshold))
-        else:
-            t, _ = star_walk(sigs, all_comp, np.int64(n0), np.int64(min_eq))
-            exact = None
-        dropped = np.flatnonzero(t[n0:] >= 0) + n0
-        twin[all_pos[dropped]] = all_pos[t[dropped]]
-        eq = (sigs[dropped] == sigs[t[dropped]]).sum(axis=1)
-        sim[all_pos[dropped]] = lance_similarity(eq, k).astype(np.float64)
-        if exact is not None:
-            jac[all_pos[dropped]] = exact[dropped]
-        last = np.flatnonzero((t < 0) & (all_comp == comp[-1]))
-        carried_texts, carried_pos, carried_comp = texts.take(pa.array(last)), all_pos[last], comp[-1]
+    centers = _Centers(int(CENTERS_SHARE * limit))
+    no_sets = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64))
+    start = rows_seen = bytes_seen = 0
+    try:
+        while start < order.size:
+            pos = order[start:start + _chunk_rows(limit, rows_seen, bytes_seen)]
+            start += pos.size
+            STATS["chunks"] += 1
+            comp = cluster[pos].astype(np.int64)
+            texts = take_rows(ds, rowid[pos], [column], "the star clustering").column(column).combine_chunks()
+            sigs, _ = signer.sign(texts)
+            offsets, hashes = signer.shingle_sets(texts) if exact else no_sets
+            rows_seen += pos.size
+            bytes_seen += texts.nbytes + sigs.nbytes + offsets.nbytes + hashes.nbytes
+            del texts
+            offsets, hashes = readonly(offsets), readonly(hashes)
+            if centers.comp != comp[0]:
+                centers.reset(comp[0])
+            n_first = int(np.searchsorted(comp != comp[0], True))  # members of the carried component
+            t_out = np.full(pos.size, -1, dtype=np.int64)  # index among the earlier centers
+            e_out = np.zeros(pos.size, dtype=np.int64)
+            j_out = np.full(pos.size, np.nan, dtype=np.float64)
+            for base, c_pos, c_sigs, c_off, c_hash in centers:
+                before = t_out < 0
+                if exact:
+                    star_match_exact(sigs, offsets, hashes, n_first, c_sigs, c_off, c_hash, np.int64(base),
+                                     float(threshold), t_out, e_out, j_out)
+                else:
+                    star_match(sigs, n_first, c_sigs, np.int64(base), min_eq, t_out, e_out)
+                got = before & (t_out >= 0)
+                twin[pos[got]] = c_pos[t_out[got] - base]
+                if not (t_out[:n_first] < 0).any():
+                    break
+            matched = t_out >= 0
+            if exact:
+                t_in, e_in, j_in = star_walk_exact(sigs, offsets, hashes, comp, matched, float(threshold))
+            else:
+                t_in, e_in = star_walk(sigs, comp, matched, min_eq)
+                j_in = j_out
+            inside = t_in >= 0
+            twin[pos[inside]] = pos[t_in[inside]]
+            eq[pos[matched]] = e_out[matched]
+            eq[pos[inside]] = e_in[inside]
+            if exact:
+                jac[pos[matched]] = j_out[matched]
+                jac[pos[inside]] = j_in[inside]
+            last = np.flatnonzero(~matched & ~inside & (comp == comp[-1]))
+            if centers.comp != comp[-1]:
+                centers.reset(comp[-1])
+            centers.add(pos[last], sigs[last], *_subsets(offsets, hashes, last, exact))
+    finally:
+        centers.close()
+    sim = np.where(twin >= 0, lance_similarity(eq, k).astype(np.float64), np.nan)
     return twin, sim, jac
 
 
+def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: bool):
+    """The CSR shingle sets of ``rows`` alone (empty ones without exact verification)."""
+    if not exact:
+        return np.zeros(rows.size + 1, dtype=np.int64), np.empty(0, dtype=np.uint64)
+    sizes = offsets[rows + 1] - offsets[rows]
+    out = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    idx = np.repeat(offsets[rows] - out[:-1], sizes) + np.arange(out[-1])
+    return out, hashes[idx]
+
+
 def star_clusters(ds, column: str, params: MinHashParams, threshold: float, components: pa.Table,
-                  verify: str = "estimate") -> pa.Table:
+                  verify: str = "estimate", memory_limit=None) -> pa.Table:
     """The star clusters of a components table (:data:`CLUSTERS_SCHEMA`), members walked by
     lowest row id: each center with the rows it is the twin of, ``cluster_id`` the center's
     row id (the smallest of its cluster), ``cluster_size`` its rows; clusters of two rows or
@@ -106,7 +243,7 @@ def star_clusters(ds, column: str, params: MinHashParams, threshold: float, comp
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
     order = np.lexsort((rowid, cluster))
-    twin, _, _ = star_twins(ds, column, params, threshold, rowid, cluster, order, verify)
+    twin, _, _ = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, memory_limit)
     center = np.where(twin < 0, np.arange(rowid.size), twin)
     size = np.bincount(center, minlength=rowid.size)
     member = size[center] >= 2
