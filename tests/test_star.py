@@ -319,10 +319,15 @@ def test_exact_twins_include_pairs_whose_estimate_is_under_the_threshold(tmp_pat
     assert set(c["cluster_id"]) == {t for t in centers.values() if t is not None}
 
 
-def test_exact_verification_needs_star(starred):
-    for fn in (keep_flags, clusters, dedup):
-        with pytest.raises(InvalidParameterError, match="verify='exact' needs clustering='star'"):
-            fn(starred, "text", T, verify="exact")
+def test_exact_components_keep_one_row_per_component(starred):
+    """verify='exact' with components (tests/test_verify.py has the oracle): one kept row,
+    the lowest row id, per component of the exact pairs; dedup removes the others."""
+    comps = clusters(starred, "text", T, verify="exact").to_pydict()
+    flags = keep_flags(starred, "text", T, verify="exact").to_pydict()
+    assert list(zip(flags["_rowid"], flags["cluster_id"])) == list(zip(comps["_rowid"], comps["cluster_id"]))
+    assert [k for k in flags["keep"]] == [r == c for r, c in zip(flags["_rowid"], flags["cluster_id"])]
+    r = dedup(starred, "text", T, verify="exact")
+    assert r.removed == flags["keep"].count(False) > 20
 
 
 def test_exact_star_keeps_one_of_many_copies(tmp_path):
@@ -363,8 +368,10 @@ def test_sql_star_equals_python(con, starred):
     got = con.sql(f"SELECT * FROM minhash_clusters('{u}', 'text', {T}, clustering := 'star', verify := 'exact')")
     assert got.fetchall() == [tuple(r.values()) for r in
                               clusters(starred, "text", T, clustering="star", verify="exact").to_pylist()]
-    with pytest.raises(duckdb.Error, match="minhash_dedup: verify='exact' needs clustering='star'"):
-        con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', verify := 'exact')").fetchall()
+    got = con.sql(f"SELECT * FROM minhash_dedup('{u}', 'text', {T}, verify := 'exact') ORDER BY cluster_id, _rowid")
+    assert got.fetchall() == [tuple(r.values()) for r in keep_flags(starred, "text", T, verify="exact").to_pylist()]
+    got = con.sql(f"SELECT * FROM minhash_clusters('{u}', 'text', {T}, verify := 'exact')").fetchall()
+    assert got == [tuple(r.values()) for r in clusters(starred, "text", T, verify="exact").to_pylist()]
 
 
 def test_clustering_errors_name_the_value(con, starred):

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from naive import exact_jaccard
-from test_pairs import candidate_pairs, signed
+from test_pairs import as_clusters, candidate_pairs, components, signed
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.build.builder import build_index
@@ -22,6 +22,8 @@ from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor
 from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.dedup import keep_flags
 from lance_minhash_sql.selfjoin.pairs import pairs
 
 PARAMS = MinHashParams()
@@ -122,6 +124,43 @@ def test_verify_exact_finds_pairs_the_estimate_drops(edited):
     assert all(jac >= t for _, jac in got.values())
     # the estimate keeps pairs under the threshold that verify := 'exact' drops
     assert {p for p in estimate if exact_jaccard(*texts_of(edited, p), PARAMS) < t} == estimate.keys() - got.keys()
+
+
+@pytest.mark.parametrize("which", ["corpus", "edited"])
+def test_exact_components_equal_the_components_of_brute_force_pairs(corpus, edited, which, self_join_budget):
+    """clustering='components' with verify='exact': scipy's connected components over the
+    brute-force exact pairs (candidates over the floor, exact Jaccard at the threshold)."""
+    uri = corpus if which == "corpus" else edited
+    exact_pairs = brute_force(uri, T)
+    want = components([x for p in exact_pairs for x in p], list(exact_pairs))
+    got = as_clusters(clusters(uri, "text", T, verify="exact"))
+    assert got == want and len(want) > 40
+    flags = keep_flags(uri, "text", T, verify="exact").to_pydict()
+    assert {r for r, k in zip(flags["_rowid"], flags["keep"]) if k} == set(want.values())
+    if which == "edited":  # rows linked only by pairs whose estimate is under the threshold
+        assert got != as_clusters(clusters(uri, "text", T))
+
+
+def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch):
+    """A bucket of 300 copies under a budget whose windows hold a few dozen rows: read
+    whole (every pair of it verified), one component."""
+    from conftest import SPILL_BUDGET
+
+    from lance_minhash_sql.selfjoin import bounded
+
+    rng = np.random.default_rng(5)
+    vocab = np.array(vocabulary().to_pylist())
+    same = " ".join(rng.choice(vocab, 40))
+    texts = [same] * 300 + [" ".join(rng.choice(vocab, 30)) for _ in range(40)]
+    uri = str(tmp_path / "copies.lance")
+    lance.write_dataset(pa.table({"text": pa.array(texts)}), uri)
+    build_index(uri, "text")
+    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET // 4)
+    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    before = bounded.STATS["streamed_shards"]
+    got = clusters(uri, "text", T, verify="exact").to_pydict()
+    assert bounded.STATS["streamed_shards"] > before
+    assert len(got["_rowid"]) == 300 and set(got["cluster_size"]) == {300}
 
 
 def texts_of(uri: str, pair) -> list[str]:

@@ -506,7 +506,7 @@ def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int
     shard, (keys, gids) = group[0][0], rows
     max_rows = _window_rows(max_docs)
     for r0, r1 in _spans(keys, max_rows):
-        if r1 - r0 > max_rows:
+        if r1 - r0 > max_rows and max_reps:  # max_reps 0: links of every pair, the bucket read whole
             yield from _giant_links(plan, shard, gids[r0:r1], max_rows, max_reps)
             continue
         data = _span_data(plan, keys[r0:r1], gids[r0:r1])
@@ -523,7 +523,8 @@ def components_bytes(total_docs: int) -> int:
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
                      memory_limit=None, storage_options: dict | None = None) -> pa.Table:
     """:func:`.clusters.clusters` within ``memory_limit`` (see the module doc): the same
-    table."""
+    table. ``max_reps=0``: ``links`` links pairs, not representatives (exact
+    verification), so a bucket larger than a window is read whole, as pairs read it."""
     limit = memory_limit_bytes(memory_limit)
     shards = _plan(dataset, column, threshold, limit, storage_options)
     plan = shards[0].plan

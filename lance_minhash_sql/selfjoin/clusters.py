@@ -63,13 +63,16 @@ from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
 from lance_minhash_sql.io.scan import options_for
+from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
 from lance_minhash_sql.selfjoin.star import star_clusters
 
-__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "linked_components", "unbounded_clusters", "components", "shard_links", "data_links"]
+__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "linked_components", "unbounded_clusters", "components", "shard_links", "data_links",
+           "exact_links"]
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
 LINK_CHUNK = 1 << 20  # links per kernel call
@@ -125,6 +128,23 @@ def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterat
         yield "links", *_joined(held)
 
 
+def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS) -> Iterator[tuple[np.ndarray, ...]]:
+    """``("links", a, b)`` chunks of a shard's loaded data for ``verify="exact"``
+    components: every candidate pair of a bucket whose estimate reaches
+    :func:`exact_candidate_floor` and whose exact shingle Jaccard reaches the threshold
+    (:func:`.pairs.data_pairs`, the pairs of ``verify := 'exact'``), as global doc ids.
+    Not the representatives' rule: a pair verified by exact Jaccard is a link whatever
+    the other members of its bucket, so the components are those of all the exact pairs."""
+    local = sorted_unique(data.docs)
+    rowid, gid = data.local_rowids(local), data.global_ids(local)
+    order = np.argsort(rowid)
+    rowid, gid = rowid[order], gid[order]
+    for batch in data_pairs(shard, data, True, chunk, verify="exact"):
+        left = batch.column(0).to_numpy()
+        right = batch.column(1).to_numpy()
+        yield "links", gid[np.searchsorted(rowid, left)], gid[np.searchsorted(rowid, right)]
+
+
 def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
 
@@ -144,7 +164,7 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     exact Jaccard."""
     clustering, verify = check_clustering_verify(clustering, verify)
     storage_options = options_for(dataset, storage_options)
-    table = linked_components(dataset, column, threshold, verify, memory_limit, storage_options)
+    table = linked_components(dataset, column, threshold, verify, memory_limit, storage_options, clustering)
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
@@ -152,14 +172,19 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
                          memory_limit)
 
 
-def linked_components(dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
-                      ) -> pa.Table:
-    """The components table (:func:`clusters`' rule). ``verify="exact"``: of the links whose
-    estimate reaches :func:`exact_candidate_floor` (a wider bound for star's exact twins);
-    the planning warns of low recall for ``threshold`` itself, not the floor."""
+def linked_components(dataset, column: str, threshold: float, verify: str, memory_limit, storage_options,
+                      clustering: str = "star") -> pa.Table:
+    """The components table (:func:`clusters`' rule). ``verify="exact"``: for star, the
+    components of the links whose estimate reaches :func:`exact_candidate_floor` (a wider
+    bound for star's exact twins; the planning warns of low recall for ``threshold``
+    itself, not the floor); for components, those of the exact pairs
+    (:func:`exact_links`)."""
     from lance_minhash_sql.selfjoin.bounded import bounded_clusters
 
     threshold = check_threshold(threshold)
+    if verify == "exact" and clustering == "components":
+        return bounded_clusters(dataset, column, threshold, links=exact_links, max_reps=0,
+                                memory_limit=memory_limit, storage_options=storage_options)
     if verify == "exact":
         params = open_index(dataset, column, storage_options).params
         warn_if_low_recall(params, threshold)

@@ -177,7 +177,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
-    table = linked_components(ds, column, threshold, verify, memory_limit, storage_options)
+    table = linked_components(ds, column, threshold, verify, memory_limit, storage_options, clustering)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
