@@ -163,6 +163,61 @@ def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch
     assert len(got["_rowid"]) == 300 and set(got["cluster_size"]) == {300}
 
 
+def floor_rows(uri: str, threshold: float = T) -> set:
+    """The rows of the candidate pairs whose estimate reaches the floor."""
+    rowids, sigs, keys, _, _ = signed(uri)
+    cand = candidate_pairs(keys)
+    eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
+    est = (eq.astype(np.float32) / np.float32(PARAMS.num_hashes)).astype(np.float64)
+    return {int(rowids[i]) for i in cand[est >= exact_candidate_floor(threshold, PARAMS.num_hashes)].ravel()}
+
+
+def test_each_row_is_shingled_once_per_self_join(corpus, monkeypatch):
+    """Under the default budget every row of a candidate over the floor is fetched and
+    shingled once, though it is in pairs of several bands, shards and chunks."""
+    from lance_minhash_sql.selfjoin import pairs as pairs_mod
+    from lance_minhash_sql.selfjoin import shingles
+
+    monkeypatch.setattr(pairs_mod, "EXACT_CHUNK", 64)  # many lookups
+    before = dict(shingles.STATS)
+    got = pairs_table(corpus, T, verify="exact")
+    fetched = shingles.STATS["fetched_rows"] - before["fetched_rows"]
+    asked = shingles.STATS["asked_rows"] - before["asked_rows"]
+    assert fetched == len(floor_rows(corpus)) and asked > fetched
+    assert as_pairs(got).keys() == brute_force(corpus, T).keys()
+
+
+def test_shingle_sets_under_a_tiny_budget_are_the_rows_sets(corpus):
+    """ShingleSets keeps only the rows at hand past its budget; each row's set is always
+    the signer's."""
+    from lance_minhash_sql.index.opened import open_index
+    from lance_minhash_sql.index.sign import signer_for
+    from lance_minhash_sql.selfjoin import shingles
+    from lance_minhash_sql.selfjoin.shingles import ShingleSets
+
+    opened = open_index(corpus, "text")
+    rowids, _, _, _, texts = signed(corpus)
+    off, hashes = signer_for(PARAMS).shingle_sets(texts)
+    want = {int(r): hashes[off[i]:off[i + 1]].tolist() for i, r in enumerate(rowids)}
+    rng = np.random.default_rng(0)
+    for budget in (1, 1 << 30):
+        sets = ShingleSets(opened, budget)
+        asked = set()
+        before = shingles.STATS["fetched_rows"]
+        for _ in range(50):  # past MAX_BLOCKS: blocks merged
+            ask = rng.choice(rowids, 40)
+            asked |= set(ask.tolist())
+            ids, o, h = sets.sets(ask)
+            assert ids.tolist() == sorted(set(ask.tolist()))
+            for i, r in enumerate(ids):
+                assert h[o[i]:o[i + 1]].tolist() == want[int(r)]
+        fetched = shingles.STATS["fetched_rows"] - before
+        if budget == 1:
+            assert sets.blocks == [] and fetched > len(asked)
+        else:
+            assert len(sets.blocks) <= shingles.MAX_BLOCKS and fetched == len(asked)
+
+
 def texts_of(uri: str, pair) -> list[str]:
     t = lance.dataset(uri).to_table(columns=["text"], with_row_id=True).to_pydict()
     text = dict(zip(t["_rowid"], t["text"]))

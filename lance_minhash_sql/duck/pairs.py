@@ -112,6 +112,7 @@ def _shard_columns(fn: str, shard, exact: bool, limit: int, verify: str = "estim
     within ``limit`` bytes (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`)."""
     from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs
     from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, pair_verifier
+    from lance_minhash_sql.selfjoin.shingles import budget_sets
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
@@ -121,7 +122,9 @@ def _shard_columns(fn: str, shard, exact: bool, limit: int, verify: str = "estim
             "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
             "list all pairs")
 
-    pairs = bounded_shard_pairs(shard, limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS, exact or verify == "exact")
+    exact = exact or verify == "exact"
+    shingles = budget_sets(shard.plan.opened, limit) if exact else None
+    pairs = bounded_shard_pairs(shard, limit, pair_verifier(verify, shingles), DEFAULT_CHUNK_PAIRS, exact)
     return collect_columns(pairs, MAX_SQL_SHARD_PAIRS, too_many)
 
 

@@ -51,6 +51,7 @@ pair, i.e. the components of the graph of :func:`.pairs.pairs`):
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -68,6 +69,7 @@ from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor,
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
+from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
 from lance_minhash_sql.selfjoin.star import star_clusters
 
@@ -128,18 +130,20 @@ def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterat
         yield "links", *_joined(held)
 
 
-def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS) -> Iterator[tuple[np.ndarray, ...]]:
+def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS, shingles: ShingleSets | None = None
+                ) -> Iterator[tuple[np.ndarray, ...]]:
     """``("links", a, b)`` chunks of a shard's loaded data for ``verify="exact"``
     components: every candidate pair of a bucket whose estimate reaches
     :func:`exact_candidate_floor` and whose exact shingle Jaccard reaches the threshold
     (:func:`.pairs.data_pairs`, the pairs of ``verify := 'exact'``), as global doc ids.
     Not the representatives' rule: a pair verified by exact Jaccard is a link whatever
-    the other members of its bucket, so the components are those of all the exact pairs."""
+    the other members of its bucket, so the components are those of all the exact pairs.
+    ``shingles``: the rows' shingle sets, shared by the shards (:func:`.pairs.pair_verifier`)."""
     local = sorted_unique(data.docs)
     rowid, gid = data.local_rowids(local), data.global_ids(local)
     order = np.argsort(rowid)
     rowid, gid = rowid[order], gid[order]
-    for batch in data_pairs(shard, data, True, chunk, verify="exact"):
+    for batch in data_pairs(shard, data, True, chunk, verify="exact", shingles=shingles):
         left = batch.column(0).to_numpy()
         right = batch.column(1).to_numpy()
         yield "links", gid[np.searchsorted(rowid, left)], gid[np.searchsorted(rowid, right)]
@@ -179,11 +183,13 @@ def linked_components(dataset, column: str, threshold: float, verify: str, memor
     bound for star's exact twins; the planning warns of low recall for ``threshold``
     itself, not the floor); for components, those of the exact pairs
     (:func:`exact_links`)."""
-    from lance_minhash_sql.selfjoin.bounded import bounded_clusters
+    from lance_minhash_sql.selfjoin.bounded import bounded_clusters, memory_limit_bytes
 
     threshold = check_threshold(threshold)
     if verify == "exact" and clustering == "components":
-        return bounded_clusters(dataset, column, threshold, links=exact_links, max_reps=0,
+        shingles = budget_sets(open_index(dataset, column, storage_options), memory_limit_bytes(memory_limit))
+        links = partial(exact_links, shingles=shingles)
+        return bounded_clusters(dataset, column, threshold, links=links, max_reps=0,
                                 memory_limit=memory_limit, storage_options=storage_options)
     if verify == "exact":
         params = open_index(dataset, column, storage_options).params

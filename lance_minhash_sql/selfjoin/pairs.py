@@ -60,13 +60,12 @@ from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.index.opened import OpenedIndex
+from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.takes import take_rows
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.io.scan import options_for
 from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
 from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, Plan, Shard, ShardData,
                                                load_shard, pair_shards, plan_shards, shard_windows)
 
@@ -89,7 +88,8 @@ __all__ = [
 
 DEFAULT_CHUNK_PAIRS = 1 << 20  # pairs per record batch
 VISIT_BUDGET = 1 << 26  # pairs a kernel call visits before Python gets control back
-EXACT_CHUNK = 1 << 16  # pairs whose texts are fetched and shingled at once
+EXACT_CHUNK = 1 << 16  # pairs whose rows' shingle sets are looked up (and the missing fetched) at once
+EXACT_BYTES = 64 << 20  # shingle sets held by a batch verified without a budget's ShingleSets
 
 
 # --------------------------------------------------------------------------- pairs of a shard
@@ -99,23 +99,19 @@ def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
     return lance_similarity(eq, k).astype(np.float64)
 
 
-def _texts(opened: OpenedIndex, ids: np.ndarray) -> pa.Array:
-    t = take_rows(opened.ds, ids, [opened.column, "_rowid"], "the self-join", opened.uri)
-    return t.column(opened.column).combine_chunks()
-
-
-def _exact(plan: Plan, threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray):
-    """Exact shingle Jaccard of each pair (texts fetched by row id, :data:`EXACT_CHUNK`
-    pairs at a time); the pairs with ``jaccard >= threshold``."""
-    signer = signer_for(plan.params)
+def _exact(plan: Plan, threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray,
+           shingles: ShingleSets | None):
+    """Exact shingle Jaccard of each pair (the rows' sets from ``shingles``, each row
+    fetched and shingled once while they fit its budget; a set of its own for this batch
+    when ``None``), :data:`EXACT_CHUNK` pairs at a time; the pairs with ``jaccard >=
+    threshold``."""
+    if shingles is None:
+        shingles = ShingleSets(plan.opened, EXACT_BYTES)
     parts = []
     for s in range(0, left.size, EXACT_CHUNK):
         lft, rgt = left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK]
-        ids = sorted_unique(np.concatenate((lft, rgt)))
-        offsets, hashes = signer.shingle_sets(_texts(plan.opened, ids))
-        ia = np.searchsorted(ids, lft)
-        ib = np.searchsorted(ids, rgt)
-        jac = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
+        ids, offsets, hashes = shingles.sets(np.concatenate((lft, rgt)))
+        jac = pair_jaccard(offsets, hashes, readonly(np.searchsorted(ids, lft)), readonly(np.searchsorted(ids, rgt)))
         keep = np.flatnonzero(jac >= threshold)
         parts.append((keep + s, jac[keep]))
     keep = np.concatenate([p[0] for p in parts])
@@ -154,10 +150,12 @@ def _shard_pairs(shard: Shard, exact: bool, chunk: int, stop: threading.Event | 
 
 
 def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None,
-               verify: str = "estimate") -> Iterator[pa.RecordBatch]:
+               verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
     """The verified pairs of a shard's loaded data (:func:`.shards.load_shard`, or a part of
     a shard loaded under a memory budget, :mod:`.bounded`). ``verify="exact"``: candidates
-    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``)."""
+    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``).
+    ``shingles``: the rows' shingle sets, shared by the shards of one self-join
+    (:func:`pair_verifier`)."""
     plan = shard.plan
     k = plan.params.num_hashes
     exact = exact or verify == "exact"
@@ -180,16 +178,17 @@ def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: thr
             if stop is not None and stop.is_set():
                 return
             if fill == cap:
-                yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k)
+                yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k, shingles)
                 fill = 0
     if fill:
-        yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k)
+        yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k, shingles)
 
 
-def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, out_r, out_e, n: int, k: int):
+def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, out_r, out_e, n: int, k: int,
+          shingles: ShingleSets | None):
     left, right, sim = out_l[:n].copy(), out_r[:n].copy(), _similarity(out_e[:n], k)
     if exact:
-        left, right, sim, jac = _exact(plan, threshold, left, right, sim)
+        left, right, sim, jac = _exact(plan, threshold, left, right, sim, shingles)
         if left.size == 0:
             return
         cols = [left, right, sim, jac]
@@ -212,17 +211,22 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, 
 
     Arguments are checked (and the index opened) when called, before the first batch.
     """
-    from lance_minhash_sql.selfjoin.bounded import bounded_pairs
+    from lance_minhash_sql.selfjoin.bounded import bounded_pairs, memory_limit_bytes
 
-    exact = check_bool("exact", exact)
+    exact = check_bool("exact", exact) or check_verify(verify) == "exact"
     verify = check_verify(verify)
-    return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify), most=DEFAULT_CHUNK_PAIRS,
-                         exact=exact or verify == "exact", memory_limit=memory_limit,
-                         storage_options=storage_options)
+    shingles = budget_sets(open_index(dataset, column, options_for(dataset, storage_options)),
+                           memory_limit_bytes(memory_limit)) if exact else None
+    return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify, shingles), most=DEFAULT_CHUNK_PAIRS,
+                         exact=exact, memory_limit=memory_limit, storage_options=storage_options)
 
 
-def pair_verifier(verify: str):
-    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it."""
+def pair_verifier(verify: str, shingles: ShingleSets | None = None):
+    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it;
+    ``shingles``: the rows' shingle sets for exact Jaccard, shared by all its shards
+    (:func:`lance_minhash_sql.selfjoin.shingles.budget_sets`)."""
+    if shingles is not None:
+        return partial(data_pairs, verify=verify, shingles=shingles)
     return data_pairs if verify == "estimate" else partial(data_pairs, verify=verify)
 
 

@@ -59,7 +59,7 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.arrays import csr_take, readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
@@ -227,11 +227,7 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
     """The CSR shingle sets of ``rows`` alone (empty ones without exact verification)."""
     if not exact:
         return np.zeros(rows.size + 1, dtype=np.int64), np.empty(0, dtype=np.uint64)
-    sizes = offsets[rows + 1] - offsets[rows]
-    out = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(sizes, out=out[1:])
-    idx = np.repeat(offsets[rows] - out[:-1], sizes) + np.arange(out[-1])
-    return out, hashes[idx]
+    return csr_take(offsets, hashes, rows)
 
 
 def star_clusters(ds, column: str, params: MinHashParams, threshold: float, components: pa.Table,
