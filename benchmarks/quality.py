@@ -18,29 +18,29 @@ twins), or a reported pair), and precision of what dedup drops: the share of dro
 whose kept row (the cluster's kept row, or the twin) has exact Jaccard >= threshold.
 
 The corpus is ``write_corpus(rows, with_truth=True)`` with our index (k=128, b=16,
-shingle 3); its ``source_id`` says which rows were generated from one source text.
+shingle 3), or ``--uri``: an indexed dataset with a ``text`` column, such as the real text
+of ``benchmarks/real_text.py``.
 
-**The reference** (what recall is measured against): every pair of rows with a common
-source (all of them, exact Jaccard computed) plus every pair any mode reports (exact
-Jaccard computed); a reference pair is *positive* when its exact Jaccard reaches the
-threshold. A near-duplicate pair of rows from different sources that no mode reports
-(two texts sharing boilerplate) is missing from the reference: the recall figures count
-the pairs the generator made similar, not every similar pair of the corpus (a brute
-force over 5e11 pairs is out of reach). Exact Jaccard is the package's own
-(``Signer.shingle_sets`` and ``kernels.pairs.pair_jaccard``), which tests/test_verify.py
-checks against ``lance.tokenize`` and Python sets.
+**The reference** (what recall is measured against): every pair of rows of the whole
+corpus whose exact shingle Jaccard reaches the threshold (``benchmarks/allpairs.py``: a
+prefix-filtered all-pairs join, exact, not from LSH), plus every pair any mode reports;
+a reference pair is *positive* when its exact Jaccard reaches the threshold. Exact
+Jaccard is the package's own (``Signer.shingle_sets`` and ``kernels.pairs.pair_jaccard``),
+which tests/test_verify.py checks against ``lance.tokenize`` and Python sets; the join's
+count of positives is checked against it.
 
 **Candidates** (the ceiling of any verification): a positive pair is a candidate when its
 two signatures share a band key; the figure is the share of positives that are.
 
 Modes, each timed once in this process after the kernels are compiled (wall and CPU
 seconds): ``pairs`` with the estimate, with ``exact=True`` (estimate and exact), with
-``verify="exact"``; ``keep_flags`` with components, with star, and with star and ``verify="exact"``. For each
-pairs mode:
-pairs reported, precision (share with exact Jaccard >= threshold), recall of positives
-by Jaccard band. For each clustering: rows dropped, and the share of dropped rows whose
-kept row (components: the cluster's kept row; star: the twin) is similar to it, by the
-estimate and by exact Jaccard.
+``verify="exact"``; ``keep_flags`` with components and star, each with the estimate and
+with ``verify="exact"``. For each pairs mode: pairs reported, precision (share with exact
+Jaccard >= threshold), recall of positives by Jaccard band. For each clustering: rows
+dropped, the share of dropped rows whose kept row (components: the cluster's kept row;
+star: the twin) is similar to it, by the estimate and by exact Jaccard, and the recall of
+the positives in ``[t, t + 0.1)``: both rows in one group (a component, or a star: a
+center with its twins), and at least one of the two rows dropped.
 """
 
 from __future__ import annotations
@@ -91,11 +91,10 @@ class Texts:
 
         from lance_minhash_sql.index.sign import signer_for
 
-        t = lance.dataset(uri).to_table(columns=["text", "source_id"], with_row_id=True)
+        t = lance.dataset(uri).to_table(columns=["text"], with_row_id=True)
         order = np.argsort(t.column("_rowid").to_numpy())
         self.rowids = t.column("_rowid").to_numpy()[order]
         self.texts = t.column("text").combine_chunks().take(pa.array(order))
-        self.source = t.column("source_id").to_numpy()[order]
         self.signer = signer_for(params)
         self.sigs, _ = self.signer.sign(self.texts)
         self.keys = self.signer.band_keys(self.sigs)
@@ -126,17 +125,13 @@ class Texts:
         return (self.keys[a] == self.keys[b]).any(axis=1)
 
 
-def same_source_pairs(texts: Texts) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(texts.source, kind="stable")
-    src = texts.source[order]
-    cuts = np.flatnonzero(np.diff(src)) + 1
-    a, b = [], []
-    for g in np.split(order, cuts):
-        if g.size > 1:
-            i, j = np.triu_indices(g.size, 1)
-            a.append(g[i])
-            b.append(g[j])
-    return np.concatenate(a), np.concatenate(b)
+def reference_pairs(texts: Texts, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, b, jaccard)`` of every pair of positions whose exact Jaccard reaches ``t``,
+    over the whole corpus (``benchmarks/allpairs.py``)."""
+    from allpairs import all_pairs
+
+    offsets, hashes = texts.signer.shingle_sets(texts.texts)
+    return all_pairs(offsets, hashes, t)
 
 
 def key_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -174,7 +169,12 @@ def run_dedup(uri: str, texts: Texts, threshold: float, clustering: str, verify:
         twin = np.array([kept[c] for c in cluster.tolist()], dtype=np.uint64)
     drop = ~keep
     a, b = texts.pos(rowid[drop]), texts.pos(twin[drop])
-    return dict(wall=wall, cpu=cpu, clustered=rowid.size, dropped=int(drop.sum()),
+    pos = texts.pos(rowid)
+    group = np.full(texts.rowids.size, -1, dtype=np.int64)  # the kept row (star: the center) of each position
+    group[pos] = np.where(keep, pos, texts.pos(twin))
+    dropped = np.zeros(texts.rowids.size, dtype=bool)
+    dropped[pos[drop]] = True
+    return dict(wall=wall, cpu=cpu, clustered=rowid.size, dropped=int(drop.sum()), group=group, dropped_at=dropped,
                 est_ok=float((texts.estimate(a, b) >= threshold).mean()) if a.size else 1.0,
                 jac=texts.jaccard(a, b))
 
@@ -361,13 +361,15 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--data-dir", default="/tmp/bench")
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--uri", help="an indexed Lance dataset with a 'text' column (e.g. benchmarks/real_text.py's) "
+                    "instead of the generated corpus")
     ap.add_argument("--datatrove", metavar="VENV", help="also run datatrove in this virtual environment "
                     "(created with DATATROVE_REQUIREMENTS if missing)")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
     t = args.threshold
     load = os.getloadavg()[0]
-    uri = corpus(args.rows, args.data_dir)
+    uri = args.uri or corpus(args.rows, args.data_dir)
     small = corpus(2000, args.data_dir)
     from lance_minhash_sql.selfjoin.dedup import keep_flags
     from lance_minhash_sql.selfjoin.pairs import pairs
@@ -376,6 +378,7 @@ def main() -> None:
         list(pairs(small, "text", t, **kw))
     keep_flags(small, "text", t, clustering="star")
     keep_flags(small, "text", t, clustering="star", verify="exact")
+    keep_flags(small, "text", t, verify="exact")
     params = MinHashParams()
     texts = Texts(uri, params)
 
@@ -386,19 +389,24 @@ def main() -> None:
         a, b, wall, cpu = run_pairs(uri, texts, t, **kw)
         got[name] = (key_of(a, b), wall, cpu, a, b)
         _log(f"{name}: {a.size:,} pairs, {wall:.2f} s")
-    sa, sb = same_source_pairs(texts)
-    ref_keys = np.concatenate([key_of(sa, sb)] + [g[0] for g in got.values()])
-    ref_keys, first = np.unique(ref_keys, return_index=True)
+    r0, rc0 = time.perf_counter(), cpu_seconds()
+    pa_, pb_, _ = reference_pairs(texts, t)
+    ref_wall, ref_cpu = time.perf_counter() - r0, cpu_seconds() - rc0
+    _log(f"reference: {pa_.size:,} pairs at exact Jaccard >= {t}, {ref_wall:.1f} s")
+    ref_keys = np.unique(np.concatenate([key_of(pa_, pb_)] + [g[0] for g in got.values()]))
     ra = (ref_keys >> np.uint64(32)).astype(np.int64)
     rb = (ref_keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
     jac = texts.jaccard(ra, rb)
+    assert (jac >= t).sum() == pa_.size, "the all-pairs join and the pairs' exact Jaccard agree"
     positive = jac >= t
     cand = texts.candidate(ra, rb)
     bands = [(t, t + 0.1), (t + 0.1, 1.01)]
-    print(f"# {args.rows:,} rows, threshold {t}, k={params.num_hashes}, b={params.num_bands}; load average "
+    print(f"# {texts.rowids.size:,} rows, threshold {t}, k={params.num_hashes}, b={params.num_bands}; load average "
           f"{load:.1f} at the start; estimate floor of verify='exact': {exact_candidate_floor(t, params.num_hashes):.3f}")
-    print(f"reference: {ref_keys.size:,} pairs ({sa.size:,} with a common source), {int(positive.sum()):,} with "
-          f"exact Jaccard >= {t}")
+    print(f"corpus: {uri}")
+    print(f"reference: every pair of the corpus with exact Jaccard >= {t} (prefix-filtered all-pairs join, "
+          f"{ref_wall:.1f} s, {ref_cpu:.1f} CPU s): {int(positive.sum()):,}; with the pairs the modes report: "
+          f"{ref_keys.size:,}")
     heads = [f"recall J in [{lo:.1f}, {min(hi, 1.0):.1f}{')' if hi <= 1 else ']'}" for lo, hi in bands]
     print("\n| mode | wall s | CPU s | pairs | precision (J >= t) | " + " | ".join(heads) + " |")
     print("|---|---|---|---|---|" + "---|" * len(bands))
@@ -413,13 +421,20 @@ def main() -> None:
         cells += [f"{(found & m).sum():,} / {m.sum():,} = {found[m].mean():.4f}" for m in in_band]
         print("| " + " | ".join(cells) + " |")
     print("\n| clustering | wall s | CPU s | clustered rows | dropped | dropped rows whose kept row has estimate >= t "
-          "| ... exact J >= t | ... exact J < 0.6 |")
-    print("|---|---|---|---|---|---|---|---|")
-    for clustering, verify in (("components", "estimate"), ("star", "estimate"), ("star", "exact")):
+          "| ... exact J >= t | ... exact J < 0.6 | pairs in [t, t+0.1) in one group | ... with a row dropped |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    m = in_band[0]
+    for clustering, verify in (("components", "estimate"), ("components", "exact"), ("star", "estimate"),
+                               ("star", "exact")):
         r = run_dedup(uri, texts, t, clustering, verify)
         j = r["jac"]
+        g = r["group"]
+        same = (g[ra] >= 0) & (g[ra] == g[rb]) & m
+        one = (r["dropped_at"][ra] | r["dropped_at"][rb]) & m
         print(f"| {clustering}, verify={verify} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['clustered']:,} | {r['dropped']:,} | "
-              f"{r['est_ok']:.4f} | {(j >= t).mean():.4f} | {int((j < 0.6).sum()):,} |")
+              f"{r['est_ok']:.4f} | {(j >= t).mean() if j.size else 1.0:.4f} | {int((j < 0.6).sum()):,} | "
+              f"{same.sum():,} / {m.sum():,} = {same.sum() / max(m.sum(), 1):.4f} | "
+              f"{one.sum():,} / {m.sum():,} = {one.sum() / max(m.sum(), 1):.4f} |")
     if args.datatrove:
         side_by_side(uri, texts, t, args.datatrove, args.data_dir, ref_keys, ra, rb, jac, bands)
 
