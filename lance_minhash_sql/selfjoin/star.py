@@ -91,14 +91,14 @@ class _Centers:
         self.comp = None
         self.blocks: list = []  # a tuple of arrays (held) or the path of a spilled block
         self.held = 0
-        self.size = 0
+        self.spilled = 0
         self.folder: str | None = None
 
     def reset(self, comp) -> None:
         for b in self.blocks:
             if isinstance(b, str):
                 os.remove(b)
-        self.comp, self.blocks, self.held, self.size = comp, [], 0, 0
+        self.comp, self.blocks, self.held = comp, [], 0
 
     def add(self, pos, sigs, offsets, hashes) -> None:
         if pos.size == 0:
@@ -106,7 +106,6 @@ class _Centers:
         block = (pos, sigs, offsets, hashes)
         self.blocks.append(block)
         self.held += _nbytes(block)
-        self.size += pos.size
         for i, b in enumerate(self.blocks):
             if self.held <= self.held_bytes:
                 break
@@ -116,7 +115,8 @@ class _Centers:
     def _spill(self, block) -> str:
         if self.folder is None:
             self.folder = tempfile.mkdtemp(prefix=SPILL_PREFIX)
-        path = os.path.join(self.folder, f"b{STATS['spilled_blocks']:08d}.npz")
+        self.spilled += 1
+        path = os.path.join(self.folder, f"b{self.spilled:08d}.npz")
         np.savez(path, *block)
         STATS["spilled_blocks"] += 1
         self.held -= _nbytes(block)
