@@ -60,6 +60,7 @@ from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import exact_candidate_floor
+from lance_minhash_sql.core.tuning import EXACT_BYTES
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.io.scan import options_for
@@ -89,7 +90,6 @@ __all__ = [
 DEFAULT_CHUNK_PAIRS = 1 << 20  # pairs per record batch
 VISIT_BUDGET = 1 << 26  # pairs a kernel call visits before Python gets control back
 EXACT_CHUNK = 1 << 16  # pairs whose rows' shingle sets are looked up (and the missing fetched) at once
-EXACT_BYTES = 64 << 20  # shingle sets held by a batch verified without a budget's ShingleSets
 
 
 # --------------------------------------------------------------------------- pairs of a shard

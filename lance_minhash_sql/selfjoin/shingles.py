@@ -21,14 +21,14 @@ import threading
 import numpy as np
 
 from lance_minhash_sql.core.arrays import csr_take, readonly
+from lance_minhash_sql.core.tuning import MAX_SHINGLE_BLOCKS as MAX_BLOCKS
+from lance_minhash_sql.core.tuning import SHINGLE_SHARE
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.lsh import sorted_unique
 
 __all__ = ["SHINGLE_SHARE", "ShingleSets", "budget_sets", "STATS"]
 
-MAX_BLOCKS = 32  # blocks of held sets before they are merged into one
-SHINGLE_SHARE = 0.25  # shingle sets held for exact verification: this share of the self-join's budget
 STATS = {"fetched_rows": 0, "asked_rows": 0}
 
 

@@ -62,6 +62,10 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import csr_take, readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
+from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
+from lance_minhash_sql.core.tuning import STAR_FIRST_ROW_BYTES as FIRST_ROW_BYTES
+from lance_minhash_sql.core.tuning import STAR_ROWS
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
@@ -71,10 +75,6 @@ from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 
 __all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
 
-STAR_ROWS = 1 << 16  # members fetched, signed and walked at a time, at most
-CHUNK_SHARE = 0.25  # a chunk of members: at most this share of the budget (at the measured bytes a row)
-CENTERS_SHARE = 0.25  # centers held in memory: this share of the budget; older blocks spilled past it
-FIRST_ROW_BYTES = 4096  # a member's bytes (text, signature, shingle set) assumed before any is measured
 SPILL_PREFIX = "lance-minhash-star-"
 STATS = {"spilled_blocks": 0, "chunks": 0}
 
