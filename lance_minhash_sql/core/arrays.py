@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["readonly", "ONE_CHUNK", "csr_take"]
+__all__ = ["readonly", "ONE_CHUNK"]
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -27,16 +27,3 @@ def readonly(a: np.ndarray) -> np.ndarray:
 # of chunk starts; an in-memory or contiguous column has one chunk, starting at row 0).
 ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))
 
-
-def csr_take(offsets: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows ``rows`` of a CSR (``offsets`` int64[n + 1], ``values``) as a CSR of their own.
-
-    >>> o, v = csr_take(np.array([0, 2, 3, 6]), np.arange(6), np.array([2, 0]))
-    >>> o.tolist(), v.tolist()
-    ([0, 3, 5], [3, 4, 5, 0, 1])
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    sizes = offsets[rows + 1] - offsets[rows]
-    out = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(sizes, out=out[1:])
-    return out, values[np.repeat(offsets[rows] - out[:-1], sizes) + np.arange(out[-1])]

@@ -20,11 +20,12 @@ import threading
 
 import numpy as np
 
-from lance_minhash_sql.core.arrays import csr_take, readonly
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.tuning import MAX_SHINGLE_BLOCKS as MAX_BLOCKS
 from lance_minhash_sql.core.tuning import SHINGLE_SHARE
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
+from lance_minhash_sql.kernels.csr import csr_scatter, csr_take
 from lance_minhash_sql.kernels.lsh import sorted_unique
 
 __all__ = ["SHINGLE_SHARE", "ShingleSets", "budget_sets", "STATS"]
@@ -104,10 +105,18 @@ def _lookup(blocks: list, want: np.ndarray) -> tuple[list, np.ndarray]:
 
 
 def _joined(parts: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CSRs of disjoint sorted row ids as one, sorted by row id."""
+    """CSRs of disjoint sorted row ids as one, sorted by row id (each part's values copied
+    once, straight to their place)."""
     ids = np.concatenate([p[0] for p in parts])
     order = np.argsort(ids, kind="stable")
-    base = np.cumsum([0] + [p[2].size for p in parts[:-1]])
-    offsets = np.concatenate([p[1][:-1] + b for p, b in zip(parts, base)] + [np.array([base[-1] + parts[-1][2].size])])
-    out, values = csr_take(offsets, np.concatenate([p[2] for p in parts]), order)
-    return readonly(ids[order]), readonly(out), readonly(values)
+    sizes = np.concatenate([np.diff(p[1]) for p in parts])
+    offsets = np.zeros(ids.size + 1, dtype=np.int64)
+    np.cumsum(sizes[order], out=offsets[1:])
+    dest = np.empty(ids.size, dtype=np.int64)
+    dest[order] = offsets[:-1]
+    values = np.empty(int(offsets[-1]), dtype=parts[0][2].dtype)
+    start = 0
+    for p_ids, p_offsets, p_values in parts:
+        csr_scatter(p_offsets, p_values, dest[start:start + p_ids.size], values)
+        start += p_ids.size
+    return readonly(ids[order]), readonly(offsets), readonly(values)

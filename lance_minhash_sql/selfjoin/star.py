@@ -59,7 +59,7 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import csr_take, readonly
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
@@ -69,6 +69,7 @@ from lance_minhash_sql.core.tuning import STAR_ROWS
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
+from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
