@@ -45,6 +45,13 @@ KERNEL_LOAD_SECONDS = 0.5
 # ------------------------------------------------------------------- The numpy engine of a few queries (query/probe.py)
 
 MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even counting numba's load)
+FANOUT = 64  # keys read per lane and step of the bucket search (a 4,096-row page: two steps)
+
+# ------------------------------------------------------------ Signing a few queries with numpy (query/query_sign.py)
+
+MAX_QUERIES = 16  # more queries than this are signed (and searched) by the numba kernels
+MAX_TEXT_CHARS = 1 << 16  # a longer text is signed by the numba kernels (a shingle costs ~0.3 us there)
+SHINGLE_BLOCK = 2048  # shingles per block of the numpy minima (a block holds 2048 x k uint64)
 
 # ---------------------------------------------------------------------------------- Batches of queries (kernels/lsh.py)
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from lance_minhash_sql.core.errors import DatasetError
-from lance_minhash_sql.io.scan import is_dataset, latest_of, open_dataset, uri_of, version_of
+from lance_minhash_sql.io.scan import is_dataset, latest_of, open_dataset, options_for, uri_of, version_of
 from lance_minhash_sql.runtime.cache import ByteCache
 
-__all__ = ["dataset_handle", "dataset_at", "options_key"]
+__all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key"]
 
 MAX_HANDLES = 64  # dataset handles kept (small objects)
 
@@ -49,6 +50,28 @@ def dataset_handle(dataset, storage_options=None):
     with _lock:
         _datasets.put(key, ds)
     return str(uri_of(ds)).rstrip("/"), ds
+
+
+@dataclass(frozen=True)
+class DatasetVersion:
+    """A dataset as a reader holds it: its URI, the opened version, the storage options that
+    reach its files, and a key naming that view of it for caches (the options as a
+    hashable tuple)."""
+
+    uri: str
+    ds: Any
+    version: int
+    storage_options: dict | None = field(default=None, repr=False)  # may hold secrets
+    options_key: Any = field(default=None, repr=False)
+
+
+def open_version(dataset, storage_options=None) -> DatasetVersion:
+    """The latest version of ``dataset`` (a URI, or a ``LanceDataset`` as given) with the
+    storage options its files need: those given, else the ones the dataset object was
+    opened with (:func:`.scan.options_for`)."""
+    storage_options = options_for(dataset, storage_options)
+    uri, ds = dataset_handle(dataset, storage_options)
+    return DatasetVersion(uri, ds, version_of(ds), storage_options, options_key(storage_options))
 
 
 def dataset_at(dataset: str, version: int, storage_options=None):
