@@ -122,10 +122,9 @@ class OpenedIndex:
         any row is a candidate."""
         if filter is not None:
             self.liveness.check_filter(filter)
-        entries = self.segment_entries()
-        if not fast_search and self.unindexed:
-            entries.append(self.unindexed_entry())
-        return SearchView(self.params, entries, self.liveness, filter, self.liveness.checks(filter))
+        flat = [] if fast_search or not self.unindexed else [self.unindexed_entry()]
+        return SearchView(self.params, self.segment_entries() + flat, self.liveness, filter,
+                          self.liveness.checks(filter))
 
     @property
     def stable_row_ids(self) -> bool:
