@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
+from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.io.handles import open_version
@@ -54,7 +55,6 @@ __all__ = [
     "DROPPED_ROWID",
 ]
 
-_MAX_OPENED = 64  # opened dataset versions kept (small objects; segment data is in the cache)
 
 # --------------------------------------------------------------------------- opened index
 
@@ -150,7 +150,7 @@ class SearchView:
         return self.liveness.rows_ok(ids, self.filter)
 
 
-_opened = ByteCache.for_objects("opened indexes", _MAX_OPENED)
+_opened = ByteCache.for_objects("opened indexes", MAX_OPENED_INDEXES)
 _opened_lock = threading.Lock()
 
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.core.tuning import MAX_HANDLES
 from lance_minhash_sql.io.scan import is_dataset, latest_of, open_dataset, options_for, uri_of, version_of
 from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key"]
 
-MAX_HANDLES = 64  # dataset handles kept (small objects)
 
 _datasets = ByteCache.for_objects("opened datasets", MAX_HANDLES)  # (uri, options) -> latest handle
 _pinned = ByteCache.for_objects("pinned dataset versions", MAX_HANDLES)  # (uri, options, version) -> dataset
