@@ -131,17 +131,20 @@ class OpenedIndex:
         return self.liveness.stable
 
 
-@dataclass(frozen=True)
 class SearchView:
     """What a search reads of an opened index (:meth:`OpenedIndex.search_view`): the index's
     parameters, the segments to search, and which candidate rows count: live and, with a
     ``filter``, matching it (``checked`` False: every row counts, nothing to ask)."""
 
-    params: MinHashParams
-    entries: list[SegmentEntry]
-    liveness: Liveness = field(repr=False)
-    filter: str | None
-    checked: bool
+    __slots__ = ("params", "entries", "liveness", "filter", "checked")
+
+    def __init__(self, params: MinHashParams, entries: list[SegmentEntry], liveness: Liveness,
+                 filter: str | None, checked: bool):
+        self.params = params
+        self.entries = entries
+        self.liveness = liveness
+        self.filter = filter
+        self.checked = checked
 
     def ok_of(self, ids: np.ndarray) -> np.ndarray:
         """``bool[n]``: which candidate row ids count."""
