@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from lance_minhash_sql.core.errors import DatasetError
@@ -52,17 +51,22 @@ def dataset_handle(dataset, storage_options=None):
     return str(uri_of(ds)).rstrip("/"), ds
 
 
-@dataclass(frozen=True)
 class DatasetVersion:
     """A dataset as a reader holds it: its URI, the opened version, the storage options that
-    reach its files, and a key naming that view of it for caches (the options as a
-    hashable tuple)."""
+    reach its files (they may hold secrets: not in the repr), and a key naming that view of
+    it for caches (the options as a hashable tuple)."""
 
-    uri: str
-    ds: Any
-    version: int
-    storage_options: dict | None = field(default=None, repr=False)  # may hold secrets
-    options_key: Any = field(default=None, repr=False)
+    __slots__ = ("uri", "ds", "version", "storage_options", "options_key")
+
+    def __init__(self, uri: str, ds, version: int, storage_options: dict | None, options_key: Any):
+        self.uri = uri
+        self.ds = ds
+        self.version = version
+        self.storage_options = storage_options
+        self.options_key = options_key
+
+    def __repr__(self) -> str:
+        return f"DatasetVersion(uri={self.uri!r}, version={self.version})"
 
 
 def open_version(dataset, storage_options=None) -> DatasetVersion:
