@@ -7,7 +7,7 @@ bucket a window of band rows around its predicted position (all windows in one r
 band keys are hashes, so interpolation inside a page lands within a few dozen rows) or,
 where a window cannot prove the bucket's bounds, its pages; then the signatures and row
 ids of its candidates. Local files are read through memory maps, object stores by ranged
-reads (io/chunks.py). Pages and signatures go into the segment's pools (:mod:`.pools`)
+reads (io/mapped.py, io/chunks.py). Pages and signatures go into the segment's pools (:mod:`.pools`)
 that later queries reuse (windows are not kept). A segment that keeps paying for small
 reads is loaded whole when it fits (ski rental: once the time spent on partial reads
 reaches the estimated time of one full read). Usage never exceeds the segment cache's
