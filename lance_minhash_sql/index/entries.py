@@ -97,25 +97,17 @@ class SegmentEntry:
         # (kernels), bucket rows and docs gathered without pools (query/probe.py), whole loads
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "bucket_rows_read": 0, "docs_read": 0,
                       "full_loads": 0}
-        self.band_reads = BandReader(files, bands, self.cost, self, self.stats)
+        self.remote = self.cost.remote
         # row ids as stored -> row ids of the dataset version (a deferred compaction remap)
+        self.remap = remap
+        self.band_reads = BandReader(files, bands, self.cost, self, self.stats)
         self.doc_reads = DocReader(files, docs, self.cost, self, self.stats, self.lock, remap)
+        self._pools()
 
-    @property
-    def bands(self) -> BandStore:
-        return self.band_reads.store
-
-    @property
-    def docs(self) -> DocStore:
-        return self.doc_reads.store
-
-    @property
-    def remote(self) -> bool:
-        return self.cost.remote
-
-    @property
-    def remap(self):
-        return self.doc_reads.remap
+    def _pools(self) -> None:
+        """:attr:`bands` and :attr:`docs`: the readers' pools (replaced only by :meth:`_empty`)."""
+        self.bands: BandStore = self.band_reads.store
+        self.docs: DocStore = self.doc_reads.store
 
     @property
     def nbytes(self) -> int:
@@ -145,6 +137,7 @@ class SegmentEntry:
         self.cost.reset()
         self.band_reads.reset()
         self.doc_reads.reset()
+        self._pools()
 
     def reset(self) -> None:
         """Drop the cached band pages, signatures and row ids; keep the files open."""
