@@ -280,7 +280,7 @@ def test_signatures_beyond_the_cache(tmp_path, monkeypatch, capacity):
         return out
 
     monkeypatch.setattr(SegmentEntry, "shard_docs", counted)
-    monkeypatch.setattr(pools, "_FIRST_POOL_DOCS", 16)  # the pool grows in steps, then stops
+    monkeypatch.setattr(pools, "FIRST_POOL_DOCS", 16)  # the pool grows in steps, then stops
     old = set_cache_capacity(capacity)
     try:
         clear_cache()

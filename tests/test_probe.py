@@ -364,3 +364,17 @@ def test_both_engines_answer_alike_on_segments_out_of_row_id_order(tmp_path):
         q, rid, dist = topk(opened, pa.array(queries, pa.string()), 10, engine=engine)
         got = [list(zip(rid[q == i].tolist(), dist[q == i].tolist())) for i in range(len(queries))]
         assert got == want, engine
+
+
+def test_an_unknown_engine_is_refused_by_name(dup_ds):
+    from lance_minhash_sql.core.errors import InvalidParameterError
+    from lance_minhash_sql.query.topk import topk
+
+    uri, table = dup_ds
+    opened = open_index(uri, "text")
+    texts = pa.array([table.column("text")[5].as_py()], pa.string())
+    for bad in ("fast", "", None, 1):
+        with pytest.raises(InvalidParameterError, match=r"engine=.* is not a search engine: use 'auto'"):
+            topk(opened, texts, 5, engine=bad)
+    q, rid, _ = topk(opened, texts, 5, engine="NUMPY")  # case-insensitive, as every choice
+    assert rid.tolist() == [r for r, _ in _lance(uri, texts[0].as_py(), 5)]

@@ -159,7 +159,7 @@ def test_per_token_filters_are_remembered_across_batches(monkeypatch):
     signer.sign(pa.array(["Zebras galloping the"]))
     assert signer.vocabulary.nv == remembered + 2  # a batch adds only its new tokens
     assert (np.vstack([first, second]) == whole[:400]).all()
-    monkeypatch.setattr(sign, "_TOKEN_MEMORY", 10)  # a full memory starts over, same answers
+    monkeypatch.setattr(sign, "TOKEN_MEMORY", 10)  # a full memory starts over, same answers
     small = Signer(params)
     again = np.vstack([small.sign(texts.slice(i, 1000))[0] for i in range(0, 5000, 1000)])
     assert (again == whole).all() and small.vocabulary.nv <= 10 + 1000

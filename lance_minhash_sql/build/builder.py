@@ -54,7 +54,7 @@ import numpy as np
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError, ResourceLimitError
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
-from lance_minhash_sql.core.tuning import SCAN_FRAGMENTS
+from lance_minhash_sql.core.tuning import BAND_WRITE_ROWS, SCAN_FRAGMENTS
 from lance_minhash_sql.index.results import BuildResult
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.spill import SPILL_PREFIX, BandSorter, plan_sort
@@ -69,8 +69,6 @@ from lance_minhash_sql.runtime.progress import progress_bar
 
 __all__ = ["BuildResult", "build_index", "marker_dir", "cleanup_leftovers", "WrittenSegment", "write_segment",
            "prepare_build", "sign_fragments", "signed_batches", "check_segment_rows"]
-
-_WRITE_CHUNK = 1 << 20  # band rows per BandsWriter.write (progress granularity)
 
 
 # --------------------------------------------------------------------------- markers
@@ -384,8 +382,8 @@ def _write_bands(sorter: BandSorter, bands_writer: BandsWriter, plan, bar) -> No
     writer = _Writer(plan.writer_depth, bar)
     try:
         for keys, docs in sorter.sorted_chunks():
-            for s in range(0, len(keys), _WRITE_CHUNK):
-                e = min(s + _WRITE_CHUNK, len(keys))
+            for s in range(0, len(keys), BAND_WRITE_ROWS):
+                e = min(s + BAND_WRITE_ROWS, len(keys))
                 writer.submit(bands_writer.write, keys[s:e], docs[s:e], rows=e - s)
             del keys, docs
         writer.drain()

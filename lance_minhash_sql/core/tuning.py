@@ -29,6 +29,18 @@ PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
 TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
+FIRST_POOL_PAGES = 64  # band pages a segment's pool holds when it is first grown (index/pools.py)
+FIRST_POOL_DOCS = 1024  # docs a segment's pool holds when it is first grown (index/pools.py)
+# Reads of more rows than this go through Lance's reader even where the memory map could
+# serve them (io/segments.py): Lance decodes without holding the GIL, so a self-join's
+# shards load in parallel and a closing stream is not kept waiting; a query's windows,
+# pages and candidates are far fewer rows.
+MAPPED_MAX_ROWS = 1 << 16
+TAIL_READ_BYTES = 64 << 10  # bytes read from a file's end at once (Lance's own reader reads as much; io/lancefile.py)
+CHUNK_READ_WORKERS = 16  # threads of the pool that runs an object store's ranged reads concurrently (io/chunks.py)
+MAX_DOCS_PER_RUN = 8  # a segment with fewer docs per row-id run on average keeps no runs (index/rowid_runs.py)
+ROWID_BLOCK_ROWS = 1 << 20  # row ids read per block while building a segment's row-id runs
+PREWARM_READ_DOCS = 1 << 16  # signatures a prewarm reads per call (lifecycle/prewarm.py)
 
 
 def whole_read_pays(rent: float, partial: float, whole: float) -> bool:
@@ -45,6 +57,13 @@ KERNEL_LOAD_SECONDS = 0.5
 # ------------------------------------------------------------------- The numpy engine of a few queries (query/probe.py)
 
 MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even counting numba's load)
+FANOUT = 64  # keys read per lane and step of the bucket search (a 4,096-row page: two steps)
+
+# ------------------------------------------------------------ Signing a few queries with numpy (query/query_sign.py)
+
+MAX_QUERIES = 16  # more queries than this are signed (and searched) by the numba kernels
+MAX_TEXT_CHARS = 1 << 16  # a longer text is signed by the numba kernels (a shingle costs ~0.3 us there)
+SHINGLE_BLOCK = 2048  # shingles per block of the numpy minima (a block holds 2048 x k uint64)
 
 # ---------------------------------------------------------------------------------- Batches of queries (kernels/lsh.py)
 
@@ -61,6 +80,16 @@ PARALLEL_MIN_QUERIES = 4096
 # chunks of SIGN_CHUNK_ROWS rows signed on every core by the same compiled kernel.
 PARALLEL_MIN_ROWS = 4096
 SIGN_CHUNK_ROWS = 1024
+# distinct tokens a signer remembers the filtered form of (Lance's stemmer and stop words,
+# index/sign.py); beyond it the memory starts over
+TOKEN_MEMORY = 1 << 21
+TOKENIZE_BATCH_TOKENS = 4096  # tokens handed to lance.tokenize per call (io/tokens.py)
+
+# ------------------------------------------------------------------------------ Process caches of small objects
+
+MAX_HANDLES = 64  # opened dataset handles (and pinned versions) kept (io/handles.py)
+MAX_OPENED_INDEXES = 64  # opened index versions kept (index/opened.py; segment data is in the segment cache)
+MAX_CACHED_REPORTS = 4  # index reports kept (diagnostics/report.py)
 
 # ---------------------------------------------------------------------- Reads of index files by position (io/chunks.py, io/mapped.py)
 
@@ -94,7 +123,9 @@ TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
 MAX_SCAN_ROWS = 65_536
 MIN_SCAN_ROWS = 4_096
 MIN_IO_BUFFER = 8 << 20
-SCAN_READAHEAD = 2  # decoded batches queued ahead by the scanner
+# decoded batches queued ahead by the scanner (build and report): Lance's defaults keep
+# 300-550 MB in flight when the consumer is slower than the scan; a batch or two is enough
+SCAN_READAHEAD = 2
 WRITER_DEPTH = 2  # file writes queued for a writer thread
 LANCE_WRITER_CACHE = 16 << 20  # LanceFileWriter: 8 MiB of column data per top-level column
 MAX_PARTITIONS = 4096  # spill files per build (x2: keys and docs)
@@ -106,10 +137,20 @@ SPILL_APPEND_BYTES = 128 << 10
 HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
 
 SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
+SCAN_BATCH_ROWS = 65_536  # rows per batch of a text-column scan and of a rewrite's scan (io/scan.py, io/rewrite.py)
+BAND_WRITE_ROWS = 1 << 20  # band rows per BandsWriter.write (the progress bar's granularity; build/builder.py)
+ROWID_CALL_ROWS = 1 << 20  # row ids per Lance call of a remap or a row-id scan (io/rowids.py)
+
+# ------------------------------------------------------------------------------------ Reports (diagnostics/)
+
+CANDIDATE_ROWS = 1 << 24  # bucket rows gathered at once for candidates per query (64 MiB; diagnostics/report.py)
+REPORT_IO_BUFFER = 64 << 20  # the report's column scan: bytes of reads in flight (Lance's default: 2 GiB)
+BAND_CHUNK_ROWS = 1 << 20  # band rows read at a time for bucket sizes (12 MiB; diagnostics/buckets.py)
 
 # ---------------------------------------------------------------- The self-join's thread pipeline (runtime/pipeline.py)
 
 MAX_WORKERS = 8  # items in flight at once (each shard holds its rows and buffers)
+PIPELINE_QUEUE_DEPTH = 2  # results a worker may hold ahead of the consumer
 
 # -------------------------------------------------------------------------------------------- Lance takes (io/takes.py)
 

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
+from lance_minhash_sql.core.tuning import BAND_CHUNK_ROWS
 from lance_minhash_sql.diagnostics.rows import Rows, take_texts
 from lance_minhash_sql.diagnostics.tables import BUCKET_SIZES_SCHEMA, LARGEST_BUCKETS_SCHEMA
 from lance_minhash_sql.index.entries import SegmentEntry
@@ -14,7 +15,6 @@ from lance_minhash_sql.index.opened import OpenedIndex
 
 __all__ = ["BucketRuns", "bucket_runs", "largest_table", "sizes_table"]
 
-BAND_CHUNK_ROWS = 1 << 20  # band rows read at a time for bucket sizes (12 MiB)
 SAMPLE_TEXT_CHARS = 200
 
 

@@ -70,6 +70,7 @@ from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import (CANDIDATE_PROBABILITY, MinHashParams, false_negative_area,
                                            false_positive_area, lsh_probability, recall_bands, scurve, scurve_threshold)
+from lance_minhash_sql.core.tuning import CANDIDATE_ROWS, MAX_CACHED_REPORTS, REPORT_IO_BUFFER, SCAN_READAHEAD
 from lance_minhash_sql.diagnostics.buckets import BucketRuns, bucket_runs, largest_table, sizes_table
 from lance_minhash_sql.diagnostics.rows import Rows, index_entries, index_rows, signatures_of, take_texts
 from lance_minhash_sql.diagnostics.tables import CANDIDATES_SCHEMA, PAIRS_SCHEMA, SCURVE_SCHEMA, SUMMARY_SCHEMA
@@ -98,11 +99,6 @@ DEFAULT_TOP_BUCKETS = 10
 MAX_SAMPLE = 100_000  # with MAX_BINS: at most 10M reservoir slots (200 MB)
 MAX_BINS = 100
 MAX_TOP_BUCKETS = 10_000
-CANDIDATE_ROWS = 1 << 24  # bucket rows gathered at once for candidates per query (64 MiB)
-# The column scan's read-ahead: Lance's defaults keep 300-550 MB in flight when the
-# consumer is slower than the scan (build/builder.py); a batch or two ahead is enough here.
-SCAN_READAHEAD = 2
-SCAN_IO_BUFFER = 64 << 20
 SIMULATED_DRAWS = 32  # Binomial(k, J) draws per pair for the theoretical error quantiles
 PERCENTILES = (50, 90, 99)
 
@@ -187,7 +183,7 @@ def _census(opened: OpenedIndex, rows: Rows, sample: int, nbins: int, seed: int,
     scanned = 0
     try:
         for rowids, texts in scan_text(opened.ds, opened.column, batch_readahead=SCAN_READAHEAD,
-                                       fragment_readahead=1, io_buffer_size=SCAN_IO_BUFFER):
+                                       fragment_readahead=1, io_buffer_size=REPORT_IO_BUFFER):
             off, hashes = signer.shingle_sets(texts)
             scanned += census_chunk(readonly(off), readonly(hashes), readonly(rowids.astype(np.uint64, copy=False)), *args)
             if bar is not None:
@@ -503,8 +499,7 @@ def largest_buckets(dataset, column: str, *, top: int = DEFAULT_TOP_BUCKETS,
     return largest_table(opened, entries, names, rows, runs), sizes_table(runs)
 
 
-_CACHED = 4
-_cache = ByteCache.for_objects("reports", _CACHED)  # (uri, version, column, options) -> Report
+_cache = ByteCache.for_objects("reports", MAX_CACHED_REPORTS)  # (uri, version, column, options) -> Report
 
 
 def cached_report(dataset: str, column: str, *, storage_options: dict | None = None, **options) -> Report:

@@ -1,9 +1,11 @@
-"""How a cached segment reads its band rows: the buckets of query keys, from the pool of
-pages, from windows around a bucket's predicted position, or from the whole file once the
-partial reads have cost as much as one whole read (docs/search.md).
+"""How a segment reads its band rows: the buckets of query keys, from the pool of pages,
+from windows around a bucket's predicted position, or from the whole file once the partial
+reads have cost as much as one whole read (docs/search.md); and, without a lock, the band
+keys where they can be addressed in place (a local file's memory map, or the pool held
+whole).
 
-:class:`BandReads` is one part of :class:`~lance_minhash_sql.index.entries.SegmentEntry`;
-its methods run under the entry's lock and use the entry's files, pools and rent.
+:class:`BandReader` owns the segment's band pool (:class:`.pools.BandStore`); the segment
+entry (``index/entries.py``) holds one and runs its reads under the entry's lock.
 """
 
 from __future__ import annotations
@@ -12,17 +14,35 @@ import time
 
 import numpy as np
 
-from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.arrays import ONE_CHUNK, readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 from lance_minhash_sql.core.tuning import PAGE_GAP, WINDOW_MAX_ROWS, WINDOW_ROWS, whole_read_pays
-from lance_minhash_sql.index.pools import runs
+from lance_minhash_sql.index.pools import BandStore, runs
 from lance_minhash_sql.kernels.lsh import bucket_rows, pages_needed, window_indices, window_plan, window_rows
 
-__all__ = ["BandReads"]
+__all__ = ["BandReader"]
 
 
-class BandReads:
-    """Methods of a segment entry (see the module doc)."""
+class BandReader:
+    """A segment's band rows: its pool (:attr:`store`) and how the files fill it.
+
+    ``files`` is the segment's ``io.segments.SegmentFiles`` (None for rows held in memory
+    only), ``cost`` its :class:`~lance_minhash_sql.index.entries.ReadCost`, ``account`` what
+    charges the segment cache for the pool's growth (``reserve(extra) -> bool``,
+    ``settle()``), ``stats`` the segment's read counters.
+    """
+
+    def __init__(self, files, store: BandStore, cost, account, stats: dict):
+        self.files = files
+        self.store = store
+        self.cost = cost
+        self.account = account
+        self.stats = stats
+
+    def reset(self) -> None:
+        """Drop the pooled pages (the page table stays: it came with the files)."""
+        store = self.store
+        self.store = BandStore(store.page_table, store.page_rows, store.num_rows)
 
     def buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
         """Every bucket's rows: ``(start, end, kind, page_slot, pool_docs, win_docs)`` as
@@ -31,14 +51,14 @@ class BandReads:
         Cold buckets are resolved from row windows fetched in one take where the window
         proves the bucket's bounds; the rest read their pages into the pool.
         """
-        store = self.bands
+        store, cost = self.store, self.cost
         nq, nb = qkeys.shape
         kind = np.zeros((nq, nb), dtype=np.uint8)
         win_docs = readonly(np.empty(0, dtype=np.uint32))
         resolved = None
         # On an object store every take costs a round trip per storage chunk however few
         # rows it wants, so whole pages (cached for later queries) cost what windows cost.
-        if not store.full and self.files is not None and not self.remote:
+        if not store.full and self.files is not None and not cost.remote:
             slot_ro = readonly(store.page_slot)
             ws, we = window_plan(qkeys, lo, hi, store.page_table, slot_ro, store.page_rows, store.num_rows,
                                  WINDOW_ROWS)
@@ -47,7 +67,7 @@ class BandReads:
             if rows.size:
                 t0 = time.perf_counter()
                 win_keys, win_docs = self.files.read_band_rows(rows)
-                self.rent_bands += self._rent(t0, self.call_seconds + rows.size * BAND_ROW_BYTES / self.bytes_per_second)
+                cost.charge("bands", t0, cost.call_seconds + rows.size * BAND_ROW_BYTES / cost.bytes_per_second)
                 self.stats["window_rows_read"] += int(rows.size)
                 win_keys = readonly(np.ascontiguousarray(win_keys))
                 win_docs = readonly(np.ascontiguousarray(win_docs))
@@ -58,7 +78,7 @@ class BandReads:
                     lo = np.where(exact, store.num_pages, lo)
                     hi = np.where(exact, store.num_pages - 1, hi)
         need = pages_needed(lo, hi, store.num_pages)
-        page_slot, pool_keys, pool_docs = self.band_arrays(need)
+        page_slot, pool_keys, pool_docs = self.arrays(need)
         start, end = bucket_rows(qkeys, lo, hi, page_slot, pool_keys, store.page_rows, store.num_rows)
         if resolved is not None:
             start = np.where(resolved, wstart, start)
@@ -66,9 +86,9 @@ class BandReads:
             kind[resolved] = 1
         return start, end, kind, page_slot, pool_docs, win_docs
 
-    def band_arrays(self, need: np.ndarray):
+    def arrays(self, need: np.ndarray):
         """``(page_slot, keys, docs)`` with every page in ``need`` loaded."""
-        store = self.bands
+        store, cost = self.store, self.cost
         if store.full:
             return store.arrays()
         missing = store.missing(need)
@@ -76,24 +96,24 @@ class BandReads:
             return store.arrays()
         spans_of = runs(missing, PAGE_GAP)
         pages = sum(c for _, c in spans_of)
-        calls = 1 if self.remote else len(spans_of)  # remote runs go in one concurrent take
-        partial = calls * self.call_seconds + pages * store.page_rows * BAND_ROW_BYTES / self.bytes_per_second
-        whole = store.file_bytes() / self.bytes_per_second
-        if self.files is not None and whole_read_pays(self.rent_bands, partial, whole):
+        calls = 1 if cost.remote else len(spans_of)  # remote runs go in one concurrent take
+        partial = calls * cost.call_seconds + pages * store.page_rows * BAND_ROW_BYTES / cost.bytes_per_second
+        whole = store.file_bytes() / cost.bytes_per_second
+        if self.files is not None and whole_read_pays(cost.rent["bands"], partial, whole):
             extra = store.file_bytes() + store.page_table.nbytes + store.num_pages * 4 - store.nbytes
-            if self.reserve(extra):
-                keys, docs = self.read_all_bands()
+            if self.account.reserve(extra):
+                keys, docs = self.read_all()
                 store.set_full(keys, docs)
-                self.settle()
+                self.account.settle()
                 return store.arrays()
-        if self.reserve(store.grow_bytes(pages)):
+        if self.account.reserve(store.grow_bytes(pages)):
             store.ensure_capacity(pages)  # grow once, by exactly what was reserved
         else:
             store = store.copy_pages(need)  # transient: not cached
         t0 = time.perf_counter()
         pr = store.page_rows
         spans = [(first, count, first * pr, min(count * pr, store.num_rows - first * pr)) for first, count in spans_of]
-        if self.remote:
+        if cost.remote:
             # one take: Lance fetches every run's chunks concurrently, a run of calls would
             # wait for each round trip (and re-read each page's chunk table) in turn
             rows = np.concatenate([np.arange(start, start + n, dtype=np.int64) for _, _, start, n in spans])
@@ -106,12 +126,28 @@ class BandReads:
             for first, count, start, n in spans:
                 keys, docs = self.files.read_bands(start, n)
                 store.add_pages(first, count, keys, docs)
-        self.rent_bands += self._rent(t0, partial)
+        cost.charge("bands", t0, partial)
         self.stats["band_pages_read"] += int(missing.size)
-        if store is self.bands:
-            self.settle()
+        if store is self.store:
+            self.account.settle()
         return store.arrays()
 
-    def read_all_bands(self):
+    def read_all(self):
+        """Every band row of the file: ``(band_key u64[n], doc_id u32[n])``."""
         self.stats["full_loads"] += 1
         return self.files.read_all_bands()
+
+    def chunks(self):
+        """``(values, first_row, value_index, docs_of)``: the band keys as chunks (row ``r``
+        of chunk ``c`` at ``values[value_index[c] + r - first_row[c]]``) and a function
+        giving the doc ids of rows, readable without the entry's lock: the keys in memory
+        (one chunk), or a local segment's memory map (nothing copied). ``None`` elsewhere
+        (an object store, a file Lance must decode): read pages under the lock instead."""
+        store = self.store
+        if store.full:
+            keys, docs = readonly(store.keys), store.docs
+            return keys, ONE_CHUNK, ONE_CHUNK, docs.__getitem__
+        if self.files is None or self.files.band_map is None:
+            return None
+        keys, docs = self.files.band_map
+        return (*keys.chunks(), docs.read_rows)

@@ -1,49 +1,80 @@
-"""How a cached segment reads its docs: row ids and signatures of candidates into the
-doc pool, a self-join's candidates of all its shards at once, or the whole file once the
-partial reads have cost as much as one whole read; stored row ids mapped to the dataset
+"""How a segment reads its docs: row ids and signatures of candidates into the doc pool,
+a self-join's candidates of all its shards at once, or the whole file once the partial
+reads have cost as much as one whole read; without the lock, docs gathered in place (a
+local file's memory map, or the pool held whole); stored row ids mapped to the dataset
 version's.
 
-:class:`DocReads` is one part of :class:`~lance_minhash_sql.index.entries.SegmentEntry`;
-its methods run under the entry's lock and use the entry's files, pools and rent.
+:class:`DocReader` owns the segment's doc pool (:class:`.pools.DocStore`); the segment
+entry (``index/entries.py``) holds one.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.tuning import POOL_READ_ROWS, TAKE_ROW_SECONDS, whole_read_pays
+from lance_minhash_sql.index.pools import DocStore
 from lance_minhash_sql.io.takes import MAX_TAKE
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.runtime.threads import run_chunks
 
-__all__ = ["DocReads"]
+__all__ = ["DocReader"]
 
 
-class DocReads:
-    """Methods of a segment entry (see the module doc)."""
+class DocReader:
+    """A segment's docs: its pool (:attr:`store`) and how the files fill it.
 
-    def doc_arrays(self, docs: np.ndarray):
+    ``files``, ``cost``, ``account`` and ``stats`` as for
+    :class:`~lance_minhash_sql.index.band_reads.BandReader`; ``lock`` is the entry's (the
+    methods that may run without it take it where they touch the pool); ``remap`` maps
+    stored row ids to the dataset version's (a deferred compaction remap), or is None.
+    """
+
+    def __init__(self, files, store: DocStore, cost, account, stats: dict, lock: threading.RLock, remap=None):
+        self.files = files
+        self.store = store
+        self.cost = cost
+        self.account = account
+        self.stats = stats
+        self.lock = lock
+        self.remap = remap
+        self._rowid_hint = None  # (docs, stored row ids) of the last candidates' take
+
+    def reset(self) -> None:
+        """Drop the pooled docs and row ids."""
+        self._rowid_hint = None
+        self.store = DocStore(self.store.num_docs, self.store.k)
+
+    def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
+        """Stored row ids as the dataset version knows them: through the fragment-reuse
+        index of a deferred compaction remap (a dropped row gets ``entries.DROPPED_ROWID``)."""
+        if self.remap is None or rowids.size == 0:
+            return rowids
+        return self.remap(rowids)
+
+    def arrays(self, docs: np.ndarray):
         """``(doc_slot, rowids, signatures)`` with every doc of sorted unique ``docs`` loaded."""
-        store = self.docs
+        store, cost = self.store, self.cost
         if store.full:
             return store.arrays()
         missing = store.missing(docs)
         if missing.size == 0:
             return store.arrays()
-        partial = self.call_seconds + missing.size * (TAKE_ROW_SECONDS if not self.remote
-                                                      else store.row_bytes / self.bytes_per_second)
-        whole = store.file_bytes() / self.bytes_per_second
-        if self.files is not None and whole_read_pays(self.rent_docs, partial, whole):
+        partial = cost.call_seconds + missing.size * (TAKE_ROW_SECONDS if not cost.remote
+                                                      else store.row_bytes / cost.bytes_per_second)
+        whole = store.file_bytes() / cost.bytes_per_second
+        if self.files is not None and whole_read_pays(cost.rent["docs"], partial, whole):
             extra = store.file_bytes() - store.nbytes
-            if self.reserve(extra):
-                rowids, sigs = self.read_all_docs()
+            if self.account.reserve(extra):
+                rowids, sigs = self.read_all()
                 store.set_full(rowids, sigs)
-                self.settle()
+                self.account.settle()
                 return store.arrays()
-        if self.reserve(store.grow_bytes(missing.size)):
+        if self.account.reserve(store.grow_bytes(missing.size)):
             store.ensure_capacity(missing.size)  # grow once, by exactly what was reserved
         else:
             store = store.copy_docs(docs)  # transient: not cached
@@ -52,10 +83,10 @@ class DocReads:
             part = missing[s:s + MAX_TAKE]
             rowids, sig = self._read_docs(part)
             store.add_docs(part, self.map_rowids(rowids), sig)
-        self.rent_docs += self._rent(t0, partial)
+        cost.charge("docs", t0, partial)
         self.stats["docs_read"] += int(missing.size)
-        if store is self.docs:
-            self.settle()
+        if store is self.store:
+            self.account.settle()
         return store.arrays()
 
     def shard_docs(self, docs: np.ndarray):
@@ -69,22 +100,22 @@ class DocReads:
         row ``i`` holding ``docs[i]``, with no per-doc map of the whole segment (a shard
         used to allocate one per call once the cache was full: 40 MB at 10M rows, every
         shard). Segments read through Lance's reader or an object store take
-        :meth:`doc_arrays` under the lock.
+        :meth:`arrays` under the lock.
         """
         with self.lock:
-            store = self.docs
+            store = self.store
             if store.full:
                 return (*store.arrays(), False)
-            if self.files is None or self.files.signature_map is None or self._all_rowids() is None:
-                return (*self.doc_arrays(docs), False)
-            raw = self.docs.all_rowids
+            if self.files is None or self.files.signature_map is None or self.all_rowids() is None:
+                return (*self.arrays(docs), False)
+            raw = self.store.all_rowids
             missing = store.missing(docs)
             if missing.size == 0:  # all pooled (a self-join's candidates: pool_docs)
                 return (*store.arrays(), False)
         sigs = self.files.read_signature_rows(missing)
         rowids = self.map_rowids(raw[missing])
         with self.lock:
-            store = self.docs
+            store = self.store
             if store.full:
                 return (*store.arrays(), False)
             if missing.size:
@@ -92,10 +123,10 @@ class DocReads:
                 if fresh.size != missing.size:
                     at = np.searchsorted(missing, fresh)
                     missing, sigs, rowids = fresh, sigs[at], rowids[at]
-                if self.reserve(store.grow_bytes(missing.size)):
+                if self.account.reserve(store.grow_bytes(missing.size)):
                     store.add_docs(missing, rowids, sigs)
                     self.stats["docs_read"] += int(missing.size)
-                    self.settle()
+                    self.account.settle()
                     missing = missing[:0]
             if missing.size == 0 and store.missing(docs).size == 0:
                 return (*store.arrays(), False)
@@ -127,15 +158,15 @@ class DocReads:
         shards of ~250k docs each over 2.6 GB: 26 s of page faults in one run;
         ``docs/scale.md``)."""
         with self.lock:
-            store = self.docs
+            store = self.store
             if store.full:
                 return True
-            if self.files is None or self.files.signature_map is None or self._all_rowids() is None:
+            if self.files is None or self.files.signature_map is None or self.all_rowids() is None:
                 return False
             missing = store.missing(docs)
             if missing.size == 0:
                 return True
-            if not self.reserve(store.grow_bytes(missing.size)):
+            if not self.account.reserve(store.grow_bytes(missing.size)):
                 return False
             rows = store.append(missing, self.map_rowids(store.all_rowids[missing]))
             mapped = self.files.signature_map
@@ -146,7 +177,7 @@ class DocReads:
             run_chunks(gather, missing.size, POOL_READ_ROWS)
             store.commit(missing)
             self.stats["docs_read"] += int(missing.size)
-            self.settle()
+            self.account.settle()
             return True
 
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,8 +186,8 @@ class DocReads:
         the row ids from memory (see :meth:`stored_rowids`), else one Lance take."""
         files = self.files
         if files.direct_signatures:
-            if not self.remote:
-                self._all_rowids()  # local: one read of the row id column, then none per query
+            if not self.cost.remote:
+                self.all_rowids()  # local: one read of the row id column, then none per query
             return self._raw_rowids(docs), files.read_signature_rows(docs)
         return files.take_docs(docs)
 
@@ -165,25 +196,25 @@ class DocReads:
         store, None elsewhere: from the segment's row id column once it is resident (read
         whole when the ski rental says it pays: at once for a small segment), until then
         with one take of just these docs, kept for the signature reads that follow."""
-        if self.docs.full:
-            return self.docs.rowids[docs]
-        if not self.remote or self.files is None or not self.files.direct_signatures:
+        if self.store.full:
+            return self.store.rowids[docs]
+        if not self.cost.remote or self.files is None or not self.files.direct_signatures:
             return None
-        store = self.docs
+        store = self.store
         if store.all_rowids is None:
-            whole = self.files.rowid_bytes / self.bytes_per_second
-            if whole_read_pays(self.rent_rowids, self.call_seconds, whole):
-                self._all_rowids()
+            whole = self.files.rowid_bytes / self.cost.bytes_per_second
+            if whole_read_pays(self.cost.rent["rowids"], self.cost.call_seconds, whole):
+                self.all_rowids()
         if store.all_rowids is None:
             wanted = sorted_unique(docs)
             self._rowid_hint = (wanted, self.files.take_rowids(wanted))
-            self.rent_rowids += self.call_seconds
+            self.cost.rent["rowids"] += self.cost.call_seconds
         return self.map_rowids(self._raw_rowids(docs))
 
     def _raw_rowids(self, docs: np.ndarray) -> np.ndarray:
         """Stored row ids of sorted ``docs``: resident, kept from the last take, or read now."""
-        if self.docs.all_rowids is not None:
-            return self.docs.all_rowids[docs]
+        if self.store.all_rowids is not None:
+            return self.store.all_rowids[docs]
         if self._rowid_hint is None:
             return self.files.take_rowids(docs)
         known, values = self._rowid_hint
@@ -195,14 +226,41 @@ class DocReads:
             out[miss] = self.files.take_rowids(docs[miss])
         return out
 
-    def _all_rowids(self) -> np.ndarray | None:
-        store = self.docs
-        if store.all_rowids is None and self.reserve(store.num_docs * 8):
+    def all_rowids(self) -> np.ndarray | None:
+        """Every doc's stored row id, read once into the pool when the cache has room; None if not."""
+        store = self.store
+        if store.all_rowids is None and self.account.reserve(store.num_docs * 8):
             store.all_rowids = self.files.read_rowids()
-            self.settle()
+            self.account.settle()
         return store.all_rowids
 
-    def read_all_docs(self):
+    def read_all(self):
+        """Every doc of the file: ``(row ids as the dataset version knows them, signatures)``."""
         self.stats["full_loads"] += 1
-        rowids, sigs = self.files.read_all_docs(self.docs.all_rowids)
+        rowids, sigs = self.files.read_all_docs(self.store.all_rowids)
         return self.map_rowids(rowids), sigs
+
+    def direct(self, docs: np.ndarray, out: np.ndarray, release: bool = False) -> np.ndarray | None:
+        """Row ids of sorted unique ``docs``, their signatures written to ``out``
+        (``[n, k]``), read without the lock: from the signatures in memory, or from a local
+        segment's memory map once every row id is resident (read once, under the lock).
+        The pool is neither consulted nor grown (a gather from the map costs what one from
+        a pool does). ``release``: the mapped pages read are handed back as
+        :meth:`io.mapped.MappedRows.read_rows` does. ``None`` elsewhere: use :meth:`arrays`."""
+        store = self.store
+        if store.full:
+            out[...] = store.sigs[docs]
+            return store.rowids[docs]
+        if self.files is None or self.files.signature_map is None:
+            return None
+        stored = store.all_rowids
+        if stored is None:
+            with self.lock:
+                stored = self.all_rowids()
+            if stored is None:
+                return None  # the cache has no room for them
+        self.files.signature_map.read_rows(docs, out=out, release=release)
+        if self.remap is None:
+            return stored[docs]
+        with self.lock:
+            return self.map_rowids(stored[docs])

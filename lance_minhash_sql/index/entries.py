@@ -7,7 +7,7 @@ bucket a window of band rows around its predicted position (all windows in one r
 band keys are hashes, so interpolation inside a page lands within a few dozen rows) or,
 where a window cannot prove the bucket's bounds, its pages; then the signatures and row
 ids of its candidates. Local files are read through memory maps, object stores by ranged
-reads (io/chunks.py). Pages and signatures go into the segment's pools (:mod:`.pools`)
+reads (io/mapped.py, io/chunks.py). Pages and signatures go into the segment's pools (:mod:`.pools`)
 that later queries reuse (windows are not kept). A segment that keeps paying for small
 reads is loaded whole when it fits (ski rental: once the time spent on partial reads
 reaches the estimated time of one full read). Usage never exceeds the segment cache's
@@ -28,9 +28,8 @@ import numpy as np
 from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, MinHashParams
 from lance_minhash_sql.core.tuning import (MAPPED_READ_CALL_SECONDS, READ_BYTES_PER_SECOND, READ_CALL_SECONDS,
                                            REMOTE_READ_BYTES_PER_SECOND, REMOTE_READ_CALL_SECONDS)
-from lance_minhash_sql.index.band_reads import BandReads
-from lance_minhash_sql.index.direct_reads import DirectReads
-from lance_minhash_sql.index.doc_reads import DocReads
+from lance_minhash_sql.index.band_reads import BandReader
+from lance_minhash_sql.index.doc_reads import DocReader
 from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.spill import sort_runs
@@ -44,44 +43,87 @@ from lance_minhash_sql.kernels.lsh import band_rows, page_table_of
 from lance_minhash_sql.runtime.cache import segment_cache
 from lance_minhash_sql.runtime.threads import num_threads
 
-__all__ = ["SegmentEntry", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap", "DROPPED_ROWID"]
+__all__ = ["SegmentEntry", "ReadCost", "segment_entry", "flat_entry", "signed_rows", "signed_entry", "needs_remap",
+           "DROPPED_ROWID"]
 
 # the row id given to a row that a compaction dropped (fragment 0xFFFFFFFF never exists)
 DROPPED_ROWID = np.uint64(0xFFFFFFFFFFFFFFFF)
-class SegmentEntry(BandReads, DocReads, DirectReads):
-    """One segment's files and cached data: how it reads its bands (:class:`.band_reads.BandReads`),
-    its docs (:class:`.doc_reads.DocReads`) and, without a lock, data that never changes
-    (:class:`.direct_reads.DirectReads`). Use under :attr:`lock` (Lance readers are not
-    thread-safe); arrays handed out stay valid after the lock is released."""
 
-    def __init__(self, key, name: str, params: MinHashParams, files: SegmentFiles | None,
-                 bands: BandStore, docs: DocStore):
-        self.key = key
-        self.name = name  # for messages: segment uuid or "unindexed fragments [...]"
-        self.params = params
-        self.files = files
-        self.bands = bands
-        self.docs = docs
-        self.lock = threading.RLock()
-        self.cached = False
-        # row ids as stored -> row ids of the dataset version (a deferred compaction remap)
-        self.remap = None
-        self.rent_bands = 0.0  # seconds spent on partial reads
-        self.rent_docs = 0.0
-        self.rent_rowids = 0.0
-        self._rowid_hint = None  # (docs, stored row ids) of the last candidates' take
+
+class ReadCost:
+    """What a segment's reads cost (core/tuning.py's read cost model: a call, a byte; local
+    files, memory maps, object stores) and what its partial reads of each kind (``bands``,
+    ``docs``, ``rowids``) have cost so far: the rent of the ski rental that decides when a
+    file is read whole (``core/tuning.py: whole_read_pays``)."""
+
+    __slots__ = ("remote", "call_seconds", "bytes_per_second", "rent")
+
+    def __init__(self, files: SegmentFiles | None):
         self.remote = files is not None and is_remote(files.seg_dir)
         self.call_seconds = (REMOTE_READ_CALL_SECONDS if self.remote else
                              MAPPED_READ_CALL_SECONDS if files is not None and files.fast_path else READ_CALL_SECONDS)
         self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
+        self.reset()
+
+    def reset(self) -> None:
+        self.rent = {"bands": 0.0, "docs": 0.0, "rowids": 0.0}
+
+    def charge(self, kind: str, t0: float, estimate: float) -> None:
+        """Add a partial read to the rent of its kind: the time it took since ``t0`` (local
+        files), or ``estimate`` (object stores, so a slow store cannot make a whole-file
+        read look cheap)."""
+        self.rent[kind] += estimate if self.remote else time.perf_counter() - t0
+
+
+class SegmentEntry:
+    """One segment in the process cache: its files, its lock, its account in the segment
+    cache, and its two readers, each owning its pool: the band rows
+    (:class:`.band_reads.BandReader`, :attr:`bands` its pool) and the docs
+    (:class:`.doc_reads.DocReader`, :attr:`docs` its pool). Use under :attr:`lock` (Lance
+    readers are not thread-safe) except where a method says otherwise; arrays handed out
+    stay valid after the lock is released. The methods below are the entry's face to the
+    search, the self-join, prewarm and reports; each hands on to one reader."""
+
+    def __init__(self, key, name: str, params: MinHashParams, files: SegmentFiles | None,
+                 bands: BandStore, docs: DocStore, remap=None):
+        self.key = key
+        self.name = name  # for messages: segment uuid or "unindexed fragments [...]"
+        self.params = params
+        self.files = files
+        self.lock = threading.RLock()
+        self.cached = False
+        self.cost = ReadCost(files)
         # reads from the files: pages and windows of band rows and docs into the pools
         # (kernels), bucket rows and docs gathered without pools (query/probe.py), whole loads
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "bucket_rows_read": 0, "docs_read": 0,
                       "full_loads": 0}
+        self.remote = self.cost.remote
+        # row ids as stored -> row ids of the dataset version (a deferred compaction remap)
+        self.remap = remap
+        self.band_reads = BandReader(files, bands, self.cost, self, self.stats)
+        self.doc_reads = DocReader(files, docs, self.cost, self, self.stats, self.lock, remap)
+        self._pools()
+
+    def _pools(self) -> None:
+        """:attr:`bands` and :attr:`docs`: the readers' pools (replaced only by :meth:`_empty`)."""
+        self.bands: BandStore = self.band_reads.store
+        self.docs: DocStore = self.doc_reads.store
 
     @property
     def nbytes(self) -> int:
         return self.bands.nbytes + self.docs.nbytes
+
+    # ------------------------------------------------------------------ the cache account
+
+    def reserve(self, extra: int) -> bool:
+        """Room for ``extra`` more bytes in the segment cache (evicting others); False when
+        this entry is not cached or the room cannot be made."""
+        return self.cached and segment_cache().reserve(self.key, extra)
+
+    def settle(self) -> None:
+        """Make the cache's account of this entry exact (pool growth rounds differently)."""
+        if self.cached:
+            segment_cache().settle(self.key, self.nbytes)
 
     def detach(self) -> None:
         """Evicted: drop the data, which the files can give again. An in-memory segment of
@@ -92,10 +134,10 @@ class SegmentEntry(BandReads, DocReads, DirectReads):
             self._empty()
 
     def _empty(self) -> None:
-        self.rent_bands = self.rent_docs = self.rent_rowids = 0.0
-        self._rowid_hint = None
-        self.bands = BandStore(self.bands.page_table, self.bands.page_rows, self.bands.num_rows)
-        self.docs = DocStore(self.docs.num_docs, self.docs.k)
+        self.cost.reset()
+        self.band_reads.reset()
+        self.doc_reads.reset()
+        self._pools()
 
     def reset(self) -> None:
         """Drop the cached band pages, signatures and row ids; keep the files open."""
@@ -105,25 +147,55 @@ class SegmentEntry(BandReads, DocReads, DirectReads):
             self._empty()
             self.settle()
 
-    def _rent(self, t0: float, estimate: float) -> float:
-        """What a partial read costs the ski rental: the time it took (local files), or the
-        estimate (object stores)."""
-        return estimate if self.remote else time.perf_counter() - t0
+    # ------------------------------------------------------------------ band rows (band_reads.py)
 
-    def reserve(self, extra: int) -> bool:
-        return self.cached and segment_cache().reserve(self.key, extra)
+    def buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        return self.band_reads.buckets(qkeys, lo, hi)
+
+    def band_arrays(self, need: np.ndarray):
+        return self.band_reads.arrays(need)
+
+    def read_all_bands(self):
+        return self.band_reads.read_all()
+
+    def band_chunks(self):
+        """Band keys readable without :attr:`lock` (:meth:`.band_reads.BandReader.chunks`)."""
+        return self.band_reads.chunks()
+
+    # ------------------------------------------------------------------ docs (doc_reads.py)
+
+    def doc_arrays(self, docs: np.ndarray):
+        return self.doc_reads.arrays(docs)
+
+    def shard_docs(self, docs: np.ndarray):
+        """A self-join shard's docs (:meth:`.doc_reads.DocReader.shard_docs`); takes :attr:`lock` itself."""
+        return self.doc_reads.shard_docs(docs)
+
+    def pool_docs(self, docs: np.ndarray) -> bool:
+        """Pool a self-join's candidates (:meth:`.doc_reads.DocReader.pool_docs`); takes :attr:`lock` itself."""
+        return self.doc_reads.pool_docs(docs)
+
+    def stored_rowids(self, docs: np.ndarray) -> np.ndarray | None:
+        return self.doc_reads.stored_rowids(docs)
+
+    def read_all_docs(self):
+        return self.doc_reads.read_all()
+
+    def direct_docs(self, docs: np.ndarray, out: np.ndarray, release: bool = False) -> np.ndarray | None:
+        """Docs gathered without :attr:`lock` (:meth:`.doc_reads.DocReader.direct`)."""
+        return self.doc_reads.direct(docs, out, release)
 
     def map_rowids(self, rowids: np.ndarray) -> np.ndarray:
-        """Stored row ids as the dataset version knows them: through the fragment-reuse
-        index of a deferred compaction remap (a dropped row gets :data:`DROPPED_ROWID`)."""
-        if self.remap is None or rowids.size == 0:
-            return rowids
-        return self.remap(rowids)
+        return self.doc_reads.map_rowids(rowids)
 
-    def settle(self) -> None:
-        """Make the cache's account of this entry exact (pool growth rounds differently)."""
-        if self.cached:
-            segment_cache().settle(self.key, self.nbytes)
+    def count_direct_reads(self, bucket_rows: int, docs: int) -> None:
+        """Account a lock-free read (:meth:`band_chunks`, :meth:`direct_docs`) in :attr:`stats`:
+        rows and docs that came from the files rather than from memory."""
+        with self.lock:
+            if not self.bands.full:
+                self.stats["bucket_rows_read"] += int(bucket_rows)
+            if not self.docs.full:
+                self.stats["docs_read"] += int(docs)
 
 
 def remapper(ds):
@@ -150,9 +222,8 @@ def segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragR
     files = open_segment(segment_dir(ds, info.uuid), storage_options=storage_options, total_bytes=info.size_bytes)
     bands = BandStore(files.page_table, files.page_rows, files.num_band_rows)
     docs = DocStore(files.num_docs, files.params.num_hashes)
-    entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs)
-    if stale:
-        entry.remap = remapper(ds)
+    entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs,
+                         remapper(ds) if stale else None)
     return cache.adopt(key, entry, entry.nbytes)
 
 

@@ -17,17 +17,19 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
+from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
-from lance_minhash_sql.io.handles import dataset_handle, options_key
+from lance_minhash_sql.io.handles import open_version
 from lance_minhash_sql.io.liveness import Liveness
-from lance_minhash_sql.io.manifest import SegmentInfo, minhash_segments, segment_dir
-from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
-from lance_minhash_sql.io.scan import options_for, row_count, schema_of, text_field, version_of
+from lance_minhash_sql.io.manifest import SegmentInfo, column_index
+from lance_minhash_sql.io.rowids import FragReuse
+from lance_minhash_sql.io.scan import row_count, schema_of
 from lance_minhash_sql.io.takes import RowFetcher
 from lance_minhash_sql.runtime.cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity,
                                              cache_info, cache_usage, clear_cache, set_cache_capacity)
@@ -46,13 +48,13 @@ __all__ = [
     "SegmentEntry",
     "Liveness",
     "OpenedIndex",
+    "SearchView",
     "missing_index",
     "open_index",
     "needs_remap",
     "DROPPED_ROWID",
 ]
 
-_MAX_OPENED = 64  # opened dataset versions kept (small objects; segment data is in the cache)
 
 # --------------------------------------------------------------------------- opened index
 
@@ -113,12 +115,45 @@ class OpenedIndex:
             return None
         return flat_entry(self, self.unindexed)
 
+    def search_view(self, fast_search: bool = False, filter: str | None = None) -> "SearchView":
+        """Everything a search reads of this index, in one call: the parameters, the
+        segments to search (with the unindexed rows as one more unless ``fast_search``)
+        and which candidate rows count. A bad ``filter`` is refused here, whether or not
+        any row is a candidate."""
+        if filter is not None:
+            self.liveness.check_filter(filter)
+        flat = [] if fast_search or not self.unindexed else [self.unindexed_entry()]
+        return SearchView(self.params, self.segment_entries() + flat, self.liveness, filter,
+                          self.liveness.checks(filter))
+
     @property
     def stable_row_ids(self) -> bool:
         return self.liveness.stable
 
 
-_opened = ByteCache.for_objects("opened indexes", _MAX_OPENED)
+class SearchView:
+    """What a search reads of an opened index (:meth:`OpenedIndex.search_view`): the index's
+    parameters, the segments to search, and which candidate rows count: live and, with a
+    ``filter``, matching it (``checked`` False: every row counts, nothing to ask)."""
+
+    __slots__ = ("params", "entries", "liveness", "filter", "checked")
+
+    def __init__(self, params: MinHashParams, entries: list[SegmentEntry], liveness: Liveness,
+                 filter: str | None, checked: bool):
+        self.params = params
+        self.entries = entries
+        self.liveness = liveness
+        self.filter = filter
+        self.checked = checked
+
+    def ok_of(self, ids: np.ndarray) -> np.ndarray:
+        """``bool[n]``: which candidate row ids count."""
+        if not self.checked:
+            return np.ones(ids.size, dtype=np.bool_)
+        return self.liveness.rows_ok(ids, self.filter)
+
+
+_opened = ByteCache.for_objects("opened indexes", MAX_OPENED_INDEXES)
 _opened_lock = threading.Lock()
 
 
@@ -137,16 +172,15 @@ def missing_index(ds, uri: str, column: str, purpose: str = "") -> Exception:
 
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version."""
-    storage_options = options_for(dataset, storage_options)
-    uri, ds = dataset_handle(dataset, storage_options)
-    version = version_of(ds)
-    key = (uri, version, column, options_key(storage_options))
+    handle = open_version(dataset, storage_options)
+    uri, ds = handle.uri, handle.ds
+    key = (uri, handle.version, column, handle.options_key)
     with _opened_lock:
         hit = _opened.get(key)
         if hit is not None:
             return hit
-    text_field(ds, column, uri)
-    segments = tuple(minhash_segments(ds, column))
+    layout = column_index(ds, column, uri)
+    segments, reuse = layout.segments, layout.reuse
     if not segments:
         raise missing_index(ds, uri, column)
     for info in segments:
@@ -155,8 +189,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
                 f"segment {info.uuid} of the MinHash LSH index on {column!r} has index_version "
                 f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
                 f"rebuild it with minhash_build('{uri}', '{column}')")
-    reuse = frag_reuse(ds)
-    entries = [segment_entry(uri, info, ds, storage_options, reuse) for info in segments]
+    entries = [segment_entry(uri, info, ds, handle.storage_options, reuse) for info in segments]
     params = entries[0].params
     for info, entry in zip(segments[1:], entries[1:]):
         if entry.params != params:
@@ -165,16 +198,16 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
                 f"the MinHash LSH index on {column!r} of {uri!r} has segments with different parameters: "
                 f"segment {segments[0].uuid} vs segment {info.uuid}: {diff}. Lance refuses such an "
                 f"index too; rebuild it with minhash_build('{uri}', '{column}', replace := true)")
-    for info, entry in zip(segments, entries):
-        _check_manifest_details(uri, column, info, entry.params, segment_dir(ds, info.uuid))
+    for info, entry, path in zip(segments, entries, layout.dirs):
+        _check_manifest_details(uri, column, info, entry.params, path)
     covered = frozenset().union(*(s.fragment_ids for s in segments))
     liveness = Liveness(ds, covered)
     if any(needs_remap(info, reuse) for info in segments):
         liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
-    opened = OpenedIndex(uri, ds, version, column, params, segments, covered, fragments, unindexed,
-                         liveness, storage_options, reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
+    opened = OpenedIndex(uri, ds, handle.version, column, params, segments, covered, fragments, unindexed,
+                         liveness, handle.storage_options, reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
     with _opened_lock:
         _opened.put(key, opened)
     return opened

@@ -7,11 +7,9 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
+from lance_minhash_sql.core.tuning import FIRST_POOL_DOCS, FIRST_POOL_PAGES
 
 __all__ = ["BandStore", "DocStore", "runs"]
-
-_FIRST_POOL_PAGES = 64
-_FIRST_POOL_DOCS = 1024
 
 
 def runs(idx: np.ndarray, gap: int = 1) -> list[tuple[int, int]]:
@@ -54,7 +52,7 @@ class BandStore:
         want = self.used + new_pages
         if want <= cap:
             return 0
-        new_cap = max(_FIRST_POOL_PAGES, cap * 2, want)
+        new_cap = max(FIRST_POOL_PAGES, cap * 2, want)
         new_cap = min(new_cap, self.num_pages)
         return (new_cap - cap) * self.page_rows * BAND_ROW_BYTES
 
@@ -154,7 +152,7 @@ class DocStore:
         cap = self.rowids.size
         want = self.used + new_docs
         if want > cap:
-            new_cap = min(max(_FIRST_POOL_DOCS, cap * 2, want), self.num_docs)
+            new_cap = min(max(FIRST_POOL_DOCS, cap * 2, want), self.num_docs)
             extra += (new_cap - cap) * self.row_bytes
         return extra
 
@@ -165,7 +163,7 @@ class DocStore:
         cap = self.rowids.size
         want = self.used + new_docs
         if want > cap:
-            new_cap = min(max(_FIRST_POOL_DOCS, cap * 2, want), self.num_docs)
+            new_cap = min(max(FIRST_POOL_DOCS, cap * 2, want), self.num_docs)
             r = np.empty(new_cap, dtype=np.uint64)
             s = np.empty((new_cap, self.k), dtype=np.uint16)
             r[:self.used] = self.rowids[:self.used]

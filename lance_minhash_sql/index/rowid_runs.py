@@ -21,10 +21,10 @@ import weakref
 
 import numpy as np
 
-__all__ = ["MAX_DOCS_PER_RUN", "READ_ROWS", "RowidRuns", "rowid_runs"]
+from lance_minhash_sql.core.tuning import MAX_DOCS_PER_RUN, ROWID_BLOCK_ROWS
 
-MAX_DOCS_PER_RUN = 8  # fewer docs per run on average: the runs (16 bytes each) are not kept
-READ_ROWS = 1 << 20  # row ids read per block while building
+__all__ = ["MAX_DOCS_PER_RUN", "ROWID_BLOCK_ROWS", "RowidRuns", "rowid_runs"]
+
 
 _runs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # entry -> RowidRuns | None
 _lock = threading.Lock()
@@ -56,9 +56,9 @@ def _build(entry) -> RowidRuns | None:
     docs, first = [], []
     prev = None
     count = 0
-    for s in range(0, n, READ_ROWS):
+    for s in range(0, n, ROWID_BLOCK_ROWS):
         with entry.lock:  # a Lance reader: one caller at a time
-            ids = files.read_rowids(s, min(READ_ROWS, n - s))
+            ids = files.read_rowids(s, min(ROWID_BLOCK_ROWS, n - s))
         brk = np.flatnonzero(ids[1:] != ids[:-1] + np.uint64(1)) + 1
         if prev is None or ids[0] != prev + np.uint64(1):
             brk = np.concatenate(([0], brk))

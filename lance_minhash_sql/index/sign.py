@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
-from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS
+from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
@@ -51,10 +51,6 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
         int(tok.max_ngram_length),
         bool(tok.prefix_only),
     )
-
-
-# distinct tokens a signer remembers the filtered form of; beyond it the memory starts over
-_TOKEN_MEMORY = 1 << 21
 
 
 def _frozen(*arrays: np.ndarray) -> None:
@@ -104,7 +100,7 @@ class _Vocabulary:
     (``None``: dropped), across batches (``kernels/vocab.py``): token ``i`` is
     ``vocab[voff[i]:voff[i+1]]`` and becomes ``mbytes[moff[i]:moff[i+1]]`` where ``keep[i]``.
     A corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
-    about its new tokens only. Beyond ``_TOKEN_MEMORY`` tokens it starts over. One batch at
+    about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it starts over. One batch at
     a time (a lock): threads signing with one signer share it."""
 
     def __init__(self, options: dict):
@@ -127,7 +123,7 @@ class _Vocabulary:
         row_offsets, nbytes = vocab.count_tokens(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, tables)
         total = int(row_offsets[-1])
         with self.lock:
-            if self.nv > _TOKEN_MEMORY:
+            if self.nv > TOKEN_MEMORY:
                 self.reset()
             nv = self.nv
             self.vhash = _grown(self.vhash, nv + total)

@@ -43,14 +43,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_minhash_sql.core.errors import CorruptIndexError
-from lance_minhash_sql.core.tuning import ROW_GAP_BYTES
+from lance_minhash_sql.core.tuning import CHUNK_READ_WORKERS, ROW_GAP_BYTES
 from lance_minhash_sql.io.lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "chunked_column", "fixed_rows", "read_columns", "layout_problem",
            "rows_problem", "pages_of_layout", "chunk_bounds", "row_pages", "CHUNK_HEADER"]
 
 CHUNK_HEADER = 8  # u16 levels, u32 value bytes, 2 bytes of padding
-_MAX_WORKERS = 16
 
 
 @dataclass
@@ -208,7 +207,7 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(_MAX_WORKERS, thread_name_prefix="lms-chunks")
+            _POOL = ThreadPoolExecutor(CHUNK_READ_WORKERS, thread_name_prefix="lms-chunks")
         return _POOL
 
 

@@ -13,12 +13,12 @@ import threading
 from typing import Any
 
 from lance_minhash_sql.core.errors import DatasetError
-from lance_minhash_sql.io.scan import is_dataset, latest_of, open_dataset, uri_of, version_of
+from lance_minhash_sql.core.tuning import MAX_HANDLES
+from lance_minhash_sql.io.scan import is_dataset, latest_of, open_dataset, options_for, uri_of, version_of
 from lance_minhash_sql.runtime.cache import ByteCache
 
-__all__ = ["dataset_handle", "dataset_at", "options_key"]
+__all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key"]
 
-MAX_HANDLES = 64  # dataset handles kept (small objects)
 
 _datasets = ByteCache.for_objects("opened datasets", MAX_HANDLES)  # (uri, options) -> latest handle
 _pinned = ByteCache.for_objects("pinned dataset versions", MAX_HANDLES)  # (uri, options, version) -> dataset
@@ -49,6 +49,33 @@ def dataset_handle(dataset, storage_options=None):
     with _lock:
         _datasets.put(key, ds)
     return str(uri_of(ds)).rstrip("/"), ds
+
+
+class DatasetVersion:
+    """A dataset as a reader holds it: its URI, the opened version, the storage options that
+    reach its files (they may hold secrets: not in the repr), and a key naming that view of
+    it for caches (the options as a hashable tuple)."""
+
+    __slots__ = ("uri", "ds", "version", "storage_options", "options_key")
+
+    def __init__(self, uri: str, ds, version: int, storage_options: dict | None, options_key: Any):
+        self.uri = uri
+        self.ds = ds
+        self.version = version
+        self.storage_options = storage_options
+        self.options_key = options_key
+
+    def __repr__(self) -> str:
+        return f"DatasetVersion(uri={self.uri!r}, version={self.version})"
+
+
+def open_version(dataset, storage_options=None) -> DatasetVersion:
+    """The latest version of ``dataset`` (a URI, or a ``LanceDataset`` as given) with the
+    storage options its files need: those given, else the ones the dataset object was
+    opened with (:func:`.scan.options_for`)."""
+    storage_options = options_for(dataset, storage_options)
+    uri, ds = dataset_handle(dataset, storage_options)
+    return DatasetVersion(uri, ds, version_of(ds), storage_options, options_key(storage_options))
 
 
 def dataset_at(dataset: str, version: int, storage_options=None):

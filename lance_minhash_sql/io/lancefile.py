@@ -24,12 +24,12 @@ import struct
 from dataclasses import dataclass, field
 
 from lance_minhash_sql.core.errors import CorruptIndexError
+from lance_minhash_sql.core.tuning import TAIL_READ_BYTES
 
 __all__ = ["FOOTER_BYTES", "TAIL_READ_BYTES", "Compression", "PageLayout", "Page", "FileLayout", "FileTail",
            "parse_layout", "parse_descriptor", "tail_span", "read_layout", "read_file_tail"]
 
 FOOTER_BYTES = 40
-TAIL_READ_BYTES = 64 << 10  # bytes read from a file's end at once (Lance's own reader reads as much)
 _MAGIC = b"LANC"
 _PAGE_LAYOUT = "/lance.encodings21.PageLayout"
 _LAYOUTS = {1: "MiniBlockLayout", 2: "ConstantLayout", 3: "FullZipLayout", 4: "BlobLayout", 5: "SparseLayout"}

@@ -12,6 +12,7 @@ from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.io.rowids import live_rowids
 from lance_minhash_sql.io.store import lance_message
 from lance_minhash_sql.io.takes import MAX_TAKE, take_expression
+from lance_minhash_sql.kernels.lsh import sorted_unique
 
 __all__ = ["Liveness", "member"]
 
@@ -170,6 +171,18 @@ class Liveness:
                 f"filter={expr!r} must be a boolean expression, but it has type {t.column('_ok').type}; "
                 "e.g. \"id > 10\"")
         return t
+
+    def checks(self, expr: str | None) -> bool:
+        """True when candidates must be checked: the version has deletions (or a compaction
+        dropped rows), or a filter applies."""
+        return expr is not None or not self.trivial
+
+    def rows_ok(self, ids: np.ndarray, expr: str | None) -> np.ndarray:
+        """``bool[n]``: which of the row ids ``ids`` (any order, repeats allowed) are live and,
+        with a filter ``expr``, match it; each distinct id asked once."""
+        uniq = sorted_unique(ids)
+        flags = self.filter_mask(uniq, expr) if expr is not None else self.alive(uniq)
+        return flags[np.searchsorted(uniq, ids)]
 
     def check_filter(self, expr: str) -> None:
         """Refuse a filter that is not a boolean expression over this version's columns,

@@ -21,10 +21,12 @@ from lance.dataset import Index, IndexFile, LanceOperation
 from lance_minhash_sql.core.errors import DatasetError, ParameterMismatchError
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
+from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
+from lance_minhash_sql.io.scan import text_field
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 from lance_minhash_sql.io.store import is_remote, make_dir
 
-__all__ = ["SegmentInfo", "NewSegment", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
+__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
            "fragment_ids", "commit_replacing", "check_same_params"]
 
@@ -84,6 +86,26 @@ def minhash_segments(ds: "lance.LanceDataset", column: str | None = None) -> lis
 
 def segment_dir(ds: "lance.LanceDataset", seg_uuid: str) -> str:
     return os.path.join(ds.uri, "_indices", seg_uuid)
+
+
+@dataclass(frozen=True)
+class ColumnIndex:
+    """What a dataset version records of one column's MinHash LSH index: its segments in
+    manifest order, each segment's folder, and the fragment-reuse index of a deferred
+    compaction remap (None when none is pending, or when there is no segment)."""
+
+    segments: tuple[SegmentInfo, ...]
+    dirs: tuple[str, ...]
+    reuse: FragReuse | None
+
+
+def column_index(ds: "lance.LanceDataset", column: str, uri: str = "") -> ColumnIndex:
+    """The column's index as the manifest records it; the column must be a string column
+    of the version (:func:`.scan.text_field`), but it may have no segment."""
+    text_field(ds, column, uri)
+    segments = tuple(minhash_segments(ds, column))
+    return ColumnIndex(segments, tuple(segment_dir(ds, s.uuid) for s in segments),
+                       frag_reuse(ds) if segments else None)
 
 
 def new_segment(ds: "lance.LanceDataset", fragment_ids, params: MinHashParams,

@@ -21,12 +21,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.core.tuning import SCAN_BATCH_ROWS
 from lance_minhash_sql.io.datasets import write_dataset
 from lance_minhash_sql.io.store import lance_message
 
 __all__ = ["dataset_exists", "live_rows", "write_without", "delete_rows"]
-
-SCAN_BATCH_ROWS = 65_536
 
 
 def dataset_exists(uri: str) -> bool:

@@ -33,11 +33,12 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.tuning import ROWID_CALL_ROWS
+
 __all__ = ["FRAG_REUSE_NAME", "FRAG_REUSE_TYPE_URL", "FragReuse", "frag_reuse", "remap", "live_rowids"]
 
 FRAG_REUSE_NAME = "__lance_frag_reuse"
 FRAG_REUSE_TYPE_URL = "/lance.table.FragmentReuseIndexDetails"
-_CHUNK = 1 << 20  # row ids per Lance call
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ def remap(ds: "lance.LanceDataset", rowids: np.ndarray) -> tuple[np.ndarray, np.
     rowids = np.asarray(rowids, dtype=np.uint64)
     out = np.empty(rowids.size, dtype=np.uint64)
     kept = np.ones(rowids.size, dtype=np.bool_)
-    for s in range(0, rowids.size, _CHUNK):
-        part = rowids[s:s + _CHUNK]
+    for s in range(0, rowids.size, ROWID_CALL_ROWS):
+        part = rowids[s:s + ROWID_CALL_ROWS]
         got = ds.remap_row_addrs(pa.array(part, type=pa.uint64()))
         if got is None:  # no fragment-reuse index: nothing to map
             out[s:s + part.size] = part
@@ -83,7 +84,7 @@ def live_rowids(ds: "lance.LanceDataset", fragment_ids) -> np.ndarray:
     if not frags:
         return np.empty(0, dtype=np.uint64)
     parts = [b.column("_rowid").to_numpy() for b in
-             ds.scanner(columns=[], with_row_id=True, fragments=frags, batch_size=_CHUNK).to_batches()]
+             ds.scanner(columns=[], with_row_id=True, fragments=frags, batch_size=ROWID_CALL_ROWS).to_batches()]
     ids = (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)).astype(np.uint64, copy=False)
     if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # a scan is usually in id order already
         ids = np.sort(ids)

@@ -9,13 +9,12 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
+from lance_minhash_sql.core.tuning import SCAN_BATCH_ROWS
 from lance_minhash_sql.io.store import check_uri, is_remote, lance_message, redact, redact_uri
 from lance_minhash_sql.io.takes import take_rows
 
 __all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
            "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows"]
-
-DEFAULT_BATCH_ROWS = 65_536
 
 
 def is_dataset(obj) -> bool:
@@ -132,7 +131,7 @@ def text_field(ds: "lance.LanceDataset", column: str, uri: str = "") -> pa.Field
     return field
 
 
-def scan_text(ds: "lance.LanceDataset", column: str, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+def scan_text(ds: "lance.LanceDataset", column: str, *, batch_rows: int = SCAN_BATCH_ROWS,
               fragments=None, batch_readahead: int | None = None, fragment_readahead: int | None = None,
               io_buffer_size: int | None = None) -> Iterator[tuple[np.ndarray, pa.Array]]:
     """Yield ``(row_ids uint64, texts)`` in scan order (fragment order, then offset).

@@ -33,6 +33,7 @@ from lance.file import LanceFileReader, LanceFileSession
 
 from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
+from lance_minhash_sql.core.tuning import MAPPED_MAX_ROWS
 from lance_minhash_sql.io.chunks import FixedRows, chunked_column, fixed_rows, layout_problem, read_columns, rows_problem
 from lance_minhash_sql.io.mapped import MappedColumn, MappedRows, map_file, mapped_column, mapped_rows
 from lance_minhash_sql.io.details import params_from_hex
@@ -52,11 +53,6 @@ __all__ = [
 
 log = logging.getLogger("lance_minhash_sql")
 
-# Reads of more rows than this go through Lance's reader even where the memory map could
-# serve them: Lance decodes without holding the GIL, so a self-join's shards load in
-# parallel and a closing stream is not kept waiting; a query's windows, pages and
-# candidates are far fewer rows.
-MAPPED_MAX_ROWS = 1 << 16
 
 SIGNATURES_FILE = "signatures.lance"
 BANDS_FILE = "bands.lance"

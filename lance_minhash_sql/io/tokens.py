@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import LanceMinHashError
+from lance_minhash_sql.core.tuning import TOKENIZE_BATCH_TOKENS
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array
 
 __all__ = ["lance_tokens", "token_streams", "filtered_tokens"]
@@ -62,7 +63,6 @@ def token_streams(texts: pa.Array, options: dict[str, Any]) -> StringBuffers:
 
 _ASCII_SPACE = frozenset(" \t\n\x0c\r")
 _SENTINEL = "0"  # kept by every filter chain with max_token_length > 1: no stem, no stop word
-_BATCH_TOKENS = 4096
 
 
 def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | None]:
@@ -88,8 +88,8 @@ def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | No
     batch: list[int] = []
     for i, token in enumerate(tokens):
         (alone if not token or _ASCII_SPACE.intersection(token) else batch).append(i)
-    for lo in range(0, len(batch), _BATCH_TOKENS):
-        part = batch[lo:lo + _BATCH_TOKENS]
+    for lo in range(0, len(batch), TOKENIZE_BATCH_TOKENS):
+        part = batch[lo:lo + TOKENIZE_BATCH_TOKENS]
         result = lance.tokenize(" ".join([_SENTINEL] + [tokens[i] for i in part]),
                                 **{**opts, "base_tokenizer": batch_base})
         if not result or result[0].position != 0 or result[0].text != _SENTINEL:

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
+from lance_minhash_sql.core.tuning import PREWARM_READ_DOCS
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.pools import runs
@@ -24,8 +25,6 @@ from lance_minhash_sql.index.results import PrewarmResult
 from lance_minhash_sql.runtime.cache import segment_cache, set_cache_capacity
 
 __all__ = ["PrewarmResult", "prewarm", "warm"]
-
-_CHUNK_DOCS = 1 << 16  # signatures read per call
 
 
 def _room(entries: list[SegmentEntry]) -> int:
@@ -52,8 +51,8 @@ def _warm_docs(entry: SegmentEntry, room: int) -> None:
             return
         store.ensure_capacity(int(m))
         for first, count in runs(missing[:m]):
-            for s in range(first, first + count, _CHUNK_DOCS):
-                n = min(_CHUNK_DOCS, first + count - s)
+            for s in range(first, first + count, PREWARM_READ_DOCS):
+                n = min(PREWARM_READ_DOCS, first + count - s)
                 rowids, sigs = entry.files.read_doc_range(s, n)
                 store.add_docs(np.arange(s, s + n, dtype=np.int64), entry.map_rowids(rowids), sigs)
         entry.stats["docs_read"] += int(m)

@@ -16,8 +16,8 @@ the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
   ids are gathered from the map (or the memory), and rows that are deleted or fail the
   filter are dropped before the cut;
 * the top ``limit`` by ``(mismatches, row id)`` over the candidates of every segment at
-  once (segments cover distinct rows, so this equals merging each segment's top
-  ``limit``), distances ``1 - float32(eq) / float32(k)``.
+  once (``query/ranking.py``: the order both engines share), distances
+  ``1 - float32(eq) / float32(k)``.
 
 Anything else (an object store, a segment read through Lance's reader, more bucket rows
 than :data:`MAX_CANDIDATES`) returns ``None`` and the caller runs the kernels.
@@ -29,33 +29,18 @@ from typing import Callable
 
 import numpy as np
 
-from lance_minhash_sql.core.lance_format import similarity
-from lance_minhash_sql.core.tuning import MAX_CANDIDATES
+from lance_minhash_sql.core.tuning import FANOUT, MAX_CANDIDATES
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.io.mapped import values_at
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.query.ranking import distances, first_of_each, rank_order
 
-__all__ = ["MAX_CANDIDATES", "distinct", "probe_topk"]
-
-
-
-def distinct(a: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of ``a`` (``np.unique`` without its first-call import of
-    ``numpy.ma``, 10-30 ms of a new process's first query)."""
-    s = np.sort(a)
-    if s.size:
-        keep = np.empty(s.size, dtype=np.bool_)
-        keep[0] = True
-        np.not_equal(s[1:], s[:-1], out=keep[1:])
-        s = s[keep]
-    return s
+__all__ = ["MAX_CANDIDATES", "probe_topk"]
 
 
 def _rows_at(chunks, rows: np.ndarray) -> np.ndarray:
     """Band keys of global ``rows`` from ``(values, first_row, value_index)`` chunks."""
     return values_at(*chunks, rows)
-
-
-FANOUT = 64  # keys read per lane and step of the search (a 4,096-row page: two steps)
 
 
 def _first_at_least(chunks, lo: np.ndarray, hi: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -122,7 +107,7 @@ def _candidates(entry: SegmentEntry, qkeys: np.ndarray):
     rows = np.arange(total, dtype=np.int64) + np.repeat(start - at, sizes)
     docs = np.asarray(docs_of(rows), dtype=np.int64)
     query = np.repeat(np.arange(nq * nb, dtype=np.int64) // nb, sizes)
-    pair = distinct((query << 32) | docs)
+    pair = sorted_unique((query << 32) | docs)
     return pair >> 32, pair & 0xFFFFFFFF, total
 
 
@@ -140,7 +125,7 @@ def probe_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray
         found.append(got)
     parts = []
     for entry, (query, docs, rows) in zip(entries, found):
-        udocs = distinct(docs)
+        udocs = sorted_unique(docs)
         slot = np.searchsorted(udocs, docs)
         sigs = np.empty((udocs.size, k), dtype=np.uint16)
         rowids = entry.direct_docs(udocs, sigs, release=True)
@@ -154,10 +139,8 @@ def probe_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray
     eq = np.concatenate([(p[2][p[3]] == qsigs[p[0]]).sum(axis=1) for p in parts]) if parts else np.empty(0, np.int64)
     ok = ok_of(rid)
     query, rid, mism = query[ok], rid[ok], k - eq[ok]
-    order = np.lexsort((rid, mism, query))
+    order = rank_order(query, mism, rid)
     query, rid, mism = query[order], rid[order], mism[order]
-    rank = np.arange(query.size) - np.searchsorted(query, query, side="left")
-    keep = rank < limit
+    keep = first_of_each(query, limit)
     query, rid, mism = query[keep], rid[keep], mism[keep]
-    dist = np.float32(1) - similarity(k - mism, k)
-    return query, rid.astype(np.uint64, copy=False), dist.astype(np.float32, copy=False), counts
+    return query, rid.astype(np.uint64, copy=False), distances(mism, k), counts

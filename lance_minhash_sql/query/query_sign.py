@@ -1,32 +1,37 @@
-"""Signatures and band keys of a few query texts with numpy, xxhash and Lance's tokenizer.
+"""Signatures and band keys of query texts: the one place a search signs its queries.
+
+:func:`sign_texts` signs with one of two engines, side by side here. The kernels' engine
+is the index's own signer (``index/sign.py``: the numba tokenizer, XXH64 and minima,
+the same code that built the segments). The numpy engine (:func:`sign_queries`) is for a
+few short texts (:func:`fits`) in a process that has not loaded numba:
 
 A search of one text needs one signature: tokens from ``lance.tokenize``
 (``io/tokens.py``), each shingle hashed by the ``xxhash`` package, the ``k`` minima of
 ``a * x + b`` over the shingles in wrapping ``uint64`` numpy arithmetic, and the band keys
 hashed by ``xxhash`` again, as docs/signatures.md defines them. The values are
 bit-identical to the numba signer's (``index/sign.py``; the tests compare both with
-Lance), but nothing here loads numba, whose import and compiler set-up cost a new
-process about half a second even with every kernel cached. Long texts and large batches
-go to the numba signer (:func:`fits`).
+Lance), but it loads no numba, whose import and compiler set-up cost a new process about
+half a second even with every kernel cached. Which engine signs is the search's engine
+policy (``query/topk.py``).
 """
 
 from __future__ import annotations
 
 
 import numpy as np
+import pyarrow as pa
 import xxhash
 
-from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.lance_format import BAND_HASH_MASK, BAND_SHIFT, SEED, SHINGLE_SEPARATOR
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.tuning import MAX_QUERIES, MAX_TEXT_CHARS, SHINGLE_BLOCK
+from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.tokens import lance_tokens
 from lance_minhash_sql.kernels.minhash import coefficients
+from lance_minhash_sql.runtime.cache import memoized
 
-__all__ = ["MAX_QUERIES", "MAX_TEXT_CHARS", "fits", "sign_queries"]
+__all__ = ["MAX_QUERIES", "MAX_TEXT_CHARS", "fits", "sign_texts", "sign_queries"]
 
-MAX_QUERIES = 16  # more queries than this are signed (and searched) by the numba kernels
-MAX_TEXT_CHARS = 1 << 16  # a longer text is signed by the numba kernels (a shingle costs ~0.3 us here)
-_BLOCK = 2048  # shingles per block of the minima (a block holds 2048 x k uint64)
 _SEP = bytes([SHINGLE_SEPARATOR])
 _U48 = np.uint64(48)
 
@@ -34,6 +39,16 @@ _U48 = np.uint64(48)
 def fits(texts: list[str]) -> bool:
     """True when these texts are few and short enough for this module."""
     return len(texts) <= MAX_QUERIES and all(len(t) <= MAX_TEXT_CHARS for t in texts)
+
+
+def sign_texts(params: MinHashParams, texts: pa.Array, few: list[str] | None):
+    """``(signatures uint16[n, k], has bool[n], band keys uint64[n, b])`` of the query
+    texts: by numpy when ``few`` (the texts as a list) is given, else by the kernels."""
+    if few is not None:
+        return sign_queries(params, few)
+    signer = signer_for(params)
+    sigs, has = signer.sign(texts)
+    return sigs, has, signer.band_keys(sigs)
 
 
 @memoized(16)
@@ -46,8 +61,8 @@ def _signature(tokens: list[bytes], shingle: int, a: np.ndarray, b: np.ndarray, 
     x = np.fromiter((xxhash.xxh64_intdigest(_SEP.join(tokens[s:s + w]), SEED) for s in range(len(tokens) - w + 1)),
                     dtype=np.uint64)
     m = np.full(a.size, np.iinfo(np.uint64).max, dtype=np.uint64)
-    for lo in range(0, x.size, _BLOCK):
-        np.minimum(m, (x[lo:lo + _BLOCK, None] * a + b).min(axis=0), out=m)  # wraps mod 2**64
+    for lo in range(0, x.size, SHINGLE_BLOCK):
+        np.minimum(m, (x[lo:lo + SHINGLE_BLOCK, None] * a + b).min(axis=0), out=m)  # wraps mod 2**64
     return ((c * m) >> _U48).astype(np.uint16)
 
 

@@ -35,34 +35,26 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.checks import check_bool
+from lance_minhash_sql.core.checks import check_bool, check_choice
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
-from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS, whole_read_pays
-from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
-from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.arrow import as_string_array
-from lance_minhash_sql.kernels import lsh as _lsh
-from lance_minhash_sql.kernels.lsh import (bucket_pages, merge_candidates, merge_topk, score_topk,
-                                           search_kernels_loaded, sorted_unique)
-from lance_minhash_sql.kernels.minhash import sign_rows_serial
-from lance_minhash_sql.kernels.similarity import band_keys_serial
+from lance_minhash_sql.kernels.lsh import search_kernels_loaded
 from lance_minhash_sql.query.empty_query import warn_empty_queries
-from lance_minhash_sql.query.probe import MAX_CANDIDATES, distinct, probe_topk
-from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_queries
+from lance_minhash_sql.query.kernel_topk import kernel_topk
+from lance_minhash_sql.query.probe import probe_topk
+from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_texts
 from lance_minhash_sql.query.scores import apply_scores, check_limit, check_search_verify
 
 __all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk", "kernel_topk",
-           "numpy_texts", "ENGINES"]
+           "numpy_texts", "check_engine", "ENGINES"]
 
 _SPECIAL = ("_rowid", "_distance")
 
 
 # --------------------------------------------------------------------------- validation
-
-
 
 
 def _check_filter(expr: Any) -> str | None:
@@ -119,32 +111,14 @@ def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------- engine
-
-
-def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
-    """``(signatures, has, band keys)`` of the query texts: numpy for a few short ones
-    (``few``, :mod:`.query_sign`), else serial kernels, or parallel ones for many."""
-    if few is not None:
-        return sign_queries(params, few)
-    signer = signer_for(params)
-    if len(texts) >= _lsh.PARALLEL_MIN_QUERIES:
-        sigs, has = signer.sign(texts)
-        return sigs, has, signer.band_keys(sigs)
-    buf, cfg = signer.inputs(texts)
-    sigs, has = sign_rows_serial(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, signer.tables,
-                                 params.shingle_size, signer.a, signer.b, signer.c)
-    keys = band_keys_serial(sigs.view(np.uint8).reshape(sigs.shape[0], -1), params.num_bands)
-    return sigs, has, keys
-
-
 # --------------------------------------------------------------------------- engine policy
 #
-# Two engines answer a search: the kernels (kernels/lsh.py, kernels/minhash.py) and, for a
-# few short queries, numpy (query/query_sign.py, query/probe.py), which needs no numba.
-# Both apply the same rules: the candidates of a query are the docs sharing a band key
-# with it, live and passing the filter; its top ``limit`` is ordered by (mismatches,
-# row id) over every segment at once. tests/test_probe.py runs both on the same inputs.
+# Two engines answer a search, each signing (query/query_sign.py) and ranking: the
+# kernels (query/kernel_topk.py) and, for a few short queries, numpy (query/probe.py),
+# which needs no numba. Both apply the same rules: the candidates of a query are the docs
+# sharing a band key with it, live and passing the filter; its top ``limit`` is ordered
+# by (mismatches, row id) over every segment at once (query/ranking.py).
+# tests/test_probe.py runs both on the same inputs.
 #
 # The policy (``engine="auto"``) is a ski rental: loading numba costs a process about half a
 # second (its import and compiler set-up, the search kernels' cache loads; a fresh install
@@ -155,6 +129,13 @@ def _sign(params: MinHashParams, texts: pa.Array, few: list[str] | None):
 
 ENGINES = ("auto", "numpy", "kernels")
 _numpy_seconds = [0.0]  # process state of the policy: time spent answering queries with numpy
+
+
+def check_engine(engine: Any) -> str:
+    """``engine`` of a search, lower-cased: one of :data:`ENGINES`."""
+    return check_choice("engine", engine, ENGINES, "a search engine",
+                        "'auto' (numpy for a few short queries until numba pays for itself, the default), "
+                        "'numpy' (numpy whenever the queries are few and short) or 'kernels' (always numba)")
 
 
 def numpy_texts(texts: pa.Array, engine: str = "auto") -> list[str] | None:
@@ -173,182 +154,30 @@ def numpy_texts(texts: pa.Array, engine: str = "auto") -> list[str] | None:
     return few if fits(few) else None
 
 
-class _Candidates:
-    """One segment's candidates for a batch, with everything the scorer needs.
-
-    On an object store, when the segment's signatures are not all in memory, candidates
-    are visited as Lance visits them: by the number of bands they share with the query,
-    most first, each step one concurrent read; a query stops once no candidate left can
-    beat its ``limit``-th best (a candidate sharing ``m`` of ``b`` bands differs in at
-    least ``b - m`` hashes; see ``_visit_by_level``). The candidates never visited could
-    not have entered the top ``limit``, so the answer is the same, with a fraction of the
-    signature reads.
-    """
-
-    __slots__ = ("offsets", "docs", "doc_slot", "rowids", "sigs", "cand_rowids")
-
-    def __init__(self, entry: SegmentEntry, qkeys: np.ndarray, qsigs: np.ndarray, limit: int, ok_of):
-        with entry.lock:
-            bands = entry.bands
-            lo, hi = bucket_pages(bands.page_table, qkeys)
-            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(qkeys, lo, hi)
-            self.offsets, self.docs, matches = merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot,
-                                                                pool_docs, bands.page_rows, win_docs)
-            if entry.remote and not entry.docs.full and self.docs.size:
-                self._visit_by_level(entry, qsigs, matches, limit, ok_of)
-            udocs = sorted_unique(self.docs)
-            self.doc_slot, self.rowids, self.sigs = entry.doc_arrays(udocs)
-        slots = self.docs if self.doc_slot.size == 0 else self.doc_slot[self.docs]
-        self.cand_rowids = self.rowids[slots]
-
-    def _visit_by_level(self, entry: SegmentEntry, qsigs: np.ndarray, matches: np.ndarray, limit: int,
-                        ok_of) -> None:
-        """Keep only the candidates that must be scored (see the class doc).
-
-        Within a level a query reads candidates in row id order, first as many as it lacks
-        to fill ``limit``, then more only while one could still enter its top ``limit``:
-        a candidate of the level has at least ``bound`` mismatches, so none can once the
-        ``limit``-th best has fewer, or exactly ``bound`` and a smaller row id than every
-        candidate left (ties go to the smaller row id).
-        """
-        offsets, docs = self.offsets, self.docs
-        nq = offsets.size - 1
-        query = np.repeat(np.arange(nq), np.diff(offsets))
-        rowid = entry.stored_rowids(docs)  # None when they are not resident: doc order, no tie rule
-        num_bands = entry.params.num_bands
-        visited = np.zeros(docs.size, dtype=np.bool_)
-        good = np.zeros(docs.size, dtype=np.bool_)  # visited, live and passing the filter
-        mism = np.zeros(docs.size, dtype=np.int64)
-        active = np.ones(nq, dtype=np.bool_)
-        for m in sorted_unique(matches)[::-1].tolist():
-            bound = num_bands - int(m)  # fewest mismatches a candidate sharing m bands can have
-            pending = np.flatnonzero(matches == m)
-            if rowid is not None:
-                pending = pending[np.lexsort((rowid[pending], query[pending]))]
-            while pending.size:
-                active &= ~_settled(query, mism, rowid, good, pending, nq, limit, bound)
-                pending = pending[active[query[pending]]]
-                if pending.size == 0:
-                    break
-                have = np.bincount(query[good], minlength=nq)
-                need = np.where(have < limit, limit - have, pending.size)
-                q = query[pending]
-                rank = np.arange(pending.size) - np.searchsorted(q, q, side="left")
-                take = rank < need[q]
-                sel, pending = pending[take], pending[~take]
-                slot, rowids, sigs = entry.doc_arrays(sorted_unique(docs[sel]))
-                s = docs[sel] if slot.size == 0 else slot[docs[sel]]
-                mism[sel] = (sigs[s] != qsigs[query[sel]]).sum(axis=1)
-                good[sel] = ok_of(rowids[s])
-                visited[sel] = True
-            if not active.any():
-                break
-        keep = np.flatnonzero(visited)
-        self.docs = docs[keep]
-        self.offsets = np.concatenate(([0], np.cumsum(np.bincount(query[keep], minlength=nq)))).astype(np.int64)
-
-
-def _settled(query, mism, rowid, good, pending, nq: int, limit: int, bound: int) -> np.ndarray:
-    """``bool[nq]``: queries none of whose ``pending`` candidates (sorted by query, then row
-    id) can enter the top ``limit`` of their ``good`` ones (see ``_visit_by_level``)."""
-    out = np.zeros(nq, dtype=np.bool_)
-    g = np.flatnonzero(good)
-    if g.size < limit:
-        return out
-    rid = rowid[g] if rowid is not None else np.zeros(g.size, dtype=np.uint64)
-    order = g[np.lexsort((rid, mism[g], query[g]))]
-    q = query[order]
-    counts = np.bincount(q, minlength=nq)
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    full = np.flatnonzero(counts >= limit)
-    kth = order[first[full] + limit - 1]
-    below = mism[kth] < bound
-    if rowid is not None:
-        qp = query[pending]
-        at = np.searchsorted(qp, full)  # each full query's first pending candidate (smallest row id)
-        has = at < qp.size
-        has[has] = qp[at[has]] == full[has]
-        later = np.ones(full.size, dtype=np.bool_)
-        later[has] = rowid[pending[at[has]]] > rowid[kth[has]]
-        below |= (mism[kth] == bound) & later
-    out[full] = below
-    return out
-
-
 def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool = False,
          filter: str | None = None, engine: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(query_index int64, _rowid uint64, _distance float32)`` of every query's top ``limit``,
     ordered by query, then ``(distance, row id)``; ``engine`` as :func:`numpy_texts`."""
-    params = opened.params
-    if filter is not None:
-        opened.liveness.check_filter(filter)  # a bad filter is an error even when nothing matches
+    engine = check_engine(engine)
     t0 = time.perf_counter()
+    view = opened.search_view(fast_search, filter)
     few = numpy_texts(texts, engine)
-    sigs, has, keys = _sign(params, texts, few)
+    sigs, has, keys = sign_texts(view.params, texts, few)
     active = np.flatnonzero(has)
     if active.size == 0:
         warn_empty_queries(texts, has, None)
         return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
     qsigs = readonly(sigs[active])
     qkeys = readonly(keys[active])
-    entries = opened.segment_entries()
-    if not fast_search:
-        flat = opened.unindexed_entry()
-        if flat is not None:
-            entries.append(flat)
-    liveness = opened.liveness
-    checked = filter is not None or not liveness.trivial
-
-    def ok_of(ids: np.ndarray) -> np.ndarray:
-        """Live (and matching) flags of candidate row ids."""
-        if not checked:
-            return np.ones(ids.size, dtype=np.bool_)
-        uniq = distinct(ids) if ids.size < MAX_CANDIDATES else sorted_unique(ids)
-        flags = liveness.filter_mask(uniq, filter) if filter is not None else liveness.alive(uniq)
-        return flags[np.searchsorted(uniq, ids)]
-
     answer = None
     if few is not None:
-        answer = probe_topk(entries, qsigs, qkeys, limit, ok_of)
+        answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
         _numpy_seconds[0] += time.perf_counter() - t0
     if answer is None:
-        answer = kernel_topk(entries, qsigs, qkeys, limit, ok_of, checked)
+        answer = kernel_topk(view.entries, qsigs, qkeys, limit, view.ok_of, view.checked)
     q, rid, dist, counts = answer
     warn_empty_queries(texts, has, counts)
     return active[q].astype(np.int64), rid, dist
-
-
-def kernel_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray, limit: int, ok_of,
-                checked: bool = True):
-    """The kernels' engine: ``(query int64, row id uint64, distance float32, candidates per
-    query int64)`` of each query's top ``limit`` over ``entries``, ordered by query then
-    ``(distance, row id)``; the same answer as :func:`.probe.probe_topk` (numpy).
-    ``checked=False`` skips ``ok_of`` (no deletion, no filter)."""
-    nq, num_hashes = qsigs.shape
-    cands = [_Candidates(e, qkeys, qsigs, limit, ok_of) for e in entries]
-    counts_all = sum((np.diff(c.offsets) for c in cands), np.zeros(nq, np.int64))
-    # deletions and the filter: one Lance take over the distinct candidate row ids
-    if checked:
-        ok_all = ok_of(np.concatenate([c.cand_rowids for c in cands]))
-        oks, pos = [], 0
-        for c in cands:
-            oks.append(readonly(ok_all[pos:pos + c.docs.size]))
-            pos += c.docs.size
-    else:
-        oks = [readonly(np.ones(c.docs.size, dtype=np.bool_)) for c in cands]
-    parts = []
-    for c, ok in zip(cands, oks):
-        counts, rid, mism, _dist = score_topk(qsigs, c.offsets, c.docs, ok, c.doc_slot, c.sigs, c.rowids, limit)
-        parts.append((counts, rid, mism, _dist))
-    if len(parts) == 1:
-        counts, rid, _, dist = parts[0]
-        q = np.repeat(np.arange(nq, dtype=np.int64), np.diff(counts))
-    else:
-        qidx = np.concatenate([np.repeat(np.arange(nq, dtype=np.int64), np.diff(p[0])) for p in parts])
-        rids = np.concatenate([p[1] for p in parts])
-        mism = np.concatenate([p[2] for p in parts])
-        q, rid, dist = merge_topk(nq, qidx, rids, mism, limit, num_hashes)
-    return q, rid, dist, counts_all
 
 
 # --------------------------------------------------------------------------- public API

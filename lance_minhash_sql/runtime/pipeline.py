@@ -14,11 +14,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator
 
-from lance_minhash_sql.core.tuning import MAX_WORKERS
+from lance_minhash_sql.core.tuning import MAX_WORKERS, PIPELINE_QUEUE_DEPTH
 
 __all__ = ["MAX_WORKERS", "run_ordered"]
-
-_QUEUE_DEPTH = 2  # results a worker may hold ahead of the consumer
 
 
 class _Failure:
@@ -32,7 +30,7 @@ _DONE = object()
 def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | None = None,
                 stop: threading.Event | None = None) -> Iterator:
     """Yield everything ``produce(item)`` yields, item by item in order, with ``workers``
-    items in flight on threads (each holding at most :data:`_QUEUE_DEPTH` results ahead).
+    items in flight on threads (each holding at most :data:`PIPELINE_QUEUE_DEPTH` results ahead).
     ``stop`` (else a new event) is set when the consumer stops; ``produce`` may watch it
     too, to return without yielding again."""
     workers = min(len(items), workers or min(os.cpu_count() or 1, MAX_WORKERS))
@@ -41,7 +39,7 @@ def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | 
             yield from produce(item)
         return
     stop = threading.Event() if stop is None else stop
-    queues = [queue.Queue(maxsize=_QUEUE_DEPTH) for _ in items]
+    queues = [queue.Queue(maxsize=PIPELINE_QUEUE_DEPTH) for _ in items]
 
     def put(q: queue.Queue, value) -> bool:
         while not stop.is_set():
