@@ -185,7 +185,7 @@ def test_shards_and_chunks_do_not_change_the_answer(corpus, oracle_08):
 
 
 def test_direct_window_path(corpus, oracle_08, monkeypatch):
-    monkeypatch.setattr(shards_mod, "WINDOW_ROWS", 3)  # most buckets exceed it: read from the pool
+    monkeypatch.setattr(shards_mod, "BUCKET_WINDOW_ROWS", 3)  # most buckets exceed it: read from the pool
     assert as_dict(pairs(corpus, "text", 0.8)) == oracle_08
     base = as_clusters(clusters(corpus, "text", 0.8))
     monkeypatch.undo()
@@ -303,7 +303,7 @@ def test_odd_parameters(tmp_path, monkeypatch, self_join_budget):
     assert len(want) > 100
     assert as_dict(pairs(uri, "text", 0.75)) == want
     assert as_dict(all_shards(uri, 0.75, num_shards=9, chunk_pairs=5)) == want
-    monkeypatch.setattr(shards_mod, "WINDOW_ROWS", 3)  # large buckets gathered whole (k % 4 != 0)
+    monkeypatch.setattr(shards_mod, "BUCKET_WINDOW_ROWS", 3)  # large buckets gathered whole (k % 4 != 0)
     assert as_dict(pairs(uri, "text", 0.75)) == want
 
 

@@ -91,7 +91,7 @@ MAX_HANDLES = 64  # opened dataset handles (and pinned versions) kept (io/handle
 MAX_OPENED_INDEXES = 64  # opened index versions kept (index/opened.py; segment data is in the segment cache)
 MAX_CACHED_REPORTS = 4  # index reports kept (diagnostics/report.py)
 
-# ---------------------------------------------------------------------- Reads of index files by position (io/chunks.py, io/mapped.py)
+# ------------------------------------------------------- Reads of index files by position (io/chunks.py, io/mapped.py)
 
 ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
 
@@ -172,3 +172,27 @@ STAR_ROWS = 1 << 16
 STAR_CHUNK_SHARE = 0.25
 STAR_CENTERS_SHARE = 0.25
 STAR_FIRST_ROW_BYTES = 4096
+
+# ----------------------------------------------- The self-join (selfjoin/bounded.py, shards.py, pairs.py, ...)
+SHARD_SHARE = 32  # a shard's band rows read at once: at most 1 / SHARD_SHARE of the budget
+POOL_SHARE = 0.625  # the candidates' pool: this share of the budget (less clusters' components)
+READ_ROW_BYTES = 12  # a band row as read: key (8) and doc (4)
+KEEP_SHARE = 16  # a group's rows kept from the marking pass: at most 1 / KEEP_SHARE of the budget
+MIN_SHARD_ROWS = 1 << 14  # band rows of a shard at the least, whatever the budget
+PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
+MIN_CHUNK_PAIRS = 1 << 10  # pairs of a batch at the least, whatever the budget
+FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
+MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least
+GIANT_LINKS = 1 << 20  # links per kernel call in a giant bucket's chunk
+LINK_CHUNK = 1 << 20  # links per kernel call
+TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
+MAX_SIGNED_LEFTS = 2  # left datasets whose signed rows are kept (one version each)
+DEFAULT_CHUNK_PAIRS = 1 << 20  # pairs per record batch
+VISIT_BUDGET = 1 << 26  # pairs a kernel call visits before Python gets control back
+EXACT_CHUNK = 1 << 16  # pairs whose rows' shingle sets are looked up (and the missing fetched) at once
+SHARD_BAND_ROWS = 1 << 21  # band rows per shard by default (24 MiB of band data)
+MAX_SHARDS = 1 << 16  # shards of one self-join at the most
+BUCKET_WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered together (4 MiB at k=128)
+SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
+WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
+SELF_JOIN_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept

@@ -111,7 +111,8 @@ def _shard_columns(fn: str, shard, exact: bool, limit: int, verify: str = "estim
     """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`),
     within ``limit`` bytes (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`)."""
     from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs
-    from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, pair_verifier
+    from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
+    from lance_minhash_sql.selfjoin.pairs import pair_verifier
     from lance_minhash_sql.selfjoin.shingles import budget_sets
 
     def too_many() -> ResourceLimitError:

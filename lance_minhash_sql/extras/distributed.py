@@ -72,13 +72,14 @@ from lance_minhash_sql.build.builder import (BuildResult, check_segment_rows, cl
 from lance_minhash_sql.core.checks import check_bool, check_int
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
+from lance_minhash_sql.core.tuning import MAX_SHARDS
 from lance_minhash_sql.index.spill import plan_sort
 from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.scan import fragment_rows, open_dataset, options_for, uri_of, version_of
 from lance_minhash_sql.lifecycle.optimize import optimize
 from lance_minhash_sql.selfjoin.clusters import components, shard_links
 from lance_minhash_sql.selfjoin.pairs import shard_pairs
-from lance_minhash_sql.selfjoin.shards import MAX_SHARDS, pair_shards, plan_shards, run_together
+from lance_minhash_sql.selfjoin.shards import pair_shards, plan_shards, run_together
 
 __all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
            "RAY_INSTALL"]

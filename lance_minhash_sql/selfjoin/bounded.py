@@ -66,6 +66,9 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
+from lance_minhash_sql.core.tuning import (FETCH_ROWS, GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
+                                           MIN_WINDOW_ROWS, PAIR_SHARE, POOL_SHARE, READ_ROW_BYTES, SHARD_BAND_ROWS,
+                                           SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.rowid_runs import rowid_runs
 from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_buckets,
@@ -76,22 +79,11 @@ from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pu
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
-from lance_minhash_sql.selfjoin.shards import (SHARD_BAND_ROWS, Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards,
-                                               shard_runs)
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards, shard_runs
 
 __all__ = ["STATS", "memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "bounded_shard_pairs"]
 
-SHARD_SHARE = 32  # a shard's band rows read at once: at most 1 / SHARD_SHARE of the budget
-POOL_SHARE = 0.625  # the candidates' pool: this share of the budget (less clusters' components)
-READ_ROW_BYTES = 12  # a band row as read: key (8) and doc (4)
-KEEP_SHARE = 16  # a group's rows kept from the marking pass: at most 1 / KEEP_SHARE of the budget
-MIN_SHARD_ROWS = 1 << 14
-PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
-MIN_CHUNK_PAIRS = 1 << 10
-FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
-MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least
-GIANT_LINKS = 1 << 20  # links per kernel call in a giant bucket's chunk
 # what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
 # selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
 PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)

@@ -60,6 +60,7 @@ import pyarrow as pa
 from lance_minhash_sql.core.checks import check_clustering_verify, check_threshold
 from lance_minhash_sql.core.params import exact_candidate_floor, warn_if_low_recall
 from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
@@ -68,16 +69,15 @@ from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.kernels.unionfind import component_min, component_sizes, flatten, new_union_find, union_pairs
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, data_pairs
+from lance_minhash_sql.selfjoin.pairs import data_pairs
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, load_shard, plan_shards, shard_windows
 from lance_minhash_sql.selfjoin.star import star_clusters
 
-__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "LINK_CHUNK", "clusters", "linked_components", "unbounded_clusters", "components", "shard_links", "data_links",
+__all__ = ["CLUSTERS_SCHEMA", "MAX_REPS", "clusters", "linked_components", "unbounded_clusters", "components", "shard_links", "data_links",
            "exact_links"]
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
-LINK_CHUNK = 1 << 20  # links per kernel call
 
 
 def shard_links(shard: Shard, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndarray, ...]]:

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from lance_minhash_sql.core.checks import check_bool, check_choice, check_clustering_verify, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import KEEP_POLICIES
+from lance_minhash_sql.core.tuning import TAKE_ROWS
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import DEDUP_SCHEMA, DEDUP_STAR_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
@@ -50,7 +51,6 @@ from lance_minhash_sql.selfjoin.star import star_twins
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "keep_order", "keep_flags", "dedup"]
 
-TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
 _CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
 _POS = "__lms_pos"  # a row's position in the clusters table while ranking
 

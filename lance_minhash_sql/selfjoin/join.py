@@ -60,6 +60,7 @@ from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, warn_if_low_recall
 from lance_minhash_sql.core.sizes import format_bytes
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, MAX_SHARDS, MAX_SIGNED_LEFTS, VISIT_BUDGET
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import JOIN_SCHEMA
@@ -72,12 +73,10 @@ from lance_minhash_sql.kernels.pairs import min_matches, padded_hashes, pair_jac
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
 from lance_minhash_sql.selfjoin.bounded import chunk_pairs, memory_limit_bytes, pool_bytes, shard_rows
-from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, VISIT_BUDGET
-from lance_minhash_sql.selfjoin.shards import MAX_SHARDS, doc_rows, merge_runs, plan_for, read_run, run_span
+from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, read_run, run_span
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "join", "signed_bytes"]
 
-_MAX_SIGNED = 2  # left datasets whose signed rows are kept (one version each)
 
 
 @dataclass(eq=False)
@@ -105,7 +104,7 @@ def _index_side(plan) -> Side:
     return Side(o.uri, o.ds, o.version, o.column, o.params, plan.entries, o.liveness, True)
 
 
-_signed = ByteCache.for_objects("left rows signed for a join", _MAX_SIGNED)  # (uri, version, column, ...) -> Side
+_signed = ByteCache.for_objects("left rows signed for a join", MAX_SIGNED_LEFTS)  # (uri, version, column, ...) -> Side
 
 
 def signed_bytes(rows: int, params: MinHashParams) -> int:
@@ -133,7 +132,7 @@ def _check_budget(uri: str, column: str, rows: int, params: MinHashParams, limit
 
 def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
-    the last :data:`_MAX_SIGNED` dataset versions, so a statement's shards sign once)."""
+    the last :data:`MAX_SIGNED_LEFTS` dataset versions, so a statement's shards sign once)."""
     key = (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
     hit = _signed.get(key)
     if hit is not None:

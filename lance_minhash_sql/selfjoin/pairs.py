@@ -38,8 +38,8 @@ planned) — merges them by ``(key, global doc)``, keeps the buckets of two rows
 drops deleted rows, and takes the remaining docs' signatures from the segment's process
 cache (:mod:`.opened`; a shard that needs many of a segment's docs loads its signatures
 whole, in bounded reads). Buckets are then processed in windows of up to
-:data:`WINDOW_ROWS` rows whose members' signatures are first gathered into one buffer in
-row order (members are random docs: verifying straight from the pool costs a cache miss
+:data:`~lance_minhash_sql.core.tuning.BUCKET_WINDOW_ROWS` rows whose members' signatures
+are first gathered into one buffer in row order (members are random docs: verifying straight from the pool costs a cache miss
 per row, 300-600 ns), by :func:`kernels.pairs.pair_chunk`, in chunks of at most
 ``chunk_pairs`` pairs. Shards are independent: DuckDB can run one per call on its
 threads; :func:`pairs` runs them on a thread pool (nogil kernels) and yields their
@@ -60,15 +60,15 @@ from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.tuning import EXACT_BYTES
+from lance_minhash_sql.core.tuning import (DEFAULT_CHUNK_PAIRS, EXACT_BYTES, EXACT_CHUNK, MAX_SHARDS, SHARD_BAND_ROWS,
+                                           VISIT_BUDGET)
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.io.scan import options_for
 from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
-from lance_minhash_sql.selfjoin.shards import (MAX_SHARDS, SHARD_BAND_ROWS, Plan, Shard, ShardData,
-                                               load_shard, pair_shards, plan_shards, shard_windows)
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, load_shard, pair_shards, plan_shards, shard_windows
 
 __all__ = [
     "PAIRS_SCHEMA",
@@ -87,9 +87,6 @@ __all__ = [
 ]
 
 
-DEFAULT_CHUNK_PAIRS = 1 << 20  # pairs per record batch
-VISIT_BUDGET = 1 << 26  # pairs a kernel call visits before Python gets control back
-EXACT_CHUNK = 1 << 16  # pairs whose rows' shingle sets are looked up (and the missing fetched) at once
 
 
 # --------------------------------------------------------------------------- pairs of a shard

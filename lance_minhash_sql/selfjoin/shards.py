@@ -24,6 +24,8 @@ from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexError
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
+from lance_minhash_sql.core.tuning import (BUCKET_WINDOW_ROWS, MAX_SHARDS, SELF_JOIN_PLANS, SHARD_BAND_ROWS,
+                                           SIGNATURE_READ_ROWS, WHOLE_SIGNATURES_FRACTION)
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.kernels.lsh import sorted_unique
@@ -33,10 +35,7 @@ from lance_minhash_sql.runtime.cache import ByteCache, segment_cache
 from lance_minhash_sql.runtime.threads import run_chunks
 
 __all__ = [
-    "SHARD_BAND_ROWS",
     "shard_runs",
-    "MAX_SHARDS",
-    "WINDOW_ROWS",
     "Plan",
     "plan_for",
     "Shard",
@@ -51,12 +50,6 @@ __all__ = [
     "shard_windows",
 ]
 
-SHARD_BAND_ROWS = 1 << 21  # band rows per shard by default (24 MiB of band data)
-MAX_SHARDS = 1 << 16
-WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered together (4 MiB at k=128)
-SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
-WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
-_MAX_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
 _U64_END = 1 << 64
 
 
@@ -99,7 +92,7 @@ class Plan:
         self.pool_failed: dict[tuple, int] = {}  # (run, key ranges) -> cache capacity they did not fit
 
 
-_plans = ByteCache.for_objects("self-join plans", _MAX_PLANS)  # id(opened index) -> its Plan
+_plans = ByteCache.for_objects("self-join plans", SELF_JOIN_PLANS)  # id(opened index) -> its Plan
 _plans_lock = threading.Lock()
 
 
@@ -522,10 +515,10 @@ _EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
 
 def shard_windows(data: ShardData, max_rows: int | None = None) -> Iterator[Window]:
     """The shard's buckets in windows of at most ``max_rows`` (default
-    :data:`WINDOW_ROWS`) rows, each window's signatures gathered in row order into a
+    :data:`BUCKET_WINDOW_ROWS`) rows, each window's signatures gathered in row order into a
     buffer reused from window to window. A bucket larger than ``max_rows`` is a window of
     its own, read from the pool directly (when ``k % 4 == 0``; else gathered whole)."""
-    max_rows = WINDOW_ROWS if max_rows is None else max_rows
+    max_rows = BUCKET_WINDOW_ROWS if max_rows is None else max_rows
     k = data.sigs.shape[1]
     kp = padded_hashes(k)
     direct = kp == k
