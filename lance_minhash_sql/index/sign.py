@@ -18,12 +18,13 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab
+from lance_minhash_sql.kernels import mapped, minhash, similarity, tokenize, vocab
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
@@ -88,20 +89,21 @@ def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid
 
 def _grown(arr: np.ndarray, need: int) -> np.ndarray:
     """``arr``, or a copy at least twice as large when it holds fewer than ``need`` items."""
-    if arr.size >= need:
+    if len(arr) >= need:
         return arr
-    out = np.empty(max(need, 2 * arr.size), dtype=arr.dtype)
-    out[:arr.size] = arr
+    out = np.empty((max(need, 2 * len(arr)),) + arr.shape[1:], dtype=arr.dtype)
+    out[:len(arr)] = arr
     return out
 
 
 class _Vocabulary:
-    """The distinct base tokens a signer has seen and their form after Lance's filters
-    (``None``: dropped), across batches (``kernels/vocab.py``): token ``i`` is
-    ``vocab[voff[i]:voff[i+1]]`` and becomes ``mbytes[moff[i]:moff[i+1]]`` where ``keep[i]``.
-    A corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
-    about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it starts over. One batch at
-    a time (a lock): threads signing with one signer share it."""
+    """The distinct base tokens a signer has seen and their form after Lance's filters,
+    across batches (``kernels/vocab.py``): token ``i`` is ``vocab[voff[i]:voff[i+1]]``, with
+    a slot in the table ``slots`` and the record ``records[i]`` (``vocab.RECORD``: its hash
+    and leading bytes, and its filtered form's, whose bytes are also in ``fbytes``). A corpus's vocabulary grows much more slowly than its rows, so
+    each batch asks Lance about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it
+    starts over. One batch at a time (:attr:`lock`): threads signing with one signer
+    share it."""
 
     def __init__(self, options: dict):
         self.options = options
@@ -111,31 +113,39 @@ class _Vocabulary:
     def reset(self) -> None:
         self.nv = 0
         self.slots = np.full(1 << 12, -1, dtype=np.int64)
-        self.vhash = np.empty(0, dtype=np.uint64)
+        self.records = np.zeros((self.slots.size // 2, vocab.RECORD), dtype=np.uint64)
         self.vocab = np.empty(0, dtype=np.uint8)
         self.voff = np.zeros(1, dtype=np.int64)
-        self.moff = np.zeros(1, dtype=np.int64)
-        self.mbytes = np.empty(0, dtype=np.uint8)
-        self.keep = np.empty(0, dtype=np.bool_)
+        self.fbytes = np.empty(0, dtype=np.uint8)
+        self.fused = 0  # bytes of fbytes in use
 
     def streams(self, buf: StringBuffers, cfg: tuple, tables: tuple) -> tuple[np.ndarray, np.ndarray]:
         """``(offsets, data)``: each row's ``TOKENS`` stream of filtered tokens."""
+        with self.lock:
+            row_offsets, ids = self.add(buf, cfg, tables)
+            return vocab.mapped_streams(row_offsets, ids, self.records, self.fbytes)
+
+    def add(self, buf: StringBuffers, cfg: tuple, tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """``(row_offsets, ids)``: each row's base tokens as vocabulary ids, the new ones
+        added with their filtered form; the caller holds :attr:`lock`."""
         row_offsets, nbytes = vocab.count_tokens(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, tables)
         total = int(row_offsets[-1])
-        with self.lock:
-            if self.nv > TOKEN_MEMORY:
-                self.reset()
-            nv = self.nv
-            self.vhash = _grown(self.vhash, nv + total)
-            self.voff = _grown(self.voff, nv + total + 1)
-            self.vocab = _grown(self.vocab, int(self.voff[nv]) + int(nbytes))
-            ids = np.empty(total, dtype=np.int64)
-            new_nv, self.slots = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets, self.slots, ids,
-                                                  self.vocab, self.voff, self.vhash, nv)
-            if new_nv > nv:
-                self._map(nv, new_nv)
-            self.nv = new_nv
-            return vocab.mapped_streams(row_offsets, ids, self.moff, self.mbytes, self.keep)
+        if self.nv > TOKEN_MEMORY:
+            self.reset()
+        nv = self.nv
+        self.voff = _grown(self.voff, nv + total + 1)
+        self.vocab = _grown(self.vocab, int(self.voff[nv]) + int(nbytes))
+        ids = np.empty(total, dtype=np.int64)
+        new_nv, self.slots, self.records = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets, self.slots, ids,
+                                              self.vocab, self.voff, self.records, nv)
+        if new_nv > nv:
+            self._map(nv, new_nv)
+        self.nv = new_nv
+        return row_offsets, ids
+
+    def arrays(self) -> tuple:
+        """The arrays :func:`.kernels.mapped.sign_mapped_range` reads."""
+        return self.slots, self.records, self.vocab, self.voff, self.fbytes
 
     def _map(self, lo: int, hi: int) -> None:
         """Lance's filtered form of the new tokens ``lo:hi``."""
@@ -144,16 +154,16 @@ class _Vocabulary:
         cuts = (self.voff[lo:hi + 1] - base).tolist()
         words = [raw[cuts[i]:cuts[i + 1]].decode("utf-8") for i in range(hi - lo)]
         found = [None if t is None else t.encode("utf-8") for t in filtered_tokens(words, self.options)]
-        keep = np.array([t is not None for t in found], dtype=np.bool_)
-        sizes = np.array([0 if t is None else len(t) for t in found], dtype=np.int64)
-        end = int(self.moff[lo])
-        self.moff = _grown(self.moff, hi + 1)
-        self.moff[lo + 1:hi + 1] = end + np.cumsum(sizes)
+        sizes = np.array([-1 if t is None else len(t) for t in found], dtype=np.int64)
         added = b"".join(t for t in found if t is not None)
-        self.mbytes = _grown(self.mbytes, end + len(added))
-        self.mbytes[end:end + len(added)] = np.frombuffer(added, dtype=np.uint8)
-        self.keep = _grown(self.keep, hi)
-        self.keep[lo:hi] = keep
+        rec = self.records[lo:hi]
+        rec[:, 4:6] = np.frombuffer(b"".join((t or b"")[:vocab.INLINE].ljust(vocab.INLINE, b"\0") for t in found),
+                                    dtype="<u8").reshape(-1, 2)
+        rec[:, 6] = (sizes + 1).astype(np.uint64)
+        rec[:, 7] = (self.fused + np.cumsum(np.maximum(sizes, 0)) - np.maximum(sizes, 0)).astype(np.uint64)
+        self.fbytes = _grown(self.fbytes, self.fused + len(added))
+        self.fbytes[self.fused:self.fused + len(added)] = np.frombuffer(added, dtype=np.uint8)
+        self.fused += len(added)
 
 
 class Signer:
@@ -247,6 +257,8 @@ class Signer:
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
+        if self.per_token and not self.icu:
+            return self._sign_mapped(string_buffers(texts))
         buf, cfg = self.inputs(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size, self.a, self.b, self.c)
@@ -257,6 +269,39 @@ class Signer:
         has = np.zeros(n, dtype=np.bool_)
         run_chunks(lambda lo, hi: minhash.sign_range(*args, sigs, has, lo, hi), n, SIGN_CHUNK_ROWS)
         return sigs, has
+
+    def _sign_mapped(self, buf: StringBuffers) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sign` with stemming or stop-word removal after a kernel base tokenizer:
+        rows signed straight from the vocabulary (``kernels/mapped.py``) on every core; the
+        rows with a token it lacks add their tokens (:meth:`_Vocabulary.add`, Lance's
+        filters once per new token) and are signed again. One batch at a time holds the
+        vocabulary, so no thread reads it while it grows."""
+        n = len(buf.offsets) - 1
+        sigs = np.zeros((n, self.params.num_hashes), dtype=np.uint16)
+        has = np.zeros(n, dtype=np.bool_)
+        words = self.vocabulary
+        with words.lock:
+            pending = self._sign_known(buf.offsets, buf.data, buf.valid, buf.valid_offset, sigs, has)
+            if pending.any():
+                live = np.packbits(pending, bitorder="little")
+                _frozen(live)
+                words.add(StringBuffers(buf.offsets, buf.data, live, 0), self.base_cfg, self.tables)
+                if self._sign_known(buf.offsets, buf.data, live, 0, sigs, has).any():
+                    raise LanceMinHashError("a token added to the vocabulary was not found in it: please report this")
+        return sigs, has
+
+    def _sign_known(self, offsets, data, valid, valid_offset, sigs, has) -> np.ndarray:
+        """``pending bool[n]`` after signing, with the vocabulary as it is, every row whose
+        tokens it holds (``kernels/mapped.py``); the caller holds the vocabulary's lock."""
+        n = len(offsets) - 1
+        pending = np.zeros(n, dtype=np.bool_)
+        args = (offsets, data, valid, valid_offset, self.base_cfg, self.tables, self.params.shingle_size,
+                self.a, self.b, self.c, *self.vocabulary.arrays(), sigs, has, pending)
+        if n < PARALLEL_MIN_ROWS:
+            mapped.sign_mapped_range(*args, 0, n)
+        else:
+            run_chunks(lambda lo, hi: mapped.sign_mapped_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
+        return pending
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix."""

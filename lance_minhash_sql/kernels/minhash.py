@@ -88,7 +88,7 @@ def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
 
 
 @njit(**JIT, inline="always")
-def _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
+def minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
     """Signature of one document's tokens into ``sig``; ``xs`` is scratch (>= ntok).
 
     Hashes are taken 8 at a time: eight running minima in registers, each shingle hash
@@ -148,7 +148,7 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
         if ntok > 0:
             if xs.size < ntok:
                 xs = np.empty(2 * ntok, dtype=np.uint64)
-            _minhash(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
+            minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
             has[r] = True
 
 

@@ -19,9 +19,58 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.minhash import is_valid
 from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_doc
-from lance_minhash_sql.kernels.xxh64 import xxh64
+from lance_minhash_sql.kernels.xxh64 import P2, P3, read64, xxh64
 
+INLINE = 16  # leading bytes of a token its record holds (two little-endian words)
+# A token's record, one row of a uint64[n, 8] array (64 bytes: one cache line holds what a
+# lookup and the copy of its filtered form read): its hash, leading words and length,
+# then its filtered form's leading words, length + 1 (0: the filters drop it) and start in
+# the forms' bytes (index/sign.py fills columns 4-7 once Lance has filtered the token).
+RECORD = 8
 _SEED = np.uint64(0)
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_K1 = np.uint64(0x9E3779B185EBCA87)
+_U8 = np.uint64(8)
+_U29 = np.uint64(29)
+_U31 = np.uint64(31)
+_U32 = np.uint64(32)
+_U33 = np.uint64(33)
+
+
+@njit(**JIT, inline="always")
+def _low_bytes(word, n):
+    """``word`` with only its ``n`` (0..8) low bytes kept."""
+    if n >= 8:
+        return word
+    if n <= 0:
+        return np.uint64(0)
+    return word & ((np.uint64(1) << (_U8 * np.uint64(n))) - np.uint64(1))
+
+
+@njit(**JIT, inline="always")
+def token_key(out, s, e):
+    """``(hash, w0, w1)`` of the token ``out[s:e]``: its first :data:`INLINE` bytes as two
+    little-endian words (zero past its end), and its hash: the words and length mixed for
+    a token that fits them, XXH64 otherwise."""
+    n = e - s
+    if s + INLINE <= out.size:
+        w0 = _low_bytes(read64(out, s), n)
+        w1 = _low_bytes(read64(out, s + 8), n - 8)
+    else:
+        w0 = np.uint64(0)
+        w1 = np.uint64(0)
+        for j in range(min(n, INLINE)):
+            if j < 8:
+                w0 |= np.uint64(out[s + j]) << (_U8 * np.uint64(j))
+            else:
+                w1 |= np.uint64(out[s + j]) << (_U8 * np.uint64(j - 8))
+    if n > INLINE:
+        return xxh64(out, s, n, _SEED), w0, w1
+    h = w0 * _K1 ^ ((w1 * P2 + np.uint64(n)) << _U31 | (w1 * P2 + np.uint64(n)) >> _U33)
+    h ^= h >> _U29
+    h *= P3
+    h ^= h >> _U32
+    return h, w0, w1
 
 
 @njit(**JIT, inline="always")
@@ -34,16 +83,35 @@ def _same(a, sa, ea, b, sb, eb):
     return True
 
 
+@njit(**JIT, inline="always")
+def find(out, s, e, h, w0, w1, slots, records, vocab, vocab_offsets):
+    """``(slot, id)`` of the token ``out[s:e]`` (:func:`token_key` ``h, w0, w1``) in the
+    table ``slots``: its id, or -1 and the empty slot where it would go. Linear probing
+    over ids; token ``i``'s record (:data:`RECORD`: hash, leading words, length) decides,
+    and the bytes past the first :data:`INLINE` are compared in ``vocab`` for a longer
+    token: a token is found only where its bytes equal a vocabulary entry's."""
+    mask = slots.size - 1
+    k = np.int64(h & np.uint64(mask))
+    v = slots[k]
+    n = e - s
+    while v >= 0:
+        if records[v, 0] == h and records[v, 1] == w0 and records[v, 2] == w1 and np.int64(records[v, 3]) == n:
+            if n <= INLINE or _same(vocab, vocab_offsets[v] + INLINE, vocab_offsets[v + 1], out, s + INLINE, e):
+                return k, v
+        k = (k + 1) & mask
+        v = slots[k]
+    return k, v
+
+
 @njit(**JIT)
 def _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab, vocab_offsets,
-          vhash, nv, bufs):
+          records, nv, bufs):
     """Ids of rows ``r..`` into ``ids`` until done or until the next row could fill
     ``slots`` past half: returns ``(next row, nv, bufs)``. Its arrays are never reassigned
     here (an array reassigned inside the per-token loop costs reference counting on every
-    token), so the table grows in :func:`token_ids`, between calls."""
+    token), so the table grows in :func:`assign_ids`, between calls."""
     out, tok_start, tok_end, raw = bufs
     n = offsets.size - 1
-    mask = slots.size - 1
     while r < n:
         nid = row_offsets[r]
         if row_offsets[r + 1] == nid:
@@ -56,20 +124,17 @@ def _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab, vocab_o
         for t in range(ntok):
             s = tok_start[t]
             e = tok_end[t]
-            h = xxh64(out, s, e - s, _SEED)
-            k = np.int64(h & np.uint64(mask))
-            v = slots[k]
-            while v >= 0:
-                if vhash[v] == h and _same(vocab, vocab_offsets[v], vocab_offsets[v + 1], out, s, e):
-                    break
-                k = (k + 1) & mask
-                v = slots[k]
+            h, w0, w1 = token_key(out, s, e)
+            k, v = find(out, s, e, h, w0, w1, slots, records, vocab, vocab_offsets)
             if v < 0:  # a new token: append it to the vocabulary
                 used = vocab_offsets[nv]
                 for j in range(e - s):
                     vocab[used + j] = out[s + j]
                 vocab_offsets[nv + 1] = used + e - s
-                vhash[nv] = h
+                records[nv, 0] = h
+                records[nv, 1] = w0
+                records[nv, 2] = w1
+                records[nv, 3] = np.uint64(e - s)
                 v = nv
                 slots[k] = v
                 nv += 1
@@ -99,13 +164,14 @@ def count_tokens(offsets, data, valid, valid_offset, cfg, tables):
 
 
 @njit(**JIT)
-def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab_offsets, vhash, nv):
+def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab_offsets, records, nv):
     """Ids of the batch's base tokens into ``ids`` (``row_offsets`` from
     :func:`count_tokens`), adding new tokens to the vocabulary ``vocab`` /
-    ``vocab_offsets`` / ``vhash`` after its ``nv`` entries (the caller sized them for every
-    token of the batch) and to the table ``slots``: returns ``(nv, slots)``.
+    ``vocab_offsets`` (the caller sized them for every token of the batch) and
+    ``records`` (half the table's size: :func:`_fill` keeps the table at most half full)
+    after its ``nv`` entries, and to the table ``slots``: returns ``(nv, slots, records)``.
 
-    The table doubles whenever the next row could fill it past half, between calls of
+    The table and the records double whenever the next row could fill it past half, between calls of
     :func:`_fill`, which never reassigns an array (an array reassigned inside the per-token
     loop costs reference counting on every token); so it stays about the size of the
     vocabulary, where a table sized for every token misses the cache on most lookups."""
@@ -114,47 +180,53 @@ def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab
     r = 0
     while True:
         r, nv, bufs = _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab,
-                            vocab_offsets, vhash, nv, bufs)
+                            vocab_offsets, records, nv, bufs)
         if r >= n:
-            return nv, slots
+            return nv, slots, records
         size = 2 * slots.size
         while size < 2 * (nv + row_offsets[r + 1] - row_offsets[r]):
             size *= 2
+        grown = np.zeros((size // 2, RECORD), dtype=np.uint64)
+        for i in range(nv):
+            for j in range(RECORD):
+                grown[i, j] = records[i, j]
+        records = grown
         slots = np.full(size, -1, dtype=np.int64)
         mask = size - 1
         for i in range(nv):
-            k = np.int64(vhash[i] & np.uint64(mask))
+            k = np.int64(records[i, 0] & np.uint64(mask))
             while slots[k] >= 0:
                 k = (k + 1) & mask
             slots[k] = i
 
 
 @njit(**JIT)
-def mapped_streams(row_offsets, ids, map_offsets, map_bytes, keep):
+def mapped_streams(row_offsets, ids, records, form_bytes):
     """``(offsets int64[n+1], data uint8[])``: each row's ``TOKENS`` stream, token ``ids[j]``
-    replaced by ``map_bytes[map_offsets[i]:map_offsets[i+1]]`` (``i = ids[j]``) and dropped
-    where ``keep[i]`` is false."""
+    replaced by its filtered form (``records[i, 6] - 1`` bytes of ``form_bytes`` from
+    ``records[i, 7]``, ``i = ids[j]``) and dropped where ``records[i, 6] == 0``."""
     n = row_offsets.size - 1
     size = 0
     for j in range(ids.size):
-        i = ids[j]
-        if keep[i]:
-            size += 4 + map_offsets[i + 1] - map_offsets[i]
+        length = np.int64(records[ids[j], 6]) - 1
+        if length >= 0:
+            size += 4 + length
     data = np.empty(size, dtype=np.uint8)
     offsets = np.zeros(n + 1, dtype=np.int64)
     q = 0
     for r in range(n):
         for j in range(row_offsets[r], row_offsets[r + 1]):
             i = ids[j]
-            if keep[i]:
-                length = map_offsets[i + 1] - map_offsets[i]
+            length = np.int64(records[i, 6]) - 1
+            if length >= 0:
                 data[q] = length & 0xFF
                 data[q + 1] = (length >> 8) & 0xFF
                 data[q + 2] = (length >> 16) & 0xFF
                 data[q + 3] = (length >> 24) & 0xFF
                 q += 4
-                for p in range(map_offsets[i], map_offsets[i + 1]):
-                    data[q] = map_bytes[p]
+                start = np.int64(records[i, 7])
+                for p in range(start, start + length):
+                    data[q] = form_bytes[p]
                     q += 1
         offsets[r + 1] = q
     return offsets, data

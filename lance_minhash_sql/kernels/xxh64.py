@@ -51,7 +51,7 @@ def _rotl(x, r):
 
 
 @njit(**JIT)
-def _read64(buf, p):
+def read64(buf, p):
     # unsigned indices: no negative-index wraparound per byte, so LLVM merges the eight
     # byte loads into one 64-bit load
     q = np.uint64(p)
@@ -94,10 +94,10 @@ def xxh64(buf, start, length, seed):
         v4 = seed - P1
         limit = end - 32
         while p <= limit:
-            v1 = _round(v1, _read64(buf, p))
-            v2 = _round(v2, _read64(buf, p + 8))
-            v3 = _round(v3, _read64(buf, p + 16))
-            v4 = _round(v4, _read64(buf, p + 24))
+            v1 = _round(v1, read64(buf, p))
+            v2 = _round(v2, read64(buf, p + 8))
+            v3 = _round(v3, read64(buf, p + 16))
+            v4 = _round(v4, read64(buf, p + 24))
             p += 32
         h = _rotl(v1, _U1) + _rotl(v2, _U7) + _rotl(v3, _U12) + _rotl(v4, _U18)
         h = _merge(h, v1)
@@ -108,7 +108,7 @@ def xxh64(buf, start, length, seed):
         h = seed + P5
     h = h + np.uint64(length)
     while p + 8 <= end:
-        h = h ^ _round(np.uint64(0), _read64(buf, p))
+        h = h ^ _round(np.uint64(0), read64(buf, p))
         h = _rotl(h, _U27) * P1 + P4
         p += 8
     if p + 4 <= end:

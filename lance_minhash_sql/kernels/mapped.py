@@ -1,0 +1,96 @@
+"""Signatures of rows whose tokens map through a vocabulary, in one pass per row.
+
+With stemming or stop-word removal after a base tokenizer the kernels reproduce, a row's
+final tokens are its base tokens each replaced by the vocabulary's filtered form
+(``kernels/vocab.py``: the table, and ``index/sign.py``: Lance's filter chain applied once
+per distinct token). :func:`sign_mapped_range` tokenizes a row with the base tokenizer,
+finds each token in the vocabulary, lays the kept forms out as ``tokenize_doc`` lays out
+tokens (each followed by the shingle separator, so a shingle is one byte range) and signs
+them with the same minima as :func:`.minhash.sign_range`: no token stream is written or
+read back. It only reads the vocabulary, so threads run disjoint row ranges at once. A
+row with a token the vocabulary lacks is left unsigned and marked ``pending``: the caller
+adds the pending rows' tokens to the vocabulary and signs those rows again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.minhash import is_valid, minhash_doc
+from lance_minhash_sql.kernels.tokenize import SEPARATOR, new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.vocab import INLINE, find, token_key
+
+_U8 = np.uint64(8)
+_BYTE = np.uint64(0xFF)
+
+
+@njit(**JIT)
+def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c,
+                      slots, records, vocab, vocab_offsets, form_bytes, sigs, has, pending, lo, hi):
+    """Sign rows ``lo:hi`` (base tokenizer ``cfg``) into ``sigs`` / ``has``, token ``i`` of
+    the vocabulary (``slots`` / ``records`` / ``vocab`` / ``vocab_offsets``,
+    :func:`.vocab.find`) becoming its filtered form (:data:`.vocab.RECORD`: its leading
+    words in the record, the rest in ``form_bytes``), or dropped; a row with a token
+    the vocabulary lacks gets ``pending[r] = True`` and no signature. NULL rows and rows
+    without a kept token keep ``has[r]`` false."""
+    out, tok_start, tok_end, raw = new_buffers()
+    mout, mstart, mend, ids = new_buffers()
+    xs = np.empty(1024, dtype=np.uint64)
+    for r in range(lo, hi):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        if ids.size < ntok:
+            ids = np.empty(2 * ntok, dtype=np.int64)
+        size = 0
+        kept = 0
+        for t in range(ntok):
+            s = tok_start[t]
+            e = tok_end[t]
+            h, w0, w1 = token_key(out, s, e)
+            _, v = find(out, s, e, h, w0, w1, slots, records, vocab, vocab_offsets)
+            if v < 0:
+                pending[r] = True
+                break
+            ids[t] = v
+            if records[v, 6]:
+                size += np.int64(records[v, 6])
+                kept += 1
+        if pending[r] or kept == 0:
+            continue
+        if mout.size < size:
+            mout = np.empty(2 * size, dtype=np.uint8)
+        if mstart.size < kept:
+            mstart = np.empty(2 * kept, dtype=np.int64)
+            mend = np.empty(2 * kept, dtype=np.int64)
+        if xs.size < kept:
+            xs = np.empty(2 * kept, dtype=np.uint64)
+        q = 0
+        m = 0
+        for t in range(ntok):
+            v = ids[t]
+            mlen = np.int64(records[v, 6]) - 1
+            if mlen >= 0:
+                mstart[m] = q
+                if mlen <= INLINE:
+                    w = records[v, 4]
+                    for j in range(min(mlen, 8)):
+                        mout[q] = np.uint8((w >> (_U8 * np.uint64(j))) & _BYTE)
+                        q += 1
+                    w = records[v, 5]
+                    for j in range(mlen - 8):
+                        mout[q] = np.uint8((w >> (_U8 * np.uint64(j))) & _BYTE)
+                        q += 1
+                else:
+                    ms = np.int64(records[v, 7])
+                    for p in range(ms, ms + mlen):
+                        mout[q] = form_bytes[p]
+                        q += 1
+                mend[m] = q
+                mout[q] = SEPARATOR
+                q += 1
+                m += 1
+        minhash_doc(mout, mstart, mend, kept, shingle, a, b, c, xs, sigs[r])
+        has[r] = True
