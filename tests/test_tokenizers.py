@@ -4,6 +4,8 @@ index built with the same options (``IndexConfig("MINHASHLSH", {"tokenizer": ...
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -30,6 +32,8 @@ CONFIGS = [
     {"base_tokenizer": "icu/split", "remove_stop_words": True, "language": "German"},
     {"base_tokenizer": "code"},
     {"base_tokenizer": "code", "index_operators": True, "max_token_length": 12},
+    {"base_tokenizer": "code", "split_identifiers": True},
+    {"base_tokenizer": "code", "split_identifiers": True, "split_on_numerics": False, "preserve_original": False},
     {"base_tokenizer": "whitespace", "stem": True},
     {"base_tokenizer": "raw", "stem": True, "remove_stop_words": True, "max_token_length": None},
     {"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4, "remove_stop_words": True},
@@ -92,9 +96,17 @@ def test_what_lance_refuses_stays_refused(tmp_path, tok, fragments):
             ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {"tokenizer": tok}))
 
 
-@pytest.mark.parametrize("tok", [{"with_position": True},
-                                 {"base_tokenizer": "code", "split_identifiers": True, "split_on_numerics": True,
-                                  "preserve_original": True}], ids=_id)
+def test_split_identifiers_splits_them_as_lance_does():
+    # Lance's MinHash index honours the code tokenizer's split options (and records them)
+    plain = Signer(MinHashParams(tokenizer={"base_tokenizer": "code"}))
+    split = Signer(MinHashParams(tokenizer={"base_tokenizer": "code", "split_identifiers": True}))
+    text = "def parseHTTPRequest(raw_bytes): return getUserName2(x)"
+    assert "parsehttprequest" in plain.tokens(text) and "user" not in plain.tokens(text)
+    assert {"parse", "http", "request", "user"} <= set(split.tokens(text))
+    assert split.tokens(text) == naive.lance_tokens(text, split.params.tokenizer)
+
+
+@pytest.mark.parametrize("tok", [{"with_position": True}], ids=_id)
 def test_options_that_change_nothing_are_accepted_as_lance_accepts_them(native_index, tok):
     texts = multilingual.rows(200, seed=9)
     params = MinHashParams(num_hashes=16, num_bands=4, tokenizer=tok)
@@ -288,3 +300,65 @@ def test_icu_rows_taken_by_the_kernels_are_segmented_as_lance_segments_them(base
     for i, text in enumerate(plain):
         ref = naive.signature(text, params)
         assert has[i] == (ref is not None) and (ref is None or sigs[i].tolist() == ref), text
+
+
+# given to Lance as written (not as this package resolves them): the analyzer preset, the
+# document granularity and the code flags as Lance itself reads them
+RAW_CONFIGS = [
+    {"analyzer": "code"},
+    {"analyzer": "code", "split_identifiers": True, "index_operators": True},
+    {"analyzer": "text", "stem": True, "remove_stop_words": True},
+    {"analyzer": "text", "split_identifiers": False},
+    {"document_granularity": "list_element"},
+    {"document_granularity": {"list_element": None}, "base_tokenizer": "code"},
+    {"document_granularity": {"row": None}, "base_tokenizer": "whitespace"},
+    {"document_granularity": None, "analyzer": None},
+]
+
+
+@pytest.mark.parametrize("tok", RAW_CONFIGS, ids=_id)
+def test_analyzer_and_document_granularity_as_lance_reads_them(native_index, tok):
+    from types import SimpleNamespace
+
+    texts = multilingual.rows(300, seed=5)
+    params = MinHashParams(num_hashes=16, num_bands=4, tokenizer=tok)
+    as_written = SimpleNamespace(to_lance_config=lambda: {"num_hashes": 16, "num_bands": 4, "shingle_size": 3,
+                                                          "tokenizer": tok})
+    native = native_index(pa.table({"text": pa.array(texts, pa.string())}), as_written)
+    assert_matches_native(native, texts, params)
+    assert native.signatures_metadata["minhash_lsh_details"] == encode_details(params).hex()
+    assert decode_details(encode_details(params)) == params
+    if tok.get("analyzer") == "code":
+        assert params.tokenizer.base_tokenizer == "code"
+
+
+def test_document_granularity_is_recorded():
+    row, element = (MinHashParams(tokenizer={"document_granularity": g}) for g in ("row", "list_element"))
+    assert element.tokenizer.document_granularity == "list_element"
+    assert encode_details(row) != encode_details(element)
+    assert element.differences(row) == ["tokenizer.document_granularity='list_element' vs 'row'"]
+    assert Signer(element).tokens("The same tokens") == Signer(row).tokens("The same tokens")
+
+
+@pytest.mark.parametrize("tok, ours, lances", [
+    ({"analyzer": "Code"}, "analyzer='Code' is unknown", "unknown analyzer 'Code'"),
+    ({"analyzer": "simple"}, "expects 'text' or 'code'", "expected 'text' or 'code'"),
+    ({"analyzer": "code", "base_tokenizer": "simple"}, "analyzer='code' with base_tokenizer='simple'",
+     "requires base_tokenizer='code'"),
+    ({"analyzer": "text", "base_tokenizer": "code"}, "use analyzer='code'", "requires analyzer='code'"),
+    ({"split_on_numerics": True}, "split_on_numerics=True applies to base_tokenizer='code' only",
+     "code analyzer flags require analyzer='code'"),
+    ({"analyzer": "text", "split_identifiers": True}, "code analyzer flags require analyzer='code'",
+     "code analyzer flags require analyzer='code'"),
+    ({"document_granularity": "json"}, "document_granularity='json' is unknown", "unknown variant `json`"),
+    ({"document_granularity": {}}, "document_granularity={} is unknown", "single key"),
+], ids=lambda v: _id(v) if isinstance(v, dict) else None)
+def test_what_lance_refuses_in_analyzer_and_granularity_stays_refused(tmp_path, tok, ours, lances):
+    import lance
+    from lance.indices import IndexConfig
+
+    with pytest.raises(InvalidParameterError, match=re.escape(ours)):
+        TokenizerParams.parse(tok)
+    ds = lance.write_dataset(pa.table({"text": ["a b c"]}), str(tmp_path / "ds"))
+    with pytest.raises(Exception, match=re.escape(lances)):
+        ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {"tokenizer": tok}))

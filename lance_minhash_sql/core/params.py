@@ -108,9 +108,16 @@ _REFUSED_KEYS = {
     "lance_tokenizer": "lance_tokenizer is not recorded in the index details, so Lance's MinHash index "
                        "refuses it; use base_tokenizer instead",
 }
-# Options Lance's MinHash index accepts and ignores: its `code` tokenizer never splits identifiers
-# (the index details and signatures are the same with or without them; docs/signatures.md).
-_IGNORED_KEYS = frozenset({"split_identifiers", "split_on_numerics", "preserve_original"})
+# Lance's analyzer presets (the `analyzer` key): "code" means base_tokenizer "code" with the
+# code tokenizer's defaults; "text" the others. Neither is recorded in the index details.
+ANALYZERS = ("text", "code")
+# The code tokenizer's options ("code analyzer flags"), with their defaults under it; Lance
+# refuses any of them set to true under the text analyzer.
+CODE_FLAGS = {"split_identifiers": False, "split_on_numerics": True, "preserve_original": True,
+              "index_operators": False}
+# What a document is (Lance's `document_granularity`): Lance's MinHash index takes string
+# columns only, so a row is one document under either; the value is recorded in the details.
+GRANULARITIES = ("row", "list_element")
 _BLOCK_SIZES = (128, 256)
 
 
@@ -121,7 +128,10 @@ class TokenizerParams:
     Pipeline (Lance's order): base tokenizer, then drop tokens of ``>= max_token_length``
     UTF-8 bytes (``None``: no limit), then lower-case, then stem (``stem``, Snowball for
     ``language``), then drop stop words (``remove_stop_words``, ``language``'s list), then
-    ASCII folding. ``index_operators`` is the ``code`` tokenizer's: operators become tokens.
+    ASCII folding. ``split_identifiers``, ``split_on_numerics``, ``preserve_original`` and
+    ``index_operators`` are the ``code`` tokenizer's (:data:`CODE_FLAGS`; ``None``: its
+    default; under any other base tokenizer they are all false, and true is refused as
+    Lance refuses it). ``document_granularity`` is recorded, and changes no token.
     """
 
     base_tokenizer: str = "simple"
@@ -137,6 +147,10 @@ class TokenizerParams:
     with_position: bool = False
     block_size: int = 128
     index_operators: bool = False
+    split_identifiers: bool | None = None
+    split_on_numerics: bool | None = None
+    preserve_original: bool | None = None
+    document_granularity: str = "row"
 
     def __post_init__(self) -> None:
         bt = self.base_tokenizer
@@ -161,14 +175,20 @@ class TokenizerParams:
                     "use a positive integer or null for no limit"
                 )
             object.__setattr__(self, "max_token_length", n)
-        for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position",
-                     "index_operators"):
+        for name in ("lower_case", "ascii_folding", "prefix_only", "stem", "remove_stop_words", "with_position"):
             check_bool(name, getattr(self, name))
-        if self.index_operators and bt != "code":
+        for name, default in CODE_FLAGS.items():
+            value = getattr(self, name)
+            if value is None:
+                value = default if bt == "code" else False
+            check_bool(name, value)
+            if value and bt != "code":
+                raise _code_flag_refused(name, bt)
+            object.__setattr__(self, name, value)
+        if self.document_granularity not in GRANULARITIES:
             raise InvalidParameterError(
-                f"index_operators=True applies to base_tokenizer='code' only (base_tokenizer={bt!r}); "
-                "set base_tokenizer='code' or drop index_operators"
-            )
+                f"document_granularity={self.document_granularity!r} is unknown: Lance's MinHash index expects "
+                f"one of {GRANULARITIES} (a row of a string column is one document under either)")
         lo = check_int("min_ngram_length", self.min_ngram_length, "use a positive integer")
         hi = check_int("max_ngram_length", self.max_ngram_length, "use a positive integer")
         if lo < 1 or hi < lo:
@@ -206,7 +226,9 @@ class TokenizerParams:
         for key, reason in _REFUSED_KEYS.items():
             if key in value:
                 raise InvalidParameterError(f"tokenizer option {key}={value[key]!r}: {reason}")
-        value = {k: v for k, v in value.items() if k not in _IGNORED_KEYS}
+        value = _resolved_analyzer(value)
+        if "document_granularity" in value:
+            value["document_granularity"] = _granularity(value["document_granularity"])
         unknown = sorted(set(value) - _TOKENIZER_KEYS)
         if unknown:
             raise InvalidParameterError(
@@ -237,11 +259,61 @@ class TokenizerParams:
             kw.update(min_ngram_length=self.min_ngram_length, max_ngram_length=self.max_ngram_length,
                       prefix_only=self.prefix_only)
         if self.base_tokenizer == "code":
-            kw.update(split_identifiers=False, index_operators=self.index_operators)
+            kw.update({name: getattr(self, name) for name in CODE_FLAGS})
         return kw
 
 
 _TOKENIZER_KEYS = frozenset(TokenizerParams.__dataclass_fields__)
+
+
+def _code_flag_refused(name: str, base_tokenizer: Any) -> InvalidParameterError:
+    return InvalidParameterError(
+        f"{name}=True applies to base_tokenizer='code' only (base_tokenizer={base_tokenizer!r}): Lance's MinHash "
+        f"index refuses it (\"code analyzer flags require analyzer='code'\"); set base_tokenizer='code' "
+        f"(or analyzer='code') or drop {name}")
+
+
+def _resolved_analyzer(value: dict[str, Any]) -> dict[str, Any]:
+    """The options without ``analyzer``, resolved as Lance resolves the preset: ``"code"``
+    sets ``base_tokenizer="code"`` and refuses another; ``"text"`` (the default, unless
+    ``base_tokenizer`` is ``"code"``) refuses ``base_tokenizer="code"`` and the code flags."""
+    value = dict(value)
+    analyzer = value.pop("analyzer", None)
+    base = value.get("base_tokenizer")
+    if analyzer is not None and analyzer not in ANALYZERS:
+        raise InvalidParameterError(
+            f"analyzer={analyzer!r} is unknown: Lance's MinHash index expects 'text' or 'code' (or no analyzer)")
+    if analyzer is None:
+        analyzer = "code" if base == "code" else "text"
+    if analyzer == "text" and base == "code":
+        raise InvalidParameterError(
+            "analyzer='text' with base_tokenizer='code': Lance's MinHash index refuses it (\"base_tokenizer='code' "
+            "requires analyzer='code'\"); use analyzer='code' or drop analyzer")
+    if analyzer == "code" and base is not None and base != "code":
+        raise InvalidParameterError(
+            f"analyzer='code' with base_tokenizer={base!r}: Lance's MinHash index refuses it (\"analyzer='code' "
+            f"requires base_tokenizer='code'\"); drop base_tokenizer or analyzer")
+    if analyzer == "text":
+        for name in CODE_FLAGS:
+            if value.get(name) is True:
+                raise _code_flag_refused(name, base if base is not None else "simple")
+    else:
+        value["base_tokenizer"] = "code"
+    return value
+
+
+def _granularity(value: Any) -> str:
+    """``document_granularity`` as Lance reads it: ``"row"`` or ``"list_element"``, a
+    one-key mapping to null (``{"row": null}``), or null (``"row"``)."""
+    if value is None:
+        return "row"
+    if isinstance(value, Mapping) and len(value) == 1 and next(iter(value.values())) is None:
+        value = next(iter(value))
+    if value not in GRANULARITIES:
+        raise InvalidParameterError(
+            f"document_granularity={value!r} is unknown: Lance's MinHash index expects one of {GRANULARITIES} "
+            "(a row of a string column is one document under either)")
+    return value
 
 
 @dataclass(frozen=True)

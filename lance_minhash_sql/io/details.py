@@ -12,8 +12,10 @@ false omitted, ``optional`` fields written when set)::
         5 lower_case  6 stem  7 remove_stop_words  8 ascii_folding (bool)
         9 min_ngram_length  10 max_ngram_length (u32)   11 prefix_only (bool)
         12 block_size (optional u32)            13 code_config (message, "code" tokenizer only:
-                                                   2, 3 always 1; 4 index_operators)
-        14 document_granularity (enum)          15 posting_format_version (optional u32)
+                                                   1 split_identifiers, 2 split_on_numerics,
+                                                   3 preserve_original, 4 index_operators)
+        14 document_granularity (enum: 0 row, 1 list_element)
+        15 posting_format_version (optional u32)
 
 Readers compare the *parsed* parameters, never the bytes.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 
 from lance_minhash_sql.core.errors import UnsupportedIndexError
-from lance_minhash_sql.core.params import SIGNATURE_VERSION, MinHashParams, TokenizerParams
+from lance_minhash_sql.core.params import GRANULARITIES, SIGNATURE_VERSION, MinHashParams, TokenizerParams
 
 __all__ = ["TYPE_URL", "encode_details", "decode_details", "details_hex", "params_from_hex"]
 
@@ -70,15 +72,18 @@ def _encode_tokenizer(tok: TokenizerParams) -> bytes:
     out += _uint(12, tok.block_size)
     if tok.base_tokenizer == "code":
         out += _bytes(13, _encode_code_config(tok))
+    if tok.document_granularity != "row":
+        out += _uint(14, GRANULARITIES.index(tok.document_granularity))
     out += _uint(15, 3 if tok.block_size == 256 or tok.base_tokenizer == "code" else 2)
     return out
 
 
 def _encode_code_config(tok: TokenizerParams) -> bytes:
-    """``code_config`` as Lance 14.0.2's MinHash index writes it: fields 2 and 3 always set
-    (whatever the split options say: its ``code`` tokenizer ignores them), field 4
+    """``code_config`` as Lance 14.0.2 writes it: 1 ``split_identifiers`` when set, 2
+    ``split_on_numerics`` and 3 ``preserve_original`` always (``optional``), 4
     ``index_operators`` when set."""
-    return _uint(2, 1) + _uint(3, 1) + (_uint(4, 1) if tok.index_operators else b"")
+    return ((_uint(1, 1) if tok.split_identifiers else b"") + _uint(2, int(tok.split_on_numerics))
+            + _uint(3, int(tok.preserve_original)) + (_uint(4, 1) if tok.index_operators else b""))
 
 
 def encode_details(params: MinHashParams) -> bytes:
@@ -158,11 +163,21 @@ def decode_details(data: bytes, what: str = "index") -> MinHashParams:
             prefix_only=bool(tok.get(11, 0)),
             block_size=tok.get(12, 128),
             index_operators=bool(code.get(4, 0)),
+            split_identifiers=bool(code.get(1, 0)),
+            split_on_numerics=bool(code[2]) if 2 in code else None,
+            preserve_original=bool(code[3]) if 3 in code else None,
+            document_granularity=_granularity_name(tok.get(14, 0), what),
         )
         return MinHashParams(num_hashes=top.get(1, 0), num_bands=top.get(2, 0),
                              shingle_size=top.get(3, 0), tokenizer=tokenizer)
     except ValueError as exc:
         raise UnsupportedIndexError(f"{what}: index parameters are not supported by lance_minhash_sql: {exc}") from None
+
+
+def _granularity_name(value: int, what: str) -> str:
+    if not 0 <= value < len(GRANULARITIES):
+        raise UnsupportedIndexError(f"{what}: unknown document_granularity {value} in MinHash LSH index details")
+    return GRANULARITIES[value]
 
 
 def params_from_hex(value: str, what: str = "index") -> MinHashParams:

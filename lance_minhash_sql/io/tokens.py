@@ -81,7 +81,8 @@ def filtered_tokens(tokens: list[str], options: dict[str, Any]) -> list[str | No
     # many languages): the words of icu rows go to Lance under icu itself
     batch_base = base if base in ("icu", "icu/split") else "whitespace"
     opts = {**options}
-    for key in ("min_ngram_length", "max_ngram_length", "prefix_only", "split_identifiers", "index_operators"):
+    for key in ("min_ngram_length", "max_ngram_length", "prefix_only", "split_identifiers", "split_on_numerics",
+                "preserve_original", "index_operators"):
         opts.pop(key, None)
     out: list[str | None] = [None] * len(tokens)
     alone: list[int] = []
