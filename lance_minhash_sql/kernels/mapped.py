@@ -21,8 +21,24 @@ from lance_minhash_sql.kernels.minhash import is_valid, minhash_doc
 from lance_minhash_sql.kernels.tokenize import SEPARATOR, new_buffers, tokenize_doc
 from lance_minhash_sql.kernels.vocab import INLINE, find, token_key
 
-_U8 = np.uint64(8)
 _BYTE = np.uint64(0xFF)
+_U1, _U2, _U3, _U4, _U5, _U6, _U7 = (np.uint64(i) for i in range(1, 8))
+_U8, _U16, _U24, _U32, _U40, _U48, _U56 = (np.uint64(8 * i) for i in range(1, 8))
+
+
+@njit(**JIT, inline="always")
+def _write64(buf, p, w):
+    """``w`` as 8 little-endian bytes at ``buf[p:p+8]`` (unsigned indices: LLVM merges the
+    eight stores into one)."""
+    q = np.uint64(p)
+    buf[q] = np.uint8(w & _BYTE)
+    buf[q + _U1] = np.uint8((w >> _U8) & _BYTE)
+    buf[q + _U2] = np.uint8((w >> _U16) & _BYTE)
+    buf[q + _U3] = np.uint8((w >> _U24) & _BYTE)
+    buf[q + _U4] = np.uint8((w >> _U32) & _BYTE)
+    buf[q + _U5] = np.uint8((w >> _U40) & _BYTE)
+    buf[q + _U6] = np.uint8((w >> _U48) & _BYTE)
+    buf[q + _U7] = np.uint8((w >> _U56) & _BYTE)
 
 
 @njit(**JIT)
@@ -56,7 +72,7 @@ def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, 
                 break
             ids[t] = v
             if records[v, 6]:
-                size += np.int64(records[v, 6])
+                size += np.int64(records[v, 6]) + INLINE  # room for whole words
                 kept += 1
         if pending[r] or kept == 0:
             continue
@@ -74,15 +90,11 @@ def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, 
             mlen = np.int64(records[v, 6]) - 1
             if mlen >= 0:
                 mstart[m] = q
-                if mlen <= INLINE:
-                    w = records[v, 4]
-                    for j in range(min(mlen, 8)):
-                        mout[q] = np.uint8((w >> (_U8 * np.uint64(j))) & _BYTE)
-                        q += 1
-                    w = records[v, 5]
-                    for j in range(mlen - 8):
-                        mout[q] = np.uint8((w >> (_U8 * np.uint64(j))) & _BYTE)
-                        q += 1
+                if mlen <= INLINE:  # whole words; the bytes past the form are overwritten next
+                    _write64(mout, q, records[v, 4])
+                    if mlen > 8:
+                        _write64(mout, q + 8, records[v, 5])
+                    q += mlen
                 else:
                     ms = np.int64(records[v, 7])
                     for p in range(ms, ms + mlen):
