@@ -28,7 +28,6 @@ INLINE = 16  # leading bytes of a token its record holds (two little-endian word
 # the forms' bytes (index/sign.py fills columns 4-7 once Lance has filtered the token).
 RECORD = 8
 _SEED = np.uint64(0)
-_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _K1 = np.uint64(0x9E3779B185EBCA87)
 _U8 = np.uint64(8)
 _U29 = np.uint64(29)
@@ -37,14 +36,14 @@ _U32 = np.uint64(32)
 _U33 = np.uint64(33)
 
 
+_LOW_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+
+
 @njit(**JIT, inline="always")
 def _low_bytes(word, n):
-    """``word`` with only its ``n`` (0..8) low bytes kept."""
-    if n >= 8:
-        return word
-    if n <= 0:
-        return np.uint64(0)
-    return word & ((np.uint64(1) << (_U8 * np.uint64(n))) - np.uint64(1))
+    """``word`` with only its ``n`` low bytes kept (all of them from 8 on, none below 1):
+    a table lookup, no branch."""
+    return word & _LOW_BYTES[min(max(n, 0), 8)]
 
 
 @njit(**JIT, inline="always")
