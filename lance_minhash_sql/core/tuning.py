@@ -81,8 +81,10 @@ PARALLEL_MIN_QUERIES = 4096
 PARALLEL_MIN_ROWS = 4096
 SIGN_CHUNK_ROWS = 1024
 # distinct tokens a signer remembers the filtered form of (Lance's stemmer and stop words,
-# index/sign.py); beyond it the memory starts over
-TOKEN_MEMORY = 1 << 21
+# index/sign.py); beyond it the memory starts over. A token costs its 64-byte record
+# (kernels/vocab.py RECORD) and two table slots, for up to twice the tokens held: at most
+# about 200 MB at this limit
+TOKEN_MEMORY = 1 << 20
 TOKENIZE_BATCH_TOKENS = 4096  # tokens handed to lance.tokenize per call (io/tokens.py)
 
 # ------------------------------------------------------------------------------ Process caches of small objects

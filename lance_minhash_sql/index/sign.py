@@ -100,8 +100,9 @@ class _Vocabulary:
     """The distinct base tokens a signer has seen and their form after Lance's filters,
     across batches (``kernels/vocab.py``): token ``i`` is ``vocab[voff[i]:voff[i+1]]``, with
     a slot in the table ``slots`` and the record ``records[i]`` (``vocab.RECORD``: its hash
-    and leading bytes, and its filtered form's, whose bytes are also in ``fbytes``). A corpus's vocabulary grows much more slowly than its rows, so
-    each batch asks Lance about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it
+    and leading bytes, and its filtered form's, whose bytes are also in ``fbytes``). A
+    corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
+    about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it
     starts over. One batch at a time (:attr:`lock`): threads signing with one signer
     share it."""
 
