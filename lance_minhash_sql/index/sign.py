@@ -89,10 +89,10 @@ def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid
 
 def _grown(arr: np.ndarray, need: int) -> np.ndarray:
     """``arr``, or a copy at least twice as large when it holds fewer than ``need`` items."""
-    if len(arr) >= need:
+    if arr.size >= need:
         return arr
-    out = np.empty((max(need, 2 * len(arr)),) + arr.shape[1:], dtype=arr.dtype)
-    out[:len(arr)] = arr
+    out = np.empty(max(need, 2 * arr.size), dtype=arr.dtype)
+    out[:arr.size] = arr
     return out
 
 
@@ -102,9 +102,8 @@ class _Vocabulary:
     a slot in the table ``slots`` and the record ``records[i]`` (``vocab.RECORD``: its hash
     and leading bytes, and its filtered form's, whose bytes are also in ``fbytes``). A
     corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
-    about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it
-    starts over. One batch at a time (:attr:`lock`): threads signing with one signer
-    share it."""
+    about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it starts over. One batch
+    at a time (:attr:`lock`): threads signing with one signer share it."""
 
     def __init__(self, options: dict):
         self.options = options
@@ -137,8 +136,8 @@ class _Vocabulary:
         self.voff = _grown(self.voff, nv + total + 1)
         self.vocab = _grown(self.vocab, int(self.voff[nv]) + int(nbytes))
         ids = np.empty(total, dtype=np.int64)
-        new_nv, self.slots, self.records = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets, self.slots, ids,
-                                              self.vocab, self.voff, self.records, nv)
+        new_nv, self.slots, self.records = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets,
+                                                            self.slots, ids, self.vocab, self.voff, self.records, nv)
         if new_nv > nv:
             self._map(nv, new_nv)
         self.nv = new_nv

@@ -4,12 +4,14 @@ Stemming and stop-word removal act on one token at a time, so a batch is tokeniz
 by the base tokenizer alone (``tokenize_doc`` with no length limit, no lower-casing, no
 folding: each token is its original bytes), each distinct token gets an id in a
 vocabulary that lives across batches (:func:`count_tokens`, then :func:`assign_ids`: an
-open-addressing table keyed by the token's bytes, compared byte for byte, so two tokens
-share an id only when they are equal), the caller maps each new token once through
-Lance's filter chain (``io/tokens.py``), and :func:`mapped_streams` writes each row's
-final tokens as a ``TOKENS`` stream (``kernels/tokenize.py``: u32 length + bytes per
-token). :func:`icu_simple_rows`, :func:`kernel_streams` and :func:`merge_streams` serve
-the ``icu`` tokenizers (``index/sign.py``).
+open-addressing table of ids, each token's :data:`RECORD` holding its hash and leading
+bytes: :func:`find` compares a token byte for byte, so two tokens share an id only when
+they are equal), the caller maps each new token once through Lance's filter chain
+(``io/tokens.py``) into its record, and ``kernels/mapped.py`` signs rows from the
+records, or :func:`mapped_streams` writes each row's final tokens as a ``TOKENS`` stream
+(``kernels/tokenize.py``: u32 length + bytes per token). :func:`icu_simple_rows`,
+:func:`kernel_streams` and :func:`merge_streams` serve the ``icu`` tokenizers
+(``index/sign.py``).
 """
 
 from __future__ import annotations
