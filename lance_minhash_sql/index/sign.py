@@ -112,7 +112,7 @@ class _Vocabulary:
 
     def reset(self) -> None:
         self.nv = 0
-        self.slots = np.full(1 << 12, -1, dtype=np.int64)
+        self.slots = np.full(1 << 12, -1, dtype=np.int32)
         self.records = np.zeros((self.slots.size // 2, vocab.RECORD), dtype=np.uint64)
         self.vocab = np.empty(0, dtype=np.uint8)
         self.voff = np.zeros(1, dtype=np.int64)

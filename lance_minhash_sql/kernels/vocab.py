@@ -192,7 +192,7 @@ def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab
             for j in range(RECORD):
                 grown[i, j] = records[i, j]
         records = grown
-        slots = np.full(size, -1, dtype=np.int64)
+        slots = np.full(size, -1, dtype=np.int32)
         mask = size - 1
         for i in range(nv):
             k = np.int64(records[i, 0] & np.uint64(mask))
