@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["cpu_seconds", "peak_rss_mb", "rss_mb", "status_mb"]
+__all__ = ["cpu_seconds", "peak_rss_mb", "reset_peak_rss", "rss_mb", "status_mb"]
 
 _STATUS = "/proc/self/status"
 
@@ -56,3 +56,15 @@ def peak_rss_mb() -> float:
 def rss_mb() -> float:
     """The resident set size of this process now, in MB (NaN where it cannot be read)."""
     return status_mb("VmRSS").get("VmRSS", float("nan"))
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (``VmHWM``) to its RSS now, so that
+    :func:`peak_rss_mb` measures what follows (a Ray task in a reused worker process);
+    False where Linux's ``/proc/self/clear_refs`` cannot be written."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False

@@ -81,8 +81,8 @@ from lance_minhash_sql.selfjoin.clusters import components, shard_links
 from lance_minhash_sql.selfjoin.pairs import shard_pairs
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_shards, run_together
 
-__all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of",
-           "RAY_INSTALL"]
+__all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of", "connect_ray",
+           "remote_function", "task_cause", "RAY_INSTALL"]
 
 # the package installs from its repository (README), so the hint names the package itself
 RAY_INSTALL = "pip install 'ray>=2.9' (in a clone of this repository: pip install -e '.[ray]')"
@@ -102,7 +102,9 @@ def _ray():
     return ray
 
 
-def _connect(ray_address: str | None):
+def connect_ray(ray_address: str | None):
+    """The ``ray`` module, connected: to ``ray_address``, or the running Ray instance (else
+    a local one) when None."""
     ray = _ray()
     if ray_address is not None and (not isinstance(ray_address, str) or not ray_address.strip()):
         raise InvalidParameterError(
@@ -113,7 +115,7 @@ def _connect(ray_address: str | None):
     return ray
 
 
-def _remote(ray, fn, **options):
+def remote_function(ray, fn, **options):
     """``fn`` as a Ray remote function with ``options`` (memoized: Ray exports a remote
     function's code to the cluster once per remote function object)."""
     return _remote_of(ray, fn, tuple(sorted(options.items())))
@@ -124,7 +126,7 @@ def _remote_of(ray, fn, options: tuple):
     return ray.remote(**dict(options))(fn) if options else ray.remote(fn)
 
 
-def _cause(exc: BaseException) -> str:
+def task_cause(exc: BaseException) -> str:
     """The task's own exception as ``Type: first line`` (unwrapping Ray's task error)."""
     cause = getattr(exc, "cause", None) or exc
     lines = str(cause).strip().splitlines()
@@ -274,7 +276,7 @@ def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_h
         if rows > MAX_SEGMENT_ROWS:
             check_segment_rows(ds, rows)
     plan_sort(1, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)  # checks the options
-    ray = _connect(ray_address)
+    ray = connect_ray(ray_address)
     cleanup_leftovers(uri_of(ds), storage_options)
 
     got = _run_build_tasks(ray, ds, column, params, groups, memory_limit, temp_dir, storage_options)
@@ -307,7 +309,7 @@ def _run_build_tasks(ray, ds, column: str, params, groups, memory_limit, temp_di
     race the dead one's files): the build fails, names the group, and can be rerun."""
     uri, version = uri_of(ds), version_of(ds)
     seg_uuids = [str(uuidlib.uuid4()) for _ in groups]
-    task = _remote(ray, _build_task, max_retries=0)
+    task = remote_function(ray, _build_task, max_retries=0)
     refs = [task.remote(uri, version, column, params, group, memory_limit, temp_dir, storage_options, u)
             for group, u in zip(groups, seg_uuids)]
     done: dict[int, _GroupSegment] = {}
@@ -316,7 +318,7 @@ def _run_build_tasks(ray, ds, column: str, params, groups, memory_limit, temp_di
         try:
             done[i] = ray.get(ref)
         except Exception as exc:  # a task's error (Ray wraps it) or a lost worker
-            failed[tuple(groups[i])] = _cause(exc)
+            failed[tuple(groups[i])] = task_cause(exc)
     if failed:
         _remove_segments(ds, seg_uuids, storage_options)  # the failed tasks' partial folders too
         what = "; ".join(f"fragments {list(f)}: {why}" for f, why in failed.items())
@@ -429,9 +431,9 @@ def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bo
     in_flight = _check_optional("max_in_flight", max_in_flight, "8")
     storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
-    ray = _connect(ray_address)
+    ray = connect_ray(ray_address)
     in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-    task = _remote(ray, _pairs_task)
+    task = remote_function(ray, _pairs_task)
     return _stream_pairs(ray, task, job, exact, in_flight, storage_options)
 
 
@@ -446,7 +448,7 @@ def _stream_pairs(ray, task, job: _Job, exact: bool, in_flight: int, storage_opt
             try:
                 batches = ray.get(refs[i])
             except Exception as exc:
-                raise _failed(job, "pairs", {tuple(group): _cause(exc)}) from None
+                raise _failed(job, "pairs", {tuple(group): task_cause(exc)}) from None
             refs[i] = None  # the driver keeps no consumed result
             yield from batches
             del batches
@@ -464,8 +466,8 @@ def clusters_distributed(dataset, column: str, threshold: float = 0.8, *, num_sh
     Raises :class:`DistributedTaskError` naming the shards of every failed task."""
     storage_options = options_for(dataset, storage_options)
     job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
-    ray = _connect(ray_address)
-    task = _remote(ray, _links_task)
+    ray = connect_ray(ray_address)
+    task = remote_function(ray, _links_task)
     refs = {task.remote(job.uri, job.version, job.column, job.threshold, job.num_shards, storage_options, g): g
             for g in job.groups}
     failures: dict[tuple, str] = {}
@@ -478,7 +480,7 @@ def clusters_distributed(dataset, column: str, threshold: float = 0.8, *, num_sh
                 try:
                     got = ray.get(ref)
                 except Exception as exc:
-                    failures[tuple(refs[ref])] = _cause(exc)
+                    failures[tuple(refs[ref])] = task_cause(exc)
                     continue
                 yield from got
                 del got

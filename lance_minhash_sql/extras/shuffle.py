@@ -1,0 +1,491 @@
+"""The self-join as a shuffle on Ray: pairs and clusters whose candidate signatures are
+read once, in doc order, by the task of the segment that holds them, and sent to the
+shards that asked for them (``docs/distributed.md``, *The self-join as a shuffle*).
+
+>>> from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled  # doctest: +SKIP
+>>> for batch in pairs_shuffled("s3://bucket/corpus.lance", "text", 0.8, memory_limit="1GiB"): ...  # doctest: +SKIP
+
+Every arrow below is Ray's object store (task returns and the items of streaming
+generator tasks): no file is written, no file system is shared, Ray schedules every
+task. The plan is the single-process plan under a budget (:mod:`.bounded`): the same
+key-range shards (:func:`.bounded.shard_rows` of ``memory_limit``), the same pool, the
+same verifiers, so the answers are those of :func:`.pairs.pairs` and
+:func:`.clusters.clusters`.
+
+1. **Band tasks**, one per run (a segment, or the rows no segment covers): the run's band
+   rows read key range by key range (``bands.lance`` is sorted by key, so this is one
+   pass over the file), one object per shard: ``(keys, docs)``, 12 bytes a row.
+2. **Request tasks**, one per shard: the shard's slices of every run merged by
+   ``(key, global doc)``, the buckets of two rows or more kept; returned are those rows
+   and, per run, the sorted docs whose signatures the shard needs (one object per run). A
+   shard whose distinct candidates exceed what a task's pool holds
+   (:func:`.bounded.pool_rows`) asks for nothing: its verify task takes it window by
+   window, reading its candidates where they lie, a giant bucket in chunks of rows
+   (:func:`.bounded.bounded_shard_pairs`, :func:`.bounded.bounded_shard_links`).
+3. **Signature tasks**, one per run: the union of every shard's request, read in doc
+   order half a pool at a time (:func:`.bounded.fetch_signatures`: a local file's memory
+   map gathered page by page; on an object store the ranged reads of nearby rows, or one
+   sequential read of the file when the requests cover much of it), each block cut into
+   one object per shard that asked (its docs' signatures and row ids). The first object
+   streamed is the layout: the shard each following object is for.
+4. **Verify tasks**, one per shard: the shard's pool from its blocks (docs ascending, as
+   in the single process), deleted docs dropped, then :func:`.pairs.data_pairs`
+   (record batches streamed back) or :func:`.clusters.data_links` (links as global docs).
+5. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
+   :func:`lance_minhash_sql.kernels.components.union_min`); *row id tasks*, one per run,
+   give the members' row ids (:func:`.bounded.member_rowids`); the table is
+   :func:`.clusters.components` over the members alone.
+
+Each task holds at most its budget beside the process: a band task one shard's slice, a
+request task its shard's slices, a signature task one block and one shard's part of it,
+a verify task one pool. Stages run one after the other (each needs all of the previous
+one's output); Ray spills objects to its workers' local disks when its object store is
+full.
+
+``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
+rows per stage, bytes shuffled, signature rows read, the largest pool, and per stage the
+tasks' seconds, peak RSS (each task resets its process's high-water mark first,
+:func:`lance_minhash_sql.core.usage.reset_peak_rss`) and RSS at its start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
+from lance_minhash_sql.core.errors import DistributedTaskError
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.io.scan import open_dataset, options_for
+from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.kernels.pairs import multi_rows
+from lance_minhash_sql.selfjoin import bounded
+from lance_minhash_sql.selfjoin.bounded import (MIN_WINDOW_ROWS, bounded_shard_links, bounded_shard_pairs, chunk_pairs,
+                                                fetch_signatures, member_rowids, memory_limit_bytes, pool_rows,
+                                                pooled_data, shard_rows)
+from lance_minhash_sql.selfjoin.clusters import MAX_REPS, components, data_links
+from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, pair_verifier
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
+from lance_minhash_sql.extras.distributed import connect_ray, remote_function, task_cause
+
+__all__ = ["pairs_shuffled", "clusters_shuffled"]
+
+_EMPTY_DOCS = readonly(np.empty(0, dtype=np.uint32))
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every task of one shuffle is given (small: bounds and offsets, no data)."""
+
+    uri: str
+    version: int
+    column: str
+    storage_options: dict | None
+    threshold: float
+    limit: int  # bytes a task holds beside its process
+    bounds: tuple  # (lo, hi) band keys of each shard
+    offsets: tuple  # first global doc of each run, + total
+    k: int
+    max_docs: int  # candidates a pool holds
+    block_rows: int  # signature rows a signature task reads at a time
+
+    @property
+    def runs(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def shards(self) -> int:
+        return len(self.bounds)
+
+    def plan(self) -> Plan:
+        """The driver's plan, opened again in this task (at the driver's version)."""
+        ds = open_dataset(self.uri, self.storage_options, self.version)
+        plan = plan_for(open_index(ds, self.column, self.storage_options))
+        if tuple(int(x) for x in plan.offsets) != self.offsets:
+            raise DistributedTaskError(
+                f"a task opened the index on {self.column!r} of {self.uri!r} (version {self.version}) with other "
+                f"runs than the driver ({plan.offsets.tolist()} vs {list(self.offsets)}); install the same "
+                "lance-minhash-sql version on every worker")
+        return plan
+
+    def shard(self, plan: Plan, index: int) -> Shard:
+        lo, hi = self.bounds[index]
+        return Shard(index, self.shards, lo, hi, self.threshold, plan)
+
+
+def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job:
+    limit = memory_limit_bytes(memory_limit)
+    shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
+    plan = shards[0].plan
+    k = plan.params.num_hashes
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k))
+    return _Job(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, limit,
+                tuple((s.lo, s.hi) for s in shards), tuple(int(x) for x in plan.offsets), k, max_docs,
+                max(MIN_WINDOW_ROWS, max_docs // 2))
+
+
+class _Meter:
+    """A task's seconds, CPU seconds, RSS at its start and peak RSS (the process's
+    high-water mark reset at the start)."""
+
+    def __init__(self):
+        reset_peak_rss()
+        self.start_mb = rss_mb()
+        self.t0, self.cpu0 = time.perf_counter(), cpu_seconds()
+
+    def done(self, **counts) -> dict:
+        return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
+                "start_mb": self.start_mb, "peak_mb": peak_rss_mb(), **counts}
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _band_task(job: _Job, run: int):
+    """Stage 1: the run's band rows of each shard, one object per shard, then the meter."""
+    meter = _Meter()
+    entry = job.plan().entries[run]
+    rows = 0
+    for lo, hi in job.bounds:
+        keys, docs = read_run(entry, lo, hi)
+        rows += int(keys.size)
+        yield keys, docs
+        del keys, docs
+    yield meter.done(rows=rows)
+
+
+def _request_task(job: _Job, index: int, slices: list):
+    """Stage 2: ``(rows, info, request of run 0, ..., request of run R-1)``."""
+    import ray
+
+    meter = _Meter()
+    parts = [(r, keys, docs) for r, (keys, docs) in enumerate(ray.get(slices)) if keys.size]
+    requests = [_EMPTY_DOCS] * job.runs
+    rows, candidates, over = None, 0, False
+    if parts:
+        if len(parts) == 1:
+            r, keys, docs = parts[0]
+            keys, docs = multi_rows(readonly(keys), readonly(docs))
+            gids = docs.astype(np.uint32) + np.uint32(job.offsets[r])
+        else:
+            keys, gids = merge_runs(parts, np.asarray(job.offsets, dtype=np.int64))
+            keys, gids = multi_rows(readonly(keys), readonly(gids))
+        del parts
+        ugids = sorted_unique(gids)
+        candidates = int(ugids.size)
+        over = candidates > job.max_docs
+        if keys.size and not over:
+            at = np.searchsorted(ugids, np.asarray(job.offsets, dtype=np.int64))
+            requests = [(ugids[at[r]:at[r + 1]] - np.uint32(job.offsets[r])).astype(np.uint32)
+                        for r in range(job.runs)]
+            rows = (keys, gids)
+    info = meter.done(band_rows=0 if rows is None else int(rows[0].size), candidates=candidates, over=over)
+    return (rows, info, *requests)
+
+
+def _signature_task(job: _Job, run: int, requests: list):
+    """Stage 3: the layout (the shard of each object that follows), one object per block
+    and shard that asked, then the meter."""
+    import ray
+
+    meter = _Meter()
+    plan = job.plan()
+    wanted = ray.get(requests)
+    asked = [w for w in wanted if w.size]
+    union = sorted_unique(np.concatenate(asked)) if asked else _EMPTY_DOCS
+    del asked
+    cuts = []  # (block start, block end, shard, first, end of its request)
+    for b0 in range(0, union.size, job.block_rows):
+        b1 = min(b0 + job.block_rows, union.size)
+        first, last = union[b0], union[b1 - 1]
+        for s, w in enumerate(wanted):
+            a, b = int(np.searchsorted(w, first, "left")), int(np.searchsorted(w, last, "right"))
+            if b > a:
+                cuts.append((b0, b1, s, a, b))
+    yield np.asarray([c[2] for c in cuts], dtype=np.int64)
+    out = np.empty((min(job.block_rows, union.size), job.k), dtype=np.uint16)
+    offset = np.uint32(job.offsets[run])
+    block, sent = (-1, -1), 0
+    rowids = None
+    for b0, b1, s, a, b in cuts:
+        if (b0, b1) != block:
+            block = (b0, b1)
+            rowids = fetch_signatures(plan, union[b0:b1] + offset, out[:b1 - b0])
+        at = np.searchsorted(union[b0:b1], wanted[s][a:b])
+        yield out[at], rowids[at]
+        sent += b - a
+    yield meter.done(read=int(union.size), sent=sent, blocks=-(-union.size // job.block_rows),
+                     read_bytes=int(union.size) * 2 * job.k)
+
+
+def _verify_task(job: _Job, index: int, rows, info: dict, blocks: list, what: str, exact: bool, verify: str):
+    """Stage 4: the shard's record batches (``what="pairs"``) or ``(a, b)`` links, then the
+    meter. ``rows`` and ``info``: the request task's (Ray passes the values of a task's
+    own arguments); ``blocks``: refs of the signature objects for the shard."""
+    import ray
+
+    meter = _Meter()
+    bounded.STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
+    plan = job.plan()
+    shard = job.shard(plan, index)
+    pool = 0
+    if info["over"]:
+        if what == "pairs":
+            items = bounded_shard_pairs(shard, job.limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS, exact)
+        else:
+            items = bounded_shard_links(shard, job.limit, data_links, MAX_REPS)
+    elif rows is not None:
+        keys, gids = rows
+        ugids = sorted_unique(gids)
+        pool = int(ugids.size)
+        sigs = np.empty((pool, job.k), dtype=np.uint16)
+        rowids = np.empty(pool, dtype=np.uint64)
+        at = 0
+        for ref in blocks:  # runs in order, each run's blocks in doc order: the docs ascend
+            got_sigs, got_rowids = ray.get(ref)
+            n = got_rowids.size
+            sigs[at:at + n], rowids[at:at + n] = got_sigs, got_rowids
+            at += n
+            del got_sigs, got_rowids
+        if at != pool:
+            raise DistributedTaskError(f"shard {index} received {at} signatures for its {pool} candidates")
+        liveness = plan.opened.liveness
+        data = pooled_data(keys, gids, ugids, sigs, rowids, None if liveness.trivial else liveness.alive(rowids))
+        if data is None:
+            items = iter(())
+        elif what == "pairs":
+            items = pair_verifier(verify)(shard, data, exact, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS))
+        else:
+            items = data_links(shard, data)
+    else:
+        items = iter(())
+    out = 0
+    for item in items:
+        if what == "pairs":
+            out += item.num_rows
+            yield item
+        else:
+            out += int(item[1].size)
+            yield item[1], item[2]
+    yield meter.done(pool=max(pool, bounded.STATS["max_pool_rows"]), out=out, over=bool(info["over"]))
+
+
+def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
+    """Stage 5: row ids of sorted global ``gids`` (of one run), and the meter."""
+    meter = _Meter()
+    rowids = member_rowids(job.plan(), gids, job.limit)
+    return rowids, meter.done(rows=int(gids.size))
+
+
+# --------------------------------------------------------------------------- driver
+
+
+class _Run:
+    """One shuffle on the driver: the stages submitted in turn, their meters in ``stats``."""
+
+    def __init__(self, ray, job: _Job, stats: dict | None):
+        self.ray, self.job = ray, job
+        self.stats = stats if stats is not None else {}
+        self.stats.clear()
+        self.stats.update(runs=job.runs, shards=job.shards, memory_limit=job.limit, max_docs=job.max_docs,
+                          block_rows=job.block_rows, objects=0, tasks={})
+        self.t0 = time.perf_counter()
+
+    def _meter(self, stage: str, info: dict) -> None:
+        s = self.stats["tasks"].setdefault(stage, {"tasks": 0, "seconds": 0.0, "cpu_seconds": 0.0, "peak_mb": 0.0,
+                                                   "start_mb": 0.0})
+        s["tasks"] += 1
+        s["seconds"] += info["seconds"]
+        s["cpu_seconds"] += info["cpu_seconds"]
+        s["peak_mb"] = max(s["peak_mb"], info["peak_mb"])
+        s["start_mb"] = max(s["start_mb"], info["start_mb"])
+
+    def _failed(self, stage: str, what: dict, exc: BaseException) -> DistributedTaskError:
+        key, value = next(iter(what.items()))
+        return DistributedTaskError(
+            f"the {stage} task of {key} {value} of the shuffle on {self.job.column!r} of {self.job.uri!r} "
+            f"(version {self.job.version}) failed ({task_cause(exc)}); no further results are given. Fix the cause "
+            "and run again", {(value,): task_cause(exc)})
+
+    def _stage(self, name: str) -> None:
+        now = time.perf_counter()
+        self.stats.setdefault("stage_seconds", {})[name] = now - self.t0
+        self.t0 = now
+
+    def prepare(self):
+        """Stages 1-3; ``(rows, blocks)`` refs per shard."""
+        ray, job = self.ray, self.job
+        R, S = job.runs, job.shards
+        band = remote_function(ray, _band_task, num_returns="streaming")
+        gens = [band.remote(job, r) for r in range(R)]
+        slices = []
+        band_rows = 0
+        for r, gen in enumerate(gens):
+            try:
+                refs = list(gen)
+                info = ray.get(refs[S])
+            except Exception as exc:
+                raise self._failed("band", {"run": r}, exc) from None
+            slices.append(refs[:S])
+            band_rows += info["rows"]
+            self._meter("band", info)
+        self.stats.update(band_rows=band_rows, band_bytes=12 * band_rows)
+        self.stats["objects"] += R * S
+        self._stage("band")
+
+        request = remote_function(ray, _request_task, num_returns=R + 2)
+        outs = [request.remote(job, s, [slices[r][s] for r in range(R)]) for s in range(S)]
+        del slices
+        rows_refs = [(o[0], o[1]) for o in outs]
+        try:
+            infos = ray.get([o[1] for o in outs])
+        except Exception as exc:
+            raise self._failed("request", {"shard": "?"}, exc) from None
+        for info in infos:
+            self._meter("request", info)
+        self.stats.update(candidates=sum(i["candidates"] for i in infos if not i["over"]),
+                          over_pool_shards=sum(bool(i["over"]) for i in infos),
+                          candidate_rows=sum(i["band_rows"] for i in infos))
+        self.stats["objects"] += S * (R + 2)
+        self._stage("request")
+
+        signature = remote_function(ray, _signature_task, num_returns="streaming")
+        sgens = [signature.remote(job, r, [outs[s][2 + r] for s in range(S)]) for r in range(R)]
+        del outs
+        blocks: list[list] = [[] for _ in range(S)]
+        read = sent = read_bytes = 0
+        for r, gen in enumerate(sgens):
+            try:
+                it = iter(gen)
+                layout = ray.get(next(it))
+                for s in layout.tolist():
+                    blocks[s].append(next(it))
+                info = ray.get(next(it))
+            except Exception as exc:
+                raise self._failed("signature", {"run": r}, exc) from None
+            self._meter("signature", info)
+            read += info["read"]
+            sent += info["sent"]
+            read_bytes += info["read_bytes"]
+            self.stats["objects"] += 1 + len(layout)
+        self.stats.update(signature_rows_read=read, signature_bytes_read=read_bytes, signature_rows_sent=sent,
+                          signature_bytes_sent=sent * (2 * job.k + 8))
+        self._stage("signature")
+        return rows_refs, blocks
+
+    def verify_tasks(self, rows_refs, blocks, what: str, exact: bool = False, verify: str = "estimate"):
+        verify_fn = remote_function(self.ray, _verify_task, num_returns="streaming")
+        return lambda s: verify_fn.remote(self.job, s, *rows_refs[s], blocks[s], what, exact, verify)
+
+    def results(self, s: int, gen) -> Iterator:
+        """The items of shard ``s``'s verify task, its meter recorded."""
+        pool = self.stats.setdefault("max_pool_rows", 0)
+        try:
+            for ref in gen:
+                item = self.ray.get(ref)
+                if isinstance(item, dict):
+                    self._meter("verify", item)
+                    self.stats["max_pool_rows"] = max(pool, item["pool"])
+                    pool = self.stats["max_pool_rows"]
+                    continue
+                yield item
+        except Exception as exc:
+            raise self._failed("verify", {"shard": s}, exc) from None
+
+
+def pairs_shuffled(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, verify: str = "estimate",
+                   memory_limit=None, max_in_flight: int | None = None, storage_options: dict | None = None,
+                   ray_address: str | None = None, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
+    """The pairs of :func:`.pairs.pairs` (same rows, shard by shard) computed by the
+    shuffle of the module doc on Ray, each task within ``memory_limit`` (the byte-size
+    rule of :func:`.pairs.pairs`; default 512 MiB). At most ``max_in_flight`` verify
+    tasks (default twice the cluster's CPUs) run ahead of the consumer. Arguments are
+    checked and the index opened when called; ``stats`` (a dict) is filled as the run
+    goes. Raises :class:`DistributedTaskError` naming the stage and the run or shard of a
+    failed task."""
+    exact = check_bool("exact", exact)
+    verify = check_verify(verify)
+    in_flight = None if max_in_flight is None else check_int("max_in_flight", max_in_flight, "e.g. 8", 1, 1 << 16)
+    storage_options = options_for(dataset, storage_options)
+    job = _job(dataset, column, threshold, memory_limit, storage_options)
+    ray = connect_ray(ray_address)
+    in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+    return _stream_pairs(_Run(ray, job, stats), exact or verify == "exact", verify, in_flight)
+
+
+def _stream_pairs(run: _Run, exact: bool, verify: str, in_flight: int) -> Iterator[pa.RecordBatch]:
+    rows_refs, blocks = run.prepare()
+    submit = run.verify_tasks(rows_refs, blocks, "pairs", exact, verify)
+    gens: list = []
+    try:
+        for s in range(run.job.shards):
+            while len(gens) < min(run.job.shards, s + in_flight):
+                gens.append(submit(len(gens)))
+            yield from run.results(s, gens[s])
+            gens[s] = rows_refs[s] = blocks[s] = None  # the driver keeps nothing consumed
+        run._stage("verify")
+    finally:
+        for gen in gens:
+            if gen is not None:
+                try:
+                    run.ray.cancel(gen)
+                except Exception:  # (already finished)
+                    pass
+
+
+def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
+                      storage_options: dict | None = None, ray_address: str | None = None,
+                      stats: dict | None = None) -> pa.Table:
+    """The table of :func:`.clusters.clusters` (components, estimated similarity)
+    computed by the shuffle of the module doc on Ray, each task within ``memory_limit``;
+    the driver holds one ``int32`` a doc for the union-find and the table's members.
+    Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
+    task."""
+    storage_options = options_for(dataset, storage_options)
+    job = _job(dataset, column, threshold, memory_limit, storage_options)
+    ray = connect_ray(ray_address)
+    run = _Run(ray, job, stats)
+    rows_refs, blocks = run.prepare()
+    submit = run.verify_tasks(rows_refs, blocks, "links")
+    gens = [submit(s) for s in range(job.shards)]
+    total = job.offsets[-1]
+    parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
+    links = 0
+    for s in range(job.shards):
+        for a, b in run.results(s, gens[s]):
+            union_min(parent, a, b)
+            links += int(a.size)
+        gens[s] = rows_refs[s] = blocks[s] = None
+    run.stats["links"] = links
+    run._stage("verify")
+    flatten_roots(parent)
+    members = linked_members(parent, new_marks(total))
+    roots = parent[members]
+    del parent
+    rowid = _member_rowids(run, members.astype(np.uint32))
+    run._stage("rowids")
+    dense = np.arange(members.size, dtype=np.int64)
+    return components(members.size, [("rows", dense, rowid), ("links", dense, np.searchsorted(members, roots))])
+
+
+def _member_rowids(run: _Run, members: np.ndarray) -> np.ndarray:
+    """Row ids of the sorted global ``members``: one task per run that has any."""
+    job, ray = run.job, run.ray
+    task = remote_function(ray, _rowid_task, num_returns=2)
+    at = np.searchsorted(members, np.asarray(job.offsets, dtype=np.int64))
+    refs = {r: task.remote(job, members[at[r]:at[r + 1]]) for r in range(job.runs) if at[r + 1] > at[r]}
+    out = np.empty(members.size, dtype=np.uint64)
+    for r, (rowids, info) in refs.items():
+        try:
+            out[at[r]:at[r + 1]] = ray.get(rowids)
+            run._meter("rowids", ray.get(info))
+        except Exception as exc:
+            raise run._failed("row id", {"run": r}, exc) from None
+    return out
