@@ -1,0 +1,172 @@
+"""The self-join as a shuffle on Ray (``extras/shuffle.py``): pairs and clusters equal the
+single-process engine's at three budgets, on local disk and on the S3 test server; on
+the store the requests for signatures follow the bytes read, not the candidates sent;
+a shard over its task's pool (a giant bucket) is never held whole."""
+
+from __future__ import annotations
+
+import re
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from test_build import corpus_table  # noqa: E402
+from test_distributed import FRAGMENT_ROWS, local_ray, write  # noqa: E402,F401 (local_ray: this module's Ray)
+
+from lance_minhash_sql.build.builder import build_index  # noqa: E402
+from lance_minhash_sql.core.errors import InvalidParameterError  # noqa: E402
+from lance_minhash_sql.extras.distributed import build_index_distributed  # noqa: E402
+from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled  # noqa: E402
+from lance_minhash_sql.selfjoin import bounded  # noqa: E402
+from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
+from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
+
+KEY = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
+
+
+def rows(batches) -> pa.Table:
+    return pa.Table.from_batches(list(batches)).sort_by(KEY)
+
+
+def check_stats(stats: dict, budget: str) -> None:
+    """What the run says it moved: every signature read once per segment, sent once per
+    shard that asked; every band row shuffled once."""
+    assert stats["band_rows"] > 0 and stats["band_bytes"] == 12 * stats["band_rows"]
+    assert 0 < stats["signature_rows_read"] <= stats["signature_rows_sent"] == stats["candidates"]
+    assert set(stats["tasks"]) >= {"band", "request", "signature", "verify"}
+    assert stats["tasks"]["band"]["tasks"] == stats["tasks"]["signature"]["tasks"] == stats["runs"]
+    assert stats["tasks"]["request"]["tasks"] == stats["tasks"]["verify"]["tasks"] == stats["shards"]
+    assert stats["max_pool_rows"] <= stats["max_docs"]
+    if budget == "spill":  # many shards: a signature goes to several of them
+        assert stats["shards"] >= 10 and stats["signature_rows_sent"] > 2 * stats["signature_rows_read"]
+    else:
+        assert stats["signature_rows_sent"] == stats["signature_rows_read"]
+
+
+def test_shuffle_equals_one_process(tmp_path, self_join_budget):
+    """Two segments, rows no segment covers and deleted rows: the same pairs (also with
+    exact Jaccard) and the same clusters as the single process under the same budget."""
+    ds = write(str(tmp_path / "c.lance"))
+    build_index_distributed(ds.uri, "text", fragment_groups=2)
+    lance.write_dataset(corpus_table(400), ds.uri, mode="append")  # rows no segment covers
+    uri = ds.uri
+    want = rows(pairs(uri, "text", 0.7))
+    assert want.num_rows > 100
+    stats: dict = {}
+    assert rows(pairs_shuffled(uri, "text", 0.7, stats=stats)).equals(want)
+    assert stats["runs"] == 3
+    check_stats(stats, self_join_budget)
+    exact = rows(pairs_shuffled(uri, "text", 0.7, exact=True, max_in_flight=1))
+    assert exact.equals(rows(pairs(uri, "text", 0.7, exact=True)))
+    want_c = clusters(uri, "text", 0.7)
+    assert want_c.num_rows > 50
+    stats = {}
+    assert clusters_shuffled(uri, "text", 0.7, stats=stats).equals(want_c)
+    check_stats(stats, self_join_budget)
+    assert stats["links"] > 0 and stats["tasks"]["rowids"]["tasks"] == 3
+
+
+def _signature_gets(s3, prefix: str) -> tuple[int, int]:
+    """``(GET requests, bytes asked)`` on the ``signatures.lance`` files under ``prefix``
+    since the last reset of the test server."""
+    n = size = 0
+    for method, path, rng in s3.counts()["log"]:
+        if method == "GET" and path.startswith(prefix) and path.endswith("signatures.lance"):
+            n += 1
+            m = re.match(r"bytes=(\d+)-(\d+)", rng or "")
+            size += int(m.group(2)) - int(m.group(1)) + 1 if m else 0
+    return n, size
+
+
+def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
+    """No shared file system: the dataset on the S3 test server, the same answers as one
+    process on local disk. The signature requests do not grow with the candidates: with
+    many shards (each signature sent to several) the segments make the requests of one
+    shard (each signature sent once), for the same bytes."""
+    opts = s3.storage_options()
+    bucket = s3.make_bucket("lms-shuffle")
+    table = corpus_table()
+    single = write(str(tmp_path / "single.lance"), table)
+    build_index(single.uri, "text")
+    uris = {}
+    for name in ("spill", "default"):  # two copies: each run's workers open their segments cold
+        uri = f"s3://{bucket}/{name}.lance"
+        ds = lance.write_dataset(table, uri, max_rows_per_file=FRAGMENT_ROWS, max_rows_per_group=FRAGMENT_ROWS,
+                                 storage_options=opts)
+        ds.delete("id % 13 == 0")
+        build_index_distributed(uri, "text", fragment_groups=2, storage_options=opts)
+        uris[name] = uri
+    want = rows(pairs(single.uri, "text", 0.7))
+    want_c = clusters(single.uri, "text", 0.7)
+    assert want.num_rows > 100
+    gets = {}
+    sent = {}
+    for name, uri in uris.items():
+        with monkeypatch.context() as m:
+            if name == "spill":
+                m.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
+                m.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+            stats: dict = {}
+            s3.reset()
+            got = rows(pairs_shuffled(uri, "text", 0.7, storage_options=opts, stats=stats))
+            gets[name] = _signature_gets(s3, f"/{bucket}/{name}.lance/")
+            assert got.equals(want), name
+            check_stats(stats, name)
+            sent[name] = stats["signature_rows_sent"]
+            assert clusters_shuffled(uri, "text", 0.7, storage_options=opts).equals(want_c), name
+    assert sent["spill"] > 5 * sent["default"]
+    (n_spill, bytes_spill), (n_default, bytes_default) = gets["spill"], gets["default"]
+    assert 0 < n_default and 0 < bytes_default
+    assert n_spill <= n_default + 2 and bytes_spill <= bytes_default * 1.1, gets
+
+
+@pytest.fixture(scope="module")
+def giant(tmp_path_factory) -> str:
+    """One text repeated 1,000 times among 2,000 ordinary rows, a few copies deleted."""
+    from lance_minhash_sql.faces.corpus import generate_batches
+
+    uri = str(tmp_path_factory.mktemp("giant") / "giant.lance")
+    base = pa.Table.from_batches(list(generate_batches(2000)))
+    text = "the same boilerplate footer appended to every page of the crawl, word for word"
+    texts = pa.concat_arrays([base.column("text").combine_chunks(), pa.array([text] * 1000, pa.string())])
+    order = np.random.default_rng(5).permutation(len(texts))
+    table = pa.table({"id": pa.array(np.arange(len(texts))), "text": texts.take(pa.array(order))})
+    lance.write_dataset(table, uri, max_rows_per_file=FRAGMENT_ROWS)
+    build_index_distributed(uri, "text", fragment_groups=2)
+    lance.dataset(uri).delete("id % 101 = 3")
+    return uri
+
+
+def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
+    """Under a 256 KiB budget a task's pool holds 611 signatures: the shards holding the
+    bucket of ~1,000 copies ask the segments for nothing and are verified window by
+    window, the bucket's links in chunks of rows; no task holds the whole bucket, and
+    the answers equal the single process's."""
+    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
+    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    want_c = clusters(giant, "text", 0.8)
+    assert want_c.column("cluster_size").to_numpy().max() > 950
+    stats: dict = {}
+    assert clusters_shuffled(giant, "text", 0.8, stats=stats).equals(want_c)
+    assert stats["over_pool_shards"] >= 1
+    assert 0 < stats["max_pool_rows"] < 950
+    stats = {}
+    assert rows(pairs_shuffled(giant, "text", 0.8, stats=stats)).equals(rows(pairs(giant, "text", 0.8)))
+    assert stats["over_pool_shards"] >= 1
+
+
+def test_bad_arguments_are_refused_before_any_task(tmp_path):
+    ds = write(str(tmp_path / "d.lance"))
+    build_index(ds.uri, "text")
+    with pytest.raises(InvalidParameterError, match="memory_limit"):
+        pairs_shuffled(ds.uri, "text", 0.8, memory_limit="1KiB")
+    with pytest.raises(InvalidParameterError, match="threshold=1.5"):
+        clusters_shuffled(ds.uri, "text", 1.5)
+    with pytest.raises(InvalidParameterError, match="max_in_flight=0"):
+        pairs_shuffled(ds.uri, "text", 0.8, max_in_flight=0)
+    with pytest.raises(InvalidParameterError, match="exact='yes'"):
+        pairs_shuffled(ds.uri, "text", 0.8, exact="yes")
