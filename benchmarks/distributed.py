@@ -3,6 +3,8 @@
     python benchmarks/distributed.py                       # 1M rows, 4 fragments, 4 groups, local Ray
     python benchmarks/distributed.py --rows 200000 --ray-address auto
     python benchmarks/distributed.py --nodes 4 --pairs      # head + 3 worker nodes, also pairs/clusters
+    python benchmarks/distributed.py --nodes 4 --shuffle    # also the self-join as a shuffle
+    python benchmarks/distributed.py --nodes 4 --shuffle --s3   # the datasets on a local S3 server
 
 The synthetic corpus (``lance_minhash_sql.faces.corpus``, 250k rows per fragment) is written
 once under ``--data`` and copied, so both builds index identical datasets. Before timing,
@@ -25,6 +27,16 @@ also times ``pairs_distributed`` / ``clusters_distributed`` against ``pairs`` /
 shows in the fixed costs printed beside the table: the cluster's start, the first tasks
 on each worker (process start, imports, the kernels' load: the warm-up) and a no-op
 task's round trip.
+
+``--shuffle`` times ``pairs_shuffled`` / ``clusters_shuffled`` (``extras/shuffle.py``,
+``--memory-limit`` per task) against ``pairs`` / ``clusters`` on the same 4-segment index
+and checks they give the same rows; it prints what the shuffle moved (band rows and
+signatures, objects), each stage's wall time on the driver and its tasks' summed seconds,
+and per stage the largest peak RSS of a task against its RSS at start (each task resets
+its process's high-water mark). ``--s3`` puts both datasets on a local S3 server
+(``tests/s3server.py``, objects in memory) and counts the requests: GETs of
+``signatures.lance`` per GB read by the shuffle, against ``pairs_distributed`` (each
+task reads its shards' candidates where they lie).
 """
 
 from __future__ import annotations
@@ -52,6 +64,128 @@ def _segment_tables(uri: str):
                  for f in ("signatures.lance", "bands.lance"))
 
 
+def _stage_lines(stats: dict) -> list[str]:
+    mb = 1 << 20
+    out = [f"  moved: {stats['band_rows']:,} band rows ({stats['band_bytes'] / mb:,.1f} MiB) to {stats['shards']} "
+           f"shards; {stats['signature_rows_read']:,} signatures read ({stats['signature_bytes_read'] / mb:,.1f} MiB), "
+           f"{stats['signature_rows_sent']:,} sent ({stats['signature_bytes_sent'] / mb:,.1f} MiB); "
+           f"{stats['objects']:,} objects; largest pool {stats['max_pool_rows']:,} of {stats['max_docs']:,} "
+           f"(shards over the pool: {stats['over_pool_shards']})",
+           f"  | {'stage':<9} | {'driver s':>8} | {'tasks':>5} | {'task s':>7} | {'task CPU s':>10} | "
+           f"{'start RSS':>9} | {'peak RSS':>8} | peak - start |"]
+    for stage, t in stats["tasks"].items():
+        out.append(f"  | {stage:<9} | {stats['stage_seconds'].get(stage, 0):8.2f} | {t['tasks']:5d} | "
+                   f"{t['seconds']:7.2f} | {t['cpu_seconds']:10.2f} | {t['start_mb']:6.0f} MB | "
+                   f"{t['peak_mb']:5.0f} MB | {t['peak_mb'] - t['start_mb']:8.0f} MB |")
+    return out
+
+
+def _s3_copy(server, name: str, base: str, rows_per_fragment: int, groups: int) -> str:
+    """A copy of ``base`` on the S3 server, indexed by the Ray build; its URI."""
+    import lance
+
+    from lance_minhash_sql.extras.distributed import build_index_distributed
+
+    opts = server.storage_options()
+    uri = f"s3://{server.make_bucket(name)}/corpus.lance"
+    src = lance.dataset(base)
+    lance.write_dataset(src.scanner(batch_size=65536).to_reader(), uri, max_rows_per_file=rows_per_fragment,
+                        max_rows_per_group=rows_per_fragment, storage_options=opts)
+    build_index_distributed(uri, "text", fragment_groups=groups, storage_options=opts)
+    return uri
+
+
+def _signature_gets(server) -> tuple[int, int, int]:
+    """``(GETs of signatures.lance, bytes they asked, all requests)`` since the last reset."""
+    import re
+
+    counts = server.counts()
+    n = size = 0
+    for method, path, rng in counts["log"]:
+        if method == "GET" and path.endswith("signatures.lance"):
+            n += 1
+            m = re.match(r"bytes=(\d+)-(\d+)", rng or "")
+            size += int(m.group(2)) - int(m.group(1)) + 1 if m else 0
+    return n, size, counts["requests"]
+
+
+def _shuffle(args, dist: str, warm: str) -> list[str]:
+    """The self-join as a shuffle against one process on the same index (and, with
+    ``--s3``, against ``pairs_distributed``'s requests); the lines to print."""
+    import pyarrow as pa
+
+    from lance_minhash_sql.extras.distributed import pairs_distributed
+    from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled
+    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.selfjoin.pairs import pairs
+
+    key = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
+    limit = args.memory_limit
+    list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
+    clusters_shuffled(warm, "text", 0.8)
+    server = None
+    uri, opts = dist, None
+    if args.s3:
+        t = time.perf_counter()
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from s3server import S3Server
+
+        server = S3Server().start()
+        opts = server.storage_options()
+        # two copies: each run's workers open their segments cold
+        uri, other = (_s3_copy(server, name, dist, args.rows_per_fragment, args.groups) for name in ("shuffle", "by-shard"))
+        print(f"S3 copy written and indexed in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    lines = [f"\nThe self-join as a shuffle ({'S3 test server' if args.s3 else 'local disk'}, "
+             f"memory_limit={limit or '512MiB'} per task), against one process on the same "
+             f"{args.groups}-segment index ({'local disk' if args.s3 else 'same files'}):\n"]
+    t = time.perf_counter()
+    p1 = pa.Table.from_batches(list(pairs(dist, "text", 0.8, memory_limit=limit)))
+    t1 = time.perf_counter() - t
+    ps: dict = {}
+    if server:
+        server.reset()
+    t = time.perf_counter()
+    p2 = pa.Table.from_batches(list(pairs_shuffled(uri, "text", 0.8, memory_limit=limit, storage_options=opts,
+                                                   stats=ps)))
+    t2 = time.perf_counter() - t
+    gets = _signature_gets(server) if server else None
+    t = time.perf_counter()
+    c1 = clusters(dist, "text", 0.8, memory_limit=limit)
+    t3 = time.perf_counter() - t
+    cs: dict = {}
+    t = time.perf_counter()
+    c2 = clusters_shuffled(uri, "text", 0.8, memory_limit=limit, storage_options=opts, stats=cs)
+    t4 = time.perf_counter() - t
+    same_pairs = p1.sort_by(key).equals(p2.sort_by(key))
+    same_clusters = c1.equals(c2)
+    lines += [f"| {'what':<40} | {'seconds':>8} | {'vs single':>9} | notes",
+              f"|{'-' * 42}|{'-' * 10}|{'-' * 11}|------",
+              f"| {'pairs, one process':<40} | {t1:8.2f} | {1:8.2f}x | {p1.num_rows:,} pairs",
+              f"| {'pairs_shuffled':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same pairs: {same_pairs}",
+              f"| {'clusters, one process':<40} | {t3:8.2f} | {1:8.2f}x | {c1.num_rows:,} rows in clusters",
+              f"| {'clusters_shuffled':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
+              "\npairs_shuffled:", *_stage_lines(ps), "clusters_shuffled:", *_stage_lines(cs)]
+    if gets:
+        n, size, total = gets
+        gb = ps["signature_bytes_read"] / 1e9
+        lines.append(f"\nS3 requests of pairs_shuffled: {total:,} in all; {n:,} GETs of signatures.lance "
+                     f"asking {size / 1e6:,.1f} MB, for {ps['signature_bytes_read'] / 1e6:,.1f} MB of candidates' "
+                     f"signatures read: {n / gb:,.0f} GETs per GB read, {ps['signature_rows_sent'] / max(n, 1):,.0f} "
+                     "signatures sent per GET")
+        server.reset()
+        t = time.perf_counter()
+        p3 = pa.Table.from_batches(list(pairs_distributed(other, "text", 0.8, storage_options=opts)))
+        t5 = time.perf_counter() - t
+        n3, size3, total3 = _signature_gets(server)
+        lines.append(f"pairs_distributed on a copy on the same store: {t5:.2f} s, {total3:,} requests in all; {n3:,} GETs of "
+                     f"signatures.lance asking {size3 / 1e6:,.1f} MB (same pairs: "
+                     f"{p3.sort_by(key).equals(p1.sort_by(key))})")
+        server.stop()
+    if not same_pairs or not same_clusters:
+        sys.exit("MISMATCH (shuffle)")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -64,6 +198,9 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=0, help="a Ray cluster of this many nodes on this machine")
     ap.add_argument("--cpus-per-node", type=int, default=1)
     ap.add_argument("--pairs", action="store_true", help="also time pairs and clusters")
+    ap.add_argument("--shuffle", action="store_true", help="also time the self-join as a shuffle")
+    ap.add_argument("--memory-limit", default=None, help="the shuffle's budget per task (default 512MiB)")
+    ap.add_argument("--s3", action="store_true", help="the datasets on a local S3 server (tests/s3server.py)")
     args = ap.parse_args()
 
     import lance
@@ -167,6 +304,8 @@ def main() -> None:
         if not same_pairs or not c1.equals(c2):
             sys.exit("MISMATCH (pairs or clusters)")
 
+    shuffle_report = _shuffle(args, dist, warm) if args.shuffle else []
+
     t = time.perf_counter()
     m = optimize(dist, "text", merge="all")
     t_merge = time.perf_counter() - t
@@ -201,6 +340,8 @@ def main() -> None:
         base = single_of.get(what, selfjoin[0][1] if what.startswith("pairs") else
                              selfjoin[2][1] if what.startswith("clusters") else t_single)
         print(f"| {what:<40} | {secs:8.2f} | {secs / base:8.2f}x | {note}")
+    for line in shuffle_report:
+        print(line)
     print(f"\nsame top-10 answers (our search) on the {args.groups}-segment index: {same_ours}/{len(queries)}")
     print(f"same top-10 answers (Lance MinHashQuery):             {same_lance}/{len(queries)}")
     print(f"merged segment's signatures and bands equal the single-process build's: {files_equal}")
