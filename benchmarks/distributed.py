@@ -275,6 +275,8 @@ def main() -> None:
         lq = dict(nearest=MinHashQuery(q, "text"), limit=10, with_row_id=True, columns=["_distance"])
         same_lance += lance.dataset(single).to_table(**lq).equals(lance.dataset(dist).to_table(**lq))
 
+    # first: its tasks' peak RSS is then not that of workers whose caches hold segments
+    shuffle_report = _shuffle(args, dist, warm) if args.shuffle else []
     selfjoin = []
     if args.pairs:
         from lance_minhash_sql.extras.distributed import clusters_distributed, pairs_distributed
@@ -303,8 +305,6 @@ def main() -> None:
                     ("clusters_distributed", t4, f"same table: {c1.equals(c2)}")]
         if not same_pairs or not c1.equals(c2):
             sys.exit("MISMATCH (pairs or clusters)")
-
-    shuffle_report = _shuffle(args, dist, warm) if args.shuffle else []
 
     t = time.perf_counter()
     m = optimize(dist, "text", merge="all")

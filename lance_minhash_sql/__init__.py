@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from lance_minhash_sql.diagnostics.report import report
     from lance_minhash_sql.runtime.cache import cache_info, clear_cache, set_cache_capacity
     from lance_minhash_sql.extras.distributed import build_index_distributed, clusters_distributed, pairs_distributed
+    from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.diagnostics.plots import save_plots
     from lance_minhash_sql.faces.review import review
@@ -59,6 +60,8 @@ __all__ = [
     "build_index_distributed",
     "pairs_distributed",
     "clusters_distributed",
+    "pairs_shuffled",
+    "clusters_shuffled",
     "write_corpus",
     "save_plots",
     "review",
@@ -86,6 +89,8 @@ _LAZY = {
     "build_index_distributed": "lance_minhash_sql.extras.distributed",
     "pairs_distributed": "lance_minhash_sql.extras.distributed",
     "clusters_distributed": "lance_minhash_sql.extras.distributed",
+    "pairs_shuffled": "lance_minhash_sql.extras.shuffle",
+    "clusters_shuffled": "lance_minhash_sql.extras.shuffle",
     "write_corpus": "lance_minhash_sql.faces.corpus",
     "save_plots": "lance_minhash_sql.diagnostics.plots",
     "review": "lance_minhash_sql.faces.review",

@@ -33,18 +33,21 @@ def rows(batches) -> pa.Table:
 
 
 def check_stats(stats: dict, budget: str) -> None:
-    """What the run says it moved: every signature read once per segment, sent once per
-    shard that asked; every band row shuffled once."""
+    """What the run says it moved: every band row shuffled once; every signature read once
+    per segment and sent once per group of shards that asked for it (never more often
+    than the shards asked)."""
     assert stats["band_rows"] > 0 and stats["band_bytes"] == 12 * stats["band_rows"]
-    assert 0 < stats["signature_rows_read"] <= stats["signature_rows_sent"] == stats["candidates"]
+    assert 0 < stats["signature_rows_read"] <= stats["signature_rows_sent"] <= stats["candidates"]
     assert set(stats["tasks"]) >= {"band", "request", "signature", "verify"}
     assert stats["tasks"]["band"]["tasks"] == stats["tasks"]["signature"]["tasks"] == stats["runs"]
-    assert stats["tasks"]["request"]["tasks"] == stats["tasks"]["verify"]["tasks"] == stats["shards"]
+    assert stats["tasks"]["request"]["tasks"] == stats["shards"]
+    assert stats["tasks"]["verify"]["tasks"] == stats["groups"] <= stats["shards"]
     assert stats["max_pool_rows"] <= stats["max_docs"]
-    if budget == "spill":  # many shards: a signature goes to several of them
-        assert stats["shards"] >= 10 and stats["signature_rows_sent"] > 2 * stats["signature_rows_read"]
-    else:
-        assert stats["signature_rows_sent"] == stats["signature_rows_read"]
+    if budget == "spill":  # many shards in many groups: a signature goes to several of them
+        assert stats["shards"] >= 10 and stats["groups"] >= 5
+        assert stats["signature_rows_sent"] > 2 * stats["signature_rows_read"]
+    else:  # one group: each signature sent once
+        assert stats["groups"] == 1 and stats["signature_rows_sent"] == stats["signature_rows_read"]
 
 
 def test_shuffle_equals_one_process(tmp_path, self_join_budget):
@@ -85,8 +88,8 @@ def _signature_gets(s3, prefix: str) -> tuple[int, int]:
 def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
     """No shared file system: the dataset on the S3 test server, the same answers as one
     process on local disk. The signature requests do not grow with the candidates: with
-    many shards (each signature sent to several) the segments make the requests of one
-    shard (each signature sent once), for the same bytes."""
+    many groups of shards (each signature sent to several) the segments make the requests
+    of one group (each signature sent once), for the same bytes."""
     opts = s3.storage_options()
     bucket = s3.make_bucket("lms-shuffle")
     table = corpus_table()
@@ -118,7 +121,7 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
             check_stats(stats, name)
             sent[name] = stats["signature_rows_sent"]
             assert clusters_shuffled(uri, "text", 0.7, storage_options=opts).equals(want_c), name
-    assert sent["spill"] > 5 * sent["default"]
+    assert sent["spill"] > 3 * sent["default"]
     (n_spill, bytes_spill), (n_default, bytes_default) = gets["spill"], gets["default"]
     assert 0 < n_default and 0 < bytes_default
     assert n_spill <= n_default + 2 and bytes_spill <= bytes_default * 1.1, gets
@@ -170,3 +173,14 @@ def test_bad_arguments_are_refused_before_any_task(tmp_path):
         pairs_shuffled(ds.uri, "text", 0.8, max_in_flight=0)
     with pytest.raises(InvalidParameterError, match="exact='yes'"):
         pairs_shuffled(ds.uri, "text", 0.8, exact="yes")
+
+
+def test_importing_the_shuffle_does_not_import_ray():
+    import subprocess
+    import sys
+
+    from test_distributed import ROOT
+
+    code = "import sys, lance_minhash_sql.extras.shuffle; assert 'ray' not in sys.modules, 'ray imported'"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

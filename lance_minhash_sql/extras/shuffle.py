@@ -190,91 +190,105 @@ def _request_task(job: _Job, index: int, slices: list):
     return (rows, info, *requests)
 
 
-def _signature_task(job: _Job, run: int, requests: list):
-    """Stage 3: the layout (the shard of each object that follows), one object per block
-    and shard that asked, then the meter."""
+def _signature_task(job: _Job, run: int, sizes: list, requests: list):
+    """Stage 3: the layout (the group of each object that follows), one object per block
+    and group that asked (``(docs, signatures, row ids)``), then the meter. ``requests``:
+    every shard's request of this run, group after group (``sizes`` shards each)."""
     import ray
 
     meter = _Meter()
     plan = job.plan()
-    wanted = ray.get(requests)
+    flat = ray.get(requests)
+    wanted, at = [], 0
+    for n in sizes:  # a group's request: the union of its shards'
+        parts = [w for w in flat[at:at + n] if w.size]
+        at += n
+        wanted.append(parts[0] if len(parts) == 1 else sorted_unique(np.concatenate(parts)) if parts
+                      else _EMPTY_DOCS)
+    del flat, parts
     asked = [w for w in wanted if w.size]
     union = sorted_unique(np.concatenate(asked)) if asked else _EMPTY_DOCS
     del asked
-    cuts = []  # (block start, block end, shard, first, end of its request)
+    cuts = []  # (block start, block end, group, first, end of its request)
     for b0 in range(0, union.size, job.block_rows):
         b1 = min(b0 + job.block_rows, union.size)
         first, last = union[b0], union[b1 - 1]
-        for s, w in enumerate(wanted):
+        for g, w in enumerate(wanted):
             a, b = int(np.searchsorted(w, first, "left")), int(np.searchsorted(w, last, "right"))
             if b > a:
-                cuts.append((b0, b1, s, a, b))
+                cuts.append((b0, b1, g, a, b))
     yield np.asarray([c[2] for c in cuts], dtype=np.int64)
     out = np.empty((min(job.block_rows, union.size), job.k), dtype=np.uint16)
     offset = np.uint32(job.offsets[run])
     block, sent = (-1, -1), 0
     rowids = None
-    for b0, b1, s, a, b in cuts:
+    for b0, b1, g, a, b in cuts:
         if (b0, b1) != block:
             block = (b0, b1)
             rowids = fetch_signatures(plan, union[b0:b1] + offset, out[:b1 - b0])
-        at = np.searchsorted(union[b0:b1], wanted[s][a:b])
-        yield out[at], rowids[at]
+        docs = wanted[g][a:b]
+        at = np.searchsorted(union[b0:b1], docs)
+        yield docs + offset, out[at], rowids[at]
         sent += b - a
     yield meter.done(read=int(union.size), sent=sent, blocks=-(-union.size // job.block_rows),
                      read_bytes=int(union.size) * 2 * job.k)
 
 
-def _verify_task(job: _Job, index: int, rows, info: dict, blocks: list, what: str, exact: bool, verify: str):
-    """Stage 4: the shard's record batches (``what="pairs"``) or ``(a, b)`` links, then the
-    meter. ``rows`` and ``info``: the request task's (Ray passes the values of a task's
-    own arguments); ``blocks``: refs of the signature objects for the shard."""
+def _verify_task(job: _Job, indices: list, rows: list, infos: list, blocks: list, bound: int, what: str,
+                 exact: bool, verify: str):
+    """Stage 4: the record batches (``what="pairs"``) or ``(a, b)`` links of a group of
+    consecutive shards ``indices`` over one pool, shard after shard, then the meter.
+    ``rows``: refs of the shards' rows (read one shard at a time); ``infos``: the request
+    tasks' counts; ``blocks``: refs of the group's signature objects, runs in order and
+    each run's blocks in doc order (so the pool's docs ascend), at most ``bound`` docs."""
     import ray
 
     meter = _Meter()
     bounded.STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
     plan = job.plan()
-    shard = job.shard(plan, index)
-    pool = 0
-    if info["over"]:
+    over = len(indices) == 1 and infos[0]["over"]
+    pool, out = 0, 0
+    if over:
+        shard = job.shard(plan, indices[0])
         if what == "pairs":
             items = bounded_shard_pairs(shard, job.limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS, exact)
         else:
             items = bounded_shard_links(shard, job.limit, data_links, MAX_REPS)
-    elif rows is not None:
-        keys, gids = rows
-        ugids = sorted_unique(gids)
-        pool = int(ugids.size)
-        sigs = np.empty((pool, job.k), dtype=np.uint16)
-        rowids = np.empty(pool, dtype=np.uint64)
-        at = 0
-        for ref in blocks:  # runs in order, each run's blocks in doc order: the docs ascend
-            got_sigs, got_rowids = ray.get(ref)
-            n = got_rowids.size
-            sigs[at:at + n], rowids[at:at + n] = got_sigs, got_rowids
-            at += n
-            del got_sigs, got_rowids
-        if at != pool:
-            raise DistributedTaskError(f"shard {index} received {at} signatures for its {pool} candidates")
+        for item in items:
+            out += item.num_rows if what == "pairs" else int(item[1].size)
+            yield item if what == "pairs" else (item[1], item[2])
+    elif blocks:
+        ugids = np.empty(bound, dtype=np.uint32)
+        sigs = np.empty((bound, job.k), dtype=np.uint16)
+        rowids = np.empty(bound, dtype=np.uint64)
+        for ref in blocks:
+            got_gids, got_sigs, got_rowids = ray.get(ref)
+            n = got_gids.size
+            ugids[pool:pool + n], sigs[pool:pool + n], rowids[pool:pool + n] = got_gids, got_sigs, got_rowids
+            pool += n
+            del got_gids, got_sigs, got_rowids
+        ugids, sigs, rowids = ugids[:pool], sigs[:pool], rowids[:pool]
         liveness = plan.opened.liveness
-        data = pooled_data(keys, gids, ugids, sigs, rowids, None if liveness.trivial else liveness.alive(rowids))
-        if data is None:
-            items = iter(())
-        elif what == "pairs":
-            items = pair_verifier(verify)(shard, data, exact, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS))
-        else:
-            items = data_links(shard, data)
-    else:
-        items = iter(())
-    out = 0
-    for item in items:
-        if what == "pairs":
-            out += item.num_rows
-            yield item
-        else:
-            out += int(item[1].size)
-            yield item[1], item[2]
-    yield meter.done(pool=max(pool, bounded.STATS["max_pool_rows"]), out=out, over=bool(info["over"]))
+        alive = None if liveness.trivial else liveness.alive(rowids)
+        for index, ref in zip(indices, rows):
+            got = ray.get(ref)
+            if got is None:
+                continue
+            shard = job.shard(plan, index)
+            data = pooled_data(*got, ugids, sigs, rowids, alive)
+            del got
+            if data is None:
+                continue
+            if what == "pairs":
+                for batch in pair_verifier(verify)(shard, data, exact, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS)):
+                    out += batch.num_rows
+                    yield batch
+            else:
+                for _, a, b in data_links(shard, data):
+                    out += int(a.size)
+                    yield a, b
+            del data
+    yield meter.done(pool=max(pool, bounded.STATS["max_pool_rows"]), out=out, over=over)
 
 
 def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
@@ -320,7 +334,7 @@ class _Run:
         self.t0 = now
 
     def prepare(self):
-        """Stages 1-3; ``(rows, blocks)`` refs per shard."""
+        """Stages 1-3; the number of groups of shards (verify tasks: :meth:`submit`)."""
         ray, job = self.ray, self.job
         R, S = job.runs, job.shards
         band = remote_function(ray, _band_task, num_returns="streaming")
@@ -343,7 +357,6 @@ class _Run:
         request = remote_function(ray, _request_task, num_returns=R + 2)
         outs = [request.remote(job, s, [slices[r][s] for r in range(R)]) for s in range(S)]
         del slices
-        rows_refs = [(o[0], o[1]) for o in outs]
         try:
             infos = ray.get([o[1] for o in outs])
         except Exception as exc:
@@ -356,17 +369,20 @@ class _Run:
         self.stats["objects"] += S * (R + 2)
         self._stage("request")
 
+        groups = self._groups(infos)
         signature = remote_function(ray, _signature_task, num_returns="streaming")
-        sgens = [signature.remote(job, r, [outs[s][2 + r] for s in range(S)]) for r in range(R)]
+        sizes = [len(g) for g in groups]
+        sgens = [signature.remote(job, r, sizes, [outs[s][2 + r] for g in groups for s in g]) for r in range(R)]
+        rows_refs = [o[0] for o in outs]
         del outs
-        blocks: list[list] = [[] for _ in range(S)]
+        blocks: list[list] = [[] for _ in groups]
         read = sent = read_bytes = 0
         for r, gen in enumerate(sgens):
             try:
                 it = iter(gen)
                 layout = ray.get(next(it))
-                for s in layout.tolist():
-                    blocks[s].append(next(it))
+                for g in layout.tolist():
+                    blocks[g].append(next(it))
                 info = ray.get(next(it))
             except Exception as exc:
                 raise self._failed("signature", {"run": r}, exc) from None
@@ -376,28 +392,58 @@ class _Run:
             read_bytes += info["read_bytes"]
             self.stats["objects"] += 1 + len(layout)
         self.stats.update(signature_rows_read=read, signature_bytes_read=read_bytes, signature_rows_sent=sent,
-                          signature_bytes_sent=sent * (2 * job.k + 8))
+                          signature_bytes_sent=sent * (2 * job.k + 12))
         self._stage("signature")
-        return rows_refs, blocks
+        self.groups, self.infos, self.rows_refs, self.blocks = groups, infos, rows_refs, blocks
+        return len(groups)
 
-    def verify_tasks(self, rows_refs, blocks, what: str, exact: bool = False, verify: str = "estimate"):
-        verify_fn = remote_function(self.ray, _verify_task, num_returns="streaming")
-        return lambda s: verify_fn.remote(self.job, s, *rows_refs[s], blocks[s], what, exact, verify)
+    def submit(self, g: int, what: str, exact: bool = False, verify: str = "estimate"):
+        """Group ``g``'s verify task (a streaming generator)."""
+        task = remote_function(self.ray, _verify_task, num_returns="streaming")
+        shards = self.groups[g]
+        bound = sum(self.infos[s]["candidates"] for s in shards)
+        return task.remote(self.job, shards, [self.rows_refs[s] for s in shards], [self.infos[s] for s in shards],
+                           self.blocks[g], bound, what, exact, verify)
 
-    def results(self, s: int, gen) -> Iterator:
-        """The items of shard ``s``'s verify task, its meter recorded."""
-        pool = self.stats.setdefault("max_pool_rows", 0)
+    def release(self, g: int) -> None:
+        """Group ``g`` consumed: the driver drops its refs (Ray frees the objects)."""
+        for s in self.groups[g]:
+            self.rows_refs[s] = None
+        self.blocks[g] = None
+
+    def _groups(self, infos: list) -> list[list[int]]:
+        """Consecutive shards whose candidates (counted per shard: at least the distinct
+        ones) fit one pool; a shard over the pool alone."""
+        groups: list[list[int]] = []
+        group: list[int] = []
+        count = 0
+        for s, info in enumerate(infos):
+            if info["over"] or (group and count + info["candidates"] > self.job.max_docs):
+                if group:
+                    groups.append(group)
+                group, count = [], 0
+            if info["over"]:
+                groups.append([s])
+                continue
+            group.append(s)
+            count += info["candidates"]
+        if group:
+            groups.append(group)
+        self.stats["groups"] = len(groups)
+        return groups
+
+    def results(self, g: int, gen) -> Iterator:
+        """The items of group ``g``'s verify task, its meter recorded."""
         try:
             for ref in gen:
                 item = self.ray.get(ref)
                 if isinstance(item, dict):
                     self._meter("verify", item)
-                    self.stats["max_pool_rows"] = max(pool, item["pool"])
-                    pool = self.stats["max_pool_rows"]
+                    self.stats["max_pool_rows"] = max(self.stats.get("max_pool_rows", 0), item["pool"])
                     continue
                 yield item
         except Exception as exc:
-            raise self._failed("verify", {"shard": s}, exc) from None
+            raise self._failed("verify", {"group": g}, exc) from None
 
 
 def pairs_shuffled(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, verify: str = "estimate",
@@ -421,15 +467,15 @@ def pairs_shuffled(dataset, column: str, threshold: float = 0.8, *, exact: bool 
 
 
 def _stream_pairs(run: _Run, exact: bool, verify: str, in_flight: int) -> Iterator[pa.RecordBatch]:
-    rows_refs, blocks = run.prepare()
-    submit = run.verify_tasks(rows_refs, blocks, "pairs", exact, verify)
+    n = run.prepare()
     gens: list = []
     try:
-        for s in range(run.job.shards):
-            while len(gens) < min(run.job.shards, s + in_flight):
-                gens.append(submit(len(gens)))
-            yield from run.results(s, gens[s])
-            gens[s] = rows_refs[s] = blocks[s] = None  # the driver keeps nothing consumed
+        for g in range(n):
+            while len(gens) < min(n, g + in_flight):
+                gens.append(run.submit(len(gens), "pairs", exact, verify))
+            yield from run.results(g, gens[g])
+            gens[g] = None
+            run.release(g)  # the driver keeps nothing consumed
         run._stage("verify")
     finally:
         for gen in gens:
@@ -452,17 +498,17 @@ def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_li
     job = _job(dataset, column, threshold, memory_limit, storage_options)
     ray = connect_ray(ray_address)
     run = _Run(ray, job, stats)
-    rows_refs, blocks = run.prepare()
-    submit = run.verify_tasks(rows_refs, blocks, "links")
-    gens = [submit(s) for s in range(job.shards)]
+    n = run.prepare()
+    gens = [run.submit(g, "links") for g in range(n)]
     total = job.offsets[-1]
     parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
     links = 0
-    for s in range(job.shards):
-        for a, b in run.results(s, gens[s]):
+    for g in range(n):
+        for a, b in run.results(g, gens[g]):
             union_min(parent, a, b)
             links += int(a.size)
-        gens[s] = rows_refs[s] = blocks[s] = None
+        gens[g] = None
+        run.release(g)
     run.stats["links"] = links
     run._stage("verify")
     flatten_roots(parent)
