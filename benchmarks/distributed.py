@@ -119,8 +119,20 @@ def _shuffle(args, dist: str, warm: str) -> list[str]:
     from lance_minhash_sql.selfjoin.clusters import clusters
     from lance_minhash_sql.selfjoin.pairs import pairs
 
+    import ray
+
     key = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
     limit = args.memory_limit
+
+    @ray.remote(max_calls=1)  # a fresh worker process, ended after the call
+    def baseline(uri: str) -> float:
+        from lance_minhash_sql.core.usage import rss_mb
+
+        list(pairs(uri, "text", 0.8))  # the package imported, the self-join's kernels loaded
+        clusters(uri, "text", 0.8)
+        return rss_mb()
+
+    base_mb = ray.get(baseline.remote(warm))
     list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
     clusters_shuffled(warm, "text", 0.8)
     server = None
@@ -164,7 +176,10 @@ def _shuffle(args, dist: str, warm: str) -> list[str]:
               f"| {'pairs_shuffled':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same pairs: {same_pairs}",
               f"| {'clusters, one process':<40} | {t3:8.2f} | {1:8.2f}x | {c1.num_rows:,} rows in clusters",
               f"| {'clusters_shuffled':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
-              "\npairs_shuffled:", *_stage_lines(ps), "clusters_shuffled:", *_stage_lines(cs)]
+              f"\nprocess baseline: a fresh worker with the package imported and the self-join's kernels loaded "
+              f"holds {base_mb:.0f} MB; RSS at a task's start includes what earlier tasks of its worker left "
+              "(the builds' heaps, segment caches)",
+              "pairs_shuffled:", *_stage_lines(ps), "clusters_shuffled:", *_stage_lines(cs)]
     if gets:
         n, size, total = gets
         gb = ps["signature_bytes_read"] / 1e9

@@ -16,31 +16,37 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    rows read key range by key range (``bands.lance`` is sorted by key, so this is one
    pass over the file), one object per shard: ``(keys, docs)``, 12 bytes a row.
 2. **Request tasks**, one per shard: the shard's slices of every run merged by
-   ``(key, global doc)``, the buckets of two rows or more kept; returned are those rows
-   and, per run, the sorted docs whose signatures the shard needs (one object per run). A
-   shard whose distinct candidates exceed what a task's pool holds
-   (:func:`.bounded.pool_rows`) asks for nothing: its verify task takes it window by
-   window, reading its candidates where they lie, a giant bucket in chunks of rows
-   (:func:`.bounded.bounded_shard_pairs`, :func:`.bounded.bounded_shard_links`).
-3. **Signature tasks**, one per run: the union of every shard's request, read in doc
-   order half a pool at a time (:func:`.bounded.fetch_signatures`: a local file's memory
-   map gathered page by page; on an object store the ranged reads of nearby rows, or one
-   sequential read of the file when the requests cover much of it), each block cut into
-   one object per shard that asked (its docs' signatures and row ids). The first object
-   streamed is the layout: the shard each following object is for.
-4. **Verify tasks**, one per shard: the shard's pool from its blocks (docs ascending, as
-   in the single process), deleted docs dropped, then :func:`.pairs.data_pairs`
-   (record batches streamed back) or :func:`.clusters.data_links` (links as global docs).
-5. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
+   ``(key, global doc)``, the buckets of two rows or more kept; returned are those rows,
+   the count of the shard's distinct candidates, and per run the sorted docs whose
+   signatures the shard needs (one object per run). A shard whose candidates exceed what
+   a task's pool holds (:func:`.bounded.pool_rows`) asks for nothing: its verify task
+   takes it window by window, reading its candidates where they lie, a giant bucket in
+   chunks of rows (:func:`.bounded.bounded_shard_pairs`,
+   :func:`.bounded.bounded_shard_links`).
+3. **Groups**: the driver cuts the shards into groups of consecutive shards whose
+   candidates fit one pool (as the single process's marking pass does, from the counts).
+4. **Signature tasks**, one per run: each group's request (the union of its shards'),
+   and the union of all groups' requests read once, in doc order, half a pool at a time
+   (:func:`.bounded.fetch_signatures`: a local file's memory map gathered page by page;
+   on an object store the ranged reads of nearby rows, or one sequential read of the file
+   when the requests cover much of it); each block cut into one object per group that
+   asked (its docs, their signatures and row ids). The first object streamed is the
+   layout: the group each following object is for.
+5. **Verify tasks**, one per group: the group's pool from its blocks (docs ascending, as
+   in the single process), deleted docs dropped, then each shard's rows in turn over the
+   pool, verified by :func:`.pairs.data_pairs` (record batches streamed back, in shard
+   order) or :func:`.clusters.data_links` (links as global docs).
+6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
    :func:`lance_minhash_sql.kernels.components.union_min`); *row id tasks*, one per run,
    give the members' row ids (:func:`.bounded.member_rowids`); the table is
    :func:`.clusters.components` over the members alone.
 
 Each task holds at most its budget beside the process: a band task one shard's slice, a
-request task its shard's slices, a signature task one block and one shard's part of it,
-a verify task one pool. Stages run one after the other (each needs all of the previous
-one's output); Ray spills objects to its workers' local disks when its object store is
-full.
+request task its shard's slices, a signature task one block (and its run's requests, 4
+bytes per doc asked: these grow with the segment, not with the budget), a verify task one
+pool and one shard's rows. Stages run one after the other (each needs all of the
+previous one's output); Ray spills objects to its workers' local disks when its object
+store is full.
 
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
 rows per stage, bytes shuffled, signature rows read, the largest pool, and per stage the
