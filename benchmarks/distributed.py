@@ -109,7 +109,43 @@ def _signature_gets(server) -> tuple[int, int, int]:
     return n, size, counts["requests"]
 
 
-def _shuffle(args, dist: str, warm: str) -> list[str]:
+def _start_ray(args):
+    """Connect to Ray as ``args`` say; the ``ray.cluster_utils.Cluster`` started (or None)."""
+    import ray
+
+    cluster = None
+    if args.nodes:
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        for _ in range(args.nodes - 1):
+            cluster.add_node(num_cpus=args.cpus_per_node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                     p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}})
+    elif args.ray_address is None:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=args.ray_address)
+    return cluster
+
+
+def _restart_ray(args, state: dict) -> float:
+    """A new cluster of the same shape (fresh worker processes, empty object stores);
+    the seconds it took. Only for ``--nodes`` (else nothing)."""
+    import ray
+
+    if state["cluster"] is None:
+        return 0.0
+    t = time.perf_counter()
+    ray.shutdown()
+    state["cluster"].shutdown()
+    state["cluster"] = _start_ray(args)
+    return time.perf_counter() - t
+
+
+def _shuffle(args, dist: str, warm: str, state: dict) -> list[str]:
     """The self-join as a shuffle against one process on the same index (and, with
     ``--s3``, against ``pairs_distributed``'s requests); the lines to print."""
     import pyarrow as pa
@@ -132,9 +168,6 @@ def _shuffle(args, dist: str, warm: str) -> list[str]:
         clusters(uri, "text", 0.8)
         return rss_mb()
 
-    base_mb = ray.get(baseline.remote(warm))
-    list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
-    clusters_shuffled(warm, "text", 0.8)
     server = None
     uri, opts = dist, None
     if args.s3:
@@ -145,8 +178,13 @@ def _shuffle(args, dist: str, warm: str) -> list[str]:
         server = S3Server().start()
         opts = server.storage_options()
         # two copies: each run's workers open their segments cold
-        uri, other = (_s3_copy(server, name, dist, args.rows_per_fragment, args.groups) for name in ("shuffle", "by-shard"))
+        uri, other = (_s3_copy(server, name, dist, args.rows_per_fragment, args.groups)
+                      for name in ("shuffle", "by-shard"))
         print(f"S3 copy written and indexed in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    restarted = _restart_ray(args, state)  # the builds' workers gone: each task's RSS is the shuffle's
+    base_mb = ray.get(baseline.remote(warm))
+    list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
+    clusters_shuffled(warm, "text", 0.8)
     lines = [f"\nThe self-join as a shuffle ({'S3 test server' if args.s3 else 'local disk'}, "
              f"memory_limit={limit or '512MiB'} per task), against one process on the same "
              f"{args.groups}-segment index ({'local disk' if args.s3 else 'same files'}):\n"]
@@ -177,16 +215,16 @@ def _shuffle(args, dist: str, warm: str) -> list[str]:
               f"| {'clusters, one process':<40} | {t3:8.2f} | {1:8.2f}x | {c1.num_rows:,} rows in clusters",
               f"| {'clusters_shuffled':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
               f"\nprocess baseline: a fresh worker with the package imported and the self-join's kernels loaded "
-              f"holds {base_mb:.0f} MB; RSS at a task's start includes what earlier tasks of its worker left "
-              "(the builds' heaps, segment caches)",
+              f"holds {base_mb:.0f} MB; the shuffle ran on a new cluster ({restarted:.1f} s to restart it: no "
+              "worker had built anything), so a task's start RSS holds only the shuffle's earlier tasks' leftovers",
               "pairs_shuffled:", *_stage_lines(ps), "clusters_shuffled:", *_stage_lines(cs)]
     if gets:
         n, size, total = gets
         gb = ps["signature_bytes_read"] / 1e9
         lines.append(f"\nS3 requests of pairs_shuffled: {total:,} in all; {n:,} GETs of signatures.lance "
                      f"asking {size / 1e6:,.1f} MB, for {ps['signature_bytes_read'] / 1e6:,.1f} MB of candidates' "
-                     f"signatures read: {n / gb:,.0f} GETs per GB read, {ps['signature_rows_sent'] / max(n, 1):,.0f} "
-                     "signatures sent per GET")
+                     f"signatures read: {n / (size / 1e9):,.0f} GETs per GB fetched, {n / gb:,.0f} per GB of "
+                     f"candidates' signatures, {ps['signature_rows_sent'] / max(n, 1):,.0f} signatures sent per GET")
         server.reset()
         t = time.perf_counter()
         p3 = pa.Table.from_batches(list(pairs_distributed(other, "text", 0.8, storage_options=opts)))
@@ -244,21 +282,7 @@ def main() -> None:
     write_corpus(warm, 4000, rows_per_fragment=1000)
 
     t = time.perf_counter()
-    cluster = None
-    if args.nodes:
-        from ray.cluster_utils import Cluster
-
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        for _ in range(args.nodes - 1):
-            cluster.add_node(num_cpus=args.cpus_per_node)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
-                     p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}})
-    elif args.ray_address is None:
-        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
-    else:
-        ray.init(address=args.ray_address)
+    state = {"cluster": _start_ray(args)}
     ray_start = time.perf_counter() - t
     t = time.perf_counter()
     build_index(warm, "text")
@@ -291,7 +315,7 @@ def main() -> None:
         same_lance += lance.dataset(single).to_table(**lq).equals(lance.dataset(dist).to_table(**lq))
 
     # first: its tasks' peak RSS is then not that of workers whose caches hold segments
-    shuffle_report = _shuffle(args, dist, warm) if args.shuffle else []
+    shuffle_report = _shuffle(args, dist, warm, state) if args.shuffle else []
     selfjoin = []
     if args.pairs:
         from lance_minhash_sql.extras.distributed import clusters_distributed, pairs_distributed
@@ -330,8 +354,8 @@ def main() -> None:
     cpus = int(ray.cluster_resources().get("CPU", 0))
     nodes = len([n for n in ray.nodes() if n["Alive"]])
     ray.shutdown()
-    if cluster is not None:
-        cluster.shutdown()
+    if state["cluster"] is not None:
+        state["cluster"].shutdown()
     for path in (single, dist, warm):
         shutil.rmtree(path, ignore_errors=True)
 
