@@ -69,6 +69,7 @@ from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
+from lance_minhash_sql.runtime.cache import cache_capacity, set_cache_capacity
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
@@ -84,6 +85,7 @@ from lance_minhash_sql.extras.distributed import connect_ray, remote_function, t
 __all__ = ["pairs_shuffled", "clusters_shuffled"]
 
 _EMPTY_DOCS = readonly(np.empty(0, dtype=np.uint32))
+CACHE_SHARE = 0.25  # a task's segment cache: at most this share of its budget
 
 
 @dataclass(frozen=True)
@@ -137,14 +139,24 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
                 max(MIN_WINDOW_ROWS, max_docs // 2))
 
 
-class _Meter:
-    """A task's seconds, CPU seconds, RSS at its start and peak RSS (the process's
-    high-water mark reset at the start)."""
+class _Task:
+    """A task's frame (``with _Task(job) as meter:``): the worker's segment cache held to
+    :data:`CACHE_SHARE` of the budget while it runs (segments read whole on an object
+    store stay within the budget; restored afterwards), and its seconds, CPU seconds, RSS
+    at its start and peak RSS (the process's high-water mark reset at the start)."""
 
-    def __init__(self):
+    def __init__(self, job: _Job):
+        self.cache = min(cache_capacity(), int(job.limit * CACHE_SHARE))
+
+    def __enter__(self) -> "_Task":
+        self.cache = set_cache_capacity(self.cache)
         reset_peak_rss()
         self.start_mb = rss_mb()
         self.t0, self.cpu0 = time.perf_counter(), cpu_seconds()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        set_cache_capacity(self.cache)
 
     def done(self, **counts) -> dict:
         return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
@@ -156,7 +168,11 @@ class _Meter:
 
 def _band_task(job: _Job, run: int):
     """Stage 1: the run's band rows of each shard, one object per shard, then the meter."""
-    meter = _Meter()
+    with _Task(job) as meter:
+        yield from _bands(meter, job, run)
+
+
+def _bands(meter: _Task, job: _Job, run: int):
     entry = job.plan().entries[run]
     rows = 0
     for lo, hi in job.bounds:
@@ -169,9 +185,13 @@ def _band_task(job: _Job, run: int):
 
 def _request_task(job: _Job, index: int, slices: list):
     """Stage 2: ``(rows, info, request of run 0, ..., request of run R-1)``."""
+    with _Task(job) as meter:
+        return _requests(meter, job, index, slices)
+
+
+def _requests(meter: _Task, job: _Job, index: int, slices: list):
     import ray
 
-    meter = _Meter()
     parts = [(r, keys, docs) for r, (keys, docs) in enumerate(ray.get(slices)) if keys.size]
     requests = [_EMPTY_DOCS] * job.runs
     rows, candidates, over = None, 0, False
@@ -200,9 +220,13 @@ def _signature_task(job: _Job, run: int, sizes: list, requests: list):
     """Stage 3: the layout (the group of each object that follows), one object per block
     and group that asked (``(docs, signatures, row ids)``), then the meter. ``requests``:
     every shard's request of this run, group after group (``sizes`` shards each)."""
+    with _Task(job) as meter:
+        yield from _signatures(meter, job, run, sizes, requests)
+
+
+def _signatures(meter: _Task, job: _Job, run: int, sizes: list, requests: list):
     import ray
 
-    meter = _Meter()
     plan = job.plan()
     flat = ray.get(requests)
     wanted, at = [], 0
@@ -247,9 +271,14 @@ def _verify_task(job: _Job, indices: list, rows: list, infos: list, blocks: list
     ``rows``: refs of the shards' rows (read one shard at a time); ``infos``: the request
     tasks' counts; ``blocks``: refs of the group's signature objects, runs in order and
     each run's blocks in doc order (so the pool's docs ascend), at most ``bound`` docs."""
+    with _Task(job) as meter:
+        yield from _verified(meter, job, indices, rows, infos, blocks, bound, what, exact, verify)
+
+
+def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, blocks: list, bound: int, what: str,
+                 exact: bool, verify: str):
     import ray
 
-    meter = _Meter()
     bounded.STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
     plan = job.plan()
     over = len(indices) == 1 and infos[0]["over"]
@@ -299,7 +328,11 @@ def _verify_task(job: _Job, indices: list, rows: list, infos: list, blocks: list
 
 def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
     """Stage 5: row ids of sorted global ``gids`` (of one run), and the meter."""
-    meter = _Meter()
+    with _Task(job) as meter:
+        return _rowids(meter, job, gids)
+
+
+def _rowids(meter: _Task, job: _Job, gids: np.ndarray) -> tuple:
     rowids = member_rowids(job.plan(), gids, job.limit)
     return rowids, meter.done(rows=int(gids.size))
 
@@ -382,7 +415,7 @@ class _Run:
         rows_refs = [o[0] for o in outs]
         del outs
         blocks: list[list] = [[] for _ in groups]
-        read = sent = read_bytes = 0
+        read = sent = read_bytes = nblocks = 0
         for r, gen in enumerate(sgens):
             try:
                 it = iter(gen)
@@ -396,8 +429,10 @@ class _Run:
             read += info["read"]
             sent += info["sent"]
             read_bytes += info["read_bytes"]
+            nblocks += info["blocks"]
             self.stats["objects"] += 1 + len(layout)
-        self.stats.update(signature_rows_read=read, signature_bytes_read=read_bytes, signature_rows_sent=sent,
+        self.stats.update(signature_rows_read=read, signature_bytes_read=read_bytes, signature_blocks=nblocks,
+                          signature_rows_sent=sent,
                           signature_bytes_sent=sent * (2 * job.k + 12))
         self._stage("signature")
         self.groups, self.infos, self.rows_refs, self.blocks = groups, infos, rows_refs, blocks
