@@ -26,7 +26,7 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
 3. **Groups**: the driver cuts the shards into groups of consecutive shards whose
    candidates fit one pool (as the single process's marking pass does, from the counts).
 4. **Signature tasks**, one per run: each group's request (the union of its shards'),
-   and the union of all groups' requests read once, in doc order, half a pool at a time
+   and the union of all groups' requests read once, in doc order, a quarter of a pool at a time
    (:func:`.bounded.fetch_signatures`: a local file's memory map gathered page by page;
    on an object store the ranged reads of nearby rows, or one sequential read of the file
    when the requests cover much of it); each block cut into one object per group that
@@ -51,7 +51,9 @@ store is full.
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
 rows per stage, bytes shuffled, signature rows read, the largest pool, and per stage the
 tasks' seconds, peak RSS (each task resets its process's high-water mark first,
-:func:`lance_minhash_sql.core.usage.reset_peak_rss`) and RSS at its start.
+:func:`lance_minhash_sql.core.usage.reset_peak_rss`), RSS at its start, and the object
+store's shared pages resident in its process at its end (``RssShmem``: objects it wrote
+or read count in its RSS too).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import DistributedTaskError
-from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb
+from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
 from lance_minhash_sql.runtime.cache import cache_capacity, set_cache_capacity
@@ -86,6 +88,7 @@ __all__ = ["pairs_shuffled", "clusters_shuffled"]
 
 _EMPTY_DOCS = readonly(np.empty(0, dtype=np.uint32))
 CACHE_SHARE = 0.25  # a task's segment cache: at most this share of its budget
+BLOCK_SHARE = 4  # a signature task's block: a quarter of a pool (it holds the block and one group's copy)
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k))
     return _Job(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, limit,
                 tuple((s.lo, s.hi) for s in shards), tuple(int(x) for x in plan.offsets), k, max_docs,
-                max(MIN_WINDOW_ROWS, max_docs // 2))
+                max(MIN_WINDOW_ROWS, max_docs // BLOCK_SHARE))
 
 
 class _Task:
@@ -160,7 +163,7 @@ class _Task:
 
     def done(self, **counts) -> dict:
         return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
-                "start_mb": self.start_mb, "peak_mb": peak_rss_mb(), **counts}
+                "start_mb": self.start_mb, "peak_mb": peak_rss_mb(), **status_mb("RssShmem"), **counts}
 
 
 # --------------------------------------------------------------------------- tasks
@@ -359,6 +362,7 @@ class _Run:
         s["cpu_seconds"] += info["cpu_seconds"]
         s["peak_mb"] = max(s["peak_mb"], info["peak_mb"])
         s["start_mb"] = max(s["start_mb"], info["start_mb"])
+        s["shmem_mb"] = max(s.get("shmem_mb", 0.0), info.get("RssShmem", 0.0))
 
     def _failed(self, stage: str, what: dict, exc: BaseException) -> DistributedTaskError:
         key, value = next(iter(what.items()))
