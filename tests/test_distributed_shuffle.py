@@ -89,7 +89,7 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
     """No shared file system: the dataset on the S3 test server, the same answers as one
     process on local disk. The signature requests do not grow with the candidates sent:
     with many groups of shards (each signature sent to several, 5x more in all) the
-    segments fetch no more bytes than with one group, in a few ranged reads per block."""
+    segments fetch no more bytes than with one group, in as few reads."""
     opts = s3.storage_options()
     bucket = s3.make_bucket("lms-shuffle")
     table = corpus_table()
@@ -126,8 +126,8 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
     assert 0 < n_default and 0 < bytes_default
     assert bytes_spill <= bytes_default * 1.1, gets  # every signature fetched once (or the file once)
     assert blocks["spill"] > blocks["default"] >= 1
-    # ranged reads of a block's runs of nearby docs: more, smaller reads at the small
-    # budget (its segment cache cannot hold a file), but not one per signature sent
+    # a file read whole, or ranged reads of a block's runs of nearby docs: never a read
+    # per signature sent
     assert n_spill <= 3 * n_default and 50 * n_spill < sent["spill"], (gets, sent)
 
 

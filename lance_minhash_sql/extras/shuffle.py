@@ -26,10 +26,10 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
 3. **Groups**: the driver cuts the shards into groups of consecutive shards whose
    candidates fit one pool (as the single process's marking pass does, from the counts).
 4. **Signature tasks**, one per run: each group's request (the union of its shards'),
-   and the union of all groups' requests read once, in doc order, a quarter of a pool at a time
-   (:func:`.bounded.fetch_signatures`: a local file's memory map gathered page by page;
-   on an object store the ranged reads of nearby rows, or one sequential read of the file
-   when the requests cover much of it); each block cut into one object per group that
+   and the union of all groups' requests read once, in doc order, a quarter of a pool at
+   a time (:func:`.bounded.fetch_signatures`: a local file's memory map gathered page by
+   page; on an object store the ranged reads of nearby rows, or one sequential read of
+   the file into the worker's segment cache when the requests cover much of it); each block cut into one object per group that
    asked (its docs, their signatures and row ids). The first object streamed is the
    layout: the group each following object is for.
 5. **Verify tasks**, one per group: the group's pool from its blocks (docs ascending, as
@@ -44,9 +44,11 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
 Each task holds at most its budget beside the process: a band task one shard's slice, a
 request task its shard's slices, a signature task one block (and its run's requests, 4
 bytes per doc asked: these grow with the segment, not with the budget), a verify task one
-pool and one shard's rows. Stages run one after the other (each needs all of the
-previous one's output); Ray spills objects to its workers' local disks when its object
-store is full.
+pool and one shard's rows. On an object store a worker's segment cache
+(``LANCE_MINHASH_CACHE_BYTES``, 1 GiB by default) may also hold segments read whole
+beside the budget: lower it on the workers to bound that too (the reads then stay
+ranged). Stages run one after the other (each needs all of the previous one's output);
+Ray spills objects to its workers' local disks when its object store is full.
 
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
 rows per stage, bytes shuffled, signature rows read, the largest pool, and per stage the
@@ -71,7 +73,6 @@ from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
-from lance_minhash_sql.runtime.cache import cache_capacity, set_cache_capacity
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
@@ -87,7 +88,6 @@ from lance_minhash_sql.extras.distributed import connect_ray, remote_function, t
 __all__ = ["pairs_shuffled", "clusters_shuffled"]
 
 _EMPTY_DOCS = readonly(np.empty(0, dtype=np.uint32))
-CACHE_SHARE = 0.25  # a task's segment cache: at most this share of its budget
 BLOCK_SHARE = 4  # a signature task's block: a quarter of a pool (it holds the block and one group's copy)
 
 
@@ -143,23 +143,20 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
 
 
 class _Task:
-    """A task's frame (``with _Task(job) as meter:``): the worker's segment cache held to
-    :data:`CACHE_SHARE` of the budget while it runs (segments read whole on an object
-    store stay within the budget; restored afterwards), and its seconds, CPU seconds, RSS
-    at its start and peak RSS (the process's high-water mark reset at the start)."""
+    """A task's meter (``with _Task(job) as meter:``): its seconds, CPU seconds, RSS at its
+    start and peak RSS (the process's high-water mark reset at the start)."""
 
     def __init__(self, job: _Job):
-        self.cache = min(cache_capacity(), int(job.limit * CACHE_SHARE))
+        self.job = job
 
     def __enter__(self) -> "_Task":
-        self.cache = set_cache_capacity(self.cache)
         reset_peak_rss()
         self.start_mb = rss_mb()
         self.t0, self.cpu0 = time.perf_counter(), cpu_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
-        set_cache_capacity(self.cache)
+        pass
 
     def done(self, **counts) -> dict:
         return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
