@@ -185,8 +185,12 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> list[str]:
     base_mb = ray.get(baseline.remote(warm))
     list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
     clusters_shuffled(warm, "text", 0.8)
+    from lance_minhash_sql.core.sizes import format_bytes
+    from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+
     lines = [f"\nThe self-join as a shuffle ({'S3 test server' if args.s3 else 'local disk'}, "
-             f"memory_limit={limit or '512MiB'} per task), against one process on the same "
+             f"memory_limit={format_bytes(memory_limit_bytes(limit))} per task, and for one process), against one "
+             "process on the same "
              f"{args.groups}-segment index ({'local disk' if args.s3 else 'same files'}):\n"]
     t = time.perf_counter()
     p1 = pa.Table.from_batches(list(pairs(dist, "text", 0.8, memory_limit=limit)))

@@ -21,8 +21,7 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    signatures the shard needs (one object per run). A shard whose candidates exceed what
    a task's pool holds (:func:`.bounded.pool_rows`) asks for nothing: its verify task
    takes it window by window, reading its candidates where they lie, a giant bucket in
-   chunks of rows (:func:`.bounded.bounded_shard_pairs`,
-   :func:`.bounded.bounded_shard_links`).
+   chunks of rows (:func:`.bounded.bounded_shard_pairs`, :func:`.bounded.shard_links`).
 3. **Groups**: the driver cuts the shards into groups of consecutive shards whose
    candidates fit one pool (as the single process's marking pass does, from the counts).
 4. **Signature tasks**, one per run: each group's request (the union of its shards'),
@@ -38,7 +37,7 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    order) or :func:`.clusters.data_links` (links as global docs).
 6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
    :func:`lance_minhash_sql.kernels.components.union_min`); *row id tasks*, one per run,
-   give the members' row ids (:func:`.bounded.member_rowids`); the table is
+   give the members' row ids (:func:`.bounded.row_ids`); the table is
    :func:`.clusters.components` over the members alone.
 
 Each task holds at most its budget beside the process: a band task one shard's slice, a
@@ -77,9 +76,9 @@ from lance_minhash_sql.kernels.components import flatten_roots, linked_members, 
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.selfjoin import bounded
-from lance_minhash_sql.selfjoin.bounded import (MIN_WINDOW_ROWS, bounded_shard_links, bounded_shard_pairs, chunk_pairs,
-                                                fetch_signatures, member_rowids, memory_limit_bytes, pool_rows,
-                                                pooled_data, shard_rows)
+from lance_minhash_sql.selfjoin.bounded import (MIN_WINDOW_ROWS, bounded_shard_pairs, chunk_pairs, fetch_signatures,
+                                                memory_limit_bytes, pool_rows, read_multi, row_ids, shard_data,
+                                                shard_links, shard_rows)
 from lance_minhash_sql.selfjoin.clusters import MAX_REPS, components, data_links
 from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, pair_verifier
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
@@ -288,7 +287,7 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
         if what == "pairs":
             items = bounded_shard_pairs(shard, job.limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS, exact)
         else:
-            items = bounded_shard_links(shard, job.limit, data_links, MAX_REPS)
+            items = _over_pool_links(shard, job)
         for item in items:
             out += item.num_rows if what == "pairs" else int(item[1].size)
             yield item if what == "pairs" else (item[1], item[2])
@@ -310,7 +309,8 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
             if got is None:
                 continue
             shard = job.shard(plan, index)
-            data = pooled_data(*got, ugids, sigs, rowids, alive)
+            keys, gids = got
+            data = shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
             del got
             if data is None:
                 continue
@@ -326,6 +326,15 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
     yield meter.done(pool=max(pool, bounded.STATS["max_pool_rows"]), out=out, over=over)
 
 
+def _over_pool_links(shard: Shard, job: _Job) -> Iterator[tuple]:
+    """Links of a shard whose candidates exceed a pool, window by window as the single
+    process takes such a shard (its candidates read where they lie, a bucket larger than
+    a window linked in chunks of rows)."""
+    got = read_multi(shard)
+    if got is not None:
+        yield from shard_links(shard.plan, [(shard, None)], got, None, job.max_docs, data_links, MAX_REPS)
+
+
 def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
     """Stage 5: row ids of sorted global ``gids`` (of one run), and the meter."""
     with _Task(job) as meter:
@@ -333,7 +342,7 @@ def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
 
 
 def _rowids(meter: _Task, job: _Job, gids: np.ndarray) -> tuple:
-    rowids = member_rowids(job.plan(), gids, job.limit)
+    rowids = row_ids(job.plan(), gids, job.block_rows)
     return rowids, meter.done(rows=int(gids.size))
 
 

@@ -82,8 +82,8 @@ from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards, shard_runs
 
 __all__ = ["STATS", "memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
-           "bounded_pairs", "bounded_clusters", "bounded_shard_pairs", "fetch_signatures", "pooled_data",
-           "member_rowids", "bounded_shard_links"]
+           "bounded_pairs", "bounded_clusters", "bounded_shard_pairs", "fetch_signatures", "shard_data",
+           "row_ids", "read_multi", "shard_links"]
 
 # what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
 # selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
@@ -587,43 +587,5 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
         release_memory()
 
 
-# --------------------------------------------------------------------------- pieces for a shuffle
-
-
-def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Signatures of sorted unique global ``gids`` written to ``out`` (``[n, k]``), read in
-    doc order as a group's pool is (module doc, 3); returns their row ids. What a segment
-    task of the Ray shuffle (``extras/shuffle.py``) reads for the shards that asked."""
-    return _fetch(plan, gids, out)
-
-
-def pooled_data(keys: np.ndarray, gids: np.ndarray, ugids: np.ndarray, sigs: np.ndarray, rowids: np.ndarray,
-                alive: np.ndarray | None) -> ShardData | None:
-    """Band rows ``(keys, global docs gids)`` over a pool of their sorted unique docs
-    ``ugids`` (signatures, row ids, and ``alive`` or None), as the verifiers take them;
-    deleted docs dropped (None when no bucket of two live docs is left)."""
-    return _data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
-
-
-def member_rowids(plan: Plan, gids: np.ndarray, limit: int) -> np.ndarray:
-    """Row ids of sorted unique global ``gids`` under a budget of ``limit`` bytes (the row
-    id runs; signatures read too, a window at a time, where a segment has none)."""
-    return _rowids(plan, gids, _window_rows(pool_rows(limit, plan.params.num_hashes)))
-
-
-def bounded_shard_links(shard: Shard, limit: int, links: LinkVerifier, max_reps: int) -> Iterator[tuple]:
-    """One shard's links within a budget of ``limit`` bytes (``("links", a, b)`` as global
-    docs), for callers that run shards as independent calls: the shard's candidates pooled
-    alone when they fit the pool share, else window by window with giant buckets linked in
-    chunks (module doc, 5)."""
-    got = _read_multi(shard)
-    if got is None:
-        return
-    keys, gids = got
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, shard.plan.params.num_hashes))
-    if sorted_unique(gids).size <= max_docs:
-        data = _span_data(shard.plan, keys, gids)
-        if data is not None:
-            yield from links(shard, data)
-        return
-    yield from _shard_links(shard.plan, [(shard, None)], got, None, max_docs, links, max_reps)
+# the pieces the Ray shuffle (extras/shuffle.py) runs as tasks, under public names
+fetch_signatures, shard_data, row_ids, read_multi, shard_links = _fetch, _data, _rowids, _read_multi, _shard_links
