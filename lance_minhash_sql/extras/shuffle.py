@@ -502,7 +502,7 @@ def pairs_shuffled(dataset, column: str, threshold: float = 0.8, *, exact: bool 
                    ray_address: str | None = None, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
     """The pairs of :func:`.pairs.pairs` (same rows, shard by shard) computed by the
     shuffle of the module doc on Ray, each task within ``memory_limit`` (the byte-size
-    rule of :func:`.pairs.pairs`; default 512 MiB). At most ``max_in_flight`` verify
+    rule of :func:`.pairs.pairs`; the self-join's default). At most ``max_in_flight`` verify
     tasks (default twice the cluster's CPUs) run ahead of the consumer. Arguments are
     checked and the index opened when called; ``stats`` (a dict) is filled as the run
     goes. Raises :class:`DistributedTaskError` naming the stage and the run or shard of a
