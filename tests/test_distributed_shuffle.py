@@ -18,9 +18,10 @@ from test_build import corpus_table  # noqa: E402
 from test_distributed import FRAGMENT_ROWS, local_ray, write  # noqa: E402,F401 (local_ray: this module's Ray)
 
 from lance_minhash_sql.build.builder import build_index  # noqa: E402
-from lance_minhash_sql.core.errors import InvalidParameterError  # noqa: E402
+from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError  # noqa: E402
 from lance_minhash_sql.extras.distributed import build_index_distributed  # noqa: E402
 from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled  # noqa: E402
+from lance_minhash_sql.io import manifest  # noqa: E402
 from lance_minhash_sql.selfjoin import bounded  # noqa: E402
 from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
 from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
@@ -164,6 +165,21 @@ def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
     stats = {}
     assert rows(pairs_shuffled(giant, "text", 0.8, stats=stats)).equals(rows(pairs(giant, "text", 0.8)))
     assert stats["over_pool_shards"] >= 1
+
+
+def test_a_failed_task_names_its_stage_and_run(tmp_path):
+    """A segment's band file gone after the driver opened the index: every band task fails
+    opening the index, and the error names the stage and the first run."""
+    import os
+
+    ds = write(str(tmp_path / "gone.lance"))
+    build_index_distributed(ds.uri, "text", fragment_groups=2)
+    batches = pairs_shuffled(ds.uri, "text", 0.7)  # the index opened and the shards planned here
+    seg = manifest.minhash_segments(lance.dataset(ds.uri), "text")[1]
+    os.remove(os.path.join(manifest.segment_dir(lance.dataset(ds.uri), seg.uuid), "bands.lance"))
+    with pytest.raises(DistributedTaskError, match=r"the band task of run 0 of the shuffle on 'text'.*bands\.lance") as err:
+        list(batches)
+    assert list(err.value.failures) == [(0,)]
 
 
 def test_bad_arguments_are_refused_before_any_task(tmp_path):

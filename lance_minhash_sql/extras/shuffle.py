@@ -142,11 +142,8 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
 
 
 class _Task:
-    """A task's meter (``with _Task(job) as meter:``): its seconds, CPU seconds, RSS at its
+    """A task's meter (``with _Task() as meter:``): its seconds, CPU seconds, RSS at its
     start and peak RSS (the process's high-water mark reset at the start)."""
-
-    def __init__(self, job: _Job):
-        self.job = job
 
     def __enter__(self) -> "_Task":
         reset_peak_rss()
@@ -167,7 +164,7 @@ class _Task:
 
 def _band_task(job: _Job, run: int):
     """Stage 1: the run's band rows of each shard, one object per shard, then the meter."""
-    with _Task(job) as meter:
+    with _Task() as meter:
         yield from _bands(meter, job, run)
 
 
@@ -184,7 +181,7 @@ def _bands(meter: _Task, job: _Job, run: int):
 
 def _request_task(job: _Job, index: int, slices: list):
     """Stage 2: ``(rows, info, request of run 0, ..., request of run R-1)``."""
-    with _Task(job) as meter:
+    with _Task() as meter:
         return _requests(meter, job, index, slices)
 
 
@@ -219,7 +216,7 @@ def _signature_task(job: _Job, run: int, sizes: list, requests: list):
     """Stage 3: the layout (the group of each object that follows), one object per block
     and group that asked (``(docs, signatures, row ids)``), then the meter. ``requests``:
     every shard's request of this run, group after group (``sizes`` shards each)."""
-    with _Task(job) as meter:
+    with _Task() as meter:
         yield from _signatures(meter, job, run, sizes, requests)
 
 
@@ -270,7 +267,7 @@ def _verify_task(job: _Job, indices: list, rows: list, infos: list, blocks: list
     ``rows``: refs of the shards' rows (read one shard at a time); ``infos``: the request
     tasks' counts; ``blocks``: refs of the group's signature objects, runs in order and
     each run's blocks in doc order (so the pool's docs ascend), at most ``bound`` docs."""
-    with _Task(job) as meter:
+    with _Task() as meter:
         yield from _verified(meter, job, indices, rows, infos, blocks, bound, what, exact, verify)
 
 
@@ -337,7 +334,7 @@ def _over_pool_links(shard: Shard, job: _Job) -> Iterator[tuple]:
 
 def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
     """Stage 5: row ids of sorted global ``gids`` (of one run), and the meter."""
-    with _Task(job) as meter:
+    with _Task() as meter:
         return _rowids(meter, job, gids)
 
 
@@ -393,7 +390,7 @@ class _Run:
         for r, gen in enumerate(gens):
             try:
                 refs = list(gen)
-                info = ray.get(refs[S])
+                info = ray.get(refs[-1])  # the meter, or the task's error
             except Exception as exc:
                 raise self._failed("band", {"run": r}, exc) from None
             slices.append(refs[:S])
@@ -406,10 +403,12 @@ class _Run:
         request = remote_function(ray, _request_task, num_returns=R + 2)
         outs = [request.remote(job, s, [slices[r][s] for r in range(R)]) for s in range(S)]
         del slices
-        try:
-            infos = ray.get([o[1] for o in outs])
-        except Exception as exc:
-            raise self._failed("request", {"shard": "?"}, exc) from None
+        infos = []
+        for s, out in enumerate(outs):
+            try:
+                infos.append(ray.get(out[1]))
+            except Exception as exc:
+                raise self._failed("request", {"shard": s}, exc) from None
         for info in infos:
             self._meter("request", info)
         self.stats.update(candidates=sum(i["candidates"] for i in infos if not i["over"]),
@@ -428,13 +427,13 @@ class _Run:
         read = sent = read_bytes = nblocks = 0
         for r, gen in enumerate(sgens):
             try:
-                it = iter(gen)
-                layout = ray.get(next(it))
-                for g in layout.tolist():
-                    blocks[g].append(next(it))
-                info = ray.get(next(it))
+                refs = list(gen)  # the layout, the blocks, the meter (or the task's error, last)
+                layout = ray.get(refs[0])
+                info = ray.get(refs[-1])
             except Exception as exc:
                 raise self._failed("signature", {"run": r}, exc) from None
+            for g, ref in zip(layout.tolist(), refs[1:-1]):
+                blocks[g].append(ref)
             self._meter("signature", info)
             read += info["read"]
             sent += info["sent"]
