@@ -76,7 +76,8 @@ def _stage_lines(stats: dict) -> list[str]:
     for stage, t in stats["tasks"].items():
         out.append(f"  | {stage:<9} | {stats['stage_seconds'].get(stage, 0):8.2f} | {t['tasks']:5d} | "
                    f"{t['seconds']:7.2f} | {t['cpu_seconds']:10.2f} | {t['start_mb']:6.0f} MB | "
-                   f"{t['peak_mb']:5.0f} MB | {t['peak_mb'] - t['start_mb']:8.0f} MB | {t.get('shmem_mb', 0):9.0f} MB |")
+                   f"{t['peak_mb']:5.0f} MB | {t['peak_mb'] - t['start_mb']:8.0f} MB | "
+                   f"{t.get('shmem_mb', 0):9.0f} MB |")
     return out
 
 
@@ -234,8 +235,8 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> list[str]:
         p3 = pa.Table.from_batches(list(pairs_distributed(other, "text", 0.8, storage_options=opts)))
         t5 = time.perf_counter() - t
         n3, size3, total3 = _signature_gets(server)
-        lines.append(f"pairs_distributed on a copy on the same store: {t5:.2f} s, {total3:,} requests in all; {n3:,} GETs of "
-                     f"signatures.lance asking {size3 / 1e6:,.1f} MB (same pairs: "
+        lines.append(f"pairs_distributed on a copy on the same store: {t5:.2f} s, {total3:,} requests in all; "
+                     f"{n3:,} GETs of signatures.lance asking {size3 / 1e6:,.1f} MB (same pairs: "
                      f"{p3.sort_by(key).equals(p1.sort_by(key))})")
         server.stop()
     if not same_pairs or not same_clusters:

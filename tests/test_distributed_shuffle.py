@@ -177,7 +177,8 @@ def test_a_failed_task_names_its_stage_and_run(tmp_path):
     batches = pairs_shuffled(ds.uri, "text", 0.7)  # the index opened and the shards planned here
     seg = manifest.minhash_segments(lance.dataset(ds.uri), "text")[1]
     os.remove(os.path.join(manifest.segment_dir(lance.dataset(ds.uri), seg.uuid), "bands.lance"))
-    with pytest.raises(DistributedTaskError, match=r"the band task of run 0 of the shuffle on 'text'.*bands\.lance") as err:
+    failed = r"the band task of run 0 of the shuffle on 'text'.*bands\.lance"
+    with pytest.raises(DistributedTaskError, match=failed) as err:
         list(batches)
     assert list(err.value.failures) == [(0,)]
 

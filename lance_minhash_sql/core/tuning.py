@@ -198,3 +198,4 @@ BUCKET_WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered togeth
 SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
 WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
 SELF_JOIN_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
+SHUFFLE_BLOCK_SHARE = 4  # a Ray shuffle's signature task reads 1 / SHUFFLE_BLOCK_SHARE of a pool at a time

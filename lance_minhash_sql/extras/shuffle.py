@@ -28,9 +28,9 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    and the union of all groups' requests read once, in doc order, a quarter of a pool at
    a time (:func:`.bounded.fetch_signatures`: a local file's memory map gathered page by
    page; on an object store the ranged reads of nearby rows, or one sequential read of
-   the file into the worker's segment cache when the requests cover much of it); each block cut into one object per group that
-   asked (its docs, their signatures and row ids). The first object streamed is the
-   layout: the group each following object is for.
+   the file into the worker's segment cache when the requests cover much of it); each
+   block cut into one object per group that asked (its docs, their signatures and row
+   ids). The first object streamed is the layout: the group each following object is for.
 5. **Verify tasks**, one per group: the group's pool from its blocks (docs ascending, as
    in the single process), deleted docs dropped, then each shard's rows in turn over the
    pool, verified by :func:`.pairs.data_pairs` (record batches streamed back, in shard
@@ -69,6 +69,7 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import DistributedTaskError
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
@@ -76,18 +77,16 @@ from lance_minhash_sql.kernels.components import flatten_roots, linked_members, 
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.selfjoin import bounded
-from lance_minhash_sql.selfjoin.bounded import (MIN_WINDOW_ROWS, bounded_shard_pairs, chunk_pairs, fetch_signatures,
-                                                memory_limit_bytes, pool_rows, read_multi, row_ids, shard_data,
-                                                shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, fetch_signatures, memory_limit_bytes,
+                                                pool_rows, read_multi, row_ids, shard_data, shard_links, shard_rows)
 from lance_minhash_sql.selfjoin.clusters import MAX_REPS, components, data_links
-from lance_minhash_sql.selfjoin.pairs import DEFAULT_CHUNK_PAIRS, pair_verifier
+from lance_minhash_sql.selfjoin.pairs import pair_verifier
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
 from lance_minhash_sql.extras.distributed import connect_ray, remote_function, task_cause
 
 __all__ = ["pairs_shuffled", "clusters_shuffled"]
 
 _EMPTY_DOCS = readonly(np.empty(0, dtype=np.uint32))
-BLOCK_SHARE = 4  # a signature task's block: a quarter of a pool (it holds the block and one group's copy)
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k))
     return _Job(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, limit,
                 tuple((s.lo, s.hi) for s in shards), tuple(int(x) for x in plan.offsets), k, max_docs,
-                max(MIN_WINDOW_ROWS, max_docs // BLOCK_SHARE))
+                max(MIN_WINDOW_ROWS, max_docs // SHUFFLE_BLOCK_SHARE))
 
 
 class _Task:
