@@ -122,7 +122,7 @@ def _held(rows: int) -> None:
 # --------------------------------------------------------------------------- reads
 
 
-def _read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
+def read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
     """The shard's band rows in buckets of two or more, ``(keys, global docs)`` sorted by
     ``(key, doc)`` (deleted rows not yet dropped)."""
     plan = shard.plan
@@ -158,7 +158,7 @@ def _runs(entry):
     return rowid_runs(entry)
 
 
-def _fetch(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
+def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Signatures of sorted unique ``gids`` into ``out`` (``[n, k]``), in doc order; returns
     their row ids (as the dataset version knows them). A mapped segment's rows are
     gathered on :func:`lance_minhash_sql.runtime.threads.num_threads` threads, each chunk's pages handed back."""
@@ -179,7 +179,7 @@ def _fetch(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
     return rowids
 
 
-def _rowids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
+def row_ids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
     """Row ids of sorted unique ``gids`` (signatures read too only where a segment has no
     row id runs, :data:`max_rows` at a time)."""
     out = np.empty(gids.size, dtype=np.uint64)
@@ -197,7 +197,7 @@ def _rowids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
     return out
 
 
-def _data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarray,
+def shard_data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarray,
           rowids: np.ndarray, alive: np.ndarray | None) -> ShardData | None:
     """A shard's (or a window's) rows as the kernels take them: ``docs`` index the pool of
     the sorted unique ``ugids`` with their signatures and row ids; deleted docs dropped."""
@@ -214,7 +214,7 @@ def _data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarra
 
 def _pool(plan: Plan, ugids: np.ndarray):
     sigs = np.empty((ugids.size, plan.params.num_hashes), dtype=np.uint16)
-    rowids = _fetch(plan, ugids, sigs)
+    rowids = fetch_signatures(plan, ugids, sigs)
     liveness = plan.opened.liveness
     alive = None if liveness.trivial else liveness.alive(rowids)
     return sigs, rowids, alive
@@ -319,7 +319,7 @@ class Labels:
 
 
 def _marked_rows(shard: Shard):
-    got = _read_multi(shard)
+    got = read_multi(shard)
     if got is not None:
         yield shard, got
 
@@ -333,14 +333,14 @@ def _group_data(plan: Plan, marks: np.ndarray):
     def load(item) -> ShardData | None:
         shard, got = item
         if got is None:
-            got = _read_multi(shard)
+            got = read_multi(shard)
             if got is None:
                 return None
             got = marked_buckets(*got, marks)  # the buckets pruned when marked are gone or harmless
         keys, gids = got
         if keys.size == 0:
             return None
-        return _data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+        return shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
 
     return load
 
@@ -360,7 +360,7 @@ def _spans(keys: np.ndarray, max_rows: int):
 def _span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | None:
     ugids = sorted_unique(gids)
     sigs, rowids, alive = _pool(plan, ugids)
-    return _data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
+    return shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
 
 
 def _count(what: str, n: int = 1) -> None:
@@ -434,7 +434,7 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
     in row-id order with the representatives carried (see the module doc, 5)."""
     k = plan.params.num_hashes
     kp = padded_hashes(k)
-    rowids = _rowids(plan, gids, max_rows)
+    rowids = row_ids(plan, gids, max_rows)
     liveness = plan.opened.liveness
     if not liveness.trivial:
         alive = liveness.alive(rowids)
@@ -457,7 +457,7 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
         pool = np.zeros((n0 + part.size, kp), dtype=np.uint16)  # padding lanes 0: equal in every row
         pool[:n0] = rep_sigs
         fetched = np.empty((part.size, k), dtype=np.uint16)
-        _fetch(plan, part[order], fetched)
+        fetch_signatures(plan, part[order], fetched)
         _held(n0 + part.size)
         pool[n0 + order, :k] = fetched
         del fetched
@@ -481,7 +481,7 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
         rep_gids = pool_gids[kept]
 
 
-def _shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int, links: LinkVerifier,
+def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int, links: LinkVerifier,
                  max_reps: int) -> Iterator[tuple]:
     """Links of a group's shards on threads, or of a shard over the pool alone window by
     window."""
@@ -536,7 +536,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     try:
         for group, rows in groups:
             _count("groups")
-            for _, a, b in _shard_links(plan, group, rows, marks, max_docs, links, max_reps):
+            for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps):
                 union_min(parent, a, b)
     finally:
         groups.close()
@@ -544,7 +544,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     members = linked_members(parent, marks)
     roots = parent[members]
     del parent, marks
-    rowid = _rowids(plan, members.astype(np.uint32), _window_rows(max_docs))
+    rowid = row_ids(plan, members.astype(np.uint32), _window_rows(max_docs))
     # members ascend and every root is its component's smallest member: components are
     # contiguous once sorted by root (a stable sort keeps the members ascending within)
     order = np.argsort(roots, kind="stable")
@@ -568,7 +568,7 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     pooled alone when they fit the pool share, else window by window (module doc, 5);
     batches of at most :func:`chunk_pairs` rows."""
     plan = shard.plan
-    got = _read_multi(shard)
+    got = read_multi(shard)
     if got is None:
         return
     keys, gids = got
@@ -585,7 +585,3 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
             yield from verify(shard, data, exact, chunk)
     if exact:
         release_memory()
-
-
-# the pieces the Ray shuffle (extras/shuffle.py) runs as tasks, under public names
-fetch_signatures, shard_data, row_ids, read_multi, shard_links = _fetch, _data, _rowids, _read_multi, _shard_links
