@@ -12,6 +12,7 @@ from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.core.params import TokenizerParams
 from lance_minhash_sql.io import unicode_tables as ut
 from lance_minhash_sql.io.unicode_tables import UnicodeTables, load_tables, table_sizes
+from lance_minhash_sql.runtime.cache import clear_cache
 
 NUM_CP = 0x110000
 EXPECTED_SIZES = {"alnum": 149_106, "alnum_ranges": 844, "lower": 1_488, "fold": 2_207}
@@ -156,15 +157,13 @@ def test_spot_checks(tables):
 
 def test_missing_file_raises(monkeypatch):
     monkeypatch.setattr(ut, "DATA_FILE", "data/__no_such_unicode_tables__.npz")
-    ut._read_npz.cache_clear()
-    ut.load_tables.cache_clear()
+    clear_cache()  # the memoized reads and tables
     try:
         with pytest.raises(LanceMinHashError, match="missing"):
             ut.load_tables()
     finally:
         monkeypatch.undo()
-        ut._read_npz.cache_clear()
-        ut.load_tables.cache_clear()
+        clear_cache()
     assert table_sizes() == EXPECTED_SIZES
 
 

@@ -30,6 +30,7 @@ read-only -- they are cached and shared):
 from __future__ import annotations
 
 import importlib.resources
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -120,12 +121,23 @@ def _csr_index(path, name: str, keys, offsets, values) -> tuple[np.ndarray, np.n
     )
 
 
-@memoized(1)
+_LOAD_LOCK = threading.Lock()
+
+
 def load_tables() -> UnicodeTables:
     """Load (once, cached) the tables from the package's ``data/unicode_tables.npz``.
 
-    Raises LanceMinHashError if the file is missing or malformed.
+    Raises LanceMinHashError if the file is missing or malformed. Threads that ask at
+    once wait for one load: numpy parses each array's header with ``ast.literal_eval``,
+    and CPython 3.11's parser fails on concurrent threads ("SystemError: AST constructor
+    recursion depth mismatch"; ``tests/test_concurrency.py``, eight cold openers).
     """
+    with _LOAD_LOCK:
+        return _load_tables()
+
+
+@memoized(1)
+def _load_tables() -> UnicodeTables:
     data = _read_npz()
     path = data["_path"]
     ranges = np.asarray(data["alnum_ranges"])
