@@ -7,9 +7,11 @@ array handed to a kernel is passed read-only: one compilation, whatever its orig
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-__all__ = ["readonly", "ONE_CHUNK"]
+__all__ = ["readonly", "ONE_CHUNK", "NPY_HEADER_LOCK"]
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -27,3 +29,9 @@ def readonly(a: np.ndarray) -> np.ndarray:
 # of chunk starts; an in-memory or contiguous column has one chunk, starting at row 0).
 ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))
 
+
+# Held while a .npy / .npz file is read: numpy parses each array's header with
+# ast.literal_eval, and CPython 3.11's parser fails on concurrent threads ("SystemError:
+# AST constructor recursion depth mismatch"), e.g. eight cold openers loading the Unicode
+# tables, or star walks on DuckDB's threads reading their spilled blocks.
+NPY_HEADER_LOCK = threading.Lock()

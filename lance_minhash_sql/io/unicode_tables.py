@@ -30,13 +30,13 @@ read-only -- they are cached and shared):
 from __future__ import annotations
 
 import importlib.resources
-import threading
 from typing import NamedTuple
 
 import numpy as np
 
-from lance_minhash_sql.runtime.cache import memoized
+from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK
 from lance_minhash_sql.core.errors import LanceMinHashError
+from lance_minhash_sql.runtime.cache import memoized
 
 __all__ = ["UnicodeTables", "load_tables", "table_sizes", "tables_lance_version", "DATA_FILE"]
 
@@ -121,18 +121,14 @@ def _csr_index(path, name: str, keys, offsets, values) -> tuple[np.ndarray, np.n
     )
 
 
-_LOAD_LOCK = threading.Lock()
-
-
 def load_tables() -> UnicodeTables:
     """Load (once, cached) the tables from the package's ``data/unicode_tables.npz``.
 
     Raises LanceMinHashError if the file is missing or malformed. Threads that ask at
-    once wait for one load: numpy parses each array's header with ``ast.literal_eval``,
-    and CPython 3.11's parser fails on concurrent threads ("SystemError: AST constructor
-    recursion depth mismatch"; ``tests/test_concurrency.py``, eight cold openers).
+    once wait for one load (:data:`lance_minhash_sql.core.arrays.NPY_HEADER_LOCK`;
+    ``tests/test_concurrency.py``, eight cold openers).
     """
-    with _LOAD_LOCK:
+    with NPY_HEADER_LOCK:
         return _load_tables()
 
 

@@ -59,7 +59,7 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
@@ -129,7 +129,7 @@ class _Centers:
         base = 0
         for b in self.blocks:
             if isinstance(b, str):
-                with np.load(b) as f:
+                with NPY_HEADER_LOCK, np.load(b) as f:
                     b = tuple(f[f"arr_{i}"] for i in range(4))
             yield base, *b
             base += b[0].size
