@@ -277,9 +277,10 @@ def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: in
         marks.fill(0)
 
 
-def _joined(parent: np.ndarray) -> Prune:
-    """The clusters' pruning: buckets already one component of ``parent`` dropped."""
-    return lambda keys, gids: drop_joined(keys, gids, parent)
+def _joined(parent: np.ndarray, merges: list[int]) -> Prune:
+    """The clusters' pruning: buckets already one component of ``parent`` dropped (none
+    while ``merges[0]``, the unions made so far, is 0)."""
+    return lambda keys, gids: drop_joined(keys, gids, parent) if merges[0] else (keys, gids)
 
 
 def _unpruned(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -315,6 +316,8 @@ class Labels:
                    self.values, base)
 
     def prune(self, keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.next == 1:  # no label given yet (the first group): nothing to drop
+            return keys, gids
         return drop_labelled(keys, gids, self.values)
 
 
@@ -396,14 +399,15 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
     marks = new_marks(plan.total_docs)
     labels = Labels(plan.total_docs, plan.params.rows_per_band) if labelled else None
 
-    def run(items: list, load) -> Iterator[pa.RecordBatch]:
+    def run(items: list, load, last: bool) -> Iterator[pa.RecordBatch]:
         stop = threading.Event()
+        label = labels is not None and not last  # (labels serve the groups after this one)
 
         def produce(item):
             data = load(item)
             if data is None:
                 return
-            if labels is not None:
+            if label:
                 labels.label(data)
             yield from verify(item[0], data, exact, chunk, stop)
             if exact:
@@ -415,13 +419,14 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
     try:
         for group, rows in groups:
             _count("groups")
+            last = group[-1][0] is shards[-1]
             if rows is None:
-                yield from run(group, _group_data(plan, marks))
+                yield from run(group, _group_data(plan, marks), last)
                 continue
             _count("streamed_shards")
             keys, gids = rows
             spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
-            yield from run(spans, lambda sp: _span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]))
+            yield from run(spans, lambda sp: _span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
     finally:
         groups.close()  # its readers stop now, not when collected
 
@@ -532,12 +537,13 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             f"raise memory_limit to at least {format_bytes(need)}, e.g. memory_limit := '{-(-need // 2**20)}MiB'")
     parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
     marks = new_marks(total)
-    groups = _groups(shards, max_docs, marks, keep_rows(limit), _joined(parent))
+    merges = [0]
+    groups = _groups(shards, max_docs, marks, keep_rows(limit), _joined(parent, merges))
     try:
         for group, rows in groups:
             _count("groups")
             for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps):
-                union_min(parent, a, b)
+                merges[0] += union_min(parent, a, b)
     finally:
         groups.close()
     flatten_roots(parent)
