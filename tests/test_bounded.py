@@ -100,8 +100,7 @@ def _buckets(keys, gids):
 
 
 def test_prune_kernels_against_plain_python():
-    from lance_minhash_sql.kernels.components import marked_buckets
-    from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled
+    from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, marked_buckets
 
     rng = np.random.default_rng(11)
     for _ in range(30):

@@ -31,7 +31,7 @@ from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.unionfind import find
 
 __all__ = ["new_marks", "count_unmarked", "set_marks", "marked_ids", "ranks", "union_min", "flatten_roots",
-           "linked_members", "marked_buckets"]
+           "linked_members", "is_marked"]
 
 
 def new_marks(n: int) -> np.ndarray:
@@ -157,30 +157,8 @@ def linked_members(parent, marks):
 
 
 
-@njit(**JIT)
-def marked_buckets(keys, ids, marks):
-    """``(keys, ids)`` of the buckets (runs of equal ``keys``) whose ids are all set."""
-    keep = np.ones(keys.size, dtype=np.bool_)
-    n = keys.size
-    i = 0
-    while i < keys.size:
-        j = i + 1
-        while j < keys.size and keys[j] == keys[i]:
-            j += 1
-        for t in range(i, j):
-            x = ids[t]
-            if not marks[x >> 6] & _bit(x):
-                for u in range(i, j):
-                    keep[u] = False
-                n -= j - i
-                break
-        i = j
-    out_k = np.empty(n, dtype=keys.dtype)
-    out_i = np.empty(n, dtype=ids.dtype)
-    w = 0
-    for i in range(keys.size):
-        if keep[i]:
-            out_k[w] = keys[i]
-            out_i[w] = ids[i]
-            w += 1
-    return out_k, out_i
+
+@njit(**JIT, inline="always")
+def is_marked(marks, x):
+    """Is id ``x`` set in the bit set ``marks``?"""
+    return (marks[x >> 6] & _bit(x)) != np.uint64(0)

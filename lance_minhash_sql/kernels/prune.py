@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_minhash_sql.kernels.components import is_marked
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.unionfind import find
 
-__all__ = ["drop_joined", "drop_labelled", "label_pure"]
+__all__ = ["drop_joined", "drop_labelled", "label_pure", "marked_buckets"]
 
 
 @njit(**JIT, inline="always")
@@ -104,6 +105,26 @@ def drop_labelled(keys, gids, labels):
                 if labels[gids[t]] != label:
                     _keep(keep, i, j)
                     break
+        i = j
+    return _kept_rows(keys, gids, keep)
+
+
+@njit(**JIT)
+def marked_buckets(keys, gids, marks):
+    """``(keys, gids)`` of the buckets whose docs are all set in the bit set ``marks``
+    (a shard read again for its group: buckets pruned when it was marked may have a doc
+    outside the group's pool)."""
+    keep = np.zeros(keys.size, dtype=np.bool_)
+    i = 0
+    while i < keys.size:
+        j = _bucket_end(keys, i)
+        inside = True
+        for t in range(i, j):
+            if not is_marked(marks, gids[t]):
+                inside = False
+                break
+        if inside:
+            _keep(keep, i, j)
         i = j
     return _kept_rows(keys, gids, keep)
 

@@ -71,11 +71,11 @@ from lance_minhash_sql.core.tuning import (FETCH_ROWS, GIANT_LINKS, KEEP_SHARE, 
                                            SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.rowid_runs import rowid_runs
-from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_buckets,
-                                                  marked_ids, new_marks, ranks, set_marks, union_min)
+from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
+                                                  ranks, set_marks, union_min)
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, multi_rows, new_cursor, padded_hashes, windows
-from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pure
+from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
