@@ -38,7 +38,7 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
 6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
    :func:`lance_minhash_sql.kernels.components.union_min`); *row id tasks*, one per run,
    give the members' row ids (:func:`.bounded.row_ids`); the table is
-   :func:`.clusters.components` over the members alone.
+   :func:`.bounded.clusters_table`, as in one process.
 
 Each task holds at most its budget beside the process: a band task one shard's slice, a
 request task its shard's slices, a signature task one block (and its run's requests, 4
@@ -77,9 +77,10 @@ from lance_minhash_sql.kernels.components import flatten_roots, linked_members, 
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.selfjoin import bounded
-from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, fetch_signatures, memory_limit_bytes,
-                                                pool_rows, read_multi, row_ids, shard_data, shard_links, shard_rows)
-from lance_minhash_sql.selfjoin.clusters import MAX_REPS, components, data_links
+from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, fetch_signatures,
+                                                memory_limit_bytes, pool_rows, read_multi, row_ids, shard_data,
+                                                shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.clusters import MAX_REPS, data_links
 from lance_minhash_sql.selfjoin.pairs import pair_verifier
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
 from lance_minhash_sql.extras.distributed import connect_ray, remote_function, task_cause
@@ -566,8 +567,7 @@ def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_li
     del parent
     rowid = _member_rowids(run, members.astype(np.uint32))
     run._stage("rowids")
-    dense = np.arange(members.size, dtype=np.int64)
-    return components(members.size, [("rows", dense, rowid), ("links", dense, np.searchsorted(members, roots))])
+    return clusters_table(roots, rowid)
 
 
 def _member_rowids(run: _Run, members: np.ndarray) -> np.ndarray:

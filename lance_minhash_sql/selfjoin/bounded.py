@@ -82,7 +82,7 @@ from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards, shard_runs
 
 __all__ = ["STATS", "memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
-           "bounded_pairs", "bounded_clusters", "bounded_shard_pairs", "fetch_signatures", "shard_data",
+           "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "fetch_signatures", "shard_data",
            "row_ids", "read_multi", "shard_links"]
 
 # what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
@@ -550,9 +550,15 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     members = linked_members(parent, marks)
     roots = parent[members]
     del parent, marks
-    rowid = row_ids(plan, members.astype(np.uint32), _window_rows(max_docs))
-    # members ascend and every root is its component's smallest member: components are
-    # contiguous once sorted by root (a stable sort keeps the members ascending within)
+    return clusters_table(roots, row_ids(plan, members.astype(np.uint32), _window_rows(max_docs)))
+
+
+def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
+    """The clusters table of the members of components of two or more, given ascending,
+    by their ``roots`` (from :func:`union_min`, flattened: each component's smallest
+    member) and their row ids."""
+    # components are contiguous once sorted by root (a stable sort keeps the members
+    # ascending within)
     order = np.argsort(roots, kind="stable")
     roots, rowid = roots[order], rowid[order]
     first = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1]))) if roots.size else np.empty(0, np.int64)
