@@ -25,6 +25,17 @@ class NativeIndex:
     signatures_metadata: dict
 
 
+def copies_table(copies: int, others: int, seed: int) -> pa.Table:
+    """One text of 40 words of the corpus vocabulary ``copies`` times, then ``others``
+    unrelated texts of 30 words: a giant bucket among ordinary rows."""
+    from lance_minhash_sql.faces.corpus import vocabulary
+
+    rng = np.random.default_rng(seed)
+    vocab = np.array(vocabulary().to_pylist())
+    same = " ".join(rng.choice(vocab, 40))
+    return pa.table({"text": pa.array([same] * copies + [" ".join(rng.choice(vocab, 30)) for _ in range(others)])})
+
+
 def build_native_index(uri: str, table: pa.Table, params, column: str = "text", **write_kwargs) -> NativeIndex:
     import lance
     from lance.file import LanceFileReader

@@ -14,6 +14,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import copies_table
 from naive import exact_jaccard, signature
 from test_pairs import components, oracle, signed
 
@@ -253,12 +254,8 @@ def test_dedup_removes_the_dropped_rows(starred):
 
 def test_one_text_many_times_keeps_one_row(tmp_path):
     """A giant bucket: 20,000 copies of one text among other rows; one comparison a copy."""
-    rng = np.random.default_rng(1)
-    vocab = np.array(vocabulary().to_pylist())
-    same = " ".join(rng.choice(vocab, 40))
-    texts = [same] * 20_000 + [" ".join(rng.choice(vocab, 30)) for _ in range(50)]
     uri = str(tmp_path / "giant.lance")
-    lance.write_dataset(pa.table({"text": pa.array(texts)}), uri)
+    lance.write_dataset(copies_table(20_000, 50, seed=1), uri)
     build_index(uri, "text")
     got = keep_flags(uri, "text", 0.8, clustering="star").to_pydict()
     assert len(got["_rowid"]) == 20_000 and got["keep"].count(True) == 1

@@ -13,6 +13,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import copies_table
 from naive import exact_jaccard
 from test_pairs import as_clusters, candidate_pairs, components, signed
 
@@ -148,12 +149,8 @@ def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch
 
     from lance_minhash_sql.selfjoin import bounded
 
-    rng = np.random.default_rng(5)
-    vocab = np.array(vocabulary().to_pylist())
-    same = " ".join(rng.choice(vocab, 40))
-    texts = [same] * 300 + [" ".join(rng.choice(vocab, 30)) for _ in range(40)]
     uri = str(tmp_path / "copies.lance")
-    lance.write_dataset(pa.table({"text": pa.array(texts)}), uri)
+    lance.write_dataset(copies_table(300, 40, seed=5), uri)
     build_index(uri, "text")
     monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET // 4)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
