@@ -83,11 +83,11 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
         out.update(queries=len(lat), p50_ms=lat_ms[len(lat) // 2], p95_ms=lat_ms[int(len(lat) * 0.95)],
                    first_ms=lat[0] * 1000, cpu_s=cpu_seconds() - c0, seconds=sum(lat), peak_mb=peak_rss_mb())
         return out
-    from lance_minhash_sql.selfjoin import bounded
+    from lance_minhash_sql.selfjoin import pool
 
     runs = ("cold",) if what == "dedup" else ("cold", "warm")
     for run in runs:
-        bounded.STATS.update(groups=0, pruned_rows=0)
+        pool.STATS.update(groups=0, pruned_rows=0)
         c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
             result = clusters(uri, "text", THRESHOLD, memory_limit=memory_limit).num_rows
@@ -104,8 +104,8 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
             result = r.removed
             out.update(clusters=r.clusters, clustered_rows=r.clustered_rows)
         out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "result": result,
-                    "peak_mb": peak_rss_mb(), "groups": bounded.STATS["groups"],
-                    "pruned_rows": bounded.STATS["pruned_rows"]}
+                    "peak_mb": peak_rss_mb(), "groups": pool.STATS["groups"],
+                    "pruned_rows": pool.STATS["pruned_rows"]}
     return out
 
 

@@ -24,7 +24,7 @@ from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import generate_batches, write_corpus
 from lance_minhash_sql.index import rowid_runs
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.selfjoin import bounded
+from lance_minhash_sql.selfjoin import bounded, pool
 from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 from lance_minhash_sql.selfjoin.join import join
@@ -45,7 +45,7 @@ def corpus(tmp_path_factory) -> str:
 
 
 def reset_stats() -> None:
-    bounded.STATS.update(max_pool_rows=0, groups=0, streamed_shards=0, pruned_rows=0)
+    pool.STATS.update(max_pool_rows=0, groups=0, streamed_shards=0, pruned_rows=0)
 
 
 def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus, monkeypatch):
@@ -62,7 +62,7 @@ def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus
         reset_stats()
         assert as_dict(pairs(corpus, "text", 0.8)) == want_pairs
         assert clusters(corpus, "text", 0.8).equals(want_clusters)
-        groups, streamed, held = bounded.STATS["groups"], bounded.STATS["streamed_shards"], bounded.STATS["max_pool_rows"]
+        groups, streamed, held = pool.STATS["groups"], pool.STATS["streamed_shards"], pool.STATS["max_pool_rows"]
         if mode == "groups":
             assert 4 < groups < shards and streamed == 0
             assert held <= bounded.pool_rows(limit, 128)
@@ -82,10 +82,10 @@ def test_buckets_that_repeat_an_earlier_band_are_pruned_with_the_same_answers(co
     monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
     reset_stats()
     assert as_dict(pairs(corpus, "text", 0.8)) == oracle(corpus, 0.8)
-    assert bounded.STATS["pruned_rows"] > 0
+    assert pool.STATS["pruned_rows"] > 0
     reset_stats()
     assert clusters(corpus, "text", 0.8).equals(unbounded_clusters(corpus, "text", 0.8))
-    assert bounded.STATS["pruned_rows"] > 0
+    assert pool.STATS["pruned_rows"] > 0
 
 
 def _buckets(keys, gids):
@@ -177,8 +177,8 @@ def test_a_giant_bucket_is_never_held_whole(giant):
     assert len(dup) > COPIES * 0.99
     reset_stats()
     got = clusters(giant, "text", 0.8, memory_limit="4MiB")
-    assert bounded.STATS["max_pool_rows"] < 20_000  # the bucket's 200,000 rows never at once
-    assert bounded.STATS["streamed_shards"] >= 16  # the bucket's shard of every band, window by window
+    assert pool.STATS["max_pool_rows"] < 20_000  # the bucket's 200,000 rows never at once
+    assert pool.STATS["streamed_shards"] >= 16  # the bucket's shard of every band, window by window
     assert got.equals(want)
     by_cluster = as_clusters(got)
     first = min(dup)

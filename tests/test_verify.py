@@ -147,16 +147,16 @@ def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch
     whole (every pair of it verified), one component."""
     from conftest import SPILL_BUDGET
 
-    from lance_minhash_sql.selfjoin import bounded
+    from lance_minhash_sql.selfjoin import bounded, pool
 
     uri = str(tmp_path / "copies.lance")
     lance.write_dataset(copies_table(300, 40, seed=5), uri)
     build_index(uri, "text")
     monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET // 4)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
-    before = bounded.STATS["streamed_shards"]
+    before = pool.STATS["streamed_shards"]
     got = clusters(uri, "text", T, verify="exact").to_pydict()
-    assert bounded.STATS["streamed_shards"] > before
+    assert pool.STATS["streamed_shards"] > before
     assert len(got["_rowid"]) == 300 and set(got["cluster_size"]) == {300}
 
 

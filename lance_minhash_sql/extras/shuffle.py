@@ -26,7 +26,7 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    candidates fit one pool (as the single process's marking pass does, from the counts).
 4. **Signature tasks**, one per run: each group's request (the union of its shards'),
    and the union of all groups' requests read once, in doc order, a quarter of a pool at
-   a time (:func:`.bounded.fetch_signatures`: a local file's memory map gathered page by
+   a time (:func:`.pool.fetch_signatures`: a local file's memory map gathered page by
    page; on an object store the ranged reads of nearby rows, or one sequential read of
    the file into the worker's segment cache when the requests cover much of it); each
    block cut into one object per group that asked (its docs, their signatures and row
@@ -37,7 +37,7 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    order) or :func:`.clusters.data_links` (links as global docs).
 6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
    :func:`lance_minhash_sql.kernels.components.union_min`); *row id tasks*, one per run,
-   give the members' row ids (:func:`.bounded.row_ids`); the table is
+   give the members' row ids (:func:`.pool.row_ids`); the table is
    :func:`.bounded.clusters_table`, as in one process.
 
 Each task holds at most its budget beside the process: a band task one shard's slice, a
@@ -76,10 +76,10 @@ from lance_minhash_sql.io.scan import open_dataset, options_for
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
-from lance_minhash_sql.selfjoin import bounded
-from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, fetch_signatures,
-                                                memory_limit_bytes, pool_rows, read_multi, row_ids, shard_data,
-                                                shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, memory_limit_bytes,
+                                                pool_rows, shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
+from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
 from lance_minhash_sql.selfjoin.clusters import MAX_REPS, data_links
 from lance_minhash_sql.selfjoin.pairs import pair_verifier
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
@@ -275,7 +275,7 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
                  exact: bool, verify: str):
     import ray
 
-    bounded.STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
+    POOL_STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
     plan = job.plan()
     over = len(indices) == 1 and infos[0]["over"]
     pool, out = 0, 0
@@ -320,7 +320,7 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
                     out += int(a.size)
                     yield a, b
             del data
-    yield meter.done(pool=max(pool, bounded.STATS["max_pool_rows"]), out=out, over=over)
+    yield meter.done(pool=max(pool, POOL_STATS["max_pool_rows"]), out=out, over=over)
 
 
 def _over_pool_links(shard: Shard, job: _Job) -> Iterator[tuple]:

@@ -20,12 +20,7 @@ verification, same rules); only what is held at once changes:
    near-duplicate's later bands mostly repeat its first: at 10M rows under 512 MiB
    pruning drops 15.5M candidate band rows of clusters and 15.0M of pairs', and a
    group's pool holds several bands' candidates.
-3. **Signatures** of a group's candidates are read once, in doc order: the sorted docs
-   gathered from the memory map of ``signatures.lance`` on a few threads, the pages
-   handed back after each copy, and their row ids looked up in the segment's row id
-   runs (:mod:`lance_minhash_sql.index.rowid_runs`); never a take per row. Segments on an object store or
-   read through Lance's reader use the ranged reads of
-   :meth:`lance_minhash_sql.index.entries.SegmentEntry.shard_docs`.
+3. **Signatures** of a group's candidates are read once, in doc order (:mod:`.pool`).
 4. **Verification**: the group's shards (the rows of the marking pass while they fit
    :func:`keep_rows`, else read again) are verified on threads
    (:func:`.pairs.data_pairs`, :func:`.clusters.data_links`), each shard's docs located
@@ -50,7 +45,7 @@ after pruning. Without pruning, a group smaller than a band's candidates read ea
 candidate about once per band it is a candidate in (8.7 times on average in the 10M-row
 benchmark corpus: 21 groups at 512 MiB); with it, 4 groups at 512 MiB and 13 at 256 MiB.
 
-:data:`STATS` records the most signature rows any one read held (tests check that a
+:data:`.pool.STATS` records the most signature rows any one read held (tests check that a
 giant bucket is never held whole).
 """
 
@@ -66,33 +61,29 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
-from lance_minhash_sql.core.tuning import (FETCH_ROWS, GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
+from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
                                            MIN_WINDOW_ROWS, PAIR_SHARE, POOL_SHARE, READ_ROW_BYTES, SHARD_BAND_ROWS,
                                            SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
-from lance_minhash_sql.index.rowid_runs import rowid_runs
 from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
                                                   ranks, set_marks, union_min)
 from lance_minhash_sql.kernels.lsh import sorted_unique
-from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, multi_rows, new_cursor, padded_hashes, windows
+from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, new_cursor, padded_hashes, windows
 from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.runtime.threads import run_chunks
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, plan_shards, shard_runs
+from lance_minhash_sql.selfjoin.pool import (EMPTY_SLOT, count, fetch_signatures, held, pool, read_multi, row_ids,
+                                             shard_data, span_data)
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, plan_shards
 
-__all__ = ["STATS", "memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
-           "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "fetch_signatures", "shard_data",
-           "row_ids", "read_multi", "shard_links"]
+__all__ = ["memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
+           "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links"]
 
 # what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
 # selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
 PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)
 LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
 Prune = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (keys, gids) -> kept (keys, gids)
-STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0}
-_stats_lock = threading.Lock()
-_EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
 
 
 def memory_limit_bytes(memory_limit) -> int:
@@ -112,112 +103,6 @@ def shard_rows(limit: int) -> int:
 def chunk_pairs(limit: int, most: int) -> int:
     """Pairs per record batch under a budget of ``limit`` bytes, at most ``most``."""
     return int(min(most, max(MIN_CHUNK_PAIRS, limit // PAIR_SHARE // 24)))
-
-
-def _held(rows: int) -> None:
-    with _stats_lock:
-        STATS["max_pool_rows"] = max(STATS["max_pool_rows"], int(rows))
-
-
-# --------------------------------------------------------------------------- reads
-
-
-def read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
-    """The shard's band rows in buckets of two or more, ``(keys, global docs)`` sorted by
-    ``(key, doc)`` (deleted rows not yet dropped)."""
-    plan = shard.plan
-    parts = shard_runs(shard)
-    if not parts:
-        return None
-    if len(parts) == 1:
-        r, keys, docs = parts[0]
-        keys, docs = multi_rows(readonly(keys), readonly(docs))
-        gids = docs.astype(np.uint32) + np.uint32(plan.offsets[r])
-    else:
-        keys, gids = merge_runs(parts, plan.offsets)
-        keys, gids = multi_rows(readonly(keys), readonly(gids))
-    if keys.size == 0:
-        return None
-    return keys, gids
-
-
-def _runs_of(plan: Plan, gids: np.ndarray):
-    """``(entry, a, b, local docs)`` of sorted ``gids`` per run."""
-    bounds = np.searchsorted(gids, plan.offsets)
-    for r, entry in enumerate(plan.entries):
-        a, b = int(bounds[r]), int(bounds[r + 1])
-        if a < b:
-            yield entry, a, b, (gids[a:b].astype(np.int64) - int(plan.offsets[r])).astype(np.uint32)
-
-
-def _runs(entry):
-    """The entry's row id runs when its signatures are read from a memory map, else None."""
-    files = entry.files
-    if files is None or files.signature_map is None or entry.docs.full:
-        return None
-    return rowid_runs(entry)
-
-
-def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Signatures of sorted unique ``gids`` into ``out`` (``[n, k]``), in doc order; returns
-    their row ids (as the dataset version knows them). A mapped segment's rows are
-    gathered on :func:`lance_minhash_sql.runtime.threads.num_threads` threads, each chunk's pages handed back."""
-    _held(gids.size)
-    rowids = np.empty(gids.size, dtype=np.uint64)
-    for entry, a, b, docs in _runs_of(plan, gids):
-        runs = _runs(entry)
-        if runs is None:
-            rowids[a:b] = doc_rows(entry, docs, out[a:b])
-            continue
-        mapped, dst = entry.files.signature_map, out[a:b]
-
-        def gather(lo: int, hi: int) -> None:
-            mapped.read_rows(docs[lo:hi], out=dst[lo:hi], release=True)
-
-        run_chunks(gather, docs.size, FETCH_ROWS)
-        rowids[a:b] = entry.map_rowids(runs.lookup(docs))
-    return rowids
-
-
-def row_ids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
-    """Row ids of sorted unique ``gids`` (signatures read too only where a segment has no
-    row id runs, :data:`max_rows` at a time)."""
-    out = np.empty(gids.size, dtype=np.uint64)
-    k = plan.params.num_hashes
-    for entry, a, b, docs in _runs_of(plan, gids):
-        runs = _runs(entry)
-        if runs is not None:
-            out[a:b] = entry.map_rowids(runs.lookup(docs))
-            continue
-        scratch = np.empty((min(max_rows, b - a), k), dtype=np.uint16)
-        for s in range(0, b - a, max_rows):
-            part = docs[s:s + max_rows]
-            _held(part.size)
-            out[a + s:a + s + part.size] = doc_rows(entry, part, scratch[:part.size])
-    return out
-
-
-def shard_data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarray,
-          rowids: np.ndarray, alive: np.ndarray | None) -> ShardData | None:
-    """A shard's (or a window's) rows as the kernels take them: ``docs`` index the pool of
-    the sorted unique ``ugids`` with their signatures and row ids; deleted docs dropped."""
-    if alive is not None:
-        keep = alive[docs]
-        if not keep.all():
-            keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
-    if keys.size == 0:
-        return None
-    starts, ends = bucket_bounds(readonly(keys))
-    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), _EMPTY_SLOT,
-                     readonly(rowids), 0, ugids.astype(np.int64))
-
-
-def _pool(plan: Plan, ugids: np.ndarray):
-    sigs = np.empty((ugids.size, plan.params.num_hashes), dtype=np.uint16)
-    rowids = fetch_signatures(plan, ugids, sigs)
-    liveness = plan.opened.liveness
-    alive = None if liveness.trivial else liveness.alive(rowids)
-    return sigs, rowids, alive
 
 
 # --------------------------------------------------------------------------- groups
@@ -254,7 +139,7 @@ def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: in
     for shard, got in reads:
         rows = got[0].size
         got = prune(*got)  # (here, after the groups before were verified: what they found counts)
-        _count("pruned_rows", rows - got[0].size)
+        count("pruned_rows", rows - got[0].size)
         if got[0].size == 0:
             continue
         u = sorted_unique(got[1])
@@ -331,7 +216,7 @@ def _group_data(plan: Plan, marks: np.ndarray):
     """A function loading one shard of the group over the group's pool (its candidates:
     the docs set in ``marks``), read once here."""
     ugids, prefix = marked_ids(marks)
-    sigs, rowids, alive = _pool(plan, ugids)
+    sigs, rowids, alive = pool(plan, ugids)
 
     def load(item) -> ShardData | None:
         shard, got = item
@@ -358,17 +243,6 @@ def _spans(keys: np.ndarray, max_rows: int):
     starts, ends = bucket_bounds(readonly(keys))
     for b0, b1 in windows(starts, ends, max_rows):
         yield int(starts[b0]), int(ends[b1 - 1])
-
-
-def _span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | None:
-    ugids = sorted_unique(gids)
-    sigs, rowids, alive = _pool(plan, ugids)
-    return shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
-
-
-def _count(what: str, n: int = 1) -> None:
-    with _stats_lock:
-        STATS[what] += n
 
 
 # --------------------------------------------------------------------------- pairs
@@ -418,15 +292,15 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
     groups = _groups(shards, max_docs, marks, keep_rows(limit), _unpruned if labels is None else labels.prune)
     try:
         for group, rows in groups:
-            _count("groups")
+            count("groups")
             last = group[-1][0] is shards[-1]
             if rows is None:
                 yield from run(group, _group_data(plan, marks), last)
                 continue
-            _count("streamed_shards")
+            count("streamed_shards")
             keys, gids = rows
             spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
-            yield from run(spans, lambda sp: _span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
+            yield from run(spans, lambda sp: span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
     finally:
         groups.close()  # its readers stop now, not when collected
 
@@ -463,7 +337,7 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
         pool[:n0] = rep_sigs
         fetched = np.empty((part.size, k), dtype=np.uint16)
         fetch_signatures(plan, part[order], fetched)
-        _held(n0 + part.size)
+        held(n0 + part.size)
         pool[n0 + order, :k] = fetched
         del fetched
         pool_gids = np.concatenate((rep_gids, part.astype(np.int64)))
@@ -477,7 +351,7 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
         cursor = new_cursor()
         done = False
         while not done:
-            m, done = link_chunk(keys, docs, starts, ends, words, _EMPTY_SLOT, k, min_eq, max_reps, cursor, reps,
+            m, done = link_chunk(keys, docs, starts, ends, words, EMPTY_SLOT, k, min_eq, max_reps, cursor, reps,
                                  out_a, out_b)
             if m:
                 yield "links", pool_gids[out_a[:m]], pool_gids[out_b[:m]]
@@ -500,14 +374,14 @@ def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int,
 
         yield from run_ordered(group, produce)
         return
-    _count("streamed_shards")
+    count("streamed_shards")
     shard, (keys, gids) = group[0][0], rows
     max_rows = _window_rows(max_docs)
     for r0, r1 in _spans(keys, max_rows):
         if r1 - r0 > max_rows and max_reps:  # max_reps 0: links of every pair, the bucket read whole
             yield from _giant_links(plan, shard, gids[r0:r1], max_rows, max_reps)
             continue
-        data = _span_data(plan, keys[r0:r1], gids[r0:r1])
+        data = span_data(plan, keys[r0:r1], gids[r0:r1])
         if data is not None:
             yield from links(shard, data)
 
@@ -541,7 +415,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     groups = _groups(shards, max_docs, marks, keep_rows(limit), _joined(parent, merges))
     try:
         for group, rows in groups:
-            _count("groups")
+            count("groups")
             for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps):
                 merges[0] += union_min(parent, a, b)
     finally:
@@ -589,10 +463,10 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     if sorted_unique(gids).size <= max_docs:
         spans = [(0, keys.size)]
     else:
-        _count("streamed_shards")
+        count("streamed_shards")
         spans = list(_spans(keys, _window_rows(max_docs)))
     for r0, r1 in spans:
-        data = _span_data(plan, keys[r0:r1], gids[r0:r1])
+        data = span_data(plan, keys[r0:r1], gids[r0:r1])
         if data is not None:
             yield from verify(shard, data, exact, chunk)
     if exact:

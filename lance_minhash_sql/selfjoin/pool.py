@@ -1,0 +1,153 @@
+"""A group's candidates as the self-join under a memory budget holds them
+(:mod:`.bounded`, ``docs/scale.md``): a shard's band rows in buckets of two or more, the
+candidates' signatures and row ids fetched once in doc order (sorted docs gathered from
+the memory map of ``signatures.lance`` on a few threads, the pages handed back after each
+copy, their row ids looked up in the segment's row id runs,
+:mod:`lance_minhash_sql.index.rowid_runs`; never a take per row; segments on an object
+store or read through Lance's reader use the ranged reads of
+:meth:`lance_minhash_sql.index.entries.SegmentEntry.shard_docs`), and a shard's rows over
+that pool as the kernels take them (:class:`.shards.ShardData`).
+
+:data:`STATS` records the most signature rows any one read held (tests check that a
+giant bucket is never held whole) and what the groups did.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.tuning import FETCH_ROWS
+from lance_minhash_sql.index.rowid_runs import rowid_runs
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.kernels.pairs import bucket_bounds, multi_rows
+from lance_minhash_sql.runtime.threads import run_chunks
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs
+
+__all__ = ["STATS", "EMPTY_SLOT", "count", "held", "read_multi", "fetch_signatures", "row_ids", "shard_data", "pool",
+           "span_data"]
+
+STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0}
+_stats_lock = threading.Lock()
+EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))  # ShardData's slot column where no slot is kept
+
+
+def held(rows: int) -> None:
+    """Record that one read held ``rows`` signature rows."""
+    with _stats_lock:
+        STATS["max_pool_rows"] = max(STATS["max_pool_rows"], int(rows))
+
+
+
+def count(what: str, n: int = 1) -> None:
+    """Add ``n`` to ``STATS[what]``."""
+    with _stats_lock:
+        STATS[what] += n
+
+
+def read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shard's band rows in buckets of two or more, ``(keys, global docs)`` sorted by
+    ``(key, doc)`` (deleted rows not yet dropped)."""
+    plan = shard.plan
+    parts = shard_runs(shard)
+    if not parts:
+        return None
+    if len(parts) == 1:
+        r, keys, docs = parts[0]
+        keys, docs = multi_rows(readonly(keys), readonly(docs))
+        gids = docs.astype(np.uint32) + np.uint32(plan.offsets[r])
+    else:
+        keys, gids = merge_runs(parts, plan.offsets)
+        keys, gids = multi_rows(readonly(keys), readonly(gids))
+    if keys.size == 0:
+        return None
+    return keys, gids
+
+
+def _runs_of(plan: Plan, gids: np.ndarray):
+    """``(entry, a, b, local docs)`` of sorted ``gids`` per run."""
+    bounds = np.searchsorted(gids, plan.offsets)
+    for r, entry in enumerate(plan.entries):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        if a < b:
+            yield entry, a, b, (gids[a:b].astype(np.int64) - int(plan.offsets[r])).astype(np.uint32)
+
+
+def _runs(entry):
+    """The entry's row id runs when its signatures are read from a memory map, else None."""
+    files = entry.files
+    if files is None or files.signature_map is None or entry.docs.full:
+        return None
+    return rowid_runs(entry)
+
+
+def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Signatures of sorted unique ``gids`` into ``out`` (``[n, k]``), in doc order; returns
+    their row ids (as the dataset version knows them). A mapped segment's rows are
+    gathered on :func:`lance_minhash_sql.runtime.threads.num_threads` threads, each chunk's pages handed back."""
+    held(gids.size)
+    rowids = np.empty(gids.size, dtype=np.uint64)
+    for entry, a, b, docs in _runs_of(plan, gids):
+        runs = _runs(entry)
+        if runs is None:
+            rowids[a:b] = doc_rows(entry, docs, out[a:b])
+            continue
+        mapped, dst = entry.files.signature_map, out[a:b]
+
+        def gather(lo: int, hi: int) -> None:
+            mapped.read_rows(docs[lo:hi], out=dst[lo:hi], release=True)
+
+        run_chunks(gather, docs.size, FETCH_ROWS)
+        rowids[a:b] = entry.map_rowids(runs.lookup(docs))
+    return rowids
+
+
+def row_ids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
+    """Row ids of sorted unique ``gids`` (signatures read too only where a segment has no
+    row id runs, :data:`max_rows` at a time)."""
+    out = np.empty(gids.size, dtype=np.uint64)
+    k = plan.params.num_hashes
+    for entry, a, b, docs in _runs_of(plan, gids):
+        runs = _runs(entry)
+        if runs is not None:
+            out[a:b] = entry.map_rowids(runs.lookup(docs))
+            continue
+        scratch = np.empty((min(max_rows, b - a), k), dtype=np.uint16)
+        for s in range(0, b - a, max_rows):
+            part = docs[s:s + max_rows]
+            held(part.size)
+            out[a + s:a + s + part.size] = doc_rows(entry, part, scratch[:part.size])
+    return out
+
+
+def shard_data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarray,
+          rowids: np.ndarray, alive: np.ndarray | None) -> ShardData | None:
+    """A shard's (or a window's) rows as the kernels take them: ``docs`` index the pool of
+    the sorted unique ``ugids`` with their signatures and row ids; deleted docs dropped."""
+    if alive is not None:
+        keep = alive[docs]
+        if not keep.all():
+            keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
+    if keys.size == 0:
+        return None
+    starts, ends = bucket_bounds(readonly(keys))
+    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), EMPTY_SLOT,
+                     readonly(rowids), 0, ugids.astype(np.int64))
+
+
+def pool(plan: Plan, ugids: np.ndarray):
+    """The signatures, row ids and liveness (None: all alive) of sorted unique ``ugids``."""
+    sigs = np.empty((ugids.size, plan.params.num_hashes), dtype=np.uint16)
+    rowids = fetch_signatures(plan, ugids, sigs)
+    liveness = plan.opened.liveness
+    alive = None if liveness.trivial else liveness.alive(rowids)
+    return sigs, rowids, alive
+
+
+def span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | None:
+    """Rows ``(keys, gids)`` over a pool of their own docs."""
+    ugids = sorted_unique(gids)
+    sigs, rowids, alive = pool(plan, ugids)
+    return shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
