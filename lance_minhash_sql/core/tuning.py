@@ -152,7 +152,7 @@ BAND_CHUNK_ROWS = 1 << 20  # band rows read at a time for bucket sizes (12 MiB; 
 # ---------------------------------------------------------------- The self-join's thread pipeline (runtime/pipeline.py)
 
 MAX_WORKERS = 8  # items in flight at once (each shard holds its rows and buffers)
-PIPELINE_QUEUE_DEPTH = 2  # results a worker may hold ahead of the consumer
+PIPELINE_QUEUE_DEPTH = 2  # results held ahead of the consumer per worker, all items together, by default
 
 # -------------------------------------------------------------------------------------------- Lance takes (io/takes.py)
 
@@ -182,6 +182,7 @@ READ_ROW_BYTES = 12  # a band row as read: key (8) and doc (4)
 KEEP_SHARE = 16  # a group's rows kept from the marking pass: at most 1 / KEEP_SHARE of the budget
 MIN_SHARD_ROWS = 1 << 14  # band rows of a shard at the least, whatever the budget
 PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
+PAIRS_AHEAD = 8  # batches of pairs held ahead of the consumer, all shards together (1/8 of the budget)
 MIN_CHUNK_PAIRS = 1 << 10  # pairs of a batch at the least, whatever the budget
 FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
 MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least

@@ -1,15 +1,16 @@
 """An ordered pipeline on threads: items produced concurrently, consumed in order.
 
-The self-join runs one shard per item: a few shards in flight (each holds its rows and
-buffers), their batches handed to the consumer shard by shard, in the shards' order, so
-the answer does not depend on thread timing. A consumer that stops early stops the
-producers too.
+The self-join runs one shard per item: a shard per thread in flight (each holds its rows
+and buffers), their batches handed to the consumer shard by shard, in the shards' order, so
+the answer does not depend on thread timing; the batches of the shards after the
+consumer's are held up to a bound, so one long shard does not idle the other threads. A
+consumer that stops early stops the producers too.
 """
 
 from __future__ import annotations
 
+import collections
 import os
-import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Iterator
@@ -28,47 +29,68 @@ _DONE = object()
 
 
 def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | None = None,
-                stop: threading.Event | None = None) -> Iterator:
-    """Yield everything ``produce(item)`` yields, item by item in order, with ``workers``
-    items in flight on threads (each holding at most :data:`PIPELINE_QUEUE_DEPTH` results ahead).
-    ``stop`` (else a new event) is set when the consumer stops; ``produce`` may watch it
-    too, to return without yielding again."""
+                stop: threading.Event | None = None, ahead: int | None = None) -> Iterator:
+    """Yield everything ``produce(item)`` yields, item by item in order, items produced on
+    ``workers`` threads. The item the consumer is on never waits; the items after it hold
+    at most ``ahead`` results, all together (default :data:`PIPELINE_QUEUE_DEPTH` a
+    worker), and a worker whose result would pass that waits for the consumer. So a long
+    item does not hold the other threads back while the results of the shorter ones
+    after it fit ``ahead``, and what is held is bounded whatever the items' sizes: the
+    results ahead plus one result in each waiting worker. ``stop`` (else a new event) is
+    set when the consumer stops; ``produce`` may watch it too, to return without yielding
+    again."""
     workers = min(len(items), workers or min(os.cpu_count() or 1, MAX_WORKERS))
     if workers <= 1:
         for item in items:
             yield from produce(item)
         return
     stop = threading.Event() if stop is None else stop
-    queues = [queue.Queue(maxsize=PIPELINE_QUEUE_DEPTH) for _ in items]
+    ahead = workers * PIPELINE_QUEUE_DEPTH if ahead is None else ahead
+    results = [collections.deque() for _ in items]  # (value, counted against ahead)
+    state = {"current": 0, "held": 0}
+    cond = threading.Condition()
 
-    def put(q: queue.Queue, value) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(value, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def put(i: int, value) -> bool:
+        with cond:
+            while (i != state["current"] and state["held"] >= ahead and value is not _DONE
+                   and not isinstance(value, _Failure) and not stop.is_set()):
+                cond.wait(0.05)
+            if stop.is_set():
+                return False
+            counted = i != state["current"] and value is not _DONE and not isinstance(value, _Failure)
+            state["held"] += counted
+            results[i].append((value, counted))
+            cond.notify_all()
+        return True
 
     def work(i: int) -> None:
-        q = queues[i]
         try:
             for value in produce(items[i]):
-                if not put(q, value):
+                if not put(i, value):
                     return
-            put(q, _DONE)
+            put(i, _DONE)
         except BaseException as exc:  # handed to the consumer
-            put(q, _Failure(exc))
+            put(i, _Failure(exc))
+
+    def take(i: int):
+        with cond:
+            while not results[i]:
+                cond.wait()
+            value, counted = results[i].popleft()
+            state["held"] -= counted
+            cond.notify_all()
+            return value
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minhash-pairs")
     try:
-        submitted = 0
+        for i in range(len(items)):  # (queued in order: a thread takes the next as it frees)
+            pool.submit(work, i)
         for i in range(len(items)):
-            while submitted < min(len(items), i + workers):
-                pool.submit(work, submitted)
-                submitted += 1
+            with cond:
+                state["current"] = i
+                cond.notify_all()
             while True:
-                value = queues[i].get()
+                value = take(i)
                 if value is _DONE:
                     break
                 if isinstance(value, _Failure):
@@ -76,4 +98,6 @@ def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | 
                 yield value
     finally:
         stop.set()
+        with cond:
+            cond.notify_all()
         pool.shutdown(wait=True, cancel_futures=True)

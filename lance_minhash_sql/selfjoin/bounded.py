@@ -62,8 +62,8 @@ from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
 from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
-                                           MIN_WINDOW_ROWS, PAIR_SHARE, POOL_SHARE, READ_ROW_BYTES, SHARD_BAND_ROWS,
-                                           SHARD_SHARE)
+                                           MIN_WINDOW_ROWS, PAIR_SHARE, PAIRS_AHEAD, POOL_SHARE, READ_ROW_BYTES,
+                                           SHARD_BAND_ROWS, SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
                                                   ranks, set_marks, union_min)
@@ -287,7 +287,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
             if exact:
                 release_memory()
 
-        yield from run_ordered(items, produce, stop=stop)
+        yield from run_ordered(items, produce, stop=stop, ahead=PAIRS_AHEAD)
 
     groups = _groups(shards, max_docs, marks, keep_rows(limit), _unpruned if labels is None else labels.prune)
     try:
