@@ -45,7 +45,7 @@ def corpus(tmp_path_factory) -> str:
 
 
 def reset_stats() -> None:
-    pool.STATS.update(max_pool_rows=0, groups=0, streamed_shards=0, pruned_rows=0)
+    pool.STATS.update(max_pool_rows=0, groups=0, streamed_shards=0, pruned_rows=0, fetched_rows=0, carried_rows=0)
 
 
 def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus, monkeypatch):
@@ -87,6 +87,32 @@ def test_buckets_that_repeat_an_earlier_band_are_pruned_with_the_same_answers(co
     assert clusters(corpus, "text", 0.8).equals(unbounded_clusters(corpus, "text", 0.8))
     assert pool.STATS["pruned_rows"] > 0
 
+
+
+def test_a_carried_pool_holds_the_signatures_of_each_groups_docs(corpus):
+    """Successive groups' docs (overlapping, so rows are carried and the pool leaves doc
+    order), a drop between: every pool row given for a doc holds that doc's signature, row
+    id and liveness as a fresh fetch reads them."""
+    from lance_minhash_sql.selfjoin.shards import plan_shards
+
+    plan = plan_shards(corpus, "text", 0.8, 4, None)[0].plan
+    carried = pool.CarriedPool(plan, 1500)
+    rng = np.random.default_rng(3)
+    reset_stats()
+    for step in range(6):
+        if step == 3:
+            carried.drop()
+        ugids = np.sort(rng.choice(plan.total_docs, 1200, replace=False)).astype(np.uint32)
+        rows = carried.fill(ugids)
+        want = np.empty((ugids.size, plan.params.num_hashes), dtype=np.uint16)
+        want_rowids = pool.fetch_signatures(plan, ugids, want)
+        assert np.array_equal(carried.sigs[rows], want)
+        assert np.array_equal(carried.rowids[rows], want_rowids)
+        assert np.array_equal(carried.gids[rows], ugids)
+        assert np.array_equal(carried.alive[rows], plan.opened.liveness.alive(want_rowids))
+        assert np.array_equal(np.sort(rows), np.arange(ugids.size))
+    assert pool.STATS["carried_rows"] > 0
+    assert pool.STATS["carried_rows"] + pool.STATS["fetched_rows"] == 6 * 1200
 
 def _buckets(keys, gids):
     """Plain Python: the buckets of sorted band rows as lists of (key, gid)."""

@@ -72,8 +72,8 @@ from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_match
 from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.pool import (EMPTY_SLOT, count, fetch_signatures, held, pool, read_multi, row_ids,
-                                             shard_data, span_data)
+from lance_minhash_sql.selfjoin.pool import (EMPTY_SLOT, count, fetch_signatures, held, read_multi, row_ids,
+                                             span_data, CarriedPool)
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, plan_shards
 
 __all__ = ["memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
@@ -212,11 +212,11 @@ def _marked_rows(shard: Shard):
         yield shard, got
 
 
-def _group_data(plan: Plan, marks: np.ndarray):
+def _group_data(carried: CarriedPool, marks: np.ndarray):
     """A function loading one shard of the group over the group's pool (its candidates:
-    the docs set in ``marks``), read once here."""
+    the docs set in ``marks``), filled here."""
     ugids, prefix = marked_ids(marks)
-    sigs, rowids, alive = pool(plan, ugids)
+    rows = carried.fill(ugids)
 
     def load(item) -> ShardData | None:
         shard, got = item
@@ -228,7 +228,7 @@ def _group_data(plan: Plan, marks: np.ndarray):
         keys, gids = got
         if keys.size == 0:
             return None
-        return shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+        return carried.data(keys, rows[ranks(marks, prefix, gids)])
 
     return load
 
@@ -272,6 +272,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
     chunk = chunk_pairs(limit, most)
     marks = new_marks(plan.total_docs)
     labels = Labels(plan.total_docs, plan.params.rows_per_band) if labelled else None
+    carried = CarriedPool(plan, max_docs)
 
     def run(items: list, load, last: bool) -> Iterator[pa.RecordBatch]:
         stop = threading.Event()
@@ -295,8 +296,9 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
             count("groups")
             last = group[-1][0] is shards[-1]
             if rows is None:
-                yield from run(group, _group_data(plan, marks), last)
+                yield from run(group, _group_data(carried, marks), last)
                 continue
+            carried.drop()
             count("streamed_shards")
             keys, gids = rows
             spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
@@ -361,11 +363,11 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
 
 
 def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int, links: LinkVerifier,
-                 max_reps: int) -> Iterator[tuple]:
-    """Links of a group's shards on threads, or of a shard over the pool alone window by
-    window."""
+                 max_reps: int, carried: CarriedPool | None = None) -> Iterator[tuple]:
+    """Links of a group's shards on threads over the pool ``carried`` holds for them, or of
+    a shard over the pool alone window by window (``carried``'s buffer let go first)."""
     if rows is None:
-        load = _group_data(plan, marks)
+        load = _group_data(carried, marks)
 
         def produce(item):
             data = load(item)
@@ -374,6 +376,8 @@ def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int,
 
         yield from run_ordered(group, produce)
         return
+    if carried is not None:
+        carried.drop()
     count("streamed_shards")
     shard, (keys, gids) = group[0][0], rows
     max_rows = _window_rows(max_docs)
@@ -412,11 +416,12 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
     marks = new_marks(total)
     merges = [0]
+    carried = CarriedPool(plan, max_docs)
     groups = _groups(shards, max_docs, marks, keep_rows(limit), _joined(parent, merges))
     try:
         for group, rows in groups:
             count("groups")
-            for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps):
+            for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
                 merges[0] += union_min(parent, a, b)
     finally:
         groups.close()

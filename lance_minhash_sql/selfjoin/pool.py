@@ -27,9 +27,9 @@ from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs
 
 __all__ = ["STATS", "EMPTY_SLOT", "count", "held", "read_multi", "fetch_signatures", "row_ids", "shard_data", "pool",
-           "span_data"]
+           "span_data", "CarriedPool"]
 
-STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0}
+STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0, "fetched_rows": 0, "carried_rows": 0}
 _stats_lock = threading.Lock()
 EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))  # ShardData's slot column where no slot is kept
 
@@ -124,8 +124,9 @@ def row_ids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
 
 def shard_data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.ndarray,
           rowids: np.ndarray, alive: np.ndarray | None) -> ShardData | None:
-    """A shard's (or a window's) rows as the kernels take them: ``docs`` index the pool of
-    the sorted unique ``ugids`` with their signatures and row ids; deleted docs dropped."""
+    """A shard's (or a window's) rows as the kernels take them: ``docs`` index the pool's
+    rows, whose global docs are ``ugids`` (ascending, or in the order of a
+    :class:`CarriedPool`) with their signatures and row ids; deleted docs dropped."""
     if alive is not None:
         keep = alive[docs]
         if not keep.all():
@@ -151,3 +152,71 @@ def span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | Non
     ugids = sorted_unique(gids)
     sigs, rowids, alive = pool(plan, ugids)
     return shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
+
+
+class CarriedPool:
+    """The pools of consecutive groups in one buffer of ``capacity`` rows, each group's
+    taking over the rows of the one before whose docs it holds too: those rows are moved
+    to the front in place (in slices of :data:`FETCH_ROWS`, so no second pool is held), and
+    only the other docs are fetched, in doc order, behind them. A near-duplicate that is
+    a candidate band after band is read once for a run of groups, not once per group. Pool
+    rows are then in no doc order; :meth:`fill` gives the row of each doc."""
+
+    def __init__(self, plan: Plan, capacity: int):
+        self.plan = plan
+        self.capacity = int(min(capacity, plan.total_docs))  # (untouched rows take no memory)
+        self.sigs: np.ndarray | None = None  # u16[capacity, k], allocated at the first fill
+        self.gids = np.empty(0, dtype=np.uint32)  # the pool rows' global docs
+        self.rowids = np.empty(0, dtype=np.uint64)
+        self.alive: np.ndarray | None = None  # per pool row, None: all alive
+
+    def fill(self, ugids: np.ndarray) -> np.ndarray:
+        """Hold the sorted unique ``ugids`` (at most ``capacity``); returns each one's pool row."""
+        n = ugids.size
+        if self.sigs is None:
+            self.sigs = np.empty((self.capacity, self.plan.params.num_hashes), dtype=np.uint16)
+        old = self.gids
+        at = np.searchsorted(ugids, old)
+        stays = at < n
+        stays[stays] = ugids[at[stays]] == old[stays]
+        keep = np.flatnonzero(stays)
+        for s in range(0, keep.size, FETCH_ROWS):  # sources lie at or after their slots: safe in place
+            part = keep[s:s + FETCH_ROWS]
+            self.sigs[s:s + part.size] = self.sigs[part]
+        carried = np.zeros(n, dtype=bool)
+        carried[at[keep]] = True
+        new = ugids[~carried]
+        m = keep.size
+        rowids = np.empty(n, dtype=np.uint64)
+        rowids[:m] = self.rowids[keep]
+        rowids[m:] = fetch_signatures(self.plan, new, self.sigs[m:n])
+        liveness = self.plan.opened.liveness
+        if liveness.trivial:
+            self.alive = None
+        else:
+            alive = np.empty(n, dtype=bool)
+            if m:
+                alive[:m] = self.alive[keep]
+            alive[m:] = liveness.alive(rowids[m:])
+            self.alive = alive
+        self.gids = np.concatenate((old[keep], new))
+        self.rowids = rowids
+        held(n)
+        count("carried_rows", m)
+        count("fetched_rows", new.size)
+        rows = np.empty(n, dtype=np.uint32)
+        rows[at[keep]] = np.arange(m, dtype=np.uint32)
+        rows[~carried] = np.arange(m, n, dtype=np.uint32)
+        return rows
+
+    def data(self, keys: np.ndarray, rows: np.ndarray) -> ShardData | None:
+        """Band rows ``keys`` whose docs are the pool ``rows``."""
+        n = self.gids.size
+        return shard_data(keys, rows, self.gids, self.sigs[:n], self.rowids, self.alive)
+
+    def drop(self) -> None:
+        """Let the buffer go (a group streamed window by window holds pools of its own)."""
+        self.sigs = None
+        self.gids = np.empty(0, dtype=np.uint32)
+        self.rowids = np.empty(0, dtype=np.uint64)
+        self.alive = None
