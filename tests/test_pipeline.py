@@ -93,3 +93,27 @@ def test_a_failure_reaches_the_consumer_and_a_stop_stops_the_producers():
     next(gen)
     gen.close()
     assert stop.is_set()
+
+
+def test_weighted_results_ahead_are_bounded_by_their_weight():
+    """With ``weight``, what is held ahead adds up to at most ``ahead`` (a result heavier
+    than that alone), plus one result in each waiting worker."""
+    workers, ahead = 2, 100
+    state = {"held": 0, "most": 0, "current": -1}
+    lock = threading.Lock()
+    sizes = {i: (i * 37) % 90 + 1 for i in range(40)}
+
+    def produce(i):
+        with lock:
+            state["held"] += sizes[i]
+        yield i
+
+    out = []
+    for i in run_ordered(list(range(40)), produce, workers=workers, ahead=ahead, weight=lambda i: sizes[i]):
+        with lock:
+            state["held"] -= sizes[i]
+            state["most"] = max(state["most"], state["held"])
+        out.append(i)
+        time.sleep(0.002)
+    assert out == list(range(40))
+    assert state["most"] <= ahead + workers * max(sizes.values())

@@ -183,6 +183,7 @@ KEEP_SHARE = 16  # a group's rows kept from the marking pass: at most 1 / KEEP_S
 MIN_SHARD_ROWS = 1 << 14  # band rows of a shard at the least, whatever the budget
 PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
 PAIRS_AHEAD = 8  # batches of pairs held ahead of the consumer, all shards together (1/8 of the budget)
+READ_AHEAD = 2  # shards' worth of band rows (bytes) read ahead of the marking pass (2 / SHARD_SHARE of the budget)
 MIN_CHUNK_PAIRS = 1 << 10  # pairs of a batch at the least, whatever the budget
 FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
 MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least

@@ -29,11 +29,14 @@ _DONE = object()
 
 
 def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | None = None,
-                stop: threading.Event | None = None, ahead: int | None = None) -> Iterator:
+                stop: threading.Event | None = None, ahead: int | None = None,
+                weight: Callable[[Any], int] | None = None) -> Iterator:
     """Yield everything ``produce(item)`` yields, item by item in order, items produced on
     ``workers`` threads. The item the consumer is on never waits; the items after it hold
     at most ``ahead`` results, all together (default :data:`PIPELINE_QUEUE_DEPTH` a
-    worker), and a worker whose result would pass that waits for the consumer. So a long
+    worker; with ``weight``, results whose weights, e.g. bytes, add up to at most
+    ``ahead``, or one alone), and a worker whose result would pass that waits for the
+    consumer. So a long
     item does not hold the other threads back while the results of the shorter ones
     after it fit ``ahead``, and what is held is bounded whatever the items' sizes: the
     results ahead plus one result in each waiting worker. ``stop`` (else a new event) is
@@ -51,13 +54,15 @@ def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | 
     cond = threading.Condition()
 
     def put(i: int, value) -> bool:
+        final = value is _DONE or isinstance(value, _Failure)
+        size = 0 if final else 1 if weight is None else weight(value)
         with cond:
-            while (i != state["current"] and state["held"] >= ahead and value is not _DONE
-                   and not isinstance(value, _Failure) and not stop.is_set()):
+            while (i != state["current"] and state["held"] + size > ahead and (state["held"] or weight is None)
+                   and not stop.is_set()):
                 cond.wait(0.05)
             if stop.is_set():
                 return False
-            counted = i != state["current"] and value is not _DONE and not isinstance(value, _Failure)
+            counted = size if i != state["current"] else 0
             state["held"] += counted
             results[i].append((value, counted))
             cond.notify_all()

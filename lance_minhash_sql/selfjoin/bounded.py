@@ -62,8 +62,8 @@ from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
 from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
-                                           MIN_WINDOW_ROWS, PAIR_SHARE, PAIRS_AHEAD, POOL_SHARE, READ_ROW_BYTES,
-                                           SHARD_BAND_ROWS, SHARD_SHARE)
+                                           MIN_WINDOW_ROWS, PAIR_SHARE, PAIRS_AHEAD, POOL_SHARE, READ_AHEAD,
+                                           READ_ROW_BYTES, SHARD_BAND_ROWS, SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
                                                   ranks, set_marks, union_min)
@@ -125,24 +125,48 @@ def pool_rows(limit: int, k: int, fixed: int = 0) -> int:
     return int((pool_bytes(limit) - fixed) // (2 * k + 12))
 
 
-def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: int, prune: Prune):
+def _read_bytes(read: tuple) -> int:
+    return read[2][0].size * READ_ROW_BYTES
+
+
+def _groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarray, prune: Prune,
+            stamp: Callable[[], int] | None = None):
     """Consecutive shards in groups whose distinct candidates number at most ``max_docs``,
     yielded as ``([(shard, rows or None), ...], None)`` with exactly their candidates set
     in ``marks`` (cleared when the consumer asks for the next group): a shard's rows as
     read, less the buckets ``prune`` drops, are kept while the group's kept rows number at
-    most ``keep_rows`` (else None: read again, and only the buckets whose docs are all
+    most :func:`keep_rows` (else None: read again, and only the buckets whose docs are all
     marked verified). A shard alone over ``max_docs`` is yielded as
-    ``([(shard, None)], (keys, gids))``, its rows as pruned."""
+    ``([(shard, None)], (keys, gids))``, its rows as pruned. ``prune`` runs here, once the
+    groups before are verified; with ``stamp`` (a count that changes when what ``prune``
+    drops may grow) it may run on the reading threads too, while a group is still
+    verified, and runs here again only when the stamp moved since."""
     group: list = []
     distinct = kept = 0
-    reads = run_ordered(shards, _marked_rows)  # the next shard read while this one is marked
-    for shard, got in reads:
+    keep_most = keep_rows(limit)
+
+    def read(shard: Shard):
+        got = read_multi(shard)
+        if got is None:
+            return
         rows = got[0].size
-        got = prune(*got)  # (here, after the groups before were verified: what they found counts)
+        if stamp is None:
+            yield shard, rows, got, None, None
+            return
+        was = stamp()
+        got = prune(*got)
+        yield shard, rows, got, sorted_unique(got[1]), was
+
+    # the next shards read while this one is marked, or the group before verified: at most
+    # READ_AHEAD shards' worth of band rows held ahead
+    reads = run_ordered(shards, read, ahead=READ_AHEAD * shard_rows(limit) * READ_ROW_BYTES, weight=_read_bytes)
+    for shard, rows, got, u, was in reads:
+        if u is None or stamp() != was:
+            got, u = prune(*got), None
         count("pruned_rows", rows - got[0].size)
         if got[0].size == 0:
             continue
-        u = sorted_unique(got[1])
+        u = sorted_unique(got[1]) if u is None else u
         new = count_unmarked(marks, u)
         if group and distinct + new > max_docs:
             yield group, None
@@ -152,7 +176,7 @@ def _groups(shards: list[Shard], max_docs: int, marks: np.ndarray, keep_rows: in
             yield [(shard, None)], got
             continue
         set_marks(marks, u, True)
-        keep = kept + got[0].size <= keep_rows
+        keep = kept + got[0].size <= keep_most
         group.append((shard, got if keep else None))
         kept += got[0].size if keep else 0
         distinct += new
@@ -181,8 +205,11 @@ def fixed_bytes(total_docs: int, per_doc: int) -> int:
 class Labels:
     """The pairs' labels of docs (:mod:`lance_minhash_sql.kernels.prune`): set while a
     group's buckets are verified (on its threads, each bucket its own label), read when
-    the next groups' shards are marked (:meth:`prune`). Labels are ``uint32``; once they
-    run out, no more are given (those given stay true) and pruning only fades."""
+    the next groups' shards are read (:meth:`prune`), maybe while a group still sets its
+    own: a label is one aligned store and names one bucket, so docs that all show one
+    label were all given it by that bucket, whatever is still being written. Labels are
+    ``uint32``; once they run out, no more are given (those given stay true) and pruning
+    only fades."""
 
     def __init__(self, total_docs: int, rows_per_band: int):
         self.values = np.zeros(total_docs, dtype=np.uint32)
@@ -200,16 +227,14 @@ class Labels:
         label_pure(data.keys, data.docs, data.starts, data.ends, data.sigs, data.gids, self.rows_per_band,
                    self.values, base)
 
+    def given(self) -> int:
+        """Labels given so far (a stamp: more labels may prune more)."""
+        return self.next
+
     def prune(self, keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.next == 1:  # no label given yet (the first group): nothing to drop
             return keys, gids
         return drop_labelled(keys, gids, self.values)
-
-
-def _marked_rows(shard: Shard):
-    got = read_multi(shard)
-    if got is not None:
-        yield shard, got
 
 
 def _group_data(carried: CarriedPool, marks: np.ndarray):
@@ -290,7 +315,8 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
 
         yield from run_ordered(items, produce, stop=stop, ahead=PAIRS_AHEAD)
 
-    groups = _groups(shards, max_docs, marks, keep_rows(limit), _unpruned if labels is None else labels.prune)
+    groups = _groups(shards, limit, max_docs, marks, _unpruned if labels is None else labels.prune,
+                     None if labels is None else labels.given)
     try:
         for group, rows in groups:
             count("groups")
@@ -417,7 +443,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     marks = new_marks(total)
     merges = [0]
     carried = CarriedPool(plan, max_docs)
-    groups = _groups(shards, max_docs, marks, keep_rows(limit), _joined(parent, merges))
+    groups = _groups(shards, limit, max_docs, marks, _joined(parent, merges))
     try:
         for group, rows in groups:
             count("groups")
