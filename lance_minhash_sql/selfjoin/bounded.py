@@ -20,12 +20,14 @@ verification, same rules); only what is held at once changes:
    near-duplicate's later bands mostly repeat its first: at 10M rows under 512 MiB
    pruning drops 15.5M candidate band rows of clusters and 15.0M of pairs', and a
    group's pool holds several bands' candidates.
-3. **Signatures** of a group's candidates are read once, in doc order (:mod:`.pool`).
+3. **Signatures** of a group's candidates are read once, in doc order, into one buffer
+   for all groups (:class:`.pool.CarriedPool`): the rows of the group before whose docs
+   this group holds too are kept, only the others fetched.
 4. **Verification**: the group's shards (the rows of the marking pass while they fit
    :func:`keep_rows`, else read again) are verified on threads
    (:func:`.pairs.data_pairs`, :func:`.clusters.data_links`), each shard's docs located
-   in the pool by their rank in the bit set; then the pool is dropped and the next
-   group marked.
+   in the pool by their rank in the bit set; then the next group is marked (its first
+   shards already read, and for pairs pruned, on the other threads meanwhile).
 5. **A shard alone over the pool** (a giant bucket: one text repeated millions of
    times) is taken in windows of consecutive buckets, each fetching only its own docs; a
    single bucket larger than a window is linked in chunks of rows in row-id order, the
