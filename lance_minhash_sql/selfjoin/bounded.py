@@ -333,6 +333,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
             yield from run(spans, lambda sp: span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
     finally:
         groups.close()  # its readers stop now, not when collected
+        carried.drop()
 
 
 # --------------------------------------------------------------------------- clusters
@@ -453,6 +454,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
                 merges[0] += union_min(parent, a, b)
     finally:
         groups.close()
+        carried.drop()  # (the pool's buffer is not held beside the members' arrays)
     flatten_roots(parent)
     members = linked_members(parent, marks)
     roots = parent[members]
