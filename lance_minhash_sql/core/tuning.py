@@ -201,3 +201,12 @@ SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatur
 WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
 SELF_JOIN_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
 SHUFFLE_BLOCK_SHARE = 4  # a Ray shuffle's signature task reads 1 / SHUFFLE_BLOCK_SHARE of a pool at a time
+# The clusters' union-find (4 bytes a doc) and the candidates' bit set are held in memory
+# while they take at most PARENT_SHARE of the pool's share (a 100M-row index's 412 MB under
+# 1 GiB); past it the union-find lives in a temporary file (selfjoin/parent.py) whose pages
+# resident at once are held within SPILLED_PARENT_SHARE of the pool's share. A spilled
+# union-find's touches are page faults (measured on the 2-core machine: 10-20 us a link of
+# random docs against 0.02 us in memory), and about as many whatever its share once the
+# file is several times larger: the rest of the pool is worth more to the groups.
+PARENT_SHARE = 0.75
+SPILLED_PARENT_SHARE = 0.25

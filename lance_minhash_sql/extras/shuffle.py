@@ -35,8 +35,9 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
    in the single process), deleted docs dropped, then each shard's rows in turn over the
    pool, verified by :func:`.pairs.data_pairs` (record batches streamed back, in shard
    order) or :func:`.clusters.data_links` (links as global docs).
-6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc,
-   :func:`lance_minhash_sql.kernels.components.union_min`); *row id tasks*, one per run,
+6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc, held as
+   the single process holds it: :class:`lance_minhash_sql.selfjoin.parent.UnionFind`,
+   spilled to a temporary file past its share of ``memory_limit``); *row id tasks*, one per run,
    give the members' row ids (:func:`.pool.row_ids`); the table is
    :func:`.bounded.clusters_table`, as in one process.
 
@@ -73,11 +74,12 @@ from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, 
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
-from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
+from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, memory_limit_bytes,
-                                                pool_rows, shard_links, shard_rows)
+                                                pool_bytes, pool_rows, shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.parent import UnionFind, parent_share
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
 from lance_minhash_sql.selfjoin.clusters import MAX_REPS, data_links
@@ -541,7 +543,8 @@ def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_li
                       stats: dict | None = None) -> pa.Table:
     """The table of :func:`.clusters.clusters` (components, estimated similarity)
     computed by the shuffle of the module doc on Ray, each task within ``memory_limit``;
-    the driver holds one ``int32`` a doc for the union-find and the table's members.
+    the driver holds the union-find (one ``int32`` a doc, or its share of ``memory_limit``
+    with the rest in a temporary file) and the table's members.
     Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
     task."""
     storage_options = options_for(dataset, storage_options)
@@ -551,20 +554,20 @@ def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_li
     n = run.prepare()
     gens = [run.submit(g, "links") for g in range(n)]
     total = job.offsets[-1]
-    parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
-    links = 0
-    for g in range(n):
-        for a, b in run.results(g, gens[g]):
-            union_min(parent, a, b)
-            links += int(a.size)
-        gens[g] = None
-        run.release(g)
-    run.stats["links"] = links
-    run._stage("verify")
-    flatten_roots(parent)
-    members = linked_members(parent, new_marks(total))
-    roots = parent[members]
-    del parent
+    components = UnionFind(total, parent_share(total, pool_bytes(job.limit)))
+    try:
+        links = 0
+        for g in range(n):
+            for a, b in run.results(g, gens[g]):
+                components.union(a, b)
+                links += int(a.size)
+            gens[g] = None
+            run.release(g)
+        run.stats["links"] = links
+        run._stage("verify")
+        members, roots = components.members(new_marks(total))
+    finally:
+        components.close()
     rowid = _member_rowids(run, members.astype(np.uint32))
     run._stage("rowids")
     return clusters_table(roots, rowid)

@@ -25,7 +25,7 @@ from lance_minhash_sql.io.chunks import CHUNK_HEADER, chunk_bounds, layout_probl
 from lance_minhash_sql.io.lancefile import FileLayout
 from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values
 
-__all__ = ["MappedColumn", "MappedRows", "mapped_column", "mapped_rows", "map_file", "values_at", "RELEASE_BYTES"]
+__all__ = ["MappedColumn", "MappedRows", "mapped_column", "mapped_rows", "map_file", "values_at", "hand_back", "RELEASE_BYTES"]
 
 
 
@@ -49,7 +49,7 @@ def _mapping(mm: np.ndarray) -> mmap.mmap | None:
     return base if isinstance(base, mmap.mmap) else None
 
 
-def _hand_back(mapping: mmap.mmap | None, lo: int, hi: int) -> None:
+def hand_back(mapping: mmap.mmap | None, lo: int, hi: int) -> None:
     """``MADV_DONTNEED`` on the mapped bytes ``[lo, hi)`` now, widened to the blocks of
     :data:`FAULT_AROUND_BYTES` the kernel maps around a fault (left mapped, the blocks at
     both ends of a shard's read add up to 100 MB over a 10M-row self-join): the copies
@@ -103,8 +103,8 @@ class MappedColumn:
             # reading every chunk's header maps most of the page's file pages (the kernel
             # maps the pages around each fault too): 1.9 GB of a 10M-row index's band rows
             # resident after the open, the self-join's peak; hand them back at once
-            _hand_back(mapping, int(tpos), int(tpos + tsize))
-            _hand_back(mapping, int(offsets[0]), int(offsets[-1]))
+            hand_back(mapping, int(tpos), int(tpos + tsize))
+            hand_back(mapping, int(offsets[0]), int(offsets[-1]))
         self.first_row = np.concatenate(firsts)  # global first row of each chunk
         value_pos = np.concatenate(values)
         if (value_pos % width).any():
@@ -145,7 +145,7 @@ class MappedColumn:
             if release:
                 c0, c1 = np.searchsorted(self.first_row, [start, start + count - 1], side="right") - 1
                 width = self.dtype.itemsize
-                _hand_back(self._map, int(self.value_index[c0]) * width,
+                hand_back(self._map, int(self.value_index[c0]) * width,
                            (int(self.value_index[c1]) + start + count - int(self.first_row[c1])) * width)
         return out
 
@@ -211,7 +211,7 @@ class MappedRows:
             if not release:
                 continue
             if pagewise:
-                _hand_back(self._map, int(lowest) * self.item_bytes, int(highest) * self.item_bytes)
+                hand_back(self._map, int(lowest) * self.item_bytes, int(highest) * self.item_bytes)
             else:
                 self._release(int(lowest), int(highest), part.size)
         return out
@@ -245,7 +245,7 @@ class MappedRows:
                 self._touched = (size, lo, hi)
                 return
             self._touched = (0, 0, 0)
-        _hand_back(self._map, lo, hi)
+        hand_back(self._map, lo, hi)
 
     def read_range(self, start: int, count: int, release: bool = False, out: np.ndarray | None = None
                    ) -> np.ndarray:
@@ -263,7 +263,7 @@ class MappedRows:
             i = int(self.first_item[page]) + (at - int(self.starts[page])) * self.items
             out[at - start:at - start + n] = self._items[i:i + n * self.items].reshape(n, self.items)
             if release:
-                _hand_back(self._map, i * self.item_bytes, (i + n * self.items) * self.item_bytes)
+                hand_back(self._map, i * self.item_bytes, (i + n * self.items) * self.item_bytes)
             at += n
             page += 1
         return out

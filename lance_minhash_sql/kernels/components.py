@@ -21,6 +21,22 @@ the self-join's links it is within the noise of union by size). After :func:`fla
 >>> ids, prefix = marked_ids(marks)
 >>> ids.tolist(), ranks(marks, prefix, np.array([130, 3, 199], np.uint32)).tolist()
 ([3, 64, 130, 199], [2, 0, 3])
+
+A *meter* bounds the blocks of ``parent`` a kernel touches (a union-find larger than its
+share of memory lives in a file whose mapped pages are handed back to the OS when the
+meter is full: ``selfjoin/parent.py``): ``seen`` (:func:`new_marks` of the blocks) and
+``meter = [shift, most, used]``, id ``x`` in block ``x >> shift``. The ``*_within``
+kernels stop before touching a block past ``most`` and say where to resume once the
+caller has handed the pages back and cleared the meter (:func:`clear_meter`); what they
+did before stopping stands (a halved path is still a path to the same root). The plain
+kernels are the same with a meter that never fills.
+
+>>> parent = np.arange(8, dtype=np.int32)
+>>> seen, meter = new_marks(4), np.array([1, 1, 0], np.int64)  # 2 ids a block, 1 block at a time
+>>> union_within(parent, np.array([1, 6], np.uint32), np.array([0, 7], np.uint32), np.int64(0), seen, meter)
+(1, 1)
+>>> clear_meter(seen, meter); union_within(parent, np.array([1, 6], np.uint32), np.array([0, 7], np.uint32), np.int64(1), seen, meter)
+(2, 1)
 """
 
 from __future__ import annotations
@@ -28,10 +44,12 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.unionfind import find
 
 __all__ = ["new_marks", "count_unmarked", "set_marks", "marked_ids", "ranks", "union_min", "flatten_roots",
-           "linked_members", "is_marked"]
+           "linked_members", "is_marked", "unmetered", "clear_meter", "find_within", "union_within", "flatten_within",
+           "count_linked", "collect_linked"]
+
+_WHOLE = 62  # a meter's shift that puts every id in block 0: a meter that never fills
 
 
 def new_marks(n: int) -> np.ndarray:
@@ -106,56 +124,155 @@ def ranks(marks, prefix, ids):
     return out
 
 
+def clear_meter(seen: np.ndarray, meter: np.ndarray) -> None:
+    """Forget the blocks touched (after their pages were handed back)."""
+    seen.fill(0)
+    meter[2] = 0
+
+
+@njit(**JIT, inline="always")
+def unmetered():
+    """``(seen, meter)`` of a meter that never fills (every id in block 0)."""
+    seen = np.zeros(1, dtype=np.uint64)
+    meter = np.zeros(3, dtype=np.int64)
+    meter[0] = _WHOLE
+    meter[1] = 1
+    return seen, meter
+
+
+@njit(**JIT, inline="always")
+def _touch(seen, meter, x):
+    """Record that id ``x``'s block is touched; False (nothing recorded) when it is a new
+    block and the meter is full."""
+    block = np.int64(x) >> meter[0]
+    if seen[block >> 6] & _bit(block):
+        return True
+    if meter[2] >= meter[1]:
+        return False
+    seen[block >> 6] |= _bit(block)
+    meter[2] += 1
+    return True
+
+
+@njit(**JIT, inline="always")
+def find_within(parent, x, seen, meter):
+    """Root of ``x``, halving the path on the way (as :func:`.unionfind.find`, writing only
+    what changes), or -1 where the next step would touch a block past the meter."""
+    while True:
+        if not _touch(seen, meter, x):
+            return -1
+        p = parent[x]
+        if p == x:
+            return x
+        if not _touch(seen, meter, p):
+            return -1
+        g = parent[p]
+        if g != p:
+            parent[x] = g
+        x = g
+
+
+@njit(**JIT)
+def union_within(parent, a, b, start, seen, meter):
+    """Merge the components of ``a[i]`` and ``b[i]`` for ``i`` from ``start``, the smaller
+    root kept, until the meter is full; returns ``(next i, merges)`` (``next i == a.size``
+    when done)."""
+    merges = 0
+    i = start
+    while i < a.size:
+        ra = find_within(parent, a[i], seen, meter)
+        if ra < 0:
+            break
+        rb = find_within(parent, b[i], seen, meter)
+        if rb < 0:
+            break
+        if ra < rb:
+            parent[rb] = ra
+            merges += 1
+        elif rb < ra:
+            parent[ra] = rb
+            merges += 1
+        i += 1
+    return i, merges
+
+
 @njit(**JIT)
 def union_min(parent, a, b):
     """Merge the components of ``a[i]`` and ``b[i]`` for every i, the smaller root kept;
     returns the number of merges."""
-    merges = 0
-    for i in range(a.size):
-        ra = find(parent, a[i])
-        rb = find(parent, b[i])
-        if ra == rb:
-            continue
-        if ra < rb:
-            parent[rb] = ra
-        else:
-            parent[ra] = rb
-        merges += 1
-    return merges
+    seen, meter = unmetered()
+    return union_within(parent, a, b, np.int64(0), seen, meter)[1]
+
+
+@njit(**JIT)
+def flatten_within(parent, start, seen, meter):
+    """Point ids from ``start`` at their root (the smallest id of their component), in
+    place, until the meter is full; returns the next id. Ids ascend and a root is smaller
+    than its members, so one pass in id order suffices."""
+    x = start
+    while x < parent.size:
+        if not _touch(seen, meter, x):
+            break
+        p = parent[x]
+        if p != x:
+            if not _touch(seen, meter, p):
+                break
+            g = parent[p]
+            if g != p:
+                parent[x] = g
+        x += 1
+    return x
 
 
 @njit(**JIT)
 def flatten_roots(parent):
-    """Point every id at its root (the smallest id of its component), in place. Ids
-    ascend and a root is smaller than its members, so one pass in id order suffices."""
-    for x in range(parent.size):
-        parent[x] = parent[parent[x]]
+    """Point every id at its root (the smallest id of its component), in place."""
+    seen, meter = unmetered()
+    flatten_within(parent, np.int64(0), seen, meter)
 
 
 @njit(**JIT)
-def linked_members(parent, marks):
-    """Ascending ids in a component of two or more, from flattened ``parent``; ``marks``
-    (a cleared bit set of the ids) is used as scratch and left cleared."""
+def count_linked(parent, marks, lo, hi):
+    """First pass of :func:`linked_members` over ids ``[lo, hi)`` of flattened ``parent``
+    (every span before the second): marks the roots of components of two or more in
+    ``marks`` and returns how many ids of the span's components it newly counted."""
     n = 0
-    for x in range(parent.size):
+    for x in range(lo, hi):
         r = parent[x]
         if r != x:
             if not marks[r >> 6] & _bit(r):
                 marks[r >> 6] |= _bit(r)
                 n += 1
             n += 1
+    return n
+
+
+@njit(**JIT)
+def collect_linked(parent, marks, lo, hi, ids, roots, at):
+    """Second pass of :func:`linked_members` over ids ``[lo, hi)``: the span's ids in a
+    component of two or more, ascending, into ``ids[at:]`` and their roots into
+    ``roots[at:]``; returns the next ``at``."""
+    for x in range(lo, hi):
+        r = parent[x]
+        if r != x or marks[x >> 6] & _bit(x):
+            ids[at] = x
+            roots[at] = r
+            at += 1
+    return at
+
+
+@njit(**JIT)
+def linked_members(parent, marks):
+    """Ascending ids in a component of two or more, from flattened ``parent``; ``marks``
+    (a cleared bit set of the ids) is used as scratch and left cleared."""
+    n = count_linked(parent, marks, np.int64(0), np.int64(parent.size))
     out = np.empty(n, dtype=np.int64)
-    j = 0
-    for x in range(parent.size):
-        if parent[x] != x or marks[x >> 6] & _bit(x):
-            out[j] = x
-            j += 1
+    roots = np.empty(n, dtype=parent.dtype)
+    collect_linked(parent, marks, np.int64(0), np.int64(parent.size), out, roots, np.int64(0))
     for i in range(n):
         x = out[i]
         marks[x >> 6] &= ~_bit(x)
     return out
-
-
 
 
 @njit(**JIT, inline="always")

@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.kernels.components import is_marked
+from lance_minhash_sql.kernels.components import find_within, is_marked, unmetered
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.unionfind import find
 
-__all__ = ["drop_joined", "drop_labelled", "label_pure", "marked_buckets"]
+__all__ = ["drop_joined", "joined_within", "kept_rows", "drop_labelled", "label_pure", "marked_buckets"]
 
 
 @njit(**JIT, inline="always")
@@ -74,19 +73,50 @@ def _kept_rows(keys, gids, keep):
 
 
 @njit(**JIT)
+def joined_within(keys, gids, parent, keep, at, seen, meter):
+    """Set ``keep`` on the rows of the buckets whose docs do not all share one root of
+    ``parent`` (a union-find over global docs; its paths are halved on the way), from
+    ``at`` (``[bucket start, next row, root of the bucket's first doc]``, zeros at first)
+    until the meter of ``parent``'s blocks is full
+    (:mod:`lance_minhash_sql.kernels.components`); returns True when done, else False
+    with ``at`` where to resume."""
+    i, t, root = at[0], at[1], at[2]
+    while i < keys.size:
+        j = _bucket_end(keys, i)
+        if t == i:
+            root = find_within(parent, gids[i], seen, meter)
+            if root < 0:
+                return False
+            t = i + 1
+            at[1], at[2] = t, root
+        while t < j:
+            r = find_within(parent, gids[t], seen, meter)
+            if r < 0:
+                at[1] = t
+                return False
+            if r != root:
+                _keep(keep, i, j)
+                break
+            t += 1
+        i = j
+        t = j
+        at[0], at[1] = i, t
+    return True
+
+
+@njit(**JIT)
+def kept_rows(keys, gids, keep):
+    """``(keys, gids)`` of the rows set in ``keep``."""
+    return _kept_rows(keys, gids, keep)
+
+
+@njit(**JIT)
 def drop_joined(keys, gids, parent):
     """``(keys, gids)`` without the buckets whose docs already share one root of
     ``parent`` (a union-find over global docs; its paths are halved on the way)."""
     keep = np.zeros(keys.size, dtype=np.bool_)
-    i = 0
-    while i < keys.size:
-        j = _bucket_end(keys, i)
-        root = find(parent, gids[i])
-        for t in range(i + 1, j):
-            if find(parent, gids[t]) != root:
-                _keep(keep, i, j)
-                break
-        i = j
+    seen, meter = unmetered()
+    joined_within(keys, gids, parent, keep, np.zeros(3, dtype=np.int64), seen, meter)
     return _kept_rows(keys, gids, keep)
 
 

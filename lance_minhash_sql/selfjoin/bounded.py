@@ -37,10 +37,16 @@ verification, same rules); only what is held at once changes:
    failing the representatives before it), so the links are those of the whole bucket.
    Pairs of such a bucket are ``m (m - 1) / 2`` and need every row at once: a pairs
    bucket larger than a window is read whole.
-6. **Components** (clusters): a union-find over the global doc ids in one ``int32``
-   array (4 bytes a row; a union keeps the smaller root, so a root is its component's
-   smallest doc), flattened in place; then the members (docs of a component of two or
-   more) get their row ids, in doc order, and the cluster id (smallest row id).
+6. **Components** (clusters, :mod:`.parent`): a union-find over the global doc ids in one
+   ``int32`` array (4 bytes a row; a union keeps the smaller root, so a root is its
+   component's smallest doc), flattened in place; then the members (docs of a component
+   of two or more) get their row ids, in doc order, and the cluster id (smallest row id).
+   The array is held in memory while it and the bit set take at most
+   :data:`.parent.PARENT_SHARE` of the pool's share; past that it lives in a temporary
+   file, memory-mapped, whose touched pages are handed back to the OS whenever they may
+   reach :data:`.parent.SPILLED_PARENT_SHARE` of the pool's share (the unions, the
+   pruning and the flattening metered in blocks, the members' sweeps in spans): what
+   clusters hold per row whatever the index is then the bit set, a bit a row.
 
 What the fetch costs: a doc is read once per group whose shards hold it as a candidate
 after pruning. Without pruning, a group smaller than a band's candidates read each
@@ -67,13 +73,13 @@ from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PA
                                            MIN_WINDOW_ROWS, PAIR_SHARE, PAIRS_AHEAD, POOL_SHARE, READ_AHEAD,
                                            READ_ROW_BYTES, SHARD_BAND_ROWS, SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
-from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids, new_marks,
-                                                  ranks, set_marks, union_min)
+from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, new_cursor, padded_hashes, windows
-from lance_minhash_sql.kernels.prune import drop_joined, drop_labelled, label_pure, marked_buckets
+from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind, parent_share
 from lance_minhash_sql.selfjoin.pool import (EMPTY_SLOT, count, fetch_signatures, held, read_multi, row_ids,
                                              span_data, CarriedPool)
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, plan_shards
@@ -188,10 +194,10 @@ def _groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarray, p
         marks.fill(0)
 
 
-def _joined(parent: np.ndarray, merges: list[int]) -> Prune:
-    """The clusters' pruning: buckets already one component of ``parent`` dropped (none
-    while ``merges[0]``, the unions made so far, is 0)."""
-    return lambda keys, gids: drop_joined(keys, gids, parent) if merges[0] else (keys, gids)
+def _joined(components: UnionFind) -> Prune:
+    """The clusters' pruning: buckets already one component of the links found so far
+    dropped (:meth:`.parent.UnionFind.prune`)."""
+    return components.prune
 
 
 def _unpruned(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -419,10 +425,27 @@ def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int,
             yield from links(shard, data)
 
 
-def components_bytes(total_docs: int) -> int:
-    """What clusters hold per index row whatever the budget: the union-find's ``int32``
-    parent (``int64`` past 2**31 rows) and the candidates' bit set."""
-    return fixed_bytes(total_docs, 4 if total_docs < 2**31 else 8)
+def components_bytes(total_docs: int, limit: int) -> int:
+    """What clusters hold beside the pool under a budget of ``limit`` bytes: the
+    candidates' bit set and the union-find's share (all of it, or its resident pages once
+    spilled: :func:`.parent.parent_share`)."""
+    return fixed_bytes(total_docs, 0) + parent_share(total_docs, pool_bytes(limit))
+
+
+def _least_limit(total_docs: int, k: int) -> int:
+    """The smallest budget (to a KiB) whose pool holds :data:`MIN_WINDOW_ROWS` twice
+    beside the clusters' components (their bytes only grow slower than the pool's share
+    past a few hundred KiB)."""
+    def fits(limit: int) -> bool:
+        return pool_rows(limit, k, components_bytes(total_docs, limit)) >= 2 * MIN_WINDOW_ROWS
+
+    lo, hi = 0, 1 << 20
+    while not fits(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1024:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
@@ -433,32 +456,36 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     limit = memory_limit_bytes(memory_limit)
     shards = _plan(dataset, column, threshold, limit, storage_options)
     plan = shards[0].plan
-    total = plan.total_docs
-    fixed = components_bytes(total)
-    max_docs = pool_rows(limit, plan.params.num_hashes, fixed)
+    total, k = plan.total_docs, plan.params.num_hashes
+    fixed = components_bytes(total, limit)
+    max_docs = pool_rows(limit, k, fixed)
     if max_docs < 2 * MIN_WINDOW_ROWS:
-        need = int((fixed + 2 * MIN_WINDOW_ROWS * (2 * plan.params.num_hashes + 12)) / POOL_SHARE) + 1
+        need = _least_limit(total, k)
         raise ResourceLimitError(
             f"memory_limit={format_bytes(limit)} is too small for the clusters of the {total:,} rows of "
-            f"{plan.opened.uri!r}: their components alone take {format_bytes(fixed)} (4 bytes a row and a bit); "
-            f"raise memory_limit to at least {format_bytes(need)}, e.g. memory_limit := '{-(-need // 2**20)}MiB'")
-    parent = np.arange(total, dtype=np.int32 if total < 2**31 else np.int64)
-    marks = new_marks(total)
-    merges = [0]
-    carried = CarriedPool(plan, max_docs)
-    groups = _groups(shards, limit, max_docs, marks, _joined(parent, merges))
+            f"{plan.opened.uri!r}: their bit set of candidates (a bit a row: {format_bytes(fixed_bytes(total, 0))}) "
+            f"and their union-find ({format_bytes(fixed - fixed_bytes(total, 0))}: 4 bytes a row, or once spilled to "
+            f"a temporary file the pages it keeps resident, at least {MIN_BLOCKS} blocks of {format_bytes(BLOCK_BYTES)}) "
+            f"leave no room for a pool of {2 * MIN_WINDOW_ROWS} signatures in the {POOL_SHARE:.1%} of memory_limit "
+            f"they share; raise memory_limit to at least {format_bytes(need)}, "
+            f"e.g. memory_limit := '{-(-need // 2**20)}MiB'")
+    components = UnionFind(total, pool_bytes(limit))
     try:
-        for group, rows in groups:
-            count("groups")
-            for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
-                merges[0] += union_min(parent, a, b)
+        marks = new_marks(total)
+        carried = CarriedPool(plan, max_docs)
+        groups = _groups(shards, limit, max_docs, marks, _joined(components))
+        try:
+            for group, rows in groups:
+                count("groups")
+                for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
+                    components.union(a, b)
+        finally:
+            groups.close()
+            carried.drop()  # (the pool's buffer is not held beside the members' arrays)
+        members, roots = components.members(marks)
     finally:
-        groups.close()
-        carried.drop()  # (the pool's buffer is not held beside the members' arrays)
-    flatten_roots(parent)
-    members = linked_members(parent, marks)
-    roots = parent[members]
-    del parent, marks
+        components.close()
+    del marks
     return clusters_table(roots, row_ids(plan, members.astype(np.uint32), _window_rows(max_docs)))
 
 

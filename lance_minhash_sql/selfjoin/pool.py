@@ -9,7 +9,8 @@ store or read through Lance's reader use the ranged reads of
 that pool as the kernels take them (:class:`.shards.ShardData`).
 
 :data:`STATS` records the most signature rows any one read held (tests check that a
-giant bucket is never held whole) and what the groups did.
+giant bucket is never held whole), what the groups did, and what the clusters' union-find
+did when spilled (:mod:`.parent`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, 
 __all__ = ["STATS", "EMPTY_SLOT", "count", "held", "read_multi", "fetch_signatures", "row_ids", "shard_data", "pool",
            "span_data", "CarriedPool"]
 
-STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0, "fetched_rows": 0, "carried_rows": 0}
+STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0, "fetched_rows": 0, "carried_rows": 0,
+         "spilled_parent": 0, "parent_handbacks": 0, "max_parent_blocks": 0}
 _stats_lock = threading.Lock()
 EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))  # ShardData's slot column where no slot is kept
 

@@ -1,0 +1,88 @@
+"""A writable array in a private temporary file, memory-mapped: what the self-join holds per
+index row when it would take more than its share of the budget (``selfjoin/parent.py``).
+
+The file is made in a private folder under the system's temp folder (``$TMPDIR``; put it
+on a disk, not a RAM file system) with its blocks reserved up front
+(``posix_fallocate``: a full disk is an error here, not a crash on a later write), and
+mapped shared and read-write, so the array is an ordinary ndarray to numpy and the
+kernels. The pages the process touches count in its resident set until
+:meth:`SpilledArray.hand_back` gives them back (``MADV_DONTNEED``, widened as
+:func:`.mapped.hand_back` widens it): a shared file mapping's data stays in the file and
+the OS page cache, so nothing is lost and the next touch maps the page again. The mapping
+is advised ``MADV_RANDOM`` (no read-ahead: Linux then fills the page cache a page at a
+time and maps at most its fault-around window, 64 KiB by default, around a touch, not a
+whole large folio). :meth:`SpilledArray.close` removes the folder, whatever happened.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.core.sizes import format_bytes
+from lance_minhash_sql.io.mapped import hand_back
+
+__all__ = ["SPILL_PREFIX", "STATS", "SpilledArray"]
+
+SPILL_PREFIX = "lance-minhash-array-"
+STATS = {"spilled": 0, "handbacks": 0}
+_RANDOM = getattr(mmap, "MADV_RANDOM", None)
+
+
+class SpilledArray:
+    """``size`` items of ``dtype`` in a temporary file (zeros), mapped: :attr:`array`."""
+
+    def __init__(self, size: int, dtype, folder: str | None = None):
+        dtype = np.dtype(dtype)
+        self.nbytes = max(int(size) * dtype.itemsize, 1)  # (a mapping of 0 bytes is refused)
+        self.folder: str | None = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder)
+        self._map: mmap.mmap | None = None
+        try:
+            fd = os.open(os.path.join(self.folder, "array"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                try:
+                    os.posix_fallocate(fd, 0, self.nbytes)
+                except OSError as exc:
+                    raise ResourceLimitError(
+                        f"no room for a {format_bytes(self.nbytes)} temporary file in {self.folder!r} ({exc.strerror}): "
+                        "set TMPDIR to a folder on a disk with that much free space, or raise memory_limit so "
+                        "the array is held in memory") from None
+                self._map = mmap.mmap(fd, self.nbytes)  # shared, read-write
+            finally:
+                os.close(fd)
+            if _RANDOM is not None:
+                self._map.madvise(_RANDOM)
+            self.array = np.frombuffer(self._map, dtype=dtype, count=int(size))
+        except BaseException:
+            self.close()
+            raise
+        STATS["spilled"] += 1
+
+    def hand_back(self, lo: int = 0, hi: int | None = None) -> None:
+        """Give the mapped pages of bytes ``[lo, hi)`` (all by default) back to the OS."""
+        hand_back(self._map, lo, self.nbytes if hi is None else hi)
+        STATS["handbacks"] += 1
+
+    def close(self) -> None:
+        """Unmap the array (when no view of it is left) and remove the file and its folder."""
+        self.array = None
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a view is still referenced (a traceback's frame): unmapped when collected
+                pass
+            self._map = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    def __enter__(self) -> "SpilledArray":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,168 @@
+"""The clusters' union-find over every doc of an index, held within its share of the budget
+(``docs/scale.md``, *The self-join under a memory budget*, components).
+
+``parent`` is one ``int32`` a doc (``int64`` past 2**31 docs; the kernels of
+:mod:`lance_minhash_sql.kernels.components`: a union keeps the smaller root, so a root is
+its component's smallest doc). It is an ordinary array while it and the candidates' bit
+set take at most :data:`PARENT_SHARE` of the pool's share (:func:`parent_share`); past
+that it lives in a temporary file (:class:`lance_minhash_sql.io.spilled.SpilledArray`)
+and the pages the process touches are held within :data:`SPILLED_PARENT_SHARE` of the
+pool's share: every kernel over it is metered in blocks of :data:`BLOCK_BYTES` (the most
+Linux maps around one touch of a file mapping), stops before a block past the share, and
+resumes once the pages are handed back to the OS (the data stays in the file and the page
+cache). The unions, the clusters' pruning (:func:`lance_minhash_sql.kernels.prune.
+joined_within`) and the flattening are metered; the sweeps for the members read the file
+in spans of the share, each handed back when read. At least :data:`MIN_BLOCKS` blocks are
+held, so every link can be done at once (two finds, each ending at a parent at most one
+step from its root after enough halving: four blocks).
+
+Used by :func:`.bounded.bounded_clusters` and the Ray shuffle's driver
+(``extras/shuffle.py``). ``pool.STATS`` counts ``spilled_parent``,
+``parent_handbacks`` and ``max_parent_blocks`` (the most blocks resident at once).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, PARENT_SHARE, SPILLED_PARENT_SHARE
+from lance_minhash_sql.io.spilled import SpilledArray
+from lance_minhash_sql.kernels.components import (clear_meter, collect_linked, count_linked, flatten_within, new_marks,
+                                                  set_marks, union_within, unmetered)
+from lance_minhash_sql.kernels.prune import joined_within, kept_rows
+from lance_minhash_sql.selfjoin.pool import STATS, count
+
+__all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "PARENT_SHARE", "SPILLED_PARENT_SHARE", "parent_bytes", "parent_share",
+           "UnionFind"]
+
+BLOCK_BYTES = FAULT_AROUND_BYTES
+MIN_BLOCKS = 4
+
+
+def _dtype(total_docs: int) -> np.dtype:
+    return np.dtype(np.int32 if total_docs < 2**31 else np.int64)
+
+
+def parent_bytes(total_docs: int) -> int:
+    """The whole union-find's bytes."""
+    return total_docs * _dtype(total_docs).itemsize
+
+
+def parent_share(total_docs: int, pool: int) -> int:
+    """Bytes of the union-find held in memory when the pool's share of the budget is
+    ``pool`` bytes: all of it while it and the bit set (a bit a doc) take at most
+    :data:`PARENT_SHARE` of ``pool``, else the resident pages of the spilled file,
+    :data:`SPILLED_PARENT_SHARE` of ``pool`` (at least :data:`MIN_BLOCKS` blocks)."""
+    whole = parent_bytes(total_docs)
+    if whole + (total_docs + 7) // 8 <= pool * PARENT_SHARE:
+        return whole
+    return max(int(pool * SPILLED_PARENT_SHARE), MIN_BLOCKS * BLOCK_BYTES)
+
+
+class UnionFind:
+    """The union-find of ``total_docs`` docs within ``share`` bytes (:func:`parent_share`);
+    :meth:`close` removes its file (use it in a ``finally``)."""
+
+    def __init__(self, total_docs: int, share: int):
+        dtype = _dtype(total_docs)
+        self.total = int(total_docs)
+        self.merges = 0
+        self.file: SpilledArray | None = None
+        if self.total * dtype.itemsize <= share:
+            self.parent = np.arange(self.total, dtype=dtype)
+            self.span = max(self.total, 1)
+            self.seen, self.meter = unmetered()  # a meter that never fills
+            return
+        block = max(BLOCK_BYTES // dtype.itemsize, 1)
+        shift = block.bit_length() - 1
+        most = max(MIN_BLOCKS, share // BLOCK_BYTES)
+        self.span = most << shift  # ids of a sweep's span: `most` whole blocks
+        self.seen = new_marks(-(-self.total >> shift) + 1)
+        self.meter = np.array([shift, most, 0], dtype=np.int64)
+        self.file = SpilledArray(self.total, dtype)
+        self.parent = self.file.array
+        count("spilled_parent")
+        try:
+            for lo in range(0, self.total, self.span):
+                for at in range(lo, min(lo + self.span, self.total), block):  # (a block of arange at a time)
+                    self.parent[at:min(at + block, self.total)] = np.arange(at, min(at + block, self.total),
+                                                                             dtype=dtype)
+                self._swept()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def spilled(self) -> bool:
+        return self.file is not None
+
+    def _hand_back(self) -> None:
+        """The pages touched back to the OS, the meter cleared."""
+        with_blocks = int(self.meter[2])
+        if with_blocks > STATS["max_parent_blocks"]:
+            STATS["max_parent_blocks"] = with_blocks
+        self.file.hand_back()
+        clear_meter(self.seen, self.meter)
+        count("parent_handbacks")
+
+    def _swept(self) -> None:
+        """After a span of a sweep: its pages handed back (a file's)."""
+        if self.file is not None:
+            self.meter[2] = -(-min(self.span, self.total) >> int(self.meter[0]))  # (the span's blocks, for STATS)
+            self._hand_back()
+
+    def union(self, a: np.ndarray, b: np.ndarray) -> int:
+        """Merge the components of ``a[i]`` and ``b[i]`` (docs); returns the merges."""
+        i, merges = 0, 0
+        while True:
+            i, m = union_within(self.parent, a, b, np.int64(i), self.seen, self.meter)
+            merges += m
+            if i >= a.size:
+                break
+            self._hand_back()
+        self.merges += merges
+        return merges
+
+    def prune(self, keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, gids)`` (band rows sorted by key) without the buckets whose docs are
+        already one component (:mod:`lance_minhash_sql.kernels.prune`)."""
+        if self.merges == 0:
+            return keys, gids
+        keep = np.zeros(keys.size, dtype=np.bool_)
+        at = np.zeros(3, dtype=np.int64)
+        while not joined_within(keys, gids, self.parent, keep, at, self.seen, self.meter):
+            self._hand_back()
+        return kept_rows(keys, gids, keep)
+
+    def members(self, marks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(docs, roots)``: the docs of components of two or more, ascending, and their
+        roots (each component's smallest doc), the union-find flattened on the way;
+        ``marks`` (a cleared bit set of the docs) is scratch, left cleared."""
+        x = 0
+        while True:
+            x = flatten_within(self.parent, np.int64(x), self.seen, self.meter)
+            if x >= self.total:
+                break
+            self._hand_back()
+        if self.file is not None:
+            self._hand_back()
+        spans = [(lo, min(lo + self.span, self.total)) for lo in range(0, self.total, self.span)]
+        n = 0
+        for lo, hi in spans:
+            n += count_linked(self.parent, marks, np.int64(lo), np.int64(hi))
+            self._swept()
+        docs = np.empty(n, dtype=np.int64)
+        roots = np.empty(n, dtype=self.parent.dtype)
+        at = 0
+        for lo, hi in spans:
+            at = collect_linked(self.parent, marks, np.int64(lo), np.int64(hi), docs, roots, np.int64(at))
+            self._swept()
+        set_marks(marks, docs, False)
+        return docs, roots
+
+    def close(self) -> None:
+        """Drop the union-find (and remove its file)."""
+        self.parent = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None

@@ -1,0 +1,193 @@
+"""The clusters' union-find spilled to a temporary file (``selfjoin/parent.py``,
+``io/spilled.py``): the same answers as in memory, its file gone whatever happens, its
+resident pages within its share (read from ``/proc/self/smaps``), and the budget that
+cannot hold even the bit set refused.
+
+The share rules are module attributes of ``selfjoin/parent.py``: ``PARENT_SHARE = 0``
+spills the union-find of any corpus, ``SPILLED_PARENT_SHARE = 0`` leaves it the fewest
+blocks (``MIN_BLOCKS``), and a smaller ``BLOCK_BYTES`` makes a few-thousand-row union-find
+many blocks, so the metered kernels stop and resume over and over."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import lance
+import numpy as np
+import pytest
+
+from conftest import SPILL_BUDGET
+from test_pairs import as_clusters, components
+
+from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.faces.corpus import write_corpus
+from lance_minhash_sql.io import spilled
+from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
+from lance_minhash_sql.selfjoin import bounded, parent, pool
+from lance_minhash_sql.selfjoin.clusters import MAX_REPS, clusters, data_links, unbounded_clusters
+from lance_minhash_sql.selfjoin.dedup import keep_flags
+from lance_minhash_sql.selfjoin.pairs import pairs
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("spilled") / "corpus.lance")
+    write_corpus(uri, 6000, rows_per_fragment=2500)
+    build_index(uri, "text")
+    lance.dataset(uri).delete("id % 13 = 5")
+    return uri
+
+
+@pytest.fixture
+def temp(tmp_path, monkeypatch) -> str:
+    """A private system temp folder for the test (where spilled files go)."""
+    folder = str(tmp_path / "tmp")
+    os.mkdir(folder)
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    return folder
+
+
+def spill(monkeypatch, block_bytes: int = 256) -> None:
+    """Spill every union-find, 4 blocks of ``block_bytes`` resident at once."""
+    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
+    monkeypatch.setattr(parent, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(parent, "BLOCK_BYTES", block_bytes)
+
+
+def reset_stats() -> None:
+    pool.STATS.update(spilled_parent=0, parent_handbacks=0, max_parent_blocks=0)
+
+
+def answers(uri: str) -> list:
+    """Clusters (estimate and exact), dedup's keep flags (components and star)."""
+    return [clusters(uri, "text", 0.8), clusters(uri, "text", 0.8, verify="exact"),
+            keep_flags(uri, "text", 0.8), keep_flags(uri, "text", 0.8, clustering="star"),
+            keep_flags(uri, "text", 0.8, clustering="star", verify="exact")]
+
+
+@pytest.mark.parametrize("budget", ["default", "spill"])
+def test_a_spilled_union_find_gives_the_same_answers(corpus, temp, monkeypatch, budget):
+    if budget == "spill":
+        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+        monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    reset_stats()
+    in_memory = answers(corpus)
+    assert pool.STATS["spilled_parent"] == 0
+    spill(monkeypatch)
+    got = answers(corpus)
+    assert pool.STATS["spilled_parent"] == len(got)  # every one of them went through bounded_clusters
+    assert pool.STATS["parent_handbacks"] > 100  # 6,000 docs are 94 blocks of 64: the kernels stopped often
+    assert 0 < pool.STATS["max_parent_blocks"] <= parent.MIN_BLOCKS  # never more blocks touched at once
+    for want, have in zip(in_memory, got):
+        assert have.equals(want)
+    assert got[0].equals(unbounded_clusters(corpus, "text", 0.8))
+    # exact components hold every exact pair (scipy's components of them refine them)
+    exact_pairs = [(a, b) for batch in pairs(corpus, "text", 0.8, exact=True)
+                   for a, b in zip(batch.column("left_rowid").to_pylist(), batch.column("right_rowid").to_pylist())]
+    exact = as_clusters(got[1])
+    assert len(exact_pairs) > 500 and all(exact[a] == exact[b] for a, b in exact_pairs)
+    assert set(components([r for p in exact_pairs for r in p], exact_pairs)) <= set(exact)
+    keep = got[2].column("keep").to_numpy(zero_copy_only=False)  # dedup keeps exactly one row of each component
+    cid = got[2].column("cluster_id").to_numpy()
+    assert np.array_equal(np.sort(cid[keep]), np.unique(cid))
+    assert os.listdir(temp) == []  # each file removed when its self-join ended
+
+
+def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
+    spill(monkeypatch)
+    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    seen = []
+
+    def failing_links(shard, data):
+        seen.append([f for f in os.listdir(temp) if f.startswith(spilled.SPILL_PREFIX)])
+        if len(seen) == 3:
+            raise RuntimeError("a verifier failed midway")
+        yield from data_links(shard, data)
+
+    with pytest.raises(RuntimeError, match="midway"):
+        bounded.bounded_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS)
+    assert len(seen) == 3 and all(len(s) == 1 for s in seen)  # the union-find was in its file meanwhile
+    assert os.listdir(temp) == []
+
+
+def smaps_rss(address: int) -> int:
+    """Resident bytes of the mapping holding ``address``, from ``/proc/self/smaps``."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", head[0]):
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                inside = lo <= address < hi
+            elif inside and head[0] == "Rss:":
+                return int(head[1]) * 1024
+    raise AssertionError("no mapping holds the address")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads Linux's /proc/self/smaps")
+def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
+    """A 32 MiB union-find (16 blocks of the real 2 MiB) in a share of 4 blocks: before
+    every hand-back, the pages of its mapping resident in the process (the kernel's own
+    count) are at most the share, through the fill, the unions, the flattening and the
+    members' sweeps; the components equal those of the union-find in memory."""
+    total, share = 8 << 20, parent.MIN_BLOCKS * parent.BLOCK_BYTES
+    peaks = []
+    hand_back = spilled.SpilledArray.hand_back
+
+    def measured(self, *args):
+        peaks.append(smaps_rss(self.array.ctypes.data))
+        hand_back(self, *args)
+
+    monkeypatch.setattr(spilled.SpilledArray, "hand_back", measured)
+    rng = np.random.default_rng(5)
+    links = [(rng.integers(0, total, 400).astype(np.uint32), rng.integers(0, total, 400).astype(np.uint32))
+             for _ in range(5)]
+    links.append((np.arange(0, 2000, dtype=np.uint32), np.arange(1, 2001, dtype=np.uint32)))  # a chain
+    reset_stats()
+    uf = parent.UnionFind(total, share)
+    try:
+        assert uf.spilled and len(os.listdir(temp)) == 1
+        merges = sum(uf.union(a, b) for a, b in links)
+        members, roots = uf.members(new_marks(total))
+    finally:
+        uf.close()
+    assert os.listdir(temp) == []
+    assert len(peaks) == pool.STATS["parent_handbacks"] > 20
+    assert max(peaks) <= share and max(peaks) > 0
+    ref = np.arange(total, dtype=np.int32)
+    assert merges == sum(union_min(ref, a, b) for a, b in links)
+    flatten_roots(ref)
+    want = linked_members(ref, new_marks(total))
+    assert np.array_equal(members, want) and np.array_equal(roots, ref[want])
+
+
+def test_a_billion_rows_fit_a_gib():
+    """The components of 10^9 rows under 1 GiB: the bit set (125 MB) and the spilled
+    union-find's share, not its 4 GB; a pool of millions of signatures is left."""
+    limit = 1 << 30
+    fixed = bounded.components_bytes(10**9, limit)
+    assert fixed == (10**9 + 7) // 8 + int(bounded.pool_bytes(limit) * parent.SPILLED_PARENT_SHARE)
+    assert bounded.pool_rows(limit, 128, fixed) > 1_000_000
+    # and 10^8 rows keep theirs in memory (412 MB): as fast as before
+    assert bounded.components_bytes(10**8, limit) == 10**8 * 4 + 10**8 // 8
+
+
+def test_a_budget_that_cannot_hold_the_bit_set_is_refused(corpus, monkeypatch):
+    """Spilled, the union-find still needs its blocks and the bit set a bit a row: below
+    that the error names memory_limit, what the components take and the least budget,
+    which then works."""
+    monkeypatch.setattr(bounded, "MIN_SELF_JOIN_MEMORY", 1024)
+    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
+    with pytest.raises(ResourceLimitError, match=r"memory_limit=64 KiB .* is too small for the clusters of the 6,000 "
+                                                 r"rows .*their bit set of candidates \(a bit a row: 750 bytes\) and "
+                                                 r"their union-find \(8 MiB .*spilled to a temporary file.*at least 4 "
+                                                 r"blocks of 2 MiB.*raise memory_limit to at least .*"
+                                                 r"memory_limit := '(\d+)MiB'") as e:
+        clusters(corpus, "text", memory_limit="64KiB")
+    least = int(re.search(r"memory_limit := '(\d+)MiB'", str(e.value)).group(1))
+    assert least == 13  # the 8 MiB of four 2 MiB blocks and a pool of 128 signatures: 62.5 % of 12.9 MiB
+    assert clusters(corpus, "text", memory_limit=f"{least}MiB").equals(unbounded_clusters(corpus, "text", 0.8))
