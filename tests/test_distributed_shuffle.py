@@ -5,7 +5,9 @@ a shard over its task's pool (a giant bucket) is never held whole."""
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 
 import lance
 import numpy as np
@@ -21,8 +23,8 @@ from lance_minhash_sql.build.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError  # noqa: E402
 from lance_minhash_sql.extras.distributed import build_index_distributed  # noqa: E402
 from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled  # noqa: E402
-from lance_minhash_sql.io import manifest  # noqa: E402
-from lance_minhash_sql.selfjoin import bounded  # noqa: E402
+from lance_minhash_sql.io import manifest, spilled  # noqa: E402
+from lance_minhash_sql.selfjoin import bounded, parent, pool  # noqa: E402
 from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
 from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
@@ -165,6 +167,26 @@ def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
     stats = {}
     assert rows(pairs_shuffled(giant, "text", 0.8, stats=stats)).equals(rows(pairs(giant, "text", 0.8)))
     assert stats["over_pool_shards"] >= 1
+
+
+def test_the_drivers_union_find_spilled_gives_the_same_clusters(giant, tmp_path, monkeypatch):
+    """The driver's union-find spilled to its temporary file (the share rules of
+    ``selfjoin/parent.py`` set so any union-find spills, four blocks of 64 docs
+    resident): the same clusters as the single process, the file gone afterwards."""
+    want_c = clusters(giant, "text", 0.8)
+    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
+    monkeypatch.setattr(parent, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(parent, "BLOCK_BYTES", 256)
+    temp = str(tmp_path / "tmp")
+    os.mkdir(temp)
+    monkeypatch.setattr(tempfile, "tempdir", temp)
+    pool.STATS.update(spilled_parent=0, parent_handbacks=0, max_parent_blocks=0)
+    stats: dict = {}
+    assert clusters_shuffled(giant, "text", 0.8, stats=stats).equals(want_c)
+    assert pool.STATS["spilled_parent"] == 1  # the driver's (the tasks hold no union-find)
+    assert pool.STATS["parent_handbacks"] > 50 and pool.STATS["max_parent_blocks"] <= parent.MIN_BLOCKS
+    assert stats["links"] > 1000
+    assert not [f for f in os.listdir(temp) if f.startswith(spilled.SPILL_PREFIX)]
 
 
 def test_a_failed_task_names_its_stage_and_run(tmp_path):
