@@ -110,7 +110,7 @@ def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
 
     with pytest.raises(RuntimeError, match="midway"):
         bounded.bounded_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS)
-    assert len(seen) == 3 and all(len(s) == 1 for s in seen)  # the union-find was in its file meanwhile
+    assert len(seen) >= 3 and all(len(s) == 1 for s in seen)  # the union-find was in its file meanwhile
     assert os.listdir(temp) == []
 
 
