@@ -5,7 +5,7 @@ file (``selfjoin/parent.py``), side by side on one index, each in its own child 
 * ``memory``: the package's rules (at 1M rows the 4 MB union-find is held in memory);
 * ``spilled``: every union-find spilled (``PARENT_SHARE = 0``), its share of resident
   pages the package's (a quarter of the pool's share: the whole file fits in it here, so
-  only the fill and the final sweeps hand pages back);
+  only the fill and the final sweeps hand pages back): the cost of the file mapping;
 * ``spilled-small``: spilled with four blocks of 64 KiB resident (``SPILLED_PARENT_SHARE =
   0``, ``BLOCK_BYTES = 64 KiB``, what Linux maps around a touch of the file's
   ``MADV_RANDOM`` mapping): 6 % of a 1M-row union-find, the proportion of 10^9 rows under

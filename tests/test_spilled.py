@@ -134,7 +134,10 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
     every hand-back, the pages of its mapping resident in the process (the kernel's own
     count) are at most the share, through the fill, the unions, the flattening and the
     members' sweeps; the components equal those of the union-find in memory."""
+    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
+    monkeypatch.setattr(parent, "SPILLED_PARENT_SHARE", 0)
     total, share = 8 << 20, parent.MIN_BLOCKS * parent.BLOCK_BYTES
+    assert parent.parent_share(total, 1 << 30) == share
     peaks = []
     hand_back = spilled.SpilledArray.hand_back
 
@@ -148,7 +151,7 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
              for _ in range(5)]
     links.append((np.arange(0, 2000, dtype=np.uint32), np.arange(1, 2001, dtype=np.uint32)))  # a chain
     reset_stats()
-    uf = parent.UnionFind(total, share)
+    uf = parent.UnionFind(total, 1 << 30)
     try:
         assert uf.spilled and len(os.listdir(temp)) == 1
         merges = sum(uf.union(a, b) for a, b in links)

@@ -79,7 +79,7 @@ from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, memory_limit_bytes,
                                                 pool_bytes, pool_rows, shard_links, shard_rows)
-from lance_minhash_sql.selfjoin.parent import UnionFind, parent_share
+from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
 from lance_minhash_sql.selfjoin.clusters import MAX_REPS, data_links
@@ -554,7 +554,7 @@ def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_li
     n = run.prepare()
     gens = [run.submit(g, "links") for g in range(n)]
     total = job.offsets[-1]
-    components = UnionFind(total, parent_share(total, pool_bytes(job.limit)))
+    components = UnionFind(total, pool_bytes(job.limit))
     try:
         links = 0
         for g in range(n):
