@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.kernels.components import find_within, is_marked, unmetered
+from lance_minhash_sql.kernels.components import find_within, is_marked
 from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.unionfind import find
 
 __all__ = ["drop_joined", "joined_within", "kept_rows", "drop_labelled", "label_pure", "marked_buckets"]
 
@@ -79,7 +80,8 @@ def joined_within(keys, gids, parent, keep, at, seen, meter):
     ``at`` (``[bucket start, next row, root of the bucket's first doc]``, zeros at first)
     until the meter of ``parent``'s blocks is full
     (:mod:`lance_minhash_sql.kernels.components`); returns True when done, else False
-    with ``at`` where to resume."""
+    with ``at`` where to resume. :func:`drop_joined` is the same over a union-find in
+    memory, with no meter."""
     i, t, root = at[0], at[1], at[2]
     while i < keys.size:
         j = _bucket_end(keys, i)
@@ -115,8 +117,15 @@ def drop_joined(keys, gids, parent):
     """``(keys, gids)`` without the buckets whose docs already share one root of
     ``parent`` (a union-find over global docs; its paths are halved on the way)."""
     keep = np.zeros(keys.size, dtype=np.bool_)
-    seen, meter = unmetered()
-    joined_within(keys, gids, parent, keep, np.zeros(3, dtype=np.int64), seen, meter)
+    i = 0
+    while i < keys.size:
+        j = _bucket_end(keys, i)
+        root = find(parent, gids[i])
+        for t in range(i + 1, j):
+            if find(parent, gids[t]) != root:
+                _keep(keep, i, j)
+                break
+        i = j
     return _kept_rows(keys, gids, keep)
 
 

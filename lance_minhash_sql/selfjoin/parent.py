@@ -27,9 +27,10 @@ import numpy as np
 
 from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, PARENT_SHARE, SPILLED_PARENT_SHARE
 from lance_minhash_sql.io.spilled import SpilledArray
-from lance_minhash_sql.kernels.components import (clear_meter, collect_linked, count_linked, flatten_within, new_marks,
-                                                  set_marks, union_within, unmetered)
-from lance_minhash_sql.kernels.prune import joined_within, kept_rows
+from lance_minhash_sql.kernels.components import (clear_meter, collect_linked, count_linked, flatten_roots,
+                                                  flatten_within, linked_members, new_marks, set_marks, union_min,
+                                                  union_within)
+from lance_minhash_sql.kernels.prune import drop_joined, joined_within, kept_rows
 from lance_minhash_sql.selfjoin.pool import STATS, count
 
 __all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "PARENT_SHARE", "SPILLED_PARENT_SHARE", "parent_bytes", "spills",
@@ -75,9 +76,7 @@ class UnionFind:
         self.file: SpilledArray | None = None
         share = parent_share(total_docs, pool)
         if not spills(total_docs, pool):
-            self.parent = np.arange(self.total, dtype=dtype)
-            self.span = max(self.total, 1)
-            self.seen, self.meter = unmetered()  # a meter that never fills
+            self.parent = np.arange(self.total, dtype=dtype)  # (the plain kernels: no meter)
             return
         block = max(BLOCK_BYTES // dtype.itemsize, 1)
         shift = block.bit_length() - 1
@@ -112,15 +111,18 @@ class UnionFind:
         count("parent_handbacks")
 
     def _swept(self) -> None:
-        """After a span of a sweep: its pages handed back (a file's)."""
-        if self.file is not None:
-            self.meter[2] = -(-min(self.span, self.total) >> int(self.meter[0]))  # (the span's blocks, for STATS)
-            self._hand_back()
+        """After a span of a sweep: its pages handed back."""
+        self.meter[2] = -(-min(self.span, self.total) >> int(self.meter[0]))  # (the span's blocks, for STATS)
+        self._hand_back()
 
     def union(self, a: np.ndarray, b: np.ndarray) -> int:
         """Merge the components of ``a[i]`` and ``b[i]`` (docs); returns the merges."""
+        if self.file is None:
+            merges = union_min(self.parent, a, b)
+            self.merges += merges
+            return merges
         i, merges = 0, 0
-        if self.file is not None and a.size > 1:
+        if a.size > 1:
             # links by their larger doc: one side's pages come in order (any order gives the
             # same components; on a 1M-row index with 6 % of the file resident this saves
             # 40 % of the hand-backs)
@@ -142,6 +144,8 @@ class UnionFind:
         already one component (:mod:`lance_minhash_sql.kernels.prune`)."""
         if self.merges == 0:
             return keys, gids
+        if self.file is None:
+            return drop_joined(keys, gids, self.parent)
         keep = np.zeros(keys.size, dtype=np.bool_)
         at = np.zeros(3, dtype=np.int64)
         while not joined_within(keys, gids, self.parent, keep, at, self.seen, self.meter):
@@ -152,14 +156,17 @@ class UnionFind:
         """``(docs, roots)``: the docs of components of two or more, ascending, and their
         roots (each component's smallest doc), the union-find flattened on the way;
         ``marks`` (a cleared bit set of the docs) is scratch, left cleared."""
+        if self.file is None:
+            flatten_roots(self.parent)
+            docs = linked_members(self.parent, marks)
+            return docs, self.parent[docs]
         x = 0
         while True:
             x = flatten_within(self.parent, np.int64(x), self.seen, self.meter)
             if x >= self.total:
                 break
             self._hand_back()
-        if self.file is not None:
-            self._hand_back()
+        self._hand_back()
         spans = [(lo, min(lo + self.span, self.total)) for lo in range(0, self.total, self.span)]
         n = 0
         for lo, hi in spans:
