@@ -184,6 +184,7 @@ MIN_SHARD_ROWS = 1 << 14  # band rows of a shard at the least, whatever the budg
 PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
 PAIRS_AHEAD = 4  # batches of pairs held ahead of the consumer, all shards together (4 / PAIR_SHARE of the budget)
 READ_AHEAD = 1  # shards' worth of band rows (bytes) read ahead of the marking pass (1 / SHARD_SHARE of the budget)
+LINKS_AHEAD = 1  # chunks of links (LINK_CHUNK links, 16 bytes each) held ahead of the union, all shards together
 MIN_CHUNK_PAIRS = 1 << 10  # pairs of a batch at the least, whatever the budget
 FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
 MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the least

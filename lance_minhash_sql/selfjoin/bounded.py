@@ -69,7 +69,7 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
-from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
+from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, LINKS_AHEAD, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
                                            MIN_WINDOW_ROWS, PAIR_SHARE, PAIRS_AHEAD, POOL_SHARE, READ_AHEAD,
                                            READ_ROW_BYTES, SHARD_BAND_ROWS, SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
@@ -409,7 +409,7 @@ def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int,
             if data is not None:
                 yield from links(item[0], data)
 
-        yield from run_ordered(group, produce)
+        yield from run_ordered(group, produce, ahead=LINKS_AHEAD)
         return
     if carried is not None:
         carried.drop()
@@ -465,7 +465,8 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             f"memory_limit={format_bytes(limit)} is too small for the clusters of the {total:,} rows of "
             f"{plan.opened.uri!r}: their bit set of candidates (a bit a row: {format_bytes(fixed_bytes(total, 0))}) "
             f"and their union-find ({format_bytes(fixed - fixed_bytes(total, 0))}: 4 bytes a row, or once spilled to "
-            f"a temporary file the pages it keeps resident, at least {MIN_BLOCKS} blocks of {format_bytes(BLOCK_BYTES)}) "
+            f"a temporary file the pages it keeps resident, at least {MIN_BLOCKS} blocks of "
+            f"{format_bytes(BLOCK_BYTES)}) "
             f"leave no room for a pool of {2 * MIN_WINDOW_ROWS} signatures in the {POOL_SHARE:.1%} of memory_limit "
             f"they share; raise memory_limit to at least {format_bytes(need)}, "
             f"e.g. memory_limit := '{-(-need // 2**20)}MiB'")
