@@ -36,6 +36,20 @@ def copies_table(copies: int, others: int, seed: int) -> pa.Table:
     return pa.table({"text": pa.array([same] * copies + [" ".join(rng.choice(vocab, 30)) for _ in range(others)])})
 
 
+def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str) -> str:
+    """The synthetic corpus (``faces/corpus.py``) of ``rows`` rows at ``uri``, indexed by us,
+    then the rows matching ``delete`` deleted (unindexed gaps the self-join must skip)."""
+    import lance
+
+    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.faces.corpus import write_corpus
+
+    write_corpus(uri, rows, rows_per_fragment=rows_per_fragment)
+    build_index(uri, "text")
+    lance.dataset(uri).delete(delete)
+    return uri
+
+
 def build_native_index(uri: str, table: pa.Table, params, column: str = "text", **write_kwargs) -> NativeIndex:
     import lance
     from lance.file import LanceFileReader

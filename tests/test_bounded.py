@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from conftest import SPILL_BUDGET
+from conftest import SPILL_BUDGET, indexed_corpus
 from test_pairs import as_clusters, as_dict, components, oracle
 
 from lance_minhash_sql.build.builder import build_index
@@ -37,11 +37,7 @@ COPIES = 200_000
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> str:
-    uri = str(tmp_path_factory.mktemp("bounded") / "corpus.lance")
-    write_corpus(uri, 4000, rows_per_fragment=1500)
-    build_index(uri, "text")
-    lance.dataset(uri).delete("id % 11 = 4")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("bounded") / "corpus.lance"), 4000, 1500, "id % 11 = 4")
 
 
 def reset_stats() -> None:

@@ -8,13 +8,11 @@ by row id where a shard's row ids already ascend with its docs.
 
 from __future__ import annotations
 
-import lance
 import numpy as np
 import pytest
+from conftest import indexed_corpus
 from test_pairs import all_shards, as_clusters, as_dict, oracle
 
-from lance_minhash_sql.build.builder import build_index
-from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.runtime.cache import clear_cache, set_cache_capacity
@@ -25,11 +23,7 @@ from lance_minhash_sql.selfjoin.pairs import pair_shards, shard_pairs, unbounded
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
-    uri = str(tmp_path_factory.mktemp("pooled") / "pooled.lance")
-    write_corpus(uri, 6000, rows_per_fragment=2000)
-    build_index(uri, "text")
-    lance.dataset(uri).delete("id % 11 = 4")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("pooled") / "pooled.lance"), 6000, 2000, "id % 11 = 4")
 
 
 def candidate_budget(uri: str) -> tuple[int, int]:

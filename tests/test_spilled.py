@@ -14,16 +14,13 @@ import os
 import re
 import tempfile
 
-import lance
 import numpy as np
 import pytest
 
-from conftest import SPILL_BUDGET
+from conftest import SPILL_BUDGET, indexed_corpus
 from test_pairs import as_clusters, components
 
-from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.core.errors import ResourceLimitError
-from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.io import spilled
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
 from lance_minhash_sql.selfjoin import bounded, parent, pool
@@ -34,11 +31,7 @@ from lance_minhash_sql.selfjoin.pairs import pairs
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> str:
-    uri = str(tmp_path_factory.mktemp("spilled") / "corpus.lance")
-    write_corpus(uri, 6000, rows_per_fragment=2500)
-    build_index(uri, "text")
-    lance.dataset(uri).delete("id % 13 = 5")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("spilled") / "corpus.lance"), 6000, 2500, "id % 13 = 5")
 
 
 @pytest.fixture
