@@ -18,7 +18,7 @@ import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.minhash import is_valid, minhash_doc
-from lance_minhash_sql.kernels.tokenize import SEPARATOR, new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.tokenize import SEPARATOR, grow, new_buffers, tokenize_doc
 from lance_minhash_sql.kernels.vocab import INLINE, find, token_key
 
 _BYTE = np.uint64(0xFF)
@@ -58,8 +58,7 @@ def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, 
             continue
         ntok, out, tok_start, tok_end, raw = tokenize_doc(
             data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
-        if ids.size < ntok:
-            ids = np.empty(2 * ntok, dtype=np.int64)
+        ids = grow(ids, ntok)
         size = 0
         kept = 0
         for t in range(ntok):
@@ -76,13 +75,10 @@ def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, 
                 kept += 1
         if pending[r] or kept == 0:
             continue
-        if mout.size < size:
-            mout = np.empty(2 * size, dtype=np.uint8)
-        if mstart.size < kept:
-            mstart = np.empty(2 * kept, dtype=np.int64)
-            mend = np.empty(2 * kept, dtype=np.int64)
-        if xs.size < kept:
-            xs = np.empty(2 * kept, dtype=np.uint64)
+        mout = grow(mout, size)
+        mstart = grow(mstart, kept)
+        mend = grow(mend, kept)
+        xs = grow(xs, kept)
         q = 0
         m = 0
         for t in range(ntok):

@@ -34,7 +34,7 @@ import numpy as np
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.order import sort_values
-from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.tokenize import grow, new_buffers, tokenize_doc
 from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
@@ -146,8 +146,7 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
         ntok, out, tok_start, tok_end, raw = tokenize_doc(
             data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
         if ntok > 0:
-            if xs.size < ntok:
-                xs = np.empty(2 * ntok, dtype=np.uint64)
+            xs = grow(xs, ntok)
             minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
             has[r] = True
 

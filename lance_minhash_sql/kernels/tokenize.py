@@ -88,17 +88,12 @@ def _emit_folded(cp, fold, tables, out, q):
 
 
 @njit(**JIT, inline="always")
-def _grow_u8(buf, need):
+def grow(buf, need):
+    """``buf``, or a new empty buffer of its type for at least ``need`` items (twice its
+    size at the least, so a row loop grows it a few times, not per row)."""
     if need <= buf.size:
         return buf
-    return np.empty(max(need, 2 * buf.size), dtype=np.uint8)
-
-
-@njit(**JIT, inline="always")
-def _grow_i64(buf, need):
-    if need <= buf.size:
-        return buf
-    return np.empty(max(need, 2 * buf.size), dtype=np.int64)
+    return np.empty(max(need, 2 * buf.size), dtype=buf.dtype)
 
 
 @njit(**JIT)
@@ -200,7 +195,7 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
         lo = cfg[4]
         hi = cfg[5]
         max_tokens = (1 if cfg[6] else nbytes) * (hi - lo + 1)
-        raw = _grow_i64(raw, 2 * max_tokens + nbytes + 1)
+        raw = grow(raw, 2 * max_tokens + nbytes + 1)
         cpos = raw[2 * max_tokens:]  # char start positions
         nchars = 0
         p = s
@@ -218,10 +213,10 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 raw[2 * nraw] = ts
                 raw[2 * nraw + 1] = te if _all_ascii(data, ts, te) else -te - 1
                 nraw += 1
-        out = _grow_u8(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
+        out = grow(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
     elif kind == TOKENS:
-        raw = _grow_i64(raw, nbytes // 2 + 2)
-        out = _grow_u8(out, nbytes + 1)
+        raw = grow(raw, nbytes // 2 + 2)
+        out = grow(out, nbytes + 1)
         p = s
         while p + 4 <= e:
             length = (np.int64(data[p]) | (np.int64(data[p + 1]) << 8) | (np.int64(data[p + 2]) << 16)
@@ -231,11 +226,11 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
             nraw += 1
             p += 4 + length
     else:
-        raw = _grow_i64(raw, 2 * nbytes + 2)
-        out = _grow_u8(out, 6 * nbytes + 1)
+        raw = grow(raw, 2 * nbytes + 2)
+        out = grow(out, 6 * nbytes + 1)
         if kind != RAW and _all_ascii(data, s, e):
-            tok_start = _grow_i64(tok_start, nbytes // 2 + 1)
-            tok_end = _grow_i64(tok_end, nbytes // 2 + 1)
+            tok_start = grow(tok_start, nbytes // 2 + 1)
+            tok_end = grow(tok_end, nbytes // 2 + 1)
             ntok = _ascii_words(data, s, e, kind, max_len, lower, tables[0], out, tok_start, tok_end)
             return ntok, out, tok_start, tok_end, raw
         if kind == RAW:
@@ -274,8 +269,8 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 raw[2 * nraw] = ts
                 raw[2 * nraw + 1] = e if ascii else -e - 1
                 nraw += 1
-    tok_start = _grow_i64(tok_start, nraw)
-    tok_end = _grow_i64(tok_end, nraw)
+    tok_start = grow(tok_start, nraw)
+    tok_end = grow(tok_end, nraw)
     q = np.int64(0)  # not a literal: a literal 0 would compile a second _transform_unicode
     ntok = 0
     for t in range(nraw):
