@@ -137,7 +137,7 @@ def shard_data(keys: np.ndarray, docs: np.ndarray, ugids: np.ndarray, sigs: np.n
         return None
     starts, ends = bucket_bounds(readonly(keys))
     return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), EMPTY_SLOT,
-                     readonly(rowids), 0, ugids.astype(np.int64))
+                     readonly(rowids), 0, ugids.astype(np.int64, copy=False))
 
 
 def pool(plan: Plan, ugids: np.ndarray):
@@ -168,7 +168,7 @@ class CarriedPool:
         self.plan = plan
         self.capacity = int(min(capacity, plan.total_docs))  # (untouched rows take no memory)
         self.sigs: np.ndarray | None = None  # u16[capacity, k], allocated at the first fill
-        self.gids = np.empty(0, dtype=np.uint32)  # the pool rows' global docs
+        self.gids = np.empty(0, dtype=np.int64)  # the pool rows' global docs (as ShardData takes them)
         self.rowids = np.empty(0, dtype=np.uint64)
         self.alive: np.ndarray | None = None  # per pool row, None: all alive
 
@@ -201,7 +201,7 @@ class CarriedPool:
                 alive[:m] = self.alive[keep]
             alive[m:] = liveness.alive(rowids[m:])
             self.alive = alive
-        self.gids = np.concatenate((old[keep], new))
+        self.gids = np.concatenate((old[keep], new.astype(np.int64)))
         self.rowids = rowids
         held(n)
         count("carried_rows", m)
@@ -219,6 +219,6 @@ class CarriedPool:
     def drop(self) -> None:
         """Let the buffer go (a group streamed window by window holds pools of its own)."""
         self.sigs = None
-        self.gids = np.empty(0, dtype=np.uint32)
+        self.gids = np.empty(0, dtype=np.int64)
         self.rowids = np.empty(0, dtype=np.uint64)
         self.alive = None
