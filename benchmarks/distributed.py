@@ -5,7 +5,7 @@
     python benchmarks/distributed.py --nodes 4 --pairs      # head + 3 worker nodes, also pairs/clusters
     python benchmarks/distributed.py --nodes 4 --shuffle    # also the self-join as a shuffle
     python benchmarks/distributed.py --nodes 4 --shuffle --s3   # the datasets on a local S3 server
-    python benchmarks/distributed.py --rows 10000000 --nodes 4 --shuffle --s3 --no-by-shard
+    python benchmarks/distributed.py --rows 10000000 --nodes 4 --shuffle --s3 --no-by-shard --shuffle-pairs-only
 
 The synthetic corpus (``lance_minhash_sql.faces.corpus``, 250k rows per fragment) is written
 once under ``--data`` and copied, so both builds index identical datasets. Before timing,
@@ -147,9 +147,14 @@ def _restart_ray(args, state: dict) -> float:
     return time.perf_counter() - t
 
 
-def _shuffle(args, dist: str, warm: str, state: dict) -> list[str]:
+def say(*lines: str) -> None:
+    """Print now: a long run's figures are not lost with a run stopped before its end."""
+    print(*lines, sep="\n", flush=True)
+
+
+def _shuffle(args, dist: str, warm: str, state: dict) -> None:
     """The self-join as a shuffle against one process on the same index (and, with
-    ``--s3``, against ``pairs_distributed``'s requests); the lines to print."""
+    ``--s3``, against ``pairs_distributed``'s requests), each line printed as it is known."""
     import pyarrow as pa
 
     from lance_minhash_sql.extras.distributed import pairs_distributed
@@ -186,17 +191,24 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> list[str]:
     restarted = _restart_ray(args, state)  # the builds' workers gone: each task's RSS is the shuffle's
     base_mb = ray.get(baseline.remote(warm))
     list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
-    clusters_shuffled(warm, "text", 0.8)
+    if not args.shuffle_pairs_only:
+        clusters_shuffled(warm, "text", 0.8)
     from lance_minhash_sql.core.sizes import format_bytes
     from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 
-    lines = [f"\nThe self-join as a shuffle ({'S3 test server' if args.s3 else 'local disk'}, "
-             f"memory_limit={format_bytes(memory_limit_bytes(limit))} per task, and for one process), against one "
-             "process on the same "
-             f"{args.groups}-segment index ({'local disk' if args.s3 else 'same files'}):\n"]
+    say(f"\nThe self-join as a shuffle ({'S3 test server' if args.s3 else 'local disk'}, "
+        f"memory_limit={format_bytes(memory_limit_bytes(limit))} per task, and for one process), against one "
+        f"process on the same {args.groups}-segment index ({'local disk' if args.s3 else 'same files'}); "
+        "each line is printed as its self-join ends:\n",
+        f"process baseline: a fresh worker with the package imported and the self-join's kernels loaded "
+        f"holds {base_mb:.0f} MB; the shuffle ran on a new cluster ({restarted:.1f} s to restart it: no "
+        "worker had built anything), so a task's start RSS holds only the shuffle's earlier tasks' leftovers\n",
+        f"| {'what':<40} | {'seconds':>8} | {'vs single':>9} | notes",
+        f"|{'-' * 42}|{'-' * 10}|{'-' * 11}|------")
     t = time.perf_counter()
     p1 = pa.Table.from_batches(list(pairs(dist, "text", 0.8, memory_limit=limit)))
     t1 = time.perf_counter() - t
+    say(f"| {'pairs, one process':<40} | {t1:8.2f} | {1:8.2f}x | {p1.num_rows:,} pairs")
     ps: dict = {}
     if server:
         server.reset()
@@ -205,45 +217,42 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> list[str]:
                                                    stats=ps)))
     t2 = time.perf_counter() - t
     gets = _signature_gets(server) if server else None
-    t = time.perf_counter()
-    c1 = clusters(dist, "text", 0.8, memory_limit=limit)
-    t3 = time.perf_counter() - t
-    cs: dict = {}
-    t = time.perf_counter()
-    c2 = clusters_shuffled(uri, "text", 0.8, memory_limit=limit, storage_options=opts, stats=cs)
-    t4 = time.perf_counter() - t
     same_pairs = p1.sort_by(key).equals(p2.sort_by(key))
-    same_clusters = c1.equals(c2)
-    lines += [f"| {'what':<40} | {'seconds':>8} | {'vs single':>9} | notes",
-              f"|{'-' * 42}|{'-' * 10}|{'-' * 11}|------",
-              f"| {'pairs, one process':<40} | {t1:8.2f} | {1:8.2f}x | {p1.num_rows:,} pairs",
-              f"| {'pairs_shuffled':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same pairs: {same_pairs}",
-              f"| {'clusters, one process':<40} | {t3:8.2f} | {1:8.2f}x | {c1.num_rows:,} rows in clusters",
-              f"| {'clusters_shuffled':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
-              f"\nprocess baseline: a fresh worker with the package imported and the self-join's kernels loaded "
-              f"holds {base_mb:.0f} MB; the shuffle ran on a new cluster ({restarted:.1f} s to restart it: no "
-              "worker had built anything), so a task's start RSS holds only the shuffle's earlier tasks' leftovers",
-              "pairs_shuffled:", *_stage_lines(ps), "clusters_shuffled:", *_stage_lines(cs)]
+    say(f"| {'pairs_shuffled':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same pairs: {same_pairs}",
+        "pairs_shuffled:", *_stage_lines(ps))
     if gets:
         n, size, total = gets
         gb = ps["signature_bytes_read"] / 1e9
-        lines.append(f"\nS3 requests of pairs_shuffled: {total:,} in all; {n:,} GETs of signatures.lance "
-                     f"asking {size / 1e6:,.1f} MB, for {ps['signature_bytes_read'] / 1e6:,.1f} MB of candidates' "
-                     f"signatures read: {n / (size / 1e9):,.0f} GETs per GB fetched, {n / gb:,.0f} per GB of "
-                     f"candidates' signatures, {ps['signature_rows_sent'] / max(n, 1):,.0f} signatures sent per GET")
+        say(f"S3 requests of pairs_shuffled: {total:,} in all; {n:,} GETs of signatures.lance "
+            f"asking {size / 1e6:,.1f} MB, for {ps['signature_bytes_read'] / 1e6:,.1f} MB of candidates' "
+            f"signatures read: {n / (size / 1e9):,.0f} GETs per GB fetched, {n / gb:,.0f} per GB of "
+            f"candidates' signatures, {ps['signature_rows_sent'] / max(n, 1):,.0f} signatures sent per GET")
+    same_clusters = True
+    if not args.shuffle_pairs_only:
+        t = time.perf_counter()
+        c1 = clusters(dist, "text", 0.8, memory_limit=limit)
+        t3 = time.perf_counter() - t
+        say(f"| {'clusters, one process':<40} | {t3:8.2f} | {1:8.2f}x | {c1.num_rows:,} rows in clusters")
+        cs: dict = {}
+        t = time.perf_counter()
+        c2 = clusters_shuffled(uri, "text", 0.8, memory_limit=limit, storage_options=opts, stats=cs)
+        t4 = time.perf_counter() - t
+        same_clusters = c1.equals(c2)
+        say(f"| {'clusters_shuffled':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
+            "clusters_shuffled:", *_stage_lines(cs))
+    if server:
         if other:
             server.reset()
             t = time.perf_counter()
             p3 = pa.Table.from_batches(list(pairs_distributed(other[0], "text", 0.8, storage_options=opts)))
             t5 = time.perf_counter() - t
             n3, size3, total3 = _signature_gets(server)
-            lines.append(f"pairs_distributed on a copy on the same store: {t5:.2f} s, {total3:,} requests in all; "
-                         f"{n3:,} GETs of signatures.lance asking {size3 / 1e6:,.1f} MB (same pairs: "
-                         f"{p3.sort_by(key).equals(p1.sort_by(key))})")
+            say(f"pairs_distributed on a copy on the same store: {t5:.2f} s, {total3:,} requests in all; "
+                f"{n3:,} GETs of signatures.lance asking {size3 / 1e6:,.1f} MB (same pairs: "
+                f"{p3.sort_by(key).equals(p1.sort_by(key))})")
         server.stop()
     if not same_pairs or not same_clusters:
         sys.exit("MISMATCH (shuffle)")
-    return lines
 
 
 def main() -> None:
@@ -264,6 +273,9 @@ def main() -> None:
     ap.add_argument("--no-by-shard", action="store_true",
                     help="--s3: skip pairs_distributed on a second copy (its reads where candidates lie take long "
                          "past a few million rows)")
+    ap.add_argument("--shuffle-pairs-only", action="store_true",
+                    help="--shuffle: time pairs_shuffled only (clusters_shuffled's signature stage is long on the "
+                         "S3 test server past a few million rows)")
     args = ap.parse_args()
 
     import lance
@@ -325,7 +337,8 @@ def main() -> None:
         same_lance += lance.dataset(single).to_table(**lq).equals(lance.dataset(dist).to_table(**lq))
 
     # first: its tasks' peak RSS is then not that of workers whose caches hold segments
-    shuffle_report = _shuffle(args, dist, warm, state) if args.shuffle else []
+    if args.shuffle:
+        _shuffle(args, dist, warm, state)
     selfjoin = []
     if args.pairs:
         from lance_minhash_sql.extras.distributed import clusters_distributed, pairs_distributed
@@ -389,8 +402,6 @@ def main() -> None:
         base = single_of.get(what, selfjoin[0][1] if what.startswith("pairs") else
                              selfjoin[2][1] if what.startswith("clusters") else t_single)
         print(f"| {what:<40} | {secs:8.2f} | {secs / base:8.2f}x | {note}")
-    for line in shuffle_report:
-        print(line)
     print(f"\nsame top-10 answers (our search) on the {args.groups}-segment index: {same_ours}/{len(queries)}")
     print(f"same top-10 answers (Lance MinHashQuery):             {same_lance}/{len(queries)}")
     print(f"merged segment's signatures and bands equal the single-process build's: {files_equal}")
