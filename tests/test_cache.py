@@ -73,3 +73,30 @@ def test_clear_cache_empties_every_cache(tmp_path):
             "SQL result layouts", "SQL self-join plans"} <= names, names
     clear_cache()
     assert all(len(c) == 0 and c.usage == 0 for c in cache_mod._REGISTRY)
+
+
+def test_a_capped_cache_lets_go_of_what_it_held_and_gets_its_capacity_back(tmp_path):
+    from lance_minhash_sql.runtime.cache import cache_capacity, cache_usage, capped_cache
+
+    uri = str(tmp_path / "c.lance")
+    table = pa.Table.from_batches(list(generate_batches(3000, CorpusSpec(seed=6))))
+    import lance
+
+    lance.write_dataset(table, uri)
+    build_index(uri, "text")
+    clear_cache()
+    capacity = cache_capacity()
+    q = table.column("text")[10].as_py()
+    want = search(uri, "text", q, 5)
+    list(lms.pairs(uri, "text", 0.8))  # the self-join pools the segment's docs in the cache
+    assert cache_usage() > 0
+    with capped_cache(1024):
+        assert cache_capacity() == 1024 and cache_usage() <= 1024
+        assert search(uri, "text", q, 5).equals(want)
+        list(lms.pairs(uri, "text", 0.8))
+        assert cache_usage() <= 1024
+    assert cache_capacity() == capacity
+    with pytest.raises(RuntimeError):
+        with capped_cache(0):
+            raise RuntimeError("a failing task")
+    assert cache_capacity() == capacity  # given back on failure too

@@ -152,6 +152,53 @@ def test_signature_rows_equal_lances_reader(segments, writer):
 
 
 @pytest.mark.parametrize("writer", ["lance", "ours"])
+def test_a_wide_gap_reads_a_dense_request_in_bounded_sequential_reads(segments, writer, monkeypatch):
+    """The object stores' gap: rows a few KiB apart share reads, which follow the file in
+    order, none longer than READ_SPAN_BYTES (or a row), and at most READ_WINDOW_BYTES of
+    them are held at once; the values stay Lance's."""
+    import lance_minhash_sql.io.chunks as chunks
+
+    _, dirs = segments
+    seg = dirs[writer]
+    reader = LanceFileReader(f"{seg}/{SIGNATURES_FILE}")
+    session = LanceFileSession(seg)
+    calls, held, most_held = [], [0], [0]
+    span_bytes, window_bytes = 64 << 10, 256 << 10  # small, so the 1.5 MB file needs several of each
+    monkeypatch.setattr(chunks, "READ_SPAN_BYTES", span_bytes)
+    monkeypatch.setattr(chunks, "READ_WINDOW_BYTES", window_bytes)
+    real_fetch = chunks._fetch
+
+    def fetch(jobs):
+        held[0] = sum(span[1] for _, span in jobs)
+        most_held[0] = max(most_held[0], held[0])
+        return real_fetch(jobs)
+
+    monkeypatch.setattr(chunks, "_fetch", fetch)
+
+    def read(offset, length):
+        calls.append((offset, length))
+        return session.read_range(SIGNATURES_FILE, offset, length)
+
+    rows_of = fixed_rows(read, "sigs", layout_of(f"{seg}/{SIGNATURES_FILE}"), 1, 64, 2)
+    rng = np.random.default_rng(5)
+    rows = np.sort(rng.choice(len(TEXTS), size=len(TEXTS) // 25, replace=False))  # 4%: ~3 KiB apart
+    ref = np.stack(reader.take_rows(rows.astype(np.uint64).tolist()).to_table().column(1).to_numpy(
+        zero_copy_only=False))
+    narrow = rows_of.read_rows(rows).view("<u2").reshape(-1, 64)
+    n_narrow = len(calls)
+    calls.clear()
+    wide = rows_of.read_rows(rows, gap=64 << 10).view("<u2").reshape(-1, 64)
+    assert (narrow == ref).all() and (wide == ref).all()
+    # few reads for a dense request: about one per READ_SPAN_BYTES of the file (and page)
+    pages = rows_of.starts.size - 1
+    assert len(calls) <= (rows[-1] - rows[0] + 1) * 128 // span_bytes + pages + 1 < n_narrow / 4
+    offsets = [o for o, _ in calls]
+    assert offsets == sorted(offsets)  # in file order
+    assert max(n for _, n in calls) <= span_bytes
+    assert window_bytes / 2 < most_held[0] <= window_bytes
+
+
+@pytest.mark.parametrize("writer", ["lance", "ours"])
 def test_mapped_files_equal_lances_reader(segments, writer):
     """The memory-mapped readers (a local query's path) give Lance's values for sorted,
     shuffled and repeated rows, and refuse a row outside the file."""

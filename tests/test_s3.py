@@ -143,3 +143,45 @@ def test_a_failing_store_is_an_error_not_a_fallback(s3, monkeypatch):
     monkeypatch.setattr(segments, "read_file_tail", failing)
     with pytest.raises(DatasetError, match="cannot read index file .connection reset"):
         segments.open_segment(segment_dir(ds, info.uuid), opts, info.size_bytes)
+
+
+def test_a_dense_fetch_within_a_capped_cache_reads_the_file_in_order(s3, tmp_path):
+    """A self-join's fetch of a quarter of the docs, the segment cache capped below the
+    file (a shuffle task under its budget): ranged reads of at most a few MiB that cover
+    signatures.lance about once (its row ids included), never a read per run of nearby
+    docs; the signatures are those of the same index on local disk."""
+    import re
+
+    from lance_minhash_sql.core.tuning import READ_SPAN_BYTES
+    from lance_minhash_sql.runtime.cache import capped_cache, clear_cache
+    from lance_minhash_sql.selfjoin.pool import fetch_signatures
+    from lance_minhash_sql.selfjoin.shards import plan_shards
+
+    opts = s3.storage_options()
+    table = pa.Table.from_batches(list(generate_batches(40_000, CorpusSpec(seed=8))))
+    uri = f"s3://{s3.make_bucket('lms-dense-fetch')}/c.lance"
+    lance.write_dataset(table, uri, storage_options=opts)
+    build_index(uri, "text", storage_options=opts)
+    local = str(tmp_path / "c.lance")
+    lance.write_dataset(table, local)
+    build_index(local, "text")
+    clear_cache()
+    docs = np.sort(np.random.default_rng(2).choice(len(table), len(table) // 4, replace=False)).astype(np.uint32)
+    want = np.empty((docs.size, 128), dtype=np.uint16)
+    fetch_signatures(plan_shards(local, "text", 0.8, None, None)[0].plan, docs, want)
+    with capped_cache(1 << 20):
+        plan = plan_shards(uri, "text", 0.8, None, opts)[0].plan
+        got = np.empty_like(want)
+        s3.reset()
+        fetch_signatures(plan, docs, got)
+    assert (got == want).all()
+    reads = [(m.group(1), m.group(2)) for method, path, rng in s3.counts()["log"]
+             if method == "GET" and path.endswith("signatures.lance")
+             for m in [re.match(r"bytes=(\d+)-(\d+)", rng or "")] if m]
+    spans = sorted((int(a), int(b)) for a, b in reads)
+    asked = sum(b - a + 1 for a, b in spans)
+    file_bytes = len(table) * 256
+    assert spans and all(b0 < a1 for (_, b0), (a1, _) in zip(spans, spans[1:]))  # no byte asked twice
+    assert max(int(b) - int(a) + 1 for a, b in reads) <= READ_SPAN_BYTES
+    assert 0.7 * file_bytes < asked <= 1.05 * file_bytes
+    assert len(reads) <= file_bytes // READ_SPAN_BYTES + 4

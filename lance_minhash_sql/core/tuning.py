@@ -95,7 +95,14 @@ MAX_CACHED_REPORTS = 4  # index reports kept (diagnostics/report.py)
 
 # ------------------------------------------------------- Reads of index files by position (io/chunks.py, io/mapped.py)
 
-ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read
+ROW_GAP_BYTES = 4096  # rows closer than this in the file are fetched in one read (a local file)
+# An object store's reads of many rows: rows closer than what one stream reads in a call's
+# share of the concurrent round trips (REMOTE_READ_CALL_SECONDS * REMOTE_READ_BYTES_PER_SECOND
+# / CHUNK_READ_WORKERS, ~190 KB) share a read, so a dense request is read sequentially, in
+# ranges of at most READ_SPAN_BYTES, at most READ_WINDOW_BYTES of them held at once.
+REMOTE_ROW_GAP_BYTES = int(REMOTE_READ_CALL_SECONDS * REMOTE_READ_BYTES_PER_SECOND / CHUNK_READ_WORKERS)
+READ_SPAN_BYTES = 4 << 20
+READ_WINDOW_BYTES = 32 << 20
 
 # a gather of this many rows or more hands each file page's mapped pages back as soon as
 # it is copied (a self-join shard gathers 250k rows spread over a 2.6 GB file: mapped
@@ -202,6 +209,7 @@ SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatur
 WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
 SELF_JOIN_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
 SHUFFLE_BLOCK_SHARE = 4  # a Ray shuffle's signature task reads 1 / SHUFFLE_BLOCK_SHARE of a pool at a time
+SHUFFLE_CACHE_SHARE = 8  # while a shuffle's task runs, its worker's segment cache holds at most 1 / this of its budget
 # The clusters' union-find (4 bytes a doc) and the candidates' bit set are held in memory
 # while they take at most PARENT_SHARE of the pool's share (a 100M-row index's 412 MB under
 # 1 GiB); past it the union-find lives in a temporary file (selfjoin/parent.py) whose pages

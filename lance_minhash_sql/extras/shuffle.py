@@ -27,8 +27,8 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
 4. **Signature tasks**, one per run: each group's request (the union of its shards'),
    and the union of all groups' requests read once, in doc order, a quarter of a pool at
    a time (:func:`.pool.fetch_signatures`: a local file's memory map gathered page by
-   page; on an object store the ranged reads of nearby rows, or one sequential read of
-   the file into the worker's segment cache when the requests cover much of it); each
+   page; on an object store ranged reads of nearby rows, in file order, so dense requests
+   read the file sequentially, a few MiB a read); each
    block cut into one object per group that asked (its docs, their signatures and row
    ids). The first object streamed is the layout: the group each following object is for.
 5. **Verify tasks**, one per group: the group's pool from its blocks (docs ascending, as
@@ -44,10 +44,11 @@ same verifiers, so the answers are those of :func:`.pairs.pairs` and
 Each task holds at most its budget beside the process: a band task one shard's slice, a
 request task its shard's slices, a signature task one block (and its run's requests, 4
 bytes per doc asked: these grow with the segment, not with the budget), a verify task one
-pool and one shard's rows. On an object store a worker's segment cache
-(``LANCE_MINHASH_CACHE_BYTES``, 1 GiB by default) may also hold segments read whole
-beside the budget: lower it on the workers to bound that too (the reads then stay
-ranged). Stages run one after the other (each needs all of the previous one's output);
+pool and one shard's rows. While a task runs, its worker's segment cache
+(``LANCE_MINHASH_CACHE_BYTES``, 1 GiB by default) holds at most an eighth of the budget
+(:data:`SHUFFLE_CACHE_SHARE`), so on an object store a segment is not read whole into
+memory beside the budget: a signature task reads its candidates in ranged reads that
+follow the file in order where the candidates are dense. Stages run one after the other (each needs all of the previous one's output);
 Ray spills objects to its workers' local disks when its object store is full.
 
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
@@ -70,10 +71,11 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import DistributedTaskError
-from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE, SHUFFLE_CACHE_SHARE
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
+from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
@@ -144,17 +146,26 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
 
 
 class _Task:
-    """A task's meter (``with _Task() as meter:``): its seconds, CPU seconds, RSS at its
-    start and peak RSS (the process's high-water mark reset at the start)."""
+    """A task's meter (``with _Task(job) as meter:``): its seconds, CPU seconds, RSS at its
+    start and peak RSS (the process's high-water mark reset at the start). While the task
+    runs, the worker's segment cache holds at most ``1 / SHUFFLE_CACHE_SHARE`` of the
+    task's budget (what it held beyond is let go), so a segment is not read whole into
+    memory beside the budget: its reads stay ranged, and sequential where they are dense
+    (:mod:`lance_minhash_sql.io.chunks`). The cache's capacity is given back afterwards
+    (:func:`lance_minhash_sql.runtime.cache.capped_cache`)."""
+
+    def __init__(self, job: _Job):
+        self.cap = capped_cache(job.limit // SHUFFLE_CACHE_SHARE)
 
     def __enter__(self) -> "_Task":
+        self.cap.__enter__()
         reset_peak_rss()
         self.start_mb = rss_mb()
         self.t0, self.cpu0 = time.perf_counter(), cpu_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
-        pass
+        self.cap.__exit__(*exc)
 
     def done(self, **counts) -> dict:
         return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
@@ -166,7 +177,7 @@ class _Task:
 
 def _band_task(job: _Job, run: int):
     """Stage 1: the run's band rows of each shard, one object per shard, then the meter."""
-    with _Task() as meter:
+    with _Task(job) as meter:
         yield from _bands(meter, job, run)
 
 
@@ -183,7 +194,7 @@ def _bands(meter: _Task, job: _Job, run: int):
 
 def _request_task(job: _Job, index: int, slices: list):
     """Stage 2: ``(rows, info, request of run 0, ..., request of run R-1)``."""
-    with _Task() as meter:
+    with _Task(job) as meter:
         return _requests(meter, job, index, slices)
 
 
@@ -218,7 +229,7 @@ def _signature_task(job: _Job, run: int, sizes: list, requests: list):
     """Stage 3: the layout (the group of each object that follows), one object per block
     and group that asked (``(docs, signatures, row ids)``), then the meter. ``requests``:
     every shard's request of this run, group after group (``sizes`` shards each)."""
-    with _Task() as meter:
+    with _Task(job) as meter:
         yield from _signatures(meter, job, run, sizes, requests)
 
 
@@ -269,7 +280,7 @@ def _verify_task(job: _Job, indices: list, rows: list, infos: list, blocks: list
     ``rows``: refs of the shards' rows (read one shard at a time); ``infos``: the request
     tasks' counts; ``blocks``: refs of the group's signature objects, runs in order and
     each run's blocks in doc order (so the pool's docs ascend), at most ``bound`` docs."""
-    with _Task() as meter:
+    with _Task(job) as meter:
         yield from _verified(meter, job, indices, rows, infos, blocks, bound, what, exact, verify)
 
 
@@ -336,7 +347,7 @@ def _over_pool_links(shard: Shard, job: _Job) -> Iterator[tuple]:
 
 def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
     """Stage 5: row ids of sorted global ``gids`` (of one run), and the meter."""
-    with _Task() as meter:
+    with _Task(job) as meter:
         return _rowids(meter, job, gids)
 
 

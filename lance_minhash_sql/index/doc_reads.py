@@ -188,7 +188,7 @@ class DocReader:
         if files.direct_signatures:
             if not self.cost.remote:
                 self.all_rowids()  # local: one read of the row id column, then none per query
-            return self._raw_rowids(docs), files.read_signature_rows(docs)
+            return self._raw_rowids(docs), files.read_signature_rows(docs, self.cost.gap_bytes)
         return files.take_docs(docs)
 
     def stored_rowids(self, docs: np.ndarray) -> np.ndarray | None:

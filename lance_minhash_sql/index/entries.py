@@ -27,7 +27,8 @@ import numpy as np
 
 from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, MinHashParams
 from lance_minhash_sql.core.tuning import (MAPPED_READ_CALL_SECONDS, READ_BYTES_PER_SECOND, READ_CALL_SECONDS,
-                                           REMOTE_READ_BYTES_PER_SECOND, REMOTE_READ_CALL_SECONDS)
+                                           REMOTE_READ_BYTES_PER_SECOND, REMOTE_READ_CALL_SECONDS,
+                                           REMOTE_ROW_GAP_BYTES, ROW_GAP_BYTES)
 from lance_minhash_sql.index.band_reads import BandReader
 from lance_minhash_sql.index.doc_reads import DocReader
 from lance_minhash_sql.index.pools import BandStore, DocStore
@@ -56,13 +57,14 @@ class ReadCost:
     ``docs``, ``rowids``) have cost so far: the rent of the ski rental that decides when a
     file is read whole (``core/tuning.py: whole_read_pays``)."""
 
-    __slots__ = ("remote", "call_seconds", "bytes_per_second", "rent")
+    __slots__ = ("remote", "call_seconds", "bytes_per_second", "gap_bytes", "rent")
 
     def __init__(self, files: SegmentFiles | None):
         self.remote = files is not None and is_remote(files.seg_dir)
         self.call_seconds = (REMOTE_READ_CALL_SECONDS if self.remote else
                              MAPPED_READ_CALL_SECONDS if files is not None and files.fast_path else READ_CALL_SECONDS)
         self.bytes_per_second = REMOTE_READ_BYTES_PER_SECOND if self.remote else READ_BYTES_PER_SECOND
+        self.gap_bytes = REMOTE_ROW_GAP_BYTES if self.remote else ROW_GAP_BYTES  # rows this close share a read
         self.reset()
 
     def reset(self) -> None:

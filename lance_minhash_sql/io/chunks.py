@@ -23,7 +23,10 @@ column:
 :class:`FixedRows`: its pages have the ``FullZipLayout`` without repetition or
 definition levels, ``Flat`` 16-bit values and one buffer of exactly ``num_items`` rows
 of ``2 * num_hashes`` bytes, so row ``i`` of a page is a plain byte range. Nearby rows
-share one ranged read (gaps up to :data:`ROW_GAP_BYTES`).
+share one ranged read (gaps up to the caller's ``gap``, :data:`ROW_GAP_BYTES` by default;
+an object store's reader passes its cost model's, so a dense request reads the file
+sequentially), ranges of at most :data:`READ_SPAN_BYTES`, at most
+:data:`READ_WINDOW_BYTES` of them fetched and held at once.
 
 Which layout a page has is read from the file's own encoding messages
 (:mod:`.lancefile`), never from pylance's display text. A column whose pages do not all
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_minhash_sql.core.errors import CorruptIndexError
-from lance_minhash_sql.core.tuning import CHUNK_READ_WORKERS, ROW_GAP_BYTES
+from lance_minhash_sql.core.tuning import CHUNK_READ_WORKERS, READ_SPAN_BYTES, READ_WINDOW_BYTES, ROW_GAP_BYTES
 from lance_minhash_sql.io.lancefile import REPDEF_ALL_VALID_ITEM, FileLayout, PageLayout
 
 __all__ = ["ChunkedColumn", "FixedRows", "chunked_column", "fixed_rows", "read_columns", "layout_problem",
@@ -262,36 +265,54 @@ class FixedRows:
     def num_rows(self) -> int:
         return int(self.starts[-1])
 
-    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray]:
-        """``(file offset of each row, [(offset, length)] reads, read index of each row)``."""
+    def spans(self, rows: np.ndarray, gap: int = ROW_GAP_BYTES
+              ) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray]:
+        """``(file offset of each row, [(offset, length)] reads, read index of each row)``:
+        rows less than ``gap`` bytes apart share a read, a read spans at most
+        :data:`READ_SPAN_BYTES` (or one row)."""
         page = np.searchsorted(self.starts, rows, side="right") - 1
         offs = self.positions[page] + (rows - self.starts[page]) * self.row_bytes
         ends = offs + self.row_bytes
         new = np.ones(rows.size, dtype=np.bool_)
-        new[1:] = offs[1:] - ends[:-1] > ROW_GAP_BYTES
+        new[1:] = offs[1:] - ends[:-1] > gap
+        # a run longer than ``most`` is cut where its rows cross a multiple of ``most`` from its start
+        run_start = offs[np.flatnonzero(new)][np.cumsum(new) - 1]
+        part = (ends - run_start - 1) // max(READ_SPAN_BYTES, self.row_bytes)
+        new[1:] |= part[1:] != part[:-1]
         first = np.flatnonzero(new)
         last = np.append(first[1:], rows.size) - 1
         spans = [(int(offs[a]), int(ends[b] - offs[a])) for a, b in zip(first.tolist(), last.tolist())]
         return offs, spans, np.cumsum(new) - 1
 
-    def read_rows(self, rows: np.ndarray) -> np.ndarray:
-        """``uint8[n, row_bytes]`` of the sorted, distinct ``rows``, in one concurrent batch."""
+    def read_rows(self, rows: np.ndarray, gap: int = ROW_GAP_BYTES) -> np.ndarray:
+        """``uint8[n, row_bytes]`` of the sorted, distinct ``rows``: their reads (:meth:`spans`)
+        run concurrently, as many at a time as hold :data:`READ_WINDOW_BYTES` together."""
         rows = np.asarray(rows, dtype=np.int64)
         out = np.empty((rows.size, self.row_bytes), dtype=np.uint8)
         if rows.size == 0:
             return out
         if rows[0] < 0 or rows[-1] >= self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {rows[0]}..{rows[-1]} outside its {self.num_rows} rows")
-        offs, spans, which = self.spans(rows)
-        raws = _fetch([(self._read, span) for span in spans])
-        for i, (span, raw) in enumerate(zip(spans, raws)):
-            if len(raw) != span[1]:
-                raise CorruptIndexError(f"{self.path}: a read of {span[1]} bytes at {span[0]} gave {len(raw)} bytes; "
-                                        "the file is truncated")
-            sel = np.flatnonzero(which == i)
-            buf = np.frombuffer(raw, dtype=np.uint8)
-            rel = offs[sel] - span[0]
-            out[sel] = buf[rel[:, None] + np.arange(self.row_bytes)]
+        offs, spans, which = self.spans(rows, gap)
+        bounds = np.searchsorted(which, np.arange(len(spans) + 1))  # rows of read i: bounds[i]:bounds[i + 1]
+        w0 = 0
+        while w0 < len(spans):
+            w1, held = w0, 0
+            while w1 < len(spans) and (w1 == w0 or held + spans[w1][1] <= READ_WINDOW_BYTES):
+                held += spans[w1][1]
+                w1 += 1
+            raws = _fetch([(self._read, span) for span in spans[w0:w1]])
+            for i, raw in zip(range(w0, w1), raws):
+                span = spans[i]
+                if len(raw) != span[1]:
+                    raise CorruptIndexError(f"{self.path}: a read of {span[1]} bytes at {span[0]} gave {len(raw)} "
+                                            "bytes; the file is truncated")
+                r0, r1 = int(bounds[i]), int(bounds[i + 1])
+                buf = np.frombuffer(raw, dtype=np.uint8)
+                rel = offs[r0:r1] - span[0]
+                out[r0:r1] = buf[rel[:, None] + np.arange(self.row_bytes)]
+            del raws
+            w0 = w1
         return out
 
 

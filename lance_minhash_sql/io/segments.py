@@ -33,7 +33,7 @@ from lance.file import LanceFileReader, LanceFileSession
 
 from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
-from lance_minhash_sql.core.tuning import MAPPED_MAX_ROWS
+from lance_minhash_sql.core.tuning import MAPPED_MAX_ROWS, ROW_GAP_BYTES
 from lance_minhash_sql.io.chunks import FixedRows, chunked_column, fixed_rows, layout_problem, read_columns, rows_problem
 from lance_minhash_sql.io.mapped import MappedColumn, MappedRows, map_file, mapped_column, mapped_rows
 from lance_minhash_sql.io.details import params_from_hex
@@ -154,15 +154,15 @@ class SegmentFiles:
     def direct_signatures(self) -> bool:
         return self.signature_map is not None or self.signature_rows is not None
 
-    def read_signature_rows(self, docs: np.ndarray) -> np.ndarray:
-        """``uint16[m, k]`` signatures of sorted, distinct ``docs``: byte ranges of nearby
-        rows, read concurrently (object stores), else Lance's take."""
+    def read_signature_rows(self, docs: np.ndarray, gap: int = ROW_GAP_BYTES) -> np.ndarray:
+        """``uint16[m, k]`` signatures of sorted, distinct ``docs``: byte ranges of rows less
+        than ``gap`` bytes apart, read concurrently (object stores), else Lance's take."""
         if self.signature_map is not None:
             return self.signature_map.read_rows(docs)
         if self.signature_rows is None:
             return self.read_signatures(docs)
         k = self.params.num_hashes
-        return self.signature_rows.read_rows(docs).view("<u2").reshape(-1, k).astype(np.uint16, copy=False)
+        return self.signature_rows.read_rows(docs, gap).view("<u2").reshape(-1, k).astype(np.uint16, copy=False)
 
     def read_band_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(band_key, doc_id)`` of sorted, distinct band ``rows`` in one batch of reads."""

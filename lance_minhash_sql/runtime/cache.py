@@ -20,13 +20,14 @@ are not cached here: ``duck/storage.py`` keeps them only while their connection 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from lance_minhash_sql.core.sizes import parse_bytes
 
@@ -39,6 +40,7 @@ __all__ = [
     "segment_cache",
     "cache_capacity",
     "set_cache_capacity",
+    "capped_cache",
     "cache_usage",
     "cache_info",
     "clear_cache",
@@ -239,6 +241,18 @@ def set_cache_capacity(nbytes: int) -> int:
     old = cache.capacity
     cache.set_capacity(_check_capacity(nbytes))
     return old
+
+
+@contextlib.contextmanager
+def capped_cache(nbytes: int) -> Iterator[None]:
+    """Inside the block the segment cache holds at most ``nbytes`` (what it held beyond is
+    let go at once); its capacity is given back afterwards. A task that must stay within a
+    budget reads its segments in ranged reads rather than whole into memory beside it."""
+    old = set_cache_capacity(min(cache_capacity(), int(nbytes)))
+    try:
+        yield
+    finally:
+        set_cache_capacity(old)
 
 
 def cache_usage() -> int:
