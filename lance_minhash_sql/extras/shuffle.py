@@ -76,6 +76,7 @@ from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rs
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
 from lance_minhash_sql.runtime.cache import capped_cache
+from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
@@ -152,7 +153,8 @@ class _Task:
     task's budget (what it held beyond is let go), so a segment is not read whole into
     memory beside the budget: its reads stay ranged, and sequential where they are dense
     (:mod:`lance_minhash_sql.io.chunks`). The cache's capacity is given back afterwards
-    (:func:`lance_minhash_sql.runtime.cache.capped_cache`)."""
+    (:func:`lance_minhash_sql.runtime.cache.capped_cache`), and the heap's free pages are
+    handed back to the OS, so what a task freed does not stay in its worker's RSS."""
 
     def __init__(self, job: _Job):
         self.cap = capped_cache(job.limit // SHUFFLE_CACHE_SHARE)
@@ -166,6 +168,7 @@ class _Task:
 
     def __exit__(self, *exc) -> None:
         self.cap.__exit__(*exc)
+        release_memory()  # the heap's freed pages back to the OS: the worker's next task starts low
 
     def done(self, **counts) -> dict:
         return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
