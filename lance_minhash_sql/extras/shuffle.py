@@ -148,13 +148,10 @@ def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job
 
 class _Task:
     """A task's meter (``with _Task(job) as meter:``): its seconds, CPU seconds, RSS at its
-    start and peak RSS (the process's high-water mark reset at the start). While the task
-    runs, the worker's segment cache holds at most ``1 / SHUFFLE_CACHE_SHARE`` of the
-    task's budget (what it held beyond is let go), so a segment is not read whole into
-    memory beside the budget: its reads stay ranged, and sequential where they are dense
-    (:mod:`lance_minhash_sql.io.chunks`). The cache's capacity is given back afterwards
-    (:func:`lance_minhash_sql.runtime.cache.capped_cache`), and the heap's free pages are
-    handed back to the OS, so what a task freed does not stay in its worker's RSS."""
+    start and peak RSS (the high-water mark reset at the start). Meanwhile the worker's
+    segment cache holds at most ``1 / SHUFFLE_CACHE_SHARE`` of the budget
+    (:func:`lance_minhash_sql.runtime.cache.capped_cache`: no segment read whole beside
+    it); at the end the heap's free pages go back to the OS."""
 
     def __init__(self, job: _Job):
         self.cap = capped_cache(job.limit // SHUFFLE_CACHE_SHARE)
