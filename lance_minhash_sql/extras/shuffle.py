@@ -46,10 +46,10 @@ request task its shard's slices, a signature task one block (and its run's reque
 bytes per doc asked: these grow with the segment, not with the budget), a verify task one
 pool and one shard's rows. While a task runs, its worker's segment cache
 (``LANCE_MINHASH_CACHE_BYTES``, 1 GiB by default) holds at most an eighth of the budget
-(:data:`SHUFFLE_CACHE_SHARE`), so on an object store a segment is not read whole into
-memory beside the budget: a signature task reads its candidates in ranged reads that
-follow the file in order where the candidates are dense. Stages run one after the other (each needs all of the previous one's output);
-Ray spills objects to its workers' local disks when its object store is full.
+(:data:`SHUFFLE_CACHE_SHARE`), so on an object store no segment is read whole beside
+the budget: a signature task's dense requests are ranged reads in file order. Stages run
+one after the other (each needs all of the previous one's output); Ray spills objects to
+its workers' local disks when its object store is full.
 
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
 rows per stage, bytes shuffled, signature rows read, the largest pool, and per stage the
@@ -75,11 +75,11 @@ from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, 
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset, options_for
-from lance_minhash_sql.runtime.cache import capped_cache
-from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
+from lance_minhash_sql.runtime.cache import capped_cache
+from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, memory_limit_bytes,
                                                 pool_bytes, pool_rows, shard_links, shard_rows)
 from lance_minhash_sql.selfjoin.parent import UnionFind

@@ -267,22 +267,21 @@ class FixedRows:
 
     def spans(self, rows: np.ndarray, gap: int = ROW_GAP_BYTES
               ) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray]:
-        """``(file offset of each row, [(offset, length)] reads, read index of each row)``:
-        rows less than ``gap`` bytes apart share a read, a read spans at most
-        :data:`READ_SPAN_BYTES` (or one row)."""
+        """``(file offset of each row, [(offset, length)] reads, bounds)``, the rows of read
+        ``i`` being ``bounds[i]:bounds[i + 1]``: rows less than ``gap`` bytes apart share a
+        read, a read spans at most :data:`READ_SPAN_BYTES` (or one row)."""
         page = np.searchsorted(self.starts, rows, side="right") - 1
         offs = self.positions[page] + (rows - self.starts[page]) * self.row_bytes
         ends = offs + self.row_bytes
         new = np.ones(rows.size, dtype=np.bool_)
         new[1:] = offs[1:] - ends[:-1] > gap
-        # a run longer than ``most`` is cut where its rows cross a multiple of ``most`` from its start
-        run_start = offs[np.flatnonzero(new)][np.cumsum(new) - 1]
+        # a longer run is cut where its rows cross a multiple of READ_SPAN_BYTES from its start
+        run_start = offs[new][np.cumsum(new) - 1]
         part = (ends - run_start - 1) // max(READ_SPAN_BYTES, self.row_bytes)
         new[1:] |= part[1:] != part[:-1]
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], rows.size) - 1
-        spans = [(int(offs[a]), int(ends[b] - offs[a])) for a, b in zip(first.tolist(), last.tolist())]
-        return offs, spans, np.cumsum(new) - 1
+        bounds = np.append(np.flatnonzero(new), rows.size)
+        spans = [(int(offs[a]), int(ends[b - 1] - offs[a])) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+        return offs, spans, bounds
 
     def read_rows(self, rows: np.ndarray, gap: int = ROW_GAP_BYTES) -> np.ndarray:
         """``uint8[n, row_bytes]`` of the sorted, distinct ``rows``: their reads (:meth:`spans`)
@@ -293,8 +292,7 @@ class FixedRows:
             return out
         if rows[0] < 0 or rows[-1] >= self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {rows[0]}..{rows[-1]} outside its {self.num_rows} rows")
-        offs, spans, which = self.spans(rows, gap)
-        bounds = np.searchsorted(which, np.arange(len(spans) + 1))  # rows of read i: bounds[i]:bounds[i + 1]
+        offs, spans, bounds = self.spans(rows, gap)
         w0 = 0
         while w0 < len(spans):
             w1, held = w0, 0
