@@ -19,21 +19,14 @@ from lance_minhash_sql.core import errors
 from lance_minhash_sql.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 
 if TYPE_CHECKING:
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.api.entries import build_index, clusters, dedup, join, keep_flags, pairs
     from lance_minhash_sql.duck.install import connect, install
     from lance_minhash_sql.faces.warmup import warmup
     from lance_minhash_sql.query.topk import search, search_ids
-    from lance_minhash_sql.selfjoin.clusters import clusters
-    from lance_minhash_sql.selfjoin.dedup import dedup
-    from lance_minhash_sql.selfjoin.join import join
-    from lance_minhash_sql.selfjoin.pairs import pairs
-    from lance_minhash_sql.selfjoin.dedup import keep_flags
     from lance_minhash_sql.lifecycle.optimize import optimize
     from lance_minhash_sql.lifecycle.prewarm import prewarm
     from lance_minhash_sql.diagnostics.report import report
     from lance_minhash_sql.runtime.cache import cache_info, clear_cache, set_cache_capacity
-    from lance_minhash_sql.extras.distributed import build_index_distributed, clusters_distributed, pairs_distributed
-    from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.diagnostics.plots import save_plots
     from lance_minhash_sql.faces.review import review
@@ -57,11 +50,6 @@ __all__ = [
     "set_cache_capacity",
     "cache_info",
     "clear_cache",
-    "build_index_distributed",
-    "pairs_distributed",
-    "clusters_distributed",
-    "pairs_shuffled",
-    "clusters_shuffled",
     "write_corpus",
     "save_plots",
     "review",
@@ -71,26 +59,21 @@ __all__ = [
 _LAZY = {
     "install": "lance_minhash_sql.duck.install",
     "connect": "lance_minhash_sql.duck.install",
-    "build_index": "lance_minhash_sql.build.builder",
+    "build_index": "lance_minhash_sql.api.entries",
     "search": "lance_minhash_sql.query.topk",
     "search_ids": "lance_minhash_sql.query.topk",
-    "pairs": "lance_minhash_sql.selfjoin.pairs",
-    "clusters": "lance_minhash_sql.selfjoin.clusters",
-    "dedup": "lance_minhash_sql.selfjoin.dedup",
-    "join": "lance_minhash_sql.selfjoin.join",
+    "pairs": "lance_minhash_sql.api.entries",
+    "clusters": "lance_minhash_sql.api.entries",
+    "dedup": "lance_minhash_sql.api.entries",
+    "join": "lance_minhash_sql.api.entries",
     "warmup": "lance_minhash_sql.faces.warmup",
-    "keep_flags": "lance_minhash_sql.selfjoin.dedup",
+    "keep_flags": "lance_minhash_sql.api.entries",
     "optimize": "lance_minhash_sql.lifecycle.optimize",
     "prewarm": "lance_minhash_sql.lifecycle.prewarm",
     "report": "lance_minhash_sql.diagnostics.report",
     "set_cache_capacity": "lance_minhash_sql.runtime.cache",
     "cache_info": "lance_minhash_sql.runtime.cache",
     "clear_cache": "lance_minhash_sql.runtime.cache",
-    "build_index_distributed": "lance_minhash_sql.extras.distributed",
-    "pairs_distributed": "lance_minhash_sql.extras.distributed",
-    "clusters_distributed": "lance_minhash_sql.extras.distributed",
-    "pairs_shuffled": "lance_minhash_sql.extras.shuffle",
-    "clusters_shuffled": "lance_minhash_sql.extras.shuffle",
     "write_corpus": "lance_minhash_sql.faces.corpus",
     "save_plots": "lance_minhash_sql.diagnostics.plots",
     "review": "lance_minhash_sql.faces.review",

@@ -1,7 +1,7 @@
 """The package's structure rules, checked on its source:
 
 * imports flow one way, along :data:`LAYER_ORDER` (core <- kernels <- runtime <- io <- index <- build
-  <- selfjoin <- query <- lifecycle <- diagnostics <- extras <- duck <- faces); every module but the
+  <- selfjoin <- query <- lifecycle <- diagnostics <- extras <- api <- duck <- faces); every module but the
   package root lives in a layer; kernels are pure numpy + numba (and core's format and tuning
   constants);
 * only io/ touches Lance: no ``import lance``, ``LanceFileReader`` or ``_take_rows``
@@ -27,7 +27,7 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "lance_minhash_sql"
 LAYER_ORDER = ["core", "kernels", "runtime", "io", "index", "build", "selfjoin", "query", "lifecycle", "diagnostics",
-               "extras", "duck", "faces"]
+               "extras", "api", "duck", "faces"]
 LANCE_PEERS = {"faces/bench.py"}  # runs Lance itself as a benchmark peer
 LANCE_ONLY_NAMES = ("_take_rows", "LanceFileReader")
 # members of pylance's dataset and fragment objects, and the names such objects go by

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,35 @@ def check_verify(value: Any) -> str:
     return check_choice("verify", value, VERIFY_MODES, "a verification",
                         "'estimate' (the MinHash estimate reaches the threshold, the default) or 'exact' (the exact "
                         "shingle Jaccard reaches it; candidates taken down to a margin under the threshold)")
+
+
+def verify_or_exact(verify: Any, exact: Any) -> str:
+    """``verify`` checked, ``exact`` being its older spelling: ``exact := true`` is
+    ``verify := 'exact'`` (a :class:`FutureWarning` says so; it gives the exact Jaccard of
+    every pair it keeps, which the older rule did too).
+
+    >>> verify_or_exact("estimate", False)
+    'estimate'
+    """
+    verify = check_verify(verify)
+    if check_bool("exact", exact):
+        warnings.warn("exact := true is verify := 'exact': pass verify := 'exact' (exact is going away)",
+                      FutureWarning, stacklevel=3)
+        return "exact"
+    return verify
+
+
+EXECUTORS = ("local", "ray")  # selfjoin/executor.py (this process), extras/ray_executor.py (Ray tasks)
+
+
+def check_executor(value: Any) -> str:
+    """Where a self-join or a build runs: one of :data:`EXECUTORS` (case-insensitive).
+
+    >>> check_executor("Ray")
+    'ray'
+    """
+    return check_choice("executor", value, EXECUTORS, "an executor",
+                        "'local' (this process, the default) or 'ray' (Ray tasks on the running cluster)")
 
 
 def check_clustering_verify(clustering: Any, verify: Any) -> tuple[str, str]:

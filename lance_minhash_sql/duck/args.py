@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.core.checks import check_bool, check_clustering, check_int, check_verify
+from lance_minhash_sql.core.checks import check_bool, check_clustering, check_int, check_verify, verify_or_exact
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import TokenizerParams
 
@@ -108,6 +108,19 @@ def clustering(fn: str, value: Any) -> str:
 def verify(fn: str, value: Any) -> str:
     """'estimate' or 'exact' (:func:`lance_minhash_sql.core.checks.check_verify`)."""
     return prefixed(fn, check_verify, value)
+
+
+def verify_exact(fn: str, value: Any, exact: Any) -> str:
+    """``verify``, with ``exact := true`` as its older spelling
+    (:func:`lance_minhash_sql.core.checks.verify_or_exact`)."""
+    return prefixed(fn, verify_or_exact, value, False if exact is None else exact)
+
+
+def executor(fn: str, name: Any, ray_address: Any):
+    """The executor named ``name`` (:func:`lance_minhash_sql.api.entries.executor_of`)."""
+    from lance_minhash_sql.api.entries import executor_of
+
+    return prefixed(fn, executor_of, "local" if name is None else name, ray_address)
 
 
 def text(fn: str, name: str, value: Any) -> str:

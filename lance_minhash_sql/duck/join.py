@@ -2,7 +2,7 @@
 
 As for ``minhash_pairs`` (:mod:`.pairs`): ``_lms_join_plan(...)`` (constant-folded at
 plan time) plans the shards of both datasets' current versions
-(:func:`..index.join.join_shards`, kept in a process-wide cache keyed by both URIs,
+(:func:`lance_minhash_sql.selfjoin.join_shards.join_shards`, kept in a process-wide cache keyed by both URIs,
 versions, columns, the threshold, the shard count and both storage tokens) and returns a
 SQL text for ``query()``: a ``UNION ALL`` of one branch per shard, each calling
 ``_lms_join_shard(...)`` (``side_effects``: run at execution) with the versions the
@@ -13,7 +13,8 @@ DuckDB runs the ``UNION ALL`` branches of a statement whose result keeps its ord
 plain ``SELECT`` fetched to Arrow or Python) one after another, on one thread at a time
 (measured, duckdb 2.0.1: 8 branches of 0.2 s take 1.6 s; 0.8 s under ``count(*)`` or
 ``ORDER BY``). So each call joins its shard's key range in parts on
-``numba.get_num_threads()`` threads itself (:func:`..index.join.shard_join`).
+``numba.get_num_threads()`` threads itself (the local executor's ``join_shard``,
+``selfjoin/executor.py``), or waits for the Ray task that joins it (``executor := 'ray'``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from functools import partial
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
-from lance_minhash_sql.duck.args import Udf, flag, prefixed, require, scalar_rows
-from lance_minhash_sql.duck.args import verify as verify_of
+from lance_minhash_sql.duck.args import Udf, executor as executor_of, prefixed, require, scalar_rows
+from lance_minhash_sql.duck.args import verify as verify_of, verify_exact
 from lance_minhash_sql.duck.pairs import MAX_SQL_SHARD_PAIRS
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, rows_type
 from lance_minhash_sql.duck.sqltext import literal
@@ -41,10 +42,10 @@ _PLANS = ByteCache.for_objects("SQL join plans", 64)  # both sides' uris, versio
 
 def join_sql(args: tuple, num_shards: int) -> str:
     """The SQL that ``query()`` runs for one ``minhash_join`` call: one branch per shard.
-    ``args``: left, right, column, right column, threshold, exact, left version, right
-    version, left storage token, right storage token, verify."""
-    head = ", ".join(literal(a) for a in args[:8])
-    tail = ", ".join(literal(a) for a in args[8:])
+    ``args``: left, right, column, right column, threshold, left version, right version,
+    left storage token, right storage token, verify, executor, ray address."""
+    head = ", ".join(literal(a) for a in args[:7])
+    tail = ", ".join(literal(a) for a in args[7:])
     return " UNION ALL ".join(
         f"SELECT unnest(_lms_join_shard({head}, {s}, {num_shards}, {tail}), recursive := true)"
         for s in range(num_shards))
@@ -52,7 +53,7 @@ def join_sql(args: tuple, num_shards: int) -> str:
 
 def _plan(left, right, column, right_column, threshold, left_token, right_token, versions=None, num_shards=None,
           memory_limit=None):
-    from lance_minhash_sql.selfjoin.join import join_shards
+    from lance_minhash_sql.selfjoin.join_shards import join_shards
 
     lopt, ropt = options_of(left_token), options_of(right_token)
     if versions is not None:  # the versions the statement started on
@@ -66,27 +67,25 @@ def _plan(left, right, column, right_column, threshold, left_token, right_token,
 
 
 def join_plan(left, right, column, right_column, threshold, exact, left_storage, right_storage,
-              memory_limit, verify) -> pa.Array:
+              memory_limit, verify, executor, ray_address) -> pa.Array:
     out = []
     for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
-                        exact=exact, ls=left_storage, rs=right_storage, memory_limit=memory_limit, verify=verify):
-        require(_FN, row, "left", "right", "column", "exact")
-        exact_ = flag(_FN, "exact", row["exact"])
-        verify_ = verify_of(_FN, row["verify"])
+                           exact=exact, ls=left_storage, rs=right_storage, memory_limit=memory_limit, verify=verify,
+                           executor=executor, ray_address=ray_address):
+        require(_FN, row, "left", "right", "column")
+        verify_ = verify_exact(_FN, row["verify"], row["exact"])
+        run = executor_of(_FN, row["executor"], row["ray_address"])
         shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"], row["ls"],
                        row["rs"], memory_limit=row["memory_limit"])
         p = shards[0].plan
-        args = (p.left.uri, p.right.uri, p.left.column, p.right.column, p.threshold, exact_, p.left.version,
-                p.right.version, row["ls"], row["rs"], verify_)
-        _PLANS.put(args[:5] + args[6:10] + (len(shards),), shards)
+        args = (p.left.uri, p.right.uri, p.left.column, p.right.column, p.threshold, p.left.version,
+                p.right.version, row["ls"], row["rs"], verify_, run.name, row["ray_address"])
+        _PLANS.put(args[:9] + (len(shards),), shards)
         out.append(join_sql(args, len(shards)))
     return pa.array(out, pa.string())
 
 
-def _shard_columns(shard, exact: bool, verify: str) -> list[pa.Array] | None:
-    from lance_minhash_sql.runtime.threads import num_threads
-    from lance_minhash_sql.selfjoin.join import shard_join
-
+def _shard_columns(shard, verify: str, run, left_token, right_token) -> list[pa.Array] | None:
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
             f"{_FN}: shard {shard.index} of {shard.num_shards} holds more than {MAX_SQL_SHARD_PAIRS:,} pairs at "
@@ -94,16 +93,16 @@ def _shard_columns(shard, exact: bool, verify: str) -> list[pa.Array] | None:
             "SQL result. Stream them with lance-minhash join ... --output pairs.parquet or the Python join(), "
             "or raise the threshold")
 
-    return collect_columns(shard_join(shard, exact=exact, threads=num_threads(), verify=verify), MAX_SQL_SHARD_PAIRS,
-                           too_many)
+    return collect_columns(run.join_shard(shard, verify, options_of(left_token), options_of(right_token)),
+                           MAX_SQL_SHARD_PAIRS, too_many)
 
 
-def join_shard(left, right, column, right_column, threshold, exact, left_version, right_version, shard,
-               num_shards, left_storage, right_storage, verify) -> pa.Array:
+def join_shard(left, right, column, right_column, threshold, left_version, right_version, shard,
+               num_shards, left_storage, right_storage, verify, executor, ray_address) -> pa.Array:
     out = []
     for row in scalar_rows(_FN, left=left, right=right, column=column, right_column=right_column, threshold=threshold,
-                        exact=exact, lv=left_version, rv=right_version, shard=shard, n=num_shards, ls=left_storage,
-                        rs=right_storage, verify=verify):
+                           lv=left_version, rv=right_version, shard=shard, n=num_shards, ls=left_storage,
+                           rs=right_storage, verify=verify, executor=executor, ray_address=ray_address):
         n = int(row["n"])
         key = (row["left"], row["right"], row["column"], row["right_column"], row["threshold"], int(row["lv"]),
                int(row["rv"]), row["ls"], row["rs"], n)
@@ -112,16 +111,15 @@ def join_shard(left, right, column, right_column, threshold, exact, left_version
             shards = _plan(row["left"], row["right"], row["column"], row["right_column"], row["threshold"],
                            row["ls"], row["rs"], versions=(int(row["lv"]), int(row["rv"])), num_shards=n)
             _PLANS.put(key, shards)
-        out.append(_shard_columns(shards[int(row["shard"])], flag(_FN, "exact", row["exact"]),
-                                  verify_of(_FN, row["verify"])))
+        out.append(_shard_columns(shards[int(row["shard"])], verify_of(_FN, row["verify"]),
+                                  executor_of(_FN, row["executor"], row["ray_address"]), row["ls"], row["rs"]))
     return lists_of_columns(out, _JOIN_ARROW)
 
 
 JOIN_UDFS: tuple[Udf, ...] = (
     Udf("_lms_join_plan", join_plan,
-             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR",
-              "VARCHAR"), "VARCHAR", False),
+        ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN") + ("VARCHAR",) * 6, "VARCHAR", False),
     Udf("_lms_join_shard", join_shard,
-             ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BOOLEAN", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
-              "VARCHAR", "VARCHAR", "VARCHAR"), JOIN_TYPE, True),
+        ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "BIGINT", "BIGINT", "BIGINT", "BIGINT")
+        + ("VARCHAR",) * 5, JOIN_TYPE, True),
 )

@@ -1,8 +1,8 @@
-"""Distributed build, pairs and clusters on Ray (the ``ray`` extra).
+"""The build on Ray, and the connection to Ray that every Ray task of the package uses
+(the ``ray`` extra; ``extras/ray_executor.py`` is the executor that calls them).
 
->>> from lance_minhash_sql.extras.distributed import build_index_distributed  # doctest: +SKIP
->>> build_index_distributed("corpus.lance", "text", fragment_groups=4)  # doctest: +SKIP
->>> for batch in pairs_distributed("corpus.lance", "text", 0.8): ...  # doctest: +SKIP
+>>> import lance_minhash_sql as lms
+>>> lms.build_index("corpus.lance", "text", executor="ray")  # doctest: +SKIP
 
 **Build.** The driver validates everything once — dataset, column, parameters
 (:meth:`MinHashParams.create`), index name, and the fragment groups (non-empty, disjoint,
@@ -29,24 +29,11 @@ died, is in the message): the driver names each task's segment before it starts,
 also removes what the dead task had written, and build tasks are not retried (a retry
 would race the dead task's writes). Rerun the build once the cluster is healthy.
 
-**Pairs and clusters.** The driver opens the index once and plans the key-range shards
-of :func:`.pairs.pair_shards` (the same number of shards as :func:`.pairs.pairs`); each
-task opens the dataset at the driver's version, plans the same shards and runs its
-shards: :func:`.pairs.shard_pairs` (pairs) or :func:`.clusters.shard_links` (clusters).
-
-* ``pairs_distributed`` returns each task's record batches through Ray's object store
-  and yields them in shard order, with at most ``max_in_flight`` tasks submitted and not
-  yet consumed: the driver holds the results of those tasks only, never all pairs; the
-  output is batch for batch the output of :func:`.pairs.pairs`. (Chosen over Parquet
-  parts in an output folder: no shared file system is needed and the stream is
-  identical; a task holds its shards' pairs until the driver takes them, so more shards
-  per task cost more memory per task.)
-* ``clusters_distributed``: each task returns its shards' verified links as global doc
-  ids; the driver unions them as they arrive (:func:`.clusters.components`) and returns
-  the table :func:`.clusters.clusters` returns.
-
-**Where it runs.** ``ray_address=None`` uses the running Ray instance or starts a local
-one (``ray.init()``); ``"auto"`` or ``"ray://host:10001"`` joins a cluster. Tasks receive
+**Where it runs** (:func:`connect_ray`): the Ray instance already initialised in this
+process; else the address given (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``);
+else ``RAY_ADDRESS`` from the environment; else a running cluster on this machine
+(``"auto"``). A local Ray is never started from this process: ``ray.init()`` would fork
+it, and Lance is not fork-safe; ``ray start --head`` starts one. Tasks receive
 the dataset URI, the version and ``storage_options`` as arguments, so object-store URIs
 work when every worker can reach the store with those options. Every worker needs this
 package (and pylance) installed; local workers inherit the driver's environment.
@@ -61,28 +48,22 @@ import os
 import time
 import uuid as uuidlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.build.builder import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir,
                                              prepare_build, sign_fragments)
-from lance_minhash_sql.core.checks import check_bool, check_int
+from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
-from lance_minhash_sql.core.tuning import MAX_SHARDS
 from lance_minhash_sql.index.spill import plan_sort
 from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.scan import fragment_rows, open_dataset, options_for, uri_of, version_of
 from lance_minhash_sql.lifecycle.optimize import optimize
-from lance_minhash_sql.selfjoin.clusters import components, shard_links
-from lance_minhash_sql.selfjoin.pairs import shard_pairs
-from lance_minhash_sql.selfjoin.shards import pair_shards, plan_shards, run_together
 
-__all__ = ["build_index_distributed", "pairs_distributed", "clusters_distributed", "fragment_groups_of", "connect_ray",
-           "remote_function", "task_cause", "RAY_INSTALL"]
+__all__ = ["build_distributed", "fragment_groups_of", "connect_ray", "remote_function", "task_cause", "RAY_INSTALL"]
 
 # the package installs from its repository (README), so the hint names the package itself
 RAY_INSTALL = "pip install 'ray>=2.9' (in a clone of this repository: pip install -e '.[ray]')"
@@ -103,15 +84,21 @@ def _ray():
 
 
 def connect_ray(ray_address: str | None):
-    """The ``ray`` module, connected: to ``ray_address``, or the running Ray instance (else
-    a local one) when None."""
+    """The ``ray`` module, connected (module doc, *Where it runs*)."""
     ray = _ray()
     if ray_address is not None and (not isinstance(ray_address, str) or not ray_address.strip()):
         raise InvalidParameterError(
             f"ray_address={ray_address!r} must be a Ray address such as 'auto' or 'ray://head:10001', "
-            "or None for the running Ray instance (else a local one)")
-    if not ray.is_initialized():
-        ray.init(address=ray_address)
+            "or NULL for the Ray instance of this process, else RAY_ADDRESS, else the cluster running here")
+    if ray.is_initialized():
+        return ray
+    address = ray_address or os.environ.get("RAY_ADDRESS") or "auto"
+    try:
+        ray.init(address=address)
+    except ConnectionError as exc:
+        raise DistributedTaskError(
+            f"no Ray cluster answers at {address!r} ({str(exc).strip().splitlines()[0]}); start one with "
+            "'ray start --head', or give its address: ray_address := 'ray://head:10001' (or RAY_ADDRESS)") from None
     return ray
 
 
@@ -244,7 +231,7 @@ def _check_segments(ds, column: str, params: MinHashParams, groups: list[list[in
                 f"{sorted(g.seg.fragment_ids)}; nothing was committed", {tuple(group): "wrong fragments"})
 
 
-def build_index_distributed(dataset, column: str, *, fragment_groups=None, num_hashes: int = 128,
+def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes: int = 128,
                             num_bands: int | None = None, shingle_size: int = 3, threshold: float | None = None,
                             tokenizer=None, replace: bool = True, merge: bool = False, name: str | None = None,
                             memory_limit=None, temp_dir: str | None = None, storage_options: dict | None = None,
@@ -354,138 +341,3 @@ def _commit_segments(ds, index_name: str, column: str, params, groups, got, old_
         except FileNotFoundError:
             pass
     return new_ds, segs
-
-
-# --------------------------------------------------------------------------- pairs and clusters
-
-
-def _task_shards(uri: str, version: int, column: str, threshold: float, num_shards: int, storage_options,
-                 indices: list[int]):
-    ds = open_dataset(uri, storage_options, version)
-    shards = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)
-    return run_together([shards[i] for i in indices])  # this task's candidates only
-
-
-def _pairs_task(uri, version, column, threshold, num_shards, storage_options, indices, exact) -> list:
-    """The record batches of shards ``indices``, in shard order."""
-    return [b for s in _task_shards(uri, version, column, threshold, num_shards, storage_options, indices)
-            for b in shard_pairs(s, exact=exact)]
-
-
-def _links_task(uri, version, column, threshold, num_shards, storage_options, indices) -> list:
-    """``(kind, a, b)`` of shards ``indices``: their rows and their verified links, one
-    array pair per kind and shard."""
-    out = []
-    for s in _task_shards(uri, version, column, threshold, num_shards, storage_options, indices):
-        parts: dict[str, list] = {"rows": [], "links": []}
-        for kind, a, b in shard_links(s):
-            parts[kind].append((a, b))
-        for kind, got in parts.items():
-            if got:
-                out.append((kind, np.concatenate([a for a, _ in got]), np.concatenate([b for _, b in got])))
-    return out
-
-
-def _check_optional(name: str, value: Any, example: str) -> int | None:
-    return None if value is None else check_int(name, value, f"e.g. {example}", 1, MAX_SHARDS)
-
-
-@dataclass(frozen=True)
-class _Job:
-    uri: str
-    version: int
-    column: str
-    threshold: float
-    num_shards: int
-    total_docs: int
-    groups: list  # shard indices per task
-
-
-def _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options) -> _Job:
-    num_shards = _check_optional("num_shards", num_shards, "64")
-    per_task = _check_optional("shards_per_task", shards_per_task, "4") or 1
-    shards = plan_shards(dataset, column, threshold, num_shards, storage_options)
-    first = shards[0]
-    n = len(shards)
-    groups = [list(range(s, min(s + per_task, n))) for s in range(0, n, per_task)]
-    return _Job(first.uri, int(first.version), column, first.threshold, n, first.plan.total_docs, groups)
-
-
-def _failed(job: _Job, what: str, failures: dict) -> DistributedTaskError:
-    detail = "; ".join(f"shards {list(k)}: {why}" for k, why in failures.items())
-    return DistributedTaskError(
-        f"{len(failures)} {what} task(s) on {job.column!r} of {job.uri!r} (version {job.version}) failed ({detail}); "
-        "no further results are given. Fix the cause and run again", failures)
-
-
-def pairs_distributed(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,
-                      num_shards: int | None = None, shards_per_task: int = 1, max_in_flight: int | None = None,
-                      storage_options: dict | None = None, ray_address: str | None = None
-                      ) -> Iterator[pa.RecordBatch]:
-    """:func:`.pairs.pairs` with the key-range shards run as Ray tasks (``shards_per_task``
-    consecutive shards each), yielded in shard order: the same batches as ``pairs()``.
-    At most ``max_in_flight`` tasks (default: twice the cluster's CPUs) are submitted
-    ahead of the consumer. Arguments are checked and the index opened when called.
-    Raises :class:`DistributedTaskError` naming the shards of a failed task."""
-    exact = check_bool("exact", exact)
-    in_flight = _check_optional("max_in_flight", max_in_flight, "8")
-    storage_options = options_for(dataset, storage_options)
-    job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
-    ray = connect_ray(ray_address)
-    in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-    task = remote_function(ray, _pairs_task)
-    return _stream_pairs(ray, task, job, exact, in_flight, storage_options)
-
-
-def _stream_pairs(ray, task, job: _Job, exact: bool, in_flight: int, storage_options) -> Iterator[pa.RecordBatch]:
-    refs: list = []
-    try:
-        for i, group in enumerate(job.groups):
-            while len(refs) < min(len(job.groups), i + in_flight):
-                g = job.groups[len(refs)]
-                refs.append(task.remote(job.uri, job.version, job.column, job.threshold, job.num_shards,
-                                        storage_options, g, exact))
-            try:
-                batches = ray.get(refs[i])
-            except Exception as exc:
-                raise _failed(job, "pairs", {tuple(group): task_cause(exc)}) from None
-            refs[i] = None  # the driver keeps no consumed result
-            yield from batches
-            del batches
-    finally:
-        for ref in refs:
-            if ref is not None:
-                ray.cancel(ref)
-
-
-def clusters_distributed(dataset, column: str, threshold: float = 0.8, *, num_shards: int | None = None,
-                         shards_per_task: int = 1, storage_options: dict | None = None,
-                         ray_address: str | None = None) -> pa.Table:
-    """:func:`.clusters.clusters` with each shard's verified links computed by a Ray task
-    and the union-find on the driver: the same table as ``clusters()``.
-    Raises :class:`DistributedTaskError` naming the shards of every failed task."""
-    storage_options = options_for(dataset, storage_options)
-    job = _plan_job(dataset, column, threshold, num_shards, shards_per_task, storage_options)
-    ray = connect_ray(ray_address)
-    task = remote_function(ray, _links_task)
-    refs = {task.remote(job.uri, job.version, job.column, job.threshold, job.num_shards, storage_options, g): g
-            for g in job.groups}
-    failures: dict[tuple, str] = {}
-
-    def arrived():
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                try:
-                    got = ray.get(ref)
-                except Exception as exc:
-                    failures[tuple(refs[ref])] = task_cause(exc)
-                    continue
-                yield from got
-                del got
-
-    table = components(job.total_docs, arrived())
-    if failures:
-        raise _failed(job, "clusters", failures)
-    return table

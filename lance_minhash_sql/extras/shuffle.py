@@ -2,15 +2,16 @@
 read once, in doc order, by the task of the segment that holds them, and sent to the
 shards that asked for them (``docs/distributed.md``, *The self-join as a shuffle*).
 
->>> from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled  # doctest: +SKIP
->>> for batch in pairs_shuffled("s3://bucket/corpus.lance", "text", 0.8, memory_limit="1GiB"): ...  # doctest: +SKIP
+>>> import lance_minhash_sql as lms
+>>> for batch in lms.pairs("s3://bucket/corpus.lance", "text", 0.8, memory_limit="1GiB", executor="ray"): ...  # doctest: +SKIP
 
 Every arrow below is Ray's object store (task returns and the items of streaming
 generator tasks): no file is written, no file system is shared, Ray schedules every
 task. The plan is the single-process plan under a budget (:mod:`.bounded`): the same
 key-range shards (:func:`.bounded.shard_rows` of ``memory_limit``), the same pool, the
-same verifiers, so the answers are those of :func:`.pairs.pairs` and
-:func:`.clusters.clusters`.
+same verifiers (:mod:`lance_minhash_sql.selfjoin.verify`, :mod:`lance_minhash_sql.selfjoin.links`),
+so the answers are those of the local executor in every mode. This module runs the stages;
+``extras/ray_executor.py`` is the executor that calls it.
 
 1. **Band tasks**, one per run (a segment, or the rows no segment covers): the run's band
    rows read key range by key range (``bands.lance`` is sorted by key, so this is one
@@ -69,12 +70,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
 from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE, SHUFFLE_CACHE_SHARE
 from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.io.scan import open_dataset, options_for
+from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
@@ -85,12 +85,13 @@ from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
-from lance_minhash_sql.selfjoin.clusters import MAX_REPS, data_links
-from lance_minhash_sql.selfjoin.pairs import pair_verifier
+from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
+from lance_minhash_sql.selfjoin.shingles import budget_sets
+from lance_minhash_sql.selfjoin.verify import pair_verifier
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
-from lance_minhash_sql.extras.distributed import connect_ray, remote_function, task_cause
+from lance_minhash_sql.extras.distributed import remote_function, task_cause
 
-__all__ = ["pairs_shuffled", "clusters_shuffled"]
+__all__ = ["shuffle_pairs", "shuffle_components"]
 
 _EMPTY_DOCS = readonly(np.empty(0, dtype=np.uint32))
 
@@ -110,6 +111,7 @@ class _Job:
     k: int
     max_docs: int  # candidates a pool holds
     block_rows: int  # signature rows a signature task reads at a time
+    rule: LinkRule | None = None  # how links are verified (clusters); None for pairs
 
     @property
     def runs(self) -> int:
@@ -135,15 +137,16 @@ class _Job:
         return Shard(index, self.shards, lo, hi, self.threshold, plan)
 
 
-def _job(dataset, column: str, threshold, memory_limit, storage_options) -> _Job:
+def _job(dataset, column: str, threshold, memory_limit, storage_options, rule: LinkRule | None = None) -> _Job:
     limit = memory_limit_bytes(memory_limit)
-    shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
+    with planning(rule):
+        shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
     plan = shards[0].plan
     k = plan.params.num_hashes
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k))
     return _Job(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, limit,
                 tuple((s.lo, s.hi) for s in shards), tuple(int(x) for x in plan.offsets), k, max_docs,
-                max(MIN_WINDOW_ROWS, max_docs // SHUFFLE_BLOCK_SHARE))
+                max(MIN_WINDOW_ROWS, max_docs // SHUFFLE_BLOCK_SHARE), rule)
 
 
 class _Task:
@@ -274,30 +277,35 @@ def _signatures(meter: _Task, job: _Job, run: int, sizes: list, requests: list):
 
 
 def _verify_task(job: _Job, indices: list, rows: list, infos: list, blocks: list, bound: int, what: str,
-                 exact: bool, verify: str):
+                 verify: str):
     """Stage 4: the record batches (``what="pairs"``) or ``(a, b)`` links of a group of
     consecutive shards ``indices`` over one pool, shard after shard, then the meter.
     ``rows``: refs of the shards' rows (read one shard at a time); ``infos``: the request
     tasks' counts; ``blocks``: refs of the group's signature objects, runs in order and
     each run's blocks in doc order (so the pool's docs ascend), at most ``bound`` docs."""
     with _Task(job) as meter:
-        yield from _verified(meter, job, indices, rows, infos, blocks, bound, what, exact, verify)
+        yield from _verified(meter, job, indices, rows, infos, blocks, bound, what, verify)
 
 
 def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, blocks: list, bound: int, what: str,
-                 exact: bool, verify: str):
+              verify: str):
     import ray
 
     POOL_STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
     plan = job.plan()
+    exact = verify == "exact"
+    if what == "pairs":
+        pairs_of = pair_verifier(verify, budget_sets(plan.opened, job.limit) if exact else None)
+    else:
+        links_of = link_verifier(job.rule, plan.opened, job.limit)
     over = len(indices) == 1 and infos[0]["over"]
     pool, out = 0, 0
     if over:
         shard = job.shard(plan, indices[0])
         if what == "pairs":
-            items = bounded_shard_pairs(shard, job.limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS, exact)
+            items = bounded_shard_pairs(shard, job.limit, pairs_of, DEFAULT_CHUNK_PAIRS, exact)
         else:
-            items = _over_pool_links(shard, job)
+            items = _over_pool_links(shard, job, links_of)
         for item in items:
             out += item.num_rows if what == "pairs" else int(item[1].size)
             yield item if what == "pairs" else (item[1], item[2])
@@ -325,24 +333,24 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
             if data is None:
                 continue
             if what == "pairs":
-                for batch in pair_verifier(verify)(shard, data, exact, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS)):
+                for batch in pairs_of(shard, data, exact, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS)):
                     out += batch.num_rows
                     yield batch
             else:
-                for _, a, b in data_links(shard, data):
+                for _, a, b in links_of(shard, data):
                     out += int(a.size)
                     yield a, b
             del data
     yield meter.done(pool=max(pool, POOL_STATS["max_pool_rows"]), out=out, over=over)
 
 
-def _over_pool_links(shard: Shard, job: _Job) -> Iterator[tuple]:
+def _over_pool_links(shard: Shard, job: _Job, links_of) -> Iterator[tuple]:
     """Links of a shard whose candidates exceed a pool, window by window as the single
     process takes such a shard (its candidates read where they lie, a bucket larger than
     a window linked in chunks of rows)."""
     got = read_multi(shard)
     if got is not None:
-        yield from shard_links(shard.plan, [(shard, None)], got, None, job.max_docs, data_links, MAX_REPS)
+        yield from shard_links(shard.plan, [(shard, None)], got, None, job.max_docs, links_of, job.rule.max_reps)
 
 
 def _rowid_task(job: _Job, gids: np.ndarray) -> tuple:
@@ -460,13 +468,13 @@ class _Run:
         self.groups, self.infos, self.rows_refs, self.blocks = groups, infos, rows_refs, blocks
         return len(groups)
 
-    def submit(self, g: int, what: str, exact: bool = False, verify: str = "estimate"):
+    def submit(self, g: int, what: str, verify: str = "estimate"):
         """Group ``g``'s verify task (a streaming generator)."""
         task = remote_function(self.ray, _verify_task, num_returns="streaming")
         shards = self.groups[g]
         bound = sum(self.infos[s]["candidates"] for s in shards)
         return task.remote(self.job, shards, [self.rows_refs[s] for s in shards], [self.infos[s] for s in shards],
-                           self.blocks[g], bound, what, exact, verify)
+                           self.blocks[g], bound, what, verify)
 
     def release(self, g: int) -> None:
         """Group ``g`` consumed: the driver drops its refs (Ray frees the objects)."""
@@ -509,33 +517,26 @@ class _Run:
             raise self._failed("verify", {"group": g}, exc) from None
 
 
-def pairs_shuffled(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, verify: str = "estimate",
-                   memory_limit=None, max_in_flight: int | None = None, storage_options: dict | None = None,
-                   ray_address: str | None = None, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
-    """The pairs of :func:`.pairs.pairs` (same rows, shard by shard) computed by the
-    shuffle of the module doc on Ray, each task within ``memory_limit`` (the byte-size
-    rule of :func:`.pairs.pairs`; the self-join's default). At most ``max_in_flight`` verify
-    tasks (default twice the cluster's CPUs) run ahead of the consumer. Arguments are
-    checked and the index opened when called; ``stats`` (a dict) is filled as the run
-    goes. Raises :class:`DistributedTaskError` naming the stage and the run or shard of a
-    failed task."""
-    exact = check_bool("exact", exact)
-    verify = check_verify(verify)
-    in_flight = None if max_in_flight is None else check_int("max_in_flight", max_in_flight, "e.g. 8", 1, 1 << 16)
-    storage_options = options_for(dataset, storage_options)
+def shuffle_pairs(ray, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options,
+                  in_flight: int | None = None, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
+    """The pairs of the self-join (same rows, shard by shard, as the local executor)
+    computed by the shuffle of the module doc on the connected ``ray``, each task within
+    ``memory_limit``. At most ``in_flight`` verify tasks (default twice the cluster's CPUs)
+    run ahead of the consumer. Arguments arrive checked; the index is opened when called;
+    ``stats`` (a dict) is filled as the run goes. Raises :class:`DistributedTaskError`
+    naming the stage and the run or shard of a failed task."""
     job = _job(dataset, column, threshold, memory_limit, storage_options)
-    ray = connect_ray(ray_address)
     in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-    return _stream_pairs(_Run(ray, job, stats), exact or verify == "exact", verify, in_flight)
+    return _stream_pairs(_Run(ray, job, stats), verify, in_flight)
 
 
-def _stream_pairs(run: _Run, exact: bool, verify: str, in_flight: int) -> Iterator[pa.RecordBatch]:
+def _stream_pairs(run: _Run, verify: str, in_flight: int) -> Iterator[pa.RecordBatch]:
     n = run.prepare()
     gens: list = []
     try:
         for g in range(n):
             while len(gens) < min(n, g + in_flight):
-                gens.append(run.submit(len(gens), "pairs", exact, verify))
+                gens.append(run.submit(len(gens), "pairs", verify))
             yield from run.results(g, gens[g])
             gens[g] = None
             run.release(g)  # the driver keeps nothing consumed
@@ -549,18 +550,15 @@ def _stream_pairs(run: _Run, exact: bool, verify: str, in_flight: int) -> Iterat
                     pass
 
 
-def clusters_shuffled(dataset, column: str, threshold: float = 0.8, *, memory_limit=None,
-                      storage_options: dict | None = None, ray_address: str | None = None,
-                      stats: dict | None = None) -> pa.Table:
-    """The table of :func:`.clusters.clusters` (components, estimated similarity)
-    computed by the shuffle of the module doc on Ray, each task within ``memory_limit``;
-    the driver holds the union-find (one ``int32`` a doc, or its share of ``memory_limit``
-    with the rest in a temporary file) and the table's members.
+def shuffle_components(ray, dataset, column: str, rule: LinkRule, memory_limit, storage_options,
+                       stats: dict | None = None) -> pa.Table:
+    """The components table of the links of ``rule`` (:mod:`lance_minhash_sql.selfjoin.links`)
+    computed by the shuffle of the module doc on the connected ``ray``, each task within
+    ``memory_limit``; the driver holds the union-find (one ``int32`` a doc, or its share of
+    ``memory_limit`` with the rest in a temporary file) and the table's members.
     Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
     task."""
-    storage_options = options_for(dataset, storage_options)
-    job = _job(dataset, column, threshold, memory_limit, storage_options)
-    ray = connect_ray(ray_address)
+    job = _job(dataset, column, rule.threshold, memory_limit, storage_options, rule)
     run = _Run(ray, job, stats)
     n = run.prepare()
     gens = [run.submit(g, "links") for g in range(n)]

@@ -167,14 +167,15 @@ def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
 
 
 def cmd_build(args) -> int:
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.api.entries import build_index
 
     tokenizer = args.tokenizer
     before = _compile_seconds()
     r = build_index(args.dataset, args.column, num_hashes=args.num_hashes, num_bands=args.num_bands,
                     shingle_size=args.shingle_size, threshold=args.threshold, tokenizer=tokenizer,
                     replace=not args.no_replace, memory_limit=args.memory_limit, progress=bars(args),
-                    storage_options=storage_options(args.storage_option))
+                    storage_options=storage_options(args.storage_option), executor=args.executor,
+                    ray_address=args.ray_address)
     print(f"built {r.index_name} on {r.column}: {r.rows_indexed:,} rows indexed "
           f"({r.rows_without_tokens:,} without tokens), k={r.num_hashes}, b={r.num_bands}, r={r.rows_per_band}, "
           f"shingle_size={r.shingle_size}; {r.segments} segment(s), {r.bytes / 2**20:.1f} MiB, "
@@ -215,12 +216,14 @@ def cmd_search(args) -> int:
 
 
 def cmd_pairs(args) -> int:
-    from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
+    from lance_minhash_sql.api.entries import pairs
+    from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 
     if args.output:
         check_output(args.output)
     batches = pairs(args.dataset, args.column, args.threshold, exact=args.exact, verify=args.verify,
-                    memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option))
+                    memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
+                    executor=args.executor, ray_address=args.ray_address)
     exact = args.exact or args.verify == "exact"
     total = stream_rows(batches, PAIRS_EXACT_SCHEMA if exact else PAIRS_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
@@ -229,14 +232,16 @@ def cmd_pairs(args) -> int:
 
 
 def cmd_join(args) -> int:
-    from lance_minhash_sql.selfjoin.join import JOIN_SCHEMA, join
+    from lance_minhash_sql.api.entries import join
+    from lance_minhash_sql.index.results import JOIN_SCHEMA
 
     if args.output:
         check_output(args.output)
     batches = join(args.left, args.right, args.column, args.threshold, exact=args.exact, verify=args.verify,
                    right_column=args.right_column, memory_limit=args.memory_limit,
                    left_storage_options=storage_options(args.left_storage_option),
-                   right_storage_options=storage_options(args.right_storage_option))
+                   right_storage_options=storage_options(args.right_storage_option), executor=args.executor,
+                   ray_address=args.ray_address)
     total = stream_rows(batches, JOIN_SCHEMA, args)
     where = f" written to {args.output}" if args.output else ""
     print(f"{total:,} (left, right) pairs at threshold {args.threshold:g}{where}")
@@ -246,13 +251,13 @@ def cmd_join(args) -> int:
 def cmd_clusters(args) -> int:
     import pyarrow.compute as pc
 
-    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.api.entries import clusters
 
     if args.output:
         check_output(args.output)
     table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
-                     memory_limit=args.memory_limit,
-                     storage_options=storage_options(args.storage_option))
+                     memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
+                     executor=args.executor, ray_address=args.ray_address)
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
@@ -261,14 +266,15 @@ def cmd_clusters(args) -> int:
 
 
 def cmd_dedup(args) -> int:
-    from lance_minhash_sql.selfjoin.dedup import dedup
+    from lance_minhash_sql.api.entries import dedup
 
     t0 = time.perf_counter()
     before = _compile_seconds()
     r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
               clustering=args.clustering, verify=args.verify, output=args.output,
               delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
-              storage_options=storage_options(args.storage_option))
+              storage_options=storage_options(args.storage_option), executor=args.executor,
+              ray_address=args.ray_address)
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
           f"({time.perf_counter() - t0:.1f}s{_compiled_since(before)})")

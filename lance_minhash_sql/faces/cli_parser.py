@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from lance_minhash_sql.core.checks import CLUSTERINGS, VERIFY_MODES
+from lance_minhash_sql.core.checks import CLUSTERINGS, EXECUTORS, VERIFY_MODES
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, KEEP_POLICIES
 
 __all__ = ["build_parser", "EXAMPLES"]
@@ -76,6 +76,13 @@ def verify_flag(p) -> None:
                         "shingle Jaccard does; candidates down to 4 standard deviations of the estimate under it)")
 
 
+def executor_flag(p) -> None:
+    p.add_argument("--executor", default="local", type=str.lower, choices=EXECUTORS,
+                   help="local (this process, default) or ray (Ray tasks on the running cluster: the same answer)")
+    p.add_argument("--ray-address", default=None,
+                   help="the Ray cluster for --executor ray (default: RAY_ADDRESS, else the cluster running here)")
+
+
 def clustering_flag(p) -> None:
     p.add_argument("--clustering", default="components", choices=CLUSTERINGS,
                    help="components (connected components, default) or star (every dropped row has a kept "
@@ -117,6 +124,7 @@ def _index_commands(sub) -> None:
     p.add_argument("--memory-limit", default=None, help="sort budget, bytes or e.g. 512MiB (default 64 MiB)")
     p.add_argument("--no-replace", action="store_true", help="fail if the column already has an index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    executor_flag(p)
     storage_flag(p)
 
     p = command(sub, "optimize", "bring a MinHash index up to date: index new rows, merge segments")
@@ -155,11 +163,12 @@ def _self_join_commands(sub) -> None:
         p.add_argument("--threshold", type=float, default=0.8, help=f"{link} (default 0.8)")
         p.add_argument("--output", default=None, help=output)
         p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+        executor_flag(p)
         return p
 
     p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
                   "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
-    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    p.add_argument("--exact", action="store_true", help="the older spelling of --verify exact")
     verify_flag(p)
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -172,10 +181,11 @@ def _self_join_commands(sub) -> None:
     p.add_argument("column", help="the text column of LEFT (and of RIGHT unless --right-column)")
     p.add_argument("--right-column", default=None, help="RIGHT's indexed text column, if named differently")
     p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
-    p.add_argument("--exact", action="store_true", help="add the exact shingle Jaccard; keep pairs reaching it too")
+    p.add_argument("--exact", action="store_true", help="the older spelling of --verify exact")
     verify_flag(p)
     p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+    executor_flag(p)
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     for side in ("left", "right"):

@@ -47,6 +47,7 @@ from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.clusters import linked_components
+from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.star import star_twins
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "keep_order", "keep_flags", "dedup"]
@@ -154,10 +155,11 @@ def keep_order(ds, uri: str, column: str, keep: str, order_by: str | None, cols:
 
 def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
                clustering: str = "components", verify: str = "estimate", memory_limit=None,
-               storage_options: dict | None = None) -> pa.Table:
+               storage_options: dict | None = None, executor: Executor = LOCAL) -> pa.Table:
     """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag,
     ordered by ``(cluster_id, _rowid)``. Rows not listed are in no cluster (always kept).
-    ``memory_limit``: what the clusters may hold (:func:`.clusters.clusters`).
+    ``memory_limit``: what the clusters may hold (:func:`.clusters.clusters`);
+    ``executor`` runs the components (:mod:`.executor`), the rest runs here.
 
     * ``clustering="components"``: :data:`DEDUP_SCHEMA`, one ``keep = true`` per cluster;
       with ``verify="exact"`` the clusters are the components of the exact pairs
@@ -179,7 +181,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
-    table = linked_components(ds, column, threshold, verify, memory_limit, storage_options, clustering)
+    table = linked_components(ds, column, threshold, verify, memory_limit, storage_options, clustering, executor)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
@@ -239,7 +241,7 @@ def _check_output(output, delete_in_place) -> str | None:
 def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
           clustering: str = "components", verify: str = "estimate", output: str | None = None,
           delete_in_place: bool = False, progress: bool = False, memory_limit=None,
-          storage_options: dict | None = None) -> DedupResult:
+          storage_options: dict | None = None, executor: Executor = LOCAL) -> DedupResult:
     """Remove the rows :func:`keep_flags` does not keep: all but one row of each
     near-duplicate cluster (``clustering="components"``), or every row similar to a kept
     row before it in keep order (``clustering="star"``).
@@ -263,7 +265,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
     flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, clustering=clustering, verify=verify,
-                       memory_limit=memory_limit, storage_options=storage_options)
+                       memory_limit=memory_limit, storage_options=storage_options, executor=executor)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
     rows = live_rows(ds)

@@ -49,26 +49,20 @@ batches in shard order.
 from __future__ import annotations
 
 import threading
-from functools import partial
 from typing import Iterator
 
-import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.checks import check_bool, check_int, check_verify
+from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold, check_verify
 from lance_minhash_sql.core.errors import InvalidParameterError
-from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.tuning import (DEFAULT_CHUNK_PAIRS, EXACT_BYTES, EXACT_CHUNK, MAX_SHARDS, SHARD_BAND_ROWS,
-                                           VISIT_BUDGET)
-from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.core.tuning import (DEFAULT_CHUNK_PAIRS, MAX_SHARDS, SHARD_BAND_ROWS)
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.io.scan import options_for
-from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, load_shard, pair_shards, plan_shards, shard_windows
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
+from lance_minhash_sql.selfjoin.verify import data_pairs
+from lance_minhash_sql.selfjoin.shards import Shard, load_shard, pair_shards, plan_shards
 
 __all__ = [
     "PAIRS_SCHEMA",
@@ -82,43 +76,12 @@ __all__ = [
     "shard_pairs",
     "pairs",
     "unbounded_pairs",
-    "data_pairs",
-    "pair_verifier",
 ]
 
 
 
 
 # --------------------------------------------------------------------------- pairs of a shard
-
-
-def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
-    return lance_similarity(eq, k).astype(np.float64)
-
-
-def _exact(plan: Plan, threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray,
-           shingles: ShingleSets | None):
-    """Exact shingle Jaccard of each pair (the rows' sets from ``shingles``, each row
-    fetched and shingled once while they fit its budget; a set of its own for this batch
-    when ``None``), :data:`EXACT_CHUNK` pairs at a time; the pairs with ``jaccard >=
-    threshold``."""
-    if shingles is None:
-        shingles = ShingleSets(plan.opened, EXACT_BYTES)
-    parts = []
-    for s in range(0, left.size, EXACT_CHUNK):
-        lft, rgt = left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK]
-        ids, offsets, hashes = shingles.sets(np.concatenate((lft, rgt)))
-        jac = pair_jaccard(offsets, hashes, readonly(np.searchsorted(ids, lft)), readonly(np.searchsorted(ids, rgt)))
-        keep = np.flatnonzero(jac >= threshold)
-        parts.append((keep + s, jac[keep]))
-    keep = np.concatenate([p[0] for p in parts])
-    jac = np.concatenate([p[1] for p in parts])
-    return left[keep], right[keep], sim[keep], jac
-
-
-def _pair_bound(data: ShardData) -> int:
-    m = (data.ends - data.starts).astype(np.int64)
-    return int((m * (m - 1) // 2).sum())
 
 
 def shard_pairs(shard: Shard, *, exact: bool = False, chunk_pairs: int = DEFAULT_CHUNK_PAIRS
@@ -146,85 +109,25 @@ def _shard_pairs(shard: Shard, exact: bool, chunk: int, stop: threading.Event | 
         yield from data_pairs(shard, data, exact, chunk, stop)
 
 
-def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None,
-               verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
-    """The verified pairs of a shard's loaded data (:func:`.shards.load_shard`, or a part of
-    a shard loaded under a memory budget, :mod:`.bounded`). ``verify="exact"``: candidates
-    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``).
-    ``shingles``: the rows' shingle sets, shared by the shards of one self-join
-    (:func:`pair_verifier`)."""
-    plan = shard.plan
-    k = plan.params.num_hashes
-    exact = exact or verify == "exact"
-    cap = max(1, min(chunk, _pair_bound(data)))
-    out_l = np.empty(cap, dtype=np.uint64)
-    out_r = np.empty(cap, dtype=np.uint64)
-    out_e = np.empty(cap, dtype=np.int32)
-    floor = exact_candidate_floor(shard.threshold, k) if verify == "exact" else shard.threshold
-    min_eq = min_matches(floor, k)
-    schema = PAIRS_EXACT_SCHEMA if exact else PAIRS_SCHEMA
-    fill = 0
-    for w in shard_windows(data):
-        cursor = new_cursor()
-        done = False
-        while not done:
-            n, done = pair_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.halves, w.slot, w.rowids, k,
-                                 plan.params.num_bands, min_eq, cursor, out_l[fill:], out_r[fill:], out_e[fill:],
-                                 VISIT_BUDGET)
-            fill += n
-            if stop is not None and stop.is_set():
-                return
-            if fill == cap:
-                yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k, shingles)
-                fill = 0
-    if fill:
-        yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k, shingles)
-
-
-def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, out_r, out_e, n: int, k: int,
-          shingles: ShingleSets | None):
-    left, right, sim = out_l[:n].copy(), out_r[:n].copy(), _similarity(out_e[:n], k)
-    if exact:
-        left, right, sim, jac = _exact(plan, threshold, left, right, sim, shingles)
-        if left.size == 0:
-            return
-        cols = [left, right, sim, jac]
-    else:
-        cols = [left, right, sim]
-    yield pa.record_batch([pa.array(c) for c in cols], schema=schema)
-
-
 # --------------------------------------------------------------------------- all shards
 
 
-def pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False, verify: str = "estimate",
-          memory_limit=None, storage_options: dict | None = None) -> Iterator[pa.RecordBatch]:
+def pairs(dataset, column: str, threshold: float = 0.8, *, verify: str = "estimate", memory_limit=None,
+          storage_options: dict | None = None, executor: Executor = LOCAL) -> Iterator[pa.RecordBatch]:
     """Every verified pair of ``column``'s index (all shards), as record batches of
-    :data:`PAIRS_SCHEMA` (:data:`PAIRS_EXACT_SCHEMA` when ``exact`` or ``verify="exact"``);
-    see the module doc.
-    At most ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
-    :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
-    process (:mod:`.bounded`); the pairs do not depend on it.
+    :data:`PAIRS_SCHEMA` (:data:`PAIRS_EXACT_SCHEMA` with ``verify="exact"``); see the
+    module doc. At most ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
+    :data:`~lance_minhash_sql.core.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
+    process, or beside each task of a distributed ``executor`` (``selfjoin/executor.py``;
+    default this process); the pairs depend on neither.
 
     Arguments are checked (and the index opened) when called, before the first batch.
     """
-    from lance_minhash_sql.selfjoin.bounded import bounded_pairs, memory_limit_bytes
-
-    exact = check_bool("exact", exact) or check_verify(verify) == "exact"
     verify = check_verify(verify)
-    shingles = budget_sets(open_index(dataset, column, options_for(dataset, storage_options)),
-                           memory_limit_bytes(memory_limit)) if exact else None
-    return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify, shingles), most=DEFAULT_CHUNK_PAIRS,
-                         exact=exact, memory_limit=memory_limit, storage_options=storage_options)
-
-
-def pair_verifier(verify: str, shingles: ShingleSets | None = None):
-    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it;
-    ``shingles``: the rows' shingle sets for exact Jaccard, shared by all its shards
-    (:func:`lance_minhash_sql.selfjoin.shingles.budget_sets`)."""
-    if shingles is not None:
-        return partial(data_pairs, verify=verify, shingles=shingles)
-    return data_pairs if verify == "estimate" else partial(data_pairs, verify=verify)
+    check_threshold(threshold)
+    memory_limit_bytes(memory_limit)
+    storage_options = options_for(dataset, storage_options)
+    return executor.pairs(dataset, column, threshold, verify, memory_limit, storage_options)
 
 
 def unbounded_pairs(dataset, column: str, threshold: float = 0.8, *, exact: bool = False,

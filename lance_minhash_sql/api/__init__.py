@@ -1,0 +1,1 @@
+"""The public entries that take an executor (``entries.py``)."""

@@ -1,0 +1,113 @@
+"""Where a self-join's work runs: the executor's part of the plan, and the local executor.
+
+A self-join is one plan whatever runs it (``docs/architecture.md``, *A self-join, end to
+end*): key-range shards sized by ``memory_limit``, candidates pooled and verified group by
+group, links united into components. An *executor* runs the parts of that plan that grow
+with the corpus, and only those:
+
+* ``pairs(...)``: the verified pairs, as record batches (:func:`.pairs.pairs`' rule);
+* ``components(...)``: the components table of the links of a :class:`.links.LinkRule`;
+* ``shard_pairs(...)``: one shard's verified pairs, for a caller that runs shards as
+  independent calls (SQL: one per ``UNION ALL`` branch, on DuckDB's threads);
+* ``join(...)``: the verified pairs of two datasets (:mod:`.join`), and
+  ``join_shard(...)`` one shard's of them (for SQL).
+
+Everything computed from those results is the engine's, the same code on every executor:
+star clustering over the components (:mod:`.star`), the keep policies and writing
+(:mod:`.dedup`). So every mode (``verify``, ``clustering``, ``keep``, ``order_by``) exists on
+every executor and gives the same answer.
+
+:data:`LOCAL` runs the plan in this process on its threads (:mod:`.bounded`); the Ray
+executor (``extras/ray_executor.py``) runs the same plan as Ray tasks. The engine never
+imports Ray: the public entry (``api/entries.py``) picks the executor.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator, Protocol
+
+import pyarrow as pa
+
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.bounded import (bounded_clusters, bounded_pairs, bounded_shard_pairs, chunk_pairs,
+                                                memory_limit_bytes)
+from lance_minhash_sql.runtime.threads import num_threads
+from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_shards, shard_join
+from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
+from lance_minhash_sql.selfjoin.verify import pair_verifier
+from lance_minhash_sql.selfjoin.shards import Shard
+from lance_minhash_sql.selfjoin.shingles import budget_sets
+
+__all__ = ["Executor", "LocalExecutor", "LOCAL"]
+
+
+class Executor(Protocol):
+    """What an executor runs (module doc). Arguments arrive checked; ``verify`` is
+    ``'estimate'`` or ``'exact'``; ``memory_limit`` is what each worker of the executor
+    holds beside its process (bytes, a size text, or ``None`` for the default)."""
+
+    name: str
+
+    def pairs(self, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
+              ) -> Iterator[pa.RecordBatch]: ...
+
+    def components(self, dataset, column: str, rule: LinkRule, memory_limit, storage_options) -> pa.Table: ...
+
+    def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]: ...
+
+    def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
+             left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]: ...
+
+    def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
+                   ) -> Iterator[pa.RecordBatch]: ...
+
+
+class LocalExecutor:
+    """The plan in this process: shards on a few threads (the kernels release the GIL),
+    everything held within ``memory_limit`` (:mod:`.bounded`)."""
+
+    name = "local"
+
+    def pairs(self, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
+              ) -> Iterator[pa.RecordBatch]:
+        exact = verify == "exact"
+        shingles = budget_sets(open_index(dataset, column, storage_options),
+                               memory_limit_bytes(memory_limit)) if exact else None
+        return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify, shingles),
+                             most=DEFAULT_CHUNK_PAIRS, exact=exact, memory_limit=memory_limit,
+                             storage_options=storage_options)
+
+    def components(self, dataset, column: str, rule: LinkRule, memory_limit, storage_options) -> pa.Table:
+        opened = open_index(dataset, column, storage_options)
+        with planning(rule):
+            return bounded_clusters(dataset, column, rule.threshold,
+                                    links=link_verifier(rule, opened, memory_limit_bytes(memory_limit)),
+                                    max_reps=rule.max_reps, memory_limit=memory_limit,
+                                    storage_options=storage_options)
+
+    def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
+        """One shard's pairs within ``limit`` bytes (:func:`.bounded.bounded_shard_pairs`)."""
+        exact = verify == "exact"
+        shingles = budget_sets(shard.plan.opened, limit) if exact else None
+        return bounded_shard_pairs(shard, limit, pair_verifier(verify, shingles), DEFAULT_CHUNK_PAIRS, exact)
+
+    def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
+             left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
+        shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
+                             left_storage_options=left_storage_options, right_storage_options=right_storage_options)
+        chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
+        stop = threading.Event()
+        return run_ordered(shards, lambda s: shard_join(s, verify=verify, chunk_pairs=chunk, stop=stop), stop=stop)
+
+
+    def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
+                   ) -> Iterator[pa.RecordBatch]:
+        """One shard of the join, cut into parts joined on this process's threads (a SQL
+        statement that keeps its order runs one shard at a time)."""
+        return shard_join(shard, verify=verify, threads=num_threads())
+
+
+LOCAL = LocalExecutor()

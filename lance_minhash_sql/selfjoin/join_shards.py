@@ -1,0 +1,415 @@
+"""The cross-dataset join's shards (``docs/join.md``): every pair of a left row and a right
+row whose MinHash similarity reaches a threshold, through the right dataset's index;
+:mod:`.join` is its entry.
+
+What is reported, exactly:
+
+* The **right** side is the index on ``right_column`` (default ``column``) of the right
+  dataset: all its segments and the rows of fragments no segment covers (signed on the
+  fly), as the self-join reads it (:mod:`.pairs`). Its parameters are the join's.
+* The **left** side is every live row of the left dataset whose ``column`` has tokens,
+  signed with the right index's parameters (held in memory for the statement: at most the
+  index cache's capacity, else :class:`ResourceLimitError` advising to index the left
+  column); when the left column has an index whose parameters are identical, its
+  signatures (and its unindexed rows, signed) are used instead, read shard by shard.
+  Signatures are never mixed: any other left index is ignored.
+* **Candidates** are the (left, right) pairs sharing at least one band key; each is
+  reported once (from the first band it shares) when ``similarity = float32(eq) /
+  float32(k) >= threshold`` (Lance's ``1 - _distance``), returned as float64 of that
+  float32. Rows deleted on either side never appear.
+* When both sides are the same dataset and column, every pair of the self-join appears in
+  both orders, and each row pairs with itself (similarity 1).
+* ``verify="exact"``: candidates whose estimate reaches
+  :func:`lance_minhash_sql.core.params.exact_candidate_floor` (4 standard deviations under
+  the threshold) are kept iff ``jaccard``, the exact Jaccard of the two rows' shingle sets
+  (the right index's tokenizer and shingle size; texts fetched by row id), reaches the
+  threshold (as :func:`.pairs.pairs` does); otherwise ``jaccard`` is NULL.
+
+How: the band-key space is cut into key-range shards (one per :data:`SHARD_BAND_ROWS`
+band rows of both sides). A shard takes the left rows of its key range (the left rows'
+bands, sorted in memory when they were signed, or the left index's pages), walks each
+right run's rows of the range beside them with :func:`kernels.join.shared_rows` (a local
+segment in place, in the memory map of its ``bands.lance``, without the segment's lock:
+only the right rows whose key the left rows hold are copied), drops deleted rows, gathers
+the remaining docs' signatures of both sides into one pool (straight from the memory map
+of a local segment's ``signatures.lance``) and runs :func:`kernels.join.join_chunk` over
+the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
+independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
+function does: DuckDB runs an order-keeping statement's shard calls one at a time);
+:func:`join` runs them on a thread pool and yields their batches in shard order.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.arrays import ONE_CHUNK, readonly
+from lance_minhash_sql.core.checks import check_int, check_threshold, check_verify
+from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError, InvalidParameterError,
+                                           ResourceLimitError, UnsupportedIndexError)
+from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
+from lance_minhash_sql.core.lance_format import similarity as lance_similarity
+from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, warn_if_low_recall
+from lance_minhash_sql.core.sizes import format_bytes
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, MAX_SHARDS, MAX_SIGNED_LEFTS, VISIT_BUDGET
+from lance_minhash_sql.index.entries import signed_entry, signed_rows
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.index.results import JOIN_SCHEMA
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.io.handles import dataset_handle
+from lance_minhash_sql.io.scan import options_for, row_count, take_texts, text_field, version_of
+from lance_minhash_sql.kernels.join import join_chunk, new_join_cursor, shared_rows
+from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.kernels.pairs import min_matches, padded_hashes, pair_jaccard
+from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
+from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, pool_bytes, shard_rows
+from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, read_run, run_span
+
+__all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "signed_bytes"]
+
+
+
+@dataclass(eq=False)
+class Side:
+    """One side of the join as runs of sorted band rows with their signatures."""
+
+    uri: str
+    ds: Any = field(repr=False)
+    version: int
+    column: str
+    params: MinHashParams
+    entries: list = field(repr=False)
+    liveness: Any = field(repr=False)  # None: every doc is live
+    reused: bool  # an index's signatures (else rows signed for the join)
+
+    def __post_init__(self):
+        sizes = [e.docs.num_docs for e in self.entries]
+        self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self.total_docs = int(self.offsets[-1])
+        self.band_rows = sum(e.bands.num_rows for e in self.entries)
+
+
+def _index_side(plan) -> Side:
+    o = plan.opened
+    return Side(o.uri, o.ds, o.version, o.column, o.params, plan.entries, o.liveness, True)
+
+
+_signed = ByteCache.for_objects("left rows signed for a join", MAX_SIGNED_LEFTS)  # (uri, version, column, ...) -> Side
+
+
+def signed_bytes(rows: int, params: MinHashParams) -> int:
+    """Memory of ``rows`` left rows signed for the join: row id, signature, band rows."""
+    return rows * (8 + 2 * params.num_hashes + BAND_ROW_BYTES * params.num_bands)
+
+
+def _check_budget(uri: str, column: str, rows: int, params: MinHashParams, limit: int | None) -> None:
+    """The signed left rows must fit the segment cache's capacity (the memory budget of
+    index data) and the pool share of an explicit ``memory_limit``; beyond it the left
+    dataset should be indexed, and is then read in shards."""
+    need, cap = signed_bytes(rows, params), cache_capacity()
+    what = "the index cache capacity"
+    if limit is not None and pool_bytes(limit) < cap:
+        cap, what = pool_bytes(limit), f"the share of memory_limit={format_bytes(limit)} for signatures"
+    if need > cap:
+        raise ResourceLimitError(
+            f"the left dataset {uri!r} has {rows:,} rows: signing them for the join takes about "
+            f"{need / 2**20:,.0f} MiB, more than {what} of {cap / 2**20:,.0f} MiB "
+            f"(LANCE_MINHASH_CACHE_BYTES). Build an index on its column {column!r} with the right index's "
+            f"parameters (num_hashes := {params.num_hashes}, num_bands := {params.num_bands}, "
+            f"shingle_size := {params.shingle_size}, and its tokenizer): the join then reads it shard by shard; "
+            "or raise the capacity")
+
+
+def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None) -> Side:
+    """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
+    the last :data:`MAX_SIGNED_LEFTS` dataset versions, so a statement's shards sign once)."""
+    key = (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
+    hit = _signed.get(key)
+    if hit is not None:
+        return hit
+    _check_budget(uri, column, row_count(ds), params, limit)
+    rowids, sigs = signed_rows(ds, column, params)
+    entry = signed_entry(key, f"rows of {column!r} of {uri!r} signed for the join", params, rowids, sigs)
+    side = Side(uri, ds, version_of(ds), column, params, [entry], None, False)
+    _signed.put(key, side)
+    return side
+
+
+def _left_side(left, column: str, params: MinHashParams, storage_options, limit: int | None = None) -> Side:
+    """The left rows: the left index's signatures when its parameters are ``params``, else signed."""
+    options = options_for(left, storage_options)
+    uri, ds = dataset_handle(left, options)
+    text_field(ds, column, uri)
+    try:
+        opened = open_index(ds, column, options)
+    except (IndexNotFoundError, UnsupportedIndexError, CorruptIndexError):
+        opened = None  # no usable left index: sign the rows
+    if opened is not None and opened.params == params:
+        return _index_side(plan_for(opened))
+    return _signed_side(uri, ds, column, params, options, limit)
+
+
+@dataclass(eq=False)
+class JoinPlan:
+    left: Side
+    right: Side
+    threshold: float
+
+
+@dataclass(frozen=True, eq=False)
+class JoinShard:
+    """Band keys ``[lo, hi)`` of both sides: an independent unit of the join."""
+
+    index: int
+    num_shards: int
+    lo: int
+    hi: int
+    plan: JoinPlan = field(repr=False)
+
+    @property
+    def threshold(self) -> float:
+        return self.plan.threshold
+
+    @property
+    def params(self) -> MinHashParams:
+        return self.plan.right.params
+
+
+def join_shards(left, right, column: str, threshold: float = 0.8, *, right_column: str | None = None,
+                num_shards: int | None = None, left_storage_options: dict | None = None,
+                right_storage_options: dict | None = None, memory_limit=None) -> list[JoinShard]:
+    """Independent key-range shards of the join of ``left``'s ``column`` against the index
+    on ``right_column`` (default ``column``) of ``right``; :func:`shard_join` runs one.
+
+    ``left`` and ``right`` are paths/URIs or opened ``LanceDataset`` objects (pass those
+    to pin versions); each side's storage options reach only that side. ``num_shards``
+    defaults to one per :data:`SHARD_BAND_ROWS` band rows of both sides (fewer band rows
+    under a small ``memory_limit``, :func:`.bounded.shard_rows`; an explicit limit also
+    bounds the left rows signed in memory).
+
+    Raises :class:`InvalidParameterError` for a threshold outside ``(0, 1]``,
+    :class:`IndexNotFoundError` when the right column has no index, :class:`DatasetError`
+    for a missing or non-text column on either side; warns :class:`LowRecallWarning` when
+    the threshold is far below the right index's S-curve.
+    """
+    t = check_threshold(threshold)
+    limit = memory_limit_bytes(memory_limit)
+    rcol = column if right_column is None else right_column
+    if not isinstance(rcol, str) or not rcol:
+        raise InvalidParameterError(f"right_column={right_column!r} must be the name of the right dataset's "
+                                    "text column, or NULL for the same name as column")
+    opened = open_index(right, rcol, options_for(right, right_storage_options))
+    warn_if_low_recall(opened.params, t)
+    rside = _index_side(plan_for(opened))
+    lside = _left_side(left, column, opened.params, left_storage_options, None if memory_limit is None else limit)
+    if num_shards is None:
+        total = lside.band_rows + rside.band_rows
+        num_shards = min(MAX_SHARDS, max(1, -(-total // shard_rows(limit))))
+    else:
+        num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
+    plan = JoinPlan(lside, rside, t)
+    span = opened.params.num_bands << BAND_SHIFT
+    bounds = [span * s // num_shards for s in range(num_shards + 1)]
+    return [JoinShard(s, num_shards, bounds[s], bounds[s + 1], plan) for s in range(num_shards)]
+
+
+# --------------------------------------------------------------------------- one shard
+
+
+
+
+def _side_rows(side: Side, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, global docs)`` of the side's band rows with keys in ``[lo, hi)``, sorted by key."""
+    parts = []
+    for r, entry in enumerate(side.entries):
+        keys, docs = read_run(entry, lo, hi)
+        if keys.size:
+            parts.append((r, keys, docs))
+    return _merged(side, parts)
+
+
+def _merged(side: Side, parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(run, keys, docs)`` parts of a side's runs as ``(keys, global docs)`` sorted by key."""
+    if not parts:
+        return np.empty(0, np.uint64), np.empty(0, np.uint32)
+    if len(parts) == 1:
+        r, keys, docs = parts[0]
+        return keys, docs.astype(np.uint32) + np.uint32(side.offsets[r])
+    return merge_runs(parts, side.offsets)
+
+
+def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, global docs)`` of the side's band rows with keys in ``[lo, hi)`` that the
+    sorted ``lkeys`` hold, sorted by key; ``lmask`` marks the ``lkeys`` found. A run in
+    memory or memory-mapped is walked in place, without its lock
+    (:meth:`SegmentEntry.band_chunks`): only the rows found are copied."""
+    parts = []
+    lo_u, last = np.uint64(lo), np.uint64(hi - 1)
+    for r, entry in enumerate(side.entries):
+        start, stop = run_span(entry.bands, lo, hi)
+        if start == stop:
+            continue
+        view = entry.band_chunks()
+        if view is None:
+            keys, docs = read_run(entry, lo, hi)
+            rows, keys = shared_rows(lkeys, readonly(keys), ONE_CHUNK, ONE_CHUNK, 0, keys.size, lo_u, last, lmask)
+            docs = docs[rows]
+        else:
+            values, first_row, value_index, docs_of = view
+            rows, keys = shared_rows(lkeys, values, first_row, value_index, start, stop, lo_u, last, lmask)
+            docs = docs_of(rows)
+        if keys.size:
+            parts.append((r, keys, docs))
+    return _merged(side, parts)
+
+
+def _gather(side: Side, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row ids of the sorted unique global ``gids``, their signatures written to ``out``."""
+    rowids = np.empty(gids.size, dtype=np.uint64)
+    bounds = np.searchsorted(gids, side.offsets)
+    for r, entry in enumerate(side.entries):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        if a < b:
+            docs = (gids[a:b] - np.uint32(side.offsets[r])).astype(np.uint32)
+            rowids[a:b] = doc_rows(entry, docs, out[a:b])
+    return rowids
+
+
+def _alive(side: Side, rowids: np.ndarray) -> np.ndarray | None:
+    live = side.liveness
+    return None if live is None or live.trivial else live.alive(rowids)
+
+
+@dataclass
+class _ShardData:
+    lkeys: np.ndarray
+    ldocs: np.ndarray
+    rkeys: np.ndarray
+    rdocs: np.ndarray
+    words: np.ndarray
+    halves: np.ndarray
+    rowids: np.ndarray
+
+
+def _load(shard: JoinShard) -> _ShardData | None:
+    """The shard's left rows (their keys in ``[lo, hi)``), the right rows sharing a key
+    with them, the left rows sharing one with those, both sides' live rows only, and one
+    signature pool: left docs first, then right docs."""
+    plan = shard.plan
+    lk, lg = _side_rows(plan.left, shard.lo, shard.hi)
+    if lk.size == 0:
+        return None
+    lk = readonly(lk)
+    lm = np.zeros(lk.size, dtype=np.bool_)
+    rk, rg = _shared_rows(plan.right, shard.lo, shard.hi, lk, lm)
+    if rk.size == 0:
+        return None
+    lk, lg = lk[lm], lg[lm]
+    lu, ru = sorted_unique(lg), sorted_unique(rg)
+    k = plan.right.params.num_hashes
+    nl = lu.size
+    pool = np.zeros((nl + ru.size, padded_hashes(k)), dtype=np.uint16)  # padding lanes stay 0: equal
+    rowids = np.concatenate((_gather(plan.left, lu, pool[:nl, :k]), _gather(plan.right, ru, pool[nl:, :k])))
+    ldocs = np.searchsorted(lu, lg)
+    rdocs = np.searchsorted(ru, rg) + nl
+    alive = _alive(plan.left, rowids[:nl])
+    if alive is not None and not alive.all():
+        keep = alive[ldocs]
+        lk, ldocs = lk[keep], ldocs[keep]
+    alive = _alive(plan.right, rowids[nl:])
+    if alive is not None and not alive.all():
+        keep = alive[rdocs - nl]
+        rk, rdocs = rk[keep], rdocs[keep]
+    if lk.size == 0 or rk.size == 0:
+        return None
+    return _ShardData(readonly(lk), readonly(ldocs.astype(np.uint32)), readonly(rk), readonly(rdocs.astype(np.uint32)),
+                      readonly(pool.view(np.uint64)), readonly(pool), readonly(rowids))
+
+
+def shard_join(shard: JoinShard, *, verify: str = "estimate", chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
+               threads: int = 1, stop: threading.Event | None = None) -> Iterator[pa.RecordBatch]:
+    """The verified pairs of one shard as record batches of :data:`JOIN_SCHEMA` (at most
+    ``chunk_pairs`` rows each); memory stays at one chunk of pairs plus the shard's rows
+    and the signatures of its candidates. ``stop`` (set by a consumer that stopped early)
+    is checked after every kernel call.
+
+    ``threads > 1`` cuts the shard's key range into that many equal parts (at most
+    :data:`MAX_WORKERS`), joined at once on as many threads (the kernels release the GIL), their batches yielded in key order:
+    a caller that runs one shard at a time (DuckDB does, for a statement whose result
+    keeps its order) still uses every core, for about the same memory."""
+    if not isinstance(shard, JoinShard):
+        raise InvalidParameterError(f"shard={shard!r} must be a JoinShard from join_shards()")
+    verify = check_verify(verify)
+    chunk = check_int("chunk_pairs", chunk_pairs, "e.g. 1048576", 1, 1 << 30)
+    threads = min(check_int("threads", threads, "e.g. 2", 1, 1 << 16), MAX_WORKERS)
+    if threads == 1:
+        return _shard_join(shard, verify, chunk, stop)
+    parts = [JoinShard(shard.index, shard.num_shards, shard.lo + (shard.hi - shard.lo) * i // threads,
+                       shard.lo + (shard.hi - shard.lo) * (i + 1) // threads, shard.plan) for i in range(threads)]
+    stop = stop or threading.Event()
+    return run_ordered(parts, lambda p: _shard_join(p, verify, chunk, stop), workers=threads, stop=stop)
+
+
+def _shard_join(shard: JoinShard, verify: str, chunk: int, stop: threading.Event | None = None
+                ) -> Iterator[pa.RecordBatch]:
+    data = _load(shard)
+    if data is None:
+        return
+    params = shard.params
+    k = params.num_hashes
+    cap = max(1, min(chunk, data.lkeys.size * data.rkeys.size))
+    out_l = np.empty(cap, dtype=np.uint64)
+    out_r = np.empty(cap, dtype=np.uint64)
+    out_e = np.empty(cap, dtype=np.int32)
+    exact = verify == "exact"
+    min_eq = min_matches(exact_candidate_floor(shard.threshold, k) if exact else shard.threshold, k)
+    cursor = new_join_cursor()
+    done = False
+    while not done:
+        n, done = join_chunk(data.lkeys, data.ldocs, data.rkeys, data.rdocs, data.words, data.halves, data.rowids,
+                             k, params.num_bands, min_eq, cursor, out_l, out_r, out_e, VISIT_BUDGET)
+        if stop is not None and stop.is_set():
+            return
+        if n:
+            batch = _batch(shard.plan, exact, out_l[:n].copy(), out_r[:n].copy(),
+                           lance_similarity(out_e[:n], k).astype(np.float64))
+            if batch is not None:
+                yield batch
+
+
+def _jaccard(plan: JoinPlan, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Exact shingle Jaccard of each (left, right) pair, :data:`EXACT_CHUNK` pairs at a time."""
+    signer = signer_for(plan.right.params)
+    out = np.empty(left.size, dtype=np.float64)
+    for s in range(0, left.size, EXACT_CHUNK):
+        lft, rgt = left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK]
+        lu, ru = sorted_unique(lft), sorted_unique(rgt)
+        texts = pa.concat_arrays([take_texts(plan.left.ds, plan.left.column, lu, plan.left.uri),
+                                  take_texts(plan.right.ds, plan.right.column, ru, plan.right.uri)])
+        offsets, hashes = signer.shingle_sets(texts)
+        ia = np.searchsorted(lu, lft)
+        ib = np.searchsorted(ru, rgt) + lu.size
+        out[s:s + lft.size] = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
+    return out
+
+
+def _batch(plan: JoinPlan, exact: bool, left, right, sim) -> pa.RecordBatch | None:
+    if exact:
+        jac = _jaccard(plan, left, right)
+        keep = np.flatnonzero(jac >= plan.threshold)
+        if keep.size == 0:
+            return None
+        left, right, sim, jac = left[keep], right[keep], sim[keep], pa.array(jac[keep])
+    else:
+        jac = pa.nulls(left.size, pa.float64())
+    return pa.record_batch([pa.array(left), pa.array(right), pa.array(sim), jac], schema=JOIN_SCHEMA)
+
+
+# --------------------------------------------------------------------------- all shards
