@@ -1,0 +1,136 @@
+"""The star walk's edges, and what exact verification and star hold against their shares of
+the budget: ties exactly at the threshold (both walks, estimate and exact), the centres
+reset when a chunk starts a new component, the shingle sets within a quarter of
+``memory_limit`` and star's chunks within a quarter too (``core/tuning.py``: SHINGLE_SHARE,
+STAR_CHUNK_SHARE; ``docs/scale.md``). Each test fails on a mutation that the oracle tests
+of ``test_star.py`` and ``test_verify.py`` let through."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.faces.corpus import write_corpus
+from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
+from lance_minhash_sql.selfjoin import executor as executor_mod
+from lance_minhash_sql.selfjoin import star as star_mod
+
+QUARTER = 0.25  # the share of memory_limit the docs give the shingle sets, and star's chunk
+LIMIT = 4 << 20  # the smallest budget: the corpus below is several times a quarter of it
+
+
+def _csr(sets: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(sets) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in sets], out=offsets[1:])
+    return offsets, np.array([h for s in sets for h in sorted(s)], dtype=np.uint64)
+
+
+# --------------------------------------------------------------------------- ties at the threshold
+
+
+def test_a_member_sharing_exactly_min_eq_values_is_a_twin_in_the_walk_and_the_match():
+    sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 9]], dtype=np.uint16)  # 3 of 4 equal: exactly min_eq
+    comp = np.zeros(2, dtype=np.int64)
+    twin, eq = star_walk(sigs, comp, np.zeros(2, dtype=np.bool_), np.int64(3))
+    assert twin.tolist() == [-1, 0] and eq.tolist() == [0, 3]
+    twin = np.full(1, -1, dtype=np.int64)
+    eq = np.zeros(1, dtype=np.int64)
+    star_match(sigs[1:], 1, sigs[:1], np.int64(5), np.int64(3), twin, eq)
+    assert twin.tolist() == [5] and eq.tolist() == [3]
+
+
+def test_a_member_at_exactly_the_jaccard_threshold_is_a_twin_in_the_exact_walk_and_match():
+    offsets, hashes = _csr([[1, 2, 3, 4], [1, 2, 3, 5]])  # Jaccard 3 / 5, the threshold itself
+    sigs = np.zeros((2, 4), dtype=np.uint16)
+    comp = np.zeros(2, dtype=np.int64)
+    twin, _, jac = star_walk_exact(sigs, offsets, hashes, comp, np.zeros(2, dtype=np.bool_), 3 / 5)
+    assert twin.tolist() == [-1, 0] and jac[1] == 3 / 5
+    twin = np.full(1, -1, dtype=np.int64)
+    eq = np.zeros(1, dtype=np.int64)
+    jac = np.full(1, np.nan)
+    m_off, m_hash = _csr([[1, 2, 3, 5]])
+    c_off, c_hash = _csr([[1, 2, 3, 4]])
+    star_match_exact(sigs[1:], m_off, m_hash, 1, sigs[:1], c_off, c_hash, np.int64(0), 3 / 5, twin, eq, jac)
+    assert twin.tolist() == [0] and jac[0] == 3 / 5
+
+
+# --------------------------------------------------------------------------- centres per component
+
+
+@pytest.fixture(scope="module")
+def twins_dataset(tmp_path_factory):
+    """Three rows: 0 and 1 the same text, 2 another; the caller puts 0 alone in one
+    component and 1, 2 in the next."""
+    import lance
+
+    uri = str(tmp_path_factory.mktemp("walk") / "three.lance")
+    same = "the same text in two components " * 4
+    lance.write_dataset(pa.table({"text": [same, same, "an unrelated text with other words " * 4]}), uri)
+    return lance.dataset(uri)
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_a_chunk_that_starts_a_new_component_does_not_match_the_last_components_centres(twins_dataset, monkeypatch,
+                                                                                         verify):
+    monkeypatch.setattr(star_mod, "STAR_ROWS", 1)  # one member per chunk: every chunk starts afresh
+    rowid = twins_dataset.to_table(columns=[], with_row_id=True).column("_rowid").to_numpy()
+    cluster = np.array([rowid[0], rowid[1], rowid[1]], dtype=np.uint64)
+    order = np.arange(3)
+    twin, _, _ = star_mod.star_twins(twins_dataset, "text", MinHashParams(), 0.8, rowid, cluster, order, verify)
+    assert twin.tolist() == [-1, -1, -1]  # row 1 is the first of its component: a centre, not row 0's twin
+
+
+# --------------------------------------------------------------------------- shares of the budget
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    uri = str(tmp_path_factory.mktemp("shares") / "corpus.lance")
+    write_corpus(uri, 60_000)
+    lms.build_index(uri, "text")
+    return uri
+
+
+def test_exact_verification_holds_its_shingle_sets_within_a_quarter_of_the_budget(corpus, monkeypatch):
+    made = []
+
+    def recorded(opened, limit):
+        sets = budget(opened, limit)
+        made.append(sets)
+        hold = sets._hold
+
+        def measured(block):
+            hold(block)
+            sets.peak = max(getattr(sets, "peak", 0), sum(a.nbytes for b in sets.blocks for a in b))
+            sets.fetched = getattr(sets, "fetched", 0) + sum(a.nbytes for a in block)
+
+        sets._hold = measured
+        return sets
+
+    budget = executor_mod.budget_sets
+    monkeypatch.setattr(executor_mod, "budget_sets", recorded)
+    pairs = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, verify="exact", memory_limit=LIMIT))
+    assert pairs > 0 and len(made) == 1
+    sets = made[0]
+    assert sets.fetched > 2 * QUARTER * LIMIT  # the sets asked for do not fit the share: it is what bounds them
+    assert 0 < sets.peak <= QUARTER * LIMIT
+
+
+def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):
+    chunks = []
+    take = star_mod.take_rows
+
+    def recorded(ds, rowids, columns, what, uri=None):
+        table = take(ds, rowids, columns, what, uri)
+        chunks.append((table.num_rows, table.nbytes))
+        return table
+
+    monkeypatch.setattr(star_mod, "take_rows", recorded)
+    flags = lms.keep_flags(corpus, "text", 0.8, clustering="star", verify="exact", memory_limit=LIMIT)
+    assert flags.num_rows > 0 and len(chunks) > 1
+    k = MinHashParams().num_hashes
+    for rows, nbytes in chunks[1:]:  # (the first chunk's rows come from an assumed size a row)
+        assert nbytes + 2 * k * rows <= QUARTER * LIMIT  # texts and signatures, before the shingle sets
