@@ -13,7 +13,7 @@ FROM minhash_search('demo/corpus.lance', 'text',
 
 -- near-duplicate pairs, checked with the exact shingle Jaccard
 SELECT count(*) AS pairs, round(min(jaccard), 3) AS min_jaccard, round(avg(similarity - jaccard), 4) AS mean_error
-FROM minhash_pairs('demo/corpus.lance', 'text', threshold := 0.8, exact := true);
+FROM minhash_pairs('demo/corpus.lance', 'text', threshold := 0.8, verify := 'exact');
 
 -- cluster sizes, and what a dedup keeping the longest text removes
 SELECT cluster_size, count(DISTINCT cluster_id) AS clusters

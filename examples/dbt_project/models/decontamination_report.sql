@@ -8,6 +8,6 @@ SELECT j.left_rowid AS eval_rowid,
        max(j.jaccard) AS best_jaccard,
        arg_max(j.right_rowid, j.jaccard) AS closest_corpus_rowid
 FROM minhash_join('{{ var("eval_set") }}', '{{ var("corpus") }}', 'text',
-                  threshold := {{ var("threshold") }}, exact := true) AS j
+                  threshold := {{ var("threshold") }}, verify := 'exact') AS j
 JOIN {{ source('lance', 'eval_set') }} AS e ON e._rowid = j.left_rowid
 GROUP BY j.left_rowid
