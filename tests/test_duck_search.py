@@ -127,9 +127,9 @@ def test_null_queries_give_no_rows_and_the_others_their_answers(con, dataset):
     con.execute("CREATE OR REPLACE TEMP TABLE q AS SELECT * FROM (VALUES "
                 + ", ".join(f"({i}, {'NULL' if t is None else lit(t)})" for i, t in enumerate(queries))
                 + ") t(id, text)")
-    for exact in ("false", "true"):
+    for verify in ("estimate", "exact"):
         got = con.sql(f"SELECT q.id, s._rowid, s._distance FROM q, LATERAL minhash_search_ids({lit(dataset)}, "
-                      f"'text', q.text, 4, exact := {exact}) s ORDER BY q.id, s._distance, s._rowid").fetchall()
+                      f"'text', q.text, 4, verify := '{verify}') s ORDER BY q.id, s._distance, s._rowid").fetchall()
         want = []
         for i, t in enumerate(queries):
             if t is not None:
@@ -139,10 +139,10 @@ def test_null_queries_give_no_rows_and_the_others_their_answers(con, dataset):
         assert {i for i, _, _ in want} == {0, 2, 4} and got == want
     assert con.sql(f"SELECT * FROM q, LATERAL minhash_search_ids({lit(dataset)}, 'text', NULL::VARCHAR, 4) s"
                    ).fetchall() == []
-    for exact in ("false", "true"):  # the one-query function, with its columns and their types
-        rel = con.execute(f"SELECT * FROM minhash_search({lit(dataset)}, 'text', ?, 5, exact := {exact})", [None])
+    for verify in ("estimate", "exact"):  # the one-query function, with its columns and their types
+        rel = con.execute(f"SELECT * FROM minhash_search({lit(dataset)}, 'text', ?, 5, verify := '{verify}')", [None])
         names = [d[0] for d in rel.description]
-        assert rel.fetchall() == [] and names[-3:] == (["_rowid", "_distance", "_jaccard"] if exact == "true"
+        assert rel.fetchall() == [] and names[-3:] == (["_rowid", "_distance", "_jaccard"] if verify == "exact"
                                                        else ["price", "_rowid", "_distance"])
 
 

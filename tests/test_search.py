@@ -712,6 +712,6 @@ def test_exact_threshold_keeps_a_hit_whose_jaccard_equals_it(tmp_path):
             found = uri
             break
     assert found is not None, "no row whose estimate reaches 0.75 in 40 tries"
-    got = search_ids(found, "text", query, None, threshold=0.75, exact=True)
+    got = search_ids(found, "text", query, None, threshold=0.75, verify="exact")
     assert got.column("_jaccard").to_pylist() == [0.75]
-    assert search_ids(found, "text", query, None, threshold=0.7500001, exact=True).num_rows == 0
+    assert search_ids(found, "text", query, None, threshold=0.7500001, verify="exact").num_rows == 0

@@ -127,10 +127,16 @@ def test_lance_with_a_large_limit_agrees(dataset, queries):
 
 
 def test_exact_scores_equal_shingle_jaccard(dataset, queries):
+    """verify="exact" with a threshold: the hits whose estimate reaches 4 standard
+    deviations under it (the floor written out here) kept iff their exact Jaccard reaches it."""
     ds = lance.dataset(dataset)
-    plain = search_ids(dataset, "text", queries, None, threshold=0.7)
-    got = search_ids(dataset, "text", queries, None, threshold=0.7, exact=True)
+    floor = 0.7 - 4 * np.sqrt(0.7 * 0.3 / PARAMS.num_hashes)
+    plain = search_ids(dataset, "text", queries, None, threshold=floor)
+    got = search_ids(dataset, "text", queries, None, threshold=0.7, verify="exact")
     assert got.schema.equals(SEARCH_IDS_EXACT_SCHEMA)
+    with pytest.warns(FutureWarning, match="verify := 'exact'"):
+        older = search_ids(dataset, "text", queries, None, threshold=0.7, exact=True)
+    assert older.equals(got)
     text_of = dict(zip(ds.to_table(columns=["text"], with_row_id=True).column("_rowid").to_pylist(),
                        ds.to_table(columns=["text"]).column("text").to_pylist()))
     want = []
@@ -142,10 +148,11 @@ def test_exact_scores_equal_shingle_jaccard(dataset, queries):
     assert [r[:3] for r in rows] == [w[:3] for w in want]
     assert np.allclose([r[3] for r in rows], [w[3] for w in want], rtol=0, atol=1e-12)
     assert 0 < len(rows) < plain.num_rows
+    assert any(1 - d < 0.7 for _, _, d, _ in rows)  # found below the threshold's estimate
     # without a threshold: every top-k hit gets its score, none dropped
-    top = search_ids(dataset, "text", queries[:20], 3, exact=True)
+    top = search_ids(dataset, "text", queries[:20], 3, verify="exact")
     assert top.num_rows == search_ids(dataset, "text", queries[:20], 3).num_rows
-    one = search(dataset, "text", queries[0], 3, exact=True, columns=["id"])
+    one = search(dataset, "text", queries[0], 3, verify="exact", columns=["id"])
     assert one.column_names == ["id", "_rowid", "_distance", "_jaccard"]
     assert one.column("_jaccard").to_pylist() == [
         pytest.approx(exact_jaccard(queries[0], text_of[r], PARAMS)) for r in one.column("_rowid").to_pylist()]
@@ -161,15 +168,15 @@ def test_sql_threshold_and_exact(dataset, queries):
     want = brute(dataset, queries, 0.8)
     assert rows == [(q, r, d, None) for q, w in enumerate(want) for r, d in w]
     rows = con.execute("SELECT qid, s._rowid, s._jaccard FROM qs, LATERAL minhash_search_ids("
-                       "?, 'text', q, NULL, threshold := 0.8, exact := true) s", [dataset]).fetchall()
-    py = search_ids(dataset, "text", queries, None, threshold=0.8, exact=True)
+                       "?, 'text', q, NULL, threshold := 0.8, verify := 'exact') s", [dataset]).fetchall()
+    py = search_ids(dataset, "text", queries, None, threshold=0.8, verify="exact")
     assert sorted(rows) == sorted(zip(*(py.column(c).to_pylist() for c in ("query_index", "_rowid", "_jaccard"))))
     i = int(np.argmax([len(w) for w in want]))
     q = queries[i].replace("'", "''")
     t = con.sql(f"SELECT * FROM minhash_search('{dataset}', 'text', '{q}', k := NULL, threshold := 0.8, "
-                "exact := true)").to_arrow_table()
+                "verify := 'exact')").to_arrow_table()
     assert t.column_names == ["id", "text", "_rowid", "_distance", "_jaccard"]
-    ref = search(dataset, "text", queries[i], None, threshold=0.8, exact=True)
+    ref = search(dataset, "text", queries[i], None, threshold=0.8, verify="exact")
     assert t.column("_rowid").to_pylist() == ref.column("_rowid").to_pylist()
     assert t.column("_jaccard").to_pylist() == ref.column("_jaccard").to_pylist()
     t = con.sql(f"SELECT * FROM minhash_search('{dataset}', 'text', '{q}', threshold := 0.8)").to_arrow_table()

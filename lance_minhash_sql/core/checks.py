@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
 
-from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.core.errors import InvalidParameterError, warn
 
 __all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
            "check_choice", "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify"]
@@ -181,8 +180,7 @@ def verify_or_exact(verify: Any, exact: Any) -> str:
     """
     verify = check_verify(verify)
     if check_bool("exact", exact):
-        warnings.warn("exact := true is verify := 'exact': pass verify := 'exact' (exact is going away)",
-                      FutureWarning, stacklevel=3)
+        warn(FutureWarning("exact := true is verify := 'exact': pass verify := 'exact' (exact is going away)"))
         return "exact"
     return verify
 

@@ -113,7 +113,7 @@ def verify(fn: str, value: Any) -> str:
 def verify_exact(fn: str, value: Any, exact: Any) -> str:
     """``verify``, with ``exact := true`` as its older spelling
     (:func:`lance_minhash_sql.core.checks.verify_or_exact`)."""
-    return prefixed(fn, verify_or_exact, value, False if exact is None else exact)
+    return prefixed(fn, verify_or_exact, value, flag(fn, "exact", exact))
 
 
 def executor(fn: str, name: Any, ray_address: Any):

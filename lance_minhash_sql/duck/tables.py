@@ -31,7 +31,7 @@ from lance_minhash_sql.core.records import record_dict, record_schema
 from lance_minhash_sql.duck.args import Udf, flag, integer, prefixed, require, scalar_rows, text
 from lance_minhash_sql.duck.args import column as column_array
 from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
-from lance_minhash_sql.duck.args import verify as verify_of
+from lance_minhash_sql.duck.args import verify_exact
 from lance_minhash_sql.duck.results import duck_type, lists_of_records, rows_type
 from lance_minhash_sql.duck.sqltext import ident, literal
 from lance_minhash_sql.duck.storage import options_of
@@ -113,20 +113,20 @@ def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage
                        fast_search=fast_search, storage=storage, verify=verify)
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
-        require(fn, row, "dataset", "column", "exact", "fast_search")
+        require(fn, row, "dataset", "column", "fast_search")
         key = (row["dataset"], row["column"], integer(fn, "k", row["k"]), row["threshold"],
-               flag(fn, "exact", row["exact"]), flag(fn, "fast_search", row["fast_search"]), row["storage"],
-               verify_of(fn, row["verify"]))
+               flag(fn, "fast_search", row["fast_search"]), row["storage"],
+               verify_exact(fn, row["verify"], row["exact"]))
         if row["query"] is None:
             prefixed(fn, check_limit, key[2], key[3])
             continue
         text(fn, "query", row["query"])
         groups.setdefault(key, []).append(i)
     owners, rowids, dists, jacs = [], [], [], []
-    for (ds, col, kk, t, exact_, fast, token, how), idx in groups.items():
-        table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t, exact=exact_,
+    for (ds, col, kk, t, fast, token, how), idx in groups.items():
+        table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t,
                                           fast_search=fast, storage_options=options_of(token), verify=how))
-        exact_ = exact_ or how == "exact"
+        exact_ = how == "exact"
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
         dists.append(table.column("_distance").combine_chunks())
@@ -283,7 +283,8 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
         fields = [schema.field(c) for c in layout.columns] + list(SEARCH_IDS_EXACT_SCHEMA)[1:]
         return layout, pa.schema(fields if flag(fn, "exact", exact) else fields[:-1]).empty_table()
     table = prefixed(fn, lambda: run(ds, column, text(fn, "query", query), integer(fn, "k", k), threshold=threshold,
-                                     exact=flag(fn, "exact", exact), fast_search=flag(fn, "fast_search", fast_search),
+                                     verify="exact" if flag(fn, "exact", exact) else "estimate",
+                                     fast_search=flag(fn, "fast_search", fast_search),
                                      filter=filter_, columns=list(layout.columns), storage_options=options))
     return layout, table
 
@@ -337,13 +338,14 @@ def search_sql(schema: pa.Schema, args: tuple, exact: bool) -> str:
     return f"SELECT {_layout(schema).select}{jaccard} FROM (SELECT {call} AS r)"
 
 
-def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter_, options, cid) -> str:
+def search_plan(dataset, column, query, k, threshold, exact, verify, fast_search, filter_, options, cid) -> str:
     """Constant-folded at plan time (native UDF, one call per statement): resolves the
     storage options (NULL on a local dataset costs nothing more), reads the dataset's
     version and schema, runs the search on that version and writes its result into the
     SQL as a VALUES list; a result too large for that is handed to the statement's one
     ``_lms_search_rows`` call at execution (through :data:`_AWAITING`), which reads the
-    same version."""
+    same version. ``exact`` of the SQL it writes is ``verify := 'exact'`` (``exact := true``
+    its older spelling)."""
     from lance_minhash_sql.index.info import search_target
     from lance_minhash_sql.query.scores import check_limit
 
@@ -352,7 +354,7 @@ def search_plan(dataset, column, query, k, threshold, exact, fast_search, filter
     require(fn, row, "dataset", "column", "exact", "fast_search")
     limit = integer(fn, "k", k)
     prefixed(fn, check_limit, limit, threshold)
-    exact_ = flag(fn, "exact", exact)
+    exact_ = verify_exact(fn, verify, exact) == "exact"
     fast = flag(fn, "fast_search", fast_search)
     token = storage_token(fn, dataset, options, cid)
     opts = options_of(token)
@@ -376,6 +378,6 @@ TABLE_UDFS: tuple[Udf, ...] = (
                                         "VARCHAR", "VARCHAR"), IDS_TYPE, True),
     Udf("_lms_search_rows", search_rows, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
                                           "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR"), ROWS_TYPE, True, False),
-    Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
-                                          "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
+    Udf("_lms_search_plan", search_plan, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "VARCHAR",
+                                          "BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR", False, False),
 )

@@ -206,7 +206,7 @@ def cmd_optimize(args) -> int:
 def cmd_search(args) -> int:
     from lance_minhash_sql.query.topk import search
 
-    table = search(args.dataset, args.column, args.query, args.k, threshold=args.threshold, exact=args.exact,
+    table = search(args.dataset, args.column, args.query, args.k, threshold=args.threshold, verify=args.verify, exact=args.exact,
                    fast_search=args.fast_search, filter=args.filter, columns=args.columns.split(",") if args.columns else None,
                    storage_options=storage_options(args.storage_option))
     import duckdb

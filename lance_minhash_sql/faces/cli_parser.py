@@ -145,8 +145,10 @@ def _index_commands(sub) -> None:
                    "least --threshold similar")
     p.add_argument("--threshold", type=float, default=None,
                    help="only rows at least this similar (estimated Jaccard, 0 < t <= 1)")
-    p.add_argument("--exact", action="store_true",
-                   help="add _jaccard, the exact shingle Jaccard (with --threshold: cut on it)")
+    p.add_argument("--verify", default="estimate", type=str.lower, choices=VERIFY_MODES,
+                   help="exact: add _jaccard, the exact shingle Jaccard (with --threshold: the rows whose _jaccard "
+                        "reaches it, candidates down to 4 standard deviations of the estimate under it)")
+    p.add_argument("--exact", action="store_true", help="the older spelling of --verify exact")
     p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")

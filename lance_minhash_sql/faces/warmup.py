@@ -89,9 +89,9 @@ def _run_all(tmp: str) -> None:
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[1]]).fetchall()
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, filter := 'id > 10')", params=[texts[2]]).fetchall()
     con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, 5)", params=[texts[3]]).fetchall()
-    con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, k := NULL, threshold := 0.5, exact := true)",
+    con.sql(f"SELECT * FROM minhash_search_ids({q}, 'text', ?, k := NULL, threshold := 0.5, verify := 'exact')",
             params=[texts[5]]).fetchall()
-    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, exact := true)", params=[texts[6]]).fetchall()
+    con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, verify := 'exact')", params=[texts[6]]).fetchall()
     left = os.path.join(tmp, "left.lance")
     write_corpus(left, 1000, start=_ROWS // 2)  # half of it overlaps the corpus
     ql = literal(left)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.checks import check_int, check_threshold, check_verify
+from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import exact_candidate_floor, warn_if_low_recall
 from lance_minhash_sql.index.opened import OpenedIndex
@@ -28,7 +28,7 @@ from lance_minhash_sql.io.scan import take_texts
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
 
-__all__ = ["NO_LIMIT", "check_limit", "at_threshold", "exact_scores", "check_search_verify", "apply_scores"]
+__all__ = ["NO_LIMIT", "check_limit", "at_threshold", "exact_scores", "apply_scores"]
 
 NO_LIMIT = 1 << 40  # the cut for k = None: more rows than any dataset has
 
@@ -65,27 +65,18 @@ def exact_scores(opened: OpenedIndex, queries: pa.Array, query_index: np.ndarray
     return pair_jaccard(offsets, hashes, ia, ib)
 
 
-def check_search_verify(verify, threshold: float | None) -> str:
-    """``verify`` of a search: ``'exact'`` only with a threshold (the exact Jaccard must reach it)."""
-    verify = check_verify(verify)
-    if verify == "exact" and threshold is None:
-        raise InvalidParameterError(
-            "verify='exact' needs a threshold: it keeps the hits whose exact Jaccard reaches it, e.g. threshold=0.8")
-    return verify
-
-
 def apply_scores(opened: OpenedIndex, queries: pa.Array, q: np.ndarray, rid: np.ndarray, dist: np.ndarray,
-                 threshold: float | None, exact: bool, verify: str = "estimate"):
+                 threshold: float | None, verify: str = "estimate"):
     """The hits ``(query index, row id, distance)`` cut at ``threshold`` (when given), and
-    their exact Jaccard (``None`` unless ``exact``; then also cut at the threshold).
-    ``verify="exact"`` (with a threshold): the estimate cut at
+    their exact Jaccard (``None`` unless ``verify="exact"``). ``verify="exact"`` with a
+    threshold: the estimate cut at
     :func:`lance_minhash_sql.core.params.exact_candidate_floor` instead, then the exact
-    Jaccard at the threshold."""
-    exact = exact or check_search_verify(verify, threshold) == "exact"
+    Jaccard at the threshold; without one, every hit with its exact Jaccard."""
+    exact = verify == "exact"
     if threshold is not None:
         warn_if_low_recall(opened.params, threshold)
         k = opened.params.num_hashes
-        cut = exact_candidate_floor(threshold, k) if verify == "exact" else threshold
+        cut = exact_candidate_floor(threshold, k) if exact else threshold
         keep = at_threshold(dist, k, cut)
         if not keep.all():
             q, rid, dist = q[keep], rid[keep], dist[keep]

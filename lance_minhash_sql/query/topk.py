@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.checks import check_bool, check_choice
+from lance_minhash_sql.core.checks import check_bool, check_choice, verify_or_exact
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS, whole_read_pays
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
@@ -46,7 +46,7 @@ from lance_minhash_sql.query.empty_query import warn_empty_queries
 from lance_minhash_sql.query.kernel_topk import kernel_topk
 from lance_minhash_sql.query.probe import probe_topk
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_texts
-from lance_minhash_sql.query.scores import apply_scores, check_limit, check_search_verify
+from lance_minhash_sql.query.scores import apply_scores, check_limit
 
 __all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk", "kernel_topk",
            "numpy_texts", "check_engine", "ENGINES"]
@@ -184,29 +184,28 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
 
 
 def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: float | None = None,
-               exact: bool = False, fast_search: bool = False, filter: str | None = None,
-               storage_options: dict | None = None, verify: str = "estimate") -> pa.Table:
+               verify: str = "estimate", exact: bool = False, fast_search: bool = False, filter: str | None = None,
+               storage_options: dict | None = None) -> pa.Table:
     """Top-``k`` row ids and distances of each query, in one pass over the index.
 
     ``queries`` is a string or a list / Arrow array of strings (NULL entries are refused).
     Returns ``query_index`` (int64, position in ``queries``), ``_rowid`` (uint64),
     ``_distance`` (float32), ordered by ``query_index`` then ``(_distance, _rowid)``.
     ``threshold`` keeps only the hits whose similarity (``1 - _distance``) reaches it, and
-    ``k=None`` then means no limit; ``exact=True`` adds ``_jaccard`` (float64), the exact
-    shingle Jaccard, and with a threshold drops the hits below it (:mod:`.scores`).
-    ``verify="exact"`` (with a threshold): the hits whose estimate reaches
+    ``k=None`` then means no limit. ``verify="exact"`` adds ``_jaccard`` (float64), the
+    exact shingle Jaccard of each hit; with a threshold, the hits whose estimate reaches
     :func:`lance_minhash_sql.core.params.exact_candidate_floor` are kept iff their exact
-    Jaccard reaches the threshold (``_jaccard`` filled).
+    Jaccard reaches it (:mod:`.scores`). ``exact=True`` is the older spelling of
+    ``verify="exact"``.
     """
     limit, t = check_limit(k, threshold)
-    verify = check_search_verify(verify, t)
-    exact = check_bool("exact", exact) or verify == "exact"
+    verify = verify_or_exact(verify, exact)
     fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
-    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact, verify)
+    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, verify)
     arrays = [pa.array(q, pa.int64()), pa.array(rid, pa.uint64()), pa.array(dist, pa.float32())]
     if jac is None:
         return pa.Table.from_arrays(arrays, schema=SEARCH_IDS_SCHEMA)
@@ -214,7 +213,7 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
 
 
 def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: float | None = None,
-           exact: bool = False, fast_search: bool = False, filter: str | None = None,
+           verify: str = "estimate", exact: bool = False, fast_search: bool = False, filter: str | None = None,
            columns: list[str] | None = None, storage_options: dict | None = None) -> pa.Table:
     """The ``k`` rows nearest to ``query``: the dataset's columns (all, or ``columns``) with
     their own types, then ``_rowid`` (uint64) and ``_distance`` (float32), ordered by
@@ -222,17 +221,18 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
 
     ``filter`` is a Lance filter expression applied before the top-k (Lance's
     ``prefilter=True``); ``fast_search=True`` skips fragments no index segment covers.
-    ``threshold``, ``k=None`` and ``exact`` (a last ``_jaccard`` column) as in :func:`search_ids`.
+    ``threshold``, ``k=None`` and ``verify`` (``"exact"``: a last ``_jaccard`` column) as in
+    :func:`search_ids`.
     """
     limit, t = check_limit(k, threshold)
-    exact = check_bool("exact", exact)
+    verify = verify_or_exact(verify, exact)
     fast = check_bool("fast_search", fast_search)
     expr = _check_filter(filter)
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
     cols = _columns(opened, columns)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
-    _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, exact)
+    _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, verify)
     ids = pa.array(rid, pa.uint64())
     if cols:
         user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error

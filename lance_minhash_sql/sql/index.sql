@@ -27,20 +27,21 @@ CREATE OR REPLACE TEMP MACRO minhash_indexes(dataset, storage_options := NULL) A
 -- Top-k rows by estimated Jaccard: the dataset's own columns with their real types, then
 -- _rowid and _distance (= 1 - estimated Jaccard), ordered by (_distance, _rowid).
 -- threshold := keeps only the rows at least that similar (1 - _distance >= threshold), and
--- k := NULL then means no limit; exact := true adds _jaccard (the exact shingle Jaccard)
--- and, with a threshold, drops the rows whose _jaccard is below it.
--- dataset, column, query, k, threshold, exact, fast_search and filter must be constants;
--- for a table of queries use minhash_search_ids with LATERAL.
+-- k := NULL then means no limit. verify := 'exact' adds _jaccard (the exact shingle Jaccard)
+-- and, with a threshold, keeps the rows whose estimate reaches the threshold minus 4
+-- standard deviations of the estimate and whose _jaccard reaches the threshold; exact :=
+-- true is its older spelling. dataset, column, query, k, threshold, verify, fast_search
+-- and filter must be constants; for a table of queries use minhash_search_ids with LATERAL.
 CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, threshold := NULL, exact := false,
-                                            fast_search := false, "filter" := NULL, storage_options := NULL) AS TABLE
-    SELECT * FROM query(_lms_search_plan(dataset, "column", query, k, threshold, exact, fast_search, "filter",
+                                            fast_search := false, "filter" := NULL, storage_options := NULL,
+                                            verify := 'estimate') AS TABLE
+    SELECT * FROM query(_lms_search_plan(dataset, "column", query, k, threshold, exact, verify, fast_search, "filter",
                                          to_json(storage_options)::VARCHAR, getvariable('_lms_connection')));
 
 -- Top-k (_rowid, _distance, _jaccard) of a query; a fixed schema, so it works per row:
 --   SELECT q.id, s.* FROM queries q, LATERAL minhash_search_ids('corpus.lance', 'text', q.text, 5) s
--- threshold, k := NULL and exact as for minhash_search; _jaccard is NULL unless exact := true.
--- verify := 'exact' (with a threshold; default 'estimate'): hits whose estimate reaches the
--- threshold minus 4 standard deviations of the estimate are kept iff _jaccard >= threshold.
+-- threshold, k := NULL and verify as for minhash_search; _jaccard is NULL unless
+-- verify := 'exact' (exact := true, its older spelling).
 -- All queries of a statement are answered as one batch; a NULL query gives no rows (for
 -- minhash_search too), the other queries their answers.
 CREATE OR REPLACE TEMP MACRO minhash_search_ids(dataset, "column", query, k := 10, threshold := NULL,
