@@ -14,7 +14,7 @@ import ctypes.util
 import gc
 import threading
 
-__all__ = ["bounded_heap", "release_memory"]
+__all__ = ["bounded_heap", "release_memory", "trim_heap"]
 
 
 # Where a 10M-row build at memory_limit=512MiB spent memory (RSS sampled every 50 ms,
@@ -95,5 +95,14 @@ def release_memory() -> None:
     (``malloc_trim(0)``, a few milliseconds): the scan's freed batches would otherwise
     stay resident under the sort's buffers."""
     gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def trim_heap() -> None:
+    """Hand the heaps' free pages back to the OS (``malloc_trim(0)``) without a garbage
+    collection: for a self-join's shard on a worker thread, where the arrays it freed are
+    plain buffers and a full collection of the process's objects would cost more than the
+    trim (``selfjoin/bounded.py``)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)

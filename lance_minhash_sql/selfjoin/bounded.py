@@ -77,7 +77,7 @@ from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new
 from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, new_cursor, padded_hashes, windows
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
-from lance_minhash_sql.runtime.memory import release_memory
+from lance_minhash_sql.runtime.memory import trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind, parent_share
 from lance_minhash_sql.selfjoin.pool import (EMPTY_SLOT, count, fetch_signatures, held, read_multi, row_ids,
@@ -319,7 +319,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
                 labels.label(data)
             yield from verify(item[0], data, exact, chunk, stop)
             if exact:
-                release_memory()
+                trim_heap()
 
         yield from run_ordered(items, produce, stop=stop, ahead=PAIRS_AHEAD)
 
@@ -533,4 +533,4 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
         if data is not None:
             yield from verify(shard, data, exact, chunk)
     if exact:
-        release_memory()
+        trim_heap()
