@@ -184,7 +184,7 @@ def warm_kernels() -> None:
         build_index(small, "text")
         lance.write_dataset(pa.table({"text": texts[:5]}), small, mode="append")  # an unindexed fragment
         list(pairs(small, "text", THRESHOLD))
-        list(pairs(small, "text", THRESHOLD, exact=True))
+        list(pairs(small, "text", THRESHOLD, verify="exact"))
         clusters(small, "text", THRESHOLD)
     clear_cache()
 

@@ -1,0 +1,167 @@
+"""What the trustworthy modes cost: exact verification and star clustering against the
+estimate, side by side in one run, on each executor.
+
+    python benchmarks/verify_modes.py --rows 1000000 --memory-limit 128MiB --repeat 3
+    python benchmarks/verify_modes.py --rows 1000000 --ray-address 127.0.0.1:6379   # + the Ray executor
+
+Uses the dataset of ``benchmarks/pairs.py`` (``bench-data/pairs-<rows>.lance``, written and
+indexed if missing). Every measurement runs in its own child process after the kernels
+are loaded on a tiny dataset (the "baseline"), so each reports its own:
+
+* ``seconds`` (wall) and ``cpu_seconds`` of the process (with the Ray executor: the
+  driver's, and ``task_cpu_seconds``, the sum over the shuffle's tasks);
+* ``anon_mb``: the peak of the process's anonymous memory (``RssAnon``, sampled every
+  5 ms) above the baseline, against ``memory_limit`` (file pages of memory-mapped
+  segments are not anonymous memory: the OS can drop them).
+
+Modes: ``pairs`` with ``verify := 'estimate'`` and ``'exact'``; ``dedup`` (the keep flags
+of ``minhash_dedup``) with components and the estimate, and with star and exact
+verification. Runs are interleaved (estimate, exact, estimate, ...) and medians compared;
+the printed ratios are exact / estimate of the same run. State the machine's load
+(printed) with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from pairs import corpus_dataset, warm_kernels  # noqa: E402
+
+MODES = ("pairs-estimate", "pairs-exact", "dedup-components-estimate", "dedup-star-exact")
+THRESHOLD = 0.8
+
+
+class AnonPeak:
+    """The peak ``RssAnon`` of this process while the ``with`` block runs (sampled)."""
+
+    def __enter__(self):
+        from lance_minhash_sql.core.usage import status_mb
+
+        self.status, self.peak, self.done = status_mb, 0.0, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while not self.done.is_set():
+            self.peak = max(self.peak, self.status("RssAnon").get("RssAnon", 0.0))
+            self.done.wait(0.005)
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+
+def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: str | None) -> dict:
+    import lance_minhash_sql as lms
+    from lance_minhash_sql.core.usage import cpu_seconds, status_mb
+
+    warm_kernels()
+    stats: dict = {}
+    if executor == "ray":  # the engine's entries with a RayExecutor that records the shuffle's per-task figures
+        from functools import partial
+
+        from lance_minhash_sql.extras.ray_executor import RayExecutor
+        from lance_minhash_sql.selfjoin.dedup import keep_flags
+        from lance_minhash_sql.selfjoin.pairs import pairs
+
+        ray_exec = RayExecutor(ray_address, stats=stats)
+        pairs_fn, flags_fn = partial(pairs, executor=ray_exec), partial(keep_flags, executor=ray_exec)
+    else:
+        pairs_fn, flags_fn = lms.pairs, lms.keep_flags
+    base = status_mb("RssAnon").get("RssAnon", 0.0)
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    with AnonPeak() as anon:
+        if mode.startswith("pairs"):
+            verify = mode.split("-")[1]
+            n = sum(b.num_rows for b in pairs_fn(uri, "text", THRESHOLD, verify=verify, memory_limit=memory_limit))
+        else:
+            _, clustering, verify = mode.split("-")
+            t = flags_fn(uri, "text", THRESHOLD, clustering=clustering, verify=verify, memory_limit=memory_limit)
+            n = t.num_rows - int(sum(t.column("keep").to_pylist()))
+    out = {"mode": mode, "executor": executor, "rows_out": n, "seconds": time.perf_counter() - t0,
+           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.peak - base, "baseline_anon_mb": base}
+    if stats.get("tasks"):
+        out["task_cpu_seconds"] = sum(s["cpu_seconds"] for s in stats["tasks"].values())
+        out["task_peak_mb"] = max(s["peak_mb"] for s in stats["tasks"].values())
+    return out
+
+
+def run_child(mode: str, uri: str, args, executor: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, "--uri", uri, "--memory-limit", args.memory_limit,
+           "--executor", executor] + (["--ray-address", args.ray_address] if args.ray_address else [])
+    got = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
+    ap.add_argument("--memory-limit", default="128MiB")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--ray-address", default=None, help="also run the Ray executor on this cluster")
+    ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--uri", help=argparse.SUPPRESS)
+    ap.add_argument("--executor", default="local", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.uri, args.memory_limit, args.executor, args.ray_address)))
+        return
+    from lance_minhash_sql.core.sizes import parse_bytes
+
+    budget_mb = parse_bytes(args.memory_limit, "memory_limit") / 2**20
+    executors = ["local"] + (["ray"] if args.ray_address else [])
+    results = []
+    print(f"load average {os.getloadavg()}, cpu {_cpu()}, memory_limit {args.memory_limit}")
+    for rows in args.rows:
+        uri = corpus_dataset(rows, args.data_dir)
+        got: dict = {}
+        for _ in range(args.repeat):
+            for executor in executors:
+                for mode in MODES:
+                    r = run_child(mode, uri, args, executor)
+                    got.setdefault((executor, mode), []).append(r)
+                    results.append({"rows": rows, **r})
+        print(f"\n{rows:,} rows (medians of {args.repeat}; anon: peak above the baseline, budget {budget_mb:.0f} MB)")
+        print(f"{'executor':8} {'mode':28} {'rows out':>10} {'wall s':>8} {'cpu s':>8} {'task cpu s':>10} "
+              f"{'anon MB':>8}")
+        med = {key: {f: statistics.median(r[f] for r in rs) for f in ("seconds", "cpu_seconds", "anon_mb")}
+               for key, rs in got.items()}
+        for (executor, mode), rs in got.items():
+            m = med[(executor, mode)]
+            task = statistics.median(r.get("task_cpu_seconds", float("nan")) for r in rs)
+            print(f"{executor:8} {mode:28} {rs[0]['rows_out']:>10,} {m['seconds']:>8.2f} {m['cpu_seconds']:>8.2f} "
+                  f"{task:>10.2f} {m['anon_mb']:>8.0f}")
+        for executor in executors:
+            for slow, fast in (("pairs-exact", "pairs-estimate"), ("dedup-star-exact", "dedup-components-estimate")):
+                a, b = med[(executor, slow)], med[(executor, fast)]
+                print(f"{executor}: {slow} / {fast}: {a['seconds'] / b['seconds']:.2f}x wall, "
+                      f"{a['cpu_seconds'] / b['cpu_seconds']:.2f}x cpu")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+if __name__ == "__main__":
+    main()
