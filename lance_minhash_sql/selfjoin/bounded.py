@@ -491,9 +491,10 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
 
 
 def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
-    """The clusters table of the members of components of two or more, given ascending,
-    by their ``roots`` (from :func:`union_min`, flattened: each component's smallest
-    member) and their row ids."""
+    """The clusters table (the one builder of every clustering) of the members of clusters
+    of two or more: ``roots`` names each member's cluster (any integer, e.g. the flattened
+    union-find's root, or a star's center), ``rowid`` its row id, in any order; the
+    ``cluster_id`` is the cluster's smallest row id."""
     # components are contiguous once sorted by root (a stable sort keeps the members
     # ascending within)
     order = np.argsort(roots, kind="stable")

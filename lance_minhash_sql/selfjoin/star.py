@@ -66,13 +66,12 @@ from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
 from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
 from lance_minhash_sql.core.tuning import STAR_FIRST_ROW_BYTES as FIRST_ROW_BYTES
 from lance_minhash_sql.core.tuning import STAR_ROWS
-from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.selfjoin.bounded import clusters_table, memory_limit_bytes
 
 __all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
 
@@ -242,9 +241,6 @@ def star_clusters(ds, column: str, params: MinHashParams, threshold: float, comp
     order = np.lexsort((rowid, cluster))
     twin, _, _ = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, memory_limit)
     center = np.where(twin < 0, np.arange(rowid.size), twin)
-    size = np.bincount(center, minlength=rowid.size)
-    member = size[center] >= 2
-    rid, cid, n = rowid[member], rowid[center[member]], size[center[member]].astype(np.int64)
-    out = np.lexsort((rid, cid))
-    return pa.Table.from_arrays([pa.array(rid[out], pa.uint64()), pa.array(cid[out], pa.uint64()),
-                                 pa.array(n[out], pa.int64())], schema=CLUSTERS_SCHEMA)
+    member = np.bincount(center, minlength=rowid.size)[center] >= 2
+    # a center comes first in its star's walk (lowest row id): the star's smallest row id
+    return clusters_table(center[member], rowid[member])
