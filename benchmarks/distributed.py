@@ -5,12 +5,12 @@
     python benchmarks/distributed.py --nodes 4 --pairs      # head + 3 worker nodes, also pairs/clusters
     python benchmarks/distributed.py --nodes 4 --shuffle    # also the self-join as a shuffle
     python benchmarks/distributed.py --nodes 4 --shuffle --s3   # the datasets on a local S3 server
-    python benchmarks/distributed.py --rows 10000000 --nodes 4 --shuffle --s3 --no-by-shard --shuffle-pairs-only
+    python benchmarks/distributed.py --rows 10000000 --nodes 4 --shuffle --s3 --shuffle-pairs-only
 
 The synthetic corpus (``lance_minhash_sql.faces.corpus``, 250k rows per fragment) is written
 once under ``--data`` and copied, so both builds index identical datasets. Before timing,
 a small warm-up build loads the compiled kernels in the driver and in the Ray workers.
-Timed: ``build_index`` (one process), ``build_index_distributed`` with one task per
+Timed: ``build_index`` (one process), ``build_index(executor="ray")`` with one task per
 fragment group (one commit of four segments), and the merge of those segments into one
 (``optimize(merge="all")``, what ``merge=True`` runs). Checked: the same top-10 answers
 for ``--queries`` texts of the corpus through our ``search`` and through Lance's
@@ -23,21 +23,21 @@ that cost honestly, they do not show a speed-up.
 (``ray.cluster_utils.Cluster``: a head without CPUs for tasks and ``N - 1`` worker nodes
 of ``--cpus-per-node`` CPUs, each its own raylet and object store), so tasks, their
 arguments and their results cross node boundaries as on a real cluster. ``--pairs``
-also times ``pairs_distributed`` / ``clusters_distributed`` against ``pairs`` /
-``clusters`` (threshold 0.8) and checks they give the same rows. Where the overhead
+also times ``pairs`` / ``clusters`` with ``executor="ray"`` against the local executor
+(threshold 0.8) and checks they give the same rows. Where the overhead
 shows in the fixed costs printed beside the table: the cluster's start, the first tasks
 on each worker (process start, imports, the kernels' load: the warm-up) and a no-op
 task's round trip.
 
-``--shuffle`` times ``pairs_shuffled`` / ``clusters_shuffled`` (``extras/shuffle.py``,
-``--memory-limit`` per task) against ``pairs`` / ``clusters`` on the same 4-segment index
+``--shuffle`` times ``pairs`` / ``clusters`` on the Ray executor (``extras/ray_executor.py``:
+the shuffle of ``extras/shuffle.py``, ``--memory-limit`` per task) against the local
+executor on the same 4-segment index
 and checks they give the same rows; it prints what the shuffle moved (band rows and
 signatures, objects), each stage's wall time on the driver and its tasks' summed seconds,
 and per stage the largest peak RSS of a task against its RSS at start (each task resets
 its process's high-water mark). ``--s3`` puts both datasets on a local S3 server
 (``tests/s3server.py``, objects in memory) and counts the requests: GETs of
-``signatures.lance`` per GB read by the shuffle, against ``pairs_distributed`` (each
-task reads its shards' candidates where they lie).
+``signatures.lance`` per GB read by the shuffle.
 """
 
 from __future__ import annotations
@@ -50,6 +50,28 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
+
+
+def build_on_ray(dataset, column: str, **kw):
+    """The build as one Ray task per fragment group (``executor="ray"``)."""
+    import lance_minhash_sql as lms
+
+    return lms.build_index(dataset, column, executor="ray", **kw)
+
+
+def pairs_on_ray(dataset, column: str, threshold: float, *, stats: dict | None = None, **kw):
+    """The pairs on the Ray executor, what the shuffle moved in ``stats``."""
+    from lance_minhash_sql.extras.ray_executor import RayExecutor
+    from lance_minhash_sql.selfjoin.pairs import pairs
+
+    return pairs(dataset, column, threshold, executor=RayExecutor(stats=stats), **kw)
+
+
+def clusters_on_ray(dataset, column: str, threshold: float, *, stats: dict | None = None, **kw):
+    from lance_minhash_sql.extras.ray_executor import RayExecutor
+    from lance_minhash_sql.selfjoin.clusters import clusters
+
+    return clusters(dataset, column, threshold, executor=RayExecutor(stats=stats), **kw)
 
 
 def _segment_tables(uri: str):
@@ -86,14 +108,12 @@ def _s3_copy(server, name: str, base: str, rows_per_fragment: int, groups: int) 
     """A copy of ``base`` on the S3 server, indexed by the Ray build; its URI."""
     import lance
 
-    from lance_minhash_sql.extras.distributed import build_index_distributed
-
     opts = server.storage_options()
     uri = f"s3://{server.make_bucket(name)}/corpus.lance"
     src = lance.dataset(base)
     lance.write_dataset(src.scanner(batch_size=65536).to_reader(), uri, max_rows_per_file=rows_per_fragment,
                         max_rows_per_group=rows_per_fragment, storage_options=opts)
-    build_index_distributed(uri, "text", fragment_groups=groups, storage_options=opts)
+    build_on_ray(uri, "text", fragment_groups=groups, storage_options=opts)
     return uri
 
 
@@ -153,12 +173,10 @@ def say(*lines: str) -> None:
 
 
 def _shuffle(args, dist: str, warm: str, state: dict) -> None:
-    """The self-join as a shuffle against one process on the same index (and, with
-    ``--s3``, against ``pairs_distributed``'s requests), each line printed as it is known."""
+    """The self-join as a shuffle against one process on the same index, each line printed
+    as it is known."""
     import pyarrow as pa
 
-    from lance_minhash_sql.extras.distributed import pairs_distributed
-    from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled
     from lance_minhash_sql.selfjoin.clusters import clusters
     from lance_minhash_sql.selfjoin.pairs import pairs
 
@@ -184,15 +202,13 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> None:
 
         server = S3Server().start()
         opts = server.storage_options()
-        # two copies: each run's workers open their segments cold (one with --no-by-shard)
-        names = ("shuffle",) if args.no_by_shard else ("shuffle", "by-shard")
-        uri, *other = (_s3_copy(server, name, dist, args.rows_per_fragment, args.groups) for name in names)
+        uri = _s3_copy(server, "shuffle", dist, args.rows_per_fragment, args.groups)
         print(f"S3 copy written and indexed in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     restarted = _restart_ray(args, state)  # the builds' workers gone: each task's RSS is the shuffle's
     base_mb = ray.get(baseline.remote(warm))
-    list(pairs_shuffled(warm, "text", 0.8))  # the kernels in the workers
+    list(pairs_on_ray(warm, "text", 0.8))  # the kernels in the workers
     if not args.shuffle_pairs_only:
-        clusters_shuffled(warm, "text", 0.8)
+        clusters_on_ray(warm, "text", 0.8)
     from lance_minhash_sql.core.sizes import format_bytes
     from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 
@@ -213,17 +229,17 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> None:
     if server:
         server.reset()
     t = time.perf_counter()
-    p2 = pa.Table.from_batches(list(pairs_shuffled(uri, "text", 0.8, memory_limit=limit, storage_options=opts,
-                                                   stats=ps)))
+    p2 = pa.Table.from_batches(list(pairs_on_ray(uri, "text", 0.8, memory_limit=limit, storage_options=opts,
+                                                 stats=ps)))
     t2 = time.perf_counter() - t
     gets = _signature_gets(server) if server else None
     same_pairs = p1.sort_by(key).equals(p2.sort_by(key))
-    say(f"| {'pairs_shuffled':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same pairs: {same_pairs}",
-        "pairs_shuffled:", *_stage_lines(ps))
+    say(f"| {'pairs, executor=ray':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same pairs: {same_pairs}",
+        "pairs, executor=ray:", *_stage_lines(ps))
     if gets:
         n, size, total = gets
         gb = ps["signature_bytes_read"] / 1e9
-        say(f"S3 requests of pairs_shuffled: {total:,} in all; {n:,} GETs of signatures.lance "
+        say(f"S3 requests of pairs on Ray: {total:,} in all; {n:,} GETs of signatures.lance "
             f"asking {size / 1e6:,.1f} MB, for {ps['signature_bytes_read'] / 1e6:,.1f} MB of candidates' "
             f"signatures read: {n / (size / 1e9):,.0f} GETs per GB fetched, {n / gb:,.0f} per GB of "
             f"candidates' signatures, {ps['signature_rows_sent'] / max(n, 1):,.0f} signatures sent per GET")
@@ -235,21 +251,12 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> None:
         say(f"| {'clusters, one process':<40} | {t3:8.2f} | {1:8.2f}x | {c1.num_rows:,} rows in clusters")
         cs: dict = {}
         t = time.perf_counter()
-        c2 = clusters_shuffled(uri, "text", 0.8, memory_limit=limit, storage_options=opts, stats=cs)
+        c2 = clusters_on_ray(uri, "text", 0.8, memory_limit=limit, storage_options=opts, stats=cs)
         t4 = time.perf_counter() - t
         same_clusters = c1.equals(c2)
-        say(f"| {'clusters_shuffled':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
-            "clusters_shuffled:", *_stage_lines(cs))
+        say(f"| {'clusters, executor=ray':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
+            "clusters, executor=ray:", *_stage_lines(cs))
     if server:
-        if other:
-            server.reset()
-            t = time.perf_counter()
-            p3 = pa.Table.from_batches(list(pairs_distributed(other[0], "text", 0.8, storage_options=opts)))
-            t5 = time.perf_counter() - t
-            n3, size3, total3 = _signature_gets(server)
-            say(f"pairs_distributed on a copy on the same store: {t5:.2f} s, {total3:,} requests in all; "
-                f"{n3:,} GETs of signatures.lance asking {size3 / 1e6:,.1f} MB (same pairs: "
-                f"{p3.sort_by(key).equals(p1.sort_by(key))})")
         server.stop()
     if not same_pairs or not same_clusters:
         sys.exit("MISMATCH (shuffle)")
@@ -270,12 +277,9 @@ def main() -> None:
     ap.add_argument("--shuffle", action="store_true", help="also time the self-join as a shuffle")
     ap.add_argument("--memory-limit", default=None, help="the shuffle's budget per task (default 512MiB)")
     ap.add_argument("--s3", action="store_true", help="the datasets on a local S3 server (tests/s3server.py)")
-    ap.add_argument("--no-by-shard", action="store_true",
-                    help="--s3: skip pairs_distributed on a second copy (its reads where candidates lie take long "
-                         "past a few million rows)")
     ap.add_argument("--shuffle-pairs-only", action="store_true",
-                    help="--shuffle: time pairs_shuffled only (clusters_shuffled's signature stage is long on the "
-                         "S3 test server past a few million rows)")
+                    help="--shuffle: time pairs only (the clusters' signature stage is long on the S3 test server "
+                         "past a few million rows)")
     args = ap.parse_args()
 
     import lance
@@ -284,7 +288,6 @@ def main() -> None:
     from lance.query import MinHashQuery
 
     from lance_minhash_sql.build.builder import build_index
-    from lance_minhash_sql.extras.distributed import build_index_distributed
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.lifecycle.optimize import optimize
     from lance_minhash_sql.query.topk import search
@@ -308,7 +311,7 @@ def main() -> None:
     ray_start = time.perf_counter() - t
     t = time.perf_counter()
     build_index(warm, "text")
-    build_index_distributed(warm, "text", fragment_groups=4)
+    build_on_ray(warm, "text", fragment_groups=4)
     warm_s = time.perf_counter() - t
 
     @ray.remote
@@ -325,7 +328,7 @@ def main() -> None:
     rs = build_index(single, "text")
     t_single = time.perf_counter() - t
     t = time.perf_counter()
-    rd = build_index_distributed(dist, "text", fragment_groups=args.groups)
+    rd = build_on_ray(dist, "text", fragment_groups=args.groups)
     t_dist = time.perf_counter() - t
 
     texts = lance.dataset(single).to_table(columns=["text"], limit=args.queries * 50).column("text").to_pylist()
@@ -341,30 +344,29 @@ def main() -> None:
         _shuffle(args, dist, warm, state)
     selfjoin = []
     if args.pairs:
-        from lance_minhash_sql.extras.distributed import clusters_distributed, pairs_distributed
         from lance_minhash_sql.selfjoin.clusters import clusters
         from lance_minhash_sql.selfjoin.pairs import pairs
 
-        list(pairs_distributed(warm, "text", 0.8))  # the pairs kernels in the workers
-        clusters_distributed(warm, "text", 0.8)
+        list(pairs_on_ray(warm, "text", 0.8))  # the pairs kernels in the workers
+        clusters_on_ray(warm, "text", 0.8)
         t = time.perf_counter()
         p1 = pa.Table.from_batches(list(pairs(single, "text", 0.8)))
         t1 = time.perf_counter() - t
         t = time.perf_counter()
-        p2 = pa.Table.from_batches(list(pairs_distributed(dist, "text", 0.8)))
+        p2 = pa.Table.from_batches(list(pairs_on_ray(dist, "text", 0.8)))
         t2 = time.perf_counter() - t
         t = time.perf_counter()
         c1 = clusters(single, "text", 0.8)
         t3 = time.perf_counter() - t
         t = time.perf_counter()
-        c2 = clusters_distributed(dist, "text", 0.8)
+        c2 = clusters_on_ray(dist, "text", 0.8)
         t4 = time.perf_counter() - t
         key = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
         same_pairs = p1.sort_by(key).equals(p2.sort_by(key))
         selfjoin = [("pairs, one process", t1, f"{p1.num_rows:,} pairs"),
-                    ("pairs_distributed (4-segment index)", t2, f"same pairs: {same_pairs}"),
+                    ("pairs, executor=ray (4-segment index)", t2, f"same pairs: {same_pairs}"),
                     ("clusters, one process", t3, f"{c1.num_rows:,} rows in clusters"),
-                    ("clusters_distributed", t4, f"same table: {c1.equals(c2)}")]
+                    ("clusters, executor=ray", t4, f"same table: {c1.equals(c2)}")]
         if not same_pairs or not c1.equals(c2):
             sys.exit("MISMATCH (pairs or clusters)")
 
@@ -393,8 +395,8 @@ def main() -> None:
         ("merge of the Ray segments (merge=True)", t_merge, f"{m.merged_segments} -> 1 segment"),
         ("Ray build + merge", t_dist + t_merge, ""),
     ]
-    single_of = {"pairs_distributed (4-segment index)": selfjoin[0][1] if selfjoin else 1,
-                 "clusters_distributed": selfjoin[2][1] if selfjoin else 1}
+    single_of = {"pairs, executor=ray (4-segment index)": selfjoin[0][1] if selfjoin else 1,
+                 "clusters, executor=ray": selfjoin[2][1] if selfjoin else 1}
     rows += selfjoin
     print(f"| {'what':<40} | {'seconds':>8} | {'vs single':>9} | notes")
     print(f"|{'-' * 42}|{'-' * 10}|{'-' * 11}|------")

@@ -356,7 +356,7 @@ def child(what: str, uri: str, threshold: float) -> dict:
                         "largest": max(t.column("cluster_size").to_pylist(), default=0)}
         else:
             n = 0
-            for b in pairs(uri, "text", threshold, exact=(what == "exact")):
+            for b in pairs(uri, "text", threshold, verify="exact" if what == "exact" else "estimate"):
                 n += b.num_rows
             seconds = time.perf_counter() - t0
             out[run] = {"seconds": seconds, "cpu_s": cpu_seconds() - c0, "pairs": n, "pairs_per_s": n / seconds}
@@ -491,7 +491,7 @@ def main() -> None:
     peers = {} if peer_uri is None else run_peers(peer_uri, args.query_sample, args.repeat)
     print(f"self-join at threshold {THRESHOLD}, {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start")
     names = {"clusters": f"clusters, {args.rows:,} rows", "pairs": f"pairs, {args.rows:,} rows",
-             "exact": f"pairs exact=True, {args.rows:,} rows",
+             "exact": f"pairs verify='exact', {args.rows:,} rows",
              "pairs_dense": f"pairs, {args.dense_groups} x {args.dense_copies} copies + {DENSE_BASE_ROWS:,}"}
     _print_selfjoin(results, names)
     if peers:

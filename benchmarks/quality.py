@@ -33,9 +33,8 @@ count of positives is checked against it.
 two signatures share a band key; the figure is the share of positives that are.
 
 Modes, each timed once in this process after the kernels are compiled (wall and CPU
-seconds): ``pairs`` with the estimate, with ``exact=True`` (estimate and exact), with
-``verify="exact"``; ``keep_flags`` with components and star, each with the estimate and
-with ``verify="exact"``. For each pairs mode: pairs reported, precision (share with exact
+seconds): ``pairs`` with the estimate and with ``verify="exact"``; ``keep_flags`` with
+components and star, each with the estimate and with ``verify="exact"``. For each pairs mode: pairs reported, precision (share with exact
 Jaccard >= threshold), recall of positives by Jaccard band. For each clustering: rows
 dropped, the share of dropped rows whose kept row (components: the cluster's kept row;
 star: the twin) is similar to it, by the estimate and by exact Jaccard, and the recall of
@@ -374,7 +373,7 @@ def main() -> None:
     from lance_minhash_sql.selfjoin.dedup import keep_flags
     from lance_minhash_sql.selfjoin.pairs import pairs
 
-    for kw in ({}, {"exact": True}, {"verify": "exact"}):  # compile and load the kernels
+    for kw in ({}, {"verify": "exact"}):  # compile and load the kernels
         list(pairs(small, "text", t, **kw))
     keep_flags(small, "text", t, clustering="star")
     keep_flags(small, "text", t, clustering="star", verify="exact")
@@ -382,8 +381,7 @@ def main() -> None:
     params = MinHashParams()
     texts = Texts(uri, params)
 
-    modes = {"estimate": {}, "estimate and exact (exact=True)": {"exact": True},
-             "exact verification (verify='exact')": {"verify": "exact"}}
+    modes = {"estimate": {}, "exact verification (verify='exact')": {"verify": "exact"}}
     got = {}
     for name, kw in modes.items():
         a, b, wall, cpu = run_pairs(uri, texts, t, **kw)

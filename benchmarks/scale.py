@@ -1,10 +1,9 @@
 """Self-join and search as the rows grow: clusters, pairs and top-10 search at 1M and 10M
-rows in one run, each in its own child process (its own peak RSS), with the 10M / 1M ratio;
-and the self-join under a memory budget against the engine without one, side by side.
+rows in one run, each in its own child process (its own peak RSS), with the 10M / 1M ratio.
 
     python benchmarks/scale.py --data-dir /work/bench-data
     python benchmarks/scale.py --rows 1000000 10000000 --json scale.json
-    python benchmarks/scale.py --rows 10000000 --engines bounded unbounded --no-search
+    python benchmarks/scale.py --rows 10000000 --memory-limit 512MiB --no-search
     python benchmarks/scale.py --out-of-core --rows 50000000 --data-dir /work/tmp/ooc
 
 The datasets are ``benchmarks/pairs.py``'s ``pairs-<rows>.lance`` (the synthetic corpus
@@ -13,11 +12,8 @@ loads the kernels on a tiny dataset first (not timed), then:
 
 * ``clusters`` / ``pairs`` (threshold 0.8): the first call (*cold*: the index is opened,
   band rows and signatures read; the OS page cache may be warm) and the same call again
-  (*warm*). ``--engines``: ``bounded`` is ``clusters()`` / ``pairs()`` under
-  ``--memory-limit`` (default: the package's, 256 MiB; ``selfjoin/bounded.py``), ``unbounded``
-  the engine without a budget (``unbounded_clusters`` / ``unbounded_pairs``: every
-  candidate pooled at once in the 1 GiB process cache), run one after the other on the
-  same index, with their ratios;
+  (*warm*), under ``--memory-limit`` (default: the package's, 256 MiB;
+  ``selfjoin/bounded.py``);
 * ``search``: ``--queries`` distinct texts of the corpus, one ``search(uri, ...)`` each
   (top 10, the dataset passed as a URI, no prewarm): p50 and p95 latency.
 
@@ -58,8 +54,8 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
     import pairs as bench_pairs
 
     from lance_minhash_sql.query.topk import search
-    from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
-    from lance_minhash_sql.selfjoin.pairs import pairs, unbounded_pairs
+    from lance_minhash_sql.selfjoin.clusters import clusters
+    from lance_minhash_sql.selfjoin.pairs import pairs
 
     warnings.simplefilter("ignore", LowRecallWarning)
     if what == "build":
@@ -91,12 +87,8 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
         c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
             result = clusters(uri, "text", THRESHOLD, memory_limit=memory_limit).num_rows
-        elif what == "clusters_unbounded":
-            result = unbounded_clusters(uri, "text", THRESHOLD).num_rows
         elif what == "pairs":
             result = sum(b.num_rows for b in pairs(uri, "text", THRESHOLD, memory_limit=memory_limit))
-        elif what == "pairs_unbounded":
-            result = sum(b.num_rows for b in unbounded_pairs(uri, "text", THRESHOLD))
         else:  # the dedup plan: clusters, the row kept in each, the rows to remove (a dry run)
             from lance_minhash_sql.selfjoin.dedup import dedup
 
@@ -198,15 +190,13 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--json", default=None)
-    ap.add_argument("--engines", nargs="+", choices=("bounded", "unbounded"), default=["bounded"])
     ap.add_argument("--memory-limit", default=None, help="the self-join's memory_limit (default: the package's; "
                                                          "1GiB with --out-of-core)")
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--out-of-core", action="store_true", help="corpus, build, clusters, dedup plan (module doc)")
     ap.add_argument("--build-memory", default="512MiB")
     ap.add_argument("--keep", action="store_true", help="--out-of-core: keep the dataset")
-    ap.add_argument("--child", choices=("clusters", "pairs", "clusters_unbounded", "pairs_unbounded", "search",
-                                        "build", "dedup"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("clusters", "pairs", "search", "build", "dedup"), help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -223,12 +213,11 @@ def main() -> None:
         return
     import pairs as bench_pairs
 
-    names = {"bounded": ("clusters", "pairs"), "unbounded": ("clusters_unbounded", "pairs_unbounded")}
-    joins = [w for e in args.engines for w in names[e]]
+    joins = ["clusters", "pairs"]
     results: dict = {}
     for rows in args.rows:
         uri = bench_pairs.corpus_dataset(rows, args.data_dir)
-        results[rows] = {w: run_child(w, uri, args.queries, args.memory_limit if w in ("clusters", "pairs") else None)
+        results[rows] = {w: run_child(w, uri, args.queries, args.memory_limit if w in joins else None)
                          for w in joins + ([] if args.no_search else ["search"])}
     print(f"self-join and search by rows (threshold {THRESHOLD}, k=128, b=16), {os.cpu_count()} CPUs, "
           f"memory_limit={args.memory_limit or 'default'}; load average {load0:.1f} at the start, "
@@ -247,13 +236,6 @@ def main() -> None:
             print(f"  {rows:11,d} {'search':18s} {'':5s} p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, first "
                   f"{s['first_ms']:.0f} ms over {s['queries']} distinct queries, "
                   f"{s['cpu_s'] / s['queries'] * 1000:.1f} CPU ms a query, peak {s['peak_mb']:.0f} MB")
-        if len(args.engines) == 2:
-            for a, b in (("clusters", "clusters_unbounded"), ("pairs", "pairs_unbounded")):
-                for run in ("cold", "warm"):
-                    x, y = r[a][run], r[b][run]
-                    assert x["result"] == y["result"], (a, run, x["result"], y["result"])
-                    print(f"  {rows:11,d} {a} {run}, bounded / unbounded: {x['seconds'] / y['seconds']:.2f}x time, "
-                          f"{x['cpu_s'] / y['cpu_s']:.2f}x CPU, {x['peak_mb'] / y['peak_mb']:.2f}x peak RSS")
     if len(args.rows) == 2:
         a, b = (results[r] for r in args.rows)
         f = args.rows[1] / args.rows[0]

@@ -6,6 +6,7 @@ Tokens come from ``lance.tokenize`` itself; hashing from the ``xxhash`` package.
 from __future__ import annotations
 
 import lance
+import numpy as np
 import xxhash
 
 MASK = (1 << 64) - 1
@@ -74,25 +75,210 @@ def exact_jaccard(text_a, text_b, params):
     return len(sa & sb) / len(sa | sb)
 
 
-def representative_links(rowids, sigs, keys, min_eq, max_reps):
-    """Links of ``selfjoin/clusters.py``'s rule, bucket by bucket in plain numpy: members by
-    ascending row id; each later member verified against every rep (>= ``min_eq`` equal
-    values) and linked to each it passes; one passing none becomes a rep while fewer than
-    ``max_reps`` are held. Returns ``[(member rowid, rep rowid)]``."""
+def representative_link_positions(rowids, sigs, keys, min_eq, max_reps):
+    """Links of ``selfjoin/links.py``'s rule, bucket by bucket in plain numpy, as two arrays
+    of row positions ``(member, rep)``, each link once: members by ascending row id; each
+    later member verified against every rep before it (>= ``min_eq`` equal values) and
+    linked to each it passes; one passing none becomes a rep while fewer than ``max_reps``
+    are held. Vectorised by rep: the next rep is the first member after the last one that
+    failed every rep so far."""
     import numpy as np
 
-    links = []
+    out_a, out_b = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    n = rowids.size
     for j in range(keys.shape[1]):
         order = np.lexsort((rowids, keys[:, j]))
         k = keys[order, j]
         for grp in np.split(order, np.flatnonzero(np.diff(k)) + 1):
-            reps = [grp[0]]
-            for x in grp[1:]:
-                passed = False
-                for y in reps:
-                    if int((sigs[x] == sigs[y]).sum()) >= min_eq:
-                        links.append((int(rowids[x]), int(rowids[y])))
-                        passed = True
-                if not passed and len(reps) < max_reps:
-                    reps.append(x)
-    return links
+            if grp.size < 2:
+                continue
+            failed = np.ones(grp.size, dtype=bool)  # failed every rep so far
+            at = 0  # position in the bucket of the newest rep
+            reps = 0
+            while True:
+                reps += 1
+                rest = grp[at + 1:]
+                passed = (sigs[rest] == sigs[grp[at]]).sum(axis=1) >= min_eq
+                out_a.append(rest[passed].astype(np.int64))
+                out_b.append(np.full(int(passed.sum()), grp[at], np.int64))
+                failed[at + 1:] &= ~passed
+                if reps == max_reps:
+                    break
+                nxt = np.flatnonzero(failed[at + 1:])
+                if nxt.size == 0:
+                    break
+                at = at + 1 + int(nxt[0])
+        if len(out_a) > 64:  # each link once, and the lists short
+            code = np.unique(np.concatenate(out_a) * n + np.concatenate(out_b))
+            out_a, out_b = [code // n], [code % n]
+    code = np.unique(np.concatenate(out_a) * n + np.concatenate(out_b))
+    return code // n, code % n
+
+
+def representative_links(rowids, sigs, keys, min_eq, max_reps):
+    """:func:`representative_link_positions` as ``[(member rowid, rep rowid)]``."""
+    a, b = representative_link_positions(rowids, sigs, keys, min_eq, max_reps)
+    return list(zip(rowids[a].tolist(), rowids[b].tolist()))
+
+
+# --------------------------------------------------------------------------- self-join oracles
+#
+# Brute force over every live row, independent of the self-join engine: rows signed again
+# (index/sign.py's signer is checked bit-identical to Lance in test_signatures.py), every
+# pair sharing a band key listed in plain numpy, components by scipy.
+
+REPS = 16  # representatives per bucket in the clusters' link rule (selfjoin/links.py)
+
+
+def live_rows(uri: str, column: str = "text"):
+    """``(rowids, texts, ids)`` of every live row, from a plain Lance scan (``ids``: the
+    ``id`` column, or the row positions when there is none)."""
+    import numpy as np
+
+    ds = lance.dataset(uri)
+    names = ["id", column] if "id" in ds.schema.names else [column]
+    t = ds.to_table(columns=names, with_row_id=True)
+    ids = t.column("id").to_numpy() if "id" in names else np.arange(t.num_rows)
+    return t.column("_rowid").to_numpy(), t.column(column).combine_chunks(), ids
+
+
+def signed(uri: str, params, column: str = "text"):
+    """``(rowids, sigs, band keys, ids, texts)`` of the live rows that have a signature."""
+    import pyarrow as pa
+
+    from lance_minhash_sql.index.sign import signer_for
+
+    rowids, texts, ids = live_rows(uri, column)
+    signer = signer_for(params)
+    sigs, has = signer.sign(texts)
+    return rowids[has], sigs[has], signer.band_keys(sigs[has]), ids[has], texts.filter(pa.array(has))
+
+
+def candidate_pairs(keys):
+    """Index pairs ``(i, j)``, ``i < j``, sharing at least one band key (unique rows)."""
+    import numpy as np
+
+    n, b = keys.shape
+    out = []
+    for j in range(b):
+        order = np.argsort(keys[:, j], kind="stable")
+        k = keys[order, j]
+        cut = np.flatnonzero(np.diff(k)) + 1
+        for grp in np.split(order, cut):
+            if grp.size > 1:
+                g = np.sort(grp)
+                ii, jj = np.triu_indices(g.size, 1)
+                out.append(np.stack([g[ii], g[jj]], axis=1))
+    if not out:
+        return np.empty((0, 2), np.int64)
+    return np.unique(np.concatenate(out), axis=0)
+
+
+def estimates(sigs, cand, k: int):
+    """The MinHash estimate of each candidate pair: ``float32(eq) / float32(k)`` as float64."""
+    import numpy as np
+
+    eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
+    return (eq.astype(np.float32) / np.float32(k)).astype(np.float64)
+
+
+def min_equal(threshold: float, k: int) -> int:
+    """The fewest equal positions whose estimate ``float32(e) / float32(k)`` reaches ``threshold``."""
+    import numpy as np
+
+    return next(e for e in range(k + 1) if float(np.float32(e) / np.float32(k)) >= threshold)
+
+
+def candidate_floor(threshold: float, k: int) -> float:
+    """The estimate down to which ``verify='exact'`` looks at candidates: 4 standard
+    deviations of the estimate (``sqrt(t (1 - t) / k)``) under the threshold."""
+    return max(0.0, threshold - 4 * (threshold * (1 - threshold) / k) ** 0.5)
+
+
+def oracle_pairs(uri: str, threshold: float, params, column: str = "text") -> dict:
+    """``{(left_rowid, right_rowid): similarity}`` of every candidate pair whose estimate
+    reaches ``threshold`` (``verify='estimate'``)."""
+    import numpy as np
+
+    rowids, sigs, keys, _, _ = signed(uri, params, column)
+    cand = candidate_pairs(keys)
+    sim = estimates(sigs, cand, params.num_hashes)
+    keep = sim >= threshold
+    a, b = rowids[cand[keep, 0]], rowids[cand[keep, 1]]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    return {(int(x), int(y)): float(s) for x, y, s in zip(lo, hi, sim[keep])}
+
+
+def shingle_set(text, params) -> frozenset:
+    return frozenset(shingles(lance_tokens(text, params.tokenizer), params.shingle_size))
+
+
+def exact_pairs(uri: str, threshold: float, params, column: str = "text") -> dict:
+    """``{(left_rowid, right_rowid): (estimate, jaccard)}`` of ``verify='exact'``: every
+    candidate pair whose estimate reaches :func:`candidate_floor`, kept iff its exact
+    shingle Jaccard (``lance.tokenize``) reaches ``threshold``."""
+    rowids, sigs, keys, _, texts = signed(uri, params, column)
+    cand = candidate_pairs(keys)
+    est = estimates(sigs, cand, params.num_hashes)
+    over = est >= candidate_floor(threshold, params.num_hashes)
+    texts = texts.to_pylist()
+    sets: dict = {}
+
+    def set_of(i):
+        if i not in sets:
+            sets[i] = shingle_set(texts[i], params)
+        return sets[i]
+
+    out = {}
+    for (i, j), e in zip(cand[over].tolist(), est[over].tolist()):
+        a, b = set_of(i), set_of(j)
+        if not a or not b:
+            continue
+        jac = len(a & b) / len(a | b)
+        if jac >= threshold:
+            x, y = sorted((int(rowids[i]), int(rowids[j])))
+            out[(x, y)] = (e, jac)
+    return out
+
+
+def component_labels(n: int, a, b):
+    """The smallest node of each node's component (``0 .. n - 1``) over edges ``a[i] -- b[i]``,
+    by scipy's connected components; and each component's size."""
+    import numpy as np
+    import scipy.sparse
+    from scipy.sparse.csgraph import connected_components
+
+    graph = scipy.sparse.coo_matrix((np.ones(len(a), np.int8), (np.asarray(a, np.int64), np.asarray(b, np.int64))),
+                                    shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    smallest = np.full(labels.max() + 1 if n else 0, n, np.int64)
+    np.minimum.at(smallest, labels, np.arange(n))
+    return smallest[labels], np.bincount(labels)[labels]
+
+
+def components(nodes, edges) -> dict:
+    """``{node: smallest node of its component}`` over ``edges`` (components of >= 2 only),
+    by scipy's connected components: an oracle independent of the package's union-find."""
+    import numpy as np
+
+    nodes = sorted(set(nodes) | {x for e in edges for x in e})
+    pos = {v: i for i, v in enumerate(nodes)}
+    a = np.array([pos[x] for x, _ in edges], dtype=np.int64)
+    b = np.array([pos[y] for _, y in edges], dtype=np.int64)
+    smallest, size = component_labels(len(nodes), a, b)
+    return {v: nodes[s] for v, s, c in zip(nodes, smallest.tolist(), size.tolist()) if c > 1}
+
+
+def oracle_clusters(uri: str, column: str, threshold: float, params, verify: str = "estimate") -> dict:
+    """``{rowid: cluster_id}`` of ``clusters(..., clustering='components', verify=verify)``:
+    the connected components of the representatives' links (:func:`representative_links`,
+    :data:`REPS` a bucket) at ``threshold``, or with ``verify='exact'`` of
+    :func:`exact_pairs`; the cluster id is the smallest row id of the component."""
+    if verify == "exact":
+        return components([], list(exact_pairs(uri, threshold, params, column)))
+    rowids, sigs, keys, _, _ = signed(uri, params, column)
+    order = np.argsort(rowids)  # positions in row id order: the smallest position is the smallest row id
+    rowids, sigs, keys = rowids[order], sigs[order], keys[order]
+    a, b = representative_link_positions(rowids, sigs, keys, min_equal(threshold, params.num_hashes), REPS)
+    smallest, size = component_labels(rowids.size, a, b)
+    return dict(zip(rowids[size > 1].tolist(), rowids[smallest[size > 1]].tolist()))

@@ -3,8 +3,7 @@ answers do not depend on it.
 
 The oracle tests of pairs, clusters, dedup and join run at three budgets through the
 ``self_join_budget`` fixture (``conftest.py``); here: that the small budget really reads in
-groups, windows and chunks, that a giant bucket is never held whole, the reference engine
-without a budget, the bit-set and union-find kernels against plain numpy, the row id runs,
+groups, windows and chunks, that a giant bucket is never held whole, the bit-set and union-find kernels against plain numpy, the row id runs,
 and the errors of ``memory_limit`` in Python, SQL and the CLI.
 """
 
@@ -16,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from conftest import SPILL_BUDGET, indexed_corpus
-from test_pairs import as_clusters, as_dict, components, oracle
+from naive import oracle_clusters
+from test_pairs import PARAMS, as_clusters, as_dict, components, oracle
 
 from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitError
@@ -25,10 +25,10 @@ from lance_minhash_sql.faces.corpus import generate_batches, write_corpus
 from lance_minhash_sql.index import rowid_runs
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.selfjoin import bounded, pool
-from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
+from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 from lance_minhash_sql.selfjoin.join import join
-from lance_minhash_sql.selfjoin.pairs import pairs, unbounded_pairs
+from lance_minhash_sql.selfjoin.pairs import pairs
 from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots, linked_members, marked_ids,
                                                   new_marks, ranks, set_marks, union_min)
 
@@ -48,8 +48,7 @@ def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus
     """The fixture's small budget pools this corpus's candidates in several groups of
     several shards; a smaller pool with larger shards reads every shard alone, window by
     window; a large budget reads everything in one group. The answers never change."""
-    want_pairs, want_clusters = oracle(corpus, 0.8), unbounded_clusters(corpus, "text", 0.8)
-    assert as_dict(unbounded_pairs(corpus, "text", 0.8)) == want_pairs
+    want_pairs, want_clusters = oracle(corpus, 0.8), oracle_clusters(corpus, "text", 0.8, PARAMS)
     for limit, shard_rows, mode in ((SPILL_BUDGET, 1024, "groups"), (128 << 10, 4096, "windows"),
                                     (64 << 30, 1024, "whole")):
         monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", limit)
@@ -57,7 +56,7 @@ def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus
         shards = -(-4000 * 16 // bounded.shard_rows(limit))
         reset_stats()
         assert as_dict(pairs(corpus, "text", 0.8)) == want_pairs
-        assert clusters(corpus, "text", 0.8).equals(want_clusters)
+        assert as_clusters(clusters(corpus, "text", 0.8)) == want_clusters
         groups, streamed, held = pool.STATS["groups"], pool.STATS["streamed_shards"], pool.STATS["max_pool_rows"]
         if mode == "groups":
             assert 4 < groups < shards and streamed == 0
@@ -80,7 +79,7 @@ def test_buckets_that_repeat_an_earlier_band_are_pruned_with_the_same_answers(co
     assert as_dict(pairs(corpus, "text", 0.8)) == oracle(corpus, 0.8)
     assert pool.STATS["pruned_rows"] > 0
     reset_stats()
-    assert clusters(corpus, "text", 0.8).equals(unbounded_clusters(corpus, "text", 0.8))
+    assert as_clusters(clusters(corpus, "text", 0.8)) == oracle_clusters(corpus, "text", 0.8, PARAMS)
     assert pool.STATS["pruned_rows"] > 0
 
 
@@ -190,9 +189,9 @@ def giant(tmp_path_factory) -> str:
 def test_a_giant_bucket_is_never_held_whole(giant):
     """Under a 4 MiB budget a shard holds at most a few thousand signature rows, never the
     200,000 rows of the bucket (``STATS['max_pool_rows']`` is the most any read held);
-    the clusters equal the engine without a budget, and dedup keeps exactly one row of
-    each cluster."""
-    want = unbounded_clusters(giant, "text", 0.8)
+    the clusters equal the representatives' rule (tests/naive.py), and dedup keeps
+    exactly one row of each cluster."""
+    want = oracle_clusters(giant, "text", 0.8, PARAMS)
     copies = lance.dataset(giant).to_table(columns=["text"], with_row_id=True)
     dup_text = "the same boilerplate footer appended to every page of the crawl, word for word"
     dup = {r for r, t in zip(copies.column("_rowid").to_pylist(), copies.column("text").to_pylist()) if t == dup_text}
@@ -201,8 +200,8 @@ def test_a_giant_bucket_is_never_held_whole(giant):
     got = clusters(giant, "text", 0.8, memory_limit="4MiB")
     assert pool.STATS["max_pool_rows"] < 20_000  # the bucket's 200,000 rows never at once
     assert pool.STATS["streamed_shards"] >= 16  # the bucket's shard of every band, window by window
-    assert got.equals(want)
     by_cluster = as_clusters(got)
+    assert by_cluster == want
     first = min(dup)
     assert {r for r, c in by_cluster.items() if c == first} == dup
     flags = keep_flags(giant, "text", 0.8, memory_limit="4MiB")
@@ -311,10 +310,10 @@ def test_row_id_runs_follow_deletions_before_the_build(tmp_path, monkeypatch):
     runs = rowid_runs.rowid_runs(entry)
     assert 3 < runs.docs.size < 100
     assert np.array_equal(runs.lookup(np.arange(stored.size, dtype=np.uint32)), stored)
-    want = unbounded_clusters(uri, "text", 0.8)
-    assert clusters(uri, "text", 0.8, memory_limit="4MiB").equals(want)
+    want = oracle_clusters(uri, "text", 0.8, PARAMS)
+    assert as_clusters(clusters(uri, "text", 0.8, memory_limit="4MiB")) == want
     monkeypatch.setattr(rowid_runs, "MAX_DOCS_PER_RUN", 10_000)  # too many runs: none kept, row ids read as before
     monkeypatch.setattr(rowid_runs, "_runs", type(rowid_runs._runs)())
     assert rowid_runs.rowid_runs(entry) is None
-    assert clusters(uri, "text", 0.8, memory_limit="4MiB").equals(want)
+    assert as_clusters(clusters(uri, "text", 0.8, memory_limit="4MiB")) == want
     assert as_dict(pairs(uri, "text", 0.8, memory_limit="4MiB")) == oracle(uri, 0.8)

@@ -13,7 +13,7 @@ from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.query.topk import search
 from lance_minhash_sql.runtime import cache as cache_mod
 from lance_minhash_sql.runtime.cache import OBJECT_BYTES, ByteCache, clear_cache
-from lance_minhash_sql.selfjoin.pairs import pair_shards
+from lance_minhash_sql.selfjoin.shards import pair_shards
 
 
 class Value:

@@ -1,6 +1,7 @@
-"""Distributed build, pairs and clusters on a local Ray: the same index, answers, pairs and
-clusters as the single-process engine; a failed task commits nothing; bad fragment groups
-are refused before anything is written."""
+"""The Ray executor on a local Ray: the build gives the same index and answers as the
+single process; every self-join mode (pairs, components, star, keep policies; verify
+estimate and exact) equals the brute-force oracles on both executors at three budgets; a
+failed task commits nothing; bad fragment groups are refused before anything is written."""
 
 from __future__ import annotations
 
@@ -20,20 +21,17 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+import numpy as np  # noqa: E402
+from naive import exact_pairs, oracle_clusters, oracle_pairs, shingle_set, signed  # noqa: E402
 from test_build import _queries, corpus_table, query, seg_files  # noqa: E402
 
+import lance_minhash_sql as lms  # noqa: E402
 from lance_minhash_sql.build.builder import build_index, marker_dir  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError  # noqa: E402
-from lance_minhash_sql.extras.distributed import (  # noqa: E402
-    build_index_distributed,
-    clusters_distributed,
-    fragment_groups_of,
-    pairs_distributed,
-)
+from lance_minhash_sql.core.params import MinHashParams  # noqa: E402
+from lance_minhash_sql.extras.distributed import fragment_groups_of  # noqa: E402
 from lance_minhash_sql.io import manifest  # noqa: E402
 from lance_minhash_sql.query.topk import search  # noqa: E402
-from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
-from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FRAGMENT_ROWS = 750  # 3000 rows: 4 fragments
@@ -43,6 +41,14 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+RAY_ADDRESS: list = []  # the address of this module's Ray (for SQL's ray_address)
+
+
+def build_index_distributed(dataset, column, **kw):
+    """The build as one Ray task per fragment group (the public entry's Ray executor)."""
+    return lms.build_index(dataset, column, executor="ray", **kw)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -64,6 +70,7 @@ def local_ray(tmp_path_factory):
             try:
                 ray.init(address=f"127.0.0.1:{port}", log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": path}})
+                RAY_ADDRESS[:] = [f"127.0.0.1:{port}"]
                 break
             except ConnectionError:
                 if head.poll() is not None or time.monotonic() > deadline:
@@ -166,29 +173,134 @@ def test_explicit_groups_and_one_group_per_fragment(tmp_path):
 # --------------------------------------------------------------------------- pairs and clusters
 
 
-def test_pairs_and_clusters_equal_single_process(tmp_path):
-    _, dist = twins(tmp_path)
-    build_index_distributed(dist.uri, "text", fragment_groups=2)
-    lance.write_dataset(corpus_table(400), dist.uri, mode="append")  # rows no segment covers
-    uri = dist.uri
-    want = list(pairs(uri, "text", 0.7))
-    got = list(pairs_distributed(uri, "text", 0.7))
-    assert sum(b.num_rows for b in want) > 100
-    assert len(got) == len(want) and all(g.equals(w) for g, w in zip(got, want))  # batch for batch
+PARAMS = MinHashParams()
+T = 0.7
+EXECUTORS = ("local", "ray")
+POLICIES = ({"keep": "first"}, {"keep": "longest"}, {"order_by": "id DESC"})
 
-    def rows(batches):
-        t = pa.Table.from_batches(batches)
-        return t.sort_by([("left_rowid", "ascending"), ("right_rowid", "ascending")])
 
-    many = list(pairs_distributed(uri, "text", 0.7, num_shards=7, shards_per_task=3, max_in_flight=1))
-    assert rows(many).equals(rows(want))
-    exact = list(pairs_distributed(uri, "text", 0.7, exact=True, num_shards=3))
-    assert rows(exact).equals(rows(list(pairs(uri, "text", 0.7, exact=True))))
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> str:
+    """Two segments built by Ray tasks, rows no segment covers, rows deleted before and
+    after the build."""
+    ds = write(str(tmp_path_factory.mktemp("mixed") / "mixed.lance"))
+    build_index_distributed(ds.uri, "text", fragment_groups=2)
+    lance.write_dataset(corpus_table(400), ds.uri, mode="append")  # rows no segment covers
+    lance.dataset(ds.uri).delete("id % 17 == 3")
+    return ds.uri
 
-    want_c = clusters(uri, "text", 0.7)
-    assert want_c.num_rows > 50
-    assert clusters_distributed(uri, "text", 0.7).equals(want_c)
-    assert clusters_distributed(uri, "text", 0.7, num_shards=5, shards_per_task=2).equals(want_c)
+
+@pytest.fixture(scope="module")
+def oracles(mixed) -> dict:
+    """The brute-force answers (tests/naive.py) and what the star checks need: each row's
+    signature, shingle set and text."""
+    rowids, sigs, _, _, texts = signed(mixed, PARAMS)
+    texts = texts.to_pylist()
+    return {"pairs": oracle_pairs(mixed, T, PARAMS), "exact": exact_pairs(mixed, T, PARAMS),
+            "components": oracle_clusters(mixed, "text", T, PARAMS),
+            "exact_components": oracle_clusters(mixed, "text", T, PARAMS, verify="exact"),
+            "sig": dict(zip(rowids.tolist(), sigs)),
+            "set": {r: shingle_set(t, PARAMS) for r, t in zip(rowids.tolist(), texts)}}
+
+
+def pair_dict(batches) -> dict:
+    t = pa.Table.from_batches(list(batches)).to_pydict()
+    out = {(a, b): (s, t["jaccard"][i] if "jaccard" in t else None)
+           for i, (a, b, s) in enumerate(zip(t["left_rowid"], t["right_rowid"], t["similarity"]))}
+    assert len(out) == len(t["left_rowid"]) and all(a < b for a, b in out), "each pair once, left < right"
+    return out
+
+
+def cluster_dict(table: pa.Table) -> dict:
+    d = table.to_pydict()
+    return dict(zip(d["_rowid"], d["cluster_id"]))
+
+
+def check_star(flags: pa.Table, oracles: dict, verify: str) -> None:
+    """Every dropped row's twin is kept, in the same cluster, at or above the threshold:
+    by its brute-force similarity (``float32(eq) / float32(k)``), or with ``verify='exact'``
+    by the exact Jaccard of the two rows' shingle sets."""
+    d = flags.to_pydict()
+    keep = dict(zip(d["_rowid"], d["keep"]))
+    cid = dict(zip(d["_rowid"], d["cluster_id"]))
+    dropped = 0
+    for r, k, twin, sim, jac in zip(d["_rowid"], d["keep"], d["twin_rowid"], d["twin_similarity"],
+                                    d["twin_jaccard"]):
+        if k:
+            assert twin is None
+            continue
+        dropped += 1
+        assert keep[twin] and cid[twin] == cid[r]
+        eq = int((oracles["sig"][r] == oracles["sig"][twin]).sum())
+        assert sim == float(np.float32(eq) / np.float32(PARAMS.num_hashes))
+        if verify == "exact":
+            a, b = oracles["set"][r], oracles["set"][twin]
+            assert jac == pytest.approx(len(a & b) / len(a | b), abs=1e-12) and jac >= T
+        else:
+            assert sim >= T
+    assert dropped > 50
+
+
+def test_every_mode_on_both_executors_equals_the_oracles(mixed, oracles, self_join_budget):
+    """Pairs (estimate and exact) equal brute force, components the oracle's, star's twins
+    are kept, in their cluster, at the threshold; every keep policy and the SQL dedup give
+    the same flags on both executors; at each budget (tests/conftest.py)."""
+    flags: dict = {}
+    for executor in EXECUTORS:
+        run = {"executor": executor}
+        got = pair_dict(lms.pairs(mixed, "text", T, **run))
+        assert {p: s for p, (s, _) in got.items()} == oracles["pairs"] and len(got) > 100, executor
+        got = pair_dict(lms.pairs(mixed, "text", T, verify="exact", **run))
+        want = oracles["exact"]
+        assert got.keys() == want.keys() and len(want) > 100, executor
+        assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+        assert cluster_dict(lms.clusters(mixed, "text", T, **run)) == oracles["components"], executor
+        assert cluster_dict(lms.clusters(mixed, "text", T, verify="exact", **run)) == oracles["exact_components"]
+        for verify in ("estimate", "exact"):
+            star = lms.keep_flags(mixed, "text", T, clustering="star", verify=verify, **run)
+            check_star(star, oracles, verify)
+            flags[(executor, "star", verify)] = star
+        for i, policy in enumerate(POLICIES):
+            flags[(executor, "components", i)] = lms.keep_flags(mixed, "text", T, **policy, **run)
+        flags[(executor, "star", "longest")] = lms.keep_flags(mixed, "text", T, clustering="star", keep="longest",
+                                                              **run)
+    for key in [k for k in flags if k[0] == "local"]:
+        assert flags[("ray",) + key[1:]].equals(flags[key]), key
+    kept = flags[("local", "components", 0)].to_pydict()  # keep := 'first': each component's smallest row id
+    assert {r for r, k in zip(kept["_rowid"], kept["keep"]) if k} == set(oracles["components"].values())
+
+
+def test_sql_star_exact_dedup_on_ray_equals_the_local_answer(mixed):
+    con = lms.connect()
+    sql = ("SELECT * FROM minhash_dedup(?, 'text', 0.7, clustering := 'star', verify := 'exact'{}) "
+           "ORDER BY cluster_id, _rowid")
+    local = con.execute(sql.format(""), [mixed]).fetchall()
+    on_ray = con.execute(sql.format(", executor := 'ray', ray_address := ?"), [mixed, RAY_ADDRESS[0]]).fetchall()
+    assert on_ray == local and len(local) > 100
+    want = lms.keep_flags(mixed, "text", T, clustering="star", verify="exact", executor="ray")
+    assert local == [tuple(r.values()) for r in want.sort_by([("cluster_id", "ascending"),
+                                                             ("_rowid", "ascending")]).to_pylist()]
+
+
+def test_sql_pairs_and_clusters_on_ray(mixed, oracles):
+    """SQL runs each shard of minhash_pairs as one Ray task, and minhash_clusters' components
+    as the shuffle: the oracles' answers."""
+    con = lms.connect()
+    rows = con.execute("SELECT left_rowid, right_rowid, similarity FROM minhash_pairs(?, 'text', 0.7, "
+                       "executor := 'ray')", [mixed]).fetchall()
+    assert {(a, b): s for a, b, s in rows} == oracles["pairs"] and len(rows) == len(oracles["pairs"])
+    rows = con.execute("SELECT _rowid, cluster_id FROM minhash_clusters(?, 'text', 0.7, executor := 'ray')",
+                       [mixed]).fetchall()
+    assert dict(rows) == oracles["components"]
+
+
+def test_join_on_ray_equals_the_local_join(mixed, tmp_path):
+    left = str(tmp_path / "left.lance")
+    lance.write_dataset(corpus_table(600), left, max_rows_per_file=200)
+    for verify in ("estimate", "exact"):
+        want = pair_dict(lms.join(left, mixed, "text", T, verify=verify))
+        assert pair_dict(lms.join(left, mixed, "text", T, verify=verify, executor="ray")) == want
+        assert len(want) > 50
 
 
 def test_build_and_pairs_on_an_object_store(tmp_path, s3):
@@ -209,9 +321,11 @@ def test_build_and_pairs_on_an_object_store(tmp_path, s3):
         assert search(uri, "text", q, 10, columns=["id"], storage_options=opts).equals(
             search(single.uri, "text", q, 10, columns=["id"])), q
         assert query(dist, q).equals(query(single, q)), q
-    got = pa.Table.from_batches(list(pairs_distributed(uri, "text", 0.7, storage_options=opts)))
-    want = pa.Table.from_batches(list(pairs(single.uri, "text", 0.7)))
-    assert want.num_rows > 100 and got.equals(want)
+    got = pair_dict(lms.pairs(uri, "text", 0.7, storage_options=opts, executor="ray"))
+    want = oracle_pairs(single.uri, 0.7, PARAMS)  # the same rows at the same row ids
+    assert len(want) > 100 and {p: s for p, (s, _) in got.items()} == want
+    got = cluster_dict(lms.clusters(uri, "text", 0.7, storage_options=opts, executor="ray"))
+    assert got == oracle_clusters(single.uri, "text", 0.7, PARAMS)
 
 
 # --------------------------------------------------------------------------- failures
@@ -275,10 +389,16 @@ def test_bad_parameters_and_options_write_nothing(tmp_path):
         build_index_distributed(ds.uri, "text", merge="yes")
     assert indices_dir(lance.dataset(ds.uri)) == [] and markers() == before_markers
     build_index(ds.uri, "text")
-    with pytest.raises(InvalidParameterError, match="shards_per_task=0"):
-        pairs_distributed(ds.uri, "text", 0.8, shards_per_task=0)
+    with pytest.raises(InvalidParameterError, match="executor='rayon'"):
+        lms.pairs(ds.uri, "text", 0.8, executor="rayon")
+    with pytest.raises(InvalidParameterError, match="ray_address='auto' is for executor := 'ray'"):
+        lms.clusters(ds.uri, "text", 0.8, ray_address="auto")
+    with pytest.raises(InvalidParameterError, match="fragment_groups=2 is for executor := 'ray'"):
+        lms.build_index(ds.uri, "text", fragment_groups=2)
     with pytest.raises(InvalidParameterError, match="threshold=1.5"):
-        clusters_distributed(ds.uri, "text", 1.5)
+        lms.clusters(ds.uri, "text", 1.5, executor="ray")
+    with pytest.raises(InvalidParameterError, match="memory_limit"):
+        lms.pairs(ds.uri, "text", 0.8, memory_limit="1KiB", executor="ray")
 
 
 def test_missing_ray_is_a_clear_error(tmp_path, monkeypatch):
@@ -290,7 +410,8 @@ def test_missing_ray_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_importing_the_package_does_not_import_ray():
-    code = ("import sys, lance_minhash_sql, lance_minhash_sql.extras.distributed, lance_minhash_sql.faces.cli; "
+    code = ("import sys, lance_minhash_sql, lance_minhash_sql.extras.distributed, lance_minhash_sql.faces.cli, "
+            "lance_minhash_sql.api.entries, lance_minhash_sql.extras.ray_executor; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

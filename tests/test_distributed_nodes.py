@@ -35,11 +35,9 @@ from test_build import _queries, corpus_table  # noqa: E402
 
 from lance_minhash_sql.build.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError  # noqa: E402
-from lance_minhash_sql.extras.distributed import build_index_distributed, clusters_distributed, pairs_distributed  # noqa: E402
+import lance_minhash_sql as lms  # noqa: E402
 from lance_minhash_sql.io import manifest  # noqa: E402
 from lance_minhash_sql.query.topk import search  # noqa: E402
-from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
-from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FRAGMENT_ROWS = 750  # 3000 rows: 4 fragments
@@ -211,7 +209,7 @@ def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_pat
     write(uri, table, storage_options=opts)
 
     # the tasks of a build run on both worker nodes and give the single-process answers
-    r = build_index_distributed(uri, "text", fragment_groups=4, storage_options=opts)
+    r = lms.build_index(uri, "text", executor="ray", fragment_groups=4, storage_options=opts)
     assert r.segments == 4 and r.rows_indexed == lance.dataset(single.uri).count_rows()
     ran = started(signals)
     assert set(ran) == set(workers), "every worker node ran build tasks"
@@ -219,11 +217,11 @@ def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_pat
     for q in _queries()[:15]:
         assert search(uri, "text", q, 10, columns=["id"], storage_options=opts).equals(
             search(single.uri, "text", q, 10, columns=["id"])), q
-    got = rows(pairs_distributed(uri, "text", 0.7, num_shards=4, storage_options=opts))
-    want = rows(pairs(single.uri, "text", 0.7))
+    got = rows(lms.pairs(uri, "text", 0.7, executor="ray", storage_options=opts))
+    want = rows(lms.pairs(single.uri, "text", 0.7))
     assert want.num_rows > 100 and got.equals(want)
-    assert clusters_distributed(uri, "text", 0.7, num_shards=4, storage_options=opts).equals(
-        clusters(single.uri, "text", 0.7))
+    assert lms.clusters(uri, "text", 0.7, executor="ray", storage_options=opts).equals(
+        lms.clusters(single.uri, "text", 0.7))
 
     # a rebuild whose worker node is killed while a task writes its segment
     for p in signals.iterdir():
@@ -234,7 +232,7 @@ def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_pat
 
     def run():
         try:
-            build_index_distributed(uri, "text", fragment_groups=4, storage_options=opts)
+            lms.build_index(uri, "text", executor="ray", fragment_groups=4, storage_options=opts)
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             outcome["error"] = exc
 
@@ -258,7 +256,7 @@ def test_nodes_answer_like_one_process_and_a_killed_node_commits_nothing(tmp_pat
 
     # a rerun on the nodes left builds the same index
     (signals / "release-all").touch()
-    r = build_index_distributed(uri, "text", fragment_groups=2, storage_options=opts)
+    r = lms.build_index(uri, "text", executor="ray", fragment_groups=2, storage_options=opts)
     assert r.segments == 2
-    got = rows(pairs_distributed(uri, "text", 0.7, num_shards=4, storage_options=opts))
+    got = rows(lms.pairs(uri, "text", 0.7, executor="ray", storage_options=opts))
     assert got.equals(want)

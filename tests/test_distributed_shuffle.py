@@ -1,7 +1,8 @@
-"""The self-join as a shuffle on Ray (``extras/shuffle.py``): pairs and clusters equal the
-single-process engine's at three budgets, on local disk and on the S3 test server; on
-the store the requests for signatures follow the bytes read, not the candidates sent;
-a shard over its task's pool (a giant bucket) is never held whole."""
+"""The self-join as a shuffle on Ray (``extras/shuffle.py``, the Ray executor of
+``extras/ray_executor.py``): pairs and clusters equal the local executor's at three
+budgets, on local disk and on the S3 test server, with the shuffle's stats; on the store
+the requests for signatures follow the bytes read, not the candidates sent; a shard over
+its task's pool (a giant bucket) is never held whole."""
 
 from __future__ import annotations
 
@@ -17,18 +18,27 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from test_build import corpus_table  # noqa: E402
-from test_distributed import FRAGMENT_ROWS, local_ray, write  # noqa: E402,F401 (local_ray: this module's Ray)
+from test_distributed import FRAGMENT_ROWS, build_index_distributed, local_ray, write  # noqa: E402,F401 (local_ray: this module's Ray)
 
 from lance_minhash_sql.build.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError  # noqa: E402
-from lance_minhash_sql.extras.distributed import build_index_distributed  # noqa: E402
-from lance_minhash_sql.extras.shuffle import clusters_shuffled, pairs_shuffled  # noqa: E402
+import lance_minhash_sql as lms  # noqa: E402
+from lance_minhash_sql.extras.ray_executor import RayExecutor  # noqa: E402
 from lance_minhash_sql.io import manifest, spilled  # noqa: E402
 from lance_minhash_sql.selfjoin import bounded, parent, pool  # noqa: E402
 from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
 from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
 KEY = [("left_rowid", "ascending"), ("right_rowid", "ascending")]
+
+
+def pairs_shuffled(dataset, column, threshold, *, stats=None, max_in_flight=None, **kw):
+    """The pairs computed by the Ray executor, the shuffle's figures in ``stats``."""
+    return pairs(dataset, column, threshold, executor=RayExecutor(max_in_flight=max_in_flight, stats=stats), **kw)
+
+
+def clusters_shuffled(dataset, column, threshold, *, stats=None, **kw):
+    return clusters(dataset, column, threshold, executor=RayExecutor(stats=stats), **kw)
 
 
 def rows(batches) -> pa.Table:
@@ -66,8 +76,8 @@ def test_shuffle_equals_one_process(tmp_path, self_join_budget):
     assert rows(pairs_shuffled(uri, "text", 0.7, stats=stats)).equals(want)
     assert stats["runs"] == 3
     check_stats(stats, self_join_budget)
-    exact = rows(pairs_shuffled(uri, "text", 0.7, exact=True, max_in_flight=1))
-    assert exact.equals(rows(pairs(uri, "text", 0.7, exact=True)))
+    exact = rows(pairs_shuffled(uri, "text", 0.7, verify="exact", max_in_flight=1))
+    assert exact.equals(rows(pairs(uri, "text", 0.7, verify="exact")))
     want_c = clusters(uri, "text", 0.7)
     assert want_c.num_rows > 50
     stats = {}
@@ -212,10 +222,10 @@ def test_bad_arguments_are_refused_before_any_task(tmp_path):
         pairs_shuffled(ds.uri, "text", 0.8, memory_limit="1KiB")
     with pytest.raises(InvalidParameterError, match="threshold=1.5"):
         clusters_shuffled(ds.uri, "text", 1.5)
-    with pytest.raises(InvalidParameterError, match="max_in_flight=0"):
-        pairs_shuffled(ds.uri, "text", 0.8, max_in_flight=0)
     with pytest.raises(InvalidParameterError, match="exact='yes'"):
-        pairs_shuffled(ds.uri, "text", 0.8, exact="yes")
+        lms.pairs(ds.uri, "text", 0.8, exact="yes", executor="ray")
+    with pytest.raises(InvalidParameterError, match="verify='exactly'"):
+        lms.clusters(ds.uri, "text", 0.8, verify="exactly", executor="ray")
 
 
 def test_importing_the_shuffle_does_not_import_ray():
@@ -224,6 +234,7 @@ def test_importing_the_shuffle_does_not_import_ray():
 
     from test_distributed import ROOT
 
-    code = "import sys, lance_minhash_sql.extras.shuffle; assert 'ray' not in sys.modules, 'ray imported'"
+    code = ("import sys, lance_minhash_sql.extras.shuffle, lance_minhash_sql.extras.ray_executor; "
+            "assert 'ray' not in sys.modules, 'ray imported'")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -12,7 +12,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from naive import exact_jaccard
+from naive import exact_jaccard, exact_pairs, oracle_clusters
 from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
 import lance_minhash_sql as lms
@@ -23,8 +23,7 @@ from lance_minhash_sql.duck import pairs as duck_pairs
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
 from lance_minhash_sql.selfjoin import bounded
-from lance_minhash_sql.selfjoin import shards as shards_mod
-from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
+from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, pairs
 
@@ -182,7 +181,8 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
         return rows
 
     monkeypatch.setattr(duck_pairs, "scalar_rows", spy)
-    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate')").fetchall()[0][0]
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate', 'local', "
+                   "NULL)").fetchall()[0][0]
     n = plan.count("_lms_pair_shard(")
     assert n > 10 and plan.count(" UNION ALL ") == n - 1
     seen.clear()
@@ -192,7 +192,8 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
 
 
 def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
-    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate')").fetchall()[0][0]
+    plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate', 'local', "
+                   "NULL)").fetchall()[0][0]
     version = lance.dataset(corpus).version
     assert f", {version}, 0, " in plan
     duck_pairs._PLANS.clear()
@@ -200,19 +201,24 @@ def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
     assert got == oracle_08
 
 
-def test_exact_adds_jaccard(con, corpus, oracle_08):
+def test_verify_exact_fills_jaccard(con, corpus, oracle_08):
     rows = con.sql(f"SELECT left_rowid, right_rowid, similarity, jaccard FROM minhash_pairs({lit(corpus)}, 'text', "
-                   "exact := true)").fetchall()
-    py = pa.Table.from_batches(list(pairs(corpus, "text", 0.8, exact=True)), schema=PAIRS_EXACT_SCHEMA)
+                   "verify := 'exact')").fetchall()
+    py = pa.Table.from_batches(list(pairs(corpus, "text", 0.8, verify="exact")), schema=PAIRS_EXACT_SCHEMA)
     want = {(a, b): (s, j) for a, b, s, j in zip(*(py.column(i).to_pylist() for i in range(4)))}
     assert {(a, b): (s, j) for a, b, s, j in rows} == want and len(rows) == len(want)
-    assert 0 < len(want) < len(oracle_08) and set(want) <= set(oracle_08)
-    assert all(j >= 0.8 for _, j in want.values())
+    brute = exact_pairs(corpus, 0.8, PARAMS)
+    assert want.keys() == brute.keys() and all(want[p][0] == brute[p][0] for p in brute)
+    assert set(oracle_08) - set(want), "some estimates >= 0.8 have a true Jaccard below"
+    older = con.sql(f"SELECT left_rowid, right_rowid, similarity, jaccard FROM minhash_pairs({lit(corpus)}, 'text', "
+                    "exact := true)").fetchall()
+    assert {(a, b): (s, j) for a, b, s, j in older} == want  # the older spelling of verify := 'exact'
+
     # jaccard equals the SQL shingle_jaccard of the two texts, and the naive reference
     t = lance.dataset(corpus).to_table(columns=["text"], with_row_id=True)
     con.register("docs_exact", t)
     agree = con.sql(f"""SELECT count(*), count(*) FILTER (WHERE p.jaccard = shingle_jaccard(l.text, r.text))
-        FROM minhash_pairs({lit(corpus)}, 'text', exact := true) p
+        FROM minhash_pairs({lit(corpus)}, 'text', verify := 'exact') p
         JOIN docs_exact l ON l._rowid = p.left_rowid JOIN docs_exact r ON r._rowid = p.right_rowid""").fetchall()
     assert agree == [(len(want), len(want))]
     texts = dict(zip(t.column("_rowid").to_pylist(), t.column("text").to_pylist()))
@@ -268,8 +274,9 @@ def test_clusters_equal_python(con, corpus, self_join_budget):
     rel = con.sql(f"SELECT * FROM minhash_clusters({lit(corpus)}, 'text')")
     assert [str(t) for t in rel.types] == ["UBIGINT", "UBIGINT", "BIGINT"]
     got = rel.fetchall()
-    want = unbounded_clusters(corpus, "text", 0.8)  # the engine without a budget
-    assert want.equals(clusters(corpus, "text", 0.8))
+    want = clusters(corpus, "text", 0.8)
+    assert dict(zip(want.column(0).to_pylist(), want.column(1).to_pylist())) == oracle_clusters(corpus, "text", 0.8,
+                                                                                                  PARAMS)
     assert got == list(zip(*(want.column(i).to_pylist() for i in range(3))))
     assert len(got) > 100
     sizes = con.sql(f"SELECT count(*) FROM (SELECT cluster_id, count(*) AS n, any_value(cluster_size) AS s "

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from exact_join import exact_join
+from naive import candidate_floor, shingle_set
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.build.builder import build_index
@@ -21,7 +22,8 @@ from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, Inva
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts, write_corpus
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.selfjoin.join import JOIN_SCHEMA, join, join_shards, shard_join
+from lance_minhash_sql.selfjoin.join import JOIN_SCHEMA, join
+from lance_minhash_sql.selfjoin.join_shards import join_shards, shard_join
 from lance_minhash_sql.selfjoin.pairs import pairs
 
 PARAMS = MinHashParams()
@@ -203,20 +205,32 @@ def test_same_dataset_is_pairs_both_orders_plus_diagonal(right):
     assert got == want
 
 
-def test_exact_equals_shingle_jaccard(left, right, want_08):
-    got = as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True)
-    assert set(got) <= set(want_08) and all(got[p][0] == want_08[p] for p in got)
-    lt = lance.dataset(left).to_table(columns=["text"], with_row_id=True)
-    rt = lance.dataset(right).to_table(columns=["text"], with_row_id=True)
-    ltext = dict(zip(lt.column("_rowid").to_pylist(), lt.column("text").to_pylist()))
-    rtext = dict(zip(rt.column("_rowid").to_pylist(), rt.column("text").to_pylist()))
-    items = sorted(want_08)
-    con = lms.connect()
-    rows = con.execute("SELECT shingle_jaccard(a, b) FROM (SELECT unnest(?) AS a, unnest(?) AS b)",
-                       [[ltext[x] for x, _ in items], [rtext[y] for _, y in items]]).fetchall()
-    jac = {p: r[0] for p, r in zip(items, rows)}
-    assert got == {p: (want_08[p], jac[p]) for p in items if jac[p] >= 0.8}
-    assert 0 < len(got) < len(want_08)
+def exact_brute_join(left: str, right: str, threshold: float, params=PARAMS) -> dict:
+    """``{(left_rowid, right_rowid): (similarity, jaccard)}`` of ``verify='exact'``: every
+    candidate whose estimate reaches the floor (tests/naive.py), kept iff the exact Jaccard
+    of its shingle sets (``lance.tokenize``) reaches ``threshold``."""
+    cand = brute_join(left, right, candidate_floor(threshold, params.num_hashes), params)
+    lt = lance.dataset(left).to_table(columns=["text"], with_row_id=True).to_pydict()
+    rt = lance.dataset(right).to_table(columns=["text"], with_row_id=True).to_pydict()
+    ltext, rtext = dict(zip(lt["_rowid"], lt["text"])), dict(zip(rt["_rowid"], rt["text"]))
+    out = {}
+    for (x, y), sim in cand.items():
+        a, b = shingle_set(ltext[x], params), shingle_set(rtext[y], params)
+        jac = len(a & b) / len(a | b)
+        if jac >= threshold:
+            out[(x, y)] = (sim, jac)
+    return out
+
+
+def test_verify_exact_is_the_exact_rule(left, right, want_08):
+    got = as_dict(join(left, right, "text", 0.8, verify="exact"), with_jaccard=True)
+    want = exact_brute_join(left, right, 0.8)
+    assert got.keys() == want.keys() and len(want) > 100
+    assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+    assert set(want_08) - set(got), "some estimates >= 0.8 have a true Jaccard below"
+    with pytest.warns(FutureWarning, match="verify := 'exact'"):
+        older = as_dict(lms.join(left, right, "text", 0.8, exact=True), with_jaccard=True)
+    assert older == got
 
 
 def test_sql_equals_python_with_right_column(tmp_path, left, right, want_08, self_join_budget):
@@ -235,8 +249,8 @@ def test_sql_equals_python_with_right_column(tmp_path, left, right, want_08, sel
     assert len(got) == len(rows) and all(r[3] is None for r in rows)
     assert got == want_08
     got = {(x, y): (s, j) for x, y, s, j in con.execute(
-        "SELECT * FROM minhash_join(?, ?, 'text', threshold := 0.8, exact := true)", [left, right]).fetchall()}
-    assert got == as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True)
+        "SELECT * FROM minhash_join(?, ?, 'text', threshold := 0.8, verify := 'exact')", [left, right]).fetchall()}
+    assert got == as_dict(join(left, right, "text", 0.8, verify="exact"), with_jaccard=True)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -248,7 +262,9 @@ def test_bad_input(tmp_path, left, right):
         with pytest.raises(InvalidParameterError, match="threshold"):
             join(left, right, "text", bad)
     with pytest.raises(InvalidParameterError, match="exact"):
-        join(left, right, "text", 0.8, exact="yes")
+        lms.join(left, right, "text", 0.8, exact="yes")
+    with pytest.raises(InvalidParameterError, match="verify='exactly'"):
+        join(left, right, "text", 0.8, verify="exactly")
     with pytest.raises(DatasetError, match="'nope' is not in dataset"):
         join(left, right, "nope", 0.8, right_column="text")
     with pytest.raises(DatasetError, match="'nope' is not in dataset"):
@@ -369,7 +385,7 @@ def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
     csv = tmp_path / "pairs.csv"
     assert cli.main(["join", left, right, "text", "--exact", "--output", str(csv), "--quiet"]) == 0
     t = pcsv.read_csv(csv)
-    assert t.num_rows == len(as_dict(join(left, right, "text", 0.8, exact=True), with_jaccard=True))
+    assert t.num_rows == len(as_dict(join(left, right, "text", 0.8, verify="exact"), with_jaccard=True))
     assert cli.main(["join", left, right, "text", "--limit", "3", "--quiet"]) == 0
     assert "left_rowid" in capsys.readouterr().out
     assert cli.main(["join", left, right, "text", "--output", str(tmp_path / "p.json")]) == 2
@@ -392,7 +408,7 @@ def test_signed_left_rows_respect_the_memory_budget(tmp_path, left, right):
     (index the left column with the right index's parameters); indexed, it joins."""
     from lance_minhash_sql.core.errors import ResourceLimitError
     from lance_minhash_sql.index.opened import clear_cache, set_cache_capacity
-    from lance_minhash_sql.selfjoin.join import signed_bytes
+    from lance_minhash_sql.selfjoin.join_shards import signed_bytes
 
     rows = lance.dataset(left).count_rows()
     copy = str(tmp_path / "indexed.lance")
@@ -422,8 +438,8 @@ def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
     build_index(rcopy, "text")
     want = brute_join(lcopy, rcopy, 0.8)
     con = lms.connect()
-    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL, NULL, 'estimate')",
-                       [lcopy, rcopy]).fetchall()[0][0]
+    plan = con.execute("SELECT _lms_join_plan(?, ?, 'text', NULL, 0.8, false, NULL, NULL, NULL, 'estimate', 'local', "
+                       "NULL)", [lcopy, rcopy]).fetchall()[0][0]
     versions = (lance.dataset(lcopy).version, lance.dataset(rcopy).version)
     assert f", {versions[0]}, {versions[1]}, " in plan
     lance.write_dataset(_left_table(2500, 2600), lcopy, mode="append")

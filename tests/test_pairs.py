@@ -16,19 +16,22 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from naive import exact_jaccard
+import naive
+from naive import components, exact_pairs, live_rows, oracle_pairs
 
 from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import generate_batches, ground_truth, vocabulary, write_corpus
-from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.manifest import minhash_segments
 from lance_minhash_sql.kernels import unionfind
 from lance_minhash_sql.kernels.unionfind import flatten, new_union_find, union_pairs
 from lance_minhash_sql.selfjoin import shards as shards_mod
-from lance_minhash_sql.selfjoin.clusters import CLUSTERS_SCHEMA, MAX_REPS, clusters
-from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pair_shards, pairs, shard_pairs
+from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, memory_limit_bytes
+from lance_minhash_sql.selfjoin.clusters import CLUSTERS_SCHEMA, clusters
+from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
+from lance_minhash_sql.selfjoin.shards import pair_shards
+from lance_minhash_sql.selfjoin.verify import pair_verifier
 
 N = 5000
 PARAMS = MinHashParams()
@@ -37,47 +40,13 @@ PARAMS = MinHashParams()
 # --------------------------------------------------------------------------- oracles
 
 
-def live_rows(uri: str):
-    """``(rowids, texts, ids)`` of every live row, from a plain Lance scan."""
-    t = lance.dataset(uri).to_table(columns=["id", "text"], with_row_id=True)
-    return t.column("_rowid").to_numpy(), t.column("text").combine_chunks(), t.column("id").to_numpy()
-
-
 def signed(uri: str, params=PARAMS):
-    rowids, texts, ids = live_rows(uri)
-    signer = signer_for(params)
-    sigs, has = signer.sign(texts)
-    return rowids[has], sigs[has], signer.band_keys(sigs[has]), ids[has], texts.filter(pa.array(has))
-
-
-def candidate_pairs(keys: np.ndarray) -> np.ndarray:
-    """Index pairs ``(i, j)``, ``i < j``, sharing at least one band key (unique rows)."""
-    n, b = keys.shape
-    out = []
-    for j in range(b):
-        order = np.argsort(keys[:, j], kind="stable")
-        k = keys[order, j]
-        cut = np.flatnonzero(np.diff(k)) + 1
-        for grp in np.split(order, cut):
-            if grp.size > 1:
-                g = np.sort(grp)
-                ii, jj = np.triu_indices(g.size, 1)
-                out.append(np.stack([g[ii], g[jj]], axis=1))
-    if not out:
-        return np.empty((0, 2), np.int64)
-    return np.unique(np.concatenate(out), axis=0)
+    return naive.signed(uri, params)
 
 
 def oracle(uri: str, threshold: float, params=PARAMS) -> dict:
     """``{(left_rowid, right_rowid): similarity}`` of every verified candidate pair."""
-    rowids, sigs, keys, _, _ = signed(uri, params)
-    cand = candidate_pairs(keys)
-    eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
-    sim = (eq.astype(np.float32) / np.float32(params.num_hashes)).astype(np.float64)
-    keep = sim >= threshold
-    a, b = rowids[cand[keep, 0]], rowids[cand[keep, 1]]
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    return {(int(x), int(y)): float(s) for x, y, s in zip(lo, hi, sim[keep])}
+    return oracle_pairs(uri, threshold, params)
 
 
 def as_dict(batches, schema=PAIRS_SCHEMA) -> dict:
@@ -93,24 +62,6 @@ def as_dict(batches, schema=PAIRS_SCHEMA) -> dict:
         count += b.num_rows
     assert count == len(out), "a pair was reported twice"
     return out
-
-
-def components(nodes, edges) -> dict:
-    """``{node: smallest node of its component}`` over ``edges`` (components of >= 2 only),
-    by scipy's connected components: an oracle independent of the package's union-find."""
-    import scipy.sparse
-    from scipy.sparse.csgraph import connected_components
-
-    nodes = sorted(set(nodes))
-    pos = {v: i for i, v in enumerate(nodes)}
-    a = np.array([pos[x] for x, _ in edges], dtype=np.int64)
-    b = np.array([pos[y] for _, y in edges], dtype=np.int64)
-    graph = scipy.sparse.coo_matrix((np.ones(a.size, np.int8), (a, b)), shape=(len(nodes), len(nodes)))
-    _, labels = connected_components(graph, directed=False)
-    groups: dict = {}
-    for v, r in zip(nodes, labels.tolist()):
-        groups.setdefault(r, []).append(v)
-    return {v: min(g) for g in groups.values() if len(g) > 1 for v in g}
 
 
 def as_clusters(table: pa.Table) -> dict:
@@ -144,9 +95,15 @@ def oracle_08(corpus) -> dict:
     return oracle(corpus, 0.8)
 
 
-def all_shards(uri, threshold, num_shards=None, chunk_pairs=1 << 20, exact=False):
+def shard_batches(shard, chunk_pairs=1 << 20, memory_limit=None):
+    """One shard's pairs run on their own (as SQL runs a shard per call), in batches of
+    at most ``chunk_pairs`` rows."""
+    return bounded_shard_pairs(shard, memory_limit_bytes(memory_limit), pair_verifier("estimate"), chunk_pairs)
+
+
+def all_shards(uri, threshold, num_shards=None, chunk_pairs=1 << 20):
     return [b for s in pair_shards(uri, "text", threshold, num_shards=num_shards)
-            for b in shard_pairs(s, chunk_pairs=chunk_pairs, exact=exact)]
+            for b in shard_batches(s, chunk_pairs)]
 
 
 # --------------------------------------------------------------------------- pairs
@@ -192,28 +149,20 @@ def test_direct_window_path(corpus, oracle_08, monkeypatch):
     assert as_clusters(clusters(corpus, "text", 0.8)) == base
 
 
-def test_exact_jaccard(corpus, oracle_08):
-    batches = list(pairs(corpus, "text", 0.8, exact=True))
+def test_verify_exact_is_the_exact_rule(corpus, oracle_08):
+    """verify='exact': the candidates whose estimate reaches the floor (4 standard
+    deviations under the threshold, written in tests/naive.py), kept iff their exact
+    Jaccard reaches the threshold; the estimate of each pair as ``similarity``, its
+    Jaccard as ``jaccard``."""
+    batches = list(pairs(corpus, "text", 0.8, verify="exact"))
     got = as_dict(batches, PAIRS_EXACT_SCHEMA)
-    jac = {}
-    for b in batches:
-        for x, y, j in zip(b.column("left_rowid").to_pylist(), b.column("right_rowid").to_pylist(),
-                           b.column("jaccard").to_pylist()):
-            jac[(x, y)] = j
-    assert all(j >= 0.8 for j in jac.values())
-    assert set(got) <= set(oracle_08) and all(got[p] == oracle_08[p] for p in got)
-    assert 0 < len(got) < len(oracle_08)  # some estimates >= 0.8 have a true Jaccard below
-    ds = lance.dataset(corpus)
-    rng = np.random.default_rng(1)
-    dropped = sorted(set(oracle_08) - set(got))
-    sample = [list(got)[i] for i in rng.choice(len(got), 25, replace=False)] + dropped[:10]
-    for x, y in sample:
-        ta, tb = ds._take_rows(pa.array([x, y], pa.uint64()), ["text"]).column(0).to_pylist()
-        truth = exact_jaccard(ta, tb, PARAMS)
-        if (x, y) in got:
-            assert jac[(x, y)] == pytest.approx(truth, abs=1e-12)
-        else:
-            assert truth < 0.8
+    jac = {(x, y): j for b in batches for x, y, j in zip(b.column("left_rowid").to_pylist(),
+                                                          b.column("right_rowid").to_pylist(),
+                                                          b.column("jaccard").to_pylist())}
+    want = exact_pairs(corpus, 0.8, PARAMS)
+    assert got.keys() == want.keys() and len(want) > 300
+    assert all(got[p] == want[p][0] and jac[p] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+    assert set(oracle_08) - set(got), "some estimates >= 0.8 have a true Jaccard below"
 
 
 # --------------------------------------------------------------------------- segments, appends, deletions
@@ -254,14 +203,11 @@ def test_append_second_segment_and_deletions(tmp_path, self_join_budget):
     assert set(got_c) <= live
 
 
-@pytest.mark.parametrize("capacity", [64 << 10, 256 << 10])
-def test_signatures_beyond_the_cache(tmp_path, monkeypatch, capacity):
-    """A segment whose signatures exceed the cache: shards read the docs they miss out of
-    the memory map and get them back compact (64 KiB: nothing fits) or pooled (256 KiB:
-    the pool grows until full, then compact); same pairs and clusters, deletions
-    included."""
-    from lance_minhash_sql.index import pools
-    from lance_minhash_sql.index.entries import SegmentEntry
+@pytest.mark.parametrize("capacity", [1 << 10, 256 << 10])
+def test_signatures_beyond_the_cache(tmp_path, capacity):
+    """A segment whose signatures and row ids exceed the cache (1 KiB) or only its
+    signatures (256 KiB): the self-join gathers its candidates out of the memory map
+    without holding them in the cache; same pairs and clusters, deletions included."""
     from lance_minhash_sql.runtime.cache import clear_cache, set_cache_capacity
 
     uri = str(tmp_path / "big.lance")
@@ -269,28 +215,16 @@ def test_signatures_beyond_the_cache(tmp_path, monkeypatch, capacity):
     build_index(uri, "text")
     lance.dataset(uri).delete("id % 7 = 3")
     want = oracle(uri, 0.8)
-    clear_cache()
-    want_clusters = as_clusters(clusters(uri, "text", 0.8))
-    calls = {"compact": 0, "pooled": 0}
-    shard_docs = SegmentEntry.shard_docs
-
-    def counted(self, docs):
-        out = shard_docs(self, docs)
-        calls["compact" if out[3] else "pooled"] += 1
-        return out
-
-    monkeypatch.setattr(SegmentEntry, "shard_docs", counted)
-    monkeypatch.setattr(pools, "FIRST_POOL_DOCS", 16)  # the pool grows in steps, then stops
+    want_clusters = naive.oracle_clusters(uri, "text", 0.8, PARAMS)
     old = set_cache_capacity(capacity)
     try:
         clear_cache()
         assert as_dict(all_shards(uri, 0.8, num_shards=9)) == want
+        assert as_dict(pairs(uri, "text", 0.8)) == want
         assert as_clusters(clusters(uri, "text", 0.8)) == want_clusters
     finally:
         set_cache_capacity(old)
         clear_cache()
-    assert calls["compact"] > 0
-    assert (calls["pooled"] > 0) == (capacity > 64 << 10)
 
 
 def test_odd_parameters(tmp_path, monkeypatch, self_join_budget):
@@ -342,7 +276,7 @@ def test_giant_bucket_streams_in_chunks(giant):
     batches = other = 0
     try:
         for s in pair_shards(uri, "text", 0.8):
-            for b in shard_pairs(s, chunk_pairs=chunk):
+            for b in shard_batches(s, chunk):
                 assert b.num_rows <= chunk
                 batches += 1
                 # row address -> row number (2,000 rows per fragment); copies are rows 500..3499
@@ -407,7 +341,7 @@ def grouped(tmp_path_factory):
 
 def bucket_relation_is_equivalence(uri: str, threshold: float) -> bool:
     """The documented exactness condition: in every bucket the verified pairs form disjoint
-    cliques, at most MAX_REPS of them (singletons included)."""
+    cliques, at most ``naive.REPS`` of them (singletons included)."""
     rowids, sigs, keys, _, _ = signed(uri)
     k = sigs.shape[1]
     for j in range(keys.shape[1]):
@@ -419,7 +353,7 @@ def bucket_relation_is_equivalence(uri: str, threshold: float) -> bool:
             v = (eq.astype(np.float32) / np.float32(k)) >= threshold
             classes = {frozenset(np.flatnonzero(row).tolist()) for row in v}
             members = [m for c in classes for m in c]
-            if len(members) != len(set(members)) or len(classes) > MAX_REPS:
+            if len(members) != len(set(members)) or len(classes) > naive.REPS:
                 return False
     return True
 
@@ -449,6 +383,13 @@ def pair_counts(labels_a: dict, labels_b: dict, rows) -> tuple[int, int, int]:
         both[(a, b)] = both.get((a, b), 0) + 1
     f = lambda c: sum(n * (n - 1) // 2 for n in c.values())  # noqa: E731
     return f(ca), f(cb), f(both)
+
+
+def test_clusters_equal_the_representative_rule(corpus, grouped, self_join_budget):
+    """The components of the representatives' links, bucket by bucket in plain numpy
+    (tests/naive.py), whatever the budget; deletions and unindexed rows included."""
+    for uri in (corpus, grouped):
+        assert as_clusters(clusters(uri, "text", 0.8)) == naive.oracle_clusters(uri, "text", 0.8, PARAMS)
 
 
 def test_clusters_refine_all_pairs_and_track_ground_truth(corpus, oracle_08, self_join_budget):
@@ -485,15 +426,14 @@ def test_threshold_errors(corpus, bad):
 
 
 def test_other_argument_errors(corpus):
-    shard = pair_shards(corpus, "text", 0.8)[0]
-    with pytest.raises(InvalidParameterError, match="chunk_pairs"):
-        shard_pairs(shard, chunk_pairs=0)
+    import lance_minhash_sql as lms
+
     with pytest.raises(InvalidParameterError, match="num_shards"):
         pair_shards(corpus, "text", 0.8, num_shards=0)
     with pytest.raises(InvalidParameterError, match="exact"):
-        pairs(corpus, "text", 0.8, exact="yes")
-    with pytest.raises(InvalidParameterError, match="Shard"):
-        shard_pairs("shard 0")
+        lms.pairs(corpus, "text", 0.8, exact="yes")
+    with pytest.raises(InvalidParameterError, match="verify='exactly'"):
+        pairs(corpus, "text", 0.8, verify="exactly")
 
 
 def test_no_index(tmp_path):
@@ -565,3 +505,30 @@ def test_min_matches():
         for t in (0.3, 0.71, 0.9):
             e = min_matches(t, k)
             assert float(np.float32(e) / np.float32(k)) >= t > float(np.float32(e - 1) / np.float32(k))
+
+
+def test_buckets_in_row_id_order_skip_the_sort(corpus, monkeypatch):
+    """Where a shard's row ids ascend with its local ids, ``order_buckets`` would move no
+    bucket (so clusters skip it); forcing the sort gives the same clusters."""
+    from lance_minhash_sql.kernels.pairs import order_buckets
+    from lance_minhash_sql.selfjoin.pool import read_multi, span_data
+
+    for s in pair_shards(corpus, "text", 0.8, num_shards=4):
+        data = span_data(s.plan, *read_multi(s))
+        assert data.rowids_ascend()
+        docs = data.docs.copy()
+        assert not order_buckets(docs, data.slot, data.rowids, data.starts, data.ends)
+        assert np.array_equal(docs, data.docs)
+    want = as_clusters(clusters(corpus, "text", 0.8))
+    monkeypatch.setattr(shards_mod.ShardData, "rowids_ascend", lambda self: False)
+    assert as_clusters(clusters(corpus, "text", 0.8)) == want
+
+
+def test_rowids_ascend_sees_a_descent():
+    keys = np.array([5, 5, 7, 7], dtype=np.uint64)
+    docs = np.array([0, 1, 1, 2], dtype=np.uint32)
+    data = shards_mod.ShardData(keys, docs, np.array([0, 2]), np.array([2, 4]), np.zeros((3, 4), np.uint16),
+                                np.empty(0, np.int32), np.array([10, 30, 20], dtype=np.uint64), 0, None)
+    assert not data.rowids_ascend()
+    data.rowids = np.array([10, 20, 20], dtype=np.uint64)
+    assert data.rowids_ascend()

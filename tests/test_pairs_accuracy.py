@@ -9,7 +9,8 @@ On a 20,000-row synthetic corpus (default index: k=128, b=16, threshold 0.8):
   few pairs below 0.7 (at most the model's count), and per
   bin of true Jaccard the fraction the model predicts (candidate AND verified, see
   :func:`exact_join.reported_probability`), within 4 standard errors;
-* ``exact=True`` reports exactly the pairs with true Jaccard >= 0.8 among them, with it;
+* ``verify="exact"`` reports exactly the candidates whose estimate reaches the floor (4
+  standard deviations under the threshold) with true Jaccard >= 0.8, with it;
 * ``clusters()`` links only verified pairs, refines the all-pairs components and finds
   the generator's duplicate groups (``source_id``) at least as well as exact clusterings
   that bound it (floors from the exact join, not from this code's output).
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pytest
 import scipy.sparse
 from exact_join import exact_join, reported_probability
-from naive import exact_jaccard, lance_tokens, representative_links, shingles
+from naive import REPS, candidate_floor, estimates, exact_jaccard, lance_tokens, representative_links, shingles
 from scipy.sparse.csgraph import connected_components
 
 from lance_minhash_sql.build.builder import build_index
@@ -36,8 +37,9 @@ from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import ground_truth, write_corpus
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.pairs import min_matches
-from lance_minhash_sql.selfjoin.clusters import MAX_REPS, clusters, shard_links
-from lance_minhash_sql.selfjoin.pairs import pair_shards, pairs
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.pairs import pairs
+from lance_minhash_sql.selfjoin.shards import pair_shards
 
 N = 20_000
 THRESHOLD = 0.8
@@ -286,21 +288,28 @@ def test_recall_at_the_threshold_meets_the_binomial_floor(corpus):
     assert got.mean() >= floor
 
 
-def test_exact_jaccard_column_equals_the_exact_join(corpus):
-    left, right, sim, jac = as_positions(corpus, list(pairs(corpus.uri, "text", THRESHOLD, exact=True)))
+def test_verify_exact_equals_the_exact_join(corpus):
+    left, right, sim, jac = as_positions(corpus, list(pairs(corpus.uri, "text", THRESHOLD, verify="exact")))
     codes = corpus.codes(left, right)
-    # the pairs: the verified pairs whose true Jaccard reaches the threshold
-    rep_codes = corpus.codes(corpus.rep_left, corpus.rep_right)
-    rep_jac = corpus.jaccard(corpus.rep_left, corpus.rep_right)
-    assert np.array_equal(np.sort(codes), np.sort(rep_codes[rep_jac >= THRESHOLD]))
+    # the pairs: the exact join's pairs at the threshold that share a band key and whose
+    # estimate reaches the floor
+    signer = signer_for(PARAMS)
+    sigs, has = signer.sign(corpus.texts)
+    assert has.all()
+    keys = signer.band_keys(sigs)
+    high = corpus.true_jaccard >= THRESHOLD
+    tl, tr = corpus.true_left[high], corpus.true_right[high]
+    est = estimates(sigs, np.stack([tl, tr], axis=1), PARAMS.num_hashes)
+    keep = (keys[tl] == keys[tr]).any(axis=1) & (est >= candidate_floor(THRESHOLD, PARAMS.num_hashes))
+    order = np.argsort(codes)
+    assert np.array_equal(codes[order], np.sort(corpus.codes(tl[keep], tr[keep])))
+    assert np.array_equal(sim[order], est[keep][np.argsort(corpus.codes(tl[keep], tr[keep]))])
+    assert (est[keep] < THRESHOLD).any(), "pairs whose estimate is under the threshold are found"
     # each jaccard: the exact join's value
     true_codes = corpus.codes(corpus.true_left, corpus.true_right)
     at = np.searchsorted(true_codes, codes)
     assert (true_codes[at] == codes).all()
     assert np.allclose(jac, corpus.true_jaccard[at], rtol=0, atol=1e-12)
-    # and the similarity is the one pairs() reports without exact
-    order = np.argsort(rep_codes)
-    assert np.array_equal(sim, corpus.rep_similarity[order[np.searchsorted(rep_codes[order], codes)]])
     sample = np.random.default_rng(2).choice(codes.size, 10, replace=False)
     for i in sample:
         a, b = corpus.texts.take(pa.array([left[i], right[i]])).to_pylist()
@@ -353,17 +362,26 @@ def test_pairs_and_clusters_equal_at_every_budget(corpus, cluster_table, self_jo
     assert clusters(corpus.uri, "text", THRESHOLD).equals(cluster_table)
 
 
-def test_every_link_is_a_verified_pair(corpus):
-    rowid_of: dict = {}
+def test_every_link_is_a_verified_pair(corpus, monkeypatch):
+    """Every link the clusters unite (global doc ids, read as row ids) is a verified pair."""
+    from lance_minhash_sql.selfjoin import parent
+    from lance_minhash_sql.selfjoin.pool import row_ids
+
     links = []
-    for shard in pair_shards(corpus.uri, "text", THRESHOLD):
-        for kind, a, b in shard_links(shard):
-            if kind == "rows":
-                rowid_of.update(zip(a.tolist(), b.tolist()))
-            else:
-                links.append((a, b))
-    a = corpus.positions(np.array([rowid_of[x] for x in np.concatenate([x for x, _ in links]).tolist()], np.uint64))
-    b = corpus.positions(np.array([rowid_of[x] for x in np.concatenate([y for _, y in links]).tolist()], np.uint64))
+    union = parent.UnionFind.union
+
+    def recorded(self, a, b):
+        links.append((a.copy(), b.copy()))
+        return union(self, a, b)
+
+    monkeypatch.setattr(parent.UnionFind, "union", recorded)
+    clusters(corpus.uri, "text", THRESHOLD)
+    monkeypatch.undo()
+    gids = np.concatenate([np.concatenate([x, y]) for x, y in links]).astype(np.int64)
+    docs = np.unique(gids)
+    rowid = row_ids(pair_shards(corpus.uri, "text", THRESHOLD)[0].plan, docs.astype(np.uint32), 1 << 20)
+    a = corpus.positions(rowid[np.searchsorted(docs, np.concatenate([x for x, _ in links]))])
+    b = corpus.positions(rowid[np.searchsorted(docs, np.concatenate([y for _, y in links]))])
     assert a.size > 1000 and (a != b).all()
     verified = np.isin(corpus.codes(np.minimum(a, b), np.maximum(a, b)),
                        corpus.codes(corpus.rep_left, corpus.rep_right))
@@ -372,13 +390,13 @@ def test_every_link_is_a_verified_pair(corpus):
 
 
 def guaranteed_links(corpus) -> tuple[np.ndarray, np.ndarray, int]:
-    """Row pairs that the rule of ``selfjoin/clusters.py`` must put in one cluster, found
+    """Row pairs that the rule of ``selfjoin/links.py`` must put in one cluster, found
     bucket by bucket from the signatures (not from the clustering code):
 
     * the first member of a bucket (lowest row id) is always a representative and every
       later member is verified against it: each member that passes it is linked to it;
     * a *clean* bucket, where "verified" is an equivalence relation on the members (the
-      verified pairs form disjoint cliques) with at most ``MAX_REPS`` classes, links every
+      verified pairs form disjoint cliques) with at most ``naive.REPS`` classes, links every
       class together (each class's first member becomes a rep; the later ones pass it).
       Checked on buckets of up to 256 members (an ``m x m`` comparison each).
 
@@ -403,7 +421,7 @@ def guaranteed_links(corpus) -> tuple[np.ndarray, np.ndarray, int]:
                 verified = (s[:, None, :] == s[None, :, :]).sum(axis=2) >= min_eq
                 label = verified.argmax(axis=1)  # the first member verified with each (itself at the latest)
                 if (np.array_equal(verified, label[:, None] == label[None, :])
-                        and np.unique(label).size <= MAX_REPS):
+                        and np.unique(label).size <= REPS):
                     clean += 1
                     a.append(rows[grp])
                     b.append(rows[grp[label]])
@@ -434,13 +452,13 @@ def test_clusters_refine_the_all_pairs_components(corpus, cluster_table):
 
 
 def test_clusters_are_the_components_of_the_naive_rule(corpus, cluster_table):
-    """The representative rule of ``selfjoin/clusters.py`` applied bucket by bucket in plain
+    """The representative rule of ``selfjoin/links.py`` applied bucket by bucket in plain
     numpy (``naive.representative_links``) gives the same clusters."""
     signer = signer_for(PARAMS)
     sigs, has = signer.sign(corpus.texts)
     rows = np.flatnonzero(has)
     links = representative_links(corpus.rowids[rows], sigs[has], signer.band_keys(sigs[has]),
-                                 _min_equal(THRESHOLD, PARAMS.num_hashes), MAX_REPS)
+                                 _min_equal(THRESHOLD, PARAMS.num_hashes), REPS)
     a = corpus.positions(np.array([x for x, _ in links], np.uint64))
     b = corpus.positions(np.array([y for _, y in links], np.uint64))
     want = _clustered(_components(N, a, b))

@@ -18,11 +18,13 @@ import pytest
 from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.faces.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.runtime import pipeline
-from lance_minhash_sql.selfjoin import bounded
+from lance_minhash_sql.selfjoin import bounded, executor, parent
 from lance_minhash_sql.selfjoin import pairs as pairs_mod
 from lance_minhash_sql.selfjoin import shards as shards_mod
-from lance_minhash_sql.selfjoin.clusters import clusters, shard_links
-from lance_minhash_sql.selfjoin.pairs import pair_shards, shard_pairs
+from lance_minhash_sql.selfjoin import verify as verify_mod
+from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.shards import pair_shards
+from lance_minhash_sql.selfjoin.verify import pair_verifier
 
 ROWS = 20_000
 COPIES = 5_000
@@ -43,8 +45,16 @@ def giant(tmp_path_factory):
     return uri, copies
 
 
-def test_clusters_keep_the_giant_cluster_whole_without_its_pairs(giant):
+def test_clusters_keep_the_giant_cluster_whole_without_its_pairs(giant, monkeypatch):
     uri, copies = giant
+    links = []
+    union = parent.UnionFind.union
+
+    def counted(self, a, b):
+        links.append(len(a))
+        return union(self, a, b)
+
+    monkeypatch.setattr(parent.UnionFind, "union", counted)
     table = clusters(uri, "text", THRESHOLD)
     rid = table.column("_rowid").to_numpy()
     cid = table.column("cluster_id").to_numpy()
@@ -53,13 +63,12 @@ def test_clusters_keep_the_giant_cluster_whole_without_its_pairs(giant):
     assert inside.sum() == COPIES
     assert set(cid[inside].tolist()) == {int(copies[0])} and set(size[inside].tolist()) == {COPIES}
     assert (cid[~inside] != copies[0]).all()
-    # links: identical copies pass their bucket's first rep, one link each per band; a
-    # bucket of m rows never costs more than m x MAX_REPS verifications
-    links = sum(a.size for s in pair_shards(uri, "text", THRESHOLD) for kind, a, _ in shard_links(s)
-                if kind == "links")
-    print(f"\n{links:,} links in all ({16 * (COPIES - 1):,} for the copies), against "
-          f"{COPIES * (COPIES - 1) // 2:,} pairs of copies")
-    assert 16 * (COPIES - 1) <= links < 2 * 16 * ROWS < COPIES * (COPIES - 1) // 2 // 10
+    # links: identical copies pass their bucket's first rep, one link each per band (a
+    # band whose bucket is one component already is pruned); a bucket of m rows never
+    # costs more than m x MAX_REPS verifications
+    links = sum(links)
+    print(f"\n{links:,} links in all, against {COPIES * (COPIES - 1) // 2:,} pairs of copies")
+    assert COPIES - 1 <= links < 2 * 16 * ROWS < COPIES * (COPIES - 1) // 2 // 10
 
 
 def test_pairs_of_the_giant_cluster_stream_with_flat_memory(giant):
@@ -70,7 +79,8 @@ def test_pairs_of_the_giant_cluster_stream_with_flat_memory(giant):
     tracemalloc.start()
     try:
         for shard in pair_shards(uri, "text", THRESHOLD):
-            for b in shard_pairs(shard, chunk_pairs=CHUNK):
+            for b in bounded.bounded_shard_pairs(shard, bounded.memory_limit_bytes(None), pair_verifier("estimate"),
+                                                 CHUNK):
                 assert b.num_rows <= CHUNK
                 batches += 1
                 left = np.searchsorted(copies, b.column("left_rowid").to_numpy())
@@ -105,21 +115,21 @@ def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
     band's 12.5M pairs take thousands of calls and seconds.)"""
     uri, _ = giant
     calls = []
-    kernel = pairs_mod.pair_chunk
+    kernel = verify_mod.pair_chunk
 
     def slow(*args):
         calls.append(1)
         time.sleep(0.001)
         return kernel(*args)
 
-    monkeypatch.setattr(pairs_mod, "pair_chunk", slow)
-    monkeypatch.setattr(pairs_mod, "VISIT_BUDGET", 1_000)
-    monkeypatch.setattr(pairs_mod, "DEFAULT_CHUNK_PAIRS", 10_000)
+    monkeypatch.setattr(verify_mod, "pair_chunk", slow)
+    monkeypatch.setattr(verify_mod, "VISIT_BUDGET", 1_000)
+    monkeypatch.setattr(executor, "DEFAULT_CHUNK_PAIRS", 10_000)
     monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
     monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 20_000)
     assert len(pair_shards(uri, "text", THRESHOLD)) >= 16
-    for exact in (False, True):
-        stream = pairs_mod.pairs(uri, "text", THRESHOLD, exact=exact)
+    for verify in ("estimate", "exact"):
+        stream = pairs_mod.pairs(uri, "text", THRESHOLD, verify=verify)
         assert 0 < next(stream).num_rows <= 10_000
         before = len(calls)
         stream.close()

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
+from naive import exact_pairs, oracle_clusters
 
 from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.core.errors import DatasetError, LanceMinHashError
@@ -19,9 +20,9 @@ from lance_minhash_sql.index.opened import clear_cache, open_index
 from lance_minhash_sql.lifecycle.optimize import optimize
 from lance_minhash_sql.lifecycle.prewarm import prewarm
 from lance_minhash_sql.query.topk import search, search_ids
-from lance_minhash_sql.selfjoin.clusters import clusters, unbounded_clusters
+from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import keep_flags
-from lance_minhash_sql.selfjoin.pairs import pairs, unbounded_pairs
+from lance_minhash_sql.selfjoin.pairs import pairs
 
 N = 3000
 PARAMS = MinHashParams(num_hashes=64, num_bands=16)
@@ -109,7 +110,7 @@ def test_our_search_on_s3_equals_lance(stores, which):
 
 
 def _pair_set(uri, opts=None):
-    t = pa.Table.from_batches(list(pairs(uri, "text", 0.7, exact=True, storage_options=opts)))
+    t = pa.Table.from_batches(list(pairs(uri, "text", 0.7, verify="exact", storage_options=opts)))
     return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names)))
 
 
@@ -125,13 +126,16 @@ def test_pairs_clusters_dedup_on_s3_equal_local(stores):
 
 @pytest.mark.parametrize("which", ["ours", "native"])
 def test_self_join_on_s3_at_every_budget(stores, which, self_join_budget):
-    """Our index and Lance's, both on S3, under each self-join budget: the pairs (with
-    exact Jaccard), clusters and keep flags of the engine without a budget on the local copy."""
+    """Our index and Lance's, both on S3, under each self-join budget: the exact pairs and
+    the clusters of the brute-force oracles (tests/naive.py) on the local copy (the same
+    rows at the same row ids), and its keep flags under another budget."""
     opts, uri, local = stores["opts"], stores[which], stores["local"]
-    want = sorted(zip(*(c.to_pylist() for c in pa.Table.from_batches(
-        list(unbounded_pairs(local, "text", 0.7, exact=True))).columns)))
-    assert len(want) > 50 and _pair_set(uri, opts) == want
-    assert clusters(uri, "text", 0.7, storage_options=opts).equals(unbounded_clusters(local, "text", 0.7))
+    want = exact_pairs(local, 0.7, PARAMS)
+    got = {(a, b): (s, j) for a, b, s, j in _pair_set(uri, opts)}
+    assert len(want) > 50 and got.keys() == want.keys()
+    assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+    table = clusters(uri, "text", 0.7, storage_options=opts).to_pydict()
+    assert dict(zip(table["_rowid"], table["cluster_id"])) == oracle_clusters(local, "text", 0.7, PARAMS)
     assert keep_flags(uri, "text", 0.7, storage_options=opts).equals(keep_flags(local, "text", 0.7, memory_limit="1GiB"))
 
 

@@ -18,15 +18,16 @@ import numpy as np
 import pytest
 
 from conftest import SPILL_BUDGET, indexed_corpus
-from test_pairs import as_clusters, components
+from naive import oracle_clusters
+from test_pairs import PARAMS, as_clusters
 
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.io import spilled
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
 from lance_minhash_sql.selfjoin import bounded, parent, pool
-from lance_minhash_sql.selfjoin.clusters import MAX_REPS, clusters, data_links, unbounded_clusters
+from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import keep_flags
-from lance_minhash_sql.selfjoin.pairs import pairs
+from lance_minhash_sql.selfjoin.links import MAX_REPS, data_links
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +77,10 @@ def test_a_spilled_union_find_gives_the_same_answers(corpus, temp, monkeypatch, 
     assert 0 < pool.STATS["max_parent_blocks"] <= parent.MIN_BLOCKS  # never more blocks touched at once
     for want, have in zip(in_memory, got):
         assert have.equals(want)
-    assert got[0].equals(unbounded_clusters(corpus, "text", 0.8))
-    # exact components hold every exact pair (scipy's components of them refine them)
-    exact_pairs = [(a, b) for batch in pairs(corpus, "text", 0.8, exact=True)
-                   for a, b in zip(batch.column("left_rowid").to_pylist(), batch.column("right_rowid").to_pylist())]
-    exact = as_clusters(got[1])
-    assert len(exact_pairs) > 500 and all(exact[a] == exact[b] for a, b in exact_pairs)
-    assert set(components([r for p in exact_pairs for r in p], exact_pairs)) <= set(exact)
+    assert as_clusters(got[0]) == oracle_clusters(corpus, "text", 0.8, PARAMS)
+    # exact components: scipy's components of the brute-force exact pairs
+    exact = oracle_clusters(corpus, "text", 0.8, PARAMS, verify="exact")
+    assert len(exact) > 500 and as_clusters(got[1]) == exact
     keep = got[2].column("keep").to_numpy(zero_copy_only=False)  # dedup keeps exactly one row of each component
     cid = got[2].column("cluster_id").to_numpy()
     assert np.array_equal(np.sort(cid[keep]), np.unique(cid))
@@ -186,4 +184,5 @@ def test_a_budget_that_cannot_hold_the_bit_set_is_refused(corpus, monkeypatch):
         clusters(corpus, "text", memory_limit="64KiB")
     least = int(re.search(r"memory_limit := '(\d+)MiB'", str(e.value)).group(1))
     assert least == 13  # the 8 MiB of four 2 MiB blocks and a pool of 128 signatures: 62.5 % of 12.9 MiB
-    assert clusters(corpus, "text", memory_limit=f"{least}MiB").equals(unbounded_clusters(corpus, "text", 0.8))
+    assert as_clusters(clusters(corpus, "text", memory_limit=f"{least}MiB")) == oracle_clusters(corpus, "text", 0.8,
+                                                                                                PARAMS)

@@ -1,7 +1,7 @@
-"""verify := 'exact' (selfjoin/pairs.py): candidates down to a margin under the threshold,
+"""verify := 'exact' (selfjoin/verify.py): candidates down to a margin under the threshold,
 kept by their exact shingle Jaccard. Oracle: every pair of rows sharing a band key (brute
-force over the signatures), its estimate, and its exact Jaccard from lance.tokenize
-(tests/naive.py)."""
+force over the signatures), its estimate, and its exact Jaccard from lance.tokenize, down
+to a floor the tests compute themselves (tests/naive.py: exact_pairs, candidate_floor)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import copies_table
-from naive import exact_jaccard
-from test_pairs import as_clusters, candidate_pairs, components, signed
+from naive import candidate_floor, candidate_pairs, exact_jaccard, exact_pairs
+from test_pairs import as_clusters, components, signed
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.build.builder import build_index
@@ -34,19 +34,7 @@ T = 0.8
 def brute_force(uri: str, threshold: float) -> dict:
     """``{(left, right): (estimate, jaccard)}``: candidates whose estimate reaches the
     floor, kept when their exact Jaccard reaches the threshold."""
-    rowids, sigs, keys, _, texts = signed(uri)
-    floor = exact_candidate_floor(threshold, PARAMS.num_hashes)
-    cand = candidate_pairs(keys)
-    eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
-    est = (eq.astype(np.float32) / np.float32(PARAMS.num_hashes)).astype(np.float64)
-    texts = texts.to_pylist()
-    out = {}
-    for (i, j), e in zip(cand[est >= floor], est[est >= floor]):
-        jac = exact_jaccard(texts[i], texts[j], PARAMS)
-        if jac is not None and jac >= threshold:
-            a, b = sorted((int(rowids[i]), int(rowids[j])))
-            out[(a, b)] = (float(e), jac)
-    return out
+    return exact_pairs(uri, threshold, PARAMS)
 
 
 def pairs_table(uri: str, threshold: float = T, **kw) -> pa.Table:
@@ -95,7 +83,7 @@ def edited(tmp_path_factory) -> str:
 
 def test_the_floor_is_four_standard_deviations():
     for t, k in ((0.8, 128), (0.9, 256), (0.5, 64), (1.0, 128)):
-        assert exact_candidate_floor(t, k) == pytest.approx(max(0.0, t - 4 * np.sqrt(t * (1 - t) / k)))
+        assert exact_candidate_floor(t, k) == pytest.approx(candidate_floor(t, k))
     with pytest.raises(InvalidParameterError, match="threshold=1.5"):
         exact_candidate_floor(1.5, 128)
 
@@ -119,9 +107,10 @@ def test_verify_exact_finds_pairs_the_estimate_drops(edited):
     assert len(rescued) >= 3, "the corpus has pairs above the threshold whose estimate is under it"
     estimate = as_pairs(pairs_table(edited, t))
     assert not rescued & estimate.keys()
-    # the estimate and exact := true (estimate and exact) are a subset of verify := 'exact'
-    both = as_pairs(pairs_table(edited, t, exact=True))
-    assert both.keys() <= got.keys() and len(both) < len(got)
+    # exact := true is the older spelling of verify := 'exact' (with a FutureWarning)
+    with pytest.warns(FutureWarning, match="verify := 'exact'"):
+        both = as_pairs(pa.Table.from_batches(list(lms.pairs(edited, "text", t, exact=True))))
+    assert both == got
     assert all(jac >= t for _, jac in got.values())
     # the estimate keeps pairs under the threshold that verify := 'exact' drops
     assert {p for p in estimate if exact_jaccard(*texts_of(edited, p), PARAMS) < t} == estimate.keys() - got.keys()
@@ -166,16 +155,16 @@ def floor_rows(uri: str, threshold: float = T) -> set:
     cand = candidate_pairs(keys)
     eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
     est = (eq.astype(np.float32) / np.float32(PARAMS.num_hashes)).astype(np.float64)
-    return {int(rowids[i]) for i in cand[est >= exact_candidate_floor(threshold, PARAMS.num_hashes)].ravel()}
+    return {int(rowids[i]) for i in cand[est >= candidate_floor(threshold, PARAMS.num_hashes)].ravel()}
 
 
 def test_each_row_is_shingled_once_per_self_join(corpus, monkeypatch):
     """Under the default budget every row of a candidate over the floor is fetched and
     shingled once, though it is in pairs of several bands, shards and chunks."""
-    from lance_minhash_sql.selfjoin import pairs as pairs_mod
     from lance_minhash_sql.selfjoin import shingles
+    from lance_minhash_sql.selfjoin import verify as verify_mod
 
-    monkeypatch.setattr(pairs_mod, "EXACT_CHUNK", 64)  # many lookups
+    monkeypatch.setattr(verify_mod, "EXACT_CHUNK", 64)  # many lookups
     before = dict(shingles.STATS)
     got = pairs_table(corpus, T, verify="exact")
     fetched = shingles.STATS["fetched_rows"] - before["fetched_rows"]
@@ -256,7 +245,7 @@ def test_join_verify_exact_equals_brute_force(two_sides):
     left, right = two_sides
     lr, ls, lk, _, lt = signed(left)
     rr, rs, rk, _, rt = signed(right)
-    floor = exact_candidate_floor(T, PARAMS.num_hashes)
+    floor = candidate_floor(T, PARAMS.num_hashes)
     lt, rt = lt.to_pylist(), rt.to_pylist()
     want = {}
     for i in range(lr.size):
@@ -280,7 +269,7 @@ def test_threshold_search_verify_exact_equals_brute_force(edited):
     from lance_minhash_sql.query.topk import search_ids
 
     rowids, sigs, keys, _, texts = signed(edited)
-    floor = exact_candidate_floor(T, PARAMS.num_hashes)
+    floor = candidate_floor(T, PARAMS.num_hashes)
     queries = texts.to_pylist()[:40]
     want = set()
     for qi, qt in enumerate(queries):

@@ -24,7 +24,6 @@ REMOTE_READ_CALL_SECONDS = 0.03
 REMOTE_READ_BYTES_PER_SECOND = 100e6
 # A local file read through its memory map (io/mapped.py): a gather, no call into Lance.
 MAPPED_READ_CALL_SECONDS = 2e-5
-POOL_READ_ROWS = 1 << 18  # signatures a thread gathers at a time into a self-join's pool
 PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead

@@ -71,7 +71,6 @@ def _run_all(tmp: str) -> None:
     from lance_minhash_sql.faces.corpus import generate_texts, write_corpus
     from lance_minhash_sql.query.topk import search_ids
     from lance_minhash_sql.runtime.cache import clear_cache
-    from lance_minhash_sql.selfjoin.shards import candidate_docs, pair_shards
 
     uri = os.path.join(tmp, "corpus.lance")
     write_corpus(uri, _ROWS, with_truth=True)
@@ -107,8 +106,6 @@ def _run_all(tmp: str) -> None:
     clear_cache()  # as a new process meets the index: band rows read from the mapped files
     con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text')").fetchall()
     con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text', threshold := 0.7)").fetchall()
-    # the candidate pass a segment whose signatures exceed the cache runs before its shards
-    candidate_docs(pair_shards(uri, "text", 0.7)[0].plan)
     con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text', keep := 'longest')").fetchall()
     con.sql(f"SELECT * FROM minhash_report({q}, 'text', sample := 200)").fetchall()
     con.sql(f"SELECT * FROM minhash_buckets({q}, 'text')").fetchall()

@@ -16,11 +16,10 @@ import time
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.tuning import POOL_READ_ROWS, TAKE_ROW_SECONDS, whole_read_pays
+from lance_minhash_sql.core.tuning import TAKE_ROW_SECONDS, whole_read_pays
 from lance_minhash_sql.index.pools import DocStore
 from lance_minhash_sql.io.takes import MAX_TAKE
 from lance_minhash_sql.kernels.lsh import sorted_unique
-from lance_minhash_sql.runtime.threads import run_chunks
 
 __all__ = ["DocReader"]
 
@@ -110,7 +109,7 @@ class DocReader:
                 return (*self.arrays(docs), False)
             raw = self.store.all_rowids
             missing = store.missing(docs)
-            if missing.size == 0:  # all pooled (a self-join's candidates: pool_docs)
+            if missing.size == 0:  # all pooled
                 return (*store.arrays(), False)
         sigs = self.files.read_signature_rows(missing)
         rowids = self.map_rowids(raw[missing])
@@ -149,36 +148,6 @@ class DocReader:
                 out_rowids[lost] = self.map_rowids(raw[docs[lost]])
             self.stats["docs_read"] += int(missing.size + lost.size)
         return readonly(np.empty(0, dtype=np.int32)), readonly(out_rowids), readonly(out_sigs), True
-
-    def pool_docs(self, docs: np.ndarray) -> bool:
-        """Pool the sorted unique ``docs`` (a self-join's candidates of all its shards) in one
-        pass over a mapped local segment's signatures, in file order, when the cache has
-        room for them all; True if they are all pooled. Gathered shard by shard instead,
-        each shard's scattered rows map most of the file's pages again (at 10M rows, 77
-        shards of ~250k docs each over 2.6 GB: 26 s of page faults in one run;
-        ``docs/scale.md``)."""
-        with self.lock:
-            store = self.store
-            if store.full:
-                return True
-            if self.files is None or self.files.signature_map is None or self.all_rowids() is None:
-                return False
-            missing = store.missing(docs)
-            if missing.size == 0:
-                return True
-            if not self.account.reserve(store.grow_bytes(missing.size)):
-                return False
-            rows = store.append(missing, self.map_rowids(store.all_rowids[missing]))
-            mapped = self.files.signature_map
-
-            def gather(lo: int, hi: int) -> None:  # on a few threads: mostly page faults
-                mapped.read_rows(missing[lo:hi], out=rows[lo:hi], release=True)
-
-            run_chunks(gather, missing.size, POOL_READ_ROWS)
-            store.commit(missing)
-            self.stats["docs_read"] += int(missing.size)
-            self.account.settle()
-            return True
 
     def _read_docs(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stored ``(row ids, signatures)`` of sorted ``docs``: on an object store the

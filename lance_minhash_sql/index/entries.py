@@ -173,10 +173,6 @@ class SegmentEntry:
         """A self-join shard's docs (:meth:`.doc_reads.DocReader.shard_docs`); takes :attr:`lock` itself."""
         return self.doc_reads.shard_docs(docs)
 
-    def pool_docs(self, docs: np.ndarray) -> bool:
-        """Pool a self-join's candidates (:meth:`.doc_reads.DocReader.pool_docs`); takes :attr:`lock` itself."""
-        return self.doc_reads.pool_docs(docs)
-
     def stored_rowids(self, docs: np.ndarray) -> np.ndarray | None:
         return self.doc_reads.stored_rowids(docs)
 

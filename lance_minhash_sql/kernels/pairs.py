@@ -57,7 +57,6 @@ __all__ = [
     "CURSOR_SIZE",
     "min_matches",
     "multi_rows",
-    "mark_multi",
     "bucket_bounds",
     "new_cursor",
     "padded_hashes",
@@ -112,16 +111,6 @@ def multi_rows(keys, docs):
             out_d[w] = docs[i]
             w += 1
     return out_k, out_d
-
-
-@njit(**JIT)
-def mark_multi(keys, docs, offset, mark):
-    """Set ``mark[docs[i] + offset]`` for every row ``i`` in a run of two or more equal keys:
-    the candidate docs of sorted band rows, without :func:`multi_rows`'s copies."""
-    n = keys.size
-    for i in range(n):
-        if (i > 0 and keys[i] == keys[i - 1]) or (i + 1 < n and keys[i] == keys[i + 1]):
-            mark[np.int64(docs[i]) + offset] = True
 
 
 @njit(**JIT)

@@ -116,8 +116,9 @@ def planning(rule: LinkRule | None) -> Iterator[None]:
 
 
 def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndarray, ...]]:
-    """``("links", a, b)`` chunks of a shard's loaded data (:func:`.shards.load_shard`, or a
-    part of a shard loaded under a memory budget, :mod:`.bounded`), as global doc ids."""
+    """``("links", a, b)`` chunks of a shard's loaded data (a shard, or a part of one,
+    loaded over its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`), as
+    global doc ids."""
     if not data.rowids_ascend():
         order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)
     k = shard.params.num_hashes

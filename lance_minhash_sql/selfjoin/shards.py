@@ -2,19 +2,20 @@
 
 :func:`pair_shards` cuts the band-key space ``[0, num_bands << 56)`` into equal key
 ranges (band keys are hashes, so each holds about the same number of band rows; a bucket
-never spans two). :func:`load_shard` reads a shard's key range from every *run* — each
+never spans two). A shard's key range is read from every *run* (:func:`read_run`) — each
 segment's ``bands.lance`` (page-table search, then one read of the pages) and the
 in-memory sorted band rows of the unindexed fragments (signed once per index version,
-when the shards are planned) — merges them by ``(key, global doc)``, keeps the buckets of
-two rows or more, drops deleted rows, and takes the remaining docs' signatures from the
-segment's process cache. :func:`shard_windows` hands the buckets to the kernels in
-windows of gathered signatures. :mod:`.pairs` verifies the candidates.
+when the shards are planned) — and merged by ``(key, global doc)`` (:func:`merge_runs`);
+:mod:`.pool` keeps the buckets of two live rows or more and gathers their docs'
+signatures (:func:`doc_rows`) into a :class:`ShardData`. :func:`shard_windows` hands the
+buckets to the kernels in windows of gathered signatures; :mod:`.verify` and
+:mod:`.links` verify the candidates.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -29,10 +30,9 @@ from lance_minhash_sql.core.tuning import (BUCKET_WINDOW_ROWS, MAX_SHARDS, SELF_
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.kernels.lsh import sorted_unique
-from lance_minhash_sql.kernels.pairs import bucket_bounds, gather_rows, mark_multi, multi_rows, padded_hashes, windows
+from lance_minhash_sql.kernels.pairs import gather_rows, padded_hashes, windows
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
-from lance_minhash_sql.runtime.cache import ByteCache, segment_cache
-from lance_minhash_sql.runtime.threads import run_chunks
+from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = [
     "shard_runs",
@@ -41,11 +41,10 @@ __all__ = [
     "Shard",
     "plan_shards",
     "pair_shards",
-    "run_together",
     "ShardData",
-    "load_shard",
-    "candidate_docs",
-    "pool_candidates",
+    "read_run",
+    "merge_runs",
+    "doc_rows",
     "Window",
     "shard_windows",
 ]
@@ -86,10 +85,6 @@ class Plan:
                 f"the index on {opened.column!r} of {opened.uri!r} and its unindexed rows hold "
                 f"{self.total_docs:,} rows; the self-join handles fewer than 2**32")
         self.total_band_rows = sum(e.bands.num_rows for e in self.entries)
-        self.lock = threading.Lock()
-        # key ranges (None: all) -> per run, its docs in a bucket of >= 2 within them
-        self.candidates: dict[tuple | None, list[np.ndarray]] = {}
-        self.pool_failed: dict[tuple, int] = {}  # (run, key ranges) -> cache capacity they did not fit
 
 
 _plans = ByteCache.for_objects("self-join plans", SELF_JOIN_PLANS)  # id(opened index) -> its Plan
@@ -118,9 +113,6 @@ class Shard:
     hi: int
     threshold: float
     plan: Plan = field(repr=False)
-    # key ranges of the shards this process runs with this one (None: all of the plan's):
-    # what the up-front candidate pass covers (:func:`run_together`)
-    peers: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
 
     @property
     def uri(self) -> str:
@@ -149,16 +141,6 @@ def _shards(plan: Plan, threshold: float, num_shards: int | None, shard_rows: in
     return [Shard(s, num_shards, bounds[s], bounds[s + 1], threshold, plan) for s in range(num_shards)]
 
 
-def run_together(shards: list[Shard]) -> list[Shard]:
-    """The same shards, marked as the only ones of their plan that this process runs: the
-    up-front candidate pass (:func:`pool_candidates`) then covers their key ranges alone.
-    A distributed task running a few shards of a large index reads and pools its own
-    shards' candidates instead of every shard's; answers do not change (a shard whose docs
-    are not pooled reads them itself)."""
-    peers = tuple(sorted((s.lo, s.hi) for s in shards))
-    return [replace(s, peers=peers) for s in shards]
-
-
 def plan_shards(dataset, column: str, threshold: float, num_shards: int | None, storage_options,
                 shard_rows: int | None = None) -> list[Shard]:
     """``shard_rows``: band rows per shard when ``num_shards`` is None (default
@@ -172,13 +154,14 @@ def plan_shards(dataset, column: str, threshold: float, num_shards: int | None, 
 def pair_shards(dataset, column: str, threshold: float = 0.8, *, num_shards: int | None = None,
                 storage_options: dict | None = None, shard_rows: int | None = None) -> list[Shard]:
     """Independent key-range shards of the self-join of ``column``'s index, across all its
-    segments and the rows no segment covers; :func:`shard_pairs` runs one.
+    segments and the rows no segment covers; an executor's ``shard_pairs`` runs one
+    (``selfjoin/executor.py``).
 
     ``num_shards`` defaults to one per ``shard_rows`` (default :data:`SHARD_BAND_ROWS`)
     band rows (at least 1).
     Planning reads no band data, and the opened index version and its signed unindexed
     rows are kept, so a table function can plan ``n = len(pair_shards(ds, col, t))`` once
-    and then call ``shard_pairs(pair_shards(ds, col, t, num_shards=n)[i])`` per shard,
+    and then run ``pair_shards(ds, col, t, num_shards=n)[i]`` per shard,
     each call independent (pass the same opened ``LanceDataset`` to pin one version).
     The union of all shards' pairs does not depend on ``num_shards``.
 
@@ -335,99 +318,6 @@ def doc_rows(entry: SegmentEntry, docs: np.ndarray, out: np.ndarray) -> np.ndarr
     return rowids
 
 
-def pool_signatures(plan: Plan, gids: np.ndarray):
-    """Signatures and row ids of the distinct ``gids``, gathered run by run into one pool."""
-    ugids = sorted_unique(gids)
-    k = plan.params.num_hashes
-    sigs = np.empty((ugids.size, k), dtype=np.uint16)
-    rowids = np.empty(ugids.size, dtype=np.uint64)
-    bounds = np.searchsorted(ugids, plan.offsets)
-    for r, entry in enumerate(plan.entries):
-        a, b = int(bounds[r]), int(bounds[r + 1])
-        if a == b:
-            continue
-        docs = (ugids[a:b] - np.uint32(plan.offsets[r])).astype(np.uint32)
-        slot, rid, sig, compact = _doc_arrays(entry, docs)
-        if compact:
-            sigs[a:b], rowids[a:b] = sig, rid
-        else:
-            rows = docs if slot.size == 0 else slot[docs]
-            sigs[a:b] = sig[rows]
-            rowids[a:b] = rid[rows]
-    return ugids, sigs, rowids
-
-
-def candidate_docs(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = None) -> list[np.ndarray]:
-    """Per run, its sorted docs that are in a bucket of two rows or more (in any run)
-    with a key in ``ranges`` (``(lo, hi)`` pairs; None: every key): every doc the shards
-    of those ranges need, deleted rows included. One pass over the band rows, key range by
-    key range (as :func:`load_shard` reads them), on :func:`.threads.num_threads` threads."""
-    mark = np.zeros(plan.total_docs, dtype=np.bool_)
-    if ranges is None:
-        span = plan.params.num_bands << BAND_SHIFT
-        n = max(1, -(-plan.total_band_rows // SHARD_BAND_ROWS))
-        ranges = tuple((span * s // n, span * (s + 1) // n) for s in range(n))
-
-    def mark_ranges(first: int, end: int) -> None:  # key ranges side by side (nogil kernels)
-        for lo, hi in ranges[first:end]:
-            parts = []
-            for r, entry in enumerate(plan.entries):
-                keys, docs = read_run(entry, lo, hi)
-                if keys.size:
-                    parts.append((r, keys, docs))
-            if len(parts) == 1:
-                r, keys, docs = parts[0]
-                mark_multi(readonly(keys), readonly(docs), np.int64(plan.offsets[r]), mark)
-            elif parts:
-                keys, gids = merge_runs(parts, plan.offsets)
-                mark_multi(readonly(keys), readonly(gids), np.int64(0), mark)
-
-    run_chunks(mark_ranges, len(ranges), 1)
-    return [np.flatnonzero(mark[plan.offsets[r]:plan.offsets[r + 1]]).astype(np.uint32)
-            for r in range(len(plan.entries))]
-
-
-def _pools_candidates(entry: SegmentEntry) -> bool:
-    """A mapped local segment whose signatures are not held whole and cannot be: its
-    shards' docs are best read once, for all shards (:meth:`SegmentEntry.pool_docs`)."""
-    files = entry.files
-    if files is None or files.signature_map is None or not entry.cached or entry.docs.full:
-        return False
-    return entry.docs.file_bytes() > segment_cache().capacity - entry.bands.nbytes
-
-
-def pool_candidates(plan: Plan, ranges: tuple[tuple[int, int], ...] | None = None) -> None:
-    """Before the first shard of a plan loads: the candidate docs of *all* shards in
-    ``ranges`` (:func:`candidate_docs`; None: every shard of the plan) of each segment
-    whose signatures do not fit the cache whole go into its pool in one sorted pass over
-    its file, when they fit; the shards then gather from memory. (At 10M rows: 2.6M of
-    the 10M docs, 690 MB, in one pass, instead of 77 shards each mapping most of the
-    2.6 GB file again for its ~250k scattered docs.) A plan keeps the candidates of all
-    its shards and of the latest set of ``ranges`` (a worker process runs task after
-    task on one cached plan). Segments that fit whole load whole (:func:`_read_signatures_whole`); when the
-    candidates do not fit either, each shard reads its own (:meth:`SegmentEntry.shard_docs`)."""
-    capacity = segment_cache().capacity
-    runs = [r for r, e in enumerate(plan.entries)
-            if plan.pool_failed.get((r, ranges)) != capacity and _pools_candidates(e)]
-    if not runs:
-        return
-    with plan.lock:
-        candidates = plan.candidates.get(ranges)
-        if candidates is None:
-            candidates = candidate_docs(plan, ranges)
-            if ranges is not None:  # only the latest set of key ranges is kept
-                plan.candidates = {k: v for k, v in plan.candidates.items() if k is None}
-            plan.candidates[ranges] = candidates
-        for r in runs:
-            entry, docs = plan.entries[r], candidates[r]
-            if plan.pool_failed.get((r, ranges)) == capacity:
-                continue
-            if ranges is None and entry.docs.used >= docs.size:
-                continue  # (pooled by another thread, or by an earlier call of this plan)
-            if not entry.pool_docs(docs):  # (returns at once when none of them is missing)
-                plan.pool_failed[(r, ranges)] = capacity
-
-
 def shard_runs(shard: Shard) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """``(run, keys, docs)`` of every run that has band rows in the shard's key range."""
     parts = []
@@ -436,56 +326,6 @@ def shard_runs(shard: Shard) -> list[tuple[int, np.ndarray, np.ndarray]]:
         if keys.size:
             parts.append((r, keys, docs))
     return parts
-
-
-def load_shard(shard: Shard) -> ShardData | None:
-    """Read, merge and filter one shard; ``None`` if it has no bucket of two live docs."""
-    plan = shard.plan
-    pool_candidates(plan, shard.peers)
-    parts = shard_runs(shard)
-    if not parts:
-        return None
-    liveness = plan.opened.liveness
-    empty_slot = readonly(np.empty(0, dtype=np.int32))
-    if len(parts) == 1:
-        r, keys, docs = parts[0]
-        keys, docs = multi_rows(readonly(keys), readonly(docs))
-        if keys.size == 0:
-            return None
-        udocs = sorted_unique(docs)
-        slot, rowids, sigs, compact = _doc_arrays(plan.entries[r], udocs)
-        gid_offset, gids = int(plan.offsets[r]), None
-        if compact:  # local ids become positions in udocs
-            docs = np.searchsorted(udocs, docs).astype(np.uint32)
-            gids, gid_offset = udocs.astype(np.int64) + gid_offset, 0
-            udocs = np.arange(udocs.size, dtype=np.uint32)
-        if not liveness.trivial:
-            urow = rowids[udocs] if slot.size == 0 else rowids[slot[udocs]]
-            alive = liveness.alive(urow)
-            if not alive.all():
-                keep = np.isin(docs, udocs[~alive], invert=True)
-                keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
-                udocs = None  # (found again when asked for)
-        local = None if udocs is None or compact else udocs
-    else:
-        keys, gids_rows = merge_runs(parts, plan.offsets)
-        keys, gids_rows = multi_rows(readonly(keys), readonly(gids_rows))
-        if keys.size == 0:
-            return None
-        gids, sigs, rowids = pool_signatures(plan, gids_rows)
-        docs = np.searchsorted(gids, gids_rows).astype(np.uint32)
-        slot, gid_offset = empty_slot, 0
-        gids = gids.astype(np.int64)
-        if not liveness.trivial:
-            alive = liveness.alive(rowids)
-            if not alive.all():
-                keep = alive[docs]
-                keys, docs = multi_rows(readonly(keys[keep]), readonly(docs[keep]))
-        local = None
-    if keys.size == 0:
-        return None
-    starts, ends = bucket_bounds(readonly(keys))
-    return ShardData(readonly(keys), docs, readonly(starts), readonly(ends), readonly(sigs), readonly(slot), readonly(rowids), gid_offset, gids, local)
 
 
 @dataclass

@@ -61,8 +61,8 @@ def _pair_bound(data: ShardData) -> int:
 
 def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None,
                verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
-    """The verified pairs of a shard's loaded data (:func:`.shards.load_shard`, or a part of
-    a shard loaded under a memory budget, :mod:`.bounded`). ``verify="exact"``: candidates
+    """The verified pairs of a shard's loaded data (a shard, or a part of one, loaded over
+    its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`). ``verify="exact"``: candidates
     down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``).
     ``shingles``: the rows' shingle sets, shared by the shards of one self-join
     (:func:`pair_verifier`)."""
