@@ -82,8 +82,6 @@ def representative_link_positions(rowids, sigs, keys, min_eq, max_reps):
     linked to each it passes; one passing none becomes a rep while fewer than ``max_reps``
     are held. Vectorised by rep: the next rep is the first member after the last one that
     failed every rep so far."""
-    import numpy as np
-
     out_a, out_b = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     n = rowids.size
     for j in range(keys.shape[1]):
@@ -133,8 +131,6 @@ REPS = 16  # representatives per bucket in the clusters' link rule (selfjoin/lin
 def live_rows(uri: str, column: str = "text"):
     """``(rowids, texts, ids)`` of every live row, from a plain Lance scan (``ids``: the
     ``id`` column, or the row positions when there is none)."""
-    import numpy as np
-
     ds = lance.dataset(uri)
     names = ["id", column] if "id" in ds.schema.names else [column]
     t = ds.to_table(columns=names, with_row_id=True)
@@ -156,8 +152,6 @@ def signed(uri: str, params, column: str = "text"):
 
 def candidate_pairs(keys):
     """Index pairs ``(i, j)``, ``i < j``, sharing at least one band key (unique rows)."""
-    import numpy as np
-
     n, b = keys.shape
     out = []
     for j in range(b):
@@ -176,16 +170,12 @@ def candidate_pairs(keys):
 
 def estimates(sigs, cand, k: int):
     """The MinHash estimate of each candidate pair: ``float32(eq) / float32(k)`` as float64."""
-    import numpy as np
-
     eq = (sigs[cand[:, 0]] == sigs[cand[:, 1]]).sum(axis=1)
     return (eq.astype(np.float32) / np.float32(k)).astype(np.float64)
 
 
 def min_equal(threshold: float, k: int) -> int:
     """The fewest equal positions whose estimate ``float32(e) / float32(k)`` reaches ``threshold``."""
-    import numpy as np
-
     return next(e for e in range(k + 1) if float(np.float32(e) / np.float32(k)) >= threshold)
 
 
@@ -198,8 +188,6 @@ def candidate_floor(threshold: float, k: int) -> float:
 def oracle_pairs(uri: str, threshold: float, params, column: str = "text") -> dict:
     """``{(left_rowid, right_rowid): similarity}`` of every candidate pair whose estimate
     reaches ``threshold`` (``verify='estimate'``)."""
-    import numpy as np
-
     rowids, sigs, keys, _, _ = signed(uri, params, column)
     cand = candidate_pairs(keys)
     sim = estimates(sigs, cand, params.num_hashes)
@@ -244,7 +232,6 @@ def exact_pairs(uri: str, threshold: float, params, column: str = "text") -> dic
 def component_labels(n: int, a, b):
     """The smallest node of each node's component (``0 .. n - 1``) over edges ``a[i] -- b[i]``,
     by scipy's connected components; and each component's size."""
-    import numpy as np
     import scipy.sparse
     from scipy.sparse.csgraph import connected_components
 
@@ -259,8 +246,6 @@ def component_labels(n: int, a, b):
 def components(nodes, edges) -> dict:
     """``{node: smallest node of its component}`` over ``edges`` (components of >= 2 only),
     by scipy's connected components: an oracle independent of the package's union-find."""
-    import numpy as np
-
     nodes = sorted(set(nodes) | {x for e in edges for x in e})
     pos = {v: i for i, v in enumerate(nodes)}
     a = np.array([pos[x] for x, _ in edges], dtype=np.int64)
