@@ -112,7 +112,9 @@ def verify(fn: str, value: Any) -> str:
 
 def verify_exact(fn: str, value: Any, exact: Any) -> str:
     """``verify``, with ``exact := true`` as its older spelling
-    (:func:`lance_minhash_sql.core.checks.verify_or_exact`)."""
+    (:func:`lance_minhash_sql.core.checks.verify_or_exact`); ``exact := NULL`` is refused
+    as every NULL argument is."""
+    require(fn, {"exact": exact}, "exact")
     return prefixed(fn, verify_or_exact, value, flag(fn, "exact", exact))
 
 
