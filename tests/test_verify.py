@@ -289,5 +289,9 @@ def test_threshold_search_verify_exact_equals_brute_force(edited):
     rows = con.execute("SELECT q.i, s._rowid FROM q, LATERAL minhash_search_ids(?, 'text', q.text, NULL, 0.8, "
                        "verify := 'exact') s", [edited]).fetchall()
     assert set(rows) == want
-    with pytest.raises(InvalidParameterError, match="verify='exact' needs a threshold"):
-        search_ids(edited, "text", queries, 5, verify="exact")
+    top = search_ids(edited, "text", queries, 5, verify="exact").to_pydict()  # no threshold: the top k, scored
+    plain = search_ids(edited, "text", queries, 5).to_pydict()
+    assert (top["query_index"], top["_rowid"]) == (plain["query_index"], plain["_rowid"])
+    assert top["_jaccard"] == [pytest.approx(exact_jaccard(queries[q], texts[int(np.flatnonzero(rowids == r)[0])].as_py(),
+                                                           PARAMS), abs=1e-12)
+                               for q, r in zip(top["query_index"], top["_rowid"])]
