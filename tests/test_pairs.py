@@ -24,8 +24,8 @@ from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterEr
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import generate_batches, ground_truth, vocabulary, write_corpus
 from lance_minhash_sql.io.manifest import minhash_segments
-from lance_minhash_sql.kernels import unionfind
-from lance_minhash_sql.kernels.unionfind import flatten, new_union_find, union_pairs
+from lance_minhash_sql.kernels import components as components_kernels
+from lance_minhash_sql.kernels.components import flatten_roots, union_min
 from lance_minhash_sql.selfjoin import shards as shards_mod
 from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, memory_limit_bytes
 from lance_minhash_sql.selfjoin.clusters import CLUSTERS_SCHEMA, clusters
@@ -445,19 +445,19 @@ def test_no_index(tmp_path):
 
 
 def test_union_find_matches_naive_components():
-    assert doctest.testmod(unionfind).failed == 0
+    assert doctest.testmod(components_kernels).failed == 0
     rng = np.random.default_rng(3)
     n = 2000
-    a, b = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
-    parent, size = new_union_find(n)
-    union_pairs(parent, size, a, b)
-    roots = flatten(parent)
+    a, b = rng.integers(0, n, 1500).astype(np.uint32), rng.integers(0, n, 1500).astype(np.uint32)
+    parent = np.arange(n, dtype=np.int32)
+    union_min(parent, a, b)
+    flatten_roots(parent)
     want = components(range(n), list(zip(a.tolist(), b.tolist())))
     got: dict = {}
     for x in range(n):
-        got.setdefault(int(roots[x]), []).append(x)
+        got.setdefault(int(parent[x]), []).append(x)
     assert {x: min(g) for g in got.values() if len(g) > 1 for x in g} == want
-    assert all(size[r] == len(g) for r, g in got.items())
+    assert all(r == min(g) for r, g in got.items())  # every root is its component's smallest id
 
 
 @pytest.mark.parametrize("num_bands", [4, 8])  # r = 4 (word compares), r = 2 (value compares)

@@ -1,7 +1,7 @@
 """Kernels of the self-join under a memory budget: a bit set of docs, and connected
-components over dense ids in four bytes an id.
+components over dense ids in four bytes an id (the package's one union-find).
 
-The union-find here keeps one ``parent`` array and no sizes: a union points the larger
+The union-find keeps one ``parent`` array and no sizes: a union points the larger
 root at the smaller one, so every root is its component's smallest id, and path halving
 keeps the trees flat (O(log n) amortised per operation without union by size; measured on
 the self-join's links it is within the noise of union by size). After :func:`flatten_roots`
@@ -46,11 +46,20 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.unionfind import find
 
-__all__ = ["new_marks", "count_unmarked", "set_marks", "marked_ids", "ranks", "union_min", "flatten_roots",
+__all__ = ["find", "new_marks", "count_unmarked", "set_marks", "marked_ids", "ranks", "union_min", "flatten_roots",
            "linked_members", "is_marked", "clear_meter", "find_within", "union_within", "flatten_within",
            "count_linked", "collect_linked"]
+
+
+@njit(**JIT, inline="always")
+def find(parent, x):
+    """Root of ``x``, halving the path on the way."""
+    while parent[x] != x:
+        g = parent[parent[x]]
+        parent[x] = g
+        x = g
+    return x
 
 
 
@@ -149,7 +158,7 @@ def _touch(seen, meter, x):
 
 @njit(**JIT, inline="always")
 def find_within(parent, x, seen, meter):
-    """Root of ``x``, halving the path on the way (as :func:`.unionfind.find`, writing only
+    """Root of ``x``, halving the path on the way (as :func:`find`, writing only
     what changes), or -1 where the next step would touch a block past the meter."""
     while True:
         if not _touch(seen, meter, x):

@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.kernels.components import find_within, is_marked
+from lance_minhash_sql.kernels.components import find, find_within, is_marked
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.unionfind import find
 
 __all__ = ["drop_joined", "joined_within", "kept_rows", "drop_labelled", "label_pure", "marked_buckets"]
 
