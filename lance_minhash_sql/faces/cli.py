@@ -16,6 +16,7 @@ from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashErr
 from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.faces.cli_parser import build_parser
 from lance_minhash_sql.faces.sinks import Ticker, bars, check_output, stream_rows
+from lance_minhash_sql.io.outputs import prepare_output, written_beside
 
 __all__ = ["main"]
 
@@ -139,13 +140,20 @@ def _looks_like_file(arg: str) -> bool:
 _OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
 
 
-def _copy_result(con, sql: str, path: str) -> None:
-    """Write a query's rows to ``path`` (CSV, Parquet or JSON lines, by extension)."""
+def _sql_format(path: str) -> str:
+    """``sql --output``'s format, from its extension."""
     fmt = _OUTPUT_FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
         raise InvalidParameterError(f"--output {path!r}: name the file with one of the extensions "
                                     f"{sorted(_OUTPUT_FORMATS)}, e.g. result.parquet")
-    con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {literal(path)} (FORMAT {fmt})")
+    return fmt
+
+
+def _copy_result(con, sql: str, path: str) -> None:
+    """Write a query's rows to ``path`` (CSV, Parquet or JSON lines, by extension)."""
+    fmt = _sql_format(path)
+    with written_beside(path) as tmp:
+        con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {literal(tmp)} (FORMAT {fmt})")
 
 
 def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
@@ -293,8 +301,6 @@ def cmd_dedup(args) -> int:
 def cmd_review(args) -> int:
     from lance_minhash_sql.faces.review import review
 
-    if not args.out.lower().endswith((".html", ".htm")):
-        raise InvalidParameterError(f"--out {args.out!r} must name an .html file, e.g. --out review.html")
     r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
                per_kind=args.per_kind, max_members=args.max_members, seed=args.seed, out=args.out,
                storage_options=storage_options(args.storage_option))
@@ -360,8 +366,31 @@ def main(argv=None) -> int:
         return _run(args)
 
 
+# each command's output option: (attribute, what it names); checked and its folders created before any work
+OUTPUTS = {"pairs": ("output", "file"), "join": ("output", "file"), "clusters": ("output", "file"),
+           "sql": ("output", "file"), "review": ("out", "file"), "dedup": ("output", "dataset"),
+           "report": ("out", "folder")}
+
+
+def _prepare_output(args) -> None:
+    """The command's output path checked (its format by extension) and its missing folders
+    created, before any work: a bad path costs nothing but one line."""
+    attr, kind = OUTPUTS.get(args.command, (None, None))
+    path = getattr(args, attr, None) if attr else None
+    if path is None:
+        return
+    if args.command in ("pairs", "join", "clusters"):
+        check_output(path)
+    elif args.command == "sql":
+        _sql_format(path)
+    elif args.command == "review" and not path.lower().endswith((".html", ".htm")):
+        raise InvalidParameterError(f"--out {path!r} must name an .html file, e.g. --out review.html")
+    prepare_output(path, f"--{attr}", kind)
+
+
 def _run(args) -> int:
     try:
+        _prepare_output(args)
         return COMMANDS[args.command](args)
     except LanceMinHashError as exc:
         print(f"lance-minhash: error: {type(exc).__name__}: {cli_advice(str(exc))}", file=sys.stderr)

@@ -20,7 +20,6 @@ clustered rows (all of them on smaller data), chosen with ``seed``.
 from __future__ import annotations
 
 import html
-import os
 import re
 from dataclasses import dataclass, field
 
@@ -31,6 +30,7 @@ from lance_minhash_sql.core.checks import check_int
 from lance_minhash_sql.core.params import lsh_probability
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.io.outputs import prepare_output, written_beside
 from lance_minhash_sql.io.scan import options_for
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.pairs import pair_jaccard
@@ -104,11 +104,11 @@ class Review:
                 f"<body style=\"margin:0;background:#fff\">{self.fragment()}</body></html>\n")
 
     def save(self, path: str) -> str:
-        """Write the page to ``path`` (through a temporary file: never half-written)."""
-        tmp = f"{path}.{os.getpid()}.partial"
-        with open(tmp, "w", encoding="utf-8") as fh:
+        """Write the page to ``path`` (through a temporary file beside it: never half-written;
+        missing folders are created)."""
+        prepare_output(path, "out")
+        with written_beside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             fh.write(self.html())
-        os.replace(tmp, path)
         return path
 
     def _repr_html_(self) -> str:
@@ -133,6 +133,8 @@ def review(dataset, column: str, threshold: float = 0.8, *, keep: str = "first",
     max_members = check_int("max_members", max_members, "rows shown per cluster, e.g. 8", lo=2)
     seed = check_int("seed", seed, "any whole number, e.g. 0", lo=0)
     keep, order_by = check_keep(keep, order_by)
+    if out is not None:
+        prepare_output(out, "out")  # before the work
     storage_options = options_for(dataset, storage_options)
     flags = keep_flags(dataset, column, threshold, keep=keep, order_by=order_by, storage_options=storage_options)
     opened = open_index(dataset, column, storage_options)
