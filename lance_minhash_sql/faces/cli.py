@@ -302,8 +302,9 @@ def cmd_review(args) -> int:
     from lance_minhash_sql.faces.review import review
 
     r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
-               per_kind=args.per_kind, max_members=args.max_members, seed=args.seed, out=args.out,
-               storage_options=storage_options(args.storage_option))
+               clustering=args.clustering, verify=args.verify, memory_limit=args.memory_limit,
+               id_column=args.id_column, per_kind=args.per_kind, max_members=args.max_members, seed=args.seed,
+               out=args.out, storage_options=storage_options(args.storage_option))
     print(f"wrote {args.out}: {r.describe()}")
     return 0
 
