@@ -164,3 +164,26 @@ def test_ticker_keeps_a_long_step_from_being_silent():
     with Ticker("working", False, quiet, every=0.05):
         time.sleep(0.2)
     assert quiet.getvalue() == ""
+
+
+def test_demo_run_again_gives_the_same_corpus_and_the_folder_does_not_grow(tmp_path, capsys):
+    """A second ``demo`` replaces the corpus with a fresh one: the same rows under the same
+    row ids, the same versions and index folders, the same bytes on disk."""
+    import lance
+
+    def state():
+        ds = lance.dataset(str(tmp_path / "corpus.lance"))
+        t = ds.to_table(columns=["id", "text"], with_row_id=True)
+        files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+        size = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+        return t, ds.version, len(list((tmp_path / "corpus.lance" / "_indices").iterdir())), len(files), size
+
+    assert cli.main(["demo", "--rows", "3000", "--dir", str(tmp_path), "--quiet"]) == 0
+    first = state()
+    assert cli.main(["demo", "--rows", "3000", "--dir", str(tmp_path), "--quiet"]) == 0
+    second = state()
+    capsys.readouterr()
+    assert second[0].equals(first[0]) and second[0].column("_rowid").to_pylist()[-1] < 1 << 32
+    assert second[1:4] == first[1:4]
+    assert abs(second[4] - first[4]) <= first[4] // 100, (first[4], second[4])
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]

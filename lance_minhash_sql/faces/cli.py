@@ -59,12 +59,17 @@ def cmd_demo(args) -> int:
     from lance_minhash_sql.faces.demo import BATCH_ROWS, EVAL_ROWS, PREPARE_SQL, write_demo_corpus, write_demo_neighbours
     from lance_minhash_sql.io.scan import open_dataset, read_rows
 
-    os.makedirs(args.dir, exist_ok=True)
+    from lance_minhash_sql.io.outputs import replacing_dir
+    from lance_minhash_sql.runtime.cache import clear_cache
+
+    prepare_output(args.dir, "--dir", "folder")
     uri = os.path.join(args.dir, "corpus.lance")
-    mode = "overwrite" if os.path.exists(uri) else "create"
     con = connect()
-    with Ticker(f"writing the {args.rows:,}-row corpus and preparing the SQL functions", bars(args)):
-        written = write_demo_corpus(uri, args.rows, mode, False, lambda: con.sql(PREPARE_SQL).fetchall())
+    # a fresh corpus each run, replacing the last one: the same rows and row ids, no old versions or indexes
+    with Ticker(f"writing the {args.rows:,}-row corpus and preparing the SQL functions", bars(args)), \
+            replacing_dir(uri) as tmp:
+        written = write_demo_corpus(tmp, args.rows, "create", False, lambda: con.sql(PREPARE_SQL).fetchall())
+    clear_cache()  # handles opened on an earlier corpus at this path (same versions, other files) are stale
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
     eval_set, batch = write_demo_neighbours(args.dir, args.rows)
     print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "

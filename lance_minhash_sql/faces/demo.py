@@ -16,6 +16,8 @@ import os
 import time
 from typing import Callable
 
+from lance_minhash_sql.io.outputs import replacing_dir
+
 __all__ = ["BATCH_ROWS", "DEMO_QUERIES", "EVAL_ROWS", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten",
            "write_demo_corpus", "write_demo_neighbours"]
 
@@ -105,7 +107,8 @@ def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str]:
 
     paths = (os.path.join(folder, "eval.lance"), os.path.join(folder, "batch.lance"))
     for path, n, start in ((paths[0], EVAL_ROWS, rows), (paths[1], BATCH_ROWS, rows + EVAL_ROWS)):
-        write_corpus(path, n, start=start, mode="overwrite" if os.path.exists(path) else "create")
+        with replacing_dir(path) as tmp:  # a fresh dataset each run: the same row ids, no old versions
+            write_corpus(tmp, n, start=start)
     return paths
 
 

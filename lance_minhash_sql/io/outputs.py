@@ -30,8 +30,8 @@ from typing import Iterator
 
 from lance_minhash_sql.core.errors import DatasetError
 
-__all__ = ["is_local", "prepare_output", "temp_beside", "written_beside", "publish_dir", "clear_leftovers",
-           "uncommitted_lance"]
+__all__ = ["is_local", "prepare_output", "temp_beside", "written_beside", "publish_dir", "replacing_dir",
+           "clear_leftovers", "uncommitted_lance"]
 
 _PARTIAL = ".partial-"
 _LANCE_PARTS = {"data": re.compile(r"(.*\.lance|\.tmp.*)"), "_transactions": re.compile(r".*\.txn"),
@@ -108,6 +108,23 @@ def publish_dir(tmp: str, path: str) -> None:
     if os.path.isdir(path) and uncommitted_lance(path):
         shutil.rmtree(path)
     os.rename(tmp, path)
+
+
+@contextlib.contextmanager
+def replacing_dir(path: str) -> Iterator[str]:
+    """``with replacing_dir(path) as tmp:`` write a new folder (a dataset) at ``tmp``; when
+    the block ends without an error, whatever was at the local ``path`` is removed and
+    ``tmp`` renamed onto it: a fresh dataset (its first version, fragment ids from 0), not
+    a new version on top of the old one. Otherwise ``tmp`` is removed and ``path`` kept."""
+    path = _local(path)
+    clear_leftovers(path)
+    tmp = temp_beside(path)
+    try:
+        yield tmp
+        _remove(path)
+        os.rename(tmp, path)
+    finally:
+        _remove(tmp)
 
 
 def _alive(pid: int) -> bool:
