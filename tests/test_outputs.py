@@ -150,3 +150,27 @@ def test_a_killed_write_straight_into_the_path_is_recognised_and_replaced(corpus
     (mine / "data").mkdir(parents=True)
     (mine / "data" / "notes.txt").write_text("a user's own file")
     assert not uncommitted_lance(str(mine))
+
+
+def test_what_the_docs_commands_write_into_the_clone_is_git_ignored():
+    """Every --output / --out / -o path of the README, docs and examples, written from the
+    clone's root (and the temporaries beside them), is ignored by git."""
+    import glob
+    import re
+    import shutil
+
+    root = os.path.dirname(HERE)
+    if shutil.which("git") is None or not os.path.exists(os.path.join(root, ".git")):
+        pytest.skip("not a git clone")
+    pages = [os.path.join(root, "README.md")] + glob.glob(os.path.join(root, "docs", "*.md")) + \
+        glob.glob(os.path.join(root, "examples", "**", "*.*"), recursive=True)
+    names = set()
+    for page in pages:
+        with open(page, encoding="utf-8", errors="replace") as fh:
+            for m in re.finditer(r"(?:--output|--out|-o) ([^\s`\]]+)", fh.read()):
+                names |= {n for n in m.group(1).split("|") if "." in n or n.endswith("/")}
+    assert {"result.parquet", "review.html", "report/", "deduped.lance"} <= names, names
+    paths = sorted(n.rstrip("/") + ("/data/x.lance" if n.endswith(("/", ".lance")) else "") for n in names)
+    paths.append(".result.parquet.partial-123.parquet")
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=root, capture_output=True, text=True)
+    assert sorted(proc.stdout.split()) == sorted(paths), proc.stdout
