@@ -88,7 +88,7 @@ def test_threshold_rule_is_the_same_for_build_and_the_self_joins(tmp_path, capsy
                 args += ["--output", str(tmp_path / "out.lance")]
             assert cli.main(args + (["--quiet"] if command == "build" else [])) == 2
             err = capsys.readouterr().err
-            assert f"threshold={float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)
+            assert f"--threshold {float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)
 
 
 def test_every_command_says_what_it_does_and_lists_its_choices(capsys):

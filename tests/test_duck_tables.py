@@ -74,7 +74,7 @@ def test_build_memory_limit_in_sql_spills_and_gives_the_same_index(con, corpus):
     spilled = bands()
     (full,) = con.sql(f"SELECT spilled_bytes FROM minhash_build('{corpus}', 'text', memory_limit := 1073741824)").fetchall()
     assert full[0] == 0 and bands().equals(spilled)
-    with pytest.raises(duckdb.Error, match="minhash_build: memory_limit='lots' is not a byte size"):
+    with pytest.raises(duckdb.Error, match="minhash_build: memory_limit := 'lots' is not a byte size"):
         con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text', memory_limit := 'lots')").fetchall()
 
 
@@ -102,7 +102,7 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
         (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := false)", "DatasetError", "replace"),
         (f"SELECT * FROM minhash_build('{corpus}', 'nope')", "DatasetError", "'nope'"),
         (f"SELECT * FROM minhash_build('{corpus}', 'id')", "DatasetError", "string"),
-        (f"SELECT * FROM minhash_build('{corpus}', 'text', num_bands := 7)", "InvalidParameterError", "num_bands=7"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', num_bands := 7)", "InvalidParameterError", "num_bands := 7"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', num_hashes := NULL)", "InvalidInputError", "num_hashes"),
         ("SELECT * FROM minhash_build(NULL, 'text')", "InvalidInputError", "dataset"),
         (f"SELECT * FROM minhash_build('{corpus}/missing.lance', 'text')", "DatasetError", "missing.lance"),
@@ -110,12 +110,12 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
          "InvalidParameterError", "custom_stop_words"),
         # the tokenizer text is decoded as the scalar functions decode it (duck/args.py)
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{bad')", "InvalidParameterError",
-         "minhash_build: tokenizer='{bad' is not valid JSON"),
+         "minhash_build: tokenizer := '{bad' is not valid JSON"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '[1]')", "InvalidParameterError",
-         "minhash_build: tokenizer='[1]' must be a JSON object"),
+         "minhash_build: tokenizer := '[1]' must be a JSON object"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := NULL)", "InvalidInputError", "replace is NULL"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', threshold := 1.5)", "InvalidParameterError",
-         "threshold=1.5 is out of range: requires 0 < threshold <= 1"),
+         "threshold := 1.5 is out of range: requires 0 < threshold <= 1"),
     ]
     for sql, cls, fragment in cases:
         with pytest.raises(duckdb.Error) as info:

@@ -127,7 +127,8 @@ def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage
     owners, rowids, dists, jacs = [], [], [], []
     for (ds, col, kk, t, fast, token, how), idx in groups.items():
         table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t,
-                                          fast_search=fast, storage_options=options_of(token), verify=how))
+                                          fast_search=fast, storage_options=options_of(token), verify=how,
+                                          query_rows=[i + 1 for i in idx]))
         exact_ = how == "exact"
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())

@@ -344,13 +344,14 @@ def sql_hint(message: str) -> str:
     return ""
 
 
-def _warning_printer(fallback):
+def _warning_printer(fallback, options: frozenset = frozenset()):
     """A ``warnings.showwarning`` that prints the package's warnings as one
-    ``lance-minhash: warning:`` line and hands the others to ``fallback``."""
+    ``lance-minhash: warning:`` line (in the terms of the command's ``options``) and hands
+    the others to ``fallback``."""
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if category.__module__.split(".")[0] == "lance_minhash_sql":
-            print(f"lance-minhash: warning: {cli_advice(str(message))}", file=sys.stderr)
+            print(f"lance-minhash: warning: {cli_advice(str(message), options)}", file=sys.stderr)
         else:
             fallback(message, category, filename, lineno, file, line)
 
@@ -358,7 +359,9 @@ def _warning_printer(fallback):
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    options = frozenset(parser.commands[args.command].options)  # the command's own terms for its messages
     if getattr(args, "quiet", False):
         _quiet_compiles()
     from lance_minhash_sql.core.errors import EmptySearchWarning
@@ -368,8 +371,8 @@ def main(argv=None) -> int:
         # the package's warnings are shown whatever the filters say
         for category in (EmptySearchWarning, LowRecallWarning):
             warnings.filterwarnings("default", category=category)
-        warnings.showwarning = _warning_printer(warnings.showwarning)
-        return _run(args)
+        warnings.showwarning = _warning_printer(warnings.showwarning, options)
+        return _run(args, options)
 
 
 # each command's output option: (attribute, what it names); checked and its folders created before any work
@@ -394,12 +397,12 @@ def _prepare_output(args) -> None:
     prepare_output(path, f"--{attr}", kind)
 
 
-def _run(args) -> int:
+def _run(args, options: frozenset = frozenset()) -> int:
     try:
         _prepare_output(args)
         return COMMANDS[args.command](args)
     except LanceMinHashError as exc:
-        print(f"lance-minhash: error: {type(exc).__name__}: {cli_advice(str(exc))}", file=sys.stderr)
+        print(f"lance-minhash: error: {type(exc).__name__}: {cli_advice(str(exc), options)}", file=sys.stderr)
         return 2
     except Exception as exc:
         import duckdb

@@ -10,7 +10,7 @@ import argparse
 from lance_minhash_sql.core.checks import CLUSTERINGS, EXECUTORS, VERIFY_MODES
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, KEEP_POLICIES
 
-__all__ = ["build_parser", "EXAMPLES"]
+__all__ = ["build_parser", "CommandParser", "EXAMPLES"]
 
 EXAMPLES = r"""
     lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
@@ -46,16 +46,32 @@ def rows_arg(value: str) -> int | None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows; pass e.g. 10, or all") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser that lists its own option strings (``options``), and, for the
+    top-level parser, its commands' parsers by name (``commands``)."""
+
+    def __init__(self, *args, **kwargs):
+        self.options: set[str] = set()
+        self.commands: dict[str, "CommandParser"] = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.options.update(action.option_strings)
+        return action
+
+
+def build_parser() -> CommandParser:
     """The ``lance-minhash`` argument parser: one subcommand per command of ``faces/cli.py``
-    (``args.command`` names it)."""
-    parser = argparse.ArgumentParser(
+    (``args.command`` names it; ``parser.commands[name].options`` lists its options)."""
+    parser = CommandParser(
         prog="lance-minhash",
         description="Near-duplicate detection for text in Lance datasets, in SQL.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_tool_commands, _index_commands, _self_join_commands, _page_commands):
         add(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 
