@@ -268,9 +268,10 @@ def cmd_clusters(args) -> int:
 
     if args.output:
         check_output(args.output)
-    table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
-                     memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
-                     executor=args.executor, ray_address=args.ray_address)
+    with Ticker("finding the clusters", bars(args)):
+        table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
+                         memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
+                         executor=args.executor, ray_address=args.ray_address)
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
@@ -283,11 +284,12 @@ def cmd_dedup(args) -> int:
 
     t0 = time.perf_counter()
     before = _compile_seconds()
-    r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
-              clustering=args.clustering, verify=args.verify, output=args.output,
-              delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
-              storage_options=storage_options(args.storage_option), executor=args.executor,
-              ray_address=args.ray_address)
+    with Ticker("finding the clusters and the rows to keep", bars(args)):  # the write's bar takes over
+        r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
+                  clustering=args.clustering, verify=args.verify, output=args.output,
+                  delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
+                  storage_options=storage_options(args.storage_option), executor=args.executor,
+                  ray_address=args.ray_address)
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
           f"({time.perf_counter() - t0:.1f}s{_compiled_since(before)})")
@@ -309,7 +311,7 @@ def cmd_review(args) -> int:
     r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
                clustering=args.clustering, verify=args.verify, memory_limit=args.memory_limit,
                id_column=args.id_column, per_kind=args.per_kind, max_members=args.max_members, seed=args.seed,
-               out=args.out, storage_options=storage_options(args.storage_option))
+               out=args.out, progress=bars(args), storage_options=storage_options(args.storage_option))
     print(f"wrote {args.out}: {r.describe()}")
     return 0
 

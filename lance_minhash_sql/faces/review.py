@@ -31,10 +31,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.api.entries import keep_flags
-from lance_minhash_sql.core.checks import check_clustering_verify, check_int
+from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_int
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.params import lsh_probability
 from lance_minhash_sql.faces.chains import CHAIN_ROWS, chains
+from lance_minhash_sql.faces.sinks import Ticker
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.outputs import prepare_output, written_beside
@@ -163,12 +164,13 @@ def id_column_of(schema: pa.Schema, column: str, id_column: str | None) -> str:
 def review(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
            clustering: str = "components", verify: str = "estimate", memory_limit=None,
            id_column: str | None = None, per_kind: int = 3, max_members: int = 8, seed: int = 0,
-           out: str | None = None, storage_options: dict | None = None) -> Review:
+           out: str | None = None, progress: bool = False, storage_options: dict | None = None) -> Review:
     """Review the dedup plan of ``column`` at ``threshold`` with ``keep``, ``order_by``,
     ``clustering``, ``verify`` and ``memory_limit`` (as :func:`lance_minhash_sql.dedup`):
     ``per_kind`` clusters of each kind (largest, borderline, random), up to
     ``max_members`` rows each, named by ``id_column`` (see :func:`id_column_of`). Writes
-    the page to ``out`` when given (its folders created before the work)."""
+    the page to ``out`` when given (its folders created before the work). ``progress``: a
+    status line on stderr with the seconds spent, while the plan and the sample are made."""
     per_kind = check_int("per_kind", per_kind, "clusters shown of each kind, e.g. 3", lo=1)
     max_members = check_int("max_members", max_members, "rows shown per cluster, e.g. 8", lo=2)
     seed = check_int("seed", seed, "any whole number, e.g. 0", lo=0)
@@ -176,6 +178,16 @@ def review(dataset, column: str, threshold: float = 0.8, *, keep: str = "first",
     clustering, verify = check_clustering_verify(clustering, verify)
     if out is not None:
         prepare_output(out, "out")  # before the work
+    with Ticker("making the dedup plan and its sample", check_bool("progress", progress)):
+        result = _review(dataset, column, threshold, keep, order_by, clustering, verify, memory_limit, id_column,
+                         per_kind, max_members, seed, storage_options)
+    if out is not None:
+        result.save(out)
+    return result
+
+
+def _review(dataset, column, threshold, keep, order_by, clustering, verify, memory_limit, id_column, per_kind,
+            max_members, seed, storage_options) -> Review:
     storage_options = options_for(dataset, storage_options)
     opened = open_index(dataset, column, storage_options)
     ids_from = id_column_of(schema_of(opened.ds), column, id_column)
@@ -191,8 +203,6 @@ def review(dataset, column: str, threshold: float = 0.8, *, keep: str = "first",
     if ids.size:
         picks = _sample(ids, sizes, plan, per_kind, seed)
         result.clusters = [_cluster(plan, cid, kind, keep, order_by, max_members) for cid, kind in picks]
-    if out is not None:
-        result.save(out)
     return result
 
 
