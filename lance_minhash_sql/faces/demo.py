@@ -163,12 +163,12 @@ INDEX_QUERIES = [
 
 
 PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
-    ("A sample of near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the "
+    ("A sample of near-duplicate pairs (minhash_pairs; verify := 'exact' adds the exact Jaccard), joined to the "
      "rows by _rowid; right_edit: how the pair's right row was made",
      """SELECT * FROM (
           SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
                  round(p.jaccard, 3) AS jaccard, r.edit AS right_edit
-          FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
+          FROM minhash_pairs({uri}, 'text', threshold := 0.8, verify := 'exact') p
           JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
           ORDER BY hash(left_id, right_id) LIMIT 6)
         ORDER BY similarity DESC, left_id, right_id"""),
