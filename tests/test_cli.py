@@ -88,7 +88,7 @@ def test_threshold_rule_is_the_same_for_build_and_the_self_joins(tmp_path, capsy
                 args += ["--output", str(tmp_path / "out.lance")]
             assert cli.main(args + (["--quiet"] if command == "build" else [])) == 2
             err = capsys.readouterr().err
-            assert f"threshold={float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)
+            assert f"--threshold {float(bad)!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8" in err, (command, err)
 
 
 def test_every_command_says_what_it_does_and_lists_its_choices(capsys):
@@ -164,3 +164,94 @@ def test_ticker_keeps_a_long_step_from_being_silent():
     with Ticker("working", False, quiet, every=0.05):
         time.sleep(0.2)
     assert quiet.getvalue() == ""
+
+
+def test_demo_run_again_gives_the_same_corpus_and_the_folder_does_not_grow(tmp_path, capsys):
+    """A second ``demo`` replaces the corpus with a fresh one: the same rows under the same
+    row ids, the same versions and index folders, the same bytes on disk."""
+    import lance
+
+    def state():
+        ds = lance.dataset(str(tmp_path / "corpus.lance"))
+        t = ds.to_table(columns=["id", "text"], with_row_id=True)
+        files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+        size = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+        return t, ds.version, len(list((tmp_path / "corpus.lance" / "_indices").iterdir())), len(files), size
+
+    assert cli.main(["demo", "--rows", "3000", "--dir", str(tmp_path), "--quiet"]) == 0
+    first = state()
+    assert cli.main(["demo", "--rows", "3000", "--dir", str(tmp_path), "--quiet"]) == 0
+    second = state()
+    capsys.readouterr()
+    assert second[0].equals(first[0]) and second[0].column("_rowid").to_pylist()[-1] < 1 << 32
+    assert second[1:4] == first[1:4]
+    assert abs(second[4] - first[4]) <= first[4] // 100, (first[4], second[4])
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
+def wait_for(predicate, what: str) -> None:
+    """Poll until ``predicate()`` holds (no figure of time is asserted)."""
+    import time
+
+    for _ in range(2000):
+        if predicate():
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"never saw {what}")
+
+
+def test_a_status_line_gives_way_to_a_progress_bar():
+    import io
+
+    from lance_minhash_sql.faces.sinks import Ticker
+    from lance_minhash_sql.runtime.progress import progress_bar
+
+    out = io.StringIO()
+    with Ticker("finding the clusters", True, out, every=0.01):
+        wait_for(lambda: "finding the clusters ..." in out.getvalue(), "the status line")
+        bar = progress_bar(True, 10, "dedup write", unit="rows")
+        erased = out.getvalue()
+        assert erased.endswith("\r") and erased.rstrip("\r ").endswith("s")
+        wait_for(lambda: True, "")
+        bar.close()
+        assert out.getvalue() == erased  # the line stays erased while the bar runs
+
+
+def test_long_self_join_steps_show_a_status_line_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    """clusters (and dedup, review) show a status line with the seconds spent on a
+    terminal, nothing into a pipe or file; the line is erased before the result."""
+    import io
+
+    from lance_minhash_sql.faces import sinks
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.api import entries as module
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, 1000)
+    assert cli.main(["build", uri, "text", "--quiet"]) == 0
+    assert cli.main(["clusters", uri, "text", "--limit", "1"]) == 0
+    assert capsys.readouterr().err == ""  # not a terminal: nothing
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    class Quick(sinks.Ticker):
+        def __init__(self, what, enabled, stream=None, every=1.0):
+            super().__init__(what, enabled, stream, every=0.01)
+
+    tty = Terminal()
+    monkeypatch.setattr("sys.stderr", tty)
+    monkeypatch.setattr(cli, "Ticker", Quick)
+    real = module.clusters
+
+    def slow(*args, **kwargs):  # runs once the status line is up
+        wait_for(lambda: "finding the clusters ... " in tty.getvalue(), "the status line")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "clusters", slow)
+    assert cli.main(["clusters", uri, "text", "--limit", "1"]) == 0
+    import re
+
+    status, rest = tty.getvalue().rsplit("finding the clusters ... ", 1)
+    assert re.match(r"\d+s\r +\r", rest), rest  # erased before the rows are counted

@@ -169,10 +169,10 @@ def test_quoted_error_messages_are_the_real_ones(example_data, monkeypatch):
     quoted = set()
     for page in doc_pages():
         text = page.read_text(encoding="utf-8").replace("\n", " ")
-        quoted |= set(re.findall(r"InvalidParameterError: (minhash_\w+): threshold=1\.5 is out of range: ([^.`]*?)"
+        quoted |= set(re.findall(r"InvalidParameterError: (minhash_\w+): threshold := 1\.5 is out of range: ([^.`]*?)"
                                  r"(?: \.\.\.|\(|`)", text))
     assert len(quoted) >= 2, quoted  # the README and docs/sql.md
     for fn, rest in quoted:
         with pytest.raises(duckdb.Error) as info:
             con.sql(f"SELECT * FROM {fn}('corpus.lance', 'text', threshold := 1.5)").fetchall()
-        assert f"InvalidParameterError: {fn}: threshold=1.5 is out of range: {rest.strip()}" in str(info.value)
+        assert f"InvalidParameterError: {fn}: threshold := 1.5 is out of range: {rest.strip()}" in str(info.value)

@@ -494,9 +494,9 @@ def test_other_errors(con, fresh, tmp_path):
     dedup_sql = f"SELECT * FROM minhash_dedup({u}, 'text', "
     cases += [
         (f"SELECT * FROM minhash_pairs({u}, 'text', exact := NULL)", "InvalidInputError", "exact is NULL"),
-        (dedup_sql + "keep := 'newest')", "InvalidParameterError", "keep='newest'"),
-        (dedup_sql + "keep := NULL)", "InvalidParameterError", "keep=NULL"),
-        (dedup_sql + "order_by := 'nope DESC')", "InvalidParameterError", "order_by='nope DESC'"),
+        (dedup_sql + "keep := 'newest')", "InvalidParameterError", "keep := 'newest'"),
+        (dedup_sql + "keep := NULL)", "InvalidParameterError", "keep := NULL"),
+        (dedup_sql + "order_by := 'nope DESC')", "InvalidParameterError", "order_by := 'nope DESC'"),
         (dedup_sql + "order_by := '  ')", "InvalidParameterError", "ORDER BY"),
         (dedup_sql + "keep := 'longest', order_by := 'quality')", "InvalidParameterError", "give one"),
     ]

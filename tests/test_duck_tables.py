@@ -60,6 +60,24 @@ def test_build_returns_one_row_and_lance_answers(con, corpus, tmp_path):
             native.to_table(nearest=MinHashQuery(q, "text"), **kw))
 
 
+def test_build_memory_limit_in_sql_spills_and_gives_the_same_index(con, corpus):
+    """``minhash_build(..., memory_limit := ...)``: the sort budget in SQL, as in Python and
+    on the command line; a small budget spills and writes the same band rows."""
+    def bands():  # the segment's band rows, read by Lance's own file reader
+        from lance.file import LanceFileReader
+
+        (seg,) = lance.dataset(corpus).describe_indices()[0].segments
+        return LanceFileReader(f"{corpus}/_indices/{seg.uuid}/bands.lance").read_all().to_table()
+
+    (small,) = con.sql(f"SELECT spilled_bytes FROM minhash_build('{corpus}', 'text', memory_limit := '64KiB')").fetchall()
+    assert small[0] > 0
+    spilled = bands()
+    (full,) = con.sql(f"SELECT spilled_bytes FROM minhash_build('{corpus}', 'text', memory_limit := 1073741824)").fetchall()
+    assert full[0] == 0 and bands().equals(spilled)
+    with pytest.raises(duckdb.Error, match="minhash_build: memory_limit := 'lots' is not a byte size"):
+        con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text', memory_limit := 'lots')").fetchall()
+
+
 def test_build_parameters_threshold_and_tokenizer(con, corpus):
     con.sql(f"SELECT * FROM minhash_build('{corpus}', 'text', num_hashes := 64, shingle_size := 2, "
             "threshold := 0.9, tokenizer := {'base_tokenizer': 'whitespace'})").fetchall()
@@ -84,7 +102,7 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
         (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := false)", "DatasetError", "replace"),
         (f"SELECT * FROM minhash_build('{corpus}', 'nope')", "DatasetError", "'nope'"),
         (f"SELECT * FROM minhash_build('{corpus}', 'id')", "DatasetError", "string"),
-        (f"SELECT * FROM minhash_build('{corpus}', 'text', num_bands := 7)", "InvalidParameterError", "num_bands=7"),
+        (f"SELECT * FROM minhash_build('{corpus}', 'text', num_bands := 7)", "InvalidParameterError", "num_bands := 7"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', num_hashes := NULL)", "InvalidInputError", "num_hashes"),
         ("SELECT * FROM minhash_build(NULL, 'text')", "InvalidInputError", "dataset"),
         (f"SELECT * FROM minhash_build('{corpus}/missing.lance', 'text')", "DatasetError", "missing.lance"),
@@ -92,12 +110,12 @@ def test_build_replace_false_and_errors_change_nothing(con, corpus):
          "InvalidParameterError", "custom_stop_words"),
         # the tokenizer text is decoded as the scalar functions decode it (duck/args.py)
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '{{bad')", "InvalidParameterError",
-         "minhash_build: tokenizer='{bad' is not valid JSON"),
+         "minhash_build: tokenizer := '{bad' is not valid JSON"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', tokenizer := '[1]')", "InvalidParameterError",
-         "minhash_build: tokenizer='[1]' must be a JSON object"),
+         "minhash_build: tokenizer := '[1]' must be a JSON object"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', replace := NULL)", "InvalidInputError", "replace is NULL"),
         (f"SELECT * FROM minhash_build('{corpus}', 'text', threshold := 1.5)", "InvalidParameterError",
-         "threshold=1.5 is out of range: requires 0 < threshold <= 1"),
+         "threshold := 1.5 is out of range: requires 0 < threshold <= 1"),
     ]
     for sql, cls, fragment in cases:
         with pytest.raises(duckdb.Error) as info:

@@ -151,9 +151,9 @@ def _expected_integer(name: str, literal: str, lo: int, hi: int | None):
         else int(literal)
     if value != value or value != int(value):
         shown = "nan" if value != value else literal
-        return "package", f"{name}={shown} must be an integer"
+        return "package", f"{name} := {shown} must be an integer"
     if value < lo or (hi is not None and value > hi):
-        return "package", f"{name}="
+        return "package", f"{name} := "
     return "ok", int(value)
 
 
@@ -162,7 +162,7 @@ def _expected_tokenizer(literal: str):
     tokenizer object (a number, a list, unknown options, a non-string base_tokenizer)."""
     if literal in ("NULL", "''"):
         return "ok", None
-    return "package", "tokenizer" if literal != "'{\"base_tokenizer\": 7}'" else "base_tokenizer=7"
+    return "package", "tokenizer" if literal != "'{\"base_tokenizer\": 7}'" else "base_tokenizer := 7"
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -534,7 +534,7 @@ def test_sql_minhash_optimize(tmp_path):
     assert row == [(1,)]
     for bad, msg in (("NULL, 'text'", "dataset is NULL"), (f"'{uri}', NULL", "column is NULL"),
                      (f"'{uri}', 'text', merge := NULL", "merge is NULL"),
-                     (f"'{uri}', 'text', merge := -2", "merge=-2"),
+                     (f"'{uri}', 'text', merge := -2", "merge := -2"),
                      (f"'{uri}', 'id'", "string column")):
         with pytest.raises(Exception, match=msg):
             con.sql(f"SELECT * FROM minhash_optimize({bad})").fetchall()

@@ -163,7 +163,7 @@ def test_sql_minhash_prewarm(three_segments):
     row = con.sql(f"SELECT cache_capacity FROM minhash_prewarm('{uri}', 'text', cache_bytes := 2000000)").fetchall()
     assert row == [(2_000_000,)]
     for bad, msg in (("NULL, 'text'", "dataset is NULL"), (f"'{uri}', NULL", "column is NULL"),
-                     (f"'{uri}', 'text', cache_bytes := 'lots'", "cache_bytes='lots'")):
+                     (f"'{uri}', 'text', cache_bytes := 'lots'", "cache_bytes := 'lots'")):
         with pytest.raises(Exception, match=msg):
             con.sql(f"SELECT * FROM minhash_prewarm({bad})").fetchall()
 

@@ -98,7 +98,7 @@ def test_page_renders_in_headless_chromium(corpus, tmp_path):
         assert rows == [m.rowid for m in c.members]
         assert f'class="member kept" data-rowid="{c.kept.rowid}"' in block
         for m in c.members[1:]:
-            assert f'data-rowid="{m.rowid}" data-jaccard="{m.jaccard:.6f}"' in block
+            assert re.search(f'data-rowid="{m.rowid}"[^>]* data-jaccard="{m.jaccard:.6f}"', block)
     assert "<svg" in dom and "polyline" in dom  # the S-curve
 
 
@@ -117,3 +117,110 @@ def test_notebook_display_and_bad_input(corpus, tmp_path, capsys):
         lms.review(corpus, "text", keep="shortest")
     assert cli.main(["review", corpus, "text", "--out", str(tmp_path / "r.txt")]) == 2
     assert "--out" in capsys.readouterr().err and not (tmp_path / "r.txt").exists()
+
+
+@pytest.fixture(scope="module")
+def fragmented(tmp_path_factory):
+    """The corpus in fragments of 500 rows: row addresses (fragment << 32) are not the ids."""
+    uri = str(tmp_path_factory.mktemp("review_frag") / "corpus.lance")
+    lms.write_corpus(uri, 2000, rows_per_fragment=500)
+    lms.build_index(uri, "text")
+    return uri
+
+
+def ids_of(uri, rowids) -> list:
+    return lance.dataset(uri)._take_rows(list(rowids), ["id"]).column(0).to_pylist()
+
+
+def test_members_are_named_by_the_dataset_id_column_never_by_row_addresses(fragmented, tmp_path):
+    page = str(tmp_path / "r.html")
+    r = lms.review(fragmented, "text", out=page)
+    assert r.id_column == "id"
+    members = [m for c in r.clusters for m in c.members]
+    assert [m.id for m in members] == ids_of(fragmented, [m.rowid for m in members])
+    assert any(m.rowid >= 1 << 32 for m in members)  # addresses past the first fragment are shown as ids
+    visible = re.sub(r"<[^>]+>", " ", open(page, encoding="utf-8").read().split("<section id=\"clusters\">", 1)[1])
+    for m in members:
+        assert f"id {m.id} " in visible
+        if m.rowid != m.id:
+            assert str(m.rowid) not in visible
+    assert not re.search(r"Cluster \d{6,}", visible)
+    by_rowid = lms.review(fragmented, "text", id_column="_rowid", per_kind=1)
+    assert all(m.id == m.rowid for c in by_rowid.clusters for m in c.members)
+    with pytest.raises(lms.DatasetError, match="id_column='nope' is not a column"):
+        lms.review(fragmented, "text", id_column="nope")
+
+
+def test_star_exact_page_shows_each_dropped_row_with_its_twin(corpus):
+    """clustering="star", verify="exact": the kept rows and twins are keep_flags' own, each
+    dropped row's J is its exact Jaccard to its twin and reaches the threshold."""
+    r = lms.review(corpus, "text", 0.8, clustering="star", verify="exact")
+    flags = {f["_rowid"]: f for f in lms.keep_flags(corpus, "text", 0.8, clustering="star",
+                                                    verify="exact").to_pylist()}
+    assert r.clustering == "star" and r.verify == "exact"
+    assert r.dropped == sum(not f["keep"] for f in flags.values())
+    con = lms.connect()
+    dropped = 0
+    for c in r.clusters:
+        assert c.kept_rows == sum(f["keep"] for f in flags.values() if f["cluster_id"] == c.cluster_id)
+        for m in c.members:
+            assert m.kept == flags[m.rowid]["keep"]
+            if m.kept:
+                continue
+            dropped += 1
+            assert m.twin_rowid == flags[m.rowid]["twin_rowid"] and flags[m.twin_rowid]["keep"]
+            (want,) = con.execute("SELECT shingle_jaccard(?, ?)", [m.text, m.twin_text]).fetchone()
+            assert abs(m.jaccard - want) < 1e-12 and m.jaccard >= 0.8
+            assert abs(m.jaccard - flags[m.rowid]["twin_jaccard"]) < 1e-12
+    assert dropped > 0
+    assert 'dropped for its twin, id' in r.html()
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_components_page_shows_the_chain_of_verified_links(corpus, verify):
+    """Every dropped row shown has a chain from its cluster's kept row: consecutive links
+    between rows of the cluster, each a verified link (a shared band; the estimate, or
+    with exact the exact Jaccard, reaching the threshold), each with its exact Jaccard."""
+    from lance_minhash_sql.core.params import exact_candidate_floor
+    from lance_minhash_sql.index.sign import signer_for
+    from lance_minhash_sql.index.opened import open_index
+
+    params = open_index(corpus, "text").params
+    signer = signer_for(params)
+    r = lms.review(corpus, "text", 0.7, verify=verify, per_kind=10, max_members=30)
+    flags = lms.keep_flags(corpus, "text", 0.7, verify=verify).to_pylist()
+    cluster_of = {f["_rowid"]: f["cluster_id"] for f in flags}
+    con = lms.connect()
+    ds = lance.dataset(corpus)
+    text_of_id = dict(zip(*[ds.to_table(columns=["id", "text"]).column(n).to_pylist() for n in ("id", "text")]))
+    row_of_id = dict(zip(ds.to_table(columns=["id"], with_row_id=True).column("id").to_pylist(),
+                         ds.to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist()))
+    chains = 0
+    for c in r.clusters:
+        for m in c.members[1:]:
+            assert m.chained and m.chain, (c.cluster_id, m.id)
+            assert m.chain[0][0] == c.kept.id and m.chain[-1][1] == m.id
+            assert all(a[1] == b[0] for a, b in zip(m.chain, m.chain[1:]))
+            for left, right, sim, jac in m.chain:
+                assert cluster_of[row_of_id[left]] == cluster_of[row_of_id[right]] == c.cluster_id
+                (want,) = con.execute("SELECT shingle_jaccard(?, ?)", [text_of_id[left], text_of_id[right]]).fetchone()
+                assert abs(jac - want) < 1e-12
+                sigs, _ = signer.sign([text_of_id[left], text_of_id[right]])
+                keys = signer.band_keys(sigs)
+                assert (keys[0] == keys[1]).any() and abs(sim - (sigs[0] == sigs[1]).mean()) < 1e-12
+                if verify == "exact":
+                    assert jac >= 0.7 and sim >= exact_candidate_floor(0.7, params.num_hashes) - 1e-6
+                else:
+                    assert sim >= 0.7 - 1e-6
+            chains += len(m.chain) > 1
+    assert chains > 0  # some dropped rows are reached through another row
+    assert "verified link" in r.html()
+
+
+def test_review_command_takes_every_mode_in_any_case(corpus, tmp_path, capsys):
+    page = str(tmp_path / "r.html")
+    assert cli.main(["review", corpus, "text", "--out", page, "--clustering", "Star", "--verify", "Exact",
+                     "--keep", "Longest", "--memory-limit", "64MiB", "--id-column", "id", "--per-kind", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "clustering='star', verify='exact'" in out and "keep='longest'" in out
+    assert "dropped for its twin" in open(page, encoding="utf-8").read()

@@ -199,10 +199,10 @@ def test_bad_input(dataset):
     con = lms.connect()
     for sql, match in [
         ("SELECT * FROM minhash_search_ids(?, 'text', 'a b c', k := NULL)", "needs a threshold"),
-        ("SELECT * FROM minhash_search_ids(?, 'text', 'a b c', k := 0)", "k=0"),
-        ("SELECT * FROM minhash_search_ids(?, 'text', 'a b c', threshold := 2)", "threshold=2"),
+        ("SELECT * FROM minhash_search_ids(?, 'text', 'a b c', k := 0)", "k := 0"),
+        ("SELECT * FROM minhash_search_ids(?, 'text', 'a b c', threshold := 2)", "threshold := 2"),
         ("SELECT * FROM minhash_search(?, 'text', 'a b c', k := NULL)", "needs a threshold"),
-        ("SELECT * FROM minhash_search(?, 'text', 'a b c', threshold := 0)", "threshold=0"),
+        ("SELECT * FROM minhash_search(?, 'text', 'a b c', threshold := 0)", "threshold := 0"),
         ("SELECT * FROM minhash_search(?, 'text', 'a b c', exact := NULL)", "exact is NULL"),
     ]:
         with pytest.raises(Exception, match=match):

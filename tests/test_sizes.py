@@ -33,7 +33,7 @@ SIZES = {
     "300K": 300_000,
     "123456": 123_456,
 }
-BAD = ["lots", "2 parsecs", "-1", "1.5", "0x10", "", "2GB2"]
+BAD = ["lots", "2 parsecs", "1,5GB", "1.5", "0x10", "", "2GB2"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(lms.__file__)))
 
 
@@ -112,8 +112,8 @@ def test_command_line_build_takes_a_size(indexed, capsys):
 
 @pytest.mark.parametrize("text", BAD)
 def test_bad_text_is_refused_everywhere_with_value_rule_and_fix(text, indexed, monkeypatch, restore_capacity):
-    def check(message: str, name: str) -> None:
-        assert f"{name}={text!r}" in message, message
+    def check(message: str, name: str, sql: bool = False) -> None:
+        assert (f"{name} := {text!r}" if sql else f"{name}={text!r}") in message, message
         assert "powers of 1000" in message and "powers of 1024" in message, message
         assert "e.g. '512MiB'" in message, message
 
@@ -135,7 +135,15 @@ def test_bad_text_is_refused_everywhere_with_value_rule_and_fix(text, indexed, m
     con = lms.connect()
     with pytest.raises(Exception, match="InvalidParameterError") as exc:
         con.execute("SELECT * FROM minhash_prewarm(?, 'text', cache_bytes := ?)", [indexed, text]).fetchall()
-    check(str(exc.value), "cache_bytes")
+    check(str(exc.value), "cache_bytes", sql=True)
+
+
+def test_a_negative_size_reads_alike_as_a_number_and_as_its_digits():
+    """SQL hands a size over as text: -1 and '-1' are the same value, with one message."""
+    for value in (-1, "-1", " -1 "):
+        with pytest.raises(InvalidParameterError) as exc:
+            spill.memory_budget(value)
+        assert str(exc.value).startswith("memory_limit=-1 (-1 bytes) must be positive; write e.g. '512MiB'")
 
 
 def test_bad_cache_variable_fails_at_first_use_with_the_rule():

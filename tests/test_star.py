@@ -375,7 +375,7 @@ def test_clustering_errors_name_the_value(con, starred):
     u = starred.replace("'", "''")
     for sql in (f"SELECT * FROM minhash_dedup('{u}', 'text', clustering := 'stars')",
                 f"SELECT * FROM minhash_clusters('{u}', 'text', clustering := NULL)"):
-        with pytest.raises(duckdb.Error, match=r"minhash_(dedup|clusters): clustering=('stars'|NULL) is not a "
+        with pytest.raises(duckdb.Error, match=r"minhash_(dedup|clusters): clustering := ('stars'|NULL) is not a "
                                                r"clustering: use 'components'"):
             con.sql(sql).fetchall()
     for fn in (functools.partial(keep_flags, starred, "text"), functools.partial(clusters, starred, "text"),

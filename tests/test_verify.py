@@ -217,7 +217,7 @@ def test_sql_and_cli_verify(corpus):
     assert [d[0] for d in rel.description] == PAIRS_EXACT_SCHEMA.names
     got = {(a, b): (s, j) for a, b, s, j in rel.fetchall()}
     assert got == as_pairs(pairs_table(corpus, T, verify="exact"))
-    with pytest.raises(duckdb.Error, match=r"minhash_pairs: verify='exactly' is not a verification: use 'estimate'"):
+    with pytest.raises(duckdb.Error, match=r"minhash_pairs: verify := 'exactly' is not a verification: use 'estimate'"):
         con.sql(f"SELECT * FROM minhash_pairs('{u}', 'text', verify := 'exactly')").fetchall()
     with pytest.raises(InvalidParameterError, match="verify=None is not|verify=NULL is not"):
         pairs(corpus, "text", verify=None)

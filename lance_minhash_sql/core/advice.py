@@ -1,11 +1,13 @@
 """One message, each interface's syntax.
 
-The package's error messages give their advice in SQL's syntax (``threshold := 0.8``,
-``NULL``, ``true``), the interface most of them come from. :func:`in_python` rewrites a
-message for a Python caller (``threshold=0.8``, ``None``, ``True``, ``build_index(...)``);
-the public functions at the package's root raise their errors through
-:func:`python_errors`. :func:`in_cli` rewrites it for the command line
-(``--threshold 0.8``, ``lance-minhash build ...``), the Python API's ``name=value`` too.
+The package's error messages name the value in Python's syntax (``threshold=1.5``, as the
+checks of ``core/checks.py`` write it) and give their advice in SQL's syntax
+(``threshold := 0.8``, ``NULL``, ``true``). Each interface shows the whole message in its
+own: :func:`in_python` for a Python caller (``threshold=0.8``, ``None``, ``True``,
+``build_index(...)``), through :func:`python_errors` on the public functions at the
+package's root (their warnings too, through :data:`~lance_minhash_sql.core.errors.PHRASING`);
+:func:`in_sql` for SQL (``threshold := 1.5``), through :func:`sql_errors` on every UDF;
+:func:`in_cli` for the command line (``--threshold 1.5``, ``lance-minhash build ...``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import functools
 import re
 from typing import Callable
 
-from lance_minhash_sql.core.errors import LanceMinHashError
+from lance_minhash_sql.core.errors import PHRASING, LanceMinHashError
 
-__all__ = ["in_cli", "in_python", "python_errors"]
+__all__ = ["in_cli", "in_python", "in_sql", "python_errors", "sql_errors"]
 
 _NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
 _PY_VALUES = {"NULL": "None", "true": "True", "false": "False"}
@@ -34,19 +36,45 @@ def in_python(message: str) -> str:
     return out
 
 
-def python_errors(fn: Callable) -> Callable:
-    """``fn`` whose :class:`LanceMinHashError` messages read in Python's syntax."""
-
+def _rephrased(fn: Callable, phrase: Callable[[str], str], warnings_too: bool) -> Callable:
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        token = PHRASING.set(phrase) if warnings_too else None
         try:
             return fn(*args, **kwargs)
         except LanceMinHashError as exc:
             if exc.args and isinstance(exc.args[0], str):
-                exc.args = (in_python(exc.args[0]),) + exc.args[1:]
+                exc.args = (phrase(exc.args[0]),) + exc.args[1:]
             raise
+        finally:
+            if token is not None:
+                PHRASING.reset(token)
 
     return call
+
+
+def python_errors(fn: Callable) -> Callable:
+    """``fn`` whose :class:`LanceMinHashError` messages, and the package's warnings during
+    the call, read in Python's syntax."""
+    return _rephrased(fn, in_python, True)
+
+
+# --------------------------------------------------------------------------- SQL
+
+_PY_VALUE = r"('[^']*'|(?:-?\d[\w.+-]*|-?inf|nan|None|True|False|NULL)\b)"
+_PY_SUBJECT = re.compile(r"(?<![\w:<>=!])([a-z_][a-z0-9_]*)=(?!=)" + _PY_VALUE)
+_SQL_VALUES = {"None": "NULL", "True": "true", "False": "false"}
+
+
+def in_sql(message: str) -> str:
+    """``message`` with the values it names in SQL's syntax: ``threshold=1.5`` becomes
+    ``threshold := 1.5``, ``None`` ``NULL``."""
+    return _PY_SUBJECT.sub(lambda m: f"{m.group(1)} := {_SQL_VALUES.get(m.group(2), m.group(2))}", message)
+
+
+def sql_errors(fn: Callable) -> Callable:
+    """A UDF whose :class:`LanceMinHashError` messages read in SQL's syntax."""
+    return _rephrased(fn, in_sql, False)
 
 
 # --------------------------------------------------------------------------- the command line
@@ -78,10 +106,17 @@ def _cli_call(m: re.Match) -> str:
     return " ".join(w for w in words if w)
 
 
-def in_cli(message: str) -> str:
+def in_cli(message: str, options: frozenset = frozenset()) -> str:
     """An error message's SQL advice in the command line's terms: ``SELECT * FROM
     minhash_build('d', 'c')`` becomes ``lance-minhash build 'd' 'c'``, ``order_by := 'x'``
-    becomes ``--order-by 'x'``."""
+    becomes ``--order-by 'x'``; a value named in Python's syntax (``threshold=1.5``) becomes
+    ``--threshold 1.5`` when ``--threshold`` is one of the command's ``options``."""
     for phrase, cli in _CLI_PHRASES.items():
         message = message.replace(phrase, cli)
-    return _PY_NAMED.sub(_cli_argument, _NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message)))
+    message = _PY_NAMED.sub(_cli_argument, _NAMED.sub(_cli_argument, _SQL_CALL.sub(_cli_call, message)))
+
+    def option(m: re.Match) -> str:
+        flag = "-k" if m.group(1) == "k" else "--" + m.group(1).replace("_", "-")
+        return f"{flag} {m.group(2)}" if flag in options else m.group(0)
+
+    return _PY_SUBJECT.sub(option, message)

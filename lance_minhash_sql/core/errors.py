@@ -8,6 +8,7 @@ Every message names the offending value, the rule it breaks and how to fix it, e
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import warnings
 
@@ -87,6 +88,10 @@ class LowRecallWarning(UserWarning):
     """The threshold lies far below the index's S-curve: most pairs at it are never candidates."""
 
 
+# How the package's warnings are phrased during a call: None (SQL's syntax, rewritten by the
+# command line for its own), or core/advice.py's in_python while a public Python function runs.
+PHRASING: contextvars.ContextVar = contextvars.ContextVar("lance_minhash_phrasing", default=None)
+
 _NOT_CALLERS = frozenset({"lance_minhash_sql", "duckdb"})  # the package, and DuckDB running its UDFs
 _NO_CALLER: dict = {}  # the registry of warnings with no caller outside the package
 
@@ -96,7 +101,11 @@ def warn(warning: Warning) -> None:
     outside DuckDB's Python code, which runs the package's SQL functions): the user's own
     line, as Python shows it (``file:line`` and that line's code), never a line of the
     package. Without such a caller (a UDF called from DuckDB's threads) the warning names
-    the package alone, without a file, line or code, once per message like any warning."""
+    the package alone, without a file, line or code, once per message like any warning.
+    Its text is in the syntax of the interface that called (:data:`PHRASING`)."""
+    phrase = PHRASING.get()
+    if phrase is not None and warning.args and isinstance(warning.args[0], str):
+        warning = type(warning)(phrase(warning.args[0]), *warning.args[1:])
     frame, level = inspect.currentframe().f_back, 2  # stacklevel 2: the caller of warn()
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in _NOT_CALLERS:
         frame, level = frame.f_back, level + 1

@@ -42,7 +42,8 @@ SIZE_UNITS = {
 }
 SIZE_RULE = ("a size is a whole number of bytes or a number with a unit: KB, MB, GB, TB (or K, M, G, T) "
              "are powers of 1000, KiB, MiB, GiB, TiB powers of 1024, as in DuckDB")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_SIZE = re.compile(r"^\s*(-\s*)?(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_INTEGER = re.compile(r"^\s*-?\d+\s*$")
 
 
 def parse_bytes(value: Any, name: str, minimum: int = 1) -> int:
@@ -52,6 +53,8 @@ def parse_bytes(value: Any, name: str, minimum: int = 1) -> int:
     Anything else is an :class:`InvalidParameterError` naming the value, the rule and a fix.
     """
     fix = "write e.g. '512MiB', '2GB' or 1073741824"
+    if isinstance(value, str) and _INTEGER.match(value):
+        value = int(value)  # digits as text (SQL hands sizes over as VARCHAR) read, and named, as the number
     if isinstance(value, bool) or value is None:
         raise InvalidParameterError(f"{name}={value!r} is not a byte size; {SIZE_RULE}; {fix}")
     if isinstance(value, numbers.Integral):
@@ -60,10 +63,10 @@ def parse_bytes(value: Any, name: str, minimum: int = 1) -> int:
         n = int(value)
     elif isinstance(value, str):
         m = _SIZE.match(value)
-        unit = m.group(2).lower() if m else None
+        unit = m.group(3).lower() if m else None
         if m is None or unit not in SIZE_UNITS:
             raise InvalidParameterError(f"{name}={value!r} is not a byte size; {SIZE_RULE}; {fix}")
-        exact = Decimal(m.group(1)) * SIZE_UNITS[unit]
+        exact = Decimal(m.group(2)) * SIZE_UNITS[unit] * (-1 if m.group(1) else 1)
         if unit in ("", "b") and exact != exact.to_integral_value():
             raise InvalidParameterError(
                 f"{name}={value!r} is not a whole number of bytes; {SIZE_RULE}; {fix}")

@@ -27,6 +27,7 @@ import numpy as np
 
 from lance_minhash_sql.core.errors import InvalidParameterError, MissingDependencyError
 from lance_minhash_sql.core.params import scurve
+from lance_minhash_sql.io.outputs import prepare_output, written_beside
 
 __all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "PLOT_INSTALL", "require_matplotlib", "save_plots"]
 
@@ -172,9 +173,9 @@ def save_plots(rep, out_dir: str) -> dict[str, str]:
         raise InvalidParameterError(f"out_dir={out_dir!r} must be a folder path for the PNG files")
     _figure()  # fail before creating anything when matplotlib is missing
     out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
+    prepare_output(out_dir, "out_dir", "folder")
     paths = {name: os.path.join(out_dir, file) for name, file in PLOT_FILES.items()}
-    _scurve(rep, paths["scurve"])
-    _buckets(rep, paths["buckets"])
-    _estimator(rep, paths["estimator"])
+    for name, draw in (("scurve", _scurve), ("buckets", _buckets), ("estimator", _estimator)):
+        with written_beside(paths[name]) as tmp:  # each file whole or absent
+            draw(rep, tmp)
     return paths

@@ -187,4 +187,6 @@ def prefixed(fn: str, make: Callable, *args, **kwargs):
     try:
         return make(*args, **kwargs)
     except InvalidParameterError as exc:
+        if str(exc).startswith(f"{fn}: "):  # prefixed already, by a check inside ``make``
+            raise
         raise type(exc)(f"{fn}: {exc}") from None

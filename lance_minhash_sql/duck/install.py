@@ -27,6 +27,7 @@ from typing import Any
 
 import duckdb
 
+from lance_minhash_sql.core.advice import sql_errors
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.duck.join import JOIN_UDFS
 from lance_minhash_sql.duck.lifecycle import LIFECYCLE_UDFS
@@ -57,19 +58,28 @@ def macro_files() -> tuple[tuple[str, str], ...]:
     return tuple((n, (root / n).read_text(encoding="utf-8")) for n in ordered)
 
 
+_SQL_PHRASED: dict = {}  # each UDF, its errors in SQL's syntax (core/advice.py: sql_errors), made once
+
+
+def _in_sql(spec) -> object:
+    if spec.name not in _SQL_PHRASED:
+        _SQL_PHRASED[spec.name] = sql_errors(spec.function)
+    return _SQL_PHRASED[spec.name]
+
+
 def _register_udfs(con: duckdb.DuckDBPyConnection) -> None:
     cur = con.cursor()
     try:
         for spec in ALL_UDFS:
             try:
-                cur.create_function(spec.name, spec.function, list(spec.parameters), spec.return_type,
+                cur.create_function(spec.name, _in_sql(spec), list(spec.parameters), spec.return_type,
                                     type="arrow" if spec.arrow else "native",
                                     null_handling="special", side_effects=spec.side_effects)
             except (duckdb.CatalogException, duckdb.NotImplementedException) as exc:
                 if "already" not in str(exc):
                     raise
             else:
-                _KEEP_ALIVE.add(spec.function)
+                _KEEP_ALIVE.add(_in_sql(spec))
     finally:
         cur.close()
 

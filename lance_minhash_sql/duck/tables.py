@@ -47,21 +47,23 @@ __all__ = ["TABLE_UDFS", "search_sql"]
 _BUILD_ARROW, BUILD_TYPE = rows_type(record_schema(BuildResult))
 
 
-def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage) -> pa.Array:
+def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage,
+          memory_limit) -> pa.Array:
     from lance_minhash_sql.build.builder import build_index
 
     fn = "minhash_build"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
                            shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
-                           storage=storage):
+                           storage=storage, memory_limit=memory_limit):
         require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
         r = prefixed(fn, lambda: build_index(
             row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
             num_bands=integer(fn, "num_bands", row["num_bands"]),
             shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
             threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
-            replace=flag(fn, "replace", row["replace"]), storage_options=options_of(row["storage"])))
+            replace=flag(fn, "replace", row["replace"]), memory_limit=row["memory_limit"],
+            storage_options=options_of(row["storage"])))
         out.append([record_dict(r)])
     return lists_of_records(out, _BUILD_ARROW)
 
@@ -125,7 +127,8 @@ def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage
     owners, rowids, dists, jacs = [], [], [], []
     for (ds, col, kk, t, fast, token, how), idx in groups.items():
         table = prefixed(fn, lambda: run(ds, col, [rows[i]["query"] for i in idx], kk, threshold=t,
-                                          fast_search=fast, storage_options=options_of(token), verify=how))
+                                          fast_search=fast, storage_options=options_of(token), verify=how,
+                                          query_rows=[i + 1 for i in idx]))
         exact_ = how == "exact"
         owners.append(np.asarray(idx, dtype=np.int64)[table.column("query_index").to_numpy()])
         rowids.append(table.column("_rowid").combine_chunks())
@@ -372,7 +375,7 @@ def search_plan(dataset, column, query, k, threshold, exact, verify, fast_search
 
 TABLE_UDFS: tuple[Udf, ...] = (
     Udf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
-                                   "BOOLEAN", "VARCHAR"), BUILD_TYPE, True),
+                                   "BOOLEAN", "VARCHAR", "VARCHAR"), BUILD_TYPE, True),
     Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
     Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
                                         "VARCHAR", "VARCHAR"), IDS_TYPE, True),

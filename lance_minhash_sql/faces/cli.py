@@ -16,6 +16,7 @@ from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashErr
 from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.faces.cli_parser import build_parser
 from lance_minhash_sql.faces.sinks import Ticker, bars, check_output, stream_rows
+from lance_minhash_sql.io.outputs import prepare_output, written_beside
 
 __all__ = ["main"]
 
@@ -58,12 +59,17 @@ def cmd_demo(args) -> int:
     from lance_minhash_sql.faces.demo import BATCH_ROWS, EVAL_ROWS, PREPARE_SQL, write_demo_corpus, write_demo_neighbours
     from lance_minhash_sql.io.scan import open_dataset, read_rows
 
-    os.makedirs(args.dir, exist_ok=True)
+    from lance_minhash_sql.io.outputs import replacing_dir
+    from lance_minhash_sql.runtime.cache import clear_cache
+
+    prepare_output(args.dir, "--dir", "folder")
     uri = os.path.join(args.dir, "corpus.lance")
-    mode = "overwrite" if os.path.exists(uri) else "create"
     con = connect()
-    with Ticker(f"writing the {args.rows:,}-row corpus and preparing the SQL functions", bars(args)):
-        written = write_demo_corpus(uri, args.rows, mode, False, lambda: con.sql(PREPARE_SQL).fetchall())
+    # a fresh corpus each run, replacing the last one: the same rows and row ids, no old versions or indexes
+    with Ticker(f"writing the {args.rows:,}-row corpus and preparing the SQL functions", bars(args)), \
+            replacing_dir(uri) as tmp:
+        written = write_demo_corpus(tmp, args.rows, "create", False, lambda: con.sql(PREPARE_SQL).fetchall())
+    clear_cache()  # handles opened on an earlier corpus at this path (same versions, other files) are stale
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
     eval_set, batch = write_demo_neighbours(args.dir, args.rows)
     print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "
@@ -139,13 +145,20 @@ def _looks_like_file(arg: str) -> bool:
 _OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
 
 
-def _copy_result(con, sql: str, path: str) -> None:
-    """Write a query's rows to ``path`` (CSV, Parquet or JSON lines, by extension)."""
+def _sql_format(path: str) -> str:
+    """``sql --output``'s format, from its extension."""
     fmt = _OUTPUT_FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
         raise InvalidParameterError(f"--output {path!r}: name the file with one of the extensions "
                                     f"{sorted(_OUTPUT_FORMATS)}, e.g. result.parquet")
-    con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {literal(path)} (FORMAT {fmt})")
+    return fmt
+
+
+def _copy_result(con, sql: str, path: str) -> None:
+    """Write a query's rows to ``path`` (CSV, Parquet or JSON lines, by extension)."""
+    fmt = _sql_format(path)
+    with written_beside(path) as tmp:
+        con.execute(f"COPY ({sql.strip().rstrip(';')}) TO {literal(tmp)} (FORMAT {fmt})")
 
 
 def storage_options(pairs: list[str] | None) -> dict[str, str] | None:
@@ -255,9 +268,10 @@ def cmd_clusters(args) -> int:
 
     if args.output:
         check_output(args.output)
-    table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
-                     memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
-                     executor=args.executor, ray_address=args.ray_address)
+    with Ticker("finding the clusters", bars(args)):
+        table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
+                         memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
+                         executor=args.executor, ray_address=args.ray_address)
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""
@@ -270,11 +284,12 @@ def cmd_dedup(args) -> int:
 
     t0 = time.perf_counter()
     before = _compile_seconds()
-    r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
-              clustering=args.clustering, verify=args.verify, output=args.output,
-              delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
-              storage_options=storage_options(args.storage_option), executor=args.executor,
-              ray_address=args.ray_address)
+    with Ticker("finding the clusters and the rows to keep", bars(args)):  # the write's bar takes over
+        r = dedup(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
+                  clustering=args.clustering, verify=args.verify, output=args.output,
+                  delete_in_place=args.delete_in_place, progress=bars(args), memory_limit=args.memory_limit,
+                  storage_options=storage_options(args.storage_option), executor=args.executor,
+                  ray_address=args.ray_address)
     print(f"{r.dataset} version {r.version}: {r.rows:,} rows, {r.clusters:,} clusters holding {r.clustered_rows:,} "
           f"rows at threshold {args.threshold:g}; {r.removed:,} duplicates, {r.kept:,} rows kept "
           f"({time.perf_counter() - t0:.1f}s{_compiled_since(before)})")
@@ -293,11 +308,10 @@ def cmd_dedup(args) -> int:
 def cmd_review(args) -> int:
     from lance_minhash_sql.faces.review import review
 
-    if not args.out.lower().endswith((".html", ".htm")):
-        raise InvalidParameterError(f"--out {args.out!r} must name an .html file, e.g. --out review.html")
     r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
-               per_kind=args.per_kind, max_members=args.max_members, seed=args.seed, out=args.out,
-               storage_options=storage_options(args.storage_option))
+               clustering=args.clustering, verify=args.verify, memory_limit=args.memory_limit,
+               id_column=args.id_column, per_kind=args.per_kind, max_members=args.max_members, seed=args.seed,
+               out=args.out, progress=bars(args), storage_options=storage_options(args.storage_option))
     print(f"wrote {args.out}: {r.describe()}")
     return 0
 
@@ -332,13 +346,14 @@ def sql_hint(message: str) -> str:
     return ""
 
 
-def _warning_printer(fallback):
+def _warning_printer(fallback, options: frozenset = frozenset()):
     """A ``warnings.showwarning`` that prints the package's warnings as one
-    ``lance-minhash: warning:`` line and hands the others to ``fallback``."""
+    ``lance-minhash: warning:`` line (in the terms of the command's ``options``) and hands
+    the others to ``fallback``."""
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if category.__module__.split(".")[0] == "lance_minhash_sql":
-            print(f"lance-minhash: warning: {cli_advice(str(message))}", file=sys.stderr)
+            print(f"lance-minhash: warning: {cli_advice(str(message), options)}", file=sys.stderr)
         else:
             fallback(message, category, filename, lineno, file, line)
 
@@ -346,7 +361,9 @@ def _warning_printer(fallback):
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    options = frozenset(parser.commands[args.command].options)  # the command's own terms for its messages
     if getattr(args, "quiet", False):
         _quiet_compiles()
     from lance_minhash_sql.core.errors import EmptySearchWarning
@@ -356,15 +373,38 @@ def main(argv=None) -> int:
         # the package's warnings are shown whatever the filters say
         for category in (EmptySearchWarning, LowRecallWarning):
             warnings.filterwarnings("default", category=category)
-        warnings.showwarning = _warning_printer(warnings.showwarning)
-        return _run(args)
+        warnings.showwarning = _warning_printer(warnings.showwarning, options)
+        return _run(args, options)
 
 
-def _run(args) -> int:
+# each command's output option: (attribute, what it names); checked and its folders created before any work
+OUTPUTS = {"pairs": ("output", "file"), "join": ("output", "file"), "clusters": ("output", "file"),
+           "sql": ("output", "file"), "review": ("out", "file"), "dedup": ("output", "dataset"),
+           "report": ("out", "folder")}
+
+
+def _prepare_output(args) -> None:
+    """The command's output path checked (its format by extension) and its missing folders
+    created, before any work: a bad path costs nothing but one line."""
+    attr, kind = OUTPUTS.get(args.command, (None, None))
+    path = getattr(args, attr, None) if attr else None
+    if path is None:
+        return
+    if args.command in ("pairs", "join", "clusters"):
+        check_output(path)
+    elif args.command == "sql":
+        _sql_format(path)
+    elif args.command == "review" and not path.lower().endswith((".html", ".htm")):
+        raise InvalidParameterError(f"--out {path!r} must name an .html file, e.g. --out review.html")
+    prepare_output(path, f"--{attr}", kind)
+
+
+def _run(args, options: frozenset = frozenset()) -> int:
     try:
+        _prepare_output(args)
         return COMMANDS[args.command](args)
     except LanceMinHashError as exc:
-        print(f"lance-minhash: error: {type(exc).__name__}: {cli_advice(str(exc))}", file=sys.stderr)
+        print(f"lance-minhash: error: {type(exc).__name__}: {cli_advice(str(exc), options)}", file=sys.stderr)
         return 2
     except Exception as exc:
         import duckdb

@@ -10,7 +10,7 @@ import argparse
 from lance_minhash_sql.core.checks import CLUSTERINGS, EXECUTORS, VERIFY_MODES
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, KEEP_POLICIES
 
-__all__ = ["build_parser", "EXAMPLES"]
+__all__ = ["build_parser", "CommandParser", "EXAMPLES"]
 
 EXAMPLES = r"""
     lance-minhash build corpus.lance text    # Lance's MINHASHLSH index, written by our engine
@@ -46,16 +46,32 @@ def rows_arg(value: str) -> int | None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows; pass e.g. 10, or all") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser that lists its own option strings (``options``), and, for the
+    top-level parser, its commands' parsers by name (``commands``)."""
+
+    def __init__(self, *args, **kwargs):
+        self.options: set[str] = set()
+        self.commands: dict[str, "CommandParser"] = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.options.update(action.option_strings)
+        return action
+
+
+def build_parser() -> CommandParser:
     """The ``lance-minhash`` argument parser: one subcommand per command of ``faces/cli.py``
-    (``args.command`` names it)."""
-    parser = argparse.ArgumentParser(
+    (``args.command`` names it; ``parser.commands[name].options`` lists its options)."""
+    parser = CommandParser(
         prog="lance-minhash",
         description="Near-duplicate detection for text in Lance datasets, in SQL.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_tool_commands, _index_commands, _self_join_commands, _page_commands):
         add(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 
@@ -71,7 +87,7 @@ def storage_flag(p) -> None:
 
 
 def verify_flag(p) -> None:
-    p.add_argument("--verify", default="estimate", choices=VERIFY_MODES,
+    p.add_argument("--verify", default="estimate", type=str.lower, choices=VERIFY_MODES,
                    help="estimate (the MinHash estimate reaches the threshold, default) or exact (the exact "
                         "shingle Jaccard does; candidates down to 4 standard deviations of the estimate under it)")
 
@@ -84,7 +100,7 @@ def executor_flag(p) -> None:
 
 
 def clustering_flag(p) -> None:
-    p.add_argument("--clustering", default="components", choices=CLUSTERINGS,
+    p.add_argument("--clustering", default="components", type=str.lower, choices=CLUSTERINGS,
                    help="components (connected components, default) or star (every dropped row has a kept "
                         "twin it is similar to)")
     verify_flag(p)
@@ -203,7 +219,7 @@ def _self_join_commands(sub) -> None:
 
     p = self_join("dedup", "keep one row per near-duplicate cluster (dry run unless told where to write)",
                   "similarity of a link", "write the kept rows to this new Lance dataset")
-    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+    p.add_argument("--keep", default="first", type=str.lower, choices=KEEP_POLICIES,
                    help="first (lowest row id, default) or longest (longest text)")
     p.add_argument("--order-by", default=None,
                    help="keep the first row by this SQL ORDER BY over the dataset's columns, e.g. 'quality DESC'")
@@ -222,13 +238,19 @@ def _page_commands(sub) -> None:
     p.add_argument("column", help="the indexed text column")
     p.add_argument("--out", required=True, help="the HTML file to write, e.g. review.html")
     p.add_argument("--threshold", type=float, default=0.8, help="similarity of a link (default 0.8)")
-    p.add_argument("--keep", default="first", choices=KEEP_POLICIES,
+    p.add_argument("--keep", default="first", type=str.lower, choices=KEEP_POLICIES,
                    help="the row dedup keeps: first (lowest row id, default) or longest (longest text)")
     p.add_argument("--order-by", default=None, help="keep the first row by this SQL ORDER BY, e.g. 'quality DESC'")
     p.add_argument("--per-kind", type=int, default=3,
                    help="clusters shown of each kind: largest, borderline, random (default 3)")
     p.add_argument("--max-members", type=int, default=8, help="rows shown per cluster (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    p.add_argument("--id-column", default=None,
+                   help="the column that names rows on the page (default: a column named id, doc_id, uuid, ... "
+                        "or *_id, else _rowid, the row ids)")
+    p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+    p.add_argument("--quiet", action="store_true", help="no progress")
+    clustering_flag(p)
     storage_flag(p)
 
     p = command(sub, "report", "diagnostics of an index: S-curve vs sampled pairs, buckets, error")

@@ -16,6 +16,8 @@ import os
 import time
 from typing import Callable
 
+from lance_minhash_sql.io.outputs import replacing_dir
+
 __all__ = ["BATCH_ROWS", "DEMO_QUERIES", "EVAL_ROWS", "INDEX_QUERIES", "PAIRS_QUERIES", "PREPARE_SQL", "CorpusWritten",
            "write_demo_corpus", "write_demo_neighbours"]
 
@@ -105,7 +107,8 @@ def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str]:
 
     paths = (os.path.join(folder, "eval.lance"), os.path.join(folder, "batch.lance"))
     for path, n, start in ((paths[0], EVAL_ROWS, rows), (paths[1], BATCH_ROWS, rows + EVAL_ROWS)):
-        write_corpus(path, n, start=start, mode="overwrite" if os.path.exists(path) else "create")
+        with replacing_dir(path) as tmp:  # a fresh dataset each run: the same row ids, no old versions
+            write_corpus(tmp, n, start=start)
     return paths
 
 
@@ -160,12 +163,12 @@ INDEX_QUERIES = [
 
 
 PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
-    ("A sample of near-duplicate pairs (minhash_pairs; exact := true adds the exact Jaccard), joined to the "
+    ("A sample of near-duplicate pairs (minhash_pairs; verify := 'exact' adds the exact Jaccard), joined to the "
      "rows by _rowid; right_edit: how the pair's right row was made",
      """SELECT * FROM (
           SELECT l.id AS left_id, r.id AS right_id, round(p.similarity, 3) AS similarity,
                  round(p.jaccard, 3) AS jaccard, r.edit AS right_edit
-          FROM minhash_pairs({uri}, 'text', threshold := 0.8, exact := true) p
+          FROM minhash_pairs({uri}, 'text', threshold := 0.8, verify := 'exact') p
           JOIN corpus_rows l ON l._rowid = p.left_rowid JOIN corpus_rows r ON r._rowid = p.right_rowid
           ORDER BY hash(left_id, right_id) LIMIT 6)
         ORDER BY similarity DESC, left_id, right_id"""),

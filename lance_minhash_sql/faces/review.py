@@ -1,17 +1,21 @@
 """A page to review what dedup drops: one self-contained HTML file (no network, no script).
 
-:func:`review` runs the dedup plan of ``(dataset, column, threshold, keep, order_by)``
-(:func:`lance_minhash_sql.selfjoin.dedup.keep_flags`) and writes what a reviewer needs to
-trust it or to change a parameter:
+:func:`review` runs the dedup plan of ``(dataset, column, threshold, keep, order_by,
+clustering, verify)`` (:func:`lance_minhash_sql.api.entries.keep_flags`) and writes what a
+reviewer needs to trust it or to change a parameter:
 
 * the parameters, and the index's S-curve (the probability that a pair of a given
   similarity becomes a candidate) drawn as inline SVG, with the threshold marked;
 * how many clusters there are of each size, and how many rows dedup drops;
-* a sample of clusters: the largest, the borderline ones (a member least similar to the
-  row kept) and random ones. Each shows every member's text side by side (up to
-  ``max_members``), the words a member has that the kept row lacks highlighted and those
-  it lacks struck through, the exact Jaccard of the member's shingle set to the kept
-  row's (the index's own tokenizer and shingle size), and which row ``keep`` keeps and why.
+* a sample of clusters: the largest, the borderline ones (a dropped member least similar
+  to the row it is dropped for) and random ones. Each shows every member's text side by
+  side (up to ``max_members``), named by the dataset's own id column, the words a member
+  has that its kept row lacks highlighted and those it lacks struck through, its exact
+  Jaccard to that kept row (the index's own tokenizer and shingle size), and which row
+  ``keep`` keeps and why. With ``clustering="components"`` a dropped row may be far from
+  the kept row: the page shows the chain of verified links that put them in one cluster
+  (``faces/chains.py``), each link with its exact Jaccard. With ``clustering="star"`` a
+  dropped row is compared with its twin, the kept row it is similar to.
 
 The borderline and random clusters are drawn from a pool of at most :data:`POOL_ROWS`
 clustered rows (all of them on smaller data), chosen with ``seed``.
@@ -20,25 +24,31 @@ clustered rows (all of them on smaller data), chosen with ``seed``.
 from __future__ import annotations
 
 import html
-import os
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.checks import check_int
+from lance_minhash_sql.api.entries import keep_flags
+from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_int
+from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.params import lsh_probability
+from lance_minhash_sql.faces.chains import CHAIN_ROWS, chains
+from lance_minhash_sql.faces.sinks import Ticker
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.scan import options_for
+from lance_minhash_sql.io.outputs import prepare_output, written_beside
+from lance_minhash_sql.io.scan import options_for, schema_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.pairs import pair_jaccard
-from lance_minhash_sql.selfjoin.dedup import check_keep, keep_flags
+from lance_minhash_sql.selfjoin.dedup import check_keep
 
-__all__ = ["POOL_ROWS", "Member", "ReviewCluster", "Review", "review"]
+__all__ = ["POOL_ROWS", "ID_NAMES", "id_column_of", "Member", "ReviewCluster", "Review", "review"]
 
 POOL_ROWS = 50_000  # clustered rows whose Jaccard is computed to find borderline clusters
+ID_NAMES = ("id", "doc_id", "document_id", "uuid", "uid", "key")  # then any other column named *_id
+ROWID = "_rowid"  # id_column="_rowid": rows named by their row id
 _WORD = re.compile(r"\S+")
 _FOLD = re.compile(r"[^\w]+")
 
@@ -48,9 +58,15 @@ class Member:
     """One row of a reviewed cluster."""
 
     rowid: int
+    id: object  # the row's value of the id column (its row id without one)
     text: str | None
     kept: bool
-    jaccard: float  # exact shingle Jaccard to the kept row (1.0 for the kept row; nan without shingles)
+    jaccard: float  # exact shingle Jaccard to its kept row (1.0 for a kept row; nan without shingles)
+    twin_rowid: int | None = None  # the kept row it is dropped for (None for a kept row)
+    twin_id: object = None
+    twin_text: str | None = None
+    chain: tuple = ()  # components: ((id, id, similarity, jaccard), ...) from the kept row to this one
+    chained: bool = True  # False: the chain was not searched (a cluster over CHAIN_ROWS rows) or not found
 
 
 @dataclass(frozen=True)
@@ -60,8 +76,9 @@ class ReviewCluster:
     cluster_id: int
     size: int
     kind: str
-    members: tuple[Member, ...]  # the kept row first, then by Jaccard to it, lowest first
+    members: tuple[Member, ...]  # the first kept row, the dropped ones by Jaccard to their kept row (lowest first), other kept rows
     why: str  # why the kept row is the one kept
+    kept_rows: int = 1  # rows of the cluster kept (1 with components; star may keep several)
 
     @property
     def kept(self) -> Member:
@@ -69,7 +86,7 @@ class ReviewCluster:
 
     @property
     def min_jaccard(self) -> float:
-        values = [m.jaccard for m in self.members[1:] if m.jaccard == m.jaccard]
+        values = [m.jaccard for m in self.members if not m.kept and m.jaccard == m.jaccard]
         return min(values) if values else float("nan")
 
 
@@ -87,6 +104,9 @@ class Review:
     dropped: int
     sizes: list[tuple[int, int]]  # (cluster size, clusters of that size), ascending
     clusters: list[ReviewCluster] = field(default_factory=list)
+    clustering: str = "components"
+    verify: str = "estimate"
+    id_column: str = ROWID
 
     @property
     def num_clusters(self) -> int:
@@ -104,11 +124,11 @@ class Review:
                 f"<body style=\"margin:0;background:#fff\">{self.fragment()}</body></html>\n")
 
     def save(self, path: str) -> str:
-        """Write the page to ``path`` (through a temporary file: never half-written)."""
-        tmp = f"{path}.{os.getpid()}.partial"
-        with open(tmp, "w", encoding="utf-8") as fh:
+        """Write the page to ``path`` (through a temporary file beside it: never half-written;
+        missing folders are created)."""
+        prepare_output(path, "out")
+        with written_beside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             fh.write(self.html())
-        os.replace(tmp, path)
         return path
 
     def _repr_html_(self) -> str:
@@ -116,68 +136,115 @@ class Review:
 
     def describe(self) -> str:
         kinds = ", ".join(f"{sum(c.kind == k for c in self.clusters)} {k}" for k in _KINDS)
-        return (f"{self.num_clusters:,} clusters hold {self.rows:,} rows; dedup (keep={self.keep!r}) drops "
-                f"{self.dropped:,}; the page shows {len(self.clusters)} clusters ({kinds})")
+        return (f"{self.num_clusters:,} clusters hold {self.rows:,} rows; dedup (keep={self.keep!r}, "
+                f"clustering={self.clustering!r}, verify={self.verify!r}) drops {self.dropped:,}; the page shows "
+                f"{len(self.clusters)} clusters ({kinds})")
 
 
 _KINDS = ("largest", "borderline", "random")
 
 
+def id_column_of(schema: pa.Schema, column: str, id_column: str | None) -> str:
+    """The column that names rows on the page: ``id_column`` when given (``"_rowid"``: the
+    row ids), else the first of :data:`ID_NAMES` in the schema, else the first other
+    column named ``*_id``, else ``"_rowid"``."""
+    names = [f.name for f in schema if f.name != column]
+    if id_column is not None:
+        if id_column != ROWID and id_column not in names:
+            raise DatasetError(f"id_column := '{id_column}' is not a column of the dataset; use one of {names} "
+                               f"or '{ROWID}' for the row ids")
+        return id_column
+    lower = {n.lower(): n for n in names}
+    for want in ID_NAMES:
+        if want in lower:
+            return lower[want]
+    return next((n for n in names if n.lower().endswith("_id")), ROWID)
+
+
 def review(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
-           per_kind: int = 3, max_members: int = 8, seed: int = 0, out: str | None = None,
-           storage_options: dict | None = None) -> Review:
-    """Review the dedup plan of ``column`` at ``threshold`` with ``keep`` / ``order_by`` (as
-    :func:`lance_minhash_sql.dedup`): ``per_kind`` clusters of each kind (largest, borderline,
-    random), up to ``max_members`` rows each. Writes the page to ``out`` when given."""
+           clustering: str = "components", verify: str = "estimate", memory_limit=None,
+           id_column: str | None = None, per_kind: int = 3, max_members: int = 8, seed: int = 0,
+           out: str | None = None, progress: bool = False, storage_options: dict | None = None) -> Review:
+    """Review the dedup plan of ``column`` at ``threshold`` with ``keep``, ``order_by``,
+    ``clustering``, ``verify`` and ``memory_limit`` (as :func:`lance_minhash_sql.dedup`):
+    ``per_kind`` clusters of each kind (largest, borderline, random), up to
+    ``max_members`` rows each, named by ``id_column`` (see :func:`id_column_of`). Writes
+    the page to ``out`` when given (its folders created before the work). ``progress``: a
+    status line on stderr with the seconds spent, while the plan and the sample are made."""
     per_kind = check_int("per_kind", per_kind, "clusters shown of each kind, e.g. 3", lo=1)
     max_members = check_int("max_members", max_members, "rows shown per cluster, e.g. 8", lo=2)
     seed = check_int("seed", seed, "any whole number, e.g. 0", lo=0)
     keep, order_by = check_keep(keep, order_by)
-    storage_options = options_for(dataset, storage_options)
-    flags = keep_flags(dataset, column, threshold, keep=keep, order_by=order_by, storage_options=storage_options)
-    opened = open_index(dataset, column, storage_options)
-    rowid = flags.column("_rowid").to_numpy()
-    cluster = flags.column("cluster_id").to_numpy()
-    size = flags.column("cluster_size").to_numpy()
-    kept = flags.column("keep").to_numpy(zero_copy_only=False)
-    ids, first = np.unique(cluster, return_index=True)
-    sizes = size[first]
-    values, counts = np.unique(sizes, return_counts=True)
-    result = Review(str(opened.uri), column, float(threshold), keep, order_by, opened.params,
-                    int(rowid.size), int((~kept).sum()), [(int(v), int(c)) for v, c in zip(values, counts)])
-    if ids.size:
-        picks = _sample(ids, sizes, rowid, cluster, kept, opened, per_kind, seed)
-        result.clusters = [_cluster(opened, cid, kind, rowid, cluster, kept, keep, order_by, max_members)
-                           for cid, kind in picks]
+    clustering, verify = check_clustering_verify(clustering, verify)
+    if out is not None:
+        prepare_output(out, "out")  # before the work
+    with Ticker("making the dedup plan and its sample", check_bool("progress", progress)):
+        result = _review(dataset, column, threshold, keep, order_by, clustering, verify, memory_limit, id_column,
+                         per_kind, max_members, seed, storage_options)
     if out is not None:
         result.save(out)
+    return result
+
+
+def _review(dataset, column, threshold, keep, order_by, clustering, verify, memory_limit, id_column, per_kind,
+            max_members, seed, storage_options) -> Review:
+    storage_options = options_for(dataset, storage_options)
+    opened = open_index(dataset, column, storage_options)
+    ids_from = id_column_of(schema_of(opened.ds), column, id_column)
+    flags = keep_flags(dataset, column, threshold, keep=keep, order_by=order_by, clustering=clustering,
+                       verify=verify, memory_limit=memory_limit, storage_options=storage_options)
+    plan = _Plan(opened, flags, float(threshold), clustering, verify, ids_from)
+    ids, first = np.unique(plan.cluster, return_index=True)
+    sizes = plan.size[first]
+    values, counts = np.unique(sizes, return_counts=True)
+    result = Review(str(opened.uri), column, float(threshold), keep, order_by, opened.params,
+                    int(plan.rowid.size), int((~plan.kept).sum()), [(int(v), int(c)) for v, c in zip(values, counts)],
+                    clustering=clustering, verify=verify, id_column=ids_from)
+    if ids.size:
+        picks = _sample(ids, sizes, plan, per_kind, seed)
+        result.clusters = [_cluster(plan, cid, kind, keep, order_by, max_members) for cid, kind in picks]
     return result
 
 
 # --------------------------------------------------------------------------- data
 
 
-def _members_of(cid: int, rowid: np.ndarray, cluster: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    at = np.flatnonzero(cluster == cid)
-    return rowid[at], kept[at]
+class _Plan:
+    """The dedup plan's rows: each clustered row, its cluster, whether it is kept and the
+    kept row it is compared with (its cluster's kept row; with star, its twin)."""
+
+    def __init__(self, opened, flags: pa.Table, threshold: float, clustering: str, verify: str, id_column: str):
+        self.opened, self.threshold, self.clustering, self.verify = opened, threshold, clustering, verify
+        self.id_column = id_column
+        self.rowid = flags.column("_rowid").to_numpy()
+        self.cluster = flags.column("cluster_id").to_numpy()
+        self.size = flags.column("cluster_size").to_numpy()
+        self.kept = flags.column("keep").to_numpy(zero_copy_only=False)
+        if clustering == "star":
+            twin = flags.column("twin_rowid").fill_null(0).to_numpy()
+            self.ref = np.where(self.kept, self.rowid, twin)
+        else:
+            kept_of = dict(zip(self.cluster[self.kept].tolist(), self.rowid[self.kept].tolist()))
+            self.ref = np.array([kept_of[c] for c in self.cluster.tolist()], dtype=np.uint64)
+
+    def rows(self, rowids: np.ndarray) -> tuple[pa.Array, list]:
+        """The texts and the ids of ``rowids``."""
+        cols = [self.opened.column] + ([] if self.id_column == ROWID else [self.id_column])
+        t = take_rows(self.opened.ds, rowids, cols, "the review", self.opened.uri)
+        ids = rowids.tolist() if self.id_column == ROWID else t.column(self.id_column).to_pylist()
+        return t.column(self.opened.column).combine_chunks(), ids
+
+    def jaccard(self, texts: pa.Array, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+        """Exact shingle Jaccard of ``texts[ia[i]]`` and ``texts[ib[i]]``."""
+        if ia.size == 0:
+            return np.empty(0)
+        offsets, hashes = signer_for(self.opened.params).shingle_sets(texts.cast(pa.large_string()))
+        return pair_jaccard(offsets, hashes, ia.astype(np.int64), ib.astype(np.int64))
 
 
-def _jaccard_to_kept(opened, texts: pa.Array, kept_index: np.ndarray, member_index: np.ndarray) -> np.ndarray:
-    """Exact shingle Jaccard of ``texts[member_index[i]]`` and ``texts[kept_index[i]]``."""
-    if member_index.size == 0:
-        return np.empty(0)
-    offsets, hashes = signer_for(opened.params).shingle_sets(texts.cast(pa.large_string()))
-    return pair_jaccard(offsets, hashes, kept_index.astype(np.int64), member_index.astype(np.int64))
-
-
-def _texts(opened, rowids: np.ndarray) -> pa.Array:
-    t = take_rows(opened.ds, rowids, [opened.column], "the review", opened.uri)
-    return t.column(opened.column).combine_chunks()
-
-
-def _sample(ids, sizes, rowid, cluster, kept, opened, per_kind: int, seed: int) -> list[tuple[int, str]]:
+def _sample(ids, sizes, plan: _Plan, per_kind: int, seed: int) -> list[tuple[int, str]]:
     """``(cluster id, kind)`` of the clusters to show: the largest, then the borderline
-    (lowest Jaccard of a member to its kept row) and random ones from a seeded pool."""
+    (lowest Jaccard of a dropped member to its kept row) and random ones from a seeded pool."""
     by_size = np.lexsort((ids, -sizes))
     largest = [int(ids[i]) for i in by_size[:per_kind]]
     rng = np.random.default_rng(seed)
@@ -191,12 +258,12 @@ def _sample(ids, sizes, rowid, cluster, kept, opened, per_kind: int, seed: int) 
         rows += int(sizes[i])
     picks = [(c, "largest") for c in largest]
     if pool:
-        in_pool = np.isin(cluster, pool)
-        prow, pcl, pkeep = rowid[in_pool], cluster[in_pool], kept[in_pool]
-        texts = _texts(opened, prow)
-        kept_pos = {int(c): i for i, (c, k) in enumerate(zip(pcl, pkeep)) if k}
-        ki = np.array([kept_pos[int(c)] for c in pcl], dtype=np.int64)
-        j = _jaccard_to_kept(opened, texts, ki, np.arange(prow.size, dtype=np.int64))
+        in_pool = np.isin(plan.cluster, pool)
+        prow, pcl, pkeep, pref = plan.rowid[in_pool], plan.cluster[in_pool], plan.kept[in_pool], plan.ref[in_pool]
+        texts, _ = plan.rows(prow)
+        at = {int(r): i for i, r in enumerate(prow.tolist())}
+        ri = np.array([at[int(r)] for r in pref.tolist()], dtype=np.int64)
+        j = plan.jaccard(texts, ri, np.arange(prow.size, dtype=np.int64))
         j = np.where(pkeep | np.isnan(j), np.inf, j)  # the kept rows themselves do not count
         low = {}
         for c, v in zip(pcl, j):
@@ -208,25 +275,52 @@ def _sample(ids, sizes, rowid, cluster, kept, opened, per_kind: int, seed: int) 
     return picks
 
 
-def _why(keep: str, order_by: str | None, kept: Member, n: int) -> str:
+def _why(keep: str, order_by: str | None, kept: Member, n: int, kept_rows: int) -> str:
+    who = f"id {kept.id}"
+    if kept_rows > 1:
+        return (f"{kept_rows} of the {n} rows, each not similar to a row kept before it in keep order "
+                f"(first: {who})")
     if order_by is not None:
-        return f"row {kept.rowid}: it comes first of the {n} by ORDER BY {order_by}"
+        return f"{who}: it comes first of the {n} by ORDER BY {order_by}"
     if keep == "longest":
         length = len(kept.text) if kept.text is not None else 0
-        return f"row {kept.rowid}: it has the longest text of the {n} ({length:,} characters; ties: the lowest row id)"
-    return f"row {kept.rowid}: it has the lowest row id of the {n}"
+        return f"{who}: it has the longest text of the {n} ({length:,} characters; ties: the first in the dataset)"
+    return f"{who}: it comes first in the dataset of the {n} (lowest row id)"
 
 
-def _cluster(opened, cid: int, kind: str, rowid, cluster, kept, keep, order_by, max_members: int) -> ReviewCluster:
-    rows, flags = _members_of(cid, rowid, cluster, kept)
-    k = int(np.flatnonzero(flags)[0])
-    texts = _texts(opened, rows)
-    j = _jaccard_to_kept(opened, texts, np.full(rows.size, k, dtype=np.int64), np.arange(rows.size, dtype=np.int64))
-    others = sorted((i for i in range(rows.size) if i != k), key=lambda i: (np.nan_to_num(j[i], nan=-1), rows[i]))
-    shown = [k] + others[:max_members - 1]
+def _chains(plan: _Plan, texts: pa.Array, ids: list, k: int) -> dict[int, tuple]:
+    found = chains(plan.opened.params, texts, k, plan.threshold, plan.verify)
+    return {v: tuple((ids[x.left], ids[x.right], x.similarity, x.jaccard) for x in links)
+            for v, links in found.items()}
+
+
+def _cluster(plan: _Plan, cid: int, kind: str, keep, order_by, max_members: int) -> ReviewCluster:
+    at = np.flatnonzero(plan.cluster == cid)
+    rows, flags, ref = plan.rowid[at], plan.kept[at], plan.ref[at]
+    texts, ids = plan.rows(rows)
+    pos = {int(r): i for i, r in enumerate(rows.tolist())}
+    ri = np.array([pos[int(r)] for r in ref.tolist()], dtype=np.int64)
+    j = plan.jaccard(texts, ri, np.arange(rows.size, dtype=np.int64))
+    kept_at = [int(i) for i in np.flatnonzero(flags)]
+    first = kept_at[0] if plan.clustering == "star" else int(ri[0])
+    kept_at.sort(key=lambda i: (i != first, i))
+    dropped = sorted((i for i in range(rows.size) if not flags[i]),
+                     key=lambda i: (np.nan_to_num(j[i], nan=-1), rows[i]))
+    shown = (kept_at[:1] + dropped + kept_at[1:])[:max_members]
+    searched = plan.clustering == "components" and rows.size <= CHAIN_ROWS
+    links = _chains(plan, texts, ids, first) if searched else {}
     text_list = texts.to_pylist()
-    members = tuple(Member(int(rows[i]), text_list[i], i == k, 1.0 if i == k else float(j[i])) for i in shown)
-    return ReviewCluster(cid, int(rows.size), kind, members, _why(keep, order_by, members[0], int(rows.size)))
+    members = []
+    for i in shown:
+        if flags[i]:
+            members.append(Member(int(rows[i]), ids[i], text_list[i], True, 1.0))
+            continue
+        r = int(ri[i])
+        members.append(Member(int(rows[i]), ids[i], text_list[i], False, float(j[i]), int(rows[r]), ids[r],
+                              text_list[r], links.get(i, ()), i in links))
+    members = tuple(members)
+    why = _why(keep, order_by, members[0], int(rows.size), len(kept_at))
+    return ReviewCluster(cid, int(rows.size), kind, members, why, len(kept_at))
 
 
 # --------------------------------------------------------------------------- HTML
@@ -263,6 +357,9 @@ _STYLE = """
 .lms-review del{color:#a33;background:#fdecec}
 .lms-review .missing{font-size:12px;color:#5b6673;margin-top:4px}
 .lms-review .more{color:#5b6673;font-size:12px;margin-top:6px}
+.lms-review .chain{font-size:12px;color:#3d4753;margin-top:6px;border-top:1px dashed #d9dee5;padding-top:4px}
+.lms-review .chain .link{white-space:nowrap;color:#2c4a70}
+.lms-review .twin{font-size:12px;color:#3d4753;margin-top:4px}
 """
 
 
@@ -290,8 +387,9 @@ def _words(text: str | None) -> list[str]:
 
 
 def _scurve_svg(params, threshold: float) -> str:
-    w, h, left, bottom, top, right = 420, 230, 44, 30, 12, 12
+    w, h, left, bottom, top, right = 600, 360, 64, 52, 16, 20
     pw, ph = w - left - right, h - top - bottom
+    grey, red = "#5b6673", "#c62828"
 
     def x(s: float) -> float:
         return left + s * pw
@@ -300,92 +398,127 @@ def _scurve_svg(params, threshold: float) -> str:
         return top + (1 - p) * ph
 
     b, r = params.num_bands, params.rows_per_band
-    pts = " ".join(f"{x(s):.1f},{y(lsh_probability(s, b, r)):.1f}" for s in np.linspace(0, 1, 121))
+    pts = " ".join(f"{x(s):.1f},{y(lsh_probability(s, b, r)):.1f}" for s in np.linspace(0, 1, 201))
     p_t = lsh_probability(threshold, b, r)
     grid = "".join(f'<line x1="{x(v):.1f}" y1="{top}" x2="{x(v):.1f}" y2="{top + ph}" stroke="#eef0f3"/>'
-                   f'<text x="{x(v):.1f}" y="{h - 12}" font-size="10" text-anchor="middle" fill="#5b6673">{v:g}</text>'
-                   for v in (0, 0.2, 0.4, 0.6, 0.8, 1.0))
+                   f'<text x="{x(v):.1f}" y="{top + ph + 18}" font-size="13" text-anchor="middle" '
+                   f'fill="{grey}">{v:g}</text>' for v in (0, 0.2, 0.4, 0.6, 0.8, 1.0))
     grid += "".join(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#eef0f3"/>'
-                    f'<text x="{left - 6}" y="{y(v) + 3:.1f}" font-size="10" text-anchor="end" fill="#5b6673">{v:g}</text>'
-                    for v in (0, 0.5, 1.0))
+                    f'<text x="{left - 8}" y="{y(v) + 4:.1f}" font-size="13" text-anchor="end" fill="{grey}">{v:g}</text>'
+                    for v in (0, 0.25, 0.5, 0.75, 1.0))
+    titles = (f'<text x="{left + pw / 2:.1f}" y="{h - 8}" font-size="14" text-anchor="middle" fill="#1d232b">'
+              f'Jaccard similarity of a pair</text>'
+              f'<text x="16" y="{top + ph / 2:.1f}" font-size="14" text-anchor="middle" fill="#1d232b" '
+              f'transform="rotate(-90 16 {top + ph / 2:.1f})">P(the pair is a candidate)</text>')
+    # the legend sits in the top-left corner, above the curve (which is near 0 there)
+    lx, ly = left + 12, top + 20
+    legend = (f'<rect x="{lx - 6}" y="{ly - 14}" width="250" height="48" fill="#fff" fill-opacity="0.9" '
+              f'stroke="#d9dee5"/>'
+              f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 22}" y2="{ly - 4}" stroke="{red}" stroke-width="2" '
+              f'stroke-dasharray="5 3"/>'
+              f'<text x="{lx + 28}" y="{ly}" font-size="13" fill="{red}">threshold {threshold:g}: P = {p_t:.3f}</text>'
+              f'<line x1="{lx}" y1="{ly + 18}" x2="{lx + 22}" y2="{ly + 18}" stroke="#9aa5b1" stroke-width="2" '
+              f'stroke-dasharray="3 3"/>'
+              f'<text x="{lx + 28}" y="{ly + 22}" font-size="13" fill="{grey}">the index\'s S-curve threshold '
+              f'{params.threshold:.3f}</text>')
     return (f'<svg class="scurve" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
             f'role="img" aria-label="S-curve of the index">{grid}'
             f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#b8c0ca"/>'
             f'<line x1="{x(params.threshold):.1f}" y1="{top}" x2="{x(params.threshold):.1f}" y2="{top + ph}" '
-            f'stroke="#9aa5b1" stroke-dasharray="3 3"/>'
-            f'<line x1="{x(threshold):.1f}" y1="{top}" x2="{x(threshold):.1f}" y2="{top + ph}" stroke="#c62828" '
-            f'stroke-dasharray="5 3"/>'
-            f'<polyline points="{pts}" fill="none" stroke="#4c78a8" stroke-width="2.5"/>'
-            f'<circle cx="{x(threshold):.1f}" cy="{y(p_t):.1f}" r="4" fill="#c62828"/>'
-            f'<text x="{x(threshold) + (-6 if threshold > 0.5 else 6):.1f}" y="{y(p_t) + 16:.1f}" font-size="11" '
-            f'fill="#c62828" text-anchor="{"end" if threshold > 0.5 else "start"}">'
-            f'P = {p_t:.3f} at {threshold:g}</text>'
-            f'<text x="{left + pw / 2:.1f}" y="{h - 1}" font-size="10" text-anchor="middle" fill="#5b6673">'
-            f'Jaccard similarity of a pair</text></svg>')
+            f'stroke="#9aa5b1" stroke-width="1.5" stroke-dasharray="3 3"/>'
+            f'<line x1="{x(threshold):.1f}" y1="{top}" x2="{x(threshold):.1f}" y2="{top + ph}" stroke="{red}" '
+            f'stroke-width="1.5" stroke-dasharray="5 3"/>'
+            f'<polyline points="{pts}" fill="none" stroke="#4c78a8" stroke-width="3"/>'
+            f'<circle cx="{x(threshold):.1f}" cy="{y(p_t):.1f}" r="5" fill="{red}"/>'
+            f'{legend}{titles}</svg>')
 
 
-def _member_html(m: Member, kept_words: set[str], kept_list: list[str]) -> str:
+def _chain_html(m: Member) -> str:
+    if not m.chain:
+        why = ("the chain is searched in clusters of at most "
+               f"{CHAIN_ROWS:,} rows" if not m.chained else "no chain of verified links found")
+        return f'<div class="chain">chain to the kept row: {why}</div>'
+    hops = " ".join(f'<span class="link">→ id {html.escape(str(b))} (J = {j:.3f}, est. {s:.3f})</span>'
+                    for _, b, s, j in m.chain)
+    return (f'<div class="chain" data-links="{len(m.chain)}">chain of {len(m.chain)} verified '
+            f'link{"s" if len(m.chain) > 1 else ""}: id {html.escape(str(m.chain[0][0]))} {hops}</div>')
+
+
+def _member_html(m: Member, star: bool) -> str:
     cls = "kept" if m.kept else "dropped"
     badge = "KEPT" if m.kept else "DROPPED"
     score = "kept row" if m.kept else ("J = n/a (no shingles)" if m.jaccard != m.jaccard else f"J = {m.jaccard:.3f}")
-    body = html.escape(m.text) if m.kept and m.text is not None else _marked(m.text, kept_words)
-    missing = ""
+    ref_list = _words(m.twin_text)
+    body = html.escape(m.text) if m.kept and m.text is not None else _marked(m.text, set(ref_list))
+    extra = ""
     if not m.kept:
         mine = set(_words(m.text))
-        lost = list(dict.fromkeys(w for w in kept_list if w not in mine))
+        lost = list(dict.fromkeys(w for w in ref_list if w not in mine))
         if lost:
-            missing = ('<div class="missing">not in this row: '
-                       + " ".join(f"<del>{html.escape(w)}</del>" for w in lost[:30])
-                       + (" …" if len(lost) > 30 else "") + "</div>")
+            extra = ('<div class="missing">not in this row: '
+                     + " ".join(f"<del>{html.escape(w)}</del>" for w in lost[:30])
+                     + (" …" if len(lost) > 30 else "") + "</div>")
+        extra += (f'<div class="twin">dropped for its twin, id {html.escape(str(m.twin_id))} (kept)</div>' if star
+                  else _chain_html(m))
     jaccard = "" if m.kept or m.jaccard != m.jaccard else f' data-jaccard="{m.jaccard:.6f}"'
-    return (f'<div class="member {cls}" data-rowid="{m.rowid}"{jaccard}><div class="head">'
-            f'<span>row {m.rowid} · <span class="badge">{badge}</span></span><span class="score">{score}</span></div>'
-            f'<div class="text">{body}</div>{missing}</div>')
+    twin = "" if m.kept else f' data-twin-rowid="{m.twin_rowid}"'
+    return (f'<div class="member {cls}" data-rowid="{m.rowid}" data-id="{html.escape(str(m.id))}"{twin}{jaccard}>'
+            f'<div class="head"><span>id {html.escape(str(m.id))} · <span class="badge">{badge}</span></span>'
+            f'<span class="score">{score}</span></div><div class="text">{body}</div>{extra}</div>')
 
 
-def _cluster_html(c: ReviewCluster) -> str:
-    kept_list = _words(c.kept.text)
-    kept_words = set(kept_list)
-    members = "".join(_member_html(m, kept_words, kept_list) for m in c.members)
+def _cluster_html(c: ReviewCluster, number: int, star: bool) -> str:
+    members = "".join(_member_html(m, star) for m in c.members)
     more = (f'<div class="more">{c.size - len(c.members)} more rows of this cluster are not shown '
-            f'(the {len(c.members) - 1} least similar to the kept row are)</div>' if c.size > len(c.members) else "")
+            f'(the dropped rows least similar to their kept row are)</div>' if c.size > len(c.members) else "")
     low = c.min_jaccard
-    low_text = "" if low != low else f"; lowest Jaccard to the kept row {low:.3f}"
+    low_text = "" if low != low else f"; lowest Jaccard of a dropped row to its kept row {low:.3f}"
     return (f'<article class="cluster" data-cluster-id="{c.cluster_id}" data-kind="{c.kind}" data-size="{c.size}">'
-            f'<h3>Cluster {c.cluster_id} · {c.size} rows<span class="kind {c.kind}">{c.kind}</span></h3>'
-            f'<p class="why">Keeps {html.escape(c.why)}; drops the other {c.size - 1}{low_text}.</p>'
+            f'<h3>Cluster {number} · {c.size} rows<span class="kind {c.kind}">{c.kind}</span></h3>'
+            f'<p class="why">Keeps {html.escape(c.why)}; drops the other {c.size - c.kept_rows}{low_text}.</p>'
             f'<div class="members">{members}</div>{more}</article>')
 
 
 def _render(r: Review) -> str:
     p = r.params
-    policy = f"keep={r.keep!r}" + (f", order_by={r.order_by!r}" if r.order_by else "")
-    rule = {"first": "the lowest row id of each cluster", "longest": "the longest text of each cluster"}[r.keep]
+    policy = (f"keep={r.keep!r}" + (f", order_by={r.order_by!r}" if r.order_by else "")
+              + f", clustering={r.clustering!r}, verify={r.verify!r}")
+    rule = {"first": "the first row of each cluster in the dataset", "longest": "the longest text of each cluster"}[r.keep]
     if r.order_by:
         rule = f"the first row of each cluster by ORDER BY {r.order_by}"
+    if r.clustering == "star":
+        rule += ("; then, in that order, every row not similar to a row kept before it (star: each dropped row "
+                 "has a kept twin)")
+    similar = ("exact shingle Jaccard" if r.verify == "exact" else "MinHash estimate") + f" >= {r.threshold:g}"
+    names = "row ids" if r.id_column == ROWID else f"the column {r.id_column!r}"
     kv = [("dataset", r.dataset), ("column", r.column), ("threshold", f"{r.threshold:g}"),
-          ("keeps", f"{policy}: {rule}"),
+          ("keeps", f"{policy}: {rule}"), ("a link", f"a shared LSH band and {similar}"),
+          ("rows named by", names),
           ("index", f"num_hashes={p.num_hashes}, num_bands={p.num_bands} × rows_per_band={p.rows_per_band}, "
                     f"shingle_size={p.shingle_size}; S-curve threshold {p.threshold:.3f}"),
           ("clusters", f"{r.num_clusters:,} clusters hold {r.rows:,} rows"),
-          ("dedup drops", f"{r.dropped:,} rows (keeps one of each cluster)")]
+          ("dedup drops", f"{r.dropped:,} rows")]
     kv_html = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in kv)
     top = max((n for _, n in r.sizes), default=1)
     sizes = "".join(f'<tr><td>{s:,}</td><td>{n:,}</td><td>{s * n:,}</td><td style="text-align:left">'
                     f'<span class="bar" style="width:{max(2, round(160 * n / top))}px"></span></td></tr>'
                     for s, n in r.sizes)
-    clusters = "".join(_cluster_html(c) for c in r.clusters) or "<p>No near-duplicates at this threshold.</p>"
+    star = r.clustering == "star"
+    clusters = ("".join(_cluster_html(c, i, star) for i, c in enumerate(r.clusters, 1))
+                or "<p>No near-duplicates at this threshold.</p>")
+    compared = ("its twin (the kept row it is dropped for)" if star else
+                "the kept row, and the chain of verified links that joins them")
     return (f'<div class="lms-review"><style>{_STYLE}</style>'
             f'<h1>Near-duplicate review</h1><p class="sub">{html.escape(r.dataset)} · {html.escape(r.column)} · '
             f'threshold {r.threshold:g} · {html.escape(policy)}</p>'
             f'<section id="parameters"><h2>Parameters and the S-curve</h2><div class="top">'
             f'<table class="kv">{kv_html}</table>'
             f'<figure style="margin:0">{_scurve_svg(p, r.threshold)}<figcaption class="sub">The probability '
-            f'that a pair of a given similarity shares a band and becomes a candidate; red: the threshold, grey: '
-            f'the index\'s S-curve threshold.</figcaption></figure></div></section>'
+            f'that a pair of a given similarity shares a band and becomes a candidate.</figcaption></figure>'
+            f'</div></section>'
             f'<section id="sizes"><h2>Cluster sizes</h2><table class="sizes"><tr><th>size</th><th>clusters</th>'
             f'<th>rows</th><th></th></tr>{sizes}</table></section>'
             f'<section id="clusters"><h2>A sample of clusters</h2><p class="sub">The largest, the borderline (a '
-            f'member least similar to the row kept) and random ones. Each member shows its exact Jaccard to the '
-            f'kept row; <mark>highlighted</mark> words are not in the kept row, <del>struck</del> words are '
-            f'the kept row\'s that this row lacks.</p>{clusters}</section></div>')
+            f'dropped row least similar to its kept row) and random ones. Each dropped row shows its exact Jaccard '
+            f'J to {compared}; <mark>highlighted</mark> words are not in its kept row, <del>struck</del> words are '
+            f'the kept row\'s that it lacks.</p>{clusters}</section></div>')

@@ -9,6 +9,7 @@ import threading
 import time
 
 from lance_minhash_sql.core.errors import InvalidParameterError
+from lance_minhash_sql.runtime.progress import when_a_bar_starts
 
 __all__ = ["Ticker", "bars", "check_output", "stream_rows"]
 
@@ -49,7 +50,8 @@ def bars(args) -> bool:
 class Ticker:
     """While a long step runs, one status line on the terminal, rewritten every second
     (``  writing the corpus ... 4s``) so that a wait is never silent; erased when the
-    step ends. Nothing when not ``enabled`` or for a step shorter than a second."""
+    step ends, or when a progress bar starts (``runtime/progress.py``), which then shows
+    the rest. Nothing when not ``enabled`` or for a step shorter than a second."""
 
     def __init__(self, what: str, enabled: bool, stream=None, every: float = 1.0):
         self.what, self.enabled, self.every = what, enabled, every
@@ -60,24 +62,36 @@ class Ticker:
         t0 = time.perf_counter()
         while not self._stop.wait(self.every):
             line = f"  {self.what} ... {time.perf_counter() - t0:.0f}s"
-            self.stream.write("\r" + line)
-            self.stream.flush()
-            self.shown = len(line)
+            with self._lock:
+                if self._stop.is_set():
+                    break
+                self.stream.write("\r" + line)
+                self.stream.flush()
+                self.shown = len(line)
 
     def __enter__(self) -> "Ticker":
         if self.enabled:
             self._stop = threading.Event()
+            self._lock = threading.Lock()
             self._thread = threading.Thread(target=self._run, name="lance-minhash-ticker", daemon=True)
             self._thread.start()
+            self._forget = when_a_bar_starts(self.stop)
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
+    def stop(self) -> None:
+        """Stop ticking and erase the line (the step's end, or a bar taking over)."""
+        with self._lock:
             self._stop.set()
-            self._thread.join()
             if self.shown:
                 self.stream.write("\r" + " " * self.shown + "\r")
                 self.stream.flush()
+                self.shown = 0
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self._forget()
+            self.stop()
+            self._thread.join()
 
 
 def stream_rows(batches, schema, args, unit: str = "pairs") -> int:

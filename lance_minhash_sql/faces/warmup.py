@@ -95,14 +95,14 @@ def _run_all(tmp: str) -> None:
     write_corpus(left, 1000, start=_ROWS // 2)  # half of it overlaps the corpus
     ql = literal(left)
     con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text')").fetchall()
-    con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text', exact := true)").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text', verify := 'exact')").fetchall()
     search_ids(uri, "text", pa.array(texts, pa.large_string()), 3)  # the parallel drivers
     write_corpus(uri, 500, mode="append", with_truth=True, start=_ROWS)
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[4]]).fetchall()  # unindexed rows
     con.sql(f"SELECT * FROM minhash_optimize({q}, 'text')").fetchall()
     con.sql(f"SELECT * FROM minhash_optimize({q}, 'text', \"merge\" := 'all')").fetchall()
     con.sql(f"SELECT * FROM minhash_prewarm({q}, 'text')").fetchall()
-    con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text', exact := true)").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text', verify := 'exact')").fetchall()
     clear_cache()  # as a new process meets the index: band rows read from the mapped files
     con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text')").fetchall()
     con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text', threshold := 0.7)").fetchall()

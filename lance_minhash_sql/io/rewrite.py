@@ -1,8 +1,9 @@
 """Removing rows from a Lance dataset: a new dataset without them, or one delete commit.
 
-Both operations are atomic in Lance's sense: :func:`write_without` writes a new dataset
-whose first version is committed only after every row is written (a failed write leaves
-no dataset: the partial folder is removed), and :func:`delete_rows` is a single ``Delete``
+Both operations are atomic: :func:`write_without` writes a new local dataset beside its
+path and renames it onto the path once committed (``io/outputs.py``: a failed or killed
+write leaves no dataset there, and its leftover is replaced by the next write; on an
+object store Lance's commit of the first manifest is the step), and :func:`delete_rows` is a single ``Delete``
 commit on top of the version the rows were read from, so the earlier versions stay
 readable (``lance.dataset(uri, version=v)``).
 
@@ -23,14 +24,18 @@ import pyarrow as pa
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import SCAN_BATCH_ROWS
 from lance_minhash_sql.io.datasets import write_dataset
+from lance_minhash_sql.io.outputs import (clear_leftovers, is_local, prepare_output, publish_dir, temp_beside,
+                                          uncommitted_lance)
 from lance_minhash_sql.io.store import lance_message
 
 __all__ = ["dataset_exists", "live_rows", "write_without", "delete_rows"]
 
 
 def dataset_exists(uri: str) -> bool:
-    """Whether a Lance dataset (or anything) already lives at ``uri`` (local paths only)."""
-    return os.path.exists(uri)
+    """Whether a Lance dataset (or anything) already lives at ``uri`` (local paths only); a
+    killed write's leftover (``io/outputs.py``: :func:`uncommitted_lance`) does not count:
+    the next write replaces it."""
+    return os.path.exists(uri) and not (os.path.isdir(uri) and uncommitted_lance(uri))
 
 
 def live_rows(ds: "lance.LanceDataset") -> int:
@@ -42,7 +47,12 @@ def write_without(ds: "lance.LanceDataset", remove: np.ndarray, output: str,
                   progress: Callable[[int], None] | None = None) -> "lance.LanceDataset":
     """Write every live row of ``ds`` (its version) whose ``_rowid`` is not in the sorted
     ``remove`` to a new dataset at ``output``, streaming batch by batch; ``progress(n)``
-    is called with the rows read from each batch."""
+    is called with the rows read from each batch. A local ``output`` is written beside
+    and renamed onto its path when committed (``io/outputs.py``)."""
+    local = is_local(output)
+    if local:
+        prepare_output(output, "output", "dataset")
+        clear_leftovers(output)
     if dataset_exists(output):
         raise DatasetError(f"output {output!r} already exists; choose a new path (the output is never overwritten)")
     remove = np.asarray(remove, dtype=np.uint64)
@@ -63,12 +73,17 @@ def write_without(ds: "lance.LanceDataset", remove: np.ndarray, output: str,
             if data.num_rows:
                 yield data
 
+    target = temp_beside(output) if local else output
     try:
-        return write_dataset(output, batches(), schema, mode="create")
+        written = write_dataset(target, batches(), schema, mode="create")
+        if not local:
+            return written
+        publish_dir(target, output)
     except BaseException:
-        if os.path.isdir(output):
-            shutil.rmtree(output, ignore_errors=True)
+        if os.path.isdir(target):
+            shutil.rmtree(target, ignore_errors=True)
         raise
+    return lance.dataset(output)
 
 
 def delete_rows(ds: "lance.LanceDataset", remove: np.ndarray) -> int:

@@ -172,8 +172,10 @@ def in_cache(kernel) -> bool:
     return any(isinstance(key, tuple) and len(key) > 1 and key[1] == magic for key in index)
 
 
-COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine (seconds, once: later runs load "
-                  "them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
+COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine: the first call of each operation "
+                  "takes from a few seconds to a minute longer (a build, a search and a self-join together: "
+                  "10-40 s on a quiet 2-core machine, more under load), once: later runs load them from numba's "
+                  "cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
 
 
 def compiled_note(seconds: float) -> str:

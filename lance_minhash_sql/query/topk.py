@@ -155,9 +155,10 @@ def numpy_texts(texts: pa.Array, engine: str = "auto") -> list[str] | None:
 
 
 def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool = False,
-         filter: str | None = None, engine: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         filter: str | None = None, engine: str = "auto", numbers=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(query_index int64, _rowid uint64, _distance float32)`` of every query's top ``limit``,
-    ordered by query, then ``(distance, row id)``; ``engine`` as :func:`numpy_texts`."""
+    ordered by query, then ``(distance, row id)``; ``engine`` as :func:`numpy_texts`;
+    ``numbers``: how warnings number the queries (:func:`.empty_query.warn_empty_queries`)."""
     engine = check_engine(engine)
     t0 = time.perf_counter()
     view = opened.search_view(fast_search, filter)
@@ -165,7 +166,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     sigs, has, keys = sign_texts(view.params, texts, few)
     active = np.flatnonzero(has)
     if active.size == 0:
-        warn_empty_queries(texts, has, None)
+        warn_empty_queries(texts, has, None, numbers)
         return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
     qsigs = readonly(sigs[active])
     qkeys = readonly(keys[active])
@@ -176,7 +177,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     if answer is None:
         answer = kernel_topk(view.entries, qsigs, qkeys, limit, view.ok_of, view.checked)
     q, rid, dist, counts = answer
-    warn_empty_queries(texts, has, counts)
+    warn_empty_queries(texts, has, counts, numbers)
     return active[q].astype(np.int64), rid, dist
 
 
@@ -185,7 +186,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
 
 def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: float | None = None,
                verify: str = "estimate", exact: bool = False, fast_search: bool = False, filter: str | None = None,
-               storage_options: dict | None = None) -> pa.Table:
+               storage_options: dict | None = None, query_rows=None) -> pa.Table:
     """Top-``k`` row ids and distances of each query, in one pass over the index.
 
     ``queries`` is a string or a list / Arrow array of strings (NULL entries are refused).
@@ -196,7 +197,8 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     exact shingle Jaccard of each hit; with a threshold, the hits whose estimate reaches
     :func:`lance_minhash_sql.core.params.exact_candidate_floor` are kept iff their exact
     Jaccard reaches it (:mod:`.scores`). ``exact=True`` is the older spelling of
-    ``verify="exact"``.
+    ``verify="exact"``. ``query_rows``: the row each query comes from, counted from 1, by
+    which warnings name it (SQL); without it, its position.
     """
     limit, t = check_limit(k, threshold)
     verify = verify_or_exact(verify, exact)
@@ -204,7 +206,7 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     expr = _check_filter(filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
-    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
+    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr, numbers=query_rows)
     q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, verify)
     arrays = [pa.array(q, pa.int64()), pa.array(rid, pa.uint64()), pa.array(dist, pa.float32())]
     if jac is None:

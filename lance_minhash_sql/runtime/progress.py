@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-__all__ = ["progress_bar"]
+from typing import Callable
+
+__all__ = ["progress_bar", "when_a_bar_starts"]
+
+_STARTING: list[Callable[[], None]] = []  # called as a bar starts: a status line gives way to it
+
+
+def when_a_bar_starts(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback()`` when the next bars start (a status line on the same terminal
+    erases itself); returns the function that stops it."""
+    _STARTING.append(callback)
+    return lambda: _STARTING.remove(callback) if callback in _STARTING else None
 
 
 def progress_bar(enabled: bool, total: int | None, desc: str, unit: str = "rows"):
     """A tqdm bar, or None when not ``enabled`` (tqdm is imported only then)."""
     if not enabled:
         return None
+    for callback in list(_STARTING):
+        callback()
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True)

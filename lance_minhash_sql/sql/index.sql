@@ -13,10 +13,12 @@
 -- with neither, num_bands is 16.
 CREATE OR REPLACE TEMP MACRO minhash_build(dataset, "column", num_hashes := 128, num_bands := NULL,
                                            shingle_size := 3, threshold := NULL, tokenizer := NULL,
-                                           "replace" := true, storage_options := NULL) AS TABLE
+                                           "replace" := true, storage_options := NULL,
+                                           memory_limit := NULL) AS TABLE
     SELECT unnest(_lms_build(dataset, "column", num_hashes, num_bands, shingle_size, threshold,
                              to_json(tokenizer)::VARCHAR, "replace",
-                             _lms_storage('minhash_build', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
+                             _lms_storage('minhash_build', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
+                             memory_limit::VARCHAR),
                   recursive := true);
 
 -- One row per MinHash index segment of the dataset.

@@ -52,22 +52,22 @@ True
 # name: error num_bands does not divide the signature length
 SELECT minhash_band_keys(minhash_signature('a b c'), 7)
 ----
-error: InvalidParameterError: minhash_band_keys: the signature has 128 values (its num_hashes); num_bands=7 does not divide num_hashes=128
+error: InvalidParameterError: minhash_band_keys: the signature has 128 values (its num_hashes); num_bands := 7 does not divide num_hashes := 128
 
 # name: error default num_bands on a short signature
 SELECT minhash_band_keys([1, 2, 3, 4])
 ----
-error: InvalidParameterError: num_bands=16 does not divide num_hashes=4
+error: InvalidParameterError: num_bands := 16 does not divide num_hashes := 4
 
 # name: error num_bands 0
 SELECT minhash_band_keys([1, 2], 0)
 ----
-error: InvalidParameterError: num_bands=0 is out of range
+error: InvalidParameterError: num_bands := 0 is out of range
 
 # name: error num_bands over 256
 SELECT minhash_band_keys(minhash_signature('a b c', 512), 512)
 ----
-error: InvalidParameterError: num_bands=512 is out of range: requires 1 <= num_bands <= 256
+error: InvalidParameterError: num_bands := 512 is out of range: requires 1 <= num_bands <= 256
 
 # name: error num_bands NULL
 SELECT minhash_band_keys([1, 2], NULL)
@@ -77,7 +77,7 @@ error: InvalidParameterError: minhash_band_keys: num_bands is NULL
 # name: error num_bands not an integer
 SELECT minhash_band_keys([1, 2], 1.5)
 ----
-error: InvalidParameterError: num_bands=1.5 must be an integer
+error: InvalidParameterError: num_bands := 1.5 must be an integer
 
 # name: error NULL element in the signature
 SELECT minhash_band_keys([1, NULL], 1)

@@ -41,37 +41,37 @@ SELECT typeof(lsh_probability(0.5, 2, 2))
 # name: error similarity above 1
 SELECT lsh_probability(1.5, 16, 8)
 ----
-error: InvalidParameterError: lsh_probability: similarity=1.5 must be a number in [0, 1]
+error: InvalidParameterError: lsh_probability: similarity := 1.5 must be a number in [0, 1]
 
 # name: error similarity below 0
 SELECT lsh_probability(-0.1, 16, 8)
 ----
-error: InvalidParameterError: similarity=-0.1 must be a number in [0, 1]
+error: InvalidParameterError: similarity := -0.1 must be a number in [0, 1]
 
 # name: error similarity NaN
 SELECT lsh_probability('nan'::DOUBLE, 16, 8)
 ----
-error: InvalidParameterError: similarity=nan must be a number in [0, 1]
+error: InvalidParameterError: similarity := nan must be a number in [0, 1]
 
 # name: error similarity out of range in one row of many
 SELECT lsh_probability(s, 4, 4) FROM (VALUES (0.2), (0.4), (2.0)) v(s)
 ----
-error: InvalidParameterError: similarity=2.0 must be a number in [0, 1]
+error: InvalidParameterError: similarity := 2.0 must be a number in [0, 1]
 
 # name: error num_bands 0
 SELECT lsh_probability(0.5, 0, 8)
 ----
-error: InvalidParameterError: num_bands=0, rows_per_band=8 must both be >= 1
+error: InvalidParameterError: num_bands := 0, rows_per_band := 8 must both be >= 1
 
 # name: error rows_per_band 0
 SELECT lsh_probability(0.5, 16, 0)
 ----
-error: InvalidParameterError: num_bands=16, rows_per_band=0 must both be >= 1
+error: InvalidParameterError: num_bands := 16, rows_per_band := 0 must both be >= 1
 
 # name: error num_bands not an integer
 SELECT lsh_probability(0.5, 1.5, 8)
 ----
-error: InvalidParameterError: num_bands=1.5 must be an integer
+error: InvalidParameterError: num_bands := 1.5 must be an integer
 
 # name: error num_bands NULL
 SELECT lsh_probability(0.5, NULL, 8)

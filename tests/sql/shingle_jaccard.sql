@@ -77,7 +77,7 @@ error: InvalidInputError: text_a has type VARCHAR[]
 # name: error shingle_size 0
 SELECT shingle_jaccard('a', 'b', 0)
 ----
-error: InvalidParameterError: shingle_jaccard: shingle_size=0 must be >= 1
+error: InvalidParameterError: shingle_jaccard: shingle_size := 0 must be >= 1
 
 # name: error shingle_size NULL
 SELECT shingle_jaccard('a', 'b', NULL)

@@ -138,12 +138,12 @@ error: InvalidInputError: text has type INTEGER
 # name: error num_hashes 0
 SELECT minhash_signature('a b c', 0)
 ----
-error: InvalidParameterError: minhash_signature: num_hashes=0 is out of range: requires 1 <= num_hashes <= 4096
+error: InvalidParameterError: minhash_signature: num_hashes := 0 is out of range: requires 1 <= num_hashes <= 4096
 
 # name: error num_hashes 4097
 SELECT minhash_signature('a b c', num_hashes := 4097)
 ----
-error: InvalidParameterError: num_hashes=4097 is out of range
+error: InvalidParameterError: num_hashes := 4097 is out of range
 
 # name: error num_hashes NULL
 SELECT minhash_signature('a b c', num_hashes := NULL)
@@ -158,17 +158,17 @@ error: InvalidParameterError: num_hashes is NULL
 # name: error num_hashes not an integer
 SELECT minhash_signature('a b c', 1.5)
 ----
-error: InvalidParameterError: num_hashes=1.5 must be an integer
+error: InvalidParameterError: num_hashes := 1.5 must be an integer
 
 # name: error num_hashes in one row of many
 SELECT minhash_signature('a b c', k) FROM (VALUES (4), (0), (8)) v(k)
 ----
-error: InvalidParameterError: num_hashes=0 is out of range
+error: InvalidParameterError: num_hashes := 0 is out of range
 
 # name: error shingle_size 0
 SELECT minhash_signature('a b c', shingle_size := 0)
 ----
-error: InvalidParameterError: minhash_signature: shingle_size=0 must be >= 1
+error: InvalidParameterError: minhash_signature: shingle_size := 0 must be >= 1
 
 # name: error shingle_size NULL
 SELECT minhash_signature('a b c', shingle_size := NULL)
@@ -178,7 +178,7 @@ error: InvalidParameterError: minhash_signature: shingle_size is NULL
 # name: error tokenizer bad JSON
 SELECT minhash_signature('a b c', tokenizer := '{base_tokenizer: whitespace}')
 ----
-error: InvalidParameterError: tokenizer='{base_tokenizer: whitespace}' is not valid JSON
+error: InvalidParameterError: tokenizer := '{base_tokenizer: whitespace}' is not valid JSON
 
 # name: error tokenizer unknown key (JSON string)
 SELECT minhash_signature('a b c', tokenizer := '{"foo": 1}')
@@ -193,19 +193,19 @@ error: InvalidParameterError: tokenizer option(s) ['lowercase'] are unknown or u
 # name: error tokenizer unknown base tokenizer
 SELECT minhash_signature('a b c', tokenizer := '{"base_tokenizer": "spaces"}')
 ----
-error: InvalidParameterError: base_tokenizer='spaces' is unknown
+error: InvalidParameterError: base_tokenizer := 'spaces' is unknown
 
 # name: error tokenizer Lance's MinHash index refuses (jieba), with Lance's reason and icu instead
 SELECT minhash_signature('a b c', tokenizer := {'base_tokenizer': 'jieba/default'})
 ----
-error: InvalidParameterError: base_tokenizer='jieba/default' is refused by Lance's MinHash index: the jieba/default tokenizer loads a dictionary from LANCE_LANGUAGE_MODEL_HOME, outside Lance, so the index details cannot identify it; for Chinese, Japanese, Korean or Thai text use base_tokenizer='icu' (dictionary word segmentation built into Lance)
+error: InvalidParameterError: base_tokenizer := 'jieba/default' is refused by Lance's MinHash index: the jieba/default tokenizer loads a dictionary from LANCE_LANGUAGE_MODEL_HOME, outside Lance, so the index details cannot identify it; for Chinese, Japanese, Korean or Thai text use base_tokenizer := 'icu' (dictionary word segmentation built into Lance)
 
 # name: error tokenizer JSON that is not an object
 SELECT minhash_signature('a b c', tokenizer := '["whitespace"]')
 ----
-error: InvalidParameterError: tokenizer='["whitespace"]' must be a JSON object
+error: InvalidParameterError: tokenizer := '["whitespace"]' must be a JSON object
 
 # name: error tokenizer bad option value
 SELECT minhash_signature('a b c', tokenizer := {'max_token_length': 0})
 ----
-error: InvalidParameterError: max_token_length=0 must be >= 1
+error: InvalidParameterError: max_token_length := 0 must be >= 1
