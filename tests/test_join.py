@@ -228,7 +228,7 @@ def test_verify_exact_is_the_exact_rule(left, right, want_08):
     assert got.keys() == want.keys() and len(want) > 100
     assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
     assert set(want_08) - set(got), "some estimates >= 0.8 have a true Jaccard below"
-    with pytest.warns(FutureWarning, match="verify := 'exact'"):
+    with pytest.warns(FutureWarning, match="exact=True is verify='exact'"):
         older = as_dict(lms.join(left, right, "text", 0.8, exact=True), with_jaccard=True)
     assert older == got
 

@@ -108,7 +108,7 @@ def test_verify_exact_finds_pairs_the_estimate_drops(edited):
     estimate = as_pairs(pairs_table(edited, t))
     assert not rescued & estimate.keys()
     # exact := true is the older spelling of verify := 'exact' (with a FutureWarning)
-    with pytest.warns(FutureWarning, match="verify := 'exact'"):
+    with pytest.warns(FutureWarning, match="exact=True is verify='exact'"):
         both = as_pairs(pa.Table.from_batches(list(lms.pairs(edited, "text", t, exact=True))))
     assert both == got
     assert all(jac >= t for _, jac in got.values())
