@@ -100,7 +100,8 @@ def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
         yield from data_links(shard, data)
 
     with pytest.raises(RuntimeError, match="midway"):
-        bounded.bounded_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS)
+        bounded.bounded_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS,
+                                 limit=bounded.memory_limit_bytes(None))
     assert len(seen) >= 3 and all(len(s) == 1 for s in seen)  # the union-find was in its file meanwhile
     assert os.listdir(temp) == []
 

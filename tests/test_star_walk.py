@@ -79,7 +79,8 @@ def test_a_chunk_that_starts_a_new_component_does_not_match_the_last_components_
     rowid = twins_dataset.to_table(columns=[], with_row_id=True).column("_rowid").to_numpy()
     cluster = np.array([rowid[0], rowid[1], rowid[1]], dtype=np.uint64)
     order = np.arange(3)
-    twin, _, _ = star_mod.star_twins(twins_dataset, "text", MinHashParams(), 0.8, rowid, cluster, order, verify)
+    twin, _, _ = star_mod.star_twins(twins_dataset, "text", MinHashParams(), 0.8, rowid, cluster, order, verify,
+                                     64 << 20)
     assert twin.tolist() == [-1, -1, -1]  # row 1 is the first of its component: a centre, not row 0's twin
 
 

@@ -56,13 +56,13 @@ class RayExecutor:
     def ray(self):
         return connect_ray(self.address)
 
-    def pairs(self, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
+    def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]:
-        return shuffle_pairs(self.ray(), dataset, column, threshold, verify, memory_limit, storage_options,
+        return shuffle_pairs(self.ray(), dataset, column, threshold, verify, limit, storage_options,
                              self.max_in_flight, self.stats)
 
-    def components(self, dataset, column: str, rule: LinkRule, memory_limit, storage_options) -> pa.Table:
-        return shuffle_components(self.ray(), dataset, column, rule, memory_limit, storage_options, self.stats)
+    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table:
+        return shuffle_components(self.ray(), dataset, column, rule, limit, storage_options, self.stats)
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
         """One shard's pairs computed by one task (module doc)."""

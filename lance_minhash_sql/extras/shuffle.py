@@ -80,8 +80,7 @@ from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
-from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, memory_limit_bytes,
-                                                pool_bytes, pool_rows, shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, pool_bytes, pool_rows, shard_links, shard_rows)
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
@@ -137,8 +136,7 @@ class _Job:
         return Shard(index, self.shards, lo, hi, self.threshold, plan)
 
 
-def _job(dataset, column: str, threshold, memory_limit, storage_options, rule: LinkRule | None = None) -> _Job:
-    limit = memory_limit_bytes(memory_limit)
+def _job(dataset, column: str, threshold, limit: int, storage_options, rule: LinkRule | None = None) -> _Job:
     with planning(rule):
         shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
     plan = shards[0].plan
@@ -517,15 +515,15 @@ class _Run:
             raise self._failed("verify", {"group": g}, exc) from None
 
 
-def shuffle_pairs(ray, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options,
+def shuffle_pairs(ray, dataset, column: str, threshold: float, verify: str, limit: int, storage_options,
                   in_flight: int | None = None, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
     """The pairs of the self-join (same rows, shard by shard, as the local executor)
     computed by the shuffle of the module doc on the connected ``ray``, each task within
-    ``memory_limit``. At most ``in_flight`` verify tasks (default twice the cluster's CPUs)
+    ``limit`` bytes. At most ``in_flight`` verify tasks (default twice the cluster's CPUs)
     run ahead of the consumer. Arguments arrive checked; the index is opened when called;
     ``stats`` (a dict) is filled as the run goes. Raises :class:`DistributedTaskError`
     naming the stage and the run or shard of a failed task."""
-    job = _job(dataset, column, threshold, memory_limit, storage_options)
+    job = _job(dataset, column, threshold, limit, storage_options)
     in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
     return _stream_pairs(_Run(ray, job, stats), verify, in_flight)
 
@@ -550,15 +548,15 @@ def _stream_pairs(run: _Run, verify: str, in_flight: int) -> Iterator[pa.RecordB
                     pass
 
 
-def shuffle_components(ray, dataset, column: str, rule: LinkRule, memory_limit, storage_options,
+def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, storage_options,
                        stats: dict | None = None) -> pa.Table:
     """The components table of the links of ``rule`` (:mod:`lance_minhash_sql.selfjoin.links`)
     computed by the shuffle of the module doc on the connected ``ray``, each task within
-    ``memory_limit``; the driver holds the union-find (one ``int32`` a doc, or its share of
+    ``limit`` bytes; the driver holds the union-find (one ``int32`` a doc, or its share of
     ``memory_limit`` with the rest in a temporary file) and the table's members.
     Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
     task."""
-    job = _job(dataset, column, rule.threshold, memory_limit, storage_options, rule)
+    job = _job(dataset, column, rule.threshold, limit, storage_options, rule)
     run = _Run(ray, job, stats)
     n = run.prepare()
     gens = [run.submit(g, "links") for g in range(n)]

@@ -286,11 +286,10 @@ def _plan(dataset, column, threshold, limit, storage_options) -> list[Shard]:
 
 
 def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairVerifier, most: int,
-                  exact: bool = False, memory_limit=None, storage_options: dict | None = None
+                  exact: bool = False, limit: int, storage_options: dict | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    """:func:`.pairs.pairs` within ``memory_limit`` (see the module doc); the same pairs,
+    """:func:`.pairs.pairs` within ``limit`` bytes (see the module doc); the same pairs,
     in batches of at most :func:`chunk_pairs` rows, group by group."""
-    limit = memory_limit_bytes(memory_limit)
     shards = _plan(dataset, column, threshold, limit, storage_options)
     return _pair_batches(shards, limit, exact, verify, most)
 
@@ -449,11 +448,10 @@ def _least_limit(total_docs: int, k: int) -> int:
 
 
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
-                     memory_limit=None, storage_options: dict | None = None) -> pa.Table:
-    """:func:`.clusters.clusters` within ``memory_limit`` (see the module doc): the same
+                     limit: int, storage_options: dict | None = None) -> pa.Table:
+    """:func:`.clusters.clusters` within ``limit`` bytes (see the module doc): the same
     table. ``max_reps=0``: ``links`` links pairs, not representatives (exact
     verification), so a bucket larger than a window is read whole, as pairs read it."""
-    limit = memory_limit_bytes(memory_limit)
     shards = _plan(dataset, column, threshold, limit, storage_options)
     plan = shards[0].plan
     total, k = plan.total_docs, plan.params.num_hashes

@@ -70,20 +70,19 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     exact Jaccard. ``executor`` runs the components (:mod:`.executor`); the star walk runs
     here, on every executor."""
     clustering, verify = check_clustering_verify(clustering, verify)
-    memory_limit_bytes(memory_limit)
+    limit = memory_limit_bytes(memory_limit)
     storage_options = options_for(dataset, storage_options)
-    table = linked_components(dataset, column, threshold, verify, memory_limit, storage_options, clustering, executor)
+    table = linked_components(dataset, column, threshold, verify, limit, storage_options, clustering, executor)
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table, verify,
-                         memory_limit)
+    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table, verify, limit)
 
 
-def linked_components(dataset, column: str, threshold: float, verify: str, memory_limit, storage_options,
+def linked_components(dataset, column: str, threshold: float, verify: str, limit: int, storage_options,
                       clustering: str = "star", executor: Executor = LOCAL) -> pa.Table:
     """The components table (:func:`clusters`' rule) of the links :func:`.links.link_rule`
-    gives ``clustering`` and ``verify``, computed by ``executor``."""
+    gives ``clustering`` and ``verify``, computed by ``executor`` within ``limit`` bytes."""
     threshold = check_threshold(threshold)
     rule = link_rule(open_index(dataset, column, storage_options).params, threshold, verify, clustering)
-    return executor.components(dataset, column, rule, memory_limit, storage_options)
+    return executor.components(dataset, column, rule, limit, storage_options)

@@ -174,14 +174,20 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
       floor of :func:`lance_minhash_sql.core.params.exact_candidate_floor`.
     """
     check_threshold(threshold)
-    memory_limit_bytes(memory_limit)
+    limit = memory_limit_bytes(memory_limit)
     keep, order_by = check_keep(keep, order_by)
     clustering, verify = check_clustering_verify(clustering, verify)
     storage_options = options_for(dataset, storage_options)
+    return _flags(dataset, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor)
+
+
+def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | None, clustering: str, verify: str,
+           limit: int, storage_options, executor: Executor) -> pa.Table:
+    """:func:`keep_flags` of checked arguments (``limit``: the budget in bytes)."""
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
-    table = linked_components(ds, column, threshold, verify, memory_limit, storage_options, clustering, executor)
+    table = linked_components(ds, column, threshold, verify, limit, storage_options, clustering, executor)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
@@ -192,7 +198,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
         flags[order[first]] = True
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
     params = open_index(ds, column, storage_options).params
-    twin, sim, jac = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, memory_limit)
+    twin, sim, jac = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, limit)
     flags = twin < 0
     twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
     twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)
@@ -255,17 +261,16 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     path are checked before any work.
     """
     check_threshold(threshold)
-    check_keep(keep, order_by)
-    check_clustering_verify(clustering, verify)
-    memory_limit_bytes(memory_limit)
+    keep, order_by = check_keep(keep, order_by)
+    clustering, verify = check_clustering_verify(clustering, verify)
+    limit = memory_limit_bytes(memory_limit)
     output = _check_output(output, delete_in_place)
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
-    flags = keep_flags(ds, column, threshold, keep=keep, order_by=order_by, clustering=clustering, verify=verify,
-                       memory_limit=memory_limit, storage_options=storage_options, executor=executor)
+    flags = _flags(ds, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
     rows = live_rows(ds)

@@ -46,15 +46,16 @@ __all__ = ["Executor", "LocalExecutor", "LOCAL"]
 
 class Executor(Protocol):
     """What an executor runs (module doc). Arguments arrive checked; ``verify`` is
-    ``'estimate'`` or ``'exact'``; ``memory_limit`` is what each worker of the executor
+    ``'estimate'`` or ``'exact'``; ``limit`` (bytes: the entry parsed ``memory_limit``
+    once, :func:`.bounded.memory_limit_bytes`) is what each worker of the executor
     holds beside its process (bytes, a size text, or ``None`` for the default)."""
 
     name: str
 
-    def pairs(self, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
+    def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]: ...
 
-    def components(self, dataset, column: str, rule: LinkRule, memory_limit, storage_options) -> pa.Table: ...
+    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table: ...
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]: ...
 
@@ -71,22 +72,18 @@ class LocalExecutor:
 
     name = "local"
 
-    def pairs(self, dataset, column: str, threshold: float, verify: str, memory_limit, storage_options
+    def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]:
         exact = verify == "exact"
-        shingles = budget_sets(open_index(dataset, column, storage_options),
-                               memory_limit_bytes(memory_limit)) if exact else None
+        shingles = budget_sets(open_index(dataset, column, storage_options), limit) if exact else None
         return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify, shingles),
-                             most=DEFAULT_CHUNK_PAIRS, exact=exact, memory_limit=memory_limit,
-                             storage_options=storage_options)
+                             most=DEFAULT_CHUNK_PAIRS, exact=exact, limit=limit, storage_options=storage_options)
 
-    def components(self, dataset, column: str, rule: LinkRule, memory_limit, storage_options) -> pa.Table:
+    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table:
         opened = open_index(dataset, column, storage_options)
         with planning(rule):
-            return bounded_clusters(dataset, column, rule.threshold,
-                                    links=link_verifier(rule, opened, memory_limit_bytes(memory_limit)),
-                                    max_reps=rule.max_reps, memory_limit=memory_limit,
-                                    storage_options=storage_options)
+            return bounded_clusters(dataset, column, rule.threshold, links=link_verifier(rule, opened, limit),
+                                    max_reps=rule.max_reps, limit=limit, storage_options=storage_options)
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
         """One shard's pairs within ``limit`` bytes (:func:`.bounded.bounded_shard_pairs`)."""

@@ -60,6 +60,6 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, verify: str = "estima
     """
     verify = check_verify(verify)
     check_threshold(threshold)
-    memory_limit_bytes(memory_limit)
+    limit = memory_limit_bytes(memory_limit)
     storage_options = options_for(dataset, storage_options)
-    return executor.pairs(dataset, column, threshold, verify, memory_limit, storage_options)
+    return executor.pairs(dataset, column, threshold, verify, limit, storage_options)

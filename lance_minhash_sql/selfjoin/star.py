@@ -71,7 +71,7 @@ from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
-from lance_minhash_sql.selfjoin.bounded import clusters_table, memory_limit_bytes
+from lance_minhash_sql.selfjoin.bounded import clusters_table
 
 __all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
 
@@ -151,15 +151,14 @@ def _chunk_rows(limit: int, rows_seen: int, bytes_seen: int) -> int:
 
 
 def star_twins(ds, column: str, params: MinHashParams, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
-               order: np.ndarray, verify: str = "estimate", memory_limit=None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               order: np.ndarray, verify: str, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Twins of the rows of a components table (``rowid``, ``cluster`` ids) walked in
     ``order`` (a permutation with each component contiguous, its members in keep order):
     ``(twin, similarity, jaccard)`` per row, ``twin`` the position of its twin in the table
     (``-1`` for a center), ``similarity`` the pair's MinHash similarity and ``jaccard``
     their exact shingle Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >=
-    threshold``); NaN where there is none. Within ``memory_limit`` (module doc)."""
-    limit = memory_limit_bytes(memory_limit)
+    threshold``); NaN where there is none. Within ``limit`` bytes, the self-join's budget
+    (module doc)."""
     k = params.num_hashes
     exact = verify == "exact"
     min_eq = np.int64(min_matches(threshold, k))
@@ -231,7 +230,7 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
 
 
 def star_clusters(ds, column: str, params: MinHashParams, threshold: float, components: pa.Table,
-                  verify: str = "estimate", memory_limit=None) -> pa.Table:
+                  verify: str, limit: int) -> pa.Table:
     """The star clusters of a components table (:data:`CLUSTERS_SCHEMA`), members walked by
     lowest row id: each center with the rows it is the twin of, ``cluster_id`` the center's
     row id (the smallest of its cluster), ``cluster_size`` its rows; clusters of two rows or
@@ -239,7 +238,7 @@ def star_clusters(ds, column: str, params: MinHashParams, threshold: float, comp
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
     order = np.lexsort((rowid, cluster))
-    twin, _, _ = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, memory_limit)
+    twin, _, _ = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, limit)
     center = np.where(twin < 0, np.arange(rowid.size), twin)
     member = np.bincount(center, minlength=rowid.size)[center] >= 2
     # a center comes first in its star's walk (lowest row id): the star's smallest row id
