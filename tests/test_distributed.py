@@ -138,6 +138,18 @@ def test_four_groups_answer_like_the_single_process_index(tmp_path):
     assert not [m for m in markers() if m[:-5] in r.segment_uuids]
 
 
+def test_sql_build_on_ray_answers_like_the_local_build(tmp_path):
+    """minhash_build(..., executor := 'ray'): one task per fragment, one commit, and the
+    same answers as the build in this process."""
+    single, dist = twins(tmp_path)
+    con = lms.connect()
+    got = con.execute("SELECT segments, rows_indexed FROM minhash_build(?, 'text', executor := 'RAY', "
+                      "ray_address := ?)", [dist.uri, RAY_ADDRESS[0]]).fetchall()
+    assert got == [(len(manifest.fragment_ids(dist)), seg_files(single)[0].num_rows)]
+    for q in _queries()[:20]:
+        assert search(dist.uri, "text", q, 10).equals(search(single.uri, "text", q, 10)), q
+
+
 def test_merge_gives_the_single_process_segment_files(tmp_path):
     single, dist = twins(tmp_path, num_hashes=64, num_bands=8)
     build_index(dist.uri, "text")  # an old index, replaced

@@ -122,7 +122,7 @@ def executor(fn: str, name: Any, ray_address: Any):
     """The executor named ``name`` (:func:`lance_minhash_sql.api.entries.executor_of`)."""
     from lance_minhash_sql.api.entries import executor_of
 
-    return prefixed(fn, executor_of, "local" if name is None else name, ray_address)
+    return prefixed(fn, executor_of, name, ray_address)
 
 
 def text(fn: str, name: str, value: Any) -> str:

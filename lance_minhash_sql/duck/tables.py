@@ -48,14 +48,14 @@ _BUILD_ARROW, BUILD_TYPE = rows_type(record_schema(BuildResult))
 
 
 def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, tokenizer, replace, storage,
-          memory_limit) -> pa.Array:
-    from lance_minhash_sql.build.builder import build_index
+          memory_limit, executor, ray_address) -> pa.Array:
+    from lance_minhash_sql.api.entries import build_index
 
     fn = "minhash_build"
     out = []
     for row in scalar_rows(fn, dataset=dataset, column=column, num_hashes=num_hashes, num_bands=num_bands,
                            shingle_size=shingle_size, threshold=threshold, tokenizer=tokenizer, replace=replace,
-                           storage=storage, memory_limit=memory_limit):
+                           storage=storage, memory_limit=memory_limit, executor=executor, ray_address=ray_address):
         require(fn, row, "dataset", "column", "num_hashes", "shingle_size", "replace")
         r = prefixed(fn, lambda: build_index(
             row["dataset"], row["column"], num_hashes=integer(fn, "num_hashes", row["num_hashes"]),
@@ -63,7 +63,8 @@ def build(dataset, column, num_hashes, num_bands, shingle_size, threshold, token
             shingle_size=integer(fn, "shingle_size", row["shingle_size"]),
             threshold=row["threshold"], tokenizer=tokenizer_options(fn, row["tokenizer"]),
             replace=flag(fn, "replace", row["replace"]), memory_limit=row["memory_limit"],
-            storage_options=options_of(row["storage"])))
+            storage_options=options_of(row["storage"]), executor=row["executor"],
+            ray_address=row["ray_address"]))
         out.append([record_dict(r)])
     return lists_of_records(out, _BUILD_ARROW)
 
@@ -375,7 +376,7 @@ def search_plan(dataset, column, query, k, threshold, exact, verify, fast_search
 
 TABLE_UDFS: tuple[Udf, ...] = (
     Udf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
-                                   "BOOLEAN", "VARCHAR", "VARCHAR"), BUILD_TYPE, True),
+                              "BOOLEAN") + ("VARCHAR",) * 4, BUILD_TYPE, True),
     Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),
     Udf("_lms_search_ids", search_ids, ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "BOOLEAN", "BOOLEAN",
                                         "VARCHAR", "VARCHAR"), IDS_TYPE, True),

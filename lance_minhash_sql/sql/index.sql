@@ -14,11 +14,12 @@
 CREATE OR REPLACE TEMP MACRO minhash_build(dataset, "column", num_hashes := 128, num_bands := NULL,
                                            shingle_size := 3, threshold := NULL, tokenizer := NULL,
                                            "replace" := true, storage_options := NULL,
-                                           memory_limit := NULL) AS TABLE
+                                           memory_limit := NULL, executor := 'local',
+                                           ray_address := NULL) AS TABLE
     SELECT unnest(_lms_build(dataset, "column", num_hashes, num_bands, shingle_size, threshold,
                              to_json(tokenizer)::VARCHAR, "replace",
                              _lms_storage('minhash_build', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
-                             memory_limit::VARCHAR),
+                             memory_limit::VARCHAR, executor, ray_address::VARCHAR),
                   recursive := true);
 
 -- One row per MinHash index segment of the dataset.
