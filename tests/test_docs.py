@@ -176,3 +176,27 @@ def test_quoted_error_messages_are_the_real_ones(example_data, monkeypatch):
         with pytest.raises(duckdb.Error) as info:
             con.sql(f"SELECT * FROM {fn}('corpus.lance', 'text', threshold := 1.5)").fetchall()
         assert f"InvalidParameterError: {fn}: threshold := 1.5 is out of range: {rest.strip()}" in str(info.value)
+
+
+
+def test_docs_are_guides_within_their_length():
+    """docs/scale.md is a sizing guide, not a log of runs; the docs as a whole shrink."""
+    lines = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in DOCS.glob("*.md")}
+    assert lines["scale.md"] <= 300, lines["scale.md"]
+    assert sum(lines.values()) < 3076, sum(lines.values())
+
+
+def test_benchmarks_readme_names_every_benchmark_and_its_command():
+    """benchmarks/README.md has a row per script with the command that runs it, and every
+    benchmark command that docs/scale.md quotes runs a script the table names."""
+    bench = ROOT / "benchmarks"
+    readme = (bench / "README.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+\.py)` \|.*\| `(python benchmarks/[^`]+)` \|$",
+                                                        readme, re.M)}
+    helpers = {"allpairs.py", "datatrove_minhash.py"}
+    scripts = {p.name for p in bench.glob("*.py")}
+    assert set(rows) == scripts - helpers, set(rows) ^ (scripts - helpers)
+    assert all(rows[name].split()[1] == f"benchmarks/{name}" for name in rows)
+    assert all(f"`{name}`" in readme for name in helpers)
+    quoted = set(re.findall(r"python benchmarks/(\w+\.py)", (DOCS / "scale.md").read_text(encoding="utf-8")))
+    assert quoted and quoted <= set(rows), quoted - set(rows)

@@ -77,14 +77,13 @@ CANDIDATE_PROBABILITY = 0.9
 LOW_RECALL_PROBABILITY = 0.5
 MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
 # band sort budget of a build without memory_limit; $LANCE_MEM_POOL_SIZE overrides. Small
-# on purpose: above ~350k rows the band rows spill to temp files (through the page cache;
-# no CPU cost measurable on the development machine), which keeps a 1M-row build at
-# ~435 MB peak RSS instead of ~670 MB (docs/scale.md, "Memory of a build")
+# on purpose: above ~350k rows the band rows spill to temp files through the page cache,
+# which RSS does not count (docs/scale.md, "Memory of a build")
 DEFAULT_MEMORY_BUDGET = 64 << 20
 MIN_MEMORY_BUDGET = 64 << 10
 # what a self-join (pairs, clusters, dedup, join) may hold without memory_limit: its band
-# rows, candidates' signatures and result buffers (docs/scale.md, "The self-join under a
-# memory budget"); below the minimum a shard's fixed buffers would not fit
+# rows, candidates' signatures and result buffers (docs/scale.md, "Memory of a
+# self-join"); below the minimum a shard's fixed buffers would not fit
 DEFAULT_SELF_JOIN_MEMORY = 256 << 20
 MIN_SELF_JOIN_MEMORY = 4 << 20
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides

@@ -3,7 +3,7 @@
 
 The peak is the memory map's high-water mark, ``VmHWM`` in ``/proc/self/status``, not
 ``getrusage().ru_maxrss``: Linux carries ``ru_maxrss`` over ``fork`` and ``exec`` (and
-Python's ``subprocess`` starts children with ``vfork``), so a child measured that way
+Python's ``subprocess`` starts children with ``vfork``), so a child read that way
 reports its parent's peak whenever that is the higher one, as when the parent has just
 written the benchmark's dataset. Where ``/proc`` is missing (not Linux), ``ru_maxrss``
 is the fallback.

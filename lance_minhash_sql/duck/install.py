@@ -1,6 +1,6 @@
 """Installing the SQL functions into DuckDB: UDFs once per database, macros per connection.
 
-DuckDB 2.0.1 facts this module is built on (measured):
+DuckDB 2.0.1 facts this module is built on:
 
 * Python UDFs live in the database's catalog, so every connection and cursor of that
   database sees them; registering a name twice fails (``CatalogException: ... already

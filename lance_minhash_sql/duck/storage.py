@@ -19,8 +19,8 @@ an error message, a token or a repr; messages name keys only.
 
 ``install(con)`` gives each connection and cursor an id in the variable
 ``_lms_connection`` (:func:`register_connection`): inside a UDF the calling connection is
-not otherwise known. A side cursor of it does not deadlock (measured on duckdb 2.0.1, at
-plan time and at execution), but it sees only committed secrets: a secret created inside
+not otherwise known. A side cursor of it does not deadlock (duckdb 2.0.1, at plan time
+and at execution), but it sees only committed secrets: a secret created inside
 an open transaction is not found until ``COMMIT``.
 """
 

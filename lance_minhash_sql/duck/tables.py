@@ -12,9 +12,8 @@ type; the dataset's own columns, whose types differ per dataset, reach SQL this 
    every user column packed into typed "carrier" lists (one list per column);
 3. the text unnests the carriers in lockstep and casts each column back to its own type.
 
-One UDF call per statement keeps a single SQL search within a few tenths of a
-millisecond of the search itself (measured: a typed getter UDF per column cost about
-0.9 ms each).
+One UDF call per statement keeps a single SQL search close to the search itself: every
+further UDF call (a typed getter per column, say) costs DuckDB a fixed overhead.
 """
 
 from __future__ import annotations
@@ -151,7 +150,7 @@ def search_ids(dataset, column, query, k, threshold, exact, fast_search, storage
 # DuckDB's casts read them back to the identical value), BLOBs as bytes, nested and other
 # types as JSON. The planned SQL unnests the lists in lockstep and casts each column back
 # to its own type. Two carriers rather than one per type: each struct field costs DuckDB
-# and Arrow time on every call (11 typed carriers measured 0.5 ms slower per query).
+# and Arrow time on every call.
 
 _TEXT_EXACT = frozenset({
     "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
@@ -252,7 +251,7 @@ def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter
     the result it computed (``handoff`` names it), else computed here on ``version``.
 
     A native (not Arrow) UDF: it answers one statement's one call, where Python values
-    cost less than building and importing Arrow arrays (about 1 ms per query measured).
+    cost less than building and importing Arrow arrays.
     """
     fn = "minhash_search"
     row = {"dataset": dataset, "column": column, "exact": exact, "fast_search": fast_search, "version": version}
@@ -337,7 +336,7 @@ def search_sql(schema: pa.Schema, args: tuple, exact: bool) -> str:
     values); ``exact`` adds the ``_jaccard`` column."""
     call = f"_lms_search_rows({', '.join(literal(a) for a in args)})"
     # The rows arrive ordered by (_distance, _rowid), and unnesting one row keeps list order
-    # (no ORDER BY: it cost 0.3-0.4 ms, a tenth of a query).
+    # (so no ORDER BY).
     jaccard = ", unnest(r._jaccard) AS _jaccard" if exact else ""
     return f"SELECT {_layout(schema).select}{jaccard} FROM (SELECT {call} AS r)"
 

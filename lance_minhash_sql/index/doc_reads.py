@@ -96,9 +96,8 @@ class DocReader:
         segment are gathered from the memory map *outside* the lock (the file never
         changes), so the other shard's thread is not kept waiting, then added to the pool
         while the cache has room. Past that they come back ``compact``: ``slot`` empty and
-        row ``i`` holding ``docs[i]``, with no per-doc map of the whole segment (a shard
-        used to allocate one per call once the cache was full: 40 MB at 10M rows, every
-        shard). Segments read through Lance's reader or an object store take
+        row ``i`` holding ``docs[i]``, with no per-doc map of the whole segment (which
+        would cost every shard O(segment rows)). Segments read through Lance's reader or an object store take
         :meth:`arrays` under the lock.
         """
         with self.lock:

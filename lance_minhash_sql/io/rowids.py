@@ -1,7 +1,7 @@
 """Row ids of an index segment against the current dataset: compaction remaps and deletions.
 
 What pylance 14.0.2 does with a ``MINHASHLSH`` index when ``ds.optimize.compact_files()``
-rewrites fragments (measured):
+rewrites fragments:
 
 * by default the compaction **remaps the index itself**: the segment is rewritten under a
   new uuid with the rows of the removed fragments given their new addresses, rows

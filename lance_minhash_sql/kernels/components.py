@@ -3,8 +3,7 @@ components over dense ids in four bytes an id (the package's one union-find).
 
 The union-find keeps one ``parent`` array and no sizes: a union points the larger
 root at the smaller one, so every root is its component's smallest id, and path halving
-keeps the trees flat (O(log n) amortised per operation without union by size; measured on
-the self-join's links it is within the noise of union by size). After :func:`flatten_roots`
+keeps the trees flat (O(log n) amortised per operation without union by size). After :func:`flatten_roots`
 ``parent[x]`` is the smallest id of ``x``'s component.
 
 >>> import numpy as np

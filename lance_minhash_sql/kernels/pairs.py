@@ -40,7 +40,7 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
 Parallelism is across shards: every kernel is serial and ``nogil``, and callers run
 shards on threads (DuckDB runs one shard per call on its threads; ``selfjoin/pairs.py`` uses
 a thread pool). A shard is the unit of work, so OpenMP teams inside DuckDB's threads
-would only oversubscribe the cores (``kernels/lsh.py`` measured it).
+would only oversubscribe the cores.
 """
 
 from __future__ import annotations
@@ -262,18 +262,14 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     (:func:`new_cursor`) carries the state between calls; a call stops when the output is
     full or about ``budget`` pairs were visited.
 
-    The rule is written out in the loop rather than called: numba inlines a call with
-    array arguments at the IR level, which cost 40 ns a visit against 4 ns written out.
-    The three conditions of the rule are independent, so they are tested cheapest-first
-    by outcome: verification first (84% of the visits of four shards of the 10M-row
-    corpus fail it; ``docs/scale.md``), in blocks of 128 values whose fixed trip count
-    compiles to vector compares (a loop bounded by ``min(u0 + 64, nh)`` compiled to scalar
-    code: 33-40 ns against 7-9 ns a block of 64), then the earlier bands, then this band's
-    values. Most failing pairs match in enough of the first 64 values that a stop after
-    64 rarely pays (87% of the failures go on), so k = 128 is one block. The pairs and
-    their order are those of testing the earlier bands first (70 -> 15-17 ns a visit over
-    two shards of the 10M-row corpus). Rows are indexed in two dimensions: taking a
-    row view (``halves[ra]``) per visit cost 5-6 ns more.
+    The rule is written out in the loop rather than called (numba inlines a call with
+    array arguments at the IR level, at a cost per visit). The three conditions of the
+    rule are independent, so they are tested cheapest-first by outcome: verification first
+    (most visits fail it), in blocks of 128 values whose fixed trip count compiles to
+    vector compares (a bound such as ``min(u0 + 64, nh)`` compiles to scalar code), then
+    the earlier bands, then this band's values; k = 128 is one block. The pairs and their
+    order are those of testing the earlier bands first. Rows are indexed in two
+    dimensions, not through a row view per visit.
     """
     r = k // num_bands
     q = r // 4

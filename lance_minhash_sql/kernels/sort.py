@@ -14,12 +14,9 @@ digit's histogram, then one scatter pass per digit, skipping digits whose value 
 same for the whole run (the band byte, the spill prefix bits). Scratch is two arrays of
 the run's length per thread: ``12 * rows`` bytes.
 
-Measured on the 2-core development machine, 16 runs of 1,000,000 synthetic band keys
-(``benchmarks/sort.py``, best of 3; absolute times vary about 50% between runs): 8-bit
-digits (7 passes over the low 56 bits) 0.32 s; 14-bit (4 passes) 0.44 s; 11-bit 0.49 s;
-16-bit 0.50 s; numpy ``argsort(kind="stable")`` per band plus gathers 1.7-2.0 s; DuckDB
-``ORDER BY band_key, doc_id`` from Arrow 0.87 s (1.15 s under a 256 MB ``memory_limit``).
-Wider digits lose to the scatter passes' cache and TLB misses.
+8-bit digits (7 passes over the low 56 bits) beat wider ones, whose scatter passes miss
+the cache and the TLB, and beat numpy's stable argsort and DuckDB's ``ORDER BY``
+(``benchmarks/sort.py`` prints them side by side).
 """
 
 from __future__ import annotations
@@ -194,7 +191,7 @@ def empty_u64(n):
 
     NumPy asks for transparent huge pages (``madvise``) on allocations of 4 MiB and
     more; on the development VMs (THP ``defrag=madvise``) first-touch page faults of such
-    buffers then cost 4x more (128 MB: 0.28 s against 0.07 s). The sort's big buffers
+    buffers then cost several times more. The sort's big buffers
     come from here instead.
     """
     return np.empty(n, dtype=np.uint64)

@@ -1,7 +1,7 @@
 """``optimize``: keep a MinHash LSH index current as the dataset changes, as Lance's own
 ``ds.optimize.optimize_indices()`` does, through the build's own pipeline.
 
-What pylance 14.0.2 does with a ``MINHASHLSH`` index (measured; ``docs/index-format.md``):
+What pylance 14.0.2 does with a ``MINHASHLSH`` index (``docs/index-format.md``):
 
 * ``optimize_indices(num_indices_to_merge=0)`` adds a *delta segment* over the fragments
   no segment covers (appended since), signed with the parameters stored in the index;

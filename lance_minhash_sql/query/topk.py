@@ -122,8 +122,8 @@ def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
 #
 # The policy (``engine="auto"``) is a ski rental: loading numba costs a process about half a
 # second (its import and compiler set-up, the search kernels' cache loads; a fresh install
-# compiles them for seconds more); once loaded, the kernels are faster per query (by
-# 0.1-0.3 ms on a 1M-row index). So a few short queries take numpy until the time this
+# compiles them for seconds more); once loaded, the kernels are faster per query.
+# So a few short queries take numpy until the time this
 # process has spent on numpy answers reaches that cost, or until the kernels are loaded
 # anyway (a batch of queries, a join, a prewarmed search); then the kernels.
 

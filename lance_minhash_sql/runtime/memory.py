@@ -17,22 +17,14 @@ import threading
 __all__ = ["bounded_heap", "release_memory", "trim_heap"]
 
 
-# Where a 10M-row build at memory_limit=512MiB spent memory (RSS sampled every 50 ms,
-# 2 CPUs; `benchmarks/build.py --trace`): the process baseline is ~305 MB (Python,
-# pyarrow, lance, numba and the loaded kernels; ~430 MB when the warm-up compiles them).
-# The scan/sign phase then grew to ~1.0 GB: Lance's scanner defaults (2 GiB
-# io_buffer_size, several fragments and batches read ahead: 300-550 MB when signing is
-# slower than the scan), and the heap: every batch frees ~30 MB of texts, signatures
-# and band keys, which glibc (its mmap threshold raised on the fly up to 32 MiB) keeps
-# in the heaps of several threads' arenas; the free tops of the other threads' heaps go
-# back only above the trim threshold (by then up to 64 MiB), and malloc_trim() does not
-# reach them: 250-400 MB stayed resident into the sort phase. The sort then loaded
-# groups of ~360 MB plus 120 MB of scratch, and the loop's last chunk kept the previous
-# group alive while the next one was loaded (uncounted): peak 1.6-1.7 GB. Now the plan's
-# shares bound our buffers (spill.py), the loops hold no batch or chunk they are done
-# with, and bounded_heap() bounds the heap when the plan is tight: peak ~720 MB, the
-# scan phase ~600 MB, for ~2.2M more page faults (+4-5 s of system time over ~75 s of
-# CPU; ~+0.6 s on a 1M-row build, which is why a plan with room to spare skips it).
+# What a build's memory is made of (``benchmarks/build.py --trace`` shows it per phase):
+# the process (Python, pyarrow, lance, numba and the loaded kernels), Lance's scanner and
+# its read-ahead, our buffers within the plan's shares (index/spill.py), and the heap:
+# every batch frees its texts, signatures and band keys, which glibc (its mmap threshold
+# raised on the fly) keeps in the heaps of several threads' arenas, whose free tops go
+# back only above the trim threshold and which malloc_trim() does not reach. So the loops
+# hold no batch or chunk they are done with, and bounded_heap() fixes the thresholds when
+# the plan is tight, for more page faults; a plan with room to spare skips it.
 
 
 def _libc_fn(name: str, *argtypes):
@@ -52,11 +44,9 @@ _MALLOPT = _libc_fn("mallopt", ctypes.c_int, ctypes.c_int)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 # during a build: blocks of 5 MiB and more (a batch's texts and signatures; the band
 # keys too from 40K-row batches) are mapped and unmapped on their own, and a heap's
-# free top above 16 MiB is handed back at once. Measured at 10M rows / 512MiB (with the
-# plan's shares): peak RSS ~1,000-1,050 MB -> ~710-725 MB, the scan phase ~1,000 MB ->
-# ~600 MB (4 MiB: 40 MB less for twice the page faults). At 1M rows / 64 MiB, 1 MiB for
-# both gave 394 MB instead of 431-442 MB, but cost 1-2 CPU s more of ~6.5 (page faults
-# of every 1 MiB block: 7.6 and 8.4 against 6.5 and 6.6 CPU s, interleaved, load ~7).
+# free top above 16 MiB is handed back at once, so freed batches do not stay in the
+# arenas of the scan and signing threads. Lower thresholds trade a little RSS for a page
+# fault per block mapped (``benchmarks/build.py --trace`` shows RSS per build phase).
 _HEAP_DURING_BUILD = (5 << 20, 16 << 20)  # (mmap threshold, trim threshold)
 # afterwards: glibc's dynamic maxima (DEFAULT_MMAP_THRESHOLD_MAX and twice it), where
 # its own adjustment ends up after any build (setting a threshold ends that adjustment)
