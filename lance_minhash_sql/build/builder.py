@@ -10,7 +10,7 @@ Steps: validate everything (dataset, column, parameters, names, limits, room for
 files) before writing anything; stream ``scan_text`` batches in scan order, sign them
 (parallel numba kernel), keep the rows with a signature (doc id = running count),
 append them to ``signatures.lance`` and hand their band keys to the sorter
-(:mod:`.spill`); write the band rows in global ``(band_key, doc_id)`` order to
+(:mod:`..index.spill`); write the band rows in global ``(band_key, doc_id)`` order to
 ``bands.lance``; commit.
 
 Rules decided here:
@@ -260,7 +260,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
 
     ``rows`` yields ``(row ids u64[n], signatures u16[n, k], input rows consumed)`` in doc
     order; each batch's signatures are appended to ``signatures.lance`` on a writer thread
-    while its band keys go to the sorter (:class:`~.spill.BandSorter`, sized by ``plan``),
+    while its band keys go to the sorter (:class:`~..index.spill.BandSorter`, sized by ``plan``),
     then the band rows are written in ``(band_key, doc_id)`` order to ``bands.lance``.
     ``check(docs)`` runs once the input is exhausted (it may refuse, e.g. an empty build);
     ``commit(segment)`` registers the segment and returns the new dataset version; with

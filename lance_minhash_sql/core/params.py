@@ -1,6 +1,6 @@
 """Parameters, limits and the LSH math, written once (``docs/parameters.md``).
 
-The format's constants come from :mod:`.kernels.lance_format` and the argument checks
+The format's constants come from :mod:`.lance_format` and the argument checks
 from :mod:`.checks`; both are re-used here, not restated.
 
 The index parameters and their validation follow pylance 14.0.2's

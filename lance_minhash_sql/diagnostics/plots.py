@@ -1,7 +1,6 @@
 """PNG plots of an index report (optional: needs matplotlib, the ``plot`` extra).
 
->>> from lance_minhash_sql.diagnostics.report import report  # doctest: +SKIP
->>> from lance_minhash_sql.diagnostics.plots import save_plots  # doctest: +SKIP
+>>> from lance_minhash_sql import report, save_plots  # doctest: +SKIP
 >>> save_plots(report("corpus.lance", "text"), "report/")  # doctest: +SKIP
 {'scurve': 'report/scurve.png', 'buckets': 'report/buckets.png', 'estimator': 'report/estimator.png'}
 

@@ -1,6 +1,6 @@
 """Diagnostics of a MinHash LSH index: S-curve, empirical candidate rates, buckets, error.
 
->>> from lance_minhash_sql.diagnostics.report import report  # doctest: +SKIP
+>>> from lance_minhash_sql import report  # doctest: +SKIP
 >>> rep = report("corpus.lance", "text", sample=2000)  # doctest: +SKIP
 >>> print(rep.format())  # doctest: +SKIP
 
@@ -12,7 +12,7 @@ no segment covers, signed as a search signs them) and one scan of the text colum
 
 **Theory.** With ``k`` hashes in ``b`` bands of ``r`` rows, a pair of Jaccard ``J``
 becomes a candidate (shares at least one band key) with probability
-``P(J) = 1 - (1 - J**r)**b`` (:func:`params.lsh_probability`), steepest near
+``P(J) = 1 - (1 - J**r)**b`` (:func:`..core.params.lsh_probability`), steepest near
 ``(1/b)**(1/r)``; the MinHash estimate ``eq / k`` has standard deviation
 ``sqrt(J (1 - J) / k)`` (it is ``Binomial(k, J) / k`` for an ideal hash family).
 
@@ -489,8 +489,8 @@ def report(dataset, column: str, *, sample: int = DEFAULT_SAMPLE, threshold: flo
 def largest_buckets(dataset, column: str, *, top: int = DEFAULT_TOP_BUCKETS,
                     storage_options: dict | None = None) -> tuple[pa.Table, pa.Table]:
     """``(largest, sizes)``: the ``top`` largest buckets of ``column``'s index
-    (:data:`LARGEST_BUCKETS_SCHEMA`, largest first) and the number of buckets of each size
-    (:data:`BUCKET_SIZES_SCHEMA`); reads the band rows only, no text scan."""
+    (:data:`.tables.LARGEST_BUCKETS_SCHEMA`, largest first) and the number of buckets of each size
+    (:data:`.tables.BUCKET_SIZES_SCHEMA`); reads the band rows only, no text scan."""
     top = check_int("top", top, f"e.g. {DEFAULT_TOP_BUCKETS}", 1, MAX_TOP_BUCKETS)
     opened = open_index(dataset, column, storage_options)
     entries, names = index_entries(opened)

@@ -17,7 +17,7 @@ The same rules for every UDF:
   options from one (a JSON object, or text holding one);
 * :func:`prefixed`: a parameter error raised by the Python API gets the SQL function's
   name in front (DuckDB puts the exception class before it);
-* :func:`literal` and :func:`ident`: values and names written into generated SQL.
+* values and names written into generated SQL are :mod:`.sqltext`'s.
 """
 
 from __future__ import annotations

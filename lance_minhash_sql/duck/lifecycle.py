@@ -37,7 +37,7 @@ def optimize(dataset, column, merge, storage) -> pa.Array:
 
 
 def _cache_bytes(value) -> int | None:
-    """NULL (keep the capacity), a byte count, or a size such as '512MiB' (:mod:`..sizes`)."""
+    """NULL (keep the capacity), a byte count, or a size such as '512MiB' (:mod:`..core.sizes`)."""
     return None if value is None else parse_bytes(value, "cache_bytes", minimum=0)
 
 

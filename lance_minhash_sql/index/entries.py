@@ -11,7 +11,7 @@ reads (io/mapped.py, io/chunks.py). Pages and signatures go into the segment's p
 that later queries reuse (windows are not kept). A segment that keeps paying for small
 reads is loaded whole when it fits (ski rental: once the time spent on partial reads
 reaches the estimated time of one full read). Usage never exceeds the segment cache's
-capacity (:mod:`.cache`): room is reserved (evicting least recently used segments)
+capacity (:mod:`..runtime.cache`): room is reserved (evicting least recently used segments)
 before a pool grows; when a segment's data cannot fit, the query reads what it needs into
 a transient pool that is not cached.
 

@@ -7,7 +7,7 @@ refused), the fragments the segments cover and the dataset's current fragments (
 are *unindexed* and are searched by signing them on the fly), and
 ``io.liveness.Liveness``, which tells deleted row ids from live ones.
 
-Opened dataset handles and indexes are kept in caches of :mod:`.cache` (emptied with the
+Opened dataset handles and indexes are kept in caches of :mod:`..runtime.cache` (emptied with the
 segment data by :func:`clear_cache`).
 """
 

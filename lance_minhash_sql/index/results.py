@@ -2,7 +2,7 @@
 optimize, a prewarm, an index segment) and the Arrow schemas of result tables (search
 hits, pairs, clusters, dedup flags).
 
-Kept apart from the computation, like :mod:`.report_tables`, so that the SQL layer derives
+Kept apart from the computation, like :mod:`..diagnostics.tables`, so that the SQL layer derives
 its UDF return types from these (``record_schema``, ``duck/results.py``) without importing
 the numba engine.
 """

@@ -144,7 +144,7 @@ class _Vocabulary:
         return row_offsets, ids
 
     def arrays(self) -> tuple:
-        """The arrays :func:`.kernels.mapped.sign_mapped_range` reads."""
+        """The arrays :func:`..kernels.mapped.sign_mapped_range` reads."""
         return self.slots, self.records, self.vocab, self.voff, self.fbytes
 
     def _map(self, lo: int, hi: int) -> None:

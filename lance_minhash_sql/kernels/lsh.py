@@ -14,7 +14,7 @@ band key ``K`` (``docs/search.md``):
   number of bands it shares with the query (``matches``);
 * a candidate's distance is ``1 - eq / k`` over the full signature (``eq`` equal
   positions of ``k``), in float32 exactly as Lance computes it
-  (:func:`.lance_format.similarity`, ``docs/signatures.md``);
+  (:func:`..core.lance_format.similarity`, ``docs/signatures.md``);
 * the result is the first ``limit`` candidates by ``(distance, row id)``.
 
 Pages live in a *pool*: page ``p`` is at pool rows ``[slot[p] * page_rows, ...)``, so a

@@ -1,6 +1,6 @@
 """MinHash signatures (``signature_version`` 0) and shingle sets over Arrow string buffers.
 
-For shingle hashes ``x = XXH64(shingle, seed=42)`` (:data:`.lance_format.SEED`) and per-hash coefficients
+For shingle hashes ``x = XXH64(shingle, seed=42)`` (:data:`..core.lance_format.SEED`) and per-hash coefficients
 ``a[i], b[i], c[i]``::
 
     m[i]   = min over shingles of (a[i] * x + b[i]) mod 2**64     (unsigned)

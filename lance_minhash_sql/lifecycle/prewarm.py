@@ -1,7 +1,7 @@
 """``prewarm``: load an index into the process cache before the first query.
 
-The segment cache (:mod:`.cache`) has a byte capacity (``LANCE_MINHASH_CACHE_BYTES``, or
-:func:`~.cache.set_cache_capacity`, or ``cache_bytes=`` here). Prewarming loads, for
+The segment cache (:mod:`..runtime.cache`) has a byte capacity (``LANCE_MINHASH_CACHE_BYTES``, or
+:func:`~..runtime.cache.set_cache_capacity`, or ``cache_bytes=`` here). Prewarming loads, for
 every segment of the column's index, first the signatures and row ids (what every
 candidate needs scoring), then the band pages, each file whole when it fits and else as
 many leading chunks (signatures) or pages (bands) as fit, so usage never goes above the
@@ -86,7 +86,7 @@ def _warm_bands(entry: SegmentEntry, room: int) -> None:
 
 
 def warm(opened) -> PrewarmResult:
-    """Prewarm an :class:`~.opened.OpenedIndex` (see the module docstring);
+    """Prewarm an :class:`~..index.opened.OpenedIndex` (see the module docstring);
     ``warm(open_index(uri, column)).complete`` is True when every segment fits whole."""
     t0 = time.perf_counter()
     entries = opened.segment_entries()

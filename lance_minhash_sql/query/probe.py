@@ -5,7 +5,7 @@ costs a new process is not that work but loading numba (its import and compiler 
 about half a second of CPU even when every kernel comes from the cache). So a few short
 queries (``query/query_sign.py``) on segments whose rows can be read without a lock
 (a local segment's memory maps, or a segment held whole in memory:
-:meth:`.entries.SegmentEntry.band_chunks`) are answered here, with the same rules and
+:meth:`..index.entries.SegmentEntry.band_chunks`) are answered here, with the same rules and
 the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
 
 * a query's bucket in band ``j`` is the run of band rows whose key equals its key ``K``:

@@ -1,7 +1,7 @@
 """Top-k MinHash search that answers exactly as Lance's ``MinHashQuery`` does (``docs/search.md``).
 
->>> import lance_minhash_sql.query.topk as s  # doctest: +SKIP
->>> s.search("corpus.lance", "text", "the quick brown fox", k=5, columns=["id"])  # doctest: +SKIP
+>>> import lance_minhash_sql as lms  # doctest: +SKIP
+>>> lms.search("corpus.lance", "text", "the quick brown fox", k=5, columns=["id"])  # doctest: +SKIP
 pyarrow.Table
 id: int64
 _rowid: uint64
