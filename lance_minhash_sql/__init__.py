@@ -13,6 +13,7 @@ SQL call that needs it. On a fresh install each numba kernel compiles on its fir
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lance_minhash_sql.core import errors
@@ -56,7 +57,7 @@ __all__ = [
 ] + errors.__all__
 
 # each public name and the module that holds it (imported on first access)
-_LAZY = {
+_LAZY = MappingProxyType({
     "install": "lance_minhash_sql.duck.install",
     "connect": "lance_minhash_sql.duck.install",
     "build_index": "lance_minhash_sql.api.entries",
@@ -77,7 +78,7 @@ _LAZY = {
     "write_corpus": "lance_minhash_sql.faces.corpus",
     "save_plots": "lance_minhash_sql.diagnostics.plots",
     "review": "lance_minhash_sql.faces.review",
-}
+})
 _AS_IS = frozenset({"install", "connect", "clear_cache", "cache_info"})  # connect/install: SQL gives SQL advice
 
 

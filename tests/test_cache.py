@@ -75,8 +75,8 @@ def test_clear_cache_empties_every_cache(tmp_path):
     assert all(len(c) == 0 and c.usage == 0 for c in cache_mod._REGISTRY)
 
 
-def test_a_capped_cache_lets_go_of_what_it_held_and_gets_its_capacity_back(tmp_path):
-    from lance_minhash_sql.runtime.cache import cache_capacity, cache_usage, capped_cache
+def test_a_capped_cache_bounds_what_the_block_adds_and_leaves_the_process_cache_alone(tmp_path):
+    from lance_minhash_sql.runtime.cache import cache_capacity, cache_usage, capped_cache, segment_cache
 
     uri = str(tmp_path / "c.lance")
     table = pa.Table.from_batches(list(generate_batches(3000, CorpusSpec(seed=6))))
@@ -88,15 +88,27 @@ def test_a_capped_cache_lets_go_of_what_it_held_and_gets_its_capacity_back(tmp_p
     capacity = cache_capacity()
     q = table.column("text")[10].as_py()
     want = search(uri, "text", q, 5)
-    list(lms.pairs(uri, "text", 0.8))  # the self-join pools the segment's docs in the cache
-    assert cache_usage() > 0
+    list(lms.pairs(uri, "text", 0.8))
+    held = cache_usage()  # the search's pages and signatures
+    assert held > 4096
     with capped_cache(1024):
-        assert cache_capacity() == 1024 and cache_usage() <= 1024
-        assert search(uri, "text", q, 5).equals(want)
+        assert cache_capacity() == capacity and cache_usage() == held  # nothing let go, no capacity changed
+        clear_cache()
+        assert search(uri, "text", q, 5).equals(want)  # answered with ranged reads
         list(lms.pairs(uri, "text", 0.8))
         assert cache_usage() <= 1024
-    assert cache_capacity() == capacity
+        clear_cache()
+        assert search(uri, "text", q, 5).equals(want)
+        assert cache_usage() <= 1024
+        with capped_cache(1 << 30):  # an inner block is bounded by the outer one too
+            clear_cache()
+            assert search(uri, "text", q, 5).equals(want)
+            assert cache_usage() <= 1024
+    assert cache_capacity() == capacity and segment_cache().bounds == []
+    clear_cache()
+    assert search(uri, "text", q, 5).equals(want)
+    assert cache_usage() > 1024  # the bound ended with the block
     with pytest.raises(RuntimeError):
         with capped_cache(0):
             raise RuntimeError("a failing task")
-    assert cache_capacity() == capacity  # given back on failure too
+    assert segment_cache().bounds == []  # removed on failure too

@@ -285,15 +285,15 @@ def test_after_a_build_a_single_query_still_needs_no_search_kernel(tmp_path):
 def test_numpy_answers_until_their_time_reaches_the_kernels_load(dup_ds, monkeypatch):
     uri, table = dup_ds
     queries = [table.column("text")[i].as_py() for i in (11, 12, 13, 14)]
-    monkeypatch.setattr(search_mod, "_numpy_seconds", [0.0])
+    monkeypatch.setattr(search_mod.NUMPY_SECONDS, "value", 0.0)
     monkeypatch.setattr(search_mod, "KERNEL_LOAD_SECONDS", 1e9)
     routes = [_probed(uri, q, 5, monkeypatch)[1] for q in queries[:2]]
-    spent = search_mod._numpy_seconds[0]
+    spent = search_mod.NUMPY_SECONDS.value
     assert routes == [[True], [True]] and spent > 0
     monkeypatch.setattr(search_mod, "KERNEL_LOAD_SECONDS", spent)  # the rent now equals the load
     got, calls = _probed(uri, queries[2], 5, monkeypatch)
     assert calls == [] and got == _lance(uri, queries[2], 5)  # the kernels answered
-    assert search_mod._numpy_seconds[0] == spent
+    assert search_mod.NUMPY_SECONDS.value == spent
 
 
 def _brute_topk(uri: str, queries: list[str], k: int) -> list[list[tuple[int, float]]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from types import MappingProxyType
 from typing import Callable
 
 from lance_minhash_sql.core.errors import PHRASING, LanceMinHashError
@@ -21,10 +22,10 @@ from lance_minhash_sql.core.errors import PHRASING, LanceMinHashError
 __all__ = ["in_cli", "in_python", "in_sql", "python_errors", "sql_errors"]
 
 _NAMED = re.compile(r"\b([a-z_]+) := ('[^']*'|[^\s,;)]+)")
-_PY_VALUES = {"NULL": "None", "true": "True", "false": "False"}
+_PY_VALUES = MappingProxyType({"NULL": "None", "true": "True", "false": "False"})
 _NULL = re.compile(r"\bNULL\b")
-_SQL_FUNCTIONS = {"minhash_build(": "build_index(", "minhash_pairs(": "pairs(", "minhash_clusters(": "clusters(",
-                  "minhash_dedup(": "dedup(", "minhash_optimize(": "optimize(", "minhash_search(": "search("}
+_SQL_FUNCTIONS = MappingProxyType({"minhash_build(": "build_index(", "minhash_pairs(": "pairs(", "minhash_clusters(": "clusters(",
+                  "minhash_dedup(": "dedup(", "minhash_optimize(": "optimize(", "minhash_search(": "search("})
 
 
 def in_python(message: str) -> str:
@@ -63,7 +64,7 @@ def python_errors(fn: Callable) -> Callable:
 
 _PY_VALUE = r"('[^']*'|(?:-?\d[\w.+-]*|-?inf|nan|None|True|False|NULL)\b)"
 _PY_SUBJECT = re.compile(r"(?<![\w:<>=!])([a-z_][a-z0-9_]*)=(?!=)" + _PY_VALUE)
-_SQL_VALUES = {"None": "NULL", "True": "true", "False": "false"}
+_SQL_VALUES = MappingProxyType({"None": "NULL", "True": "true", "False": "false"})
 
 
 def in_sql(message: str) -> str:
@@ -83,9 +84,9 @@ _SQL_CALL = re.compile(r"(?:SELECT \* FROM )?minhash_(build|optimize|pairs|clust
 
 
 _PY_NAMED = re.compile(r"\b([a-z_]+)=(True|'[^']*')")  # Python's keyword syntax, in a message of the Python API
-_CLI_PHRASES = {"or NULL for no limit with a threshold": "or -k all for no limit with --threshold",
+_CLI_PHRASES = MappingProxyType({"or NULL for no limit with a threshold": "or -k all for no limit with --threshold",
                 "k is NULL (no limit), which needs a threshold, but threshold is NULL too":
-                    "-k all (no limit) needs --threshold"}
+                    "-k all (no limit) needs --threshold"})
 
 
 def _cli_argument(m: re.Match) -> str:

@@ -93,7 +93,7 @@ class LowRecallWarning(UserWarning):
 PHRASING: contextvars.ContextVar = contextvars.ContextVar("lance_minhash_phrasing", default=None)
 
 _NOT_CALLERS = frozenset({"lance_minhash_sql", "duckdb"})  # the package, and DuckDB running its UDFs
-_NO_CALLER: dict = {}  # the registry of warnings with no caller outside the package
+NO_CALLER_WARNINGS: dict = {}  # warnings issued with no caller outside the package (runtime/cache.py registers it)
 
 
 def warn(warning: Warning) -> None:
@@ -112,4 +112,4 @@ def warn(warning: Warning) -> None:
     if frame is not None:
         warnings.warn(warning, stacklevel=level)
     else:
-        warnings.warn_explicit(warning, type(warning), "lance_minhash_sql", 0, registry=_NO_CALLER)
+        warnings.warn_explicit(warning, type(warning), "lance_minhash_sql", 0, registry=NO_CALLER_WARNINGS)

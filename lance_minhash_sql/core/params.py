@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from lance_minhash_sql.core.checks import check_bool, check_int, check_real, check_similarity, check_threshold
@@ -101,19 +102,19 @@ LANGUAGES = (
 # Options of Lance's tokenizer that its MinHash index refuses, with Lance's reason and what to
 # use instead (Lance 14.0.2, minhash_lsh/mod.rs validate_tokenizer).
 _DICTIONARY_TOKENIZERS = ("jieba", "lindera")
-_REFUSED_KEYS = {
+_REFUSED_KEYS = MappingProxyType({
     "custom_stop_words": "custom_stop_words are not recorded in the index details, so Lance's MinHash "
                          "index refuses them; use remove_stop_words=true with a language instead",
     "lance_tokenizer": "lance_tokenizer is not recorded in the index details, so Lance's MinHash index "
                        "refuses it; use base_tokenizer instead",
-}
+})
 # Lance's analyzer presets (the `analyzer` key): "code" means base_tokenizer "code" with the
 # code tokenizer's defaults; "text" the others. Neither is recorded in the index details.
 ANALYZERS = ("text", "code")
 # The code tokenizer's options ("code analyzer flags"), with their defaults under it; Lance
 # refuses any of them set to true under the text analyzer.
-CODE_FLAGS = {"split_identifiers": False, "split_on_numerics": True, "preserve_original": True,
-              "index_operators": False}
+CODE_FLAGS = MappingProxyType({"split_identifiers": False, "split_on_numerics": True, "preserve_original": True,
+              "index_operators": False})
 # What a document is (Lance's `document_granularity`): Lance's MinHash index takes string
 # columns only, so a row is one document under either; the value is recorded in the details.
 GRANULARITIES = ("row", "list_element")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from types import MappingProxyType
 from typing import Annotated, Any
 
 import pyarrow as pa
@@ -31,7 +32,7 @@ __all__ = ["Int32", "UInt32List", "record_schema", "record_dict"]
 Int32 = Annotated[int, pa.int32()]
 UInt32List = Annotated[tuple[int, ...], pa.list_(pa.uint32())]
 
-_PLAIN = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+_PLAIN = MappingProxyType({int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()})
 
 
 def _arrow(hint: Any, where: str) -> tuple[pa.DataType, bool]:

@@ -28,18 +28,19 @@ from __future__ import annotations
 import numbers
 import re
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 
 from lance_minhash_sql.core.errors import InvalidParameterError
 
 __all__ = ["SIZE_RULE", "SIZE_UNITS", "parse_bytes", "format_bytes"]
 
-SIZE_UNITS = {
+SIZE_UNITS = MappingProxyType({
     "": 1, "b": 1,
     "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-}
+})
 SIZE_RULE = ("a size is a whole number of bytes or a number with a unit: KB, MB, GB, TB (or K, M, G, T) "
              "are powers of 1000, KiB, MiB, GiB, TiB powers of 1024, as in DuckDB")
 _SIZE = re.compile(r"^\s*(-\s*)?(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+from types import MappingProxyType
 
 import numpy as np
 
@@ -32,7 +33,7 @@ __all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "PLOT_INSTALL", "require_matplotlib",
 
 FIGSIZE = (8.0, 5.0)  # inches
 DPI = 120  # 960 x 600 pixels
-PLOT_FILES = {"scurve": "scurve.png", "buckets": "buckets.png", "estimator": "estimator.png"}
+PLOT_FILES = MappingProxyType({"scurve": "scurve.png", "buckets": "buckets.png", "estimator": "estimator.png"})
 _Z95 = 1.959963984540054
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 
 from lance_minhash_sql.core.advice import sql_errors
-from lance_minhash_sql.runtime.cache import memoized
+from lance_minhash_sql.runtime.cache import memoized, register_state
 from lance_minhash_sql.duck.join import JOIN_UDFS
 from lance_minhash_sql.duck.lifecycle import LIFECYCLE_UDFS
 from lance_minhash_sql.duck.pairs import PAIR_UDFS
@@ -47,6 +47,7 @@ _FIRST = ("scalar.sql",)
 
 # Strong references to every callable handed to DuckDB (see the module docstring).
 _KEEP_ALIVE: set = set()
+register_state("callables handed to DuckDB", _KEEP_ALIVE)  # never cleared: DuckDB holds them
 
 
 @memoized(1)
@@ -59,6 +60,7 @@ def macro_files() -> tuple[tuple[str, str], ...]:
 
 
 _SQL_PHRASED: dict = {}  # each UDF, its errors in SQL's syntax (core/advice.py: sql_errors), made once
+register_state("UDFs with their errors in SQL's syntax", _SQL_PHRASED)  # never cleared: DuckDB holds them
 
 
 def _in_sql(spec) -> object:

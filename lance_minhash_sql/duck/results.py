@@ -11,6 +11,7 @@ against ``duckdb.from_arrow`` for every registered UDF).
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Callable, Iterable
 
 import numpy as np
@@ -19,12 +20,12 @@ import pyarrow as pa
 __all__ = ["duck_type", "list_of", "rows_type", "lists_of_records", "lists_of_columns", "lists_of_tables",
            "collect_columns"]
 
-_SCALARS = {
+_SCALARS = MappingProxyType({
     pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.binary(): "BLOB", pa.large_binary(): "BLOB",
     pa.bool_(): "BOOLEAN", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
     pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
     pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT",
-}
+})
 
 
 def _ident(name: str) -> str:

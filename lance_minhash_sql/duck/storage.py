@@ -31,10 +31,12 @@ import re
 import secrets
 import threading
 import weakref
+from types import MappingProxyType
 from typing import Any, Callable, NamedTuple
 
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.duck.args import Udf
+from lance_minhash_sql.runtime.cache import register_state
 
 __all__ = ["parse_storage_options", "parse_secret_string", "s3_secret_options", "SecretLookup", "read_secret",
            "secret_storage_options", "register_connection", "resolve", "options_token", "options_of", "forget_tokens",
@@ -45,7 +47,7 @@ CONNECTION_VARIABLE = "_lms_connection"
 
 # Dataset URI schemes whose options can come from a DuckDB secret, and the scheme the
 # secret's scope is matched against (Lance opens s3:// and s3+ddb://, not s3a:// or r2://).
-SECRET_SCHEMES = {"s3": "s3", "s3+ddb": "s3"}
+SECRET_SCHEMES = MappingProxyType({"s3": "s3", "s3+ddb": "s3"})
 
 _EXAMPLE = "MAP {'aws_region': 'us-east-1'} or '{\"aws_region\": \"us-east-1\"}'"
 
@@ -317,6 +319,19 @@ def forget_tokens(cid: str | None) -> None:
             _OPTIONS.pop(token, None)
         for key in [k for k in _TOKENS if k[0] == cid]:
             del _TOKENS[key]
+
+
+def _forget_all_tokens() -> None:
+    with _TOKENS_LOCK:
+        _TOKENS.clear()
+        _OPTIONS.clear()
+        _OWNED.clear()
+
+
+# clear_cache() forgets every token and its options (a statement planned before it asks
+# for storage_options again); the connections stay, as DuckDB's macros name them
+register_state("storage option tokens", _TOKENS, _OPTIONS, _OWNED, clear=_forget_all_tokens)
+register_state("connections install() registered", _CONNECTIONS)
 
 
 def tokens_held() -> int:

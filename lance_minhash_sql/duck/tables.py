@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -157,7 +158,7 @@ _TEXT_EXACT = frozenset({
     "UBIGINT", "FLOAT", "DOUBLE", "VARCHAR", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS",
     "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
 })
-_CARRIER_TYPES = {"s": pa.string(), "x": pa.binary()}
+_CARRIER_TYPES = MappingProxyType({"s": pa.string(), "x": pa.binary()})
 ROWS_TYPE = duck_type(pa.struct([(n, pa.list_(SEARCH_IDS_EXACT_SCHEMA.field(n).type)) for n in _HIT_FIELDS]
                                 + [(c, pa.list_(pa.list_(t))) for c, t in _CARRIER_TYPES.items()]))
 

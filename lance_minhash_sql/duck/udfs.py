@@ -28,6 +28,7 @@ so registering the functions does not load numba.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -67,13 +68,13 @@ def _engine():
     return sign, kernels
 
 
-_NULL_FIX = {
+_NULL_FIX = MappingProxyType({
     "num_hashes": f"pass an integer in 1..{MAX_NUM_HASHES}, e.g. num_hashes := 128",
     "shingle_size": "pass an integer >= 1, e.g. shingle_size := 3",
     "num_bands": "pass a divisor of the signature length, e.g. num_bands := 16",
     "lsh_probability.num_bands": "pass an integer >= 1, e.g. 16",
     "rows_per_band": "pass an integer >= 1, e.g. 8",
-}
+})
 
 
 def _encode(fn: str, name: str, column, nullable: bool = False) -> tuple[list, np.ndarray | None]:

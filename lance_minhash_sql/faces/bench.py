@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 
 from lance_minhash_sql.core.usage import peak_rss_mb
 
@@ -119,7 +120,7 @@ def _peer_rensa(uri: str, column: str, limit: int | None) -> tuple[str, int, flo
     return "RMinHash per row, Python shingles", len(texts), time.perf_counter() - t0, "sample"
 
 
-_RUNNERS = {"ours": _peer_ours, "lance": _peer_lance, "datasketch": _peer_datasketch, "rensa": _peer_rensa}
+_RUNNERS = MappingProxyType({"ours": _peer_ours, "lance": _peer_lance, "datasketch": _peer_datasketch, "rensa": _peer_rensa})
 
 
 def _child(peer: str, uri: str, column: str, limit: int | None) -> None:

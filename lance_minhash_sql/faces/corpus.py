@@ -230,18 +230,18 @@ def _truth_columns(start: int, plan) -> dict[str, pa.Array]:
     }
 
 
-_TRUTH_FIELDS = [
+_TRUTH_FIELDS = (
     pa.field("source_id", pa.int64()),
     pa.field("edit", pa.string()),
     pa.field("replaced_fraction", pa.float32()),
     pa.field("dropped_fraction", pa.float32()),
-]
+)
 
 
 def corpus_schema(with_truth: bool = False) -> pa.Schema:
     """Schema of :func:`generate_batches`: ``id`` int64, ``text`` string (+ truth columns)."""
     fields = [pa.field("id", pa.int64()), pa.field("text", pa.string())]
-    return pa.schema(fields + (_TRUTH_FIELDS if with_truth else []))
+    return pa.schema([*fields, *(_TRUTH_FIELDS if with_truth else ())])
 
 
 def vocabulary(spec: CorpusSpec = CorpusSpec()) -> pa.StringArray:
@@ -283,7 +283,7 @@ def ground_truth(start: int, stop: int, spec: CorpusSpec = CorpusSpec()) -> pa.T
     tables = _spec_tables(spec)
     cols = _truth_columns(start, _plan(start, stop, spec, tables))
     ids = pa.array(np.arange(start, stop, dtype=np.int64))
-    return pa.table({"id": ids, **cols}, schema=pa.schema([pa.field("id", pa.int64())] + _TRUTH_FIELDS))
+    return pa.table({"id": ids, **cols}, schema=pa.schema([pa.field("id", pa.int64()), *_TRUTH_FIELDS]))
 
 
 def _check_copies(copies: Any, num_rows: int) -> int:

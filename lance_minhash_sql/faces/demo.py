@@ -112,7 +112,7 @@ def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str]:
     return paths
 
 
-DEMO_QUERIES = [
+DEMO_QUERIES = (
     ("The corpus: rows, near-duplicates by edit kind",
      """SELECT edit, count(*) AS rows, round(avg(replaced_fraction), 3) AS avg_replaced
         FROM corpus GROUP BY edit ORDER BY rows DESC"""),
@@ -135,10 +135,10 @@ DEMO_QUERIES = [
     ("The LSH S-curve for 16 bands of 8 rows: probability a pair becomes a candidate",
      """SELECT s AS similarity, round(lsh_probability(s, 16, 8), 4) AS candidate_probability
         FROM (SELECT unnest([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]::DOUBLE[]) AS s)"""),
-]
+)
 
 
-INDEX_QUERIES = [
+INDEX_QUERIES = (
     ("Build Lance's MinHash LSH index on the text column (our engine, Lance's format)",
      """SELECT index_name, num_hashes, num_bands, rows_per_band, rows_indexed, round(seconds, 2) AS seconds,
                bytes FROM minhash_build({uri}, 'text')"""),
@@ -159,10 +159,10 @@ INDEX_QUERIES = [
                QUALIFY row_number() OVER (PARTITION BY q.id ORDER BY s._distance, r.id) = 1)
         SELECT q.id AS query_id, hits.match_id, hits.similarity
         FROM q LEFT JOIN hits ON hits.query_id = q.id ORDER BY q.id"""),
-]
+)
 
 
-PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
+PAIRS_QUERIES = (  # corpus_rows: the corpus's id, source_id, edit and Lance _rowid
     ("A sample of near-duplicate pairs (minhash_pairs; verify := 'exact' adds the exact Jaccard), joined to the "
      "rows by _rowid; right_edit: how the pair's right row was made",
      """SELECT * FROM (
@@ -198,4 +198,4 @@ PAIRS_QUERIES = [  # corpus_rows: the corpus's id, source_id, edit and Lance _ro
         FROM corpus_rows ANTI JOIN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest')
                                     WHERE NOT keep) d USING (_rowid)
         GROUP BY edit ORDER BY rows DESC"""),
-]
+)

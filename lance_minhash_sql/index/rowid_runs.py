@@ -22,12 +22,21 @@ import weakref
 import numpy as np
 
 from lance_minhash_sql.core.tuning import MAX_DOCS_PER_RUN, ROWID_BLOCK_ROWS
+from lance_minhash_sql.runtime.cache import register_state
 
 __all__ = ["MAX_DOCS_PER_RUN", "ROWID_BLOCK_ROWS", "RowidRuns", "rowid_runs"]
 
 
 _runs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # entry -> RowidRuns | None
 _lock = threading.Lock()
+
+
+def _forget_runs() -> None:
+    with _lock:
+        _runs.clear()
+
+
+register_state("row id runs of segments", _runs, clear=_forget_runs)
 
 
 class RowidRuns:

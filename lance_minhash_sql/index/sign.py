@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import replace
+from types import MappingProxyType
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +35,8 @@ if sys.byteorder != "little":  # band keys hash the u16 signature bytes as littl
     raise ImportError("lance_minhash_sql requires a little-endian machine")
 
 
-_KINDS = {"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
-          "raw": tokenize.RAW, "ngram": tokenize.NGRAM}
+_KINDS = MappingProxyType({"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
+          "raw": tokenize.RAW, "ngram": tokenize.NGRAM})
 
 
 def tokenizer_config(tok: TokenizerParams) -> tuple:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from lance_minhash_sql.core.errors import CorruptIndexError
 from lance_minhash_sql.core.tuning import TAIL_READ_BYTES
@@ -32,10 +33,10 @@ __all__ = ["FOOTER_BYTES", "TAIL_READ_BYTES", "Compression", "PageLayout", "Page
 FOOTER_BYTES = 40
 _MAGIC = b"LANC"
 _PAGE_LAYOUT = "/lance.encodings21.PageLayout"
-_LAYOUTS = {1: "MiniBlockLayout", 2: "ConstantLayout", 3: "FullZipLayout", 4: "BlobLayout", 5: "SparseLayout"}
-_COMPRESSIONS = {1: "Flat", 2: "Variable", 3: "Constant", 4: "OutOfLineBitpacking", 5: "InlineBitpacking",
+_LAYOUTS = MappingProxyType({1: "MiniBlockLayout", 2: "ConstantLayout", 3: "FullZipLayout", 4: "BlobLayout", 5: "SparseLayout"})
+_COMPRESSIONS = MappingProxyType({1: "Flat", 2: "Variable", 3: "Constant", 4: "OutOfLineBitpacking", 5: "InlineBitpacking",
                  6: "Fsst", 7: "Dictionary", 8: "Rle", 9: "ByteStreamSplit", 10: "General", 11: "FixedSizeList",
-                 12: "PackedStruct", 13: "VariablePackedStruct", 14: "Range", 15: "Delta"}
+                 12: "PackedStruct", 13: "VariablePackedStruct", 14: "Range", 15: "Delta"})
 REPDEF_ALL_VALID_ITEM = 1
 
 

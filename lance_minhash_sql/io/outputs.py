@@ -26,6 +26,7 @@ import contextlib
 import os
 import re
 import shutil
+from types import MappingProxyType
 from typing import Iterator
 
 from lance_minhash_sql.core.errors import DatasetError
@@ -34,8 +35,8 @@ __all__ = ["is_local", "prepare_output", "temp_beside", "written_beside", "publi
            "clear_leftovers", "uncommitted_lance"]
 
 _PARTIAL = ".partial-"
-_LANCE_PARTS = {"data": re.compile(r"(.*\.lance|\.tmp.*)"), "_transactions": re.compile(r".*\.txn"),
-                "_deletions": re.compile(r".*"), "_indices": re.compile(r".*")}
+_LANCE_PARTS = MappingProxyType({"data": re.compile(r"(.*\.lance|\.tmp.*)"), "_transactions": re.compile(r".*\.txn"),
+                                  "_deletions": re.compile(r".*"), "_indices": re.compile(r".*")})
 
 
 def is_local(path: str) -> bool:

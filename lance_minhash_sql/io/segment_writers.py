@@ -5,6 +5,7 @@ metadata are written here)."""
 from __future__ import annotations
 
 import os
+from types import MappingProxyType
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,7 @@ from lance_minhash_sql.io.segments import (BANDS_FILE, FILE_VERSION, KEY_DETAILS
 
 __all__ = ["signatures_schema", "BANDS_SCHEMA", "SignaturesWriter", "BandsWriter"]
 
-_UNCOMPRESSED = {"lance-encoding:compression": "none"}
+_UNCOMPRESSED = MappingProxyType({"lance-encoding:compression": "none"})
 
 
 def signatures_schema(num_hashes: int) -> pa.Schema:

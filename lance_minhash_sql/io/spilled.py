@@ -27,21 +27,22 @@ from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.io.mapped import hand_back
 
-__all__ = ["SPILL_PREFIX", "STATS", "SpilledArray"]
+__all__ = ["SPILL_PREFIX", "SpilledArray"]
 
 SPILL_PREFIX = "lance-minhash-array-"
-STATS = {"spilled": 0, "handbacks": 0}
 _RANDOM = getattr(mmap, "MADV_RANDOM", None)
 
 
 class SpilledArray:
-    """``size`` items of ``dtype`` in a temporary file (zeros), mapped: :attr:`array`."""
+    """``size`` items of ``dtype`` in a temporary file (zeros), mapped: :attr:`array`;
+    :attr:`handbacks` counts the calls of :meth:`hand_back`."""
 
     def __init__(self, size: int, dtype, folder: str | None = None):
         dtype = np.dtype(dtype)
         self.nbytes = max(int(size) * dtype.itemsize, 1)  # (a mapping of 0 bytes is refused)
         self.folder: str | None = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder)
         self._map: mmap.mmap | None = None
+        self.handbacks = 0
         try:
             fd = os.open(os.path.join(self.folder, "array"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             try:
@@ -61,12 +62,11 @@ class SpilledArray:
         except BaseException:
             self.close()
             raise
-        STATS["spilled"] += 1
 
     def hand_back(self, lo: int = 0, hi: int | None = None) -> None:
         """Give the mapped pages of bytes ``[lo, hi)`` (all by default) back to the OS."""
         hand_back(self._map, lo, self.nbytes if hi is None else hi)
-        STATS["handbacks"] += 1
+        self.handbacks += 1
 
     def close(self) -> None:
         """Unmap the array (when no view of it is left) and remove the file and its folder."""

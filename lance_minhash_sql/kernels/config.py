@@ -55,13 +55,13 @@ import time
 import types
 
 CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
-JIT = dict(nogil=True, cache=CACHE)
-JIT_PARALLEL = dict(nogil=True, cache=CACHE, parallel=True)
+JIT = types.MappingProxyType(dict(nogil=True, cache=CACHE))
+JIT_PARALLEL = types.MappingProxyType(dict(nogil=True, cache=CACHE, parallel=True))
 
 _PACKAGE = __name__.split(".")[0]
 
 _LOCK = threading.RLock()
-_KERNELS: list["Kernel"] = []  # declared before numba was loaded, in order
+DECLARED_KERNELS: list["Kernel"] = []  # declared before numba was loaded, in order
 _numba = None  # the numba module, once load_numba() has run
 
 
@@ -114,7 +114,7 @@ def njit(**flags):
             if _numba is not None:
                 return _numba.njit(**flags)(func)
             kernel = Kernel(func, flags)
-            _KERNELS.append(kernel)
+            DECLARED_KERNELS.append(kernel)
             return kernel
 
     return declare
@@ -138,9 +138,9 @@ def load_numba():
 
         event.Listener.register(CompileLog)
         event.register("numba:compile", COMPILES)
-        for kernel in _KERNELS:
+        for kernel in DECLARED_KERNELS:
             kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
-        modules = {k.py_func.__module__ for k in _KERNELS}
+        modules = {k.py_func.__module__ for k in DECLARED_KERNELS}
         modules.update(name for name in sys.modules if name.startswith(_PACKAGE + "."))
         for name in modules:
             namespace = getattr(sys.modules.get(name), "__dict__", None) or {}
@@ -151,7 +151,7 @@ def load_numba():
                     namespace[attr] = numba.prange
         prange = numba.prange
         _numba = numba
-        _KERNELS.clear()
+        DECLARED_KERNELS.clear()
         return numba
 
 

@@ -47,9 +47,10 @@ from lance_minhash_sql.query.kernel_topk import kernel_topk
 from lance_minhash_sql.query.probe import probe_topk
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_texts
 from lance_minhash_sql.query.scores import apply_scores, check_limit
+from lance_minhash_sql.runtime.cache import StateAccount
 
 __all__ = ["search", "search_ids", "SEARCH_IDS_SCHEMA", "SEARCH_IDS_EXACT_SCHEMA", "topk", "kernel_topk",
-           "numpy_texts", "check_engine", "ENGINES"]
+           "numpy_texts", "check_engine", "ENGINES", "NUMPY_SECONDS"]
 
 _SPECIAL = ("_rowid", "_distance")
 
@@ -128,7 +129,7 @@ def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
 # anyway (a batch of queries, a join, a prewarmed search); then the kernels.
 
 ENGINES = ("auto", "numpy", "kernels")
-_numpy_seconds = [0.0]  # process state of the policy: time spent answering queries with numpy
+NUMPY_SECONDS = StateAccount("seconds the search spent answering with numpy")  # the policy's account
 
 
 def check_engine(engine: Any) -> str:
@@ -148,7 +149,7 @@ def numpy_texts(texts: pa.Array, engine: str = "auto") -> list[str] | None:
     if engine == "kernels" or len(texts) > MAX_QUERIES:
         return None
     if engine == "auto" and (search_kernels_loaded()
-                             or whole_read_pays(_numpy_seconds[0], 0.0, KERNEL_LOAD_SECONDS)):
+                             or whole_read_pays(NUMPY_SECONDS.value, 0.0, KERNEL_LOAD_SECONDS)):
         return None
     few = texts.to_pylist()
     return few if fits(few) else None
@@ -173,7 +174,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     answer = None
     if few is not None:
         answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
-        _numpy_seconds[0] += time.perf_counter() - t0
+        NUMPY_SECONDS.add(time.perf_counter() - t0)
     if answer is None:
         answer = kernel_topk(view.entries, qsigs, qkeys, limit, view.ok_of, view.checked)
     q, rid, dist, counts = answer

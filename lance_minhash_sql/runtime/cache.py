@@ -14,8 +14,15 @@ Two kinds of cache hold data for a process, and both register here when created:
 
 :func:`clear_cache` empties all of them; :func:`process_caches` lists them. The one cache
 outside this registry is ``kernels/minhash.py:coefficients`` (the kernels' layer is below
-this one): up to 64 arrays of constants, a pure function of ``num_hashes``. Storage options
-are not cached here: ``duck/storage.py`` keeps them only while their connection lives.
+this one): up to 64 arrays of constants, a pure function of ``num_hashes``.
+
+Every other dict, list or set a module keeps for the life of the process is *state*, and
+registers here too (:func:`register_state`): :func:`process_caches` lists it, and
+:func:`clear_cache` empties what can be emptied safely (storage-option tokens, the row id
+runs of segments, the search policy's account), never what must outlive it (the
+connections ``install()`` registered, the callables DuckDB holds). ``tests/test_state.py``
+fails on a module-level dict, list or set that is not registered. Per-run figures are not
+state: a run returns or attaches them.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from lance_minhash_sql.core import errors
 from lance_minhash_sql.core.sizes import parse_bytes
+from lance_minhash_sql.kernels import config as kernel_config
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -46,6 +55,9 @@ __all__ = [
     "clear_cache",
     "memoized",
     "process_caches",
+    "register_state",
+    "is_registered_state",
+    "StateAccount",
 ]
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -67,6 +79,26 @@ _REGISTRY: "weakref.WeakSet[ByteCache]" = weakref.WeakSet()
 _REGISTRY_LOCK = threading.Lock()
 
 
+class _GrowthBound:
+    """What a block added to a cache, by key, within ``limit`` bytes in all."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.held: dict[Any, int] = {}
+        self.total = 0
+
+    def fits(self, key, extra: int) -> bool:
+        return extra <= 0 or self.total + extra <= self.limit
+
+    def charge(self, key, extra: int) -> None:
+        now = max(0, self.held.get(key, 0) + extra)
+        self.total += now - self.held.get(key, 0)
+        self.held[key] = now
+
+    def release(self, key) -> None:
+        self.total -= self.held.pop(key, 0)
+
+
 class ByteCache:
     """An LRU of values with byte sizes; the sum never exceeds ``capacity``.
 
@@ -82,6 +114,7 @@ class ByteCache:
         self.values: dict[Any, Any] = {}
         self.lock = threading.RLock()
         self.hits = self.misses = self.evictions = 0
+        self.bounds: list[_GrowthBound] = []  # the open growth bounds (capped_cache)
         with _REGISTRY_LOCK:
             _REGISTRY.add(self)
 
@@ -135,9 +168,28 @@ class ByteCache:
                 return
             self.usage -= self.sizes.pop(key)
             value = self.values.pop(key)
+            for bound in self.bounds:
+                bound.release(key)
         detach = getattr(value, "detach", None)
         if detach is not None:
             detach()
+
+    def _fits_bounds(self, key, extra: int) -> bool:
+        return all(bound.fits(key, extra) for bound in self.bounds)
+
+    @contextlib.contextmanager
+    def growth_bound(self, nbytes: int) -> Iterator[None]:
+        """Inside the block, what the block adds to the cache (new entries, and growth of
+        any entry) and the cache still holds stays within ``nbytes``: more is refused, as if
+        the cache were full. The cache's capacity and what it held before do not change."""
+        bound = _GrowthBound(int(nbytes))
+        with self.lock:
+            self.bounds.append(bound)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.bounds.remove(bound)
 
     def put(self, key, value, nbytes: int | None = None) -> bool:
         """Insert (replacing ``key``); False, and nothing cached, if it cannot fit."""
@@ -145,8 +197,10 @@ class ByteCache:
         with self.lock:
             if key in self.values:
                 self.drop(key)
-            if nbytes > self.capacity or not self._evict_for(nbytes, key):
+            if nbytes > self.capacity or not self._fits_bounds(key, nbytes) or not self._evict_for(nbytes, key):
                 return False
+            for bound in self.bounds:
+                bound.charge(key, nbytes)
             self.sizes[key] = nbytes
             self.values[key] = value
             self.usage += nbytes
@@ -171,9 +225,14 @@ class ByteCache:
             if extra <= 0:
                 self.sizes[key] += extra
                 self.usage += extra
+                for bound in self.bounds:
+                    bound.charge(key, extra)
                 return True
-            if self.sizes[key] + extra > self.capacity or not self._evict_for(extra, key):
+            if (self.sizes[key] + extra > self.capacity or not self._fits_bounds(key, extra)
+                    or not self._evict_for(extra, key)):
                 return False  # (an impossible growth evicts nothing)
+            for bound in self.bounds:
+                bound.charge(key, extra)
             self.sizes[key] += extra
             self.usage += extra
             self.sizes.move_to_end(key)
@@ -245,14 +304,13 @@ def set_cache_capacity(nbytes: int) -> int:
 
 @contextlib.contextmanager
 def capped_cache(nbytes: int) -> Iterator[None]:
-    """Inside the block the segment cache holds at most ``nbytes`` (what it held beyond is
-    let go at once); its capacity is given back afterwards. A task that must stay within a
-    budget reads its segments in ranged reads rather than whole into memory beside it."""
-    old = set_cache_capacity(min(cache_capacity(), int(nbytes)))
-    try:
+    """Inside the block, what the segment cache takes on (and still holds) stays within
+    ``nbytes`` (:meth:`ByteCache.growth_bound`): a task that must stay within a budget then
+    reads its segments in ranged reads rather than whole into memory beside it. The cache's
+    capacity does not change and nothing it held before is let go; a Ray task runs alone in
+    its worker, so what the cache takes on in the block is the task's."""
+    with segment_cache().growth_bound(nbytes):
         yield
-    finally:
-        set_cache_capacity(old)
 
 
 def cache_usage() -> int:
@@ -266,14 +324,19 @@ def cache_info() -> CacheInfo:
 
 def clear_cache() -> None:
     """Empty every cache of the process: segment data, opened datasets and indexes, plans,
-    reports, layouts, and every :func:`memoized` function."""
+    reports, layouts, every :func:`memoized` function, and the state registered with a
+    ``clear`` (:func:`register_state`)."""
     with _REGISTRY_LOCK:
         caches = list(_REGISTRY)
         memos = list(_MEMOS)
+        states = list(_STATES)
     for cache in caches:
         cache.clear()
     for memo in memos:
         memo.cache_clear()
+    for state in states:
+        if state.clear is not None:
+            state.clear()
 
 
 # --------------------------------------------------------------------------- memoized functions
@@ -296,12 +359,72 @@ def memoized(maxsize: int) -> Callable[[Callable], Callable]:
 
 def process_caches() -> list[tuple[str, str, int, int]]:
     """``(name, bound unit, entries or bytes held, capacity)`` of every registered cache:
-    the byte caches (``"bytes"``) and the memoized functions (``"entries"``)."""
+    the byte caches (``"bytes"``), the memoized functions (``"entries"``) and the
+    registered state (``"state"``, capacity 0: bounded by what it tracks, not by a size)."""
     with _REGISTRY_LOCK:
         caches = list(_REGISTRY)
         memos = list(_MEMOS)
+        states = list(_STATES)
     out = [(c.name, "bytes", c.usage, c.capacity) for c in caches]
     for m in memos:
         info = m.cache_info()
         out.append((f"{m.__module__}.{m.__qualname__}", "entries", info.currsize, info.maxsize))
+    out += [(state.name, "state", state.entries(), 0) for state in states]
     return sorted(out)
+
+
+# --------------------------------------------------------------------------- other process state
+
+
+@dataclass(frozen=True)
+class _State:
+    name: str
+    holders: tuple
+    clear: Callable[[], None] | None
+
+    def entries(self) -> int:
+        return sum(len(h) for h in self.holders)
+
+
+_STATES: list[_State] = []
+
+
+def register_state(name: str, *holders, clear: Callable[[], None] | None = None) -> None:
+    """Register the dicts, lists, sets or weak mappings (``holders``) a module keeps for the
+    life of the process under ``name``; ``clear`` (if given) empties them for
+    :func:`clear_cache`, under the module's own lock. State that must outlive
+    :func:`clear_cache` is registered without one, and is only listed."""
+    with _REGISTRY_LOCK:
+        _STATES.append(_State(name, holders, clear))
+
+
+def _forget_no_caller_warnings() -> None:
+    errors.NO_CALLER_WARNINGS.clear()
+
+
+# the state of the layers below this one, which cannot import it
+register_state("warnings issued without a caller", errors.NO_CALLER_WARNINGS, clear=_forget_no_caller_warnings)
+register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # emptied by the load
+
+
+def is_registered_state(obj) -> bool:
+    """Whether ``obj`` is one of the registry's own holders or a registered one."""
+    with _REGISTRY_LOCK:
+        own = obj is _REGISTRY or obj is _MEMOS or obj is _STATES
+        return own or any(h is obj for state in _STATES for h in state.holders)
+
+
+class StateAccount:
+    """A float a module adds to for the life of the process (seconds spent, say), as a
+    registered state that :func:`clear_cache` sets back to zero."""
+
+    def __init__(self, name: str):
+        self.value = 0.0
+        self._holder = [self]
+        register_state(name, self._holder, clear=self.reset)
+
+    def add(self, amount: float) -> None:
+        self.value += amount
+
+    def reset(self) -> None:
+        self.value = 0.0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+from lance_minhash_sql.runtime.cache import register_state
+
 __all__ = ["progress_bar", "when_a_bar_starts"]
 
 _STARTING: list[Callable[[], None]] = []  # called as a bar starts: a status line gives way to it
+register_state("status lines waiting for a progress bar", _STARTING)  # each removed by its own caller
 
 
 def when_a_bar_starts(callback: Callable[[], None]) -> Callable[[], None]:
