@@ -224,7 +224,7 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, to
 def run_child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, tokenizer: str | None = None) -> dict:
     env = dict(os.environ)
     if memory_limit and peer == "lance":
-        from lance_minhash_sql.index.spill import parse_bytes
+        from lance_minhash_sql.index.band_sorter import parse_bytes
 
         env["LANCE_MEM_POOL_SIZE"] = str(parse_bytes(memory_limit, "--memory-limit"))
     cmd = [sys.executable, os.path.abspath(__file__), "--child", peer, "--uri", uri]

@@ -123,7 +123,7 @@ def run_child(peer: str, uri: str, segments: int, memory_limit: str | None = Non
     env = dict(os.environ)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", peer, "--uri", uri, "--segments", str(segments)]
     if memory_limit:
-        from lance_minhash_sql.index.spill import parse_bytes
+        from lance_minhash_sql.index.band_sorter import parse_bytes
 
         env["LANCE_MEM_POOL_SIZE"] = str(parse_bytes(memory_limit, "--memory-limit"))
         cmd += ["--memory-limit", memory_limit]

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from lance_minhash_sql.index.spill import sort_runs  # noqa: E402
+from lance_minhash_sql.index.band_sorter import sort_runs  # noqa: E402
 from lance_minhash_sql.kernels import sort as ks  # noqa: E402
 
 

@@ -29,7 +29,7 @@ from lance_minhash_sql.core.errors import (DatasetError, InvalidInputError, Inva
                                            ResourceLimitError)
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts, vocabulary
-from lance_minhash_sql.index import spill
+from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.details import TYPE_URL
 from lance_minhash_sql.io.segment_writers import BandsWriter
@@ -49,8 +49,8 @@ def private_tmp(tmp_path, monkeypatch):
     t = tmp_path / "tmp"
     t.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(t))
-    monkeypatch.delenv(spill.ENV_MEMORY, raising=False)
-    monkeypatch.delenv(spill.ENV_MAX_TEMP, raising=False)
+    monkeypatch.delenv(band_sorter.ENV_MEMORY, raising=False)
+    monkeypatch.delenv(band_sorter.ENV_MAX_TEMP, raising=False)
     return t
 
 
@@ -332,9 +332,9 @@ def test_spill_with_giant_buckets_equals_native(tmp_path):
 def test_memory_limit_from_environment(tmp_path, monkeypatch):
     uri = str(tmp_path / "ds.lance")
     write(uri, corpus_table(1000))
-    monkeypatch.setenv(spill.ENV_MEMORY, "100KiB")
+    monkeypatch.setenv(band_sorter.ENV_MEMORY, "100KiB")
     assert build_index(uri, "text").spilled_bytes > 0
-    monkeypatch.setenv(spill.ENV_MEMORY, "1GiB")
+    monkeypatch.setenv(band_sorter.ENV_MEMORY, "1GiB")
     assert build_index(uri, "text").spilled_bytes == 0
 
 
@@ -343,8 +343,8 @@ def test_band_sorter_orders_like_lexsort(budget, tmp_path, monkeypatch):
     tmp_path = tmp_path / "spill"
     tmp_path.mkdir()
     streamed = []
-    real_chunks = spill.BandSorter._chunks
-    monkeypatch.setattr(spill.BandSorter, "_chunks",
+    real_chunks = band_sorter.BandSorter._chunks
+    monkeypatch.setattr(band_sorter.BandSorter, "_chunks",
                         lambda self, part, rows: streamed.append(part.kmin == part.kmax) or real_chunks(self, part, rows))
     rng = np.random.default_rng(budget)
     n, b = 5000, 4
@@ -352,9 +352,9 @@ def test_band_sorter_orders_like_lexsort(budget, tmp_path, monkeypatch):
     low[rng.random(n) < 0.6] = low[0]  # a giant bucket in every band
     low[:, 1] &= np.uint64(0xFFFF)  # keys sharing long prefixes
     keys = low | (np.arange(b, dtype=np.uint64) << np.uint64(56))
-    plan = spill.plan_sort(n, b, memory_limit=budget, temp_dir=str(tmp_path))
+    plan = band_sorter.plan_sort(n, b, memory_limit=budget, temp_dir=str(tmp_path))
     assert plan.in_memory == (budget == 1 << 30)
-    sorter = spill.BandSorter(plan)
+    sorter = band_sorter.BandSorter(plan)
     try:
         for s in range(0, n, 777):
             sorter.add(keys[s:s + 777])
@@ -378,29 +378,29 @@ def test_band_sorter_orders_like_lexsort(budget, tmp_path, monkeypatch):
 @pytest.mark.parametrize("rows", [100_000, 1_000_000, 10_000_000, 100_000_000])
 @pytest.mark.parametrize("bands", [16, 64])
 def test_plan_shares_fit_the_budget(budget, rows, bands, tmp_path, monkeypatch):
-    monkeypatch.setattr(spill.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**15, 0, 10**15))
-    monkeypatch.setenv(spill.ENV_MAX_TEMP, str(10**15))
-    plan = spill.plan_sort(rows, bands, memory_limit=budget, temp_dir=str(tmp_path), threads=2, num_hashes=128)
+    monkeypatch.setattr(band_sorter.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**15, 0, 10**15))
+    monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, str(10**15))
+    plan = band_sorter.plan_sort(rows, bands, memory_limit=budget, temp_dir=str(tmp_path), threads=2, num_hashes=128)
     b = plan.budget
-    pipeline = spill.pipeline_bytes(b, 128, bands)
-    assert plan.sort_bytes + spill.writer_bytes(b) <= b
-    assert plan.io_buffer + spill.LANCE_WRITER_CACHE <= pipeline
+    pipeline = band_sorter.pipeline_bytes(b, 128, bands)
+    assert plan.sort_bytes + band_sorter.writer_bytes(b) <= b
+    assert plan.io_buffer + band_sorter.LANCE_WRITER_CACHE <= pipeline
     assert 8 << 20 <= plan.io_buffer <= 64 << 20 and 4096 <= plan.scan_rows <= 65536
     if plan.in_memory:
         assert rows * bands * 8 + pipeline <= b
-        assert spill.in_memory_bytes(rows, bands, 2) + spill.writer_bytes(b) <= b
+        assert band_sorter.in_memory_bytes(rows, bands, 2) + band_sorter.writer_bytes(b) <= b
     else:
-        assert pipeline + spill.spill_buffer_bytes(b, 128, bands) <= b
-        assert plan.spill_rows * bands * (8 + spill.ROW_BYTES) <= spill.spill_buffer_bytes(b, 128, bands)
+        assert pipeline + band_sorter.spill_buffer_bytes(b, 128, bands) <= b
+        assert plan.spill_rows * bands * (8 + band_sorter.ROW_BYTES) <= band_sorter.spill_buffer_bytes(b, 128, bands)
         # no more buffered docs than appends of SPILL_APPEND_BYTES per partition need
-        assert (plan.spill_rows - 1) * bands * spill.ROW_BYTES < (bands << plan.prefix_bits) * spill.SPILL_APPEND_BYTES
+        assert (plan.spill_rows - 1) * bands * band_sorter.ROW_BYTES < (bands << plan.prefix_bits) * band_sorter.SPILL_APPEND_BYTES
         nparts = bands << plan.prefix_bits
         expected = rows * bands / nparts
-        if nparts < spill.MAX_PARTITIONS // 2:  # not clamped: a partition is 1/8 of the sort share
-            assert expected * spill.ROW_BYTES <= plan.sort_bytes / 8
+        if nparts < band_sorter.MAX_PARTITIONS // 2:  # not clamped: a partition is 1/8 of the sort share
+            assert expected * band_sorter.ROW_BYTES <= plan.sort_bytes / 8
             # groups of 3 partitions of the expected size fit with the scratch of two runs
             # of twice that size, beside the previous group
-            assert (2 * 3 * expected + 2 * 2 * expected) * spill.ROW_BYTES <= plan.sort_bytes * 1.25
+            assert (2 * 3 * expected + 2 * 2 * expected) * band_sorter.ROW_BYTES <= plan.sort_bytes * 1.25
 
 
 @pytest.mark.parametrize("budget, in_memory", [("24MiB", False), ("64MiB", True)])
@@ -414,7 +414,7 @@ def test_a_build_holds_no_more_arrays_than_its_budget(tmp_path, budget, in_memor
     rows = 200_000
     uri = write(str(tmp_path / "ds.lance"), corpus_table(rows)).uri
     build_index(uri, "text", num_hashes=64, num_bands=8)  # compile outside the trace
-    plan = spill.plan_sort(rows, 16, memory_limit=budget, temp_dir=str(tmp_path))
+    plan = band_sorter.plan_sort(rows, 16, memory_limit=budget, temp_dir=str(tmp_path))
     assert plan.in_memory == in_memory
     tracemalloc.start()
     try:
@@ -435,15 +435,15 @@ def test_spill_sort_groups_fit_the_sort_share(tmp_path, monkeypatch):
     keys = rng.integers(0, 2**56, size=(n, b), dtype=np.uint64)
     keys[rng.random(n) < 0.7] = keys[0]  # giant buckets: oversized partitions
     keys |= np.arange(b, dtype=np.uint64) << np.uint64(56)
-    plan = spill.plan_sort(n, b, memory_limit="1MiB", temp_dir=str(tmp_path))
+    plan = band_sorter.plan_sort(n, b, memory_limit="1MiB", temp_dir=str(tmp_path))
     assert not plan.in_memory and plan.sort_bytes < plan.budget
     groups, chunks = [], []
-    real_sort, real_chunks = spill.sort_runs, spill.BandSorter._chunks
-    monkeypatch.setattr(spill, "sort_runs", lambda k, d, starts, lengths, t: groups.append(
+    real_sort, real_chunks = band_sorter.sort_runs, band_sorter.BandSorter._chunks
+    monkeypatch.setattr(band_sorter, "sort_runs", lambda k, d, starts, lengths, t: groups.append(
         (int(lengths.sum()), int(lengths.max()), min(t, len(lengths)))) or real_sort(k, d, starts, lengths, t))
-    monkeypatch.setattr(spill.BandSorter, "_chunks", lambda self, part, rows: chunks.append(rows) or real_chunks(
+    monkeypatch.setattr(band_sorter.BandSorter, "_chunks", lambda self, part, rows: chunks.append(rows) or real_chunks(
         self, part, rows))
-    sorter = spill.BandSorter(plan)
+    sorter = band_sorter.BandSorter(plan)
     try:
         for s in range(0, n, 1000):
             sorter.add(keys[s:s + 1000])
@@ -452,9 +452,9 @@ def test_spill_sort_groups_fit_the_sort_share(tmp_path, monkeypatch):
         sorter.close()
     assert groups and chunks
     for total, longest, t in groups:
-        assert (2 * total + t * longest) * spill.ROW_BYTES <= plan.sort_bytes
+        assert (2 * total + t * longest) * band_sorter.ROW_BYTES <= plan.sort_bytes
     for rows in chunks:
-        assert 3 * rows * spill.ROW_BYTES <= plan.sort_bytes / 2
+        assert 3 * rows * band_sorter.ROW_BYTES <= plan.sort_bytes / 2
     flat_k = keys.T.reshape(-1)
     flat_d = np.tile(np.arange(n, dtype=np.uint32), b)
     o = np.lexsort((flat_d, flat_k))
@@ -474,15 +474,15 @@ def test_build_scans_within_the_pipeline_share(tmp_path, monkeypatch):
 
     monkeypatch.setattr(build_mod, "scan_text", recording)
     build_index(uri, "text", memory_limit="512MiB")
-    plan = spill.plan_sort(1000, 16, "512MiB", num_hashes=128)
+    plan = band_sorter.plan_sort(1000, 16, "512MiB", num_hashes=128)
     (kw,) = seen
     assert kw["batch_rows"] == plan.scan_rows and kw["io_buffer_size"] == plan.io_buffer
     assert kw["batch_readahead"] == plan.readahead and kw["fragment_readahead"] >= 1
 
 
 def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch):
-    min_rows = spill.HEAP_BOUND_MIN_ROWS
-    monkeypatch.setattr(spill, "HEAP_BOUND_MIN_ROWS", 100)
+    min_rows = band_sorter.HEAP_BOUND_MIN_ROWS
+    monkeypatch.setattr(band_sorter, "HEAP_BOUND_MIN_ROWS", 100)
     calls = []
     monkeypatch.setattr(memory_mod, "_MALLOPT", lambda opt, value: calls.append((opt, value)) or 1)
     during = [(memory_mod._M_MMAP_THRESHOLD, memory_mod._HEAP_DURING_BUILD[0]),
@@ -505,12 +505,12 @@ def test_heap_thresholds_are_set_for_a_build_and_restored(tmp_path, monkeypatch)
     with pytest.raises(DatasetError):
         build_index(uri, "no_such_column", memory_limit="64KiB")  # refused before any work
     assert calls == []
-    monkeypatch.setattr(spill, "HEAP_BOUND_MIN_ROWS", min_rows)
-    assert spill.plan_sort(10_000_000, 16, "2GiB").tight  # in memory, but above half of 2 GiB
-    assert not spill.plan_sort(1_000_000, 16, "2GiB").tight
-    assert spill.plan_sort(1_000_000, 16, None, temp_dir=str(tmp_path)).tight  # the default budget spills
-    assert not spill.plan_sort(1000, 16, "64KiB", temp_dir=str(tmp_path)).tight  # few rows
-    assert spill.plan_sort(1_000_000, 16, "64MiB", temp_dir=str(tmp_path)).tight
+    monkeypatch.setattr(band_sorter, "HEAP_BOUND_MIN_ROWS", min_rows)
+    assert band_sorter.plan_sort(10_000_000, 16, "2GiB").tight  # in memory, but above half of 2 GiB
+    assert not band_sorter.plan_sort(1_000_000, 16, "2GiB").tight
+    assert band_sorter.plan_sort(1_000_000, 16, None, temp_dir=str(tmp_path)).tight  # the default budget spills
+    assert not band_sorter.plan_sort(1000, 16, "64KiB", temp_dir=str(tmp_path)).tight  # few rows
+    assert band_sorter.plan_sort(1_000_000, 16, "64MiB", temp_dir=str(tmp_path)).tight
 
 
 def test_radix_sort_is_stable_and_sorted():
@@ -520,18 +520,18 @@ def test_radix_sort_is_stable_and_sorted():
         docs = np.arange(n, dtype=np.uint32)
         o = np.argsort(keys, kind="stable")
         k, d = keys.copy(), docs.copy()
-        spill.sort_runs(k, d, np.array([0], np.int64), np.array([n], np.int64), 2)
+        band_sorter.sort_runs(k, d, np.array([0], np.int64), np.array([n], np.int64), 2)
         assert np.array_equal(k, keys[o]) and np.array_equal(d, docs[o])
 
 
 def test_parse_bytes():  # the rule itself: tests/test_sizes.py
-    assert spill.parse_bytes("512MiB", "x") == 512 << 20
-    assert spill.parse_bytes("2GB", "x") == 2 * 10**9
-    assert spill.parse_bytes(" 1.5 gib ", "x") == 3 << 29
-    assert spill.parse_bytes("100", "x") == 100 and spill.parse_bytes(7, "x") == 7
+    assert band_sorter.parse_bytes("512MiB", "x") == 512 << 20
+    assert band_sorter.parse_bytes("2GB", "x") == 2 * 10**9
+    assert band_sorter.parse_bytes(" 1.5 gib ", "x") == 3 << 29
+    assert band_sorter.parse_bytes("100", "x") == 100 and band_sorter.parse_bytes(7, "x") == 7
     for bad in ("lots", "12 parsecs", "-1", 0, True, 1.5):
         with pytest.raises(InvalidParameterError):
-            spill.parse_bytes(bad, "x")
+            band_sorter.parse_bytes(bad, "x")
 
 
 def test_temp_limit_too_small_fails_before_writing(tmp_path, monkeypatch):
@@ -541,17 +541,17 @@ def test_temp_limit_too_small_fails_before_writing(tmp_path, monkeypatch):
     before = state(ds)
     spill_dir = tmp_path / "spill"
     spill_dir.mkdir()
-    monkeypatch.setenv(spill.ENV_MAX_TEMP, "100KiB")
-    with pytest.raises(ResourceLimitError, match=spill.ENV_MAX_TEMP):
+    monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, "100KiB")
+    with pytest.raises(ResourceLimitError, match=band_sorter.ENV_MAX_TEMP):
         build_index(uri, "text", memory_limit="64KiB", temp_dir=str(spill_dir))
     assert state(ds) == before and os.listdir(spill_dir) == []
-    monkeypatch.setenv(spill.ENV_MAX_TEMP, "1GB")
-    monkeypatch.setattr(spill.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12, 1000))
+    monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, "1GB")
+    monkeypatch.setattr(band_sorter.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12, 1000))
     with pytest.raises(ResourceLimitError, match="free"):
         build_index(uri, "text", memory_limit="64KiB", temp_dir=str(spill_dir))
     assert state(ds) == before and os.listdir(spill_dir) == []
-    monkeypatch.setenv(spill.ENV_MAX_TEMP, "a lot")
-    with pytest.raises(InvalidParameterError, match=spill.ENV_MAX_TEMP):
+    monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, "a lot")
+    with pytest.raises(InvalidParameterError, match=band_sorter.ENV_MAX_TEMP):
         build_index(uri, "text", memory_limit="64KiB")
 
 
@@ -631,7 +631,7 @@ def test_keyboard_interrupt_while_signing_leaves_dataset_unchanged(tmp_path, mon
     with pytest.raises(KeyboardInterrupt):
         build_index(ds.uri, "text", memory_limit="64KiB")
     _assert_unchanged(ds, before, answers)
-    assert not [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(spill.SPILL_PREFIX)]
+    assert not [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(band_sorter.SPILL_PREFIX)]
 
 
 def _dead_pid() -> int:
@@ -658,7 +658,7 @@ def test_leftover_of_dead_build_is_cleaned_by_next_build(tmp_path):
     ds = write(uri, corpus_table(600))
     r0 = build_index(uri, "text")
     ds = lance.dataset(uri)
-    spill_dir = os.path.join(tempfile.gettempdir(), spill.SPILL_PREFIX + "dead")
+    spill_dir = os.path.join(tempfile.gettempdir(), band_sorter.SPILL_PREFIX + "dead")
     os.makedirs(spill_dir)
     dead_uuid, dead_path = _leftover(ds, _dead_pid(), spill_dir=spill_dir)
     live_uuid, live_path = _leftover(ds, os.getpid())  # a build still running: untouched
@@ -771,14 +771,14 @@ def test_build_failures_are_caught_by_the_package_base_class(tmp_path, monkeypat
     (and by the builtin a caller would expect: ValueError for a bad value, TypeError for a
     wrong type), with a message naming the offending value."""
     uri = write(str(tmp_path / "ds.lance"), corpus_table(1000)).uri
-    monkeypatch.setenv(spill.ENV_MAX_TEMP, "100KiB")
+    monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, "100KiB")
     cases = [
         (lambda: build_index(uri, "text", num_hashes=128, num_bands=7), InvalidParameterError, ValueError, "7"),
         (lambda: build_index(42, "text"), InvalidInputError, TypeError, "42"),
         (lambda: build_index(str(tmp_path / "nope.lance"), "text"), DatasetError, None, "nope.lance"),
         (lambda: build_index(uri, "no_such_column"), DatasetError, None, "no_such_column"),
         (lambda: build_index(uri, "text", memory_limit="64KiB", temp_dir=str(tmp_path)), ResourceLimitError, None,
-         spill.ENV_MAX_TEMP),
+         band_sorter.ENV_MAX_TEMP),
     ]
     for call, cls, builtin, named in cases:
         with pytest.raises(LanceMinHashError) as info:

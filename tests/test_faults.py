@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHILD = r"""
 import os, signal, sys
 from lance_minhash_sql.build import builder as b
-from lance_minhash_sql.index import spill
+from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.io import manifest
 
 phase = sys.argv[2]
@@ -43,14 +43,14 @@ if phase == "signing":
         die()
     b.scan_text = scan
 elif phase == "spill":
-    real_append = spill._append
+    real_append = band_sorter._append
     calls = []
     def append(path, array):
         calls.append(path)
         if len(calls) > 3:
             die()
         real_append(path, array)
-    spill._append = append
+    band_sorter._append = append
 elif phase in ("signatures", "bands"):
     cls = b.SignaturesWriter if phase == "signatures" else b.BandsWriter
     real_write = cls.write

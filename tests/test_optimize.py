@@ -22,7 +22,7 @@ from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidInputError, InvalidParameterError,
                                            ParameterMismatchError, UnsupportedIndexError)
 from lance_minhash_sql.core.params import MinHashParams
-from lance_minhash_sql.index import spill
+from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.index.opened import clear_cache, open_index
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io import manifest
@@ -57,7 +57,7 @@ def private_tmp(tmp_path, monkeypatch):
     t = tmp_path / "tmp"
     t.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(t))
-    monkeypatch.delenv(spill.ENV_MEMORY, raising=False)
+    monkeypatch.delenv(band_sorter.ENV_MEMORY, raising=False)
     clear_cache()
     return t
 
@@ -478,7 +478,7 @@ def test_failed_commit_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):
     assert state(uri) == before
     assert our_answers(uri) == answers
     assert not os.listdir(tempfile.gettempdir()) or not [
-        p for p in os.listdir(tempfile.gettempdir()) if p.startswith(spill.SPILL_PREFIX)]
+        p for p in os.listdir(tempfile.gettempdir()) if p.startswith(band_sorter.SPILL_PREFIX)]
 
 
 def test_interrupted_merge_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):

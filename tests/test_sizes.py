@@ -18,7 +18,7 @@ from lance_minhash_sql.build.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.faces import cli
-from lance_minhash_sql.index import spill
+from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.index.opened import CACHE_ENV, cache_capacity, clear_cache, set_cache_capacity
 from lance_minhash_sql.lifecycle.prewarm import prewarm
 
@@ -77,15 +77,15 @@ def restore_capacity():
 def test_same_bytes_everywhere(text, indexed, monkeypatch, restore_capacity):
     n = SIZES[text]
     # Python
-    assert spill.memory_budget(text) == n
+    assert band_sorter.memory_budget(text) == n
     set_cache_capacity(text)
     assert cache_capacity() == n
     assert prewarm(indexed, "text", cache_bytes=text).cache_capacity == n
     # environment variables
-    monkeypatch.setenv(spill.ENV_MEMORY, text)
-    assert spill.memory_budget() == n
-    monkeypatch.setenv(spill.ENV_MAX_TEMP, text)
-    assert spill.max_temp_size() == n
+    monkeypatch.setenv(band_sorter.ENV_MEMORY, text)
+    assert band_sorter.memory_budget() == n
+    monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, text)
+    assert band_sorter.max_temp_size() == n
     code = "from lance_minhash_sql.index.opened import cache_capacity; print(cache_capacity())"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, CACHE_ENV: text, "PYTHONPATH": ROOT},
                          capture_output=True, text=True, check=True)
@@ -99,7 +99,7 @@ def test_same_bytes_everywhere(text, indexed, monkeypatch, restore_capacity):
     # command line: the text reaches the build as written, and the build reads it as above
     for command in ("build", "optimize"):
         args = cli.build_parser().parse_args([command, indexed, "text", "--memory-limit", text])
-        assert spill.memory_budget(args.memory_limit) == n
+        assert band_sorter.memory_budget(args.memory_limit) == n
 
 
 def test_command_line_build_takes_a_size(indexed, capsys):
@@ -117,21 +117,21 @@ def test_bad_text_is_refused_everywhere_with_value_rule_and_fix(text, indexed, m
         assert "powers of 1000" in message and "powers of 1024" in message, message
         assert "e.g. '512MiB'" in message, message
 
-    for call, name in ((lambda: spill.memory_budget(text), "memory_limit"),
+    for call, name in ((lambda: band_sorter.memory_budget(text), "memory_limit"),
                        (lambda: set_cache_capacity(text), "cache capacity"),
                        (lambda: prewarm(indexed, "text", cache_bytes=text), "cache capacity")):
         with pytest.raises(InvalidParameterError) as exc:
             call()
         check(str(exc.value), name)
     if text.strip():  # an empty variable means "not set"
-        monkeypatch.setenv(spill.ENV_MEMORY, text)
+        monkeypatch.setenv(band_sorter.ENV_MEMORY, text)
         with pytest.raises(InvalidParameterError) as exc:
-            spill.memory_budget()
-        check(str(exc.value), f"${spill.ENV_MEMORY}")
-        monkeypatch.setenv(spill.ENV_MAX_TEMP, text)
+            band_sorter.memory_budget()
+        check(str(exc.value), f"${band_sorter.ENV_MEMORY}")
+        monkeypatch.setenv(band_sorter.ENV_MAX_TEMP, text)
         with pytest.raises(InvalidParameterError) as exc:
-            spill.max_temp_size()
-        check(str(exc.value), f"${spill.ENV_MAX_TEMP}")
+            band_sorter.max_temp_size()
+        check(str(exc.value), f"${band_sorter.ENV_MAX_TEMP}")
     con = lms.connect()
     with pytest.raises(Exception, match="InvalidParameterError") as exc:
         con.execute("SELECT * FROM minhash_prewarm(?, 'text', cache_bytes := ?)", [indexed, text]).fetchall()
@@ -142,7 +142,7 @@ def test_a_negative_size_reads_alike_as_a_number_and_as_its_digits():
     """SQL hands a size over as text: -1 and '-1' are the same value, with one message."""
     for value in (-1, "-1", " -1 "):
         with pytest.raises(InvalidParameterError) as exc:
-            spill.memory_budget(value)
+            band_sorter.memory_budget(value)
         assert str(exc.value).startswith("memory_limit=-1 (-1 bytes) must be positive; write e.g. '512MiB'")
 
 

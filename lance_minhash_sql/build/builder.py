@@ -10,7 +10,7 @@ Steps: validate everything (dataset, column, parameters, names, limits, room for
 files) before writing anything; stream ``scan_text`` batches in scan order, sign them
 (parallel numba kernel), keep the rows with a signature (doc id = running count),
 append them to ``signatures.lance`` and hand their band keys to the sorter
-(:mod:`..index.spill`); write the band rows in global ``(band_key, doc_id)`` order to
+(:mod:`..index.band_sorter`); write the band rows in global ``(band_key, doc_id)`` order to
 ``bands.lance``; commit.
 
 Rules decided here:
@@ -57,7 +57,7 @@ from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
 from lance_minhash_sql.core.tuning import BAND_WRITE_ROWS, SCAN_FRAGMENTS
 from lance_minhash_sql.index.results import BuildResult
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.index.spill import SPILL_PREFIX, BandSorter, plan_sort
+from lance_minhash_sql.index.band_sorter import SPILL_PREFIX, BandSorter, plan_sort
 from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.details import TYPE_URL
 from lance_minhash_sql.io.scan import (fragment_objects, open_dataset, options_for, row_count, scan_text, text_field,
@@ -260,7 +260,7 @@ def write_segment(ds, params: MinHashParams, fragment_ids, plan, rows, *, commit
 
     ``rows`` yields ``(row ids u64[n], signatures u16[n, k], input rows consumed)`` in doc
     order; each batch's signatures are appended to ``signatures.lance`` on a writer thread
-    while its band keys go to the sorter (:class:`~..index.spill.BandSorter`, sized by ``plan``),
+    while its band keys go to the sorter (:class:`~..index.band_sorter.BandSorter`, sized by ``plan``),
     then the band rows are written in ``(band_key, doc_id)`` order to ``bands.lance``.
     ``check(docs)`` runs once the input is exhausted (it may refuse, e.g. an empty build);
     ``commit(segment)`` registers the segment and returns the new dataset version; with

@@ -125,7 +125,7 @@ SMALL_GATHER_ROWS = 1 << 12
 # dozen pages; handing back a range costs the kernel a walk over all of it).
 RELEASE_BYTES = 32 << 20
 
-# ------------------------------- The build: scanning, sorting and spilling band rows (index/spill.py, build/builder.py)
+# ------------------------------- The build: scanning, sorting and spilling band rows (index/band_sorter.py, build/builder.py)
 
 TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
 MAX_SCAN_ROWS = 65_536

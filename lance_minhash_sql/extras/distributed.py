@@ -58,7 +58,7 @@ from lance_minhash_sql.build.builder import (BuildResult, check_segment_rows, cl
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
-from lance_minhash_sql.index.spill import plan_sort
+from lance_minhash_sql.index.band_sorter import plan_sort
 from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.scan import fragment_rows, open_dataset, options_for, uri_of, version_of
 from lance_minhash_sql.lifecycle.optimize import optimize

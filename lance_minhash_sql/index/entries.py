@@ -33,7 +33,7 @@ from lance_minhash_sql.index.band_reads import BandReader
 from lance_minhash_sql.index.doc_reads import DocReader
 from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.index.spill import sort_runs
+from lance_minhash_sql.index.band_sorter import sort_runs
 from lance_minhash_sql.io.manifest import SegmentInfo, segment_dir
 from lance_minhash_sql.io.rowids import FragReuse
 from lance_minhash_sql.io.rowids import remap as remap_rowids

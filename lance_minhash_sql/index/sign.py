@@ -25,7 +25,7 @@ from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS, TO
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import mapped, minhash, similarity, tokenize, vocab
+from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab, vocab_sign
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
@@ -145,7 +145,7 @@ class _Vocabulary:
         return row_offsets, ids
 
     def arrays(self) -> tuple:
-        """The arrays :func:`..kernels.mapped.sign_mapped_range` reads."""
+        """The arrays :func:`..kernels.vocab_sign.sign_vocab_range` reads."""
         return self.slots, self.records, self.vocab, self.voff, self.fbytes
 
     def _map(self, lo: int, hi: int) -> None:
@@ -158,10 +158,10 @@ class _Vocabulary:
         sizes = np.array([-1 if t is None else len(t) for t in found], dtype=np.int64)
         added = b"".join(t for t in found if t is not None)
         rec = self.records[lo:hi]
-        rec[:, 4:6] = np.frombuffer(b"".join((t or b"")[:vocab.INLINE].ljust(vocab.INLINE, b"\0") for t in found),
+        rec[:, vocab.REC_FORM_WORD0:vocab.REC_FORM_WORD1 + 1] = np.frombuffer(b"".join((t or b"")[:vocab.INLINE].ljust(vocab.INLINE, b"\0") for t in found),
                                     dtype="<u8").reshape(-1, 2)
-        rec[:, 6] = (sizes + 1).astype(np.uint64)
-        rec[:, 7] = (self.fused + np.cumsum(np.maximum(sizes, 0)) - np.maximum(sizes, 0)).astype(np.uint64)
+        rec[:, vocab.REC_FORM_LENGTH] = (sizes + 1).astype(np.uint64)
+        rec[:, vocab.REC_FORM_START] = (self.fused + np.cumsum(np.maximum(sizes, 0)) - np.maximum(sizes, 0)).astype(np.uint64)
         self.fbytes = _grown(self.fbytes, self.fused + len(added))
         self.fbytes[self.fused:self.fused + len(added)] = np.frombuffer(added, dtype=np.uint8)
         self.fused += len(added)
@@ -259,7 +259,7 @@ class Signer:
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n])`` of strings (NULL → no signature)."""
         if self.per_token and not self.icu:
-            return self._sign_mapped(string_buffers(texts))
+            return self._sign_through_vocab(string_buffers(texts))
         buf, cfg = self.inputs(texts)
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size, self.a, self.b, self.c)
@@ -271,9 +271,9 @@ class Signer:
         run_chunks(lambda lo, hi: minhash.sign_range(*args, sigs, has, lo, hi), n, SIGN_CHUNK_ROWS)
         return sigs, has
 
-    def _sign_mapped(self, buf: StringBuffers) -> tuple[np.ndarray, np.ndarray]:
+    def _sign_through_vocab(self, buf: StringBuffers) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`sign` with stemming or stop-word removal after a kernel base tokenizer:
-        rows signed straight from the vocabulary (``kernels/mapped.py``) on every core; the
+        rows signed straight from the vocabulary (``kernels/vocab_sign.py``) on every core; the
         rows with a token it lacks add their tokens (:meth:`_Vocabulary.add`, Lance's
         filters once per new token) and are signed again. One batch at a time holds the
         vocabulary, so no thread reads it while it grows."""
@@ -293,15 +293,15 @@ class Signer:
 
     def _sign_known(self, offsets, data, valid, valid_offset, sigs, has) -> np.ndarray:
         """``pending bool[n]`` after signing, with the vocabulary as it is, every row whose
-        tokens it holds (``kernels/mapped.py``); the caller holds the vocabulary's lock."""
+        tokens it holds (``kernels/vocab_sign.py``); the caller holds the vocabulary's lock."""
         n = len(offsets) - 1
         pending = np.zeros(n, dtype=np.bool_)
         args = (offsets, data, valid, valid_offset, self.base_cfg, self.tables, self.params.shingle_size,
                 self.a, self.b, self.c, *self.vocabulary.arrays(), sigs, has, pending)
         if n < PARALLEL_MIN_ROWS:
-            mapped.sign_mapped_range(*args, 0, n)
+            vocab_sign.sign_vocab_range(*args, 0, n)
         else:
-            run_chunks(lambda lo, hi: mapped.sign_mapped_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
+            run_chunks(lambda lo, hi: vocab_sign.sign_vocab_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
         return pending
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:

@@ -24,16 +24,17 @@ keeps the trees flat (O(log n) amortised per operation without union by size). A
 A *meter* bounds the blocks of ``parent`` a kernel touches (a union-find larger than its
 share of memory lives in a file whose mapped pages are handed back to the OS when the
 meter is full: ``selfjoin/parent.py``): ``seen`` (:func:`new_marks` of the blocks) and
-``meter = [shift, most, used]``, id ``x`` in block ``x >> shift``. The ``*_within``
+``meter`` (:func:`new_meter`: an ``int64`` array whose slots :data:`METER_SHIFT`,
+:data:`METER_MOST` and :data:`METER_USED` hold the block size as a shift, the most blocks
+and the blocks touched), id ``x`` in block ``x >> meter[METER_SHIFT]``. The ``*_within``
 kernels stop before touching a block past ``most`` and say where to resume once the
 caller has handed the pages back and cleared the meter (:func:`clear_meter`); what they
 did before stopping stands (a halved path is still a path to the same root). The plain
 kernels (:func:`union_min`, :func:`flatten_roots`, :func:`linked_members`) are the
-in-memory forms, with no meter to check (on a 10M-row self-join the metered forms take
-2-6 times as long over an array in memory).
+in-memory forms, with no meter to check (the metered forms cost a check per touch).
 
 >>> parent = np.arange(8, dtype=np.int32)
->>> seen, meter = new_marks(4), np.array([1, 1, 0], np.int64)  # 2 ids a block, 1 block at a time
+>>> seen, meter = new_marks(4), new_meter(1, 1)  # 2 ids a block, 1 block at a time
 >>> union_within(parent, np.array([1, 6], np.uint32), np.array([0, 7], np.uint32), np.int64(0), seen, meter)
 (1, 1)
 >>> clear_meter(seen, meter); union_within(parent, np.array([1, 6], np.uint32), np.array([0, 7], np.uint32), np.int64(1), seen, meter)
@@ -47,7 +48,8 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["find", "new_marks", "count_unmarked", "set_marks", "marked_ids", "ranks", "union_min", "flatten_roots",
-           "linked_members", "is_marked", "clear_meter", "find_within", "union_within", "flatten_within",
+           "linked_members", "is_marked", "METER_SHIFT", "METER_MOST", "METER_USED", "new_meter", "clear_meter",
+           "find_within", "union_within", "flatten_within",
            "count_linked", "collect_linked"]
 
 
@@ -135,23 +137,36 @@ def ranks(marks, prefix, ids):
     return out
 
 
+# the slots of a meter (one int64 array, so the kernels take it as an argument and update it)
+METER_SHIFT = 0  # id x is in block x >> meter[METER_SHIFT]
+METER_MOST = 1  # the most blocks a kernel may touch before it stops
+METER_USED = 2  # the blocks touched since the meter was cleared
+
+
+def new_meter(shift: int, most: int) -> np.ndarray:
+    """A cleared meter of blocks of ``1 << shift`` ids, at most ``most`` of them touched."""
+    meter = np.zeros(3, dtype=np.int64)
+    meter[METER_SHIFT], meter[METER_MOST] = shift, most
+    return meter
+
+
 def clear_meter(seen: np.ndarray, meter: np.ndarray) -> None:
     """Forget the blocks touched (after their pages were handed back)."""
     seen.fill(0)
-    meter[2] = 0
+    meter[METER_USED] = 0
 
 
 @njit(**JIT, inline="always")
 def _touch(seen, meter, x):
     """Record that id ``x``'s block is touched; False (nothing recorded) when it is a new
     block and the meter is full."""
-    block = np.int64(x) >> meter[0]
+    block = np.int64(x) >> meter[METER_SHIFT]
     if seen[block >> 6] & _bit(block):
         return True
-    if meter[2] >= meter[1]:
+    if meter[METER_USED] >= meter[METER_MOST]:
         return False
     seen[block >> 6] |= _bit(block)
-    meter[2] += 1
+    meter[METER_USED] += 1
     return True
 
 

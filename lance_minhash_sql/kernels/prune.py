@@ -38,7 +38,18 @@ import numpy as np
 from lance_minhash_sql.kernels.components import find, find_within, is_marked
 from lance_minhash_sql.kernels.config import JIT, njit
 
-__all__ = ["drop_joined", "joined_within", "kept_rows", "drop_labelled", "label_pure", "marked_buckets"]
+__all__ = ["drop_joined", "joined_within", "kept_rows", "drop_labelled", "label_pure", "marked_buckets",
+           "CURSOR_BUCKET", "CURSOR_ROW", "CURSOR_ROOT", "new_cursor"]
+
+# the slots of :func:`joined_within`'s cursor (one int64 array the kernel updates in place)
+CURSOR_BUCKET = 0  # the first row of the bucket being checked
+CURSOR_ROW = 1  # the next row of that bucket to check
+CURSOR_ROOT = 2  # the root of the bucket's first doc (valid once CURSOR_ROW > CURSOR_BUCKET)
+
+
+def new_cursor() -> np.ndarray:
+    """A cursor at the first bucket, for :func:`joined_within`."""
+    return np.zeros(3, dtype=np.int64)
 
 
 @njit(**JIT, inline="always")
@@ -76,12 +87,13 @@ def _kept_rows(keys, gids, keep):
 def joined_within(keys, gids, parent, keep, at, seen, meter):
     """Set ``keep`` on the rows of the buckets whose docs do not all share one root of
     ``parent`` (a union-find over global docs; its paths are halved on the way), from
-    ``at`` (``[bucket start, next row, root of the bucket's first doc]``, zeros at first)
+    cursor ``at`` (:func:`new_cursor`; slots :data:`CURSOR_BUCKET`, :data:`CURSOR_ROW`,
+    :data:`CURSOR_ROOT`)
     until the meter of ``parent``'s blocks is full
     (:mod:`lance_minhash_sql.kernels.components`); returns True when done, else False
     with ``at`` where to resume. :func:`drop_joined` is the same over a union-find in
     memory, with no meter."""
-    i, t, root = at[0], at[1], at[2]
+    i, t, root = at[CURSOR_BUCKET], at[CURSOR_ROW], at[CURSOR_ROOT]
     while i < keys.size:
         j = _bucket_end(keys, i)
         if t == i:
@@ -89,11 +101,11 @@ def joined_within(keys, gids, parent, keep, at, seen, meter):
             if root < 0:
                 return False
             t = i + 1
-            at[1], at[2] = t, root
+            at[CURSOR_ROW], at[CURSOR_ROOT] = t, root
         while t < j:
             r = find_within(parent, gids[t], seen, meter)
             if r < 0:
-                at[1] = t
+                at[CURSOR_ROW] = t
                 return False
             if r != root:
                 _keep(keep, i, j)
@@ -101,7 +113,7 @@ def joined_within(keys, gids, parent, keep, at, seen, meter):
             t += 1
         i = j
         t = j
-        at[0], at[1] = i, t
+        at[CURSOR_BUCKET], at[CURSOR_ROW] = i, t
     return True
 
 

@@ -9,7 +9,7 @@ order.
 
 :func:`radix_sort_run` sorts one run (and its ``docs`` alongside) in place, with
 ``nogil``; the build runs several runs at once on Python threads
-(``lance_minhash_sql/index/spill.py``, ``sort_runs``). Each run is an LSD radix sort with :data:`DIGIT_BITS`-bit digits over all 64 bits: one read pass builds every
+(``lance_minhash_sql/index/band_sorter.py``, ``sort_runs``). Each run is an LSD radix sort with :data:`DIGIT_BITS`-bit digits over all 64 bits: one read pass builds every
 digit's histogram, then one scatter pass per digit, skipping digits whose value is the
 same for the whole run (the band byte, the spill prefix bits). Scratch is two arrays of
 the run's length per thread: ``12 * rows`` bytes.

@@ -7,7 +7,7 @@ vocabulary that lives across batches (:func:`count_tokens`, then :func:`assign_i
 open-addressing table of ids, each token's :data:`RECORD` holding its hash and leading
 bytes: :func:`find` compares a token byte for byte, so two tokens share an id only when
 they are equal), the caller maps each new token once through Lance's filter chain
-(``io/tokens.py``) into its record, and ``kernels/mapped.py`` signs rows from the
+(``io/tokens.py``) into its record, and ``kernels/vocab_sign.py`` signs rows from the
 records, or :func:`mapped_streams` writes each row's final tokens as a ``TOKENS`` stream
 (``kernels/tokenize.py``: u32 length + bytes per token). :func:`icu_simple_rows`,
 :func:`kernel_streams` and :func:`merge_streams` serve the ``icu`` tokenizers
@@ -24,10 +24,17 @@ from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_doc
 from lance_minhash_sql.kernels.xxh64 import P2, P3, read64, xxh64
 
 INLINE = 16  # leading bytes of a token its record holds (two little-endian words)
-# A token's record, one row of a uint64[n, 8] array (64 bytes: one cache line holds what a
-# lookup and the copy of its filtered form read): its hash, leading words and length,
-# then its filtered form's leading words, length + 1 (0: the filters drop it) and start in
-# the forms' bytes (index/sign.py fills columns 4-7 once Lance has filtered the token).
+# A token's record, one row of a uint64[n, RECORD] array (64 bytes: one cache line holds
+# what a lookup and the copy of its filtered form read), by column:
+REC_HASH = 0  # the token's hash (token_key)
+REC_WORD0 = 1  # its first 8 bytes, little-endian, zero past its end
+REC_WORD1 = 2  # its next 8 bytes
+REC_LENGTH = 3  # its length in bytes
+# its filtered form, filled by index/sign.py once Lance has filtered the token:
+REC_FORM_WORD0 = 4  # the form's first 8 bytes
+REC_FORM_WORD1 = 5  # its next 8 bytes
+REC_FORM_LENGTH = 6  # the form's length + 1; 0 when the filters drop the token
+REC_FORM_START = 7  # where the form starts in the forms' bytes
 RECORD = 8
 _SEED = np.uint64(0)
 _K1 = np.uint64(0x9E3779B185EBCA87)
@@ -96,7 +103,8 @@ def find(out, s, e, h, w0, w1, slots, records, vocab, vocab_offsets):
     v = slots[k]
     n = e - s
     while v >= 0:
-        if records[v, 0] == h and records[v, 1] == w0 and records[v, 2] == w1 and np.int64(records[v, 3]) == n:
+        if (records[v, REC_HASH] == h and records[v, REC_WORD0] == w0 and records[v, REC_WORD1] == w1
+                and np.int64(records[v, REC_LENGTH]) == n):
             if n <= INLINE or _same(vocab, vocab_offsets[v] + INLINE, vocab_offsets[v + 1], out, s + INLINE, e):
                 return k, v
         k = (k + 1) & mask
@@ -132,10 +140,10 @@ def _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab, vocab_o
                 for j in range(e - s):
                     vocab[used + j] = out[s + j]
                 vocab_offsets[nv + 1] = used + e - s
-                records[nv, 0] = h
-                records[nv, 1] = w0
-                records[nv, 2] = w1
-                records[nv, 3] = np.uint64(e - s)
+                records[nv, REC_HASH] = h
+                records[nv, REC_WORD0] = w0
+                records[nv, REC_WORD1] = w1
+                records[nv, REC_LENGTH] = np.uint64(e - s)
                 v = nv
                 slots[k] = v
                 nv += 1
@@ -195,7 +203,7 @@ def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab
         slots = np.full(size, -1, dtype=np.int32)
         mask = size - 1
         for i in range(nv):
-            k = np.int64(records[i, 0] & np.uint64(mask))
+            k = np.int64(records[i, REC_HASH] & np.uint64(mask))
             while slots[k] >= 0:
                 k = (k + 1) & mask
             slots[k] = i
@@ -204,12 +212,13 @@ def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab
 @njit(**JIT)
 def mapped_streams(row_offsets, ids, records, form_bytes):
     """``(offsets int64[n+1], data uint8[])``: each row's ``TOKENS`` stream, token ``ids[j]``
-    replaced by its filtered form (``records[i, 6] - 1`` bytes of ``form_bytes`` from
-    ``records[i, 7]``, ``i = ids[j]``) and dropped where ``records[i, 6] == 0``."""
+    replaced by its filtered form (``records[i, REC_FORM_LENGTH] - 1`` bytes of
+    ``form_bytes`` from ``records[i, REC_FORM_START]``, ``i = ids[j]``) and dropped where
+    ``records[i, REC_FORM_LENGTH] == 0``."""
     n = row_offsets.size - 1
     size = 0
     for j in range(ids.size):
-        length = np.int64(records[ids[j], 6]) - 1
+        length = np.int64(records[ids[j], REC_FORM_LENGTH]) - 1
         if length >= 0:
             size += 4 + length
     data = np.empty(size, dtype=np.uint8)
@@ -218,14 +227,14 @@ def mapped_streams(row_offsets, ids, records, form_bytes):
     for r in range(n):
         for j in range(row_offsets[r], row_offsets[r + 1]):
             i = ids[j]
-            length = np.int64(records[i, 6]) - 1
+            length = np.int64(records[i, REC_FORM_LENGTH]) - 1
             if length >= 0:
                 data[q] = length & 0xFF
                 data[q + 1] = (length >> 8) & 0xFF
                 data[q + 2] = (length >> 16) & 0xFF
                 data[q + 3] = (length >> 24) & 0xFF
                 q += 4
-                start = np.int64(records[i, 7])
+                start = np.int64(records[i, REC_FORM_START])
                 for p in range(start, start + length):
                     data[q] = form_bytes[p]
                     q += 1

@@ -47,7 +47,7 @@ from lance_minhash_sql.index.entries import needs_remap
 from lance_minhash_sql.index.opened import missing_index
 from lance_minhash_sql.index.results import OptimizeResult
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.index.spill import plan_sort
+from lance_minhash_sql.index.band_sorter import plan_sort
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.liveness import Liveness
 from lance_minhash_sql.io.rowids import frag_reuse, remap

@@ -19,7 +19,7 @@ __all__ = ["bounded_heap", "release_memory", "trim_heap"]
 
 # What a build's memory is made of (``benchmarks/build.py --trace`` shows it per phase):
 # the process (Python, pyarrow, lance, numba and the loaded kernels), Lance's scanner and
-# its read-ahead, our buffers within the plan's shares (index/spill.py), and the heap:
+# its read-ahead, our buffers within the plan's shares (index/band_sorter.py), and the heap:
 # every batch frees its texts, signatures and band keys, which glibc (its mmap threshold
 # raised on the fly) keeps in the heaps of several threads' arenas, whose free tops go
 # back only above the trim threshold and which malloc_trim() does not reach. So the loops

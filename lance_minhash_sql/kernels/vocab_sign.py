@@ -3,7 +3,7 @@
 With stemming or stop-word removal after a base tokenizer the kernels reproduce, a row's
 final tokens are its base tokens each replaced by the vocabulary's filtered form
 (``kernels/vocab.py``: the table, and ``index/sign.py``: Lance's filter chain applied once
-per distinct token). :func:`sign_mapped_range` tokenizes a row with the base tokenizer,
+per distinct token). :func:`sign_vocab_range` tokenizes a row with the base tokenizer,
 finds each token in the vocabulary, lays the kept forms out as ``tokenize_doc`` lays out
 tokens (each followed by the shingle separator, so a shingle is one byte range) and signs
 them with the same minima as :func:`.minhash.sign_range`: no token stream is written or
@@ -19,7 +19,8 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.minhash import is_valid, minhash_doc
 from lance_minhash_sql.kernels.tokenize import SEPARATOR, grow, new_buffers, tokenize_doc
-from lance_minhash_sql.kernels.vocab import INLINE, find, token_key
+from lance_minhash_sql.kernels.vocab import (INLINE, REC_FORM_LENGTH, REC_FORM_START, REC_FORM_WORD0, REC_FORM_WORD1,
+                                             find, token_key)
 
 _BYTE = np.uint64(0xFF)
 _U1, _U2, _U3, _U4, _U5, _U6, _U7 = (np.uint64(i) for i in range(1, 8))
@@ -42,7 +43,7 @@ def _write64(buf, p, w):
 
 
 @njit(**JIT)
-def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c,
+def sign_vocab_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c,
                       slots, records, vocab, vocab_offsets, form_bytes, sigs, has, pending, lo, hi):
     """Sign rows ``lo:hi`` (base tokenizer ``cfg``) into ``sigs`` / ``has``, token ``i`` of
     the vocabulary (``slots`` / ``records`` / ``vocab`` / ``vocab_offsets``,
@@ -70,8 +71,8 @@ def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, 
                 pending[r] = True
                 break
             ids[t] = v
-            if records[v, 6]:
-                size += np.int64(records[v, 6]) + INLINE  # room for whole words
+            if records[v, REC_FORM_LENGTH]:
+                size += np.int64(records[v, REC_FORM_LENGTH]) + INLINE  # room for whole words
                 kept += 1
         if pending[r] or kept == 0:
             continue
@@ -83,16 +84,16 @@ def sign_mapped_range(offsets, data, valid, valid_offset, cfg, tables, shingle, 
         m = 0
         for t in range(ntok):
             v = ids[t]
-            mlen = np.int64(records[v, 6]) - 1
+            mlen = np.int64(records[v, REC_FORM_LENGTH]) - 1
             if mlen >= 0:
                 mstart[m] = q
                 if mlen <= INLINE:  # whole words; the bytes past the form are overwritten next
-                    _write64(mout, q, records[v, 4])
+                    _write64(mout, q, records[v, REC_FORM_WORD0])
                     if mlen > 8:
-                        _write64(mout, q + 8, records[v, 5])
+                        _write64(mout, q + 8, records[v, REC_FORM_WORD1])
                     q += mlen
                 else:
-                    ms = np.int64(records[v, 7])
+                    ms = np.int64(records[v, REC_FORM_START])
                     for p in range(ms, ms + mlen):
                         mout[q] = form_bytes[p]
                         q += 1
