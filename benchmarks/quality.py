@@ -104,7 +104,7 @@ class Texts:
 
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Exact shingle Jaccard of position pairs."""
-        from lance_minhash_sql.kernels.lsh import sorted_unique
+        from lance_minhash_sql.core.arrays import sorted_unique
         from lance_minhash_sql.kernels.pairs import pair_jaccard
 
         out = np.empty(a.size, dtype=np.float64)

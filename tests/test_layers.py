@@ -190,7 +190,9 @@ def test_the_package_keeps_every_rule():
     assert found == []
 
 
-KERNEL_IMPORTS = ("lance_minhash_sql.kernels", "lance_minhash_sql.core.lance_format", "lance_minhash_sql.core.tuning")
+# from core: Lance's format constants, the tuning constants and the arrays' helpers (numpy only)
+KERNEL_IMPORTS = ("lance_minhash_sql.kernels", "lance_minhash_sql.core.lance_format", "lance_minhash_sql.core.tuning",
+                  "lance_minhash_sql.core.arrays")
 
 
 def test_kernels_are_pure():

@@ -144,10 +144,31 @@ SPILL_APPEND_BYTES = 128 << 10
 # is tight, and the build leaves glibc's thresholds alone
 HEAP_BOUND_MIN_ROWS = 4 * MAX_SCAN_ROWS
 
+# How a build's budget is shared (index/band_sorter.py): the scan / sign / signature-write
+# pipeline a quarter of it (at most 256 MiB, at least the pipeline's floor), bands.lance's
+# write buffers an eighth (at most 32 MiB), the spill buffer the rest (at most 96 MiB, at
+# least an eighth); the scanner's read buffer a quarter of the pipeline (8..64 MiB).
+PIPELINE_SHARE = 0.25
+MAX_PIPELINE_BYTES = 256 << 20
+WRITER_SHARE = 0.125
+MAX_WRITER_BYTES = 32 << 20
+MIN_SPILL_BUFFER_SHARE = 0.125
+MAX_SPILL_BUFFER_BYTES = 96 << 20
+IO_BUFFER_SHARE = 0.25
+MAX_IO_BUFFER = 64 << 20
+
 SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
 SCAN_BATCH_ROWS = 65_536  # rows per batch of a text-column scan and of a rewrite's scan (io/scan.py, io/rewrite.py)
 BAND_WRITE_ROWS = 1 << 20  # band rows per BandsWriter.write (the progress bar's granularity; build/builder.py)
 ROWID_CALL_ROWS = 1 << 20  # row ids per Lance call of a remap or a row-id scan (io/rowids.py)
+
+# ------------------------------------------------------------------------------------ SQL (duck/)
+
+MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB; duck/pairs.py)
+SQL_PLANS = 64  # self-join and join plans kept for their statements (duck/pairs.py)
+SQL_LAYOUTS = 256  # result layouts kept, one per result schema (duck/tables.py)
+AWAITING_BYTES = 64 << 20  # search results computed at plan time awaiting their statement (duck/tables.py)
+INLINE_MAX_CHARS = 1 << 16  # a search result longer than this as SQL text goes through _lms_search_rows (duck/tables.py)
 
 # ------------------------------------------------------------------------------------ Reports (diagnostics/)
 

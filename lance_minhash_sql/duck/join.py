@@ -24,9 +24,9 @@ from functools import partial
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.core.tuning import MAX_SQL_SHARD_PAIRS, SQL_PLANS
 from lance_minhash_sql.duck.args import Udf, executor as executor_of, prefixed, require, scalar_rows
 from lance_minhash_sql.duck.args import verify as verify_of, verify_exact
-from lance_minhash_sql.duck.pairs import MAX_SQL_SHARD_PAIRS
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, rows_type
 from lance_minhash_sql.duck.sqltext import literal
 from lance_minhash_sql.duck.storage import options_of
@@ -37,7 +37,7 @@ __all__ = ["JOIN_UDFS", "join_sql"]
 
 _FN = "minhash_join"
 _JOIN_ARROW, JOIN_TYPE = rows_type(JOIN_SCHEMA)
-_PLANS = ByteCache.for_objects("SQL join plans", 64)  # both sides' uris, versions, columns, ... -> shards
+_PLANS = ByteCache.for_objects("SQL join plans", SQL_PLANS)  # both sides' uris, versions, columns, ... -> shards
 
 
 def join_sql(args: tuple, num_shards: int) -> str:

@@ -35,6 +35,7 @@ from functools import partial
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import ResourceLimitError
+from lance_minhash_sql.core.tuning import MAX_SQL_SHARD_PAIRS, SQL_PLANS
 from lance_minhash_sql.duck.args import Udf, clustering as clustering_of, executor as executor_of, prefixed, require
 from lance_minhash_sql.duck.args import scalar_rows, verify as verify_of, verify_exact
 from lance_minhash_sql.duck.results import collect_columns, lists_of_columns, lists_of_tables, rows_type
@@ -44,10 +45,8 @@ from lance_minhash_sql.index.results import (CLUSTERS_SCHEMA, DEDUP_SCHEMA, DEDU
                                              PAIRS_SCHEMA)
 from lance_minhash_sql.runtime.cache import ByteCache
 
-__all__ = ["PAIR_UDFS", "MAX_SQL_SHARD_PAIRS", "pairs_sql"]
+__all__ = ["PAIR_UDFS", "pairs_sql"]
 
-MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB)
-_MAX_PLANS = 64
 
 _PAIRS_ARROW, PAIRS_TYPE = rows_type(PAIRS_SCHEMA)
 _PAIRS_EXACT_ARROW, PAIRS_EXACT_TYPE = rows_type(PAIRS_EXACT_SCHEMA)
@@ -56,7 +55,7 @@ _DEDUP_ARROW, DEDUP_TYPE = rows_type(DEDUP_SCHEMA)
 _DEDUP_STAR_ARROW, DEDUP_STAR_TYPE = rows_type(DEDUP_STAR_SCHEMA)
 
 
-_PLANS = ByteCache.for_objects("SQL self-join plans", _MAX_PLANS)  # (uri, version, column, threshold, shards, token)
+_PLANS = ByteCache.for_objects("SQL self-join plans", SQL_PLANS)  # (uri, version, column, threshold, shards, token)
 
 
 def pairs_sql(uri: str, column: str, threshold: float, version: int, num_shards: int, storage: str | None,

@@ -17,6 +17,8 @@ from typing import Callable, Iterable
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.duck.sqltext import ident
+
 __all__ = ["duck_type", "list_of", "rows_type", "lists_of_records", "lists_of_columns", "lists_of_tables",
            "collect_columns"]
 
@@ -28,10 +30,6 @@ _SCALARS = MappingProxyType({
 })
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def duck_type(t: pa.DataType | pa.Schema) -> str:
     """The DuckDB type of an Arrow type (a schema is the struct of its fields)."""
     if isinstance(t, pa.Schema):
@@ -41,7 +39,7 @@ def duck_type(t: pa.DataType | pa.Schema) -> str:
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return duck_type(t.value_type) + "[]"
     if pa.types.is_struct(t):
-        return "STRUCT(" + ", ".join(f"{_ident(f.name)} {duck_type(f.type)}" for f in t) + ")"
+        return "STRUCT(" + ", ".join(f"{ident(f.name)} {duck_type(f.type)}" for f in t) + ")"
     raise TypeError(f"no DuckDB type declared for Arrow type {t}")
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.records import record_dict, record_schema
+from lance_minhash_sql.core.tuning import AWAITING_BYTES, INLINE_MAX_CHARS, SQL_LAYOUTS
 from lance_minhash_sql.duck.args import Udf, flag, integer, prefixed, require, scalar_rows, text
 from lance_minhash_sql.duck.args import column as column_array
 from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
@@ -195,7 +196,7 @@ def _duck_type_named(arrow_type: pa.DataType) -> str:
         con.close()
 
 
-_LAYOUTS = ByteCache.for_objects("SQL result layouts", 256)  # schema text -> _Layout
+_LAYOUTS = ByteCache.for_objects("SQL result layouts", SQL_LAYOUTS)  # schema text -> _Layout
 
 
 def _layout(schema: pa.Schema) -> _Layout:
@@ -243,7 +244,7 @@ def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
 # Results that search_plan computed while DuckDB planned, too large to inline, waiting for
 # the one _lms_search_rows call of their statement (which takes them out): a search runs
 # once. A result that does not fit, or whose statement runs again, is computed again.
-_AWAITING = ByteCache("search results awaiting execution", 64 << 20)
+_AWAITING = ByteCache("search results awaiting execution", AWAITING_BYTES)
 
 
 def search_rows(dataset, column, query, k, threshold, exact, fast_search, filter_, version, storage,
@@ -293,7 +294,6 @@ def _search_table(dataset, column, query, k, threshold, exact, fast_search, filt
     return layout, table
 
 
-INLINE_MAX_CHARS = 1 << 16  # results whose SQL text is longer go through _lms_search_rows
 
 
 def _blob_literal(value) -> str:

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_minhash_sql.runtime.cache import memoized
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_real
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.kernels import corpus as _k
@@ -159,9 +160,7 @@ def _tables(seed: int, vocab_size: int, zipf_exponent: float, num_boilerplate: i
     word_offsets, word_bytes = _k.build_vocabulary(np.uint64(seed), vocab_size)
     prob, alias = _k.zipf_alias(vocab_size, zipf_exponent)
     bp_offsets, bp_words = _k.build_boilerplate(np.uint64(seed), num_boilerplate, prob, alias)
-    for a in (word_offsets, word_bytes, prob, alias, bp_offsets, bp_words):
-        a.flags.writeable = False
-    return _Tables(word_offsets, word_bytes, prob, alias, bp_offsets, bp_words)
+    return _Tables(*(readonly(a) for a in (word_offsets, word_bytes, prob, alias, bp_offsets, bp_words)))
 
 
 def _spec_tables(spec: CorpusSpec) -> _Tables:

@@ -74,9 +74,11 @@ from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitEr
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES as ROW_BYTES  # u64 band_key + u32 doc_id
 from lance_minhash_sql.core.params import DEFAULT_MAX_TEMP_SIZE, DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
-from lance_minhash_sql.core.tuning import (HEAP_BOUND_MIN_ROWS, LANCE_WRITER_CACHE, MAX_PARTITIONS, MAX_SCAN_ROWS,
-                                           MIN_IO_BUFFER, MIN_SCAN_ROWS, SCAN_READAHEAD, SPILL_APPEND_BYTES, TEXT_BYTES,
-                                           WRITER_DEPTH)
+from lance_minhash_sql.core.tuning import (HEAP_BOUND_MIN_ROWS, IO_BUFFER_SHARE, LANCE_WRITER_CACHE, MAX_IO_BUFFER,
+                                           MAX_PARTITIONS, MAX_PIPELINE_BYTES, MAX_SCAN_ROWS, MAX_SPILL_BUFFER_BYTES,
+                                           MAX_WRITER_BYTES, MIN_IO_BUFFER, MIN_SCAN_ROWS, MIN_SPILL_BUFFER_SHARE,
+                                           PIPELINE_SHARE, SCAN_READAHEAD, SPILL_APPEND_BYTES, TEXT_BYTES,
+                                           WRITER_DEPTH, WRITER_SHARE)
 from lance_minhash_sql.kernels import sort as ks
 from lance_minhash_sql.runtime.threads import num_threads, run_chunks
 
@@ -156,26 +158,27 @@ def pipeline_floor(num_hashes: int = 128, bands: int = 16) -> int:
 def pipeline_bytes(budget: int, num_hashes: int = 128, bands: int = 16) -> int:
     """The budget's share for the scan / sign / signature-write pipeline: a quarter, at
     most 256 MiB, at least :func:`pipeline_floor`."""
-    return max(pipeline_floor(num_hashes, bands), min(budget // 4, 256 << 20))
+    return max(pipeline_floor(num_hashes, bands), min(int(budget * PIPELINE_SHARE), MAX_PIPELINE_BYTES))
 
 
 def writer_bytes(budget: int) -> int:
     """The budget's share for ``bands.lance``'s write buffers."""
-    return min(budget // 8, 32 << 20)
+    return min(int(budget * WRITER_SHARE), MAX_WRITER_BYTES)
 
 
 def spill_buffer_bytes(budget: int, num_hashes: int = 128, bands: int = 16) -> int:
     """The spill buffer (band keys of the docs not yet appended, and their band rows
     partitioned), used during the scan beside the pipeline share: the rest of the
     budget, at most 96 MiB (an eighth of the budget when the pipeline's floor leaves less)."""
-    return min(96 << 20, max(budget // 8, budget - pipeline_bytes(budget, num_hashes, bands)))
+    return min(MAX_SPILL_BUFFER_BYTES, max(int(budget * MIN_SPILL_BUFFER_SHARE),
+                                           budget - pipeline_bytes(budget, num_hashes, bands)))
 
 
 def io_buffer_bytes(pipeline: int, num_hashes: int = 128, bands: int = 16) -> int:
     """The scanner's ``io_buffer_size``: a quarter of the pipeline share within 8..64 MiB,
     leaving room for the smallest batches."""
     room = pipeline - LANCE_WRITER_CACHE - MIN_SCAN_ROWS * scan_row_bytes(num_hashes, bands)
-    return max(MIN_IO_BUFFER, min(64 << 20, pipeline // 4, room))
+    return max(MIN_IO_BUFFER, min(MAX_IO_BUFFER, int(pipeline * IO_BUFFER_SHARE), room))
 
 
 def scan_batch_rows(pipeline: int, io_buffer: int, num_hashes: int, bands: int) -> int:
@@ -207,13 +210,6 @@ def sort_runs(keys: np.ndarray, docs: np.ndarray, starts: np.ndarray, lengths: n
     run_chunks(one, len(starts), 1, threads)
 
 
-def _fmt(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
 @dataclass(frozen=True)
 class SortPlan:
     """How the band rows of a build will be sorted, and how the budget is split."""
@@ -229,7 +225,7 @@ class SortPlan:
     sort_bytes: int = 0  # the sort's share: rows held, scratch, the group being written
     scan_rows: int = MAX_SCAN_ROWS  # rows per scan batch
     spill_rows: int = MAX_SCAN_ROWS  # spill: docs buffered before their band rows are appended
-    io_buffer: int = 64 << 20  # the scanner's io_buffer_size
+    io_buffer: int = MAX_IO_BUFFER  # the scanner's io_buffer_size
     readahead: int = SCAN_READAHEAD  # the scanner's batch_readahead
     writer_depth: int = WRITER_DEPTH  # writes queued per writer thread
     tight: bool = False  # many rows, and buffers that may come near the budget: bound the heap too
@@ -258,15 +254,15 @@ def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = N
     limit = max_temp_size()
     if spill > limit:
         raise ResourceLimitError(
-            f"sorting {rows:,} rows x {bands} bands needs up to {_fmt(spill)} of spill files "
-            f"(the band rows do not fit memory_limit={_fmt(budget)}), above "
-            f"{ENV_MAX_TEMP}={_fmt(limit)}; raise {ENV_MAX_TEMP} or memory_limit, or build the "
+            f"sorting {rows:,} rows x {bands} bands needs up to {format_bytes(spill)} of spill files "
+            f"(the band rows do not fit memory_limit={format_bytes(budget)}), above "
+            f"{ENV_MAX_TEMP}={format_bytes(limit)}; raise {ENV_MAX_TEMP} or memory_limit, or build the "
             "index per fragment (smaller segments)")
     free = shutil.disk_usage(folder).free
     if spill > free:
         raise ResourceLimitError(
-            f"sorting {rows:,} rows x {bands} bands needs up to {_fmt(spill)} of spill files, but "
-            f"{folder!r} has {_fmt(free)} free; pass temp_dir= on a larger disk, raise "
+            f"sorting {rows:,} rows x {bands} bands needs up to {format_bytes(spill)} of spill files, but "
+            f"{folder!r} has {format_bytes(free)} free; pass temp_dir= on a larger disk, raise "
             "memory_limit, or build the index per fragment")
     # a partition of the expected size is at most 1/8 of the sort share: with a factor 2
     # of slack for the spread of hash prefixes, `threads` runs of scratch and two groups

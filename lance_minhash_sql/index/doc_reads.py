@@ -15,11 +15,10 @@ import time
 
 import numpy as np
 
-from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.arrays import readonly, sorted_unique
 from lance_minhash_sql.core.tuning import TAKE_ROW_SECONDS, whole_read_pays
 from lance_minhash_sql.index.pools import DocStore
 from lance_minhash_sql.io.takes import MAX_TAKE
-from lance_minhash_sql.kernels.lsh import sorted_unique
 
 __all__ = ["DocReader"]
 

@@ -13,7 +13,7 @@ from lance_minhash_sql.io.manifest import minhash_segments, segment_dir
 from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 
-__all__ = ["index_segments", "result_schema", "search_target"]
+__all__ = ["index_segments", "search_target"]
 
 
 def _dataset(dataset, storage_options=None):
@@ -37,15 +37,6 @@ def index_segments(dataset, storage_options=None) -> list[dict]:
             tokenizer=json.dumps(p.tokenizer.to_dict()), fragment_ids=tuple(sorted(seg.fragment_ids)),
             rows=files.num_docs, bytes=size, dataset_version=seg.dataset_version)))
     return out
-
-
-def result_schema(dataset, column: str, storage_options=None) -> pa.Schema:
-    """The current schema of the dataset (the columns a search returns), checking the column."""
-    from lance_minhash_sql.io.handles import dataset_handle
-
-    uri, ds = dataset_handle(dataset, storage_options)
-    text_field(ds, column, uri)
-    return schema_of(ds)
 
 
 def search_target(dataset, column: str, storage_options=None) -> tuple[str, int, pa.Schema]:

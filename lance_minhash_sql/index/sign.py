@@ -19,6 +19,7 @@ from types import MappingProxyType
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS, TOKEN_MEMORY
@@ -55,11 +56,6 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
     )
 
 
-def _frozen(*arrays: np.ndarray) -> None:
-    for arr in arrays:  # the kernels compile for read-only arrays only (io/arrow.py)
-        arr.setflags(write=False)
-
-
 def _by_thread(fn, n: int) -> list:
     """``fn(lo, hi)`` over one range of rows per thread (one range below
     ``PARALLEL_MIN_ROWS``), the results in row order."""
@@ -84,7 +80,7 @@ def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid
         end += data.size
     offsets_all = np.concatenate(offsets)
     data_all = np.concatenate([d for _, d in parts]) if parts else np.empty(0, dtype=np.uint8)
-    _frozen(offsets_all, data_all)
+    offsets_all, data_all = readonly(offsets_all), readonly(data_all)  # as the kernels take them
     return StringBuffers(offsets_all, data_all, valid, valid_offset)
 
 
@@ -231,7 +227,7 @@ class Signer:
                 rows = np.arange(simple.size) + buf.valid_offset
                 live &= ((buf.valid[rows >> 3] >> (rows & 7)) & 1).astype(np.bool_)
             valid, offset = np.packbits(live, bitorder="little"), 0
-            _frozen(valid)
+            valid = readonly(valid)
         if self.per_token:
             mine = self._mapped(StringBuffers(buf.offsets, buf.data, valid, offset))
         else:
@@ -244,16 +240,16 @@ class Signer:
             return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
         others = as_string_array(texts).take(pa.array(np.flatnonzero(~simple)))
         lances = token_streams(others, self.params.tokenizer.lance_tokenize_kwargs())
-        _frozen(simple)
+        simple = readonly(simple)
         off, data = vocab.merge_streams(mine.offsets, mine.data, lances.offsets, lances.data, simple)
-        _frozen(off, data)
+        off, data = readonly(off), readonly(data)
         return StringBuffers(off, data, buf.valid, buf.valid_offset)
 
     def _mapped(self, buf: StringBuffers) -> StringBuffers:
         """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
         token once (``kernels/vocab.py``, :class:`_Vocabulary`)."""
         off, data = self.vocabulary.streams(buf, self.base_cfg, self.tables)
-        _frozen(off, data)
+        off, data = readonly(off), readonly(data)
         return StringBuffers(off, data, buf.valid, buf.valid_offset)
 
     def sign(self, texts) -> tuple[np.ndarray, np.ndarray]:
@@ -285,7 +281,7 @@ class Signer:
             pending = self._sign_known(buf.offsets, buf.data, buf.valid, buf.valid_offset, sigs, has)
             if pending.any():
                 live = np.packbits(pending, bitorder="little")
-                _frozen(live)
+                live = readonly(live)
                 words.add(StringBuffers(buf.offsets, buf.data, live, 0), self.base_cfg, self.tables)
                 if self._sign_known(buf.offsets, buf.data, live, 0, sigs, has).any():
                     raise LanceMinHashError("a token added to the vocabulary was not found in it: please report this")

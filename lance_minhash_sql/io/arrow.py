@@ -7,12 +7,12 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import InvalidInputError
 
 __all__ = ["StringBuffers", "string_buffers", "as_string_array"]
 
-_EMPTY_U8 = np.empty(0, dtype=np.uint8)
-_EMPTY_U8.setflags(write=False)
+_EMPTY_U8 = readonly(np.empty(0, dtype=np.uint8))
 
 
 class StringBuffers(NamedTuple):
@@ -65,8 +65,4 @@ def string_buffers(array: pa.Array) -> StringBuffers:
         valid_offset = 0
     else:
         valid, valid_offset = _EMPTY_U8, 0
-    # numba compiles one specialization per (dtype, writability): hand it read-only arrays only
-    for arr in (offsets, data, valid):
-        if arr.flags.writeable:
-            arr.setflags(write=False)
-    return StringBuffers(offsets, data, valid, valid_offset)
+    return StringBuffers(readonly(offsets), readonly(data), readonly(valid), valid_offset)

@@ -8,11 +8,11 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.io.rowids import live_rowids
 from lance_minhash_sql.io.store import lance_message
 from lance_minhash_sql.io.takes import MAX_TAKE, take_expression
-from lance_minhash_sql.kernels.lsh import sorted_unique
 
 __all__ = ["Liveness", "member"]
 

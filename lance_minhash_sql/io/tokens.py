@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.core.tuning import TOKENIZE_BATCH_TOKENS
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array
@@ -56,9 +57,7 @@ def token_streams(texts: pa.Array, options: dict[str, Any]) -> StringBuffers:
     offsets = np.cumsum(sizes)
     data = np.frombuffer(b"".join(parts), dtype=np.uint8)
     bits = np.packbits(valid, bitorder="little") if not valid.all() else np.empty(0, dtype=np.uint8)
-    for arr in (offsets, data, bits):
-        arr.setflags(write=False)
-    return StringBuffers(offsets, data, bits, 0)
+    return StringBuffers(readonly(offsets), readonly(data), readonly(bits), 0)
 
 
 _ASCII_SPACE = frozenset(" \t\n\x0c\r")

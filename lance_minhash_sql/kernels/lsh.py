@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.core.arrays import sorted_unique  # (the self-join imports it from here until it moves)
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_QUERIES
 from lance_minhash_sql.kernels.config import JIT, jit_twins, njit, numba_loaded, prange
 from lance_minhash_sql.kernels.order import order_by_pair, sort_values
@@ -309,18 +310,6 @@ def window_indices(ws, we):
             r += 1
         last = max(last, e[i])
     return out[:n]
-
-
-def sorted_unique(a: np.ndarray) -> np.ndarray:
-    """``np.unique`` by sorting (numpy 2.4's hash-based ``np.unique`` takes seconds on
-    millions of integers)."""
-    b = np.sort(a)
-    if b.size < 2:
-        return b
-    keep = np.empty(b.size, dtype=np.bool_)
-    keep[0] = True
-    np.not_equal(b[1:], b[:-1], out=keep[1:])
-    return b[keep]
 
 
 # --------------------------------------------------------------------------- candidates

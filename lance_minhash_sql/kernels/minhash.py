@@ -31,6 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.order import sort_values
 from lance_minhash_sql.kernels.tokenize import grow, new_buffers, tokenize_doc
@@ -62,10 +63,7 @@ def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for _ in range(num_hashes):
         state, x = _splitmix64(state)
         c.append(x | 1)
-    out = tuple(np.array(v, dtype=np.uint64) for v in (a, b, c))
-    for arr in out:
-        arr.setflags(write=False)
-    return out
+    return tuple(readonly(np.array(v, dtype=np.uint64)) for v in (a, b, c))
 
 
 @njit(**JIT, inline="always")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
-from lance_minhash_sql.kernels.config import JIT, JIT_PARALLEL, jit_twins, njit, prange
+from lance_minhash_sql.kernels.config import JIT, jit_twins, njit, prange
 from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
@@ -44,20 +44,6 @@ def _band_keys(sig_bytes, num_bands):
 
 # band_keys_serial: on the calling thread, for a few query signatures
 band_keys, band_keys_serial = jit_twins(_band_keys)
-
-
-@njit(**JIT_PARALLEL)
-def signature_similarity(left, right):
-    """Fraction of equal positions of each row pair, as float32 then float64 (Lance's f32)."""
-    n, k = left.shape
-    out = np.empty(n, dtype=np.float64)
-    for i in prange(n):
-        same = 0
-        for j in range(k):
-            if left[i, j] == right[i, j]:
-                same += 1
-        out[i] = np.float64(lance_similarity_jit(same, k))
-    return out
 
 
 @njit(**JIT)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.arrays import readonly, sorted_unique
 from lance_minhash_sql.index.entries import SegmentEntry
-from lance_minhash_sql.kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk, sorted_unique
+from lance_minhash_sql.kernels.lsh import bucket_pages, merge_candidates, merge_topk, score_topk
 from lance_minhash_sql.query.ranking import rank_order
 
 __all__ = ["kernel_topk"]

@@ -29,10 +29,10 @@ from typing import Callable
 
 import numpy as np
 
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.tuning import FANOUT, MAX_CANDIDATES
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.io.mapped import values_at
-from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.query.ranking import distances, first_of_each, rank_order
 
 __all__ = ["MAX_CANDIDATES", "probe_topk"]

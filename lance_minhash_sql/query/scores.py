@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import exact_candidate_floor, warn_if_low_recall
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
-from lance_minhash_sql.kernels.lsh import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
 
 __all__ = ["NO_LIMIT", "check_limit", "at_threshold", "exact_scores", "apply_scores"]
