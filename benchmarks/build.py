@@ -133,7 +133,7 @@ class _Trace:
         setattr(obj, attr, g)
 
     def install(self):
-        from lance_minhash_sql.build import builder as build
+        from lance_minhash_sql.indexer import builder as build
         from lance_minhash_sql.index import sign, spill
         from lance_minhash_sql.io import segment_writers as segments
 
@@ -190,7 +190,7 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, to
 
         import pyarrow as pa
 
-        from lance_minhash_sql.build.builder import build_index
+        from lance_minhash_sql.indexer.builder import build_index
 
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:  # load the compiled kernels

@@ -287,7 +287,7 @@ def main() -> None:
     import ray
     from lance.query import MinHashQuery
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.lifecycle.optimize import optimize
     from lance_minhash_sql.query.topk import search

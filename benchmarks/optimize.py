@@ -37,7 +37,7 @@ def prepare(rows: int, segments: int, data_dir: str) -> tuple[str, int]:
     """The dataset with a ``segments``-segment index, and its starting version."""
     import lance
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.lifecycle.optimize import optimize
 
@@ -99,7 +99,7 @@ def child(peer: str, uri: str, segments: int, memory_limit: str | None = None) -
 
         import pyarrow as pa
 
-        from lance_minhash_sql.build.builder import build_index
+        from lance_minhash_sql.indexer.builder import build_index
         from lance_minhash_sql.lifecycle.optimize import optimize
 
         t0 = time.perf_counter()

@@ -109,7 +109,7 @@ def _corpus_copy(rows: int, data_dir: str, prefix: str) -> str:
 
 
 def corpus_dataset(rows: int, data_dir: str) -> str:
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
 
     uri = _corpus_copy(rows, data_dir, "pairs")
     if not _has_index(uri):
@@ -124,7 +124,7 @@ def dense_dataset(groups: int, copies: int, data_dir: str) -> str:
     import numpy as np
     import pyarrow as pa
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import generate_batches, vocabulary
 
     uri = os.path.join(data_dir, f"pairs-dense-{groups}x{copies}.lance")
@@ -149,7 +149,7 @@ def peers_dataset(rows: int, data_dir: str) -> str:
 
 
 def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = os.path.join(data_dir, f"giant-{rows}x{copies}.lance")
@@ -172,7 +172,7 @@ def warm_kernels() -> None:
     import lance
     import pyarrow as pa
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.index.opened import clear_cache
     from lance_minhash_sql.selfjoin.clusters import clusters
     from lance_minhash_sql.selfjoin.pairs import pairs
@@ -197,7 +197,7 @@ def _texts(uri: str) -> list:
 
 def peer_ours(uri: str, threshold: float) -> dict:
     """build_index then pairs(): from the text column to every pair."""
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.selfjoin.pairs import pairs
 
     warm_kernels()

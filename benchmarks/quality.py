@@ -71,7 +71,7 @@ def _log(msg: str) -> None:
 
 
 def corpus(rows: int, data_dir: str) -> str:
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import write_corpus
 
     uri = os.path.join(data_dir, f"quality-{rows}.lance")

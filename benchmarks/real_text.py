@@ -119,7 +119,7 @@ def main() -> None:
             kinds.append(kind)
     import lance
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
 
     table = pa.table({"text": pa.array(texts, pa.string()), "source": sources, "kind": kinds})
     lance.write_dataset(table, args.output)

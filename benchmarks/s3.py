@@ -149,7 +149,7 @@ def timing_figures(s3, bucket: str, rows: int, queries: int) -> dict:
     import lance
     import pyarrow as pa
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
     from lance_minhash_sql.index.opened import clear_cache
     from lance_minhash_sql.query.topk import search

@@ -102,7 +102,7 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
 
 
 def build_child(uri: str, memory_limit: str | None) -> dict:
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
 
     c0, t0 = cpu_seconds(), time.perf_counter()
     build_index(uri, "text", memory_limit=memory_limit)

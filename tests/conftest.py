@@ -41,7 +41,7 @@ def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str) -> 
     then the rows matching ``delete`` deleted (unindexed gaps the self-join must skip)."""
     import lance
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import write_corpus
 
     write_corpus(uri, rows, rows_per_fragment=rows_per_fragment)

@@ -18,7 +18,7 @@ from conftest import SPILL_BUDGET, indexed_corpus
 from naive import oracle_clusters
 from test_pairs import PARAMS, as_clusters, as_dict, components, oracle
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitError
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import generate_batches, write_corpus

@@ -23,8 +23,8 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 from torture import TORTURE_TEXTS
 
-from lance_minhash_sql.build import builder as build_mod
-from lance_minhash_sql.build.builder import BuildResult, build_index, marker_dir
+from lance_minhash_sql.indexer import builder as build_mod
+from lance_minhash_sql.indexer.builder import BuildResult, build_index, marker_dir
 from lance_minhash_sql.core.errors import (DatasetError, InvalidInputError, InvalidParameterError, LanceMinHashError,
                                            ResourceLimitError)
 from lance_minhash_sql.core.params import MinHashParams
@@ -805,7 +805,7 @@ def test_large_string_column(tmp_path):
 
 _KILLED_CHILD = r"""
 import sys, time
-from lance_minhash_sql.build import builder as b
+from lance_minhash_sql.indexer import builder as b
 real = b.scan_text
 def slow(*a, **k):
     it = real(*a, **k)

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.diagnostics.report import cached_report
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.query.topk import search

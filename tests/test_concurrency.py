@@ -19,7 +19,7 @@ import pytest
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.usage import rss_mb
 from lance_minhash_sql.faces.corpus import generate_texts
 from lance_minhash_sql.index.opened import cache_usage

@@ -26,7 +26,7 @@ from naive import exact_pairs, oracle_clusters, oracle_pairs, shingle_set, signe
 from test_build import _queries, corpus_table, query, seg_files  # noqa: E402
 
 import lance_minhash_sql as lms  # noqa: E402
-from lance_minhash_sql.build.builder import build_index, marker_dir  # noqa: E402
+from lance_minhash_sql.indexer.builder import build_index, marker_dir  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError  # noqa: E402
 from lance_minhash_sql.core.params import MinHashParams  # noqa: E402
 from lance_minhash_sql.extras.distributed import build_distributed, fragment_groups_of  # noqa: E402

@@ -33,7 +33,7 @@ ray = pytest.importorskip("ray")
 
 from test_build import _queries, corpus_table  # noqa: E402
 
-from lance_minhash_sql.build.builder import build_index  # noqa: E402
+from lance_minhash_sql.indexer.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError  # noqa: E402
 import lance_minhash_sql as lms  # noqa: E402
 from lance_minhash_sql.io import manifest  # noqa: E402
@@ -54,7 +54,7 @@ def _install_gate():
     folder = os.environ.get(SIGNALS)
     if not folder:
         return
-    from lance_minhash_sql.build import builder as build
+    from lance_minhash_sql.indexer import builder as build
     from lance_minhash_sql.extras import distributed
 
     def node() -> str:

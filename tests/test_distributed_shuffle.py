@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray")
 from test_build import corpus_table  # noqa: E402
 from test_distributed import FRAGMENT_ROWS, build_index_distributed, local_ray, write  # noqa: E402,F401 (local_ray: this module's Ray)
 
-from lance_minhash_sql.build.builder import build_index  # noqa: E402
+from lance_minhash_sql.indexer.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError  # noqa: E402
 import lance_minhash_sql as lms  # noqa: E402
 from lance_minhash_sql.extras.ray_executor import RayExecutor  # noqa: E402

@@ -98,7 +98,7 @@ def blocks(path: pathlib.Path, language: str) -> list[str]:
 def example_data(tmp_path_factory):
     """The names the examples use, in one folder: corpus.lance (indexed), eval.lance and
     batch.lance (later rows of the same generator, indexed), demo/corpus.lance."""
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.faces.corpus import write_corpus
 
     d = tmp_path_factory.mktemp("docs")

@@ -16,7 +16,7 @@ from naive import exact_jaccard, exact_pairs, oracle_clusters
 from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs

@@ -17,7 +17,7 @@ from lance.file import LanceFileReader, LanceFileWriter
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.index.opened import clear_cache, open_index

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 from lance.query import MinHashQuery
 
-from lance_minhash_sql.build import builder as build_mod
-from lance_minhash_sql.build.builder import build_index, marker_dir
+from lance_minhash_sql.indexer import builder as build_mod
+from lance_minhash_sql.indexer.builder import build_index, marker_dir
 from lance_minhash_sql.faces.corpus import generate_texts
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.query.topk import search
@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # at the phase named in argv[2]: nothing of Python's cleanup runs, as with kill -9.
 _CHILD = r"""
 import os, signal, sys
-from lance_minhash_sql.build import builder as b
+from lance_minhash_sql.indexer import builder as b
 from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.io import manifest
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.core.params import MAX_SHINGLE_SIZE, MinHashParams
 from lance_minhash_sql.faces.corpus import generate_texts, vocabulary

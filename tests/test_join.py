@@ -17,7 +17,7 @@ from exact_join import exact_join
 from naive import candidate_floor, shingle_set
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, generate_texts, write_corpus

@@ -1,9 +1,9 @@
 """The package's structure rules, checked on its source:
 
-* imports flow one way, along :data:`LAYER_ORDER` (core <- kernels <- runtime <- io <- index <- build
+* imports flow one way, along :data:`LAYER_ORDER` (core <- kernels <- runtime <- io <- index <- indexer
   <- selfjoin <- query <- lifecycle <- diagnostics <- extras <- api <- duck <- faces); every module but the
   package root lives in a layer; kernels are pure numpy + numba (and core's format and tuning
-  constants);
+  constants and array helpers);
 * only io/ touches Lance: no ``import lance``, ``LanceFileReader`` or ``_take_rows``
   elsewhere (``bench.py`` runs Lance itself as a benchmark peer), and no member of a
   ``LanceDataset`` or ``LanceFragment`` (``count_rows``, ``schema``, ``version``, ``uri``,
@@ -28,7 +28,7 @@ import lance
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "lance_minhash_sql"
-LAYER_ORDER = ["core", "kernels", "runtime", "io", "index", "build", "selfjoin", "query", "lifecycle", "diagnostics",
+LAYER_ORDER = ["core", "kernels", "runtime", "io", "index", "indexer", "selfjoin", "query", "lifecycle", "diagnostics",
                "extras", "api", "duck", "faces"]
 LANCE_PEERS = {"faces/bench.py"}  # runs Lance itself as a benchmark peer
 LANCE_ONLY_NAMES = ("_take_rows", "LanceFileReader")
@@ -56,7 +56,7 @@ MAX_CLASS_LINES = 250
 # the definitions over those lengths, each the clearest form of its work (a kernel's one
 # loop, a writer's one sequence of steps); the list only shrinks
 LONG_DEFINITIONS = frozenset({
-    "lance_minhash_sql/build/builder.py:write_segment",
+    "lance_minhash_sql/indexer/builder.py:write_segment",
     "lance_minhash_sql/kernels/corpus.py:build_vocabulary",
     "lance_minhash_sql/kernels/pairs.py:pair_chunk",
     "lance_minhash_sql/kernels/tokenize.py:tokenize_doc",

@@ -18,7 +18,7 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidInputError, InvalidParameterError,
                                            ParameterMismatchError, UnsupportedIndexError)
 from lance_minhash_sql.core.params import MinHashParams

@@ -19,7 +19,7 @@ import pytest
 import naive
 from naive import components, exact_pairs, live_rows, oracle_pairs
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError, LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import generate_batches, ground_truth, vocabulary, write_corpus

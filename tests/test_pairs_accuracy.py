@@ -32,7 +32,7 @@ from exact_join import exact_join, reported_probability
 from naive import REPS, candidate_floor, estimates, exact_jaccard, lance_tokens, representative_links, shingles
 from scipy.sparse.csgraph import connected_components
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import ground_truth, write_corpus
 from lance_minhash_sql.index.sign import signer_for

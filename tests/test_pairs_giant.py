@@ -15,7 +15,7 @@ import lance
 import numpy as np
 import pytest
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.faces.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.runtime import pipeline
 from lance_minhash_sql.selfjoin import bounded, executor, parent

@@ -14,7 +14,7 @@ import pytest
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import IndexNotFoundError, InvalidParameterError
 from lance_minhash_sql.index.opened import (CACHE_ENV, DEFAULT_CACHE_BYTES, cache_capacity, cache_usage, clear_cache,
                                             open_index, set_cache_capacity)

@@ -20,7 +20,7 @@ from test_search import corpus_table, make_queries
 from test_signatures import PARAMS, _param_id
 from torture import TORTURE_TEXTS
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.index.opened import open_index

@@ -19,7 +19,7 @@ import pytest
 from lance.file import LanceFileReader
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidParameterError,
                                            MissingDependencyError)
 from lance_minhash_sql.core.params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability,

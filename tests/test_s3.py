@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 
@@ -123,7 +123,7 @@ def test_bands_file_opens_from_one_read_of_its_tail(s3, writer):
 def test_a_failing_store_is_an_error_not_a_fallback(s3, monkeypatch):
     # the tail read of bands.lance falls back to Lance's reader only when the manifest's size
     # is not the files'; a store that fails says so
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.core.errors import DatasetError
     from lance_minhash_sql.io import segments
     from lance_minhash_sql.io.manifest import minhash_segments, segment_dir

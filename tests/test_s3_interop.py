@@ -12,7 +12,7 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 from naive import exact_pairs, oracle_clusters
 
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import DatasetError, LanceMinHashError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches

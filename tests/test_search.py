@@ -695,7 +695,7 @@ def test_exact_threshold_keeps_a_hit_whose_jaccard_equals_it(tmp_path):
     # (>=), as long as its estimate reaches 0.75 too, which the loop below ensures.
     from naive import exact_jaccard
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
 
     base = [f"w{i}" for i in range(20)]
     query = " ".join(base)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.faces import cli

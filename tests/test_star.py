@@ -19,7 +19,7 @@ from naive import exact_jaccard, signature
 from test_pairs import components, oracle, signed
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import vocabulary

@@ -18,7 +18,7 @@ from naive import candidate_floor, candidate_pairs, exact_jaccard, exact_pairs
 from test_pairs import as_clusters, components, signed
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.build.builder import build_index
+from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor
 from lance_minhash_sql.faces.corpus import vocabulary, write_corpus

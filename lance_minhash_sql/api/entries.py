@@ -17,8 +17,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from lance_minhash_sql.build.builder import BuildResult
-from lance_minhash_sql.build.builder import build_index as build_local
+from lance_minhash_sql.indexer.builder import BuildResult
+from lance_minhash_sql.indexer.builder import build_index as build_local
 from lance_minhash_sql.core.checks import check_executor, verify_or_exact
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.selfjoin import clusters as _clusters
@@ -49,7 +49,7 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
                 name: str | None = None, memory_limit=None, temp_dir: str | None = None,
                 storage_options: dict | None = None, progress: bool = False, executor: str = "local",
                 ray_address: str | None = None, fragment_groups=None) -> BuildResult:
-    """Build a MinHash LSH index on ``column`` (``build/builder.py``: ``build_index``).
+    """Build a MinHash LSH index on ``column`` (``indexer/builder.py``: ``build_index``).
     ``executor="ray"``: one Ray task per fragment group (``fragment_groups``: ``None`` for
     one per fragment, a number of contiguous groups, or lists of fragment ids), one commit
     (``extras/distributed.py``); ``memory_limit`` and ``temp_dir`` then apply to each task."""

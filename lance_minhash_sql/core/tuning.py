@@ -125,7 +125,7 @@ SMALL_GATHER_ROWS = 1 << 12
 # dozen pages; handing back a range costs the kernel a walk over all of it).
 RELEASE_BYTES = 32 << 20
 
-# ------------------------------- The build: scanning, sorting and spilling band rows (index/band_sorter.py, build/builder.py)
+# ------------------------------- The build: scanning, sorting and spilling band rows (index/band_sorter.py, indexer/builder.py)
 
 TEXT_BYTES = 256  # text bytes per row assumed when sizing scan batches
 MAX_SCAN_ROWS = 65_536
@@ -159,7 +159,7 @@ MAX_IO_BUFFER = 64 << 20
 
 SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
 SCAN_BATCH_ROWS = 65_536  # rows per batch of a text-column scan and of a rewrite's scan (io/scan.py, io/rewrite.py)
-BAND_WRITE_ROWS = 1 << 20  # band rows per BandsWriter.write (the progress bar's granularity; build/builder.py)
+BAND_WRITE_ROWS = 1 << 20  # band rows per BandsWriter.write (the progress bar's granularity; indexer/builder.py)
 ROWID_CALL_ROWS = 1 << 20  # row ids per Lance call of a remap or a row-id scan (io/rowids.py)
 
 # ------------------------------------------------------------------------------------ SQL (duck/)

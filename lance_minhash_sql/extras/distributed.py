@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.build.builder import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir,
+from lance_minhash_sql.indexer.builder import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir,
                                              prepare_build, sign_fragments)
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError

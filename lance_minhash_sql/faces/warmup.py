@@ -65,7 +65,7 @@ def cache_dir() -> str:
 def _run_all(tmp: str) -> None:
     import pyarrow as pa
 
-    from lance_minhash_sql.build.builder import build_index
+    from lance_minhash_sql.indexer.builder import build_index
     from lance_minhash_sql.duck.install import connect
     from lance_minhash_sql.duck.sqltext import literal
     from lance_minhash_sql.faces.corpus import generate_texts, write_corpus

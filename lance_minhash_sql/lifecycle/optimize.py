@@ -24,7 +24,7 @@ Steps: resolve the index (segments of the column's MinHash index, their paramete
 must be identical: :class:`ParameterMismatchError` otherwise); choose the segments to
 rewrite and the unindexed fragments; stream the rows (stored signatures with their row
 ids mapped through the fragment-reuse index and deleted rows dropped, then the new rows
-signed with the stored parameters) through :func:`..build.builder.write_segment`, which writes the
+signed with the stored parameters) through :func:`..indexer.builder.write_segment`, which writes the
 segment files and commits them in one ``CreateIndex`` (new segment in, rewritten segments
 out) on top of the version read. A failed optimize removes its files and commits nothing.
 """
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_minhash_sql.build.builder import (SCAN_FRAGMENTS, check_segment_rows, cleanup_leftovers, resolve_dataset,
+from lance_minhash_sql.indexer.builder import (SCAN_FRAGMENTS, check_segment_rows, cleanup_leftovers, resolve_dataset,
                                              signed_batches, write_segment)
 from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import InvalidParameterError, ParameterMismatchError
@@ -143,7 +143,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     as Lance) rewrites the newest N segments together with those rows into one segment;
     ``"all"`` every segment; a list of segment uuids those segments. New rows are signed
     with the parameters stored in the index. ``memory_limit`` / ``temp_dir`` bound the band
-    sort as in :func:`~..build.builder.build_index`.
+    sort as in :func:`~..indexer.builder.build_index`.
 
     Raises :class:`IndexNotFoundError` (no index on the column), :class:`ParameterMismatchError`
     (segments with different parameters), :class:`InvalidParameterError`, :class:`DatasetError`;
