@@ -138,11 +138,12 @@ def test_a_failing_store_is_an_error_not_a_fallback(s3, monkeypatch):
     (info,) = minhash_segments(ds, "text")
 
     def failing(read_range, path, size):
-        raise OSError("connection reset by peer")
+        raise OSError(f"connection reset by peer (key {s3.SECRET_KEY})")
 
     monkeypatch.setattr(segments, "read_file_tail", failing)
-    with pytest.raises(DatasetError, match="cannot read index file .connection reset"):
+    with pytest.raises(DatasetError, match="cannot read index file .connection reset") as err:
         segments.open_segment(segment_dir(ds, info.uuid), opts, info.size_bytes)
+    assert s3.SECRET_KEY not in str(err.value)  # the store's message, redacted
 
 
 def test_a_dense_fetch_within_a_capped_cache_reads_the_file_in_order(s3, tmp_path):

@@ -330,13 +330,19 @@ def _global_buffer(reader: LanceFileReader | FileTail, file_meta, path: str, ind
     return data
 
 
+def _read_failure(path: str, exc: Exception, storage_options) -> tuple[str, str]:
+    """``(path, message)`` of a failed read of an index file, both with the storage options
+    and credentials of the URI redacted: the one place a segment's errors are redacted."""
+    return redact_uri(path), redact(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__, storage_options)
+
+
 def _open_reader(path: str, storage_options, columns=None) -> LanceFileReader:
     try:
         return LanceFileReader(path, storage_options=storage_options, columns=columns)
     except Exception as exc:
-        msg = redact(str(exc).splitlines()[0][:300], storage_options)
+        where, msg = _read_failure(path, exc, storage_options)
         if is_remote(path):
-            raise DatasetError(f"{redact_uri(path)}: cannot read index file ({msg}); check the credentials "
+            raise DatasetError(f"{where}: cannot read index file ({msg}); check the credentials "
                                "and endpoint in storage_options, or rebuild the index if it is damaged") from None
         raise CorruptIndexError(f"{path}: cannot open index file ({msg}); rebuild the index") from None
 
@@ -357,8 +363,8 @@ def _bands_tail(session, bpath: str, total_bytes: int | None, sfile, storage_opt
         log.debug("%s: %s; opening it with Lance's reader", redact_uri(bpath), exc)
         return None
     except (OSError, ValueError, RuntimeError) as exc:  # the store failed: Lance's reader would too
-        msg = redact(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__, storage_options)
-        raise DatasetError(f"{redact_uri(bpath)}: cannot read index file ({msg}); check the credentials and "
+        where, msg = _read_failure(bpath, exc, storage_options)
+        raise DatasetError(f"{where}: cannot read index file ({msg}); check the credentials and "
                            "endpoint in storage_options") from None
 
 
