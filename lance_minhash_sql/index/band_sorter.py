@@ -29,7 +29,7 @@ build's own buffers, in every phase:
   the next one is sorted.
 
 It does not count the process baseline (Python, numba's compiled kernels, pyarrow,
-lance: about 300 MB resident) nor Lance's own decoder and writer internals (tens of MB);
+lance) nor Lance's own decoder and writer internals;
 below 64 MiB (k=128, b=16; more with more hashes) the pipeline's floor
 (:func:`pipeline_floor`: 4,096-row batches, an 8 MiB read buffer, the signature writer's
 cache) leaves less than an eighth of the budget, and the scan phase goes over it.

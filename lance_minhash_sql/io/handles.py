@@ -32,7 +32,7 @@ def options_key(storage_options) -> Any:
 def dataset_handle(dataset, storage_options=None):
     """``(uri, LanceDataset)``: a dataset object as given, or the latest version of a URI.
 
-    Opened URIs are kept; each call checks for a newer version (about 0.05 ms locally).
+    Opened URIs are kept; each call checks for a newer version.
     """
     if is_dataset(dataset):
         return str(uri_of(dataset)).rstrip("/"), dataset

@@ -35,9 +35,8 @@ class Liveness:
     that may be deleted (with row addresses: those in fragments with a deletion file; with
     stable row ids: all) are checked: row addresses against each such fragment's live rows,
     read once per version; stable row ids with one Lance take of the ``_rowid`` column,
-    which drops deleted rows (0.1 ms for 20 ids, 0.4 ms for 1,000 on 1M rows; the first take
-    of a stable-row-id version builds Lance's row id index, 37 ms on 1M rows), answers
-    remembered for the version.
+    which drops deleted rows (the first take of a stable-row-id version builds Lance's row
+    id index), answers remembered for the version.
     """
 
     def __init__(self, ds, covered: frozenset):

@@ -52,7 +52,7 @@ def _mapping(mm: np.ndarray) -> mmap.mmap | None:
 def hand_back(mapping: mmap.mmap | None, lo: int, hi: int) -> None:
     """``MADV_DONTNEED`` on the mapped bytes ``[lo, hi)`` now, widened to the blocks of
     :data:`FAULT_AROUND_BYTES` the kernel maps around a fault (left mapped, the blocks at
-    both ends of a shard's read add up to 100 MB over a 10M-row self-join): the copies
+    both ends of every shard's read would add up): the copies
     are made and the OS page cache keeps the file, so the resident set drops. A block
     another thread is reading is mapped again on its next touch."""
     if mapping is None or _DONTNEED is None or hi <= lo:

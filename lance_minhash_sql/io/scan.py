@@ -142,8 +142,8 @@ def scan_text(ds: "lance.LanceDataset", column: str, *, batch_rows: int = SCAN_B
     ``batch_readahead`` (decoded batches queued ahead), ``fragment_readahead`` (fragments
     read at once) and ``io_buffer_size`` (bytes of reads in flight) bound the scanner's
     own memory; ``None`` keeps Lance's defaults (in pylance 14: 2 GiB of I/O buffer and
-    several fragments ahead, 300-550 MB in flight on a text column of 10M rows when the
-    consumer is slower than the scan).
+    several fragments ahead, hundreds of MB in flight when the consumer is slower than
+    the scan).
     """
     opts = {k: v for k, v in (("batch_readahead", batch_readahead), ("fragment_readahead", fragment_readahead),
                               ("io_buffer_size", io_buffer_size)) if v is not None}

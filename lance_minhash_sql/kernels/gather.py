@@ -7,9 +7,9 @@
   ``r`` lies in the page ``p`` with ``starts[p] <= r < starts[p + 1]``, its ``k`` items
   from ``first_item[p] + (r - starts[p]) * k``;
 * :func:`copy_range`: a range of rows of a flat mini-block column, chunk by chunk (a
-  self-join shard reads millions of band rows at once: one call without the GIL, where a
-  Python loop over 4,000 chunks held it for 30 ms a shard, and the mapping's page faults
-  are taken while other threads run).
+  self-join shard reads millions of band rows at once: one call without the GIL rather
+  than a Python loop over its chunks, so the mapping's page faults are taken while other
+  threads run).
 
 Rows may come in any order. Each returns False, leaving ``out`` partly written, when a
 row is outside the file's rows (the caller names the file in its error).

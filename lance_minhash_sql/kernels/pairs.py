@@ -492,9 +492,8 @@ def gather_rows(docs, lo, hi, sigs, slot, rowids, out_sigs, out_rowids):
             for t in range(k):
                 out_sigs[i - lo, t] = sigs[r, t]
         return
-    # a pool with a doc map: look every row up first, in a loop of independent loads
-    # (the map outgrows the CPU's cache at 10M rows; a lookup inside the copy loop put a
-    # dependent miss before every row's copy)
+    # a pool with a doc map: look every row up first, in a loop of independent loads (a
+    # map larger than the CPU's cache would otherwise put a dependent miss before every copy)
     rows = np.empty(hi - lo, dtype=np.int64)
     for i in range(lo, hi):
         rows[i - lo] = slot[docs[i]]
