@@ -17,12 +17,7 @@ MUTABLE_CALLS = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque", "
                  "WeakSet", "WeakValueDictionary", "WeakKeyDictionary"}
 
 # Module-level state of modules being rewritten elsewhere, not yet registered:
-NOT_YET_REGISTERED = {
-    # owned by selfjoin rewrite
-    "selfjoin/pool.py:STATS", "selfjoin/shingles.py:STATS", "selfjoin/star.py:STATS",
-    # constant tables of the command line (faces/cli.py), changed by the CLI's own work now
-    "faces/cli.py:_OUTPUT_FORMATS", "faces/cli.py:COMMANDS", "faces/cli.py:OUTPUTS",
-}
+NOT_YET_REGISTERED: frozenset = frozenset()
 
 
 def _top_level(body):

@@ -239,3 +239,4 @@ SHUFFLE_CACHE_SHARE = 8  # while a shuffle's task runs, its worker's segment cac
 # file is several times larger: the rest of the pool is worth more to the groups.
 PARENT_SHARE = 0.75
 SPILLED_PARENT_SHARE = 0.25
+MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, whatever its share

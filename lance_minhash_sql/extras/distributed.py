@@ -10,13 +10,13 @@ known fragment ids, covering every fragment of the version read, each group smal
 for one segment) — before any task starts. Each group goes to one Ray task, which opens
 the dataset *at the version the driver read*, signs the group's rows with our engine and
 writes an **uncommitted** segment through the build's own pipeline
-(:func:`.build.sign_fragments` → :func:`.build.write_segment` with ``commit=None``), and
+(:func:`lance_minhash_sql.indexer.builder.sign_fragments` → :func:`lance_minhash_sql.indexer.builder.write_segment` with ``commit=None``), and
 returns its :class:`~..io.manifest.NewSegment`. The driver checks the returned segments
 (identical parameters, fragment sets exactly the groups) and registers all of them as
 the segments of one index in **one** ``CreateIndex`` commit on top of the version read,
 removing the column's old MinHash segments when ``replace`` (``docs/index-format.md``). With
 ``merge=True`` a second commit then merges them into one segment from their stored
-signatures (:func:`.optimize.optimize` with ``merge="all"``; no text is read again);
+signatures (:func:`lance_minhash_sql.lifecycle.optimize.optimize` with ``merge="all"``; no text is read again);
 with contiguous ascending groups, the merged segment's files equal a single-process
 build's.
 
@@ -241,9 +241,9 @@ def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes:
 
     ``fragment_groups``: ``None`` (one task per fragment), a number of contiguous groups,
     or explicit lists of fragment ids (disjoint, covering the dataset). The parameters
-    and ``replace`` / ``name`` behave as in :func:`.build.build_index`; ``memory_limit`` and
+    and ``replace`` / ``name`` behave as in :func:`lance_minhash_sql.indexer.builder.build_index`; ``memory_limit`` and
     ``temp_dir`` apply to each task. ``merge=True`` merges the committed segments into one
-    afterwards (a second commit). Returns a :class:`~.build.BuildResult` (``segments`` =
+    afterwards (a second commit). Returns a :class:`~lance_minhash_sql.indexer.builder.BuildResult` (``segments`` =
     segments of the index at the end).
 
     Raises :class:`InvalidParameterError` (bad groups or parameters), :class:`DatasetError`,

@@ -7,8 +7,8 @@ shards that asked for them (``docs/distributed.md``, *The self-join as a shuffle
 
 Every arrow below is Ray's object store (task returns and the items of streaming
 generator tasks): no file is written, no file system is shared, Ray schedules every
-task. The plan is the single-process plan under a budget (:mod:`.bounded`): the same
-key-range shards (:func:`.bounded.shard_rows` of ``memory_limit``), the same pool, the
+task. The plan is the single-process plan under a budget (:mod:`lance_minhash_sql.selfjoin.bounded`): the same
+key-range shards (:func:`lance_minhash_sql.selfjoin.bounded.shard_rows` of ``memory_limit``), the same pool, the
 same verifiers (:mod:`lance_minhash_sql.selfjoin.verify`, :mod:`lance_minhash_sql.selfjoin.links`),
 so the answers are those of the local executor in every mode. This module runs the stages;
 ``extras/ray_executor.py`` is the executor that calls it.
@@ -20,27 +20,27 @@ so the answers are those of the local executor in every mode. This module runs t
    ``(key, global doc)``, the buckets of two rows or more kept; returned are those rows,
    the count of the shard's distinct candidates, and per run the sorted docs whose
    signatures the shard needs (one object per run). A shard whose candidates exceed what
-   a task's pool holds (:func:`.bounded.pool_rows`) asks for nothing: its verify task
+   a task's pool holds (:func:`lance_minhash_sql.selfjoin.bounded.pool_rows`) asks for nothing: its verify task
    takes it window by window, reading its candidates where they lie, a giant bucket in
-   chunks of rows (:func:`.bounded.bounded_shard_pairs`, :func:`.bounded.shard_links`).
+   chunks of rows (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`, :func:`lance_minhash_sql.selfjoin.bounded.shard_links`).
 3. **Groups**: the driver cuts the shards into groups of consecutive shards whose
    candidates fit one pool (as the single process's marking pass does, from the counts).
 4. **Signature tasks**, one per run: each group's request (the union of its shards'),
    and the union of all groups' requests read once, in doc order, a quarter of a pool at
-   a time (:func:`.pool.fetch_signatures`: a local file's memory map gathered page by
+   a time (:func:`lance_minhash_sql.selfjoin.pool.fetch_signatures`: a local file's memory map gathered page by
    page; on an object store ranged reads of nearby rows, in file order, so dense requests
    read the file sequentially, a few MiB a read); each
    block cut into one object per group that asked (its docs, their signatures and row
    ids). The first object streamed is the layout: the group each following object is for.
 5. **Verify tasks**, one per group: the group's pool from its blocks (docs ascending, as
    in the single process), deleted docs dropped, then each shard's rows in turn over the
-   pool, verified by :func:`.pairs.data_pairs` (record batches streamed back, in shard
-   order) or :func:`.clusters.data_links` (links as global docs).
+   pool, verified by :func:`lance_minhash_sql.selfjoin.verify.data_pairs` (record batches streamed back, in shard
+   order) or :func:`lance_minhash_sql.selfjoin.links.data_links` (links as global docs).
 6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc, held as
    the single process holds it: :class:`lance_minhash_sql.selfjoin.parent.UnionFind`,
    spilled to a temporary file past its share of ``memory_limit``); *row id tasks*, one per run,
-   give the members' row ids (:func:`.pool.row_ids`); the table is
-   :func:`.bounded.clusters_table`, as in one process.
+   give the members' row ids (:func:`lance_minhash_sql.selfjoin.pool.row_ids`); the table is
+   :func:`lance_minhash_sql.selfjoin.bounded.clusters_table`, as in one process.
 
 Each task holds at most its budget beside the process: a band task one shard's slice, a
 request task its shard's slices, a signature task one block (and its run's requests, 4
@@ -76,7 +76,7 @@ from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rs
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.kernels.components import new_marks
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
@@ -289,7 +289,7 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
               verify: str):
     import ray
 
-    POOL_STATS["max_pool_rows"] = 0  # this task's largest read (a worker runs one task at a time)
+    POOL_STATS.reset()  # this task's reads alone (a worker runs one task at a time)
     plan = job.plan()
     exact = verify == "exact"
     if what == "pairs":

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 import warnings
+from types import MappingProxyType
 
 from lance_minhash_sql.core.advice import in_cli as cli_advice
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
@@ -142,7 +143,7 @@ def _looks_like_file(arg: str) -> bool:
     return not any(c.isspace() for c in arg.strip()) and (arg.lower().endswith(".sql") or os.sep in arg)
 
 
-_OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
+_OUTPUT_FORMATS = MappingProxyType({".csv": "csv", ".parquet": "parquet", ".json": "json"})
 
 
 def _sql_format(path: str) -> str:
@@ -378,9 +379,9 @@ def main(argv=None) -> int:
 
 
 # each command's output option: (attribute, what it names); checked and its folders created before any work
-OUTPUTS = {"pairs": ("output", "file"), "join": ("output", "file"), "clusters": ("output", "file"),
-           "sql": ("output", "file"), "review": ("out", "file"), "dedup": ("output", "dataset"),
-           "report": ("out", "folder")}
+OUTPUTS = MappingProxyType({"pairs": ("output", "file"), "join": ("output", "file"), "clusters": ("output", "file"),
+                            "sql": ("output", "file"), "review": ("out", "file"), "dedup": ("output", "dataset"),
+                            "report": ("out", "folder")})
 
 
 def _prepare_output(args) -> None:
@@ -419,9 +420,10 @@ def _run(args, options: frozenset = frozenset()) -> int:
         return 130
 
 
-COMMANDS = {"demo": cmd_demo, "bench": cmd_bench, "warmup": cmd_warmup, "build": cmd_build, "optimize": cmd_optimize,
-            "search": cmd_search, "pairs": cmd_pairs, "join": cmd_join, "clusters": cmd_clusters, "dedup": cmd_dedup,
-            "review": cmd_review, "report": cmd_report, "sql": cmd_sql}
+COMMANDS = MappingProxyType({
+    "demo": cmd_demo, "bench": cmd_bench, "warmup": cmd_warmup, "build": cmd_build, "optimize": cmd_optimize,
+    "search": cmd_search, "pairs": cmd_pairs, "join": cmd_join, "clusters": cmd_clusters, "dedup": cmd_dedup,
+    "review": cmd_review, "report": cmd_report, "sql": cmd_sql})
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
-from lance_minhash_sql.core.arrays import sorted_unique  # (the self-join imports it from here until it moves)
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_QUERIES
 from lance_minhash_sql.kernels.config import JIT, jit_twins, njit, numba_loaded, prange
 from lance_minhash_sql.kernels.order import order_by_pair, sort_values
@@ -52,7 +51,6 @@ __all__ = [
     "window_plan",
     "window_rows",
     "window_indices",
-    "sorted_unique",
     "merge_candidates",
     "score_topk",
     "merge_topk",

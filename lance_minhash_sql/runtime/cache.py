@@ -58,6 +58,7 @@ __all__ = [
     "register_state",
     "is_registered_state",
     "StateAccount",
+    "Counters",
 ]
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -412,6 +413,32 @@ def is_registered_state(obj) -> bool:
     with _REGISTRY_LOCK:
         own = obj is _REGISTRY or obj is _MEMOS or obj is _STATES
         return own or any(h is obj for state in _STATES for h in state.holders)
+
+
+class Counters(dict):
+    """Named counts a module keeps for the life of the process (what a self-join read,
+    held or spilled), as a registered state that :func:`clear_cache` sets back to zero.
+    Writes go through :meth:`add` and :meth:`high`, under the counters' own lock (shards
+    count on several threads); reading is a plain dict read."""
+
+    def __init__(self, name: str, *keys: str):
+        super().__init__((k, 0) for k in keys)
+        self._lock = threading.Lock()
+        register_state(name, self, clear=self.reset)
+
+    def add(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self[key] += int(n)
+
+    def high(self, key: str, value: int) -> None:
+        """Keep the largest ``value`` seen under ``key``."""
+        with self._lock:
+            self[key] = max(self[key], int(value))
+
+    def reset(self) -> None:
+        with self._lock:
+            for k in self:
+                self[k] = 0
 
 
 class StateAccount:

@@ -25,13 +25,13 @@ verification, same rules); only what is held at once changes:
    this group holds too are kept, only the others fetched.
 4. **Verification**: the group's shards (the rows of the marking pass while they fit
    :func:`keep_rows`, else read again) are verified on threads
-   (:func:`.pairs.data_pairs`, :func:`.clusters.data_links`), each shard's docs located
+   (:func:`.verify.data_pairs`, :func:`.links.data_links`), each shard's docs located
    in the pool by their rank in the bit set; then the next group is marked (its first
    shards already read, and for pairs pruned, on the other threads meanwhile).
 5. **A shard alone over the pool** (a giant bucket: one text repeated millions of
    times) is taken in windows of consecutive buckets, each fetching only its own docs; a
    single bucket larger than a window is linked in chunks of rows in row-id order, the
-   bucket's representatives (at most :data:`.clusters.MAX_REPS` signatures) carried from
+   bucket's representatives (at most :data:`.links.MAX_REPS` signatures) carried from
    chunk to chunk in front of the next chunk's rows. Re-verifying the carried
    representatives against each other reproduces them exactly (each became one by
    failing the representatives before it), so the links are those of the whole bucket.
@@ -74,15 +74,15 @@ from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, LINKS_AHEAD,
                                            READ_ROW_BYTES, SHARD_BAND_ROWS, SHARD_SHARE)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, new_cursor, padded_hashes, windows
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind, parent_share
-from lance_minhash_sql.selfjoin.pool import (EMPTY_SLOT, count, fetch_signatures, held, read_multi, row_ids,
+from lance_minhash_sql.selfjoin.pool import (count, fetch_signatures, held, read_multi, row_ids,
                                              span_data, CarriedPool)
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, plan_shards
+from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, plan_shards
 
 __all__ = ["memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links"]

@@ -61,7 +61,7 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     ``_rowid``, ``cluster_id`` (smallest row id of the cluster), ``cluster_size`` for every
     row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``. At most
     ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
-    :data:`~lance_minhash_sql.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
+    :data:`~lance_minhash_sql.core.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
     process (:mod:`.bounded`); the table does not depend on it.
 
     ``clustering="star"``: each component split into stars (:mod:`.star`, members walked

@@ -163,7 +163,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
 
     * ``clustering="components"``: :data:`DEDUP_SCHEMA`, one ``keep = true`` per cluster;
       with ``verify="exact"`` the clusters are the components of the exact pairs
-      (:func:`.clusters.exact_links`);
+      (:func:`.links.exact_links`);
     * ``clustering="star"`` (:mod:`.star`): :data:`DEDUP_STAR_SCHEMA`; each cluster is
       walked in keep order and a row is kept unless it is similar to a row kept before it
       in its cluster; a dropped row's ``twin_rowid`` is the first such kept row and

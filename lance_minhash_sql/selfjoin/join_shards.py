@@ -25,7 +25,7 @@ What is reported, exactly:
   (the right index's tokenizer and shingle size; texts fetched by row id), reaches the
   threshold (as :func:`.pairs.pairs` does); otherwise ``jaccard`` is NULL.
 
-How: the band-key space is cut into key-range shards (one per :data:`SHARD_BAND_ROWS`
+How: the band-key space is cut into key-range shards (one per :data:`lance_minhash_sql.core.tuning.SHARD_BAND_ROWS`
 band rows of both sides). A shard takes the left rows of its key range (the left rows'
 bands, sorted in memory when they were signed, or the left index's pages), walks each
 right run's rows of the range beside them with :func:`kernels.join.shared_rows` (a local
@@ -64,7 +64,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle
 from lance_minhash_sql.io.scan import options_for, row_count, take_texts, text_field, version_of
 from lance_minhash_sql.kernels.join import join_chunk, new_join_cursor, shared_rows
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, padded_hashes, pair_jaccard
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
@@ -189,7 +189,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
 
     ``left`` and ``right`` are paths/URIs or opened ``LanceDataset`` objects (pass those
     to pin versions); each side's storage options reach only that side. ``num_shards``
-    defaults to one per :data:`SHARD_BAND_ROWS` band rows of both sides (fewer band rows
+    defaults to one per :data:`lance_minhash_sql.core.tuning.SHARD_BAND_ROWS` band rows of both sides (fewer band rows
     under a small ``memory_limit``, :func:`.bounded.shard_rows`; an explicit limit also
     bounds the left rows signed in memory).
 
@@ -249,7 +249,7 @@ def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndar
     """``(keys, global docs)`` of the side's band rows with keys in ``[lo, hi)`` that the
     sorted ``lkeys`` hold, sorted by key; ``lmask`` marks the ``lkeys`` found. A run in
     memory or memory-mapped is walked in place, without its lock
-    (:meth:`SegmentEntry.band_chunks`): only the rows found are copied."""
+    (:meth:`lance_minhash_sql.index.entries.SegmentEntry.band_chunks`): only the rows found are copied."""
     parts = []
     lo_u, last = np.uint64(lo), np.uint64(hi - 1)
     for r, entry in enumerate(side.entries):

@@ -62,7 +62,7 @@ import numpy as np
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, warn_if_low_recall
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
 from lance_minhash_sql.selfjoin.verify import data_pairs
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
@@ -151,10 +151,10 @@ def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS,
     """``("links", a, b)`` chunks of a shard's loaded data for ``verify="exact"``
     components: every candidate pair of a bucket whose estimate reaches
     :func:`exact_candidate_floor` and whose exact shingle Jaccard reaches the threshold
-    (:func:`.pairs.data_pairs`, the pairs of ``verify := 'exact'``), as global doc ids.
+    (:func:`.verify.data_pairs`, the pairs of ``verify := 'exact'``), as global doc ids.
     Not the representatives' rule: a pair verified by exact Jaccard is a link whatever
     the other members of its bucket, so the components are those of all the exact pairs.
-    ``shingles``: the rows' shingle sets, shared by the shards (:func:`.pairs.pair_verifier`)."""
+    ``shingles``: the rows' shingle sets, shared by the shards (:func:`.verify.pair_verifier`)."""
     local = sorted_unique(data.docs)
     rowid, gid = data.local_rowids(local), data.global_ids(local)
     order = np.argsort(rowid)

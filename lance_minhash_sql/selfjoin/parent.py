@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, PARENT_SHARE, SPILLED_PARENT_SHARE
+from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, MIN_PARENT_BLOCKS as MIN_BLOCKS, PARENT_SHARE, SPILLED_PARENT_SHARE
 from lance_minhash_sql.io.spilled import SpilledArray
-from lance_minhash_sql.kernels.components import (clear_meter, collect_linked, count_linked, flatten_roots,
-                                                  flatten_within, linked_members, new_marks, set_marks, union_min,
-                                                  union_within)
+from lance_minhash_sql.kernels.components import (METER_SHIFT, METER_USED, clear_meter, collect_linked, count_linked,
+                                                  flatten_roots, flatten_within, linked_members, new_marks, new_meter,
+                                                  set_marks, union_min, union_within)
 from lance_minhash_sql.kernels.prune import drop_joined, joined_within, kept_rows
 from lance_minhash_sql.selfjoin.pool import STATS, count
 
@@ -37,7 +37,6 @@ __all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "PARENT_SHARE", "SPILLED_PARENT_SHARE", 
            "parent_share", "UnionFind"]
 
 BLOCK_BYTES = FAULT_AROUND_BYTES
-MIN_BLOCKS = 4
 
 
 def _dtype(total_docs: int) -> np.dtype:
@@ -83,7 +82,7 @@ class UnionFind:
         most = max(MIN_BLOCKS, share // BLOCK_BYTES)
         self.span = most << shift  # ids of a sweep's span: `most` whole blocks
         self.seen = new_marks(-(-self.total >> shift) + 1)
-        self.meter = np.array([shift, most, 0], dtype=np.int64)
+        self.meter = new_meter(shift, most)
         self.file = SpilledArray(self.total, dtype)
         self.parent = self.file.array
         count("spilled_parent")
@@ -103,16 +102,14 @@ class UnionFind:
 
     def _hand_back(self) -> None:
         """The pages touched back to the OS, the meter cleared."""
-        with_blocks = int(self.meter[2])
-        if with_blocks > STATS["max_parent_blocks"]:
-            STATS["max_parent_blocks"] = with_blocks
+        STATS.high("max_parent_blocks", self.meter[METER_USED])
         self.file.hand_back()
         clear_meter(self.seen, self.meter)
         count("parent_handbacks")
 
     def _swept(self) -> None:
         """After a span of a sweep: its pages handed back."""
-        self.meter[2] = -(-min(self.span, self.total) >> int(self.meter[0]))  # (the span's blocks, for STATS)
+        self.meter[METER_USED] = -(-min(self.span, self.total) >> int(self.meter[METER_SHIFT]))  # (the span's blocks, for STATS)
         self._hand_back()
 
     def union(self, a: np.ndarray, b: np.ndarray) -> int:

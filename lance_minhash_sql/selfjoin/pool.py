@@ -15,38 +15,35 @@ did when spilled (:mod:`.parent`).
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.tuning import FETCH_ROWS
 from lance_minhash_sql.index.rowid_runs import rowid_runs
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, multi_rows
+from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.threads import run_chunks
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs
+from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs
 
-__all__ = ["STATS", "EMPTY_SLOT", "count", "held", "read_multi", "fetch_signatures", "row_ids", "shard_data", "pool",
+__all__ = ["STATS", "count", "held", "read_multi", "fetch_signatures", "row_ids", "shard_data", "pool",
            "span_data", "CarriedPool"]
 
-STATS = {"max_pool_rows": 0, "groups": 0, "streamed_shards": 0, "pruned_rows": 0, "fetched_rows": 0, "carried_rows": 0,
-         "spilled_parent": 0, "parent_handbacks": 0, "max_parent_blocks": 0}
-_stats_lock = threading.Lock()
-EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))  # ShardData's slot column where no slot is kept
+STATS = Counters("the bounded self-join's reads, groups and union-find", "max_pool_rows", "groups", "streamed_shards",
+                 "pruned_rows", "fetched_rows", "carried_rows", "spilled_parent", "parent_handbacks",
+                 "max_parent_blocks")
 
 
 def held(rows: int) -> None:
     """Record that one read held ``rows`` signature rows."""
-    with _stats_lock:
-        STATS["max_pool_rows"] = max(STATS["max_pool_rows"], int(rows))
+    STATS.high("max_pool_rows", rows)
 
 
 
 def count(what: str, n: int = 1) -> None:
     """Add ``n`` to ``STATS[what]``."""
-    with _stats_lock:
-        STATS[what] += n
+    STATS.add(what, n)
 
 
 def read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
@@ -108,7 +105,7 @@ def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarra
 
 def row_ids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
     """Row ids of sorted unique ``gids`` (signatures read too only where a segment has no
-    row id runs, :data:`max_rows` at a time)."""
+    row id runs, ``max_rows`` at a time)."""
     out = np.empty(gids.size, dtype=np.uint64)
     k = plan.params.num_hashes
     for entry, a, b, docs in _runs_of(plan, gids):

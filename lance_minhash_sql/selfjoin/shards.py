@@ -29,12 +29,12 @@ from lance_minhash_sql.core.tuning import (BUCKET_WINDOW_ROWS, MAX_SHARDS, SELF_
                                            SIGNATURE_READ_ROWS, WHOLE_SIGNATURES_FRACTION)
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import gather_rows, padded_hashes, windows
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 from lance_minhash_sql.runtime.cache import ByteCache
 
-__all__ = [
+__all__ = ["EMPTY_SLOT", 
     "shard_runs",
     "Plan",
     "plan_for",
@@ -350,7 +350,7 @@ class Window:
         return data.global_ids(data.docs[self.row0 + local.astype(np.int64)] if self.gathered else local)
 
 
-_EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))
+EMPTY_SLOT = readonly(np.empty(0, dtype=np.int32))  # ShardData's slot column where no slot is kept
 
 
 def shard_windows(data: ShardData, max_rows: int | None = None) -> Iterator[Window]:
@@ -379,7 +379,7 @@ def shard_windows(data: ShardData, max_rows: int | None = None) -> Iterator[Wind
         if rows <= max_rows or not direct:
             gather_rows(data.docs, r0, r1, data.sigs, data.slot, data.rowids, buf, buf_rowids)
             halves = readonly(buf[:rows])
-            yield Window(keys, ident[:rows], st, en, readonly(buf[:rows].view(np.uint64)), halves, _EMPTY_SLOT,
+            yield Window(keys, ident[:rows], st, en, readonly(buf[:rows].view(np.uint64)), halves, EMPTY_SLOT,
                          readonly(buf_rowids[:rows]), r0, True)
         else:
             yield Window(keys, readonly(data.docs[r0:r1]), st, en, readonly(data.sigs.view(np.uint64)), data.sigs, data.slot,

@@ -26,11 +26,12 @@ from lance_minhash_sql.core.tuning import SHINGLE_SHARE
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.csr import csr_scatter, csr_take
-from lance_minhash_sql.kernels.lsh import sorted_unique
+from lance_minhash_sql.core.arrays import sorted_unique
+from lance_minhash_sql.runtime.cache import Counters
 
 __all__ = ["SHINGLE_SHARE", "ShingleSets", "budget_sets", "STATS"]
 
-STATS = {"fetched_rows": 0, "asked_rows": 0}
+STATS = Counters("exact verification's shingle sets", "fetched_rows", "asked_rows")
 
 
 def budget_sets(opened, limit: int) -> "ShingleSets":
@@ -58,9 +59,9 @@ class ShingleSets:
         want = sorted_unique(np.asarray(rowids, dtype=np.uint64))
         with self.lock:
             parts, missing = _lookup(self.blocks, want)
-            STATS["asked_rows"] += want.size
+            STATS.add("asked_rows", want.size)
             if missing.size:
-                STATS["fetched_rows"] += missing.size
+                STATS.add("fetched_rows", missing.size)
                 texts = take_rows(self.opened.ds, missing, [self.opened.column], "the exact verification",
                                   self.opened.uri).column(self.opened.column)
                 offsets, hashes = self.signer.shingle_sets(texts.combine_chunks())

@@ -71,12 +71,13 @@ from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
+from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.selfjoin.bounded import clusters_table
 
 __all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
 
 SPILL_PREFIX = "lance-minhash-star-"
-STATS = {"spilled_blocks": 0, "chunks": 0}
+STATS = Counters("star clustering's chunks and spilled centers", "spilled_blocks", "chunks")
 
 
 class _Centers:
@@ -118,7 +119,7 @@ class _Centers:
         self.spilled += 1
         path = os.path.join(self.folder, f"b{self.spilled:08d}.npz")
         np.savez(path, *block)
-        STATS["spilled_blocks"] += 1
+        STATS.add("spilled_blocks")
         self.held -= _nbytes(block)
         return path
 
@@ -173,7 +174,7 @@ def star_twins(ds, column: str, params: MinHashParams, threshold: float, rowid: 
         while start < order.size:
             pos = order[start:start + _chunk_rows(limit, rows_seen, bytes_seen)]
             start += pos.size
-            STATS["chunks"] += 1
+            STATS.add("chunks")
             comp = cluster[pos].astype(np.int64)
             texts = take_rows(ds, rowid[pos], [column], "the star clustering").column(column).combine_chunks()
             sigs, _ = signer.sign(texts)
@@ -231,7 +232,7 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
 
 def star_clusters(ds, column: str, params: MinHashParams, threshold: float, components: pa.Table,
                   verify: str, limit: int) -> pa.Table:
-    """The star clusters of a components table (:data:`CLUSTERS_SCHEMA`), members walked by
+    """The star clusters of a components table (:data:`lance_minhash_sql.index.results.CLUSTERS_SCHEMA`), members walked by
     lowest row id: each center with the rows it is the twin of, ``cluster_id`` the center's
     row id (the smallest of its cluster), ``cluster_size`` its rows; clusters of two rows or
     more, ordered by ``(cluster_id, _rowid)``."""
