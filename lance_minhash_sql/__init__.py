@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lance_minhash_sql.lifecycle.optimize import optimize
     from lance_minhash_sql.lifecycle.prewarm import prewarm
     from lance_minhash_sql.diagnostics.report import report
+    from lance_minhash_sql.diagnostics.estimate import estimate
     from lance_minhash_sql.runtime.cache import cache_info, clear_cache, set_cache_capacity
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.diagnostics.plots import save_plots
@@ -48,6 +49,7 @@ __all__ = [
     "optimize",
     "prewarm",
     "report",
+    "estimate",
     "set_cache_capacity",
     "cache_info",
     "clear_cache",
@@ -72,6 +74,7 @@ _LAZY = MappingProxyType({
     "optimize": "lance_minhash_sql.lifecycle.optimize",
     "prewarm": "lance_minhash_sql.lifecycle.prewarm",
     "report": "lance_minhash_sql.diagnostics.report",
+    "estimate": "lance_minhash_sql.diagnostics.estimate",
     "set_cache_capacity": "lance_minhash_sql.runtime.cache",
     "cache_info": "lance_minhash_sql.runtime.cache",
     "clear_cache": "lance_minhash_sql.runtime.cache",

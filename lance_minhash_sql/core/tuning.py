@@ -240,3 +240,26 @@ SHUFFLE_CACHE_SHARE = 8  # while a shuffle's task runs, its worker's segment cac
 PARENT_SHARE = 0.75
 SPILLED_PARENT_SHARE = 0.25
 MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, whatever its share
+
+# ------------------------------------------------------------------- The dry run (diagnostics/estimate.py, costs.py)
+
+# The component walk around a sampled row stops at this many rows: the rows dropped of a
+# larger component are then counted as 1 - 1 / ESTIMATE_COMPONENT_ROWS per row at least
+# (docs/estimate.md states the bias), and each sampled row searches at most this many rows.
+ESTIMATE_COMPONENT_ROWS = 64
+# The self-join's unit costs on an idle machine (diagnostics/costs.py), fitted on the
+# 2-core development machine (benchmarks/estimate.py: pairs' first call at 0.7, 0.8 and 0.9
+# on 1M and 10M rows of the synthetic corpus, default 256 MiB budget, load average ~5),
+# each measured time divided by the busy factor the dry run measured beside it (2.5-2.8):
+# ~0.11 us a pair verified and emitted (the 10M runs at 0.7 and 0.9 differ by 508M pairs
+# and 55 s); a band row read and bucketed took 115 ns at 1M and 265 ns at 10M (an index of
+# 4.6 GB against 0.46 GB: the reads miss the caches more), the middle taken. Memory (VmHWM):
+# 408-422 MB at 1M, 685-713 MB at 10M: a process with the engine loaded, the pool's share
+# of the budget, then ~35 bytes a row.
+SELF_JOIN_BAND_ROW_SECONDS = 1.75e-7
+SELF_JOIN_PAIR_SECONDS = 1.1e-7
+SELF_JOIN_BASE_BYTES = 222 << 20
+SELF_JOIN_ROW_BYTES = 35
+# verify := 'exact' against 'estimate', the same pairs' self-join: 5-9x the wall time
+# (docs/dedup-quality.md, *Cost*: each candidate row fetched and shingled); the middle taken.
+SELF_JOIN_EXACT_FACTOR = 7.0

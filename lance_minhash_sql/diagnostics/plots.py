@@ -27,6 +27,7 @@ import numpy as np
 
 from lance_minhash_sql.core.errors import InvalidParameterError, MissingDependencyError
 from lance_minhash_sql.core.params import scurve
+from lance_minhash_sql.diagnostics.intervals import Z95, wilson
 from lance_minhash_sql.io.outputs import prepare_output, written_beside
 
 __all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "PLOT_INSTALL", "require_matplotlib", "save_plots"]
@@ -34,7 +35,6 @@ __all__ = ["FIGSIZE", "DPI", "PLOT_FILES", "PLOT_INSTALL", "require_matplotlib",
 FIGSIZE = (8.0, 5.0)  # inches
 DPI = 120  # 960 x 600 pixels
 PLOT_FILES = MappingProxyType({"scurve": "scurve.png", "buckets": "buckets.png", "estimator": "estimator.png"})
-_Z95 = 1.959963984540054
 
 
 # the package installs from its repository (README), so the hint names matplotlib itself
@@ -57,15 +57,6 @@ def _figure():
 
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     return fig, fig.subplots()
-
-
-def _wilson(successes: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """95 % Wilson score interval of binomial proportions."""
-    p = successes / n
-    z2 = _Z95 ** 2
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = _Z95 * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return centre - half, centre + half
 
 
 def _title(rep, what: str) -> str:
@@ -91,7 +82,7 @@ def _scurve(rep, path: str) -> None:
     if has.any():
         x = np.array([v for v, h in zip(sc["mean_jaccard"], has) if h])
         c = np.array(sc["candidates"], dtype=np.float64)[has]
-        lo, hi = _wilson(c, n[has])
+        lo, hi = wilson(c, n[has])
         y = c / n[has]
         ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)], fmt="o", color="black", ms=4,
                     capsize=3, label=f"empirical: {int(n.sum()):,} sampled pairs, 95% interval")
@@ -141,7 +132,7 @@ def _estimator(rep, path: str) -> None:
     est = pairs.column("estimated").to_numpy()
     cand = pairs.column("candidate").to_numpy(zero_copy_only=False)
     s = np.linspace(0.0, 1.0, 201)
-    band = _Z95 * np.sqrt(s * (1 - s) / k)
+    band = Z95 * np.sqrt(s * (1 - s) / k)
     ax.fill_between(s, s - band, s + band, color="tab:gray", alpha=0.2,
                     label=f"theory: ± 1.96 sqrt(J(1-J)/{k})")
     ax.plot([0, 1], [0, 1], color="black", lw=1, label="y = x")

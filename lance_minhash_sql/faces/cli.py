@@ -335,6 +335,15 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_estimate(args) -> int:
+    from lance_minhash_sql.diagnostics.estimate import describe, estimate
+
+    table = estimate(args.dataset, args.column, args.thresholds, args.sample_rows, verify=args.verify, seed=args.seed,
+                     memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option))
+    print("\n".join(describe(table)))
+    return 0
+
+
 LATERAL_HINT = ("minhash_search returns the dataset's own columns, so it needs a constant query and cannot take a "
                 "column of another table (LATERAL); per row use minhash_search_ids(dataset, column, q.text, k), "
                 "which returns _rowid and _distance, and join the rows by _rowid")
@@ -423,7 +432,7 @@ def _run(args, options: frozenset = frozenset()) -> int:
 COMMANDS = MappingProxyType({
     "demo": cmd_demo, "bench": cmd_bench, "warmup": cmd_warmup, "build": cmd_build, "optimize": cmd_optimize,
     "search": cmd_search, "pairs": cmd_pairs, "join": cmd_join, "clusters": cmd_clusters, "dedup": cmd_dedup,
-    "review": cmd_review, "report": cmd_report, "sql": cmd_sql})
+    "review": cmd_review, "report": cmd_report, "sql": cmd_sql, "estimate": cmd_estimate})
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ EXAMPLES = r"""
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
     lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
+    lance-minhash estimate corpus.lance text --thresholds 0.7 0.8 0.9   # dry run: what dedup would drop, and its cost
     lance-minhash review corpus.lance text --out review.html   # a page to review what dedup drops
     lance-minhash demo                       # synthetic corpus + SQL over it, in ./demo
     lance-minhash bench --rows 1000000       # ours vs Lance native, datasketch, rensa
@@ -69,7 +70,7 @@ def build_parser() -> CommandParser:
         description="Near-duplicate detection for text in Lance datasets, in SQL.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_tool_commands, _index_commands, _self_join_commands, _page_commands):
+    for add in (_tool_commands, _index_commands, _self_join_commands, _estimate_command, _page_commands):
         add(sub)
     parser.commands = dict(sub.choices)
     return parser
@@ -227,6 +228,22 @@ def _self_join_commands(sub) -> None:
                    help="delete the duplicates from DATASET in one commit (a new version; the old stays readable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     clustering_flag(p)
+    storage_flag(p)
+
+
+def _estimate_command(sub) -> None:
+    """estimate"""
+    p = command(sub, "estimate", "a dry run of the self-join from a sample of rows: the share of rows with a "
+                "near-duplicate, rows dedup would drop, pairs (95%% intervals), and what the full run would cost")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("column", help="the indexed text column")
+    p.add_argument("--thresholds", type=float, nargs="+", default=[0.7, 0.8, 0.9],
+                   help="similarities a pair must reach, one row each (default 0.7 0.8 0.9)")
+    p.add_argument("--sample-rows", type=int, default=2000, help="rows drawn and searched (default 2000)")
+    verify_flag(p)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    p.add_argument("--memory-limit", default=None, help="the budget of the self-join whose cost is projected, "
+                   f"bytes or e.g. 1GiB (default {DEFAULT_SELF_JOIN_MEMORY >> 20} MiB)")
     storage_flag(p)
 
 

@@ -15,7 +15,8 @@ reviewer needs to trust it or to change a parameter:
   ``keep`` keeps and why. With ``clustering="components"`` a dropped row may be far from
   the kept row: the page shows the chain of verified links that put them in one cluster
   (``faces/chains.py``), each link with its exact Jaccard. With ``clustering="star"`` a
-  dropped row is compared with its twin, the kept row it is similar to.
+  dropped row is compared with its twin, the kept row it is similar to;
+* a dry run at thresholds either side of the page's (``faces/estimate_section.py``).
 
 The borderline and random clusters are drawn from a pool of at most :data:`POOL_ROWS`
 clustered rows (all of them on smaller data), chosen with ``seed``.
@@ -35,6 +36,7 @@ from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, c
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.params import lsh_probability
 from lance_minhash_sql.faces.chains import CHAIN_ROWS, chains
+from lance_minhash_sql.faces.estimate_section import section_html, section_table
 from lance_minhash_sql.faces.sinks import Ticker
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.sign import signer_for
@@ -107,6 +109,7 @@ class Review:
     clustering: str = "components"
     verify: str = "estimate"
     id_column: str = ROWID
+    estimate: pa.Table | None = None  # the dry run at nearby thresholds (faces/estimate_section.py)
 
     @property
     def num_clusters(self) -> int:
@@ -203,6 +206,7 @@ def _review(dataset, column, threshold, keep, order_by, clustering, verify, memo
     if ids.size:
         picks = _sample(ids, sizes, plan, per_kind, seed)
         result.clusters = [_cluster(plan, cid, kind, keep, order_by, max_members) for cid, kind in picks]
+    result.estimate = section_table(dataset, column, float(threshold), storage_options, seed, verify, memory_limit)
     return result
 
 
@@ -521,4 +525,5 @@ def _render(r: Review) -> str:
             f'<section id="clusters"><h2>A sample of clusters</h2><p class="sub">The largest, the borderline (a '
             f'dropped row least similar to its kept row) and random ones. Each dropped row shows its exact Jaccard '
             f'J to {compared}; <mark>highlighted</mark> words are not in its kept row, <del>struck</del> words are '
-            f'the kept row\'s that it lacks.</p>{clusters}</section></div>')
+            f'the kept row\'s that it lacks.</p>{clusters}</section>'
+            f'{section_html(r.estimate, r.threshold) if r.estimate is not None else ""}</div>')

@@ -14,7 +14,7 @@ from lance_minhash_sql.io.store import check_uri, is_remote, lance_message, reda
 from lance_minhash_sql.io.takes import take_rows
 
 __all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
-           "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows"]
+           "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows", "take_offsets"]
 
 
 def is_dataset(obj) -> bool:
@@ -174,3 +174,13 @@ def take_texts(ds: "lance.LanceDataset", column: str, rowids: np.ndarray, uri: s
     :class:`DatasetError` if a row is gone (the dataset changed under a running job)."""
     t = take_rows(ds, rowids, [column, "_rowid"], "a read of its texts", uri or None)
     return t.column(column).combine_chunks().cast(pa.large_string())
+
+
+def take_offsets(ds: "lance.LanceDataset", column: str, offsets: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """``(row ids uint64, texts large_string)`` of the live rows at ``offsets`` (positions
+    among the version's live rows, in scan order: deleted rows are skipped), in that order."""
+    if offsets.size == 0:
+        return np.empty(0, np.uint64), pa.array([], pa.large_string())
+    t = ds.take(np.asarray(offsets, dtype=np.int64).tolist(), columns=[column, "_rowid"])
+    return (t.column("_rowid").to_numpy().astype(np.uint64, copy=False),
+            t.column(column).combine_chunks().cast(pa.large_string()))

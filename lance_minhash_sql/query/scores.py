@@ -28,7 +28,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
 from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
 
-__all__ = ["NO_LIMIT", "check_limit", "at_threshold", "exact_scores", "apply_scores"]
+__all__ = ["NO_LIMIT", "check_limit", "at_threshold", "candidate_cut", "verified", "exact_scores", "apply_scores"]
 
 NO_LIMIT = 1 << 40  # the cut for k = None: more rows than any dataset has
 
@@ -50,6 +50,24 @@ def at_threshold(distance: np.ndarray, num_hashes: int, threshold: float) -> np.
     """Mask of the hits whose similarity ``float32(eq) / float32(k)`` reaches ``threshold``."""
     eq = np.rint((1.0 - distance.astype(np.float64)) * num_hashes).astype(np.int64)
     return eq >= min_matches(threshold, num_hashes)
+
+
+def candidate_cut(threshold: float, num_hashes: int, verify: str) -> float:
+    """The MinHash estimate a hit must reach under ``verify``: the threshold itself, or for
+    ``"exact"`` :func:`lance_minhash_sql.core.params.exact_candidate_floor` (the exact
+    Jaccard then decides)."""
+    return exact_candidate_floor(threshold, num_hashes) if verify == "exact" else threshold
+
+
+def verified(distance: np.ndarray, jaccard: np.ndarray | None, num_hashes: int, threshold: float,
+             verify: str) -> np.ndarray:
+    """Mask of the hits a threshold search (and the self-join) keeps at ``threshold`` under
+    ``verify``: the estimate reaches :func:`candidate_cut`, and for ``"exact"`` the exact
+    Jaccard (``jaccard``) reaches the threshold."""
+    keep = at_threshold(distance, num_hashes, candidate_cut(threshold, num_hashes, verify))
+    if verify == "exact":
+        keep &= jaccard >= threshold
+    return keep
 
 
 def exact_scores(opened: OpenedIndex, queries: pa.Array, query_index: np.ndarray, rowids: np.ndarray) -> np.ndarray:
@@ -76,8 +94,7 @@ def apply_scores(opened: OpenedIndex, queries: pa.Array, q: np.ndarray, rid: np.
     if threshold is not None:
         warn_if_low_recall(opened.params, threshold)
         k = opened.params.num_hashes
-        cut = exact_candidate_floor(threshold, k) if exact else threshold
-        keep = at_threshold(dist, k, cut)
+        keep = at_threshold(dist, k, candidate_cut(threshold, k, verify))
         if not keep.all():
             q, rid, dist = q[keep], rid[keep], dist[keep]
     if not exact:

@@ -1,0 +1,190 @@
+"""A dry run of the self-join: what dedup would drop at each threshold, and what the full
+run would cost, from a sample of rows (``docs/estimate.md``).
+
+>>> import lance_minhash_sql as lms  # doctest: +SKIP
+>>> lms.estimate("corpus.lance", "text", thresholds=[0.7, 0.8, 0.9], sample_rows=2000)  # doctest: +SKIP
+
+**Sample.** ``sample_rows`` of the version's ``N`` live rows, drawn uniformly without
+replacement (``seed`` fixes the draw), by position among the live rows (a Lance take).
+Each is searched against the index with threshold search, its own hit removed
+(:mod:`.neighbours`): its neighbours are exactly its pairs in ``minhash_pairs`` at each
+threshold under ``verify``.
+
+**Columns, per threshold** (the statistics: ``docs/estimate.md``):
+
+* ``duplicate_fraction``: the share of sampled rows with at least one neighbour, an
+  unbiased estimate of the share of the ``N`` rows that appear in ``minhash_pairs``;
+  ``duplicate_fraction_low`` / ``_high``: the Wilson score interval with continuity
+  correction and the finite-population correction, 95 %;
+* ``rows_dropped_components``: ``N`` times the mean over sampled rows of
+  ``1 - 1 / s`` (``s`` the size of the row's component; 0 outside a cluster): the sum of
+  ``1 - 1 / s`` over all rows is exactly the rows a components dedup drops (a component of
+  ``s`` rows keeps one). The component is walked breadth first from the sampled row up to
+  :data:`~lance_minhash_sql.core.tuning.ESTIMATE_COMPONENT_ROWS` rows; a larger one counts
+  ``1 - 1 / cap`` (a bias of at most ``1 / cap`` per row of such components, downwards);
+* ``rows_dropped_star``: ``N`` times the share of sampled rows the star walk drops
+  (keep ``'first'``: the component's rows walked by row id, a row dropped when similar to
+  a kept row before it), decided on the walked component;
+* both with the Wilson interval as above (for ``components`` the values lie in
+  ``[0, 1]``, and the interval uses the largest variance of such a mean);
+* ``pairs``: ``N / 2`` times the sampled rows' mean number of neighbours, with the normal
+  interval of a mean (sample standard deviation, finite-population corrected);
+* ``seconds``, ``peak_memory``, ``temp_disk``: the full ``minhash_pairs`` at this threshold
+  and ``memory_limit``, projected by :mod:`.costs` (the engine's unit costs on this machine,
+  ``seconds`` times ``busy_factor``: how much longer work takes now than on an idle machine).
+
+It never runs the self-join on the dataset: its work is the sample's searches and the
+components' walks around the sampled rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.checks import check_int, check_threshold, check_verify
+from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
+from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS
+from lance_minhash_sql.diagnostics.costs import busy_factor, project
+from lance_minhash_sql.diagnostics.intervals import mean_interval, wilson
+from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.io.scan import options_for, row_count, take_offsets
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+
+__all__ = ["ESTIMATE_SCHEMA", "DEFAULT_THRESHOLDS", "DEFAULT_SAMPLE_ROWS", "MAX_SAMPLE_ROWS", "estimate",
+           "check_thresholds", "describe"]
+
+DEFAULT_THRESHOLDS = (0.7, 0.8, 0.9)
+DEFAULT_SAMPLE_ROWS = 2000
+MAX_SAMPLE_ROWS = 1_000_000
+
+ESTIMATE_SCHEMA = pa.schema([
+    pa.field("threshold", pa.float64(), nullable=False),
+    pa.field("verify", pa.string(), nullable=False),
+    pa.field("live_rows", pa.int64(), nullable=False),
+    pa.field("sampled_rows", pa.int64(), nullable=False),
+    pa.field("duplicate_rows", pa.int64(), nullable=False),
+    pa.field("duplicate_fraction", pa.float64(), nullable=False),
+    pa.field("duplicate_fraction_low", pa.float64(), nullable=False),
+    pa.field("duplicate_fraction_high", pa.float64(), nullable=False),
+    pa.field("rows_dropped_components", pa.float64(), nullable=False),
+    pa.field("rows_dropped_components_low", pa.float64(), nullable=False),
+    pa.field("rows_dropped_components_high", pa.float64(), nullable=False),
+    pa.field("rows_dropped_star", pa.float64(), nullable=False),
+    pa.field("rows_dropped_star_low", pa.float64(), nullable=False),
+    pa.field("rows_dropped_star_high", pa.float64(), nullable=False),
+    pa.field("pairs", pa.float64(), nullable=False),
+    pa.field("pairs_low", pa.float64(), nullable=False),
+    pa.field("pairs_high", pa.float64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("peak_memory", pa.int64(), nullable=False),
+    pa.field("temp_disk", pa.int64(), nullable=False),
+    pa.field("busy_factor", pa.float64(), nullable=False),
+    pa.field("sample_seconds", pa.float64(), nullable=False),
+])
+
+
+def check_thresholds(thresholds: Any) -> list[float]:
+    """A non-empty list of thresholds, each ``0 < t <= 1`` (sorted, duplicates removed)."""
+    if isinstance(thresholds, (int, float)) and not isinstance(thresholds, bool):
+        thresholds = [thresholds]
+    if not isinstance(thresholds, (list, tuple)) or not thresholds:
+        raise InvalidParameterError(
+            f"thresholds={thresholds!r} must be a non-empty list of similarity thresholds in (0, 1], "
+            "e.g. [0.7, 0.8, 0.9]")
+    return sorted({check_threshold(t, "thresholds") for t in thresholds})
+
+
+def _sample_rows(sample_rows: Any) -> int:
+    return check_int("sample_rows", sample_rows, "e.g. 2000 (rows searched; the interval narrows as 1 / sqrt(rows))",
+                     lo=1, hi=MAX_SAMPLE_ROWS)
+
+
+def _seed(seed: Any) -> int:
+    return check_int("seed", seed, "e.g. 0 (the same seed draws the same rows)", lo=0, hi=2**63 - 1)
+
+
+def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: int = DEFAULT_SAMPLE_ROWS, *,
+             verify: str = "estimate", seed: int = 0, memory_limit=None,
+             storage_options: dict | None = None) -> pa.Table:
+    """One row per threshold (:data:`ESTIMATE_SCHEMA`): the share of rows with a near-duplicate
+    and its 95 % interval, the rows a dedup would drop (components and star), the pairs,
+    and the projected seconds, peak memory and temporary disk of the full
+    ``minhash_pairs``; see the module doc."""
+    ts = check_thresholds(thresholds)
+    n_asked = _sample_rows(sample_rows)
+    verify = check_verify(verify)
+    seed = _seed(seed)
+    limit = memory_limit_bytes(memory_limit)
+    t0 = time.perf_counter()
+    opened = open_index(dataset, column, options_for(dataset, storage_options))
+    population = row_count(opened.ds)
+    if population == 0:
+        raise DatasetError(f"dataset {opened.uri!r} has no live rows: there is nothing to estimate; add rows first")
+    n = min(n_asked, population)
+    rng = np.random.default_rng(seed)
+    offsets = np.sort(rng.choice(population, n, replace=False))
+    rowids, texts = take_offsets(opened.ds, opened.column, offsets)
+    hoods = Neighbourhoods(opened, ts, verify)
+    hoods.add(rowids, texts)
+    stats = [_at(hoods, rowids, t, population) for t in ts]
+    sample_seconds = time.perf_counter() - t0
+    p = opened.params
+    busy = busy_factor()
+    cols: dict[str, list] = {f.name: [] for f in ESTIMATE_SCHEMA}
+    for t, s in zip(ts, stats):
+        cost = project(population, p.num_bands, s["pairs"], limit, verify, busy)
+        s.update(threshold=t, verify=verify, live_rows=population, sampled_rows=n, seconds=cost.seconds,
+                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, busy_factor=busy,
+                 sample_seconds=sample_seconds)
+        for name in cols:
+            cols[name].append(s[name])
+    return pa.Table.from_pydict(cols, schema=ESTIMATE_SCHEMA)
+
+
+def _at(hoods: Neighbourhoods, rowids: np.ndarray, t: float, population: int) -> dict:
+    """The statistics of one threshold (see the module doc)."""
+    n = rowids.size
+    degree = hoods.degree(rowids, t)
+    dup = degree > 0
+    lo, hi = wilson(dup.sum(), n, population=population, continuity=True)
+    out = {"duplicate_rows": int(dup.sum()), "duplicate_fraction": float(dup.mean()),
+           "duplicate_fraction_low": float(lo), "duplicate_fraction_high": float(hi)}
+    starts = rowids[dup]
+    comps = hoods.explore(starts, lambda r: hoods.pair_links(r, t), ESTIMATE_COMPONENT_ROWS)
+    weight = np.zeros(n)
+    weight[dup] = [1.0 - 1.0 / c.members.size for c in comps]
+    if hoods.exact:  # star's components are linked down to the exact floor: walked again
+        comps = hoods.explore(starts, lambda r: hoods.star_links(r, t), ESTIMATE_COMPONENT_ROWS)
+    dropped = np.zeros(n, dtype=bool)
+    dropped[dup] = [hoods.star_dropped(int(r), c, t) for r, c in zip(starts.tolist(), comps)]
+    for name, values in (("components", weight), ("star", dropped)):
+        total = float(values.sum())
+        lo, hi = wilson(total, n, population=population, continuity=True)
+        out[f"rows_dropped_{name}"] = population * total / n
+        out[f"rows_dropped_{name}_low"] = population * float(lo)
+        out[f"rows_dropped_{name}_high"] = population * float(hi)
+    mean, lo, hi = mean_interval(degree, population=population)
+    out.update(pairs=population * mean / 2, pairs_low=max(0.0, population * lo / 2), pairs_high=population * hi / 2)
+    return out
+
+
+def describe(table: pa.Table) -> list[str]:
+    """One line per threshold of an :func:`estimate` table, in words."""
+    out = []
+    for r in table.to_pylist():
+        n = r["live_rows"]
+        out.append(
+            f"threshold {r['threshold']:g} ({r['verify']}, {r['sampled_rows']:,} of {n:,} rows sampled): "
+            f"{r['duplicate_fraction']:.1%} of rows have a near-duplicate [{r['duplicate_fraction_low']:.1%}, "
+            f"{r['duplicate_fraction_high']:.1%}]; dedup drops ~{r['rows_dropped_components']:,.0f} rows "
+            f"[{r['rows_dropped_components_low']:,.0f}, {r['rows_dropped_components_high']:,.0f}] with components, "
+            f"~{r['rows_dropped_star']:,.0f} [{r['rows_dropped_star_low']:,.0f}, {r['rows_dropped_star_high']:,.0f}] "
+            f"with star; ~{r['pairs']:,.0f} pairs [{r['pairs_low']:,.0f}, {r['pairs_high']:,.0f}]; the full "
+            f"minhash_pairs: ~{r['seconds']:.1f} s, peak ~{r['peak_memory'] / 2**20:,.0f} MiB, "
+            f"temporary disk {r['temp_disk'] / 2**20:,.0f} MiB")
+    return out

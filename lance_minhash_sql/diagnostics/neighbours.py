@@ -1,0 +1,201 @@
+"""The near-duplicates of sampled rows, found by threshold search, and the components and
+star walks around them (what :mod:`.estimate` counts; ``docs/estimate.md``).
+
+A row's *neighbours* are what a threshold search of its own text returns
+(:func:`lance_minhash_sql.query.topk.topk` with no limit), its own hit removed: the live
+rows sharing a band key with it, scored over the full signatures. They are exactly the
+row's pairs in the self-join (same candidate rule, same verification:
+:func:`lance_minhash_sql.query.scores.verified`), so a row has a pair in ``minhash_pairs``
+iff it has a neighbour. Hits are kept down to the lowest estimate any asked threshold
+needs (with ``verify="exact"`` the exact Jaccard of each hit too) and cut per threshold.
+
+:meth:`Neighbourhoods.explore` walks the link graph outwards from each sampled row, in
+rounds: every round searches, in one batch, the members found in the round before (texts
+fetched by row id in row order), until a component is complete or holds ``cap`` rows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.errors import EmptySearchWarning
+from lance_minhash_sql.index.opened import OpenedIndex
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.io.scan import take_texts
+from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
+from lance_minhash_sql.query.scores import NO_LIMIT, at_threshold, candidate_cut, exact_scores, verified
+from lance_minhash_sql.query.topk import topk
+
+__all__ = ["Neighbourhoods", "Component"]
+
+
+class Component:
+    """The rows of a sampled row's component found by :meth:`Neighbourhoods.explore`:
+    ``members`` (row ids, sorted), and ``complete`` False when the walk stopped at ``cap``."""
+
+    __slots__ = ("members", "complete")
+
+    def __init__(self, members: np.ndarray, complete: bool):
+        self.members = members
+        self.complete = complete
+
+
+class Neighbourhoods:
+    """The neighbours, signatures (and with ``verify="exact"`` shingle sets) of the rows
+    searched so far, by row id."""
+
+    def __init__(self, opened: OpenedIndex, thresholds: list[float], verify: str):
+        self.opened = opened
+        self.params = opened.params
+        self.k = opened.params.num_hashes
+        self.verify = verify
+        self.exact = verify == "exact"
+        self.cut = min(candidate_cut(t, self.k, verify) for t in thresholds)
+        self.signer = signer_for(opened.params)
+        # the hits of each searched batch (row ids, distances, exact Jaccard or None), and
+        # each searched row's span in its batch; masks per (batch, threshold, kind), lazily
+        self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+        self.hits: dict[int, tuple[int, int, int]] = {}
+        self.masks: dict[tuple[int, float, str], np.ndarray] = {}
+        self.need: dict[float, int] = {}  # min_matches of each threshold
+        self.sigs: dict[int, np.ndarray] = {}
+        self.sets: dict[int, np.ndarray] = {}
+        self.searched = 0  # rows searched
+        self.hit_count = 0  # hits kept (down to the lowest cut)
+
+    # ------------------------------------------------------------------ searching
+
+    def add(self, rowids: np.ndarray, texts: pa.Array) -> np.ndarray:
+        """Search the rows ``rowids`` (their texts ``texts``) and keep what they find;
+        returns each row's candidates (other live rows sharing a band key with it)."""
+        if rowids.size == 0:
+            return np.empty(0, np.int64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptySearchWarning)  # a row without tokens has no neighbour
+            q, rid, dist = topk(self.opened, texts, NO_LIMIT, engine="kernels")
+        other = rid != rowids[q]
+        candidates = np.bincount(q[other], minlength=rowids.size).astype(np.int64)
+        keep = other & at_threshold(dist, self.k, self.cut)
+        q, rid, dist = q[keep], rid[keep], dist[keep]
+        jac = exact_scores(self.opened, texts, q, rid) if self.exact else None
+        bounds = np.searchsorted(q, np.arange(rowids.size + 1))
+        sigs, has = self.signer.sign(texts)
+        if self.exact:
+            offsets, hashes = self.signer.shingle_sets(texts)
+        block = len(self.blocks)
+        self.blocks.append((rid, dist, jac))
+        for i, r in enumerate(rowids.tolist()):
+            self.hits[r] = (block, int(bounds[i]), int(bounds[i + 1]))
+            self.sigs[r] = sigs[i] if has[i] else None
+            if self.exact:
+                self.sets[r] = hashes[offsets[i]:offsets[i + 1]]
+        self.searched += rowids.size
+        self.hit_count += int(rid.size)
+        return candidates
+
+    def fetch(self, rowids) -> None:
+        """Search the rows of ``rowids`` not searched yet (texts fetched by row id)."""
+        todo = np.array(sorted(r for r in set(rowids) if r not in self.hits), dtype=np.uint64)
+        if todo.size:
+            self.add(todo, take_texts(self.opened.ds, self.opened.column, todo, self.opened.uri))
+
+    # ------------------------------------------------------------------ links at a threshold
+
+    def _links(self, rowid: int, threshold: float, kind: str) -> np.ndarray:
+        block, a, b = self.hits[rowid]
+        mask = self.masks.get((block, threshold, kind))
+        if mask is None:
+            rid, dist, jac = self.blocks[block]
+            if kind == "pair":
+                mask = verified(dist, jac, self.k, threshold, self.verify)
+            else:
+                mask = at_threshold(dist, self.k, candidate_cut(threshold, self.k, "exact"))
+            self.masks[(block, threshold, kind)] = mask
+        return self.blocks[block][0][a:b][mask[a:b]]
+
+    def pair_links(self, rowid: int, threshold: float) -> np.ndarray:
+        """The row's pairs at ``threshold`` (the self-join's rule under ``verify``)."""
+        return self._links(rowid, threshold, "pair")
+
+    def star_links(self, rowid: int, threshold: float) -> np.ndarray:
+        """The links the star walk's components are made of: the pairs, or with
+        ``verify="exact"`` every candidate whose estimate reaches the exact floor."""
+        return self._links(rowid, threshold, "star" if self.exact else "pair")
+
+    def degree(self, rowids: np.ndarray, threshold: float) -> np.ndarray:
+        return np.array([self.pair_links(r, threshold).size for r in rowids.tolist()], dtype=np.int64)
+
+    # ------------------------------------------------------------------ components
+
+    def explore(self, starts: np.ndarray, links: Callable[[int], np.ndarray], cap: int) -> list[Component]:
+        """The component of each row of ``starts`` in the graph of ``links``, walked
+        breadth first until it is complete or holds ``cap`` rows."""
+        members = [{int(r)} for r in starts.tolist()]
+        frontier = [[int(r)] for r in starts.tolist()]
+        complete = [False] * starts.size
+        active = list(range(starts.size))
+        while active:
+            self.fetch([u for i in active for u in frontier[i]])
+            still = []
+            for i in active:
+                nxt: list[int] = []
+                full = False
+                for u in frontier[i]:
+                    for v in links(u).tolist():
+                        if v not in members[i]:
+                            members[i].add(v)
+                            nxt.append(v)
+                            if len(members[i]) >= cap:
+                                full = True
+                                break
+                    if full:
+                        break
+                if full:
+                    continue
+                if nxt:
+                    frontier[i] = nxt
+                    still.append(i)
+                else:
+                    complete[i] = True
+            active = still
+        return [Component(np.array(sorted(m), dtype=np.uint64), c) for m, c in zip(members, complete)]
+
+    def star_dropped(self, row: int, comp: Component, threshold: float) -> bool:
+        """Whether the star walk drops ``row``: the component's members walked by row id
+        (those searched, so all of a complete component), each kept (a center) unless it
+        is similar to a center before it (:mod:`lance_minhash_sql.selfjoin.star`'s rule:
+        ``eq >= min_matches(threshold, k)``, or with ``verify="exact"`` exact Jaccard at
+        least the threshold)."""
+        walk = [r for r in comp.members.tolist() if r in self.hits and self.sigs.get(r) is not None]
+        if row not in walk or walk[0] == row:
+            return False
+        if self.exact:
+            sets = [self.sets[r] for r in walk]
+            offsets = np.concatenate(([0], np.cumsum([s.size for s in sets]))).astype(np.int64)
+            hashes = np.concatenate(sets) if sets else np.empty(0, np.uint64)
+
+            def similar(a: int, centers: list[int]) -> np.ndarray:
+                ia = np.full(len(centers), a, dtype=np.int64)
+                return pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia),
+                                    readonly(np.array(centers, dtype=np.int64))) >= threshold
+        else:
+            sigs = np.stack([self.sigs[r] for r in walk])
+            need = self.need.get(threshold)
+            if need is None:
+                need = self.need[threshold] = min_matches(threshold, self.k)
+
+            def similar(a: int, centers: list[int]) -> np.ndarray:
+                return (sigs[centers] == sigs[a]).sum(axis=1) >= need
+        centers = [0]
+        for a in range(1, len(walk)):
+            twin = similar(a, centers).any()
+            if walk[a] == row:
+                return bool(twin)
+            if not twin:
+                centers.append(a)
+        return False

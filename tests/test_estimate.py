@@ -1,0 +1,303 @@
+"""The dry run (``diagnostics/estimate.py``) against the full self-join it estimates.
+
+Oracles: ``pairs`` (the share of rows in a pair, the pairs), ``clusters`` with components
+and with star (the rows a dedup drops: rows in clusters less one per cluster). A sample
+of every live row must give the full run's figures exactly; smaller samples' 95 %
+intervals must contain them for most seeds: at least 16 of 20 (if an interval's coverage
+is 0.95, 15 or fewer happen with probability 0.0026), 86 of 100 in the slow test.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.diagnostics.estimate import ESTIMATE_SCHEMA, describe, estimate
+from lance_minhash_sql.diagnostics.intervals import fpc, wilson
+from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus
+
+THRESHOLDS = [0.7, 0.8, 0.9]
+
+
+def components_dropped(left: np.ndarray, right: np.ndarray) -> int:
+    """Rows in the connected components of the pairs, less one per component (scipy)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    nodes, idx = np.unique(np.concatenate([left, right]), return_inverse=True)
+    m = left.size
+    graph = coo_matrix((np.ones(m), (idx[:m], idx[m:])), shape=(nodes.size, nodes.size))
+    return int(nodes.size - connected_components(graph, directed=False)[0])
+
+
+def full_run(uri: str, threshold: float, verify: str = "estimate") -> dict:
+    """What the full self-join reports: share of live rows in a pair, pairs, rows dropped
+    (components: of the pairs' graph; star: ``clusters(clustering='star')``)."""
+    n = lance.dataset(uri).count_rows()
+    left, right = [np.empty(0, np.uint64)], [np.empty(0, np.uint64)]
+    for b in lms.pairs(uri, "text", threshold, verify=verify):
+        left.append(b.column(0).to_numpy())
+        right.append(b.column(1).to_numpy())
+    left, right = np.concatenate(left), np.concatenate(right)
+    out = {"fraction": np.unique(np.concatenate([left, right])).size / n, "pairs": left.size,
+           "components": components_dropped(left, right)}
+    c = lms.clusters(uri, "text", threshold, clustering="star", verify=verify)
+    out["star"] = c.num_rows - len(set(c.column("cluster_id").to_pylist()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    """4,000 rows of the synthetic corpus (a fifth near-duplicates, heavy-tailed clusters),
+    indexed, with some rows deleted after the build."""
+    uri = str(tmp_path_factory.mktemp("estimate") / "corpus.lance")
+    write_corpus(uri, 4000, CorpusSpec(seed=5), rows_per_fragment=1500)
+    lms.build_index(uri, "text")
+    lance.dataset(uri).delete("id % 50 = 3")
+    return uri
+
+
+@pytest.fixture(scope="module")
+def truth(corpus) -> dict:
+    return {(t, v): full_run(corpus, t, v) for t in THRESHOLDS for v in ("estimate", "exact")}
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_whole_population_is_exact(corpus, truth, verify):
+    """Sampling every live row: the figures are the full run's, the intervals a point."""
+    n = lance.dataset(corpus).count_rows()
+    tab = estimate(corpus, "text", THRESHOLDS, sample_rows=10 * n, verify=verify)
+    assert tab.schema == ESTIMATE_SCHEMA
+    for row in tab.to_pylist():
+        want = truth[(row["threshold"], verify)]
+        assert row["sampled_rows"] == row["live_rows"] == n
+        assert row["duplicate_fraction"] == pytest.approx(want["fraction"])
+        assert row["duplicate_fraction_low"] == row["duplicate_fraction_high"] == row["duplicate_fraction"]
+        assert row["pairs"] == pytest.approx(want["pairs"])
+        assert row["rows_dropped_components"] == pytest.approx(want["components"])
+        assert row["rows_dropped_star"] == pytest.approx(want["star"])
+        assert want["star"] <= want["components"]
+
+
+def _coverage(uri: str, truth: dict, seeds, sample_rows: int, verify: str = "estimate") -> dict:
+    hits: dict = {}
+    for seed in seeds:
+        for row in estimate(uri, "text", THRESHOLDS, sample_rows=sample_rows, seed=seed, verify=verify).to_pylist():
+            want = truth[(row["threshold"], verify)]
+            for name, value in (("duplicate_fraction", want["fraction"]), ("rows_dropped_components", want["components"]),
+                                ("rows_dropped_star", want["star"]), ("pairs", want["pairs"])):
+                inside = row[f"{name}_low"] - 1e-9 <= value <= row[f"{name}_high"] + 1e-9
+                hits[(row["threshold"], name)] = hits.get((row["threshold"], name), 0) + inside
+    return hits
+
+
+def test_intervals_cover_the_full_run(corpus, truth):
+    hits = _coverage(corpus, truth, range(20), 400)
+    for t in THRESHOLDS:
+        assert hits[(t, "duplicate_fraction")] >= 16, hits
+        assert hits[(t, "rows_dropped_components")] >= 16, hits
+        assert hits[(t, "rows_dropped_star")] >= 16, hits
+
+
+def test_exact_verification_intervals_cover(corpus, truth):
+    hits = _coverage(corpus, truth, range(20), 400, verify="exact")
+    for t in THRESHOLDS:
+        assert hits[(t, "duplicate_fraction")] >= 16, hits
+
+
+def _real_text(uri: str) -> str:
+    """The project's real-text corpus (``benchmarks/real_text.py``: docstrings, licences and
+    README paragraphs of the installed packages), indexed."""
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "real_text.py"
+    subprocess.run([sys.executable, str(script), uri], check=True, capture_output=True)
+    return uri
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["generated", "skewed", "real"])
+def test_intervals_cover_the_full_run_100_seeds(tmp_path, kind):
+    """100 seeds on two generated corpora and the real text: at each threshold the interval
+    contains the full run's share of rows in a pair for at least 86 of them. The interval's
+    coverage is 95.0-95.5 % (computed exactly in :func:`test_wilson_coverage_is_exact_95`),
+    so the count is Binomial(100, 0.95) at worst: 95 or more in only about 60 % of such
+    runs (the issue's figure is a coin toss for any exact 95 % interval), 85 or fewer with
+    probability 0.00014, so the nine counts of this test all pass with probability 0.999."""
+    uri = str(tmp_path / f"{kind}.lance")
+    if kind == "real":
+        _real_text(uri)
+    else:
+        spec = CorpusSpec(seed=11) if kind == "generated" else CorpusSpec(seed=12, duplicate_fraction=0.4,
+                                                                         source_skew=3.0)
+        write_corpus(uri, 20_000, spec)
+        lms.build_index(uri, "text")
+    truth = {(t, "estimate"): full_run(uri, t) for t in THRESHOLDS}
+    hits = _coverage(uri, truth, range(100), 2000)
+    for t in THRESHOLDS:
+        assert hits[(t, "duplicate_fraction")] >= 86, sorted(hits.items())
+
+
+def test_own_hit_removed(tmp_path):
+    """Rows without near-duplicates: every sampled row finds itself, and none is counted."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(5000)]
+    texts = [" ".join(rng.choice(words, 30)) for _ in range(500)]
+    uri = str(tmp_path / "unique.lance")
+    lance.write_dataset(pa.table({"text": texts}), uri)
+    lms.build_index(uri, "text")
+    tab = estimate(uri, "text", [0.5, 1.0], sample_rows=200)
+    for row in tab.to_pylist():
+        assert row["duplicate_rows"] == 0 and row["pairs"] == 0
+        assert row["rows_dropped_components"] == 0 and row["rows_dropped_star"] == 0
+        assert row["duplicate_fraction_high"] > 0  # no duplicate in the sample does not prove none
+
+
+def test_identical_rows(tmp_path):
+    """A text repeated 30 times among 70 others: every copy is a duplicate, 29 dropped."""
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(5000)]
+    same = " ".join(rng.choice(words, 40))
+    texts = [same] * 30 + [" ".join(rng.choice(words, 30)) for _ in range(70)]
+    uri = str(tmp_path / "copies.lance")
+    lance.write_dataset(pa.table({"text": texts}), uri)
+    lms.build_index(uri, "text")
+    row = estimate(uri, "text", [0.9], sample_rows=100).to_pylist()[0]
+    assert row["duplicate_rows"] == 30 and row["pairs"] == pytest.approx(30 * 29 / 2)
+    assert row["rows_dropped_components"] == pytest.approx(29) and row["rows_dropped_star"] == 29
+
+
+def test_component_beyond_the_walk(tmp_path):
+    """100 copies: the walk stops at ESTIMATE_COMPONENT_ROWS rows, so each copy counts
+    1 - 1/cap instead of 1 - 1/100: 99 dropped, estimated low by at most 100/cap."""
+    from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS as cap
+
+    rng = np.random.default_rng(2)
+    words = [f"w{i}" for i in range(5000)]
+    same = " ".join(rng.choice(words, 40))
+    uri = str(tmp_path / "many.lance")
+    lance.write_dataset(pa.table({"text": [same] * 100 + [" ".join(rng.choice(words, 30)) for _ in range(50)]}), uri)
+    lms.build_index(uri, "text")
+    row = estimate(uri, "text", [0.9], sample_rows=150).to_pylist()[0]
+    assert row["rows_dropped_components"] == pytest.approx(100 * (1 - 1 / cap))
+    assert 99 - 100 / cap <= row["rows_dropped_components"] <= 99
+    assert row["rows_dropped_star"] == 99  # the first copy is among the rows walked from every copy
+
+
+def test_review_page_has_the_dry_run(corpus, tmp_path):
+    page = lms.review(corpus, "text", 0.8, out=str(tmp_path / "review.html"))
+    assert [round(t, 6) for t in page.estimate.column("threshold").to_pylist()] == [0.7, 0.8, 0.9]
+    text = (tmp_path / "review.html").read_text(encoding="utf-8")
+    assert '<section id="estimate">' in text and text.count("<tr") >= 3
+    row = page.estimate.to_pylist()[1]
+    assert f"{row['duplicate_fraction']:.1%}" in text
+
+
+def test_same_seed_same_answer_and_describe(corpus):
+    a = estimate(corpus, "text", [0.8], sample_rows=300, seed=7)
+    b = estimate(corpus, "text", 0.8, sample_rows=300, seed=7)
+    keep = [c for c in ESTIMATE_SCHEMA.names if c not in ("sample_seconds", "busy_factor", "seconds")]
+    assert a.select(keep).equals(b.select(keep))
+    line = describe(a)[0]
+    assert line.startswith("threshold 0.8 (estimate, 300 of") and "near-duplicate" in line
+
+
+def test_cost_columns(corpus):
+    row = estimate(corpus, "text", [0.8], sample_rows=100).to_pylist()[0]
+    assert row["seconds"] > 0 and row["peak_memory"] > 0 and row["temp_disk"] == 0
+    assert row["sample_seconds"] > 0
+
+
+@pytest.mark.parametrize("kwargs, cls, words", [
+    ({"thresholds": [0.8, 1.5]}, InvalidParameterError, "thresholds=1.5 is out of range"),
+    ({"thresholds": [0.0]}, InvalidParameterError, "thresholds=0.0 is out of range"),
+    ({"thresholds": []}, InvalidParameterError, "non-empty list"),
+    ({"thresholds": "0.8"}, InvalidParameterError, "non-empty list"),
+    ({"sample_rows": 0}, InvalidParameterError, "sample_rows=0"),
+    ({"sample_rows": 2.5}, InvalidParameterError, "sample_rows"),
+    ({"verify": "nope"}, InvalidParameterError, "verify='nope'"),
+    ({"seed": -1}, InvalidParameterError, "seed=-1"),
+])
+def test_bad_arguments(corpus, kwargs, cls, words):
+    with pytest.raises(cls, match=words.replace("[", r"\[").replace(".", r"\.")):
+        estimate(corpus, "text", **kwargs)
+
+
+def test_no_index_and_empty_dataset(tmp_path):
+    uri = str(tmp_path / "plain.lance")
+    lance.write_dataset(pa.table({"text": ["a b c", "d e f"]}), uri)
+    with pytest.raises(IndexNotFoundError, match="minhash_build"):
+        estimate(uri, "text")
+    empty = str(tmp_path / "empty.lance")
+    lance.write_dataset(pa.table({"text": pa.array([], pa.string())}), empty)
+    with pytest.raises(DatasetError, match="no rows"):
+        estimate(empty, "text")
+    lms.build_index(uri, "text")
+    lance.dataset(uri).delete("true")
+    with pytest.raises(DatasetError, match="no live rows"):
+        estimate(uri, "text")
+
+
+def test_sql_macro(corpus):
+    con = lms.connect()
+    got = con.sql(f"SELECT * FROM minhash_estimate('{corpus}', 'text', thresholds := [0.9, 0.8], sample_rows := 300, "
+                  "seed := 3, memory_limit := '64MiB')").to_arrow_table()
+    want = estimate(corpus, "text", [0.8, 0.9], sample_rows=300, seed=3, memory_limit="64MiB")
+    keep = [c for c in ESTIMATE_SCHEMA.names if c not in ("sample_seconds", "busy_factor", "seconds")]
+    assert got.select(keep).to_pylist() == want.select(keep).to_pylist()
+    assert got.schema.names == ESTIMATE_SCHEMA.names
+    with pytest.raises(Exception, match="InvalidParameterError: minhash_estimate: sample_rows := 0"):
+        con.sql(f"SELECT * FROM minhash_estimate('{corpus}', 'text', sample_rows := 0)").fetchall()
+    with pytest.raises(Exception, match="InvalidInputError: minhash_estimate: thresholds is NULL"):
+        con.sql(f"SELECT * FROM minhash_estimate('{corpus}', 'text', thresholds := NULL)").fetchall()
+
+
+def test_cli(corpus, capsys):
+    from lance_minhash_sql.faces.cli import main
+
+    assert main(["estimate", corpus, "text", "--thresholds", "0.8", "0.9", "--sample-rows", "200"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith("threshold 0.8 ") and out[1].startswith("threshold 0.9 ")
+    assert main(["estimate", corpus, "text", "--sample-rows", "0"]) == 2
+    with pytest.raises(SystemExit) as done:
+        main(["estimate", "--help"])
+    assert done.value.code == 0 and "usage: lance-minhash estimate" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("population, n", [(4000, 400), (20_000, 2000), (1_000_000, 2000), (20_000, 200)])
+def test_wilson_coverage_is_exact_95(population, n):
+    """The interval's coverage computed exactly: a sample of ``n`` of ``population`` rows, of
+    which ``K`` have a near-duplicate, holds ``x`` of them with the hypergeometric
+    probability; summing it over the ``x`` whose interval contains ``K / population`` gives
+    the coverage, at least 95 % (to 1e-3) for every ``K``."""
+    from scipy.stats import hypergeom
+
+    xs = np.arange(n + 1)
+    lo, hi = wilson(xs, n, population=population, continuity=True)
+    for k in np.unique(np.linspace(1, population // 2, 40).astype(int)):
+        p = k / population
+        covered = hypergeom(population, k, n).pmf(xs)[(lo <= p) & (p <= hi)].sum()
+        assert covered >= 0.949, (k, covered)
+
+
+def test_wilson_against_reference():
+    """Newcombe (1998), Table I: method 3 (Wilson score) and method 4 (with continuity
+    correction), and the finite-population correction's limits."""
+    table = {(81, 263): ((0.2553, 0.3662), (0.2535, 0.3682)), (15, 148): ((0.0624, 0.1605), (0.0598, 0.1644)),
+             (0, 20): ((0.0, 0.1611), (0.0, 0.2005)), (1, 29): ((0.0061, 0.1718), (0.0018, 0.1963))}
+    for (x, n), (plain, corrected) in table.items():
+        assert tuple(float(v) for v in wilson(x, n)) == pytest.approx(plain, abs=1e-4)
+        assert tuple(float(v) for v in wilson(x, n, continuity=True)) == pytest.approx(corrected, abs=1e-4)
+    assert fpc(10, 10) == 0.0 and fpc(10, None) == 1.0
+    assert tuple(float(v) for v in wilson(3, 10, population=10, continuity=True)) == (0.3, 0.3)
+    narrow = wilson(50, 100, population=200)
+    wide = wilson(50, 100, population=10**9)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+    assert wide == pytest.approx(wilson(50, 100), abs=1e-6)
