@@ -1,7 +1,7 @@
 """Clusters of near-duplicates: connected components over verified links.
 
->>> from lance_minhash_sql.selfjoin.clusters import clusters  # doctest: +SKIP
->>> clusters("corpus.lance", "text", 0.8)  # doctest: +SKIP
+>>> import lance_minhash_sql as lms
+>>> lms.clusters("corpus.lance", "text", 0.8)  # doctest: +SKIP
 pyarrow.Table
 _rowid: uint64 not null
 cluster_id: uint64 not null
@@ -14,27 +14,8 @@ Every live row in a cluster of two rows or more gets one row: its ``_rowid``, th
 
 Which links are verified, and how ``verify`` changes them: :mod:`.links`. Which
 executor verifies them (this process, or Ray tasks): :mod:`.executor`; the table is the
-same on every executor and under every budget.
-
-**Compared with all-pairs clustering** (single linkage over every verified candidate
-pair, i.e. the components of the graph of :func:`.pairs.pairs`):
-
-* *Precision*: every link is a verified candidate pair, so every cluster lies inside one
-  all-pairs component: rows are never put together that all-pairs clustering would keep
-  apart (the clusters refine the all-pairs components).
-* *Recall*: an all-pairs component can be split. A verified pair ``u < v`` (row ids)
-  shares at least one bucket. There it is linked directly when ``u`` is a rep; otherwise
-  ``u`` was linked to some rep ``A`` (or reps had run out) and ``v`` still lands in
-  ``u``'s cluster when it passes ``A`` or any rep already connected to ``A``. The pair is
-  lost only when this fails in *every* bucket the two share: non-transitive similarity
-  (``u ~ A``, ``u ~ v``, but ``v`` passes only reps of other clusters, or none), or a
-  bucket with more than ``MAX_REPS`` mutually dissimilar members ahead of ``u``.
-  Near-duplicates at a high similarity share many bands, so they get many chances.
-* *Exactness*: if in every bucket "verified" is an equivalence relation on the live
-  members (the verified pairs within a bucket form disjoint cliques) and every bucket has
-  at most ``MAX_REPS`` classes, the clusters equal the all-pairs components exactly: each
-  class's first member becomes a rep (it fails the other classes' reps), every later
-  member of the class passes it, and no link joins two classes.
+same on every executor and under every budget. How these clusters compare with the components of all verified pairs (they refine them,
+and equal them when every bucket's verified pairs form disjoint cliques): :mod:`.links`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Dedup: which row of each near-duplicate cluster to keep, and writing the result.
 
->>> from lance_minhash_sql.selfjoin.dedup import keep_flags, dedup  # doctest: +SKIP
->>> keep_flags("corpus.lance", "text", 0.8, keep="longest")  # doctest: +SKIP
+>>> import lance_minhash_sql as lms
+>>> lms.keep_flags("corpus.lance", "text", 0.8, keep="longest")  # doctest: +SKIP
 pyarrow.Table
 _rowid: uint64 not null
 cluster_id: uint64 not null
 cluster_size: int64 not null
 keep: bool not null
->>> dedup("corpus.lance", "text", 0.8, output="deduped.lance")  # doctest: +SKIP
+>>> lms.dedup("corpus.lance", "text", 0.8, output="deduped.lance")  # doctest: +SKIP
 
 Clusters are :func:`.clusters.clusters` (verified links, see its module doc). In every
 cluster exactly one row is kept: the first in the keep order, ties broken by the lowest

@@ -1,7 +1,7 @@
 """The self-join: every pair of rows whose MinHash similarity reaches a threshold.
 
->>> from lance_minhash_sql.selfjoin.pairs import pairs  # doctest: +SKIP
->>> for batch in pairs("corpus.lance", "text", 0.8):  # doctest: +SKIP
+>>> import lance_minhash_sql as lms
+>>> for batch in lms.pairs("corpus.lance", "text", 0.8):  # doctest: +SKIP
 ...     print(batch.num_rows)
 
 What is reported, exactly:
