@@ -236,7 +236,7 @@ def test_public_api():
     import lance_minhash_sql.core.errors as errors
     from lance_minhash_sql.duck.install import connect, install
     from lance_minhash_sql.query.topk import search
-    from lance_minhash_sql.selfjoin.dedup import dedup
+    from lance_minhash_sql.api.entries import dedup
 
     # each public name is the object its module defines (lazy names resolve to the real ones), the
     # Python API's functions wrapped to give their advice in Python's syntax (core/advice.py)
