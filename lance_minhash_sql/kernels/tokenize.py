@@ -169,6 +169,43 @@ def _ascii_words(data, s, e, kind, max_len, lower, alnum, out, tok_start, tok_en
     return ntok
 
 
+@njit(**JIT, inline="always")
+def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
+    """:func:`tokenize_doc` for an all-ASCII text and the ``simple`` tokenizer, in two
+    branch-free passes; ``-1`` when some token has ``>= max_len`` bytes (the caller then
+    takes :func:`_ascii_words`, which drops it). First every byte goes to ``out[q]`` (its
+    lower-cased value inside a token, the separator outside) and ``q`` advances when the
+    byte or the one before it is inside a token, so a run of separators leaves one and the
+    leading ones none. Then token ``t`` ends at the ``t``-th separator of ``out`` (no
+    alphanumeric byte is the separator). Indices are unsigned: no negative-index
+    wraparound per byte. 4x faster than :func:`_ascii_words` on the synthetic corpus
+    (``benchmarks/roofline.py``). Buffers as for :func:`_ascii_words`."""
+    q = np.uint64(0)
+    prev = np.uint64(0)
+    low = np.uint8(32) if lower else np.uint8(0)
+    for p in range(np.uint64(s), np.uint64(e)):
+        b = data[p]
+        a = np.uint64(alnum[b])
+        out[q] = (b + (low if np.uint8(b - np.uint8(65)) < np.uint8(26) else np.uint8(0))) if a else SEPARATOR
+        q += a | prev
+        prev = a
+    if prev:
+        out[q] = SEPARATOR
+        q += np.uint64(1)
+    ntok = np.uint64(0)
+    for i in range(q):
+        tok_end[ntok] = i
+        ntok += np.uint64(1) if out[i] == SEPARATOR else np.uint64(0)
+    longest = np.int64(0)
+    for t in range(np.int64(ntok)):
+        st = 0 if t == 0 else tok_end[t - 1] + 1
+        tok_start[t] = st
+        longest = max(longest, tok_end[t] - st)
+    if max_len >= 0 and longest >= max_len:
+        return np.int64(-1)
+    return np.int64(ntok)
+
+
 # One function of this length on purpose: a single pass over a document's bytes (decode,
 # classify, fold, cut) whose state would otherwise travel through many small functions that
 # numba types again at each call site; compiled once, called by every signing kernel
@@ -231,7 +268,11 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
         if kind != RAW and _all_ascii(data, s, e):
             tok_start = grow(tok_start, nbytes // 2 + 1)
             tok_end = grow(tok_end, nbytes // 2 + 1)
-            ntok = _ascii_words(data, s, e, kind, max_len, lower, tables[0], out, tok_start, tok_end)
+            ntok = np.int64(-1)
+            if kind == SIMPLE:
+                ntok = _ascii_simple(data, s, e, max_len, lower, tables[0], out, tok_start, tok_end)
+            if ntok < 0:
+                ntok = _ascii_words(data, s, e, kind, max_len, lower, tables[0], out, tok_start, tok_end)
             return ntok, out, tok_start, tok_end, raw
         if kind == RAW:
             raw[0] = s
