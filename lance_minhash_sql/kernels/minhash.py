@@ -34,7 +34,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.order import sort_values
-from lance_minhash_sql.kernels.tokenize import grow, new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.tokenize import grow, new_buffers, tokenize_row
 from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
@@ -140,7 +140,7 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
-        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+        ntok, out, tok_start, tok_end, raw = tokenize_row(
             data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
         if ntok > 0:
             xs = grow(xs, ntok)
@@ -178,7 +178,7 @@ def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle,
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
-        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+        ntok, out, tok_start, tok_end, raw = tokenize_row(
             data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
         if ntok == 0:
             continue
