@@ -323,7 +323,12 @@ def print_table(title: str, unit: str, rows: list) -> None:
 def vector_ops(disp, pattern: str) -> str:
     """The vector instructions matching ``pattern`` in a kernel's compiled code (every
     signature it was called with), counted by mnemonic and register width."""
-    asm = "\n".join(disp.inspect_asm(sig) for sig in disp.signatures)
+    import numba
+
+    fresh = numba.njit(nogil=True)(disp.py_func)  # compiled here: numba shows no code it loaded from its cache
+    for sig in disp.signatures:
+        fresh.compile(sig)
+    asm = "\n".join(fresh.inspect_asm(sig) for sig in fresh.signatures)
     counts: dict[str, int] = {}
     for m in re.finditer(rf"^\s+({pattern})\s+[^\n]*?%([xyz])mm", asm, re.M):
         key = f"{m.group(1)} {m.group(2)}mm"
