@@ -14,7 +14,7 @@ threads counted):
   tokenizing and hashing every shingle (``kernels/xxh64.xxh64``), and the whole signing
   kernel (``kernels/minhash.sign_range``); each stage is the difference to the one before.
 * **band keys**: ``kernels/similarity.band_keys_serial``.
-* **spill + sort**: ``index/spill.BandSorter`` (in memory, as a 1M build with the default
+* **spill + sort**: ``index/band_sorter.BandSorter`` (in memory, as a 1M build with the default
   budget), keys added in scan batches, then every sorted chunk read.
 * **write**: ``signatures.lance`` and ``bands.lance`` through ``io/segment_writers.py``.
 
@@ -159,7 +159,7 @@ def build_rows(uri: str, rows: int, repeat: int, hz: float) -> tuple[list, dict]
     import pyarrow as pa
 
     from lance_minhash_sql.index.sign import signer_for
-    from lance_minhash_sql.index.spill import BandSorter, plan_sort
+    from lance_minhash_sql.index.band_sorter import BandSorter, plan_sort
     from lance_minhash_sql.io.arrow import string_buffers
     from lance_minhash_sql.io.scan import scan_text
     from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
@@ -339,7 +339,8 @@ def vector_ops(disp, pattern: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=200_000)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per stage, least CPU time kept")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs per stage, least CPU time kept (the first run of a kernel may compile: keep 2 or more)")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--asm", action="store_true", help="count the signing kernel's vector instructions")
