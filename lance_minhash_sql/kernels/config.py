@@ -120,6 +120,18 @@ def njit(**flags):
     return declare
 
 
+def intrinsic(func):
+    """``numba.extending.intrinsic(func)`` (code written as LLVM IR), deferred like
+    :func:`njit`: ``func`` is numba's typer, which returns ``(signature, codegen)``."""
+    with _LOCK:
+        if _numba is not None:
+            from numba.core.extending import intrinsic as numba_intrinsic
+            return numba_intrinsic(func)
+        kernel = Kernel(func, None)  # no flags: an intrinsic
+        DECLARED_KERNELS.append(kernel)
+        return kernel
+
+
 def numba_loaded() -> bool:
     """True once some kernel has run (or :func:`load_numba` was called) in this process."""
     return _numba is not None
@@ -138,8 +150,13 @@ def load_numba():
 
         event.Listener.register(CompileLog)
         event.register("numba:compile", COMPILES)
+        from numba.core.extending import intrinsic as numba_intrinsic
+
         for kernel in DECLARED_KERNELS:
-            kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
+            if kernel.flags is None:
+                kernel.dispatcher = numba_intrinsic(kernel.py_func)
+            else:
+                kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
         modules = {k.py_func.__module__ for k in DECLARED_KERNELS}
         modules.update(name for name in sys.modules if name.startswith(_PACKAGE + "."))
         for name in modules:

@@ -307,7 +307,8 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 while u0 + 128 <= nh:
                     c = np.uint8(0)
                     for u in range(128):
-                        c += np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u])
+                        # truncated each step: numba would add in int64, four lanes a vector
+                        c = np.uint8(c + np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u]))
                     miss += np.int64(c)
                     u0 += 128
                     if miss > max_miss:

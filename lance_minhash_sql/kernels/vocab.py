@@ -20,7 +20,7 @@ import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.minhash import is_valid
-from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_doc
+from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_row
 from lance_minhash_sql.kernels.xxh64 import P2, P3, read64, xxh64
 
 INLINE = 16  # leading bytes of a token its record holds (two little-endian words)
@@ -128,7 +128,7 @@ def _fill(offsets, data, cfg, tables, r, row_offsets, slots, ids, vocab, vocab_o
             continue
         if 2 * (nv + row_offsets[r + 1] - nid) > slots.size:
             break
-        ntok, out, tok_start, tok_end, raw = tokenize_doc(
+        ntok, out, tok_start, tok_end, raw = tokenize_row(
             data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
         for t in range(ntok):
             s = tok_start[t]
@@ -164,7 +164,7 @@ def count_tokens(offsets, data, valid, valid_offset, cfg, tables):
     for r in range(n):
         ntok = 0
         if is_valid(valid, valid_offset, r):
-            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            ntok, out, tok_start, tok_end, raw = tokenize_row(
                 data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
             for t in range(ntok):
                 nbytes += tok_end[t] - tok_start[t]
@@ -287,7 +287,7 @@ def kernel_streams(offsets, data, valid, valid_offset, cfg, tables):
     size = 0
     for r in range(n):  # the streams' size first, so the buffer is allocated once
         if is_valid(valid, valid_offset, r):
-            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            ntok, out, tok_start, tok_end, raw = tokenize_row(
                 data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
             for t in range(ntok):
                 size += 4 + tok_end[t] - tok_start[t]
@@ -295,7 +295,7 @@ def kernel_streams(offsets, data, valid, valid_offset, cfg, tables):
     q = 0
     for r in range(n):
         if is_valid(valid, valid_offset, r):
-            ntok, out, tok_start, tok_end, raw = tokenize_doc(
+            ntok, out, tok_start, tok_end, raw = tokenize_row(
                 data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
             for t in range(ntok):
                 length = tok_end[t] - tok_start[t]
