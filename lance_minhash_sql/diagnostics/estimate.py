@@ -52,6 +52,7 @@ from lance_minhash_sql.diagnostics.costs import busy_factor, project
 from lance_minhash_sql.diagnostics.intervals import mean_interval, wilson
 from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
 from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.index.results import ESTIMATE_SCHEMA
 from lance_minhash_sql.io.scan import options_for, row_count, take_offsets
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 
@@ -62,30 +63,6 @@ DEFAULT_THRESHOLDS = (0.7, 0.8, 0.9)
 DEFAULT_SAMPLE_ROWS = 2000
 MAX_SAMPLE_ROWS = 1_000_000
 
-ESTIMATE_SCHEMA = pa.schema([
-    pa.field("threshold", pa.float64(), nullable=False),
-    pa.field("verify", pa.string(), nullable=False),
-    pa.field("live_rows", pa.int64(), nullable=False),
-    pa.field("sampled_rows", pa.int64(), nullable=False),
-    pa.field("duplicate_rows", pa.int64(), nullable=False),
-    pa.field("duplicate_fraction", pa.float64(), nullable=False),
-    pa.field("duplicate_fraction_low", pa.float64(), nullable=False),
-    pa.field("duplicate_fraction_high", pa.float64(), nullable=False),
-    pa.field("rows_dropped_components", pa.float64(), nullable=False),
-    pa.field("rows_dropped_components_low", pa.float64(), nullable=False),
-    pa.field("rows_dropped_components_high", pa.float64(), nullable=False),
-    pa.field("rows_dropped_star", pa.float64(), nullable=False),
-    pa.field("rows_dropped_star_low", pa.float64(), nullable=False),
-    pa.field("rows_dropped_star_high", pa.float64(), nullable=False),
-    pa.field("pairs", pa.float64(), nullable=False),
-    pa.field("pairs_low", pa.float64(), nullable=False),
-    pa.field("pairs_high", pa.float64(), nullable=False),
-    pa.field("seconds", pa.float64(), nullable=False),
-    pa.field("peak_memory", pa.int64(), nullable=False),
-    pa.field("temp_disk", pa.int64(), nullable=False),
-    pa.field("busy_factor", pa.float64(), nullable=False),
-    pa.field("sample_seconds", pa.float64(), nullable=False),
-])
 
 
 def check_thresholds(thresholds: Any) -> list[float]:

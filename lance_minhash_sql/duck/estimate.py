@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lance_minhash_sql.diagnostics.estimate import ESTIMATE_SCHEMA
+from lance_minhash_sql.index.results import ESTIMATE_SCHEMA
 from lance_minhash_sql.duck.args import Udf, integer, json_value, prefixed, require, scalar_rows, verify
 from lance_minhash_sql.duck.results import list_of, lists_of_tables, rows_type
 from lance_minhash_sql.duck.storage import options_of

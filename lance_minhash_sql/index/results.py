@@ -28,6 +28,7 @@ __all__ = [
     "DEDUP_SCHEMA",
     "DEDUP_STAR_SCHEMA",
     "JOIN_SCHEMA",
+    "ESTIMATE_SCHEMA",
 ]
 
 
@@ -138,4 +139,30 @@ JOIN_SCHEMA = pa.schema([
     pa.field("right_rowid", pa.uint64(), nullable=False),
     pa.field("similarity", pa.float64(), nullable=False),
     pa.field("jaccard", pa.float64()),
+])
+
+# the dry run of the self-join (diagnostics/estimate.py): one row per threshold
+ESTIMATE_SCHEMA = pa.schema([
+    pa.field("threshold", pa.float64(), nullable=False),
+    pa.field("verify", pa.string(), nullable=False),
+    pa.field("live_rows", pa.int64(), nullable=False),
+    pa.field("sampled_rows", pa.int64(), nullable=False),
+    pa.field("duplicate_rows", pa.int64(), nullable=False),
+    pa.field("duplicate_fraction", pa.float64(), nullable=False),
+    pa.field("duplicate_fraction_low", pa.float64(), nullable=False),
+    pa.field("duplicate_fraction_high", pa.float64(), nullable=False),
+    pa.field("rows_dropped_components", pa.float64(), nullable=False),
+    pa.field("rows_dropped_components_low", pa.float64(), nullable=False),
+    pa.field("rows_dropped_components_high", pa.float64(), nullable=False),
+    pa.field("rows_dropped_star", pa.float64(), nullable=False),
+    pa.field("rows_dropped_star_low", pa.float64(), nullable=False),
+    pa.field("rows_dropped_star_high", pa.float64(), nullable=False),
+    pa.field("pairs", pa.float64(), nullable=False),
+    pa.field("pairs_low", pa.float64(), nullable=False),
+    pa.field("pairs_high", pa.float64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("peak_memory", pa.int64(), nullable=False),
+    pa.field("temp_disk", pa.int64(), nullable=False),
+    pa.field("busy_factor", pa.float64(), nullable=False),
+    pa.field("sample_seconds", pa.float64(), nullable=False),
 ])
