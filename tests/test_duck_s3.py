@@ -271,7 +271,7 @@ def test_pairs_clusters_dedup_buckets_on_s3_equal_a_local_copy(s3, remote, con, 
 
     on_s3, here = both("SELECT * FROM minhash_pairs({ds}, 'text', threshold := 0.7{so}) ORDER BY ALL")
     assert on_s3 == here and len(here) > 0
-    on_s3, here = both("SELECT * FROM minhash_pairs({ds}, 'text', exact := true{so}) ORDER BY ALL")
+    on_s3, here = both("SELECT * FROM minhash_pairs({ds}, 'text', verify := 'exact'{so}) ORDER BY ALL")
     assert on_s3 == here and len(here) > 0
     on_s3, here = both("SELECT * FROM minhash_clusters({ds}, 'text'{so}) ORDER BY ALL")
     assert on_s3 == here and len(here) > 0

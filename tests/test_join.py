@@ -383,7 +383,7 @@ def test_join_command(tmp_path, capsys, monkeypatch, left, right, want_08):
     t = pq.read_table(out)
     assert t.schema.equals(JOIN_SCHEMA) and as_dict(t.to_batches()) == want_08
     csv = tmp_path / "pairs.csv"
-    assert cli.main(["join", left, right, "text", "--exact", "--output", str(csv), "--quiet"]) == 0
+    assert cli.main(["join", left, right, "text", "--verify", "exact", "--output", str(csv), "--quiet"]) == 0
     t = pcsv.read_csv(csv)
     assert t.num_rows == len(as_dict(join(left, right, "text", 0.8, verify="exact"), with_jaccard=True))
     assert cli.main(["join", left, right, "text", "--limit", "3", "--quiet"]) == 0

@@ -237,7 +237,7 @@ def test_the_whole_surface_reads_and_writes_these_indexes(tmp_path, tok):
     lance.write_dataset(table, cli_ds)
     assert cli.main(["build", cli_ds, "text", "--tokenizer", json.dumps(tok)]) == 0
     assert lance_top10(cli_ds, query).equals(want) and lance_top10(ours, query).equals(want)
-    found = pa.Table.from_batches(list(lms.pairs(native, "text", 0.8, exact=True)))
+    found = pa.Table.from_batches(list(lms.pairs(native, "text", 0.8, verify="exact")))
     assert found.num_rows > 50
     by_id = dict(zip(range(len(texts)), texts))
     for a, b, j in zip(*(found.column(i).to_pylist() for i in (0, 1, found.num_columns - 1))):
