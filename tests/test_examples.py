@@ -94,7 +94,7 @@ def test_dbt_project_builds(tmp_path):
     ingested = {r for (r,) in con.execute("SELECT _rowid FROM ingest_batch").fetchall()}
     con.close()
     # the two jobs, from the Python API
-    want = {r for b in lms.join(eval_set, corpus, "text", 0.8, exact=True) for r in b.column("left_rowid").to_pylist()}
+    want = {r for b in lms.join(eval_set, corpus, "text", 0.8, verify="exact") for r in b.column("left_rowid").to_pylist()}
     assert contaminated == want and 0 < len(want) < 400
     dropped = {r for b in lms.join(batch, corpus, "text", 0.8) for r in b.column("left_rowid").to_pylist()}
     dropped |= {r for b in lms.pairs(batch, "text", 0.8) for r in b.column("right_rowid").to_pylist()}
