@@ -102,7 +102,7 @@ def test_dbt_project_builds(tmp_path):
     assert ingested == batch_rows - dropped and 0 < len(ingested) < 800
     plan = lms.dedup(corpus, "text", threshold=0.8, keep="longest")
     assert kept == plan.kept and 0 < plan.removed < plan.rows
-    exact = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, exact=True))
+    exact = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, verify="exact"))
     assert pairs == exact > 0
 
 
