@@ -15,7 +15,7 @@ import lance_minhash_sql as lms
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
-from lance_minhash_sql.selfjoin import executor as executor_mod
+from lance_minhash_sql.selfjoin import verify as verify_mod
 from lance_minhash_sql.selfjoin import star as star_mod
 
 QUARTER = 0.25  # the share of memory_limit the docs give the shingle sets, and star's chunk
@@ -111,8 +111,8 @@ def test_exact_verification_holds_its_shingle_sets_within_a_quarter_of_the_budge
         sets._hold = measured
         return sets
 
-    budget = executor_mod.budget_sets
-    monkeypatch.setattr(executor_mod, "budget_sets", recorded)
+    budget = verify_mod.budget_sets
+    monkeypatch.setattr(verify_mod, "budget_sets", recorded)
     pairs = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, verify="exact", memory_limit=LIMIT))
     assert pairs > 0 and len(made) == 1
     sets = made[0]

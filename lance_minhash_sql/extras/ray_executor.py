@@ -31,12 +31,11 @@ import pyarrow as pa
 from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
 from lance_minhash_sql.io.scan import open_dataset
-from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, memory_limit_bytes
+from lance_minhash_sql.selfjoin.bounded import chunk_pairs, memory_limit_bytes
 from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_shards, shard_join
+from lance_minhash_sql.selfjoin.executor import LOCAL
 from lance_minhash_sql.selfjoin.links import LinkRule
 from lance_minhash_sql.selfjoin.shards import Shard, pair_shards
-from lance_minhash_sql.selfjoin.shingles import budget_sets
-from lance_minhash_sql.selfjoin.verify import pair_verifier
 from lance_minhash_sql.extras.distributed import build_distributed, connect_ray, remote_function, task_cause
 from lance_minhash_sql.extras.shuffle import shuffle_components, shuffle_pairs
 
@@ -109,12 +108,10 @@ class RayExecutor:
 def _shard_pairs_task(uri: str, version: int, column: str, threshold: float, num_shards: int, index: int,
                       verify: str, limit: int, storage_options) -> list:
     """Shard ``index`` of the ``num_shards`` of the self-join at ``version``: its record
-    batches within ``limit`` bytes (as the local executor verifies one shard)."""
+    batches within ``limit`` bytes, verified by the local executor in this task."""
     ds = open_dataset(uri, storage_options, version)
     shard = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)[index]
-    exact = verify == "exact"
-    verifier = pair_verifier(verify, budget_sets(shard.plan.opened, limit) if exact else None)
-    return list(bounded_shard_pairs(shard, limit, verifier, DEFAULT_CHUNK_PAIRS, exact))
+    return list(LOCAL.shard_pairs(shard, verify, limit, storage_options))
 
 
 def _join_task(spec: tuple, indices: list[int]) -> list:

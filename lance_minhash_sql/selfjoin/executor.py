@@ -39,7 +39,6 @@ from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_shards, shard
 from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
 from lance_minhash_sql.selfjoin.verify import pair_verifier
 from lance_minhash_sql.selfjoin.shards import Shard
-from lance_minhash_sql.selfjoin.shingles import budget_sets
 
 __all__ = ["Executor", "LocalExecutor", "LOCAL"]
 
@@ -74,10 +73,9 @@ class LocalExecutor:
 
     def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]:
-        exact = verify == "exact"
-        shingles = budget_sets(open_index(dataset, column, storage_options), limit) if exact else None
-        return bounded_pairs(dataset, column, threshold, verify=pair_verifier(verify, shingles),
-                             most=DEFAULT_CHUNK_PAIRS, exact=exact, limit=limit, storage_options=storage_options)
+        verifier = pair_verifier(verify, open_index(dataset, column, storage_options), limit)
+        return bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
+                             exact=verify == "exact", limit=limit, storage_options=storage_options)
 
     def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table:
         opened = open_index(dataset, column, storage_options)
@@ -87,9 +85,8 @@ class LocalExecutor:
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
         """One shard's pairs within ``limit`` bytes (:func:`.bounded.bounded_shard_pairs`)."""
-        exact = verify == "exact"
-        shingles = budget_sets(shard.plan.opened, limit) if exact else None
-        return bounded_shard_pairs(shard, limit, pair_verifier(verify, shingles), DEFAULT_CHUNK_PAIRS, exact)
+        return bounded_shard_pairs(shard, limit, pair_verifier(verify, shard.plan.opened, limit), DEFAULT_CHUNK_PAIRS,
+                                   verify == "exact")
 
     def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
@@ -98,7 +95,6 @@ class LocalExecutor:
         chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
         stop = threading.Event()
         return run_ordered(shards, lambda s: shard_join(s, verify=verify, chunk_pairs=chunk, stop=stop), stop=stop)
-
 
     def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
                    ) -> Iterator[pa.RecordBatch]:

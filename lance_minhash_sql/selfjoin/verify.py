@@ -25,7 +25,7 @@ from lance_minhash_sql.core.tuning import EXACT_BYTES, EXACT_CHUNK, VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, shard_windows
-from lance_minhash_sql.selfjoin.shingles import ShingleSets
+from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
 
 __all__ = ["data_pairs", "pair_verifier"]
 
@@ -107,10 +107,12 @@ def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, o
     yield pa.record_batch([pa.array(c) for c in cols], schema=schema)
 
 
-def pair_verifier(verify: str, shingles: ShingleSets | None = None):
-    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it;
-    ``shingles``: the rows' shingle sets for exact Jaccard, shared by all its shards
-    (:func:`lance_minhash_sql.selfjoin.shingles.budget_sets`)."""
-    if shingles is not None:
-        return partial(data_pairs, verify=verify, shingles=shingles)
-    return data_pairs if verify == "estimate" else partial(data_pairs, verify=verify)
+def pair_verifier(verify: str, opened=None, limit: int = 0):
+    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it (the
+    twin of :func:`.links.link_verifier`). ``verify="exact"``: the rows' shingle sets of
+    ``opened`` (an opened index), shared by all the shards of one self-join and held within
+    the share of ``limit`` bytes that :func:`lance_minhash_sql.selfjoin.shingles.budget_sets`
+    gives them."""
+    if verify == "exact":
+        return partial(data_pairs, verify=verify, shingles=budget_sets(opened, limit))
+    return data_pairs
