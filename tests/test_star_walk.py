@@ -1,8 +1,9 @@
 """The star walk's edges, and what exact verification and star hold against their shares of
 the budget: ties exactly at the threshold (both walks, estimate and exact), the centres
-reset when a chunk starts a new component, the shingle sets within a quarter of
-``memory_limit`` and star's chunks within a quarter too (``core/tuning.py``: SHINGLE_SHARE,
-STAR_CHUNK_SHARE; ``docs/scale.md``). Each test fails on a mutation that the oracle tests
+reset when a chunk starts a new component, exact verification's shingle sets on disk with
+each row fetched once in row-id order however they outgrow ``memory_limit``, and star's
+chunks within a quarter of it (``core/tuning.py``: SHINGLE_FETCH_ROWS, STAR_CHUNK_SHARE;
+``docs/scale.md``). Each test fails on a mutation that the oracle tests
 of ``test_star.py`` and ``test_verify.py`` let through."""
 
 from __future__ import annotations
@@ -95,29 +96,34 @@ def corpus(tmp_path_factory):
     return uri
 
 
-def test_exact_verification_holds_its_shingle_sets_within_a_quarter_of_the_budget(corpus, monkeypatch):
-    made = []
+def test_exact_verification_fetches_each_row_once_in_row_order_and_holds_its_index_only(corpus, monkeypatch):
+    """The shingle sets of the candidates outgrow a quarter of the budget; still each row
+    is fetched once, by takes of at most SHINGLE_FETCH_ROWS ascending row ids, the sets go
+    to the file and memory holds the index alone (INDEX_BYTES a row)."""
+    from lance_minhash_sql.selfjoin import shingles as shingles_mod
 
-    def recorded(opened, limit):
-        sets = budget(opened, limit)
-        made.append(sets)
-        hold = sets._hold
+    made, takes = [], []
+    take = shingles_mod.take_rows
 
-        def measured(block):
-            hold(block)
-            sets.peak = max(getattr(sets, "peak", 0), sum(a.nbytes for b in sets.blocks for a in b))
-            sets.fetched = getattr(sets, "fetched", 0) + sum(a.nbytes for a in block)
+    def recorded_take(ds, rowids, columns, what, uri=None):
+        takes.append(np.asarray(rowids).copy())
+        return take(ds, rowids, columns, what, uri)
 
-        sets._hold = measured
-        return sets
+    class Recorded(shingles_mod.ShingleSets):
+        def __init__(self, opened):
+            super().__init__(opened)
+            made.append(self)
 
-    budget = verify_mod.budget_sets
-    monkeypatch.setattr(verify_mod, "budget_sets", recorded)
+    monkeypatch.setattr(shingles_mod, "take_rows", recorded_take)
+    monkeypatch.setattr(shingles_mod, "SHINGLE_FETCH_ROWS", 512)
+    monkeypatch.setattr(verify_mod, "ShingleSets", Recorded)
     pairs = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, verify="exact", memory_limit=LIMIT))
     assert pairs > 0 and len(made) == 1
-    sets = made[0]
-    assert sets.fetched > 2 * QUARTER * LIMIT  # the sets asked for do not fit the share: it is what bounds them
-    assert 0 < sets.peak <= QUARTER * LIMIT
+    sets, fetched = made[0], np.concatenate(takes)
+    assert len(takes) > 1 and all(t.size <= 512 and (np.diff(t.astype(np.int64)) > 0).all() for t in takes)
+    assert np.unique(fetched).size == fetched.size == sets.index[0].size  # each row once
+    assert sets.values.size * 8 > QUARTER * LIMIT  # the sets do not fit the share: they live in the file
+    assert sets.held_bytes() == shingles_mod.INDEX_BYTES * fetched.size
 
 
 def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):

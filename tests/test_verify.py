@@ -158,24 +158,37 @@ def floor_rows(uri: str, threshold: float = T) -> set:
     return {int(rowids[i]) for i in cand[est >= candidate_floor(threshold, PARAMS.num_hashes)].ravel()}
 
 
+def bucket_rows(uri: str) -> set:
+    """The rows that share a band key with another row (every row of a candidate pair)."""
+    rowids, _, keys, _, _ = signed(uri)
+    return {int(rowids[i]) for i in candidate_pairs(keys).ravel()}
+
+
 def test_each_row_is_shingled_once_per_self_join(corpus, monkeypatch):
-    """Under the default budget every row of a candidate over the floor is fetched and
-    shingled once, though it is in pairs of several bands, shards and chunks."""
+    """Under the default budget the live rows sharing a bucket with another (deleted
+    rows' buckets too: what the index holds) are fetched and shingled once, before any
+    pair is verified, though they are in pairs of several bands, shards and chunks; the
+    rows of the candidates over the floor are among them."""
     from lance_minhash_sql.selfjoin import shingles
     from lance_minhash_sql.selfjoin import verify as verify_mod
 
+    found = []
+    rows_of = shingles.candidate_rows
+    monkeypatch.setattr(shingles, "candidate_rows", lambda shards: found.append(rows_of(shards)) or found[-1])
     monkeypatch.setattr(verify_mod, "EXACT_CHUNK", 64)  # many lookups
     before = dict(shingles.STATS)
     got = pairs_table(corpus, T, verify="exact")
-    fetched = shingles.STATS["fetched_rows"] - before["fetched_rows"]
-    asked = shingles.STATS["asked_rows"] - before["asked_rows"]
-    assert fetched == len(floor_rows(corpus)) and asked > fetched
+    delta = {k: shingles.STATS[k] - before[k] for k in before}
+    prefetched = set(found[0].tolist())
+    assert len(found) == 1 and delta["prefetched_rows"] == len(prefetched) and delta["fetched_rows"] == 0
+    assert floor_rows(corpus) <= bucket_rows(corpus) <= prefetched <= set(signed(corpus)[0].tolist())
+    assert delta["asked_rows"] > delta["prefetched_rows"]
     assert as_pairs(got).keys() == brute_force(corpus, T).keys()
 
 
-def test_shingle_sets_under_a_tiny_budget_are_the_rows_sets(corpus):
-    """ShingleSets keeps only the rows at hand past its budget; each row's set is always
-    the signer's."""
+def test_shingle_sets_are_the_rows_sets_fetched_once(corpus):
+    """ShingleSets locates each asked row's set, the signer's, fetching a row the first
+    time it is asked only, whatever the order and repeats of the asks."""
     from lance_minhash_sql.index.opened import open_index
     from lance_minhash_sql.index.sign import signer_for
     from lance_minhash_sql.selfjoin import shingles
@@ -186,22 +199,20 @@ def test_shingle_sets_under_a_tiny_budget_are_the_rows_sets(corpus):
     off, hashes = signer_for(PARAMS).shingle_sets(texts)
     want = {int(r): hashes[off[i]:off[i + 1]].tolist() for i, r in enumerate(rowids)}
     rng = np.random.default_rng(0)
-    for budget in (1, 1 << 30):
-        sets = ShingleSets(opened, budget)
-        asked = set()
-        before = shingles.STATS["fetched_rows"]
-        for _ in range(50):  # past MAX_BLOCKS: blocks merged
-            ask = rng.choice(rowids, 40)
-            asked |= set(ask.tolist())
-            ids, o, h = sets.sets(ask)
-            assert ids.tolist() == sorted(set(ask.tolist()))
-            for i, r in enumerate(ids):
-                assert h[o[i]:o[i + 1]].tolist() == want[int(r)]
-        fetched = shingles.STATS["fetched_rows"] - before
-        if budget == 1:
-            assert sets.blocks == [] and fetched > len(asked)
-        else:
-            assert len(sets.blocks) <= shingles.MAX_BLOCKS and fetched == len(asked)
+    sets = ShingleSets(opened)
+    asked = set()
+    before = shingles.STATS["fetched_rows"]
+    try:
+        for _ in range(50):
+            left, right = rng.choice(rowids, 40), rng.choice(rowids, 40)
+            asked |= set(left.tolist()) | set(right.tolist())
+            at = sets.locate(left, right)
+            for rows, pos in ((left, at.left), (right, at.right)):
+                for r, p in zip(rows, pos):
+                    assert at.hashes[at.starts[p]:at.ends[p]].tolist() == want[int(r)]
+        assert shingles.STATS["fetched_rows"] - before == len(asked) == sets.index[0].size
+    finally:
+        sets.close()
 
 
 def texts_of(uri: str, pair) -> list[str]:

@@ -187,12 +187,9 @@ MAX_TAKE = 1 << 20  # row ids per Lance take call
 
 # ------------------------------- Exact verification and star clustering (selfjoin/shingles.py, selfjoin/star.py)
 
-# Shingle sets held for exact verification: this share of the self-join's budget (the
-# signatures' pool has 62.5 %, shards and batches of pairs most of the rest), in blocks of
-# rows fetched together, merged into one past MAX_SHINGLE_BLOCKS (a lookup per block).
-SHINGLE_SHARE = 0.25
-MAX_SHINGLE_BLOCKS = 32
-EXACT_BYTES = 64 << 20  # shingle sets of a batch of pairs verified without a self-join's budget
+# Rows of exact verification fetched by one Lance take and shingled together (their texts
+# and sets are what one fetch holds: ~200 and ~300 bytes a row of short texts).
+SHINGLE_FETCH_ROWS = 1 << 14
 # Star's walk: a chunk of members (texts, signatures, shingle sets) at most STAR_CHUNK_SHARE
 # of the budget at the bytes a row measured so far (STAR_FIRST_ROW_BYTES assumed before
 # any), at most STAR_ROWS rows; the component's centers held within STAR_CENTERS_SHARE,

@@ -85,7 +85,7 @@ from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
 from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
-from lance_minhash_sql.selfjoin.verify import pair_verifier
+from lance_minhash_sql.selfjoin.verify import pair_verifier, prepare
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
 from lance_minhash_sql.extras.distributed import remote_function, task_cause
 
@@ -292,9 +292,10 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
     plan = job.plan()
     exact = verify == "exact"
     if what == "pairs":
-        pairs_of = pair_verifier(verify, plan.opened, job.limit)
+        pairs_of = pair_verifier(verify, plan.opened)
     else:
-        links_of = link_verifier(job.rule, plan.opened, job.limit)
+        links_of = link_verifier(job.rule, plan.opened)
+    prepare(pairs_of if what == "pairs" else links_of, [job.shard(plan, i) for i in indices])
     over = len(indices) == 1 and infos[0]["over"]
     pool, out = 0, 0
     if over:

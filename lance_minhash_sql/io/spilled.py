@@ -1,5 +1,7 @@
-"""A writable array in a private temporary file, memory-mapped: what the self-join holds per
-index row when it would take more than its share of the budget (``selfjoin/parent.py``).
+"""Arrays in private temporary files, memory-mapped: what the self-join holds per index row
+when it would take more than its share of the budget (:class:`SpilledArray`,
+``selfjoin/parent.py``), and values it appends and reads back without holding them
+(:class:`AppendedValues`, ``selfjoin/shingles.py``).
 
 The file is made in a private folder under the system's temp folder (``$TMPDIR``; put it
 on a disk, not a RAM file system) with its blocks reserved up front
@@ -27,7 +29,7 @@ from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.io.mapped import hand_back
 
-__all__ = ["SPILL_PREFIX", "SpilledArray"]
+__all__ = ["SPILL_PREFIX", "SpilledArray", "AppendedValues"]
 
 SPILL_PREFIX = "lance-minhash-array-"
 _RANDOM = getattr(mmap, "MADV_RANDOM", None)
@@ -86,3 +88,47 @@ class SpilledArray:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class AppendedValues:
+    """Values of one dtype appended to an unnamed temporary file (``$TMPDIR``; removed by
+    the OS when closed, or when the process ends however it ends) and read back through a
+    read-only memory map: file pages, which the OS page cache holds or drops, never the
+    process's anonymous memory. Appends are written (a full disk is a
+    :class:`ResourceLimitError` there, never a fault on a later read); :meth:`view` maps
+    everything written so far. One writer at a time (the caller's lock); views stay
+    valid while referenced, whatever is appended after them."""
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        self.file = tempfile.TemporaryFile(prefix=SPILL_PREFIX)
+        self.size = 0  # values written
+        self._view = np.empty(0, dtype=self.dtype)
+
+    def append(self, values: np.ndarray) -> int:
+        """Write ``values`` after those before; the position of the first of them."""
+        start = self.size
+        data = np.ascontiguousarray(values, dtype=self.dtype)
+        try:
+            self.file.write(memoryview(data).cast("B"))
+            self.file.flush()
+        except OSError as exc:
+            raise ResourceLimitError(
+                f"no room to write {format_bytes(data.nbytes)} more to a temporary file in "
+                f"{tempfile.gettempdir()!r} ({exc.strerror}): set TMPDIR to a folder on a disk with more free "
+                "space") from None
+        self.size += data.size
+        return start
+
+    def view(self) -> np.ndarray:
+        """Every value written so far, read-only (a new mapping when more were written
+        since the last view)."""
+        if self._view.size != self.size:
+            mapped = mmap.mmap(self.file.fileno(), self.size * self.dtype.itemsize, access=mmap.ACCESS_READ)
+            self._view = np.frombuffer(mapped, dtype=self.dtype)
+        return self._view
+
+    def close(self) -> None:
+        """Close the file (mapped views keep its pages until they are collected)."""
+        self._view = np.empty(0, dtype=self.dtype)
+        self.file.close()

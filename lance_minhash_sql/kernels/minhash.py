@@ -35,7 +35,7 @@ import numpy as np
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
-from lance_minhash_sql.kernels.order import sort_values
+from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
 from lance_minhash_sql.kernels.tokenize import grow, new_buffers, tokenize_row
 from lance_minhash_sql.kernels.xxh64 import xxh64
 
@@ -215,6 +215,7 @@ def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle,
     deduplicated in scratch and appended to a buffer that doubles when full. Callers run
     disjoint ranges on several threads and concatenate (``Signer.shingle_sets``)."""
     out, tok_start, tok_end, raw = new_buffers()
+    tmp, counts = new_hash_scratch()
     sizes = np.zeros(hi - lo, dtype=np.int64)
     hashes = np.empty(1024, dtype=np.uint64)
     xs = np.empty(1024, dtype=np.uint64)
@@ -230,7 +231,7 @@ def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle,
             xs = np.empty(2 * ntok, dtype=np.uint64)
         n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
         seg = xs[:n]
-        sort_values(seg)
+        tmp, counts = sort_hashes(seg, tmp, counts)
         if used + n > hashes.size:
             grown = np.empty(max(2 * hashes.size, used + n), dtype=np.uint64)
             for j in range(used):  # a loop: slice assignment compiles numba's broadcasting code

@@ -66,6 +66,7 @@ __all__ = [
     "windows",
     "gather_rows",
     "pair_jaccard",
+    "jaccard_at_least",
 ]
 
 SEED = np.uint64(lance_format.SEED)
@@ -516,3 +517,64 @@ def pair_jaccard(offsets, hashes, ia, ib):
         out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
     return out
 
+
+
+@njit(**JIT)
+def _least_common(na, nb, threshold):
+    """The fewest common values two sets of ``na`` and ``nb`` distinct values need for
+    ``inter / (na + nb - inter) >= threshold`` (that float comparison itself); ``min(na,
+    nb) + 1`` when none is enough."""
+    lo = min(na, nb)
+    need = int(threshold * (na + nb) / (1.0 + threshold))
+    need = min(max(need - 1, 0), lo)
+    while need <= lo and need / (na + nb - need) < threshold:
+        need += 1
+    return need
+
+
+@njit(**JIT)
+def jaccard_at_least(starts, ends, hashes, ia, ib, threshold):
+    """Exact Jaccard of sets ``ia[i]`` and ``ib[i]`` (set ``r`` is the sorted distinct
+    ``hashes[starts[r]:ends[r]]``) where it reaches ``threshold``; ``-1.0`` where it does
+    not, ``nan`` where either set is empty.
+
+    The value kept is ``inter / union`` as :func:`pair_jaccard` computes it. A pair is
+    settled early: sets whose sizes alone put the Jaccard under ``threshold``
+    (``min / max``) are not merged, and the merge (branch-free: both cursors advance on
+    equal values) stops once either set has more unmatched values than it may lose, for
+    a value passed over in a sorted merge is in neither the intersection nor ever
+    matched later."""
+    n = ia.size
+    out = np.empty(n, dtype=np.float64)
+    for p in range(n):
+        a0 = starts[ia[p]]
+        a1 = ends[ia[p]]
+        b0 = starts[ib[p]]
+        b1 = ends[ib[p]]
+        na = a1 - a0
+        nb = b1 - b0
+        if na == 0 or nb == 0:
+            out[p] = np.nan
+            continue
+        need = _least_common(na, nb, threshold)
+        if need > min(na, nb):
+            out[p] = -1.0
+            continue
+        lose_a = a0 + na - need  # unmatched values of a allowed: i - inter may reach a0 + this
+        lose_b = b0 + nb - need
+        i = a0
+        j = b0
+        inter = 0
+        while i < a1 and j < b1:
+            x = hashes[i]
+            y = hashes[j]
+            inter += x == y
+            i += x <= y
+            j += y <= x
+            if i - inter > lose_a or j - inter > lose_b:
+                break
+        if i - inter > lose_a or j - inter > lose_b:
+            out[p] = -1.0
+        else:
+            out[p] = inter / (na + nb - inter)
+    return out

@@ -83,12 +83,14 @@ from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind
 from lance_minhash_sql.selfjoin.pool import (count, fetch_signatures, held, read_multi, row_ids,
                                              span_data, CarriedPool)
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, plan_shards
+from lance_minhash_sql.selfjoin.verify import prepare
 
 __all__ = ["memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links"]
 
-# what the engine verifies a loaded shard with: selfjoin/pairs.py's data_pairs and
-# selfjoin/clusters.py's data_links, passed by their callers (this module imports neither)
+# what the engine verifies a loaded shard with: selfjoin/verify.py's pair_verifier and
+# selfjoin/links.py's link_verifier, passed by their callers and prepared here with the
+# shards they will verify (verify.prepare)
 PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)
 LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
 Prune = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (keys, gids) -> kept (keys, gids)
@@ -297,6 +299,7 @@ def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairV
 def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVerifier, most: int
                   ) -> Iterator[pa.RecordBatch]:
     plan = shards[0].plan
+    prepare(verify, shards)
     # labels (4 bytes a row) while they take at most half of the pool's share
     labelled = fixed_bytes(plan.total_docs, 4) <= pool_bytes(limit) // 2
     fixed = fixed_bytes(plan.total_docs, 4 if labelled else 0)
@@ -468,6 +471,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             f"leave no room for a pool of {2 * MIN_WINDOW_ROWS} signatures in the {POOL_SHARE:.1%} of memory_limit "
             f"they share; raise memory_limit to at least {format_bytes(need)}, "
             f"e.g. memory_limit := '{-(-need // 2**20)}MiB'")
+    prepare(links, shards)
     components = UnionFind(total, pool_bytes(limit))
     try:
         marks = new_marks(total)
@@ -519,6 +523,7 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     got = read_multi(shard)
     if got is None:
         return
+    prepare(verify, [shard])
     keys, gids = got
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
     chunk = chunk_pairs(limit, most)

@@ -73,19 +73,19 @@ class LocalExecutor:
 
     def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]:
-        verifier = pair_verifier(verify, open_index(dataset, column, storage_options), limit)
+        verifier = pair_verifier(verify, open_index(dataset, column, storage_options))
         return bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
                              exact=verify == "exact", limit=limit, storage_options=storage_options)
 
     def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table:
         opened = open_index(dataset, column, storage_options)
         with planning(rule):
-            return bounded_clusters(dataset, column, rule.threshold, links=link_verifier(rule, opened, limit),
+            return bounded_clusters(dataset, column, rule.threshold, links=link_verifier(rule, opened),
                                     max_reps=rule.max_reps, limit=limit, storage_options=storage_options)
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
         """One shard's pairs within ``limit`` bytes (:func:`.bounded.bounded_shard_pairs`)."""
-        return bounded_shard_pairs(shard, limit, pair_verifier(verify, shard.plan.opened, limit), DEFAULT_CHUNK_PAIRS,
+        return bounded_shard_pairs(shard, limit, pair_verifier(verify, shard.plan.opened), DEFAULT_CHUNK_PAIRS,
                                    verify == "exact")
 
     def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,

@@ -54,7 +54,6 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import Iterator
 
 import numpy as np
@@ -64,9 +63,9 @@ from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, 
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
-from lance_minhash_sql.selfjoin.verify import data_pairs
+from lance_minhash_sql.selfjoin.verify import Verifier, data_pairs
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
-from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
+from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
 __all__ = ["MAX_REPS", "LinkRule", "link_rule", "link_verifier", "planning", "data_links", "exact_links"]
 
@@ -95,13 +94,13 @@ def link_rule(params: MinHashParams, threshold: float, verify: str, clustering: 
     return LinkRule(threshold, False, MAX_REPS)
 
 
-def link_verifier(rule: LinkRule, opened, limit: int):
+def link_verifier(rule: LinkRule, opened):
     """What verifies the links of one loaded shard under ``rule``, for a self-join of
-    ``opened`` (an opened index) under a budget of ``limit`` bytes: :func:`data_links`, or
-    :func:`exact_links` over the shingle sets that budget holds."""
+    ``opened`` (an opened index): :func:`data_links`, or :func:`exact_links` over the
+    rows' shingle sets, each row fetched and shingled once per self-join."""
     if rule.exact:
-        return partial(exact_links, shingles=budget_sets(opened, limit))
-    return data_links
+        return Verifier(exact_links, ShingleSets(opened))
+    return Verifier(data_links)
 
 
 @contextmanager

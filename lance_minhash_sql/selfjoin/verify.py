@@ -12,7 +12,6 @@ verified in :mod:`.links`; both run on every executor (``selfjoin/executor.py``)
 from __future__ import annotations
 
 import threading
-from functools import partial
 from typing import Iterator
 
 import numpy as np
@@ -21,13 +20,13 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.tuning import EXACT_BYTES, EXACT_CHUNK, VISIT_BUDGET
+from lance_minhash_sql.core.tuning import EXACT_CHUNK, VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk, pair_jaccard
+from lance_minhash_sql.kernels.pairs import jaccard_at_least, min_matches, new_cursor, pair_chunk
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, shard_windows
-from lance_minhash_sql.selfjoin.shingles import ShingleSets, budget_sets
+from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
-__all__ = ["data_pairs", "pair_verifier"]
+__all__ = ["data_pairs", "pair_verifier", "Verifier", "prepare"]
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
@@ -36,19 +35,22 @@ def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
 
 def _exact(plan: Plan, threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray,
            shingles: ShingleSets | None):
-    """Exact shingle Jaccard of each pair (the rows' sets from ``shingles``, each row
-    fetched and shingled once while they fit its budget; a set of its own for this batch
-    when ``None``), :data:`EXACT_CHUNK` pairs at a time; the pairs with ``jaccard >=
-    threshold``."""
-    if shingles is None:
-        shingles = ShingleSets(plan.opened, EXACT_BYTES)
-    parts = []
-    for s in range(0, left.size, EXACT_CHUNK):
-        lft, rgt = left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK]
-        ids, offsets, hashes = shingles.sets(np.concatenate((lft, rgt)))
-        jac = pair_jaccard(offsets, hashes, readonly(np.searchsorted(ids, lft)), readonly(np.searchsorted(ids, rgt)))
-        keep = np.flatnonzero(jac >= threshold)
-        parts.append((keep + s, jac[keep]))
+    """The pairs with ``jaccard >= threshold``, their exact shingle Jaccard computed
+    :data:`EXACT_CHUNK` pairs at a time over the rows' sets in ``shingles`` (each row
+    fetched and shingled once; a set of its own for this batch when ``None``)."""
+    own = shingles is None
+    if own:
+        shingles = ShingleSets(plan.opened)
+    try:
+        parts = []
+        for s in range(0, left.size, EXACT_CHUNK):
+            at = shingles.locate(left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK])
+            jac = jaccard_at_least(at.starts, at.ends, at.hashes, at.left, at.right, threshold)
+            keep = np.flatnonzero(jac >= threshold)
+            parts.append((keep + s, jac[keep]))
+    finally:
+        if own:
+            shingles.close()
     keep = np.concatenate([p[0] for p in parts])
     jac = np.concatenate([p[1] for p in parts])
     return left[keep], right[keep], sim[keep], jac
@@ -107,12 +109,38 @@ def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, o
     yield pa.record_batch([pa.array(c) for c in cols], schema=schema)
 
 
-def pair_verifier(verify: str, opened=None, limit: int = 0):
+class Verifier:
+    """What verifies one loaded shard: ``verify_shard(shard, data, ...)`` (:func:`data_pairs`,
+    :func:`.links.data_links`, :func:`.links.exact_links`), over ``shingles`` when
+    given (exact verification: passed as its ``shingles=``). The self-join calls
+    :meth:`prepare` with its shards before it verifies any (the candidate rows' shingle
+    sets fetched in row order, :meth:`.shingles.ShingleSets.prefetch`)."""
+
+    def __init__(self, verify_shard, shingles: ShingleSets | None = None, **options):
+        self.verify_shard = verify_shard
+        self.shingles = shingles
+        self.options = options if shingles is None else {**options, "shingles": shingles}
+
+    def __call__(self, *args, **kwargs):
+        return self.verify_shard(*args, **self.options, **kwargs)
+
+    def prepare(self, shards: list[Shard]) -> None:
+        if self.shingles is not None:
+            self.shingles.prefetch(shards)
+
+
+def prepare(verifier, shards: list[Shard]) -> None:
+    """:meth:`Verifier.prepare` of ``verifier``; nothing for a plain function (a caller's
+    own verifier, as tests pass)."""
+    if isinstance(verifier, Verifier):
+        verifier.prepare(shards)
+
+
+def pair_verifier(verify: str, opened=None) -> Verifier:
     """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it (the
-    twin of :func:`.links.link_verifier`). ``verify="exact"``: the rows' shingle sets of
-    ``opened`` (an opened index), shared by all the shards of one self-join and held within
-    the share of ``limit`` bytes that :func:`lance_minhash_sql.selfjoin.shingles.budget_sets`
-    gives them."""
+    twin of :func:`.links.link_verifier`). ``verify="exact"``: over the rows' shingle sets
+    of ``opened`` (an opened index), shared by all the shards of one self-join, each row
+    fetched and shingled once (:class:`lance_minhash_sql.selfjoin.shingles.ShingleSets`)."""
     if verify == "exact":
-        return partial(data_pairs, verify=verify, shingles=budget_sets(opened, limit))
-    return data_pairs
+        return Verifier(data_pairs, ShingleSets(opened), verify=verify)
+    return Verifier(data_pairs)
