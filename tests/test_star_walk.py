@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
 from lance_minhash_sql.selfjoin import verify as verify_mod
@@ -67,21 +66,23 @@ def twins_dataset(tmp_path_factory):
     component and 1, 2 in the next."""
     import lance
 
+    from lance_minhash_sql.index.opened import open_index
+
     uri = str(tmp_path_factory.mktemp("walk") / "three.lance")
     same = "the same text in two components " * 4
     lance.write_dataset(pa.table({"text": [same, same, "an unrelated text with other words " * 4]}), uri)
-    return lance.dataset(uri)
+    lms.build_index(uri, "text")
+    return open_index(uri, "text")
 
 
 @pytest.mark.parametrize("verify", ["estimate", "exact"])
 def test_a_chunk_that_starts_a_new_component_does_not_match_the_last_components_centres(twins_dataset, monkeypatch,
                                                                                          verify):
     monkeypatch.setattr(star_mod, "STAR_ROWS", 1)  # one member per chunk: every chunk starts afresh
-    rowid = twins_dataset.to_table(columns=[], with_row_id=True).column("_rowid").to_numpy()
+    rowid = twins_dataset.ds.to_table(columns=[], with_row_id=True).column("_rowid").to_numpy()
     cluster = np.array([rowid[0], rowid[1], rowid[1]], dtype=np.uint64)
     order = np.arange(3)
-    twin, _, _ = star_mod.star_twins(twins_dataset, "text", MinHashParams(), 0.8, rowid, cluster, order, verify,
-                                     64 << 20)
+    twin, _, _ = star_mod.star_twins(twins_dataset, 0.8, rowid, cluster, order, verify, 64 << 20)
     assert twin.tolist() == [-1, -1, -1]  # row 1 is the first of its component: a centre, not row 0's twin
 
 
@@ -127,17 +128,26 @@ def test_exact_verification_fetches_each_row_once_in_row_order_and_holds_its_ind
 
 
 def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):
-    chunks = []
-    take = star_mod.take_rows
+    """Each chunk of the walk (its members' signatures and shingle sets, gathered from the
+    members' files) holds at most a quarter of the budget, the members fetched once."""
+    from lance_minhash_sql.selfjoin import shingles as shingles_mod
 
-    def recorded(ds, rowids, columns, what, uri=None):
-        table = take(ds, rowids, columns, what, uri)
-        chunks.append((table.num_rows, table.nbytes))
-        return table
+    chunks, fetched = [], []
+    gather, fetch = shingles_mod.ShingleSets.gather, shingles_mod.ShingleSets.fetch_rows
 
-    monkeypatch.setattr(star_mod, "take_rows", recorded)
+    def recorded(self, rows):
+        got = gather(self, rows)
+        chunks.append((len(rows), sum(a.nbytes for a in got)))
+        return got
+
+    def recorded_fetch(self, rows, counter="prefetched_rows"):
+        fetched.append(len(rows))
+        return fetch(self, rows, counter)
+
+    monkeypatch.setattr(shingles_mod.ShingleSets, "gather", recorded)
+    monkeypatch.setattr(shingles_mod.ShingleSets, "fetch_rows", recorded_fetch)
     flags = lms.keep_flags(corpus, "text", 0.8, clustering="star", verify="exact", memory_limit=LIMIT)
     assert flags.num_rows > 0 and len(chunks) > 1
-    k = MinHashParams().num_hashes
+    assert fetched == [flags.num_rows] and sum(r for r, _ in chunks) == flags.num_rows  # fetched once, walked once
     for rows, nbytes in chunks[1:]:  # (the first chunk's rows come from an assumed size a row)
-        assert nbytes + 2 * k * rows <= QUARTER * LIMIT  # texts and signatures, before the shingle sets
+        assert nbytes <= QUARTER * LIMIT  # signatures and shingle sets

@@ -187,17 +187,20 @@ MAX_TAKE = 1 << 20  # row ids per Lance take call
 
 # ------------------------------- Exact verification and star clustering (selfjoin/shingles.py, selfjoin/star.py)
 
-# Rows of exact verification fetched by one Lance take and shingled together (their texts
-# and sets are what one fetch holds: ~200 and ~300 bytes a row of short texts).
-SHINGLE_FETCH_ROWS = 1 << 14
-# Star's walk: a chunk of members (texts, signatures, shingle sets) at most STAR_CHUNK_SHARE
-# of the budget at the bytes a row measured so far (STAR_FIRST_ROW_BYTES assumed before
-# any), at most STAR_ROWS rows; the component's centers held within STAR_CENTERS_SHARE,
-# the older blocks spilled to disk past it.
+# Rows of exact verification fetched by one Lance take and shingled together: Lance's
+# reader holds several times the texts' bytes while it takes them (pages decoded), so a
+# take's memory grows with its rows; past a few thousand, its time per row does not drop.
+SHINGLE_FETCH_ROWS = 1 << 12
+# What Lance's reader keeps of the process's memory once it has taken the texts (its
+# decoded pages and metadata, measured by benchmarks/verify_modes.py): left out of the
+# budget the pairs and links of an exact self-join are verified in.
+TEXT_READER_BYTES = 24 << 20
+# Star's walk: a chunk of members (signatures, shingle sets) at most STAR_CHUNK_SHARE of
+# the budget, at most STAR_ROWS rows; the component's centers held within
+# STAR_CENTERS_SHARE, the older blocks spilled to disk past it.
 STAR_ROWS = 1 << 16
 STAR_CHUNK_SHARE = 0.25
 STAR_CENTERS_SHARE = 0.25
-STAR_FIRST_ROW_BYTES = 4096
 
 # ----------------------------------------------- The self-join (selfjoin/bounded.py, shards.py, pairs.py, ...)
 SHARD_SHARE = 32  # a shard's band rows read at once: at most 1 / SHARD_SHARE of the budget

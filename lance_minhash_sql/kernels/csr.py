@@ -1,5 +1,7 @@
-"""Rows of a CSR (``offsets`` int64[n + 1], ``values``) copied without index arrays: a
-gather by ``np.repeat`` and ``np.arange`` holds two int64 arrays the size of the values.
+"""Sets stored as spans of one values array (row ``r``'s values are
+``values[starts[r]:ends[r]]``; a CSR is the case ``starts = offsets[:-1]``,
+``ends = offsets[1:]``), gathered into a CSR of their own without index arrays: a gather by
+``np.repeat`` and ``np.arange`` holds two int64 arrays the size of the values.
 
 >>> import numpy as np
 >>> o, v = csr_take(np.array([0, 2, 3, 6]), np.arange(6), np.array([2, 0]))
@@ -13,27 +15,27 @@ import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
 
-__all__ = ["csr_take", "csr_scatter"]
+__all__ = ["spans_take", "csr_take"]
 
 
 @njit(**JIT)
-def csr_take(offsets, values, rows):
-    """The rows ``rows`` of a CSR as a CSR of their own, ``(offsets, values)``."""
+def spans_take(starts, ends, values, rows):
+    """The sets ``rows`` as a CSR of their own, ``(offsets, values)``."""
     n = rows.size
     out_offsets = np.zeros(n + 1, dtype=np.int64)
     for i in range(n):
         r = rows[i]
-        out_offsets[i + 1] = out_offsets[i] + offsets[r + 1] - offsets[r]
+        out_offsets[i + 1] = out_offsets[i] + ends[r] - starts[r]
     out = np.empty(out_offsets[n], dtype=values.dtype)
     for i in range(n):
         r = rows[i]
-        out[out_offsets[i]:out_offsets[i + 1]] = values[offsets[r]:offsets[r + 1]]
+        o = out_offsets[i]
+        for j in range(ends[r] - starts[r]):  # a loop: slice assignment compiles numba's broadcasting code
+            out[o + j] = values[starts[r] + j]
     return out_offsets, out
 
 
-@njit(**JIT)
-def csr_scatter(offsets, values, dest, out):
-    """Row ``i`` of a CSR copied to ``out[dest[i]:]`` (its values, in order)."""
-    for i in range(offsets.size - 1):
-        a, b = offsets[i], offsets[i + 1]
-        out[dest[i]:dest[i] + b - a] = values[a:b]
+def csr_take(offsets: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``rows`` of a CSR as a CSR of their own, ``(offsets, values)``."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    return spans_take(offsets[:-1].copy(), offsets[1:].copy(), values, np.asarray(rows, dtype=np.int64))

@@ -83,7 +83,7 @@ from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind
 from lance_minhash_sql.selfjoin.pool import (count, fetch_signatures, held, read_multi, row_ids,
                                              span_data, CarriedPool)
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, plan_shards
-from lance_minhash_sql.selfjoin.verify import prepare
+from lance_minhash_sql.selfjoin.verify import prepare, remaining
 
 __all__ = ["memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links"]
@@ -300,6 +300,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
                   ) -> Iterator[pa.RecordBatch]:
     plan = shards[0].plan
     prepare(verify, shards)
+    limit = remaining(verify, limit)
     # labels (4 bytes a row) while they take at most half of the pool's share
     labelled = fixed_bytes(plan.total_docs, 4) <= pool_bytes(limit) // 2
     fixed = fixed_bytes(plan.total_docs, 4 if labelled else 0)
@@ -459,8 +460,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     plan = shards[0].plan
     total, k = plan.total_docs, plan.params.num_hashes
     fixed = components_bytes(total, limit)
-    max_docs = pool_rows(limit, k, fixed)
-    if max_docs < 2 * MIN_WINDOW_ROWS:
+    if pool_rows(limit, k, fixed) < 2 * MIN_WINDOW_ROWS:
         need = _least_limit(total, k)
         raise ResourceLimitError(
             f"memory_limit={format_bytes(limit)} is too small for the clusters of the {total:,} rows of "
@@ -472,6 +472,8 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             f"they share; raise memory_limit to at least {format_bytes(need)}, "
             f"e.g. memory_limit := '{-(-need // 2**20)}MiB'")
     prepare(links, shards)
+    limit = remaining(links, limit)
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(total, limit)))
     components = UnionFind(total, pool_bytes(limit))
     try:
         marks = new_marks(total)
@@ -524,6 +526,7 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     if got is None:
         return
     prepare(verify, [shard])
+    limit = remaining(verify, limit)
     keys, gids = got
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
     chunk = chunk_pairs(limit, most)

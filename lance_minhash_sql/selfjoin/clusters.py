@@ -57,7 +57,7 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(ds, column, open_index(ds, column, storage_options).params, threshold, table, verify, limit)
+    return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, limit)
 
 
 def linked_components(dataset, column: str, threshold: float, verify: str, limit: int, storage_options,

@@ -197,8 +197,8 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
         flags = np.zeros(order.size, dtype=np.bool_)
         flags[order[first]] = True
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
-    params = open_index(ds, column, storage_options).params
-    twin, sim, jac = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, limit)
+    twin, sim, jac = star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
+                                limit)
     flags = twin < 0
     twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
     twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)

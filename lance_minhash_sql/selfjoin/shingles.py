@@ -18,8 +18,11 @@ self-join:
 * their hashes are appended to an unnamed temporary file read back through a memory map
   (:class:`lance_minhash_sql.io.spilled.AppendedValues`): file pages, never anonymous
   memory, so nothing is dropped and fetched again when the sets outgrow the budget;
-* what is held in memory is the index, 24 bytes per row seen: its row id and where its
-  set starts and ends in the file, sorted by row id (a chunk's new rows merged in).
+* what is held in memory is the index, 32 bytes per row seen: its row id, where its
+  set starts and ends in the file and its signature's row (star clustering's walk keeps
+  the members' signatures in a file beside), sorted by row id (a chunk's new rows merged in). It
+  and what Lance's reader keeps are taken from the self-join's budget before the pairs
+  are verified (:meth:`ShingleSets.budget_bytes`).
 
 Shards run on threads: a chunk's missing rows are fetched and merged under a lock (the
 fetch and the shingling use their own threads); the sets are then read from the
@@ -29,24 +32,27 @@ snapshot the lock handed out, without it.
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly, sorted_unique
-from lance_minhash_sql.core.tuning import FETCH_ROWS, SHINGLE_FETCH_ROWS
+from lance_minhash_sql.core.tuning import FETCH_ROWS, SHINGLE_FETCH_ROWS, TEXT_READER_BYTES
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.spilled import AppendedValues
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_marks
+from lance_minhash_sql.kernels.csr import spans_take
 from lance_minhash_sql.runtime.cache import Counters
+from lance_minhash_sql.runtime.memory import trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.pool import read_multi, row_ids
 from lance_minhash_sql.selfjoin.shards import Shard
 
-__all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Located", "STATS", "candidate_rows"]
+__all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Located", "STATS", "candidate_rows"]
 
 STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows")
-INDEX_BYTES = 24  # held per row seen: row id, start and end of its set in the file
+INDEX_BYTES = 32  # held per row seen: row id, start and end of its set, its signature row
 
 
 class Located:
@@ -59,17 +65,36 @@ class Located:
         self.starts, self.ends, self.hashes, self.left, self.right = starts, ends, hashes, left, right
 
 
+class Index(NamedTuple):
+    """Where each row seen is, by row id (``ids`` ascending): its set is
+    ``values[starts[i]:ends[i]]``, its signature row ``sig_rows[i]`` of the signatures'
+    file (-1 without signatures)."""
+
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    sig_rows: np.ndarray
+
+
+def _empty_index() -> Index:
+    return Index(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
 class ShingleSets:
     """Shingle sets of rows of ``opened`` (an :class:`lance_minhash_sql.index.opened.OpenedIndex`)
-    by row id, each row fetched and shingled once (module doc). Call :meth:`close` when
-    done (the file goes with the process anyway)."""
+    by row id, each row fetched and shingled once (module doc); with ``signatures`` their
+    MinHash signatures too (signed from the same texts: bit-identical to the index's), and
+    without ``sets`` those alone. Call :meth:`close` when done (the files go with the
+    process anyway)."""
 
-    def __init__(self, opened):
+    def __init__(self, opened, signatures: bool = False, sets: bool = True):
         self.opened = opened
         self.signer = signer_for(opened.params)
-        # (ids, starts, ends): replaced whole under the lock, read whole without it
-        self.index = (np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        self.k = opened.params.num_hashes
+        self.with_sets = sets
+        self.index = _empty_index()  # replaced whole under the lock, read whole without it
         self.values = AppendedValues(np.uint64)
+        self.signatures = AppendedValues(np.uint16) if signatures else None
         self.lock = threading.Lock()
 
     def locate(self, left: np.ndarray, right: np.ndarray) -> Located:
@@ -78,36 +103,64 @@ class ShingleSets:
         left = np.asarray(left, dtype=np.uint64)
         right = np.asarray(right, dtype=np.uint64)
         STATS.add("asked_rows", left.size + right.size)
-        (ids, starts, ends), hashes = self.index, self.values.view()  # (the index first: the file holds its sets)
-        ia, ib = _positions(ids, left), _positions(ids, right)
+        index, hashes = self.index, self.values.view()  # (the index first: the file holds its sets)
+        ia, ib = _positions(index.ids, left), _positions(index.ids, right)
         if ia is None or ib is None:
-            want = sorted_unique(np.concatenate((left, right)))
-            with self.lock:
-                missing = want[~_held(self.index[0], want)]
-                if missing.size:
-                    STATS.add("fetched_rows", missing.size)
-                    self._fetch(missing)
-                (ids, starts, ends), hashes = self.index, self.values.view()
-            ia, ib = np.searchsorted(ids, left), np.searchsorted(ids, right)
-        return Located(starts, ends, hashes, readonly(ia), readonly(ib))
+            self.fetch_rows(sorted_unique(np.concatenate((left, right))), "fetched_rows")
+            index, hashes = self.index, self.values.view()
+            ia, ib = np.searchsorted(index.ids, left), np.searchsorted(index.ids, right)
+        return Located(index.starts, index.ends, hashes, readonly(ia), readonly(ib))
+
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """``(signatures uint16[n, k] or None, offsets, hashes)`` of ``rows`` (row ids, held
+        or fetched now), the sets as a CSR of their own (empty without ``sets``)."""
+        rows = np.asarray(rows, dtype=np.uint64)
+        pos = _positions(self.index.ids, rows)
+        if pos is None:
+            self.fetch_rows(sorted_unique(rows), "fetched_rows")
+            pos = np.searchsorted(self.index.ids, rows)
+        index = self.index
+        sigs = None
+        if self.signatures is not None:
+            sigs = self.signatures.view().reshape(-1, self.k)[index.sig_rows[pos]]
+        if not self.with_sets:
+            return sigs, np.zeros(rows.size + 1, dtype=np.int64), np.empty(0, dtype=np.uint64)
+        offsets, hashes = spans_take(index.starts, index.ends, self.values.view(), pos)
+        return sigs, offsets, hashes
+
+    def row_bytes(self, rows: np.ndarray) -> np.ndarray:
+        """What :meth:`gather` holds for each of ``rows`` (held row ids): its signature,
+        its set's offset and values."""
+        index = self.index
+        pos = np.searchsorted(index.ids, np.asarray(rows, dtype=np.uint64))
+        out = np.full(pos.size, 2 * self.k if self.signatures is not None else 0, dtype=np.int64)
+        if self.with_sets:
+            out += 8 * (index.ends[pos] - index.starts[pos]) + 8
+        return out
 
     def prefetch(self, shards: list[Shard]) -> None:
         """Fetch and shingle, in row-id order, every live row of the candidate pairs
         ``shards`` can give (:func:`candidate_rows`) not held yet."""
-        if not shards:
-            return
-        rows = candidate_rows(shards)
+        if shards:
+            self.fetch_rows(candidate_rows(shards), "prefetched_rows")
+
+    def fetch_rows(self, rows: np.ndarray, counter: str = "prefetched_rows") -> None:
+        """Fetch, in row-id order, the rows of sorted unique ``rows`` not held yet (counted
+        as ``counter`` in :data:`STATS`)."""
         with self.lock:
-            missing = rows[~_held(self.index[0], rows)]
-            STATS.add("prefetched_rows", missing.size)
-            self._fetch(missing)
+            missing = rows[~_held(self.index.ids, rows)]
+            STATS.add(counter, missing.size)
+            if missing.size:
+                self._fetch(missing)
+        trim_heap()  # (the threads' freed texts and sets handed back)
 
     def _fetch(self, missing: np.ndarray) -> None:
-        """Fetch, shingle and append the sorted rows ``missing`` (the next take running
-        while a batch is shingled); merge them into the index."""
+        """Fetch, shingle (and sign) and append the sorted rows ``missing`` (the next take
+        running while a batch is worked on); merge them into the index."""
         column = self.opened.column
-        starts = np.empty(missing.size, dtype=np.int64)
-        ends = np.empty(missing.size, dtype=np.int64)
+        starts = np.zeros(missing.size, dtype=np.int64)
+        ends = np.zeros(missing.size, dtype=np.int64)
+        sig_rows = np.full(missing.size, -1, dtype=np.int64)
         batches = list(range(0, missing.size, SHINGLE_FETCH_ROWS))
 
         def take(s: int):
@@ -116,22 +169,34 @@ class ShingleSets:
             yield s, texts.column(column).combine_chunks()
 
         for s, texts in run_ordered(batches, take, workers=2, ahead=1):
-            offsets, hashes = self.signer.shingle_sets(texts)
+            n = len(texts)
+            if self.with_sets:
+                offsets, hashes = self.signer.shingle_sets(texts)
+                first = self.values.append(hashes)
+                starts[s:s + n] = first + offsets[:-1]
+                ends[s:s + n] = first + offsets[1:]
+            if self.signatures is not None:
+                sigs, _ = self.signer.sign(texts)
+                sig_rows[s:s + n] = self.signatures.append(sigs.reshape(-1)) // self.k + np.arange(n)
             del texts
-            first = self.values.append(hashes)
-            starts[s:s + offsets.size - 1] = first + offsets[:-1]
-            ends[s:s + offsets.size - 1] = first + offsets[1:]
-        ids, old_starts, old_ends = self.index
-        at = np.searchsorted(ids, missing)
-        self.index = (readonly(np.insert(ids, at, missing)), readonly(np.insert(old_starts, at, starts)),
-                      readonly(np.insert(old_ends, at, ends)))
+        old = self.index
+        at = np.searchsorted(old.ids, missing)
+        self.index = Index(*(readonly(np.insert(a, at, v)) for a, v in zip(old, (missing, starts, ends, sig_rows))))
 
     def held_bytes(self) -> int:
         """The bytes of the index in memory (the sets themselves are file pages)."""
         return sum(a.nbytes for a in self.index)
 
+    def budget_bytes(self) -> int:
+        """What the sets take of a self-join's budget while its pairs are verified: the
+        index, and what Lance's reader keeps once it took the texts
+        (:data:`TEXT_READER_BYTES`)."""
+        return self.held_bytes() + TEXT_READER_BYTES
+
     def close(self) -> None:
         self.values.close()
+        if self.signatures is not None:
+            self.signatures.close()
 
 
 def _positions(ids: np.ndarray, rows: np.ndarray) -> np.ndarray | None:

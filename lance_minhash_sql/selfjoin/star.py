@@ -20,17 +20,19 @@ keep order, not on the memory budget or threads. Cost: one comparison of ``k`` v
 member and center of its component tried (members x centers at worst); a component of a
 million identical rows has one center and costs one comparison a member.
 
-Signatures are those of the index: the members' texts are fetched by row id and signed
-again (:class:`lance_minhash_sql.index.sign.Signer`, bit-identical to the stored ones) in
-chunks in walk order.
+Signatures are those of the index: before the walk, the members' texts are fetched once,
+in row-id order in sequential runs, and signed again (bit-identical to the stored ones)
+and, with ``verify="exact"``, shingled, into files read through memory maps
+(:class:`lance_minhash_sql.selfjoin.shingles.ShingleSets`); each chunk of the walk gathers
+its members' from there.
 
 **Memory** (the self-join's ``memory_limit``, :func:`.bounded.memory_limit_bytes`): beside
 the components table and the result (a few integers per clustered row), the walk holds
 
-* one chunk of members: its texts, signatures and (``verify="exact"``) shingle sets;
-  chunks have as many rows as :data:`CHUNK_SHARE` of the budget holds at the bytes per
-  row measured so far (:data:`FIRST_ROW_BYTES` assumed for the first), at most
-  :data:`STAR_ROWS`;
+* the members' index (:data:`lance_minhash_sql.selfjoin.shingles.INDEX_BYTES` a member);
+* one chunk of members: their signatures and (``verify="exact"``) shingle sets, as many
+  members as :data:`CHUNK_SHARE` of the budget holds (each member's bytes known from the
+  index before it is gathered; one member at least), at most :data:`STAR_ROWS`;
 * the centers of the component being walked (their signatures, and shingle sets with
   ``verify="exact"``), in blocks: held while they fit :data:`CENTERS_SHARE` of the
   budget, the older blocks written to a private temp folder past that and read back
@@ -61,18 +63,16 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
 from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
-from lance_minhash_sql.core.tuning import STAR_FIRST_ROW_BYTES as FIRST_ROW_BYTES
 from lance_minhash_sql.core.tuning import STAR_ROWS
-from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.takes import take_rows
+from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
 from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.selfjoin.bounded import clusters_table
+from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
 __all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
 
@@ -144,44 +144,41 @@ def _nbytes(arrays) -> int:
     return sum(a.nbytes for a in arrays)
 
 
-def _chunk_rows(limit: int, rows_seen: int, bytes_seen: int) -> int:
-    """Members of the next chunk: :data:`CHUNK_SHARE` of ``limit`` at the bytes a row
-    measured so far (:data:`FIRST_ROW_BYTES` before any), at most :data:`STAR_ROWS`."""
-    per_row = -(-bytes_seen // rows_seen) if rows_seen else FIRST_ROW_BYTES
-    return int(max(1, min(STAR_ROWS, CHUNK_SHARE * limit // max(1, per_row))))
+def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: int, limit: int) -> np.ndarray:
+    """The positions of the next chunk of the walk from ``order[start]``: as many members
+    as :data:`CHUNK_SHARE` of ``limit`` holds (at least one), at most :data:`STAR_ROWS`."""
+    ahead = order[start:start + STAR_ROWS]
+    nbytes = np.cumsum(members.row_bytes(rowid[ahead]))
+    return ahead[:max(1, int(np.searchsorted(nbytes, CHUNK_SHARE * limit, side="right")))]
 
 
-def star_twins(ds, column: str, params: MinHashParams, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
-               order: np.ndarray, verify: str, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Twins of the rows of a components table (``rowid``, ``cluster`` ids) walked in
-    ``order`` (a permutation with each component contiguous, its members in keep order):
+def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray, order: np.ndarray, verify: str,
+               limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Twins of the rows of a components table (``rowid``, ``cluster`` ids) of the index
+    ``opened`` (:class:`lance_minhash_sql.index.opened.OpenedIndex`) walked in ``order``
+    (a permutation with each component contiguous, its members in keep order):
     ``(twin, similarity, jaccard)`` per row, ``twin`` the position of its twin in the table
     (``-1`` for a center), ``similarity`` the pair's MinHash similarity and ``jaccard``
     their exact shingle Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >=
     threshold``); NaN where there is none. Within ``limit`` bytes, the self-join's budget
     (module doc)."""
-    k = params.num_hashes
+    k = opened.params.num_hashes
     exact = verify == "exact"
     min_eq = np.int64(min_matches(threshold, k))
-    signer = signer_for(params)
     twin = np.full(rowid.size, -1, dtype=np.int64)
     eq = np.zeros(rowid.size, dtype=np.int64)
     jac = np.full(rowid.size, np.nan, dtype=np.float64)
     centers = _Centers(int(CENTERS_SHARE * limit))
-    no_sets = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64))
-    start = rows_seen = bytes_seen = 0
+    members = ShingleSets(opened, signatures=True, sets=exact)
+    start = 0
     try:
+        members.fetch_rows(sorted_unique(rowid))
         while start < order.size:
-            pos = order[start:start + _chunk_rows(limit, rows_seen, bytes_seen)]
+            pos = _chunk(members, rowid, order, start, limit)
             start += pos.size
             STATS.add("chunks")
             comp = cluster[pos].astype(np.int64)
-            texts = take_rows(ds, rowid[pos], [column], "the star clustering").column(column).combine_chunks()
-            sigs, _ = signer.sign(texts)
-            offsets, hashes = signer.shingle_sets(texts) if exact else no_sets
-            rows_seen += pos.size
-            bytes_seen += texts.nbytes + sigs.nbytes + offsets.nbytes + hashes.nbytes
-            del texts
+            sigs, offsets, hashes = members.gather(rowid[pos])
             offsets, hashes = readonly(offsets), readonly(hashes)
             if centers.comp != comp[0]:
                 centers.reset(comp[0])
@@ -219,6 +216,7 @@ def star_twins(ds, column: str, params: MinHashParams, threshold: float, rowid: 
             centers.add(pos[last], sigs[last], *_subsets(offsets, hashes, last, exact))
     finally:
         centers.close()
+        members.close()
     sim = np.where(twin >= 0, lance_similarity(eq, k).astype(np.float64), np.nan)
     return twin, sim, jac
 
@@ -230,8 +228,7 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
     return csr_take(offsets, hashes, rows)
 
 
-def star_clusters(ds, column: str, params: MinHashParams, threshold: float, components: pa.Table,
-                  verify: str, limit: int) -> pa.Table:
+def star_clusters(opened, threshold: float, components: pa.Table, verify: str, limit: int) -> pa.Table:
     """The star clusters of a components table (:data:`lance_minhash_sql.index.results.CLUSTERS_SCHEMA`), members walked by
     lowest row id: each center with the rows it is the twin of, ``cluster_id`` the center's
     row id (the smallest of its cluster), ``cluster_size`` its rows; clusters of two rows or
@@ -239,7 +236,7 @@ def star_clusters(ds, column: str, params: MinHashParams, threshold: float, comp
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
     order = np.lexsort((rowid, cluster))
-    twin, _, _ = star_twins(ds, column, params, threshold, rowid, cluster, order, verify, limit)
+    twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, limit)
     center = np.where(twin < 0, np.arange(rowid.size), twin)
     member = np.bincount(center, minlength=rowid.size)[center] >= 2
     # a center comes first in its star's walk (lowest row id): the star's smallest row id

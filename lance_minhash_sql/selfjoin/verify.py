@@ -26,7 +26,7 @@ from lance_minhash_sql.kernels.pairs import jaccard_at_least, min_matches, new_c
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
-__all__ = ["data_pairs", "pair_verifier", "Verifier", "prepare"]
+__all__ = ["data_pairs", "pair_verifier", "Verifier", "prepare", "remaining"]
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
@@ -134,6 +134,15 @@ def prepare(verifier, shards: list[Shard]) -> None:
     own verifier, as tests pass)."""
     if isinstance(verifier, Verifier):
         verifier.prepare(shards)
+
+
+def remaining(verifier, limit: int) -> int:
+    """What is left of a budget of ``limit`` bytes to verify in once ``verifier`` is
+    prepared (its shingle sets' share, :meth:`.shingles.ShingleSets.budget_bytes`), at
+    least half of it."""
+    if isinstance(verifier, Verifier) and verifier.shingles is not None:
+        return max(limit // 2, limit - verifier.shingles.budget_bytes())
+    return limit
 
 
 def pair_verifier(verify: str, opened=None) -> Verifier:
