@@ -5,6 +5,7 @@
     python benchmarks/distributed.py --nodes 4 --pairs      # head + 3 worker nodes, also pairs/clusters
     python benchmarks/distributed.py --nodes 4 --shuffle    # also the self-join as a shuffle
     python benchmarks/distributed.py --nodes 4 --shuffle --s3   # the datasets on a local S3 server
+    python benchmarks/distributed.py --nodes 4 --shuffle --dedup   # + star + exact dedup from SQL
     python benchmarks/distributed.py --rows 10000000 --nodes 4 --shuffle --s3 --shuffle-pairs-only
 
 The synthetic corpus (``lance_minhash_sql.faces.corpus``, 250k rows per fragment) is written
@@ -35,7 +36,10 @@ executor on the same 4-segment index
 and checks they give the same rows; it prints what the shuffle moved (band rows and
 signatures, objects), each stage's wall time on the driver and its tasks' summed seconds,
 and per stage the largest peak RSS of a task against its RSS at start (each task resets
-its process's high-water mark). ``--s3`` puts both datasets on a local S3 server
+its process's high-water mark). ``--dedup`` also runs ``minhash_dedup(..., clustering := 'star', verify := 'exact')``
+from SQL with ``executor := 'local'`` and ``'ray'`` (same table?), and the same keep flags
+on the Ray executor from Python for the CPU seconds of the driver and all tasks against
+the one process's, with each stage's task peak RSS. ``--s3`` puts both datasets on a local S3 server
 (``tests/s3server.py``, objects in memory) and counts the requests: GETs of
 ``signatures.lance`` per GB read by the shuffle.
 """
@@ -256,10 +260,45 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> None:
         same_clusters = c1.equals(c2)
         say(f"| {'clusters, executor=ray':<40} | {t4:8.2f} | {t4 / t3:8.2f}x | same table: {same_clusters}",
             "clusters, executor=ray:", *_stage_lines(cs))
+    same_dedup = _dedup(args, dist, limit) if args.dedup else True
     if server:
         server.stop()
-    if not same_pairs or not same_clusters:
+    if not same_pairs or not same_clusters or not same_dedup:
         sys.exit("MISMATCH (shuffle)")
+
+
+def _dedup(args, dist: str, limit) -> bool:
+    """Star + exact ``minhash_dedup`` from SQL on both executors (the same table?), then the
+    same keep flags from Python on the Ray executor for its tasks' figures: CPU seconds of
+    the driver and of all tasks against the local executor's process."""
+    import lance_minhash_sql as lms
+    from lance_minhash_sql.extras.ray_executor import RayExecutor
+    from lance_minhash_sql.selfjoin.dedup import keep_flags
+
+    budget = limit or "512MiB"
+    con = lms.connect()
+    sql = ("SELECT * FROM minhash_dedup(?, 'text', 0.8, clustering := 'star', verify := 'exact', "
+           "memory_limit := ?, executor := ?) ORDER BY _rowid")
+    figures = {}
+    for executor in ("local", "ray"):
+        c, t = time.process_time(), time.perf_counter()
+        figures[executor] = (con.execute(sql, [dist, budget, executor]).arrow(), time.perf_counter() - t,
+                             time.process_time() - c)
+    (d1, t1, cpu1), (d2, t2, cpu2) = figures["local"], figures["ray"]
+    same = d1.equals(d2)
+    stats: dict = {}
+    c, t = time.process_time(), time.perf_counter()
+    keep_flags(dist, "text", 0.8, clustering="star", verify="exact", memory_limit=budget,
+               executor=RayExecutor(stats=stats))
+    t3, cpu3 = time.perf_counter() - t, time.process_time() - c
+    tasks_cpu = sum(s["cpu_seconds"] for s in stats["tasks"].values())
+    say(f"| {'SQL star + exact dedup, one process':<40} | {t1:8.2f} | {1:8.2f}x | {d1.num_rows:,} rows, "
+        f"{cpu1:.2f} CPU s",
+        f"| {'SQL star + exact dedup, executor := ray':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same table: {same}",
+        f"star + exact keep flags, executor=ray (Python, {t3:.2f} s): driver {cpu3:.2f} CPU s + tasks "
+        f"{tasks_cpu:.2f} CPU s = {(cpu3 + tasks_cpu) / cpu1:.2f}x the one process's CPU; per stage:",
+        *_stage_lines(stats))
+    return same
 
 
 def main() -> None:
@@ -276,6 +315,8 @@ def main() -> None:
     ap.add_argument("--pairs", action="store_true", help="also time pairs and clusters")
     ap.add_argument("--shuffle", action="store_true", help="also time the self-join as a shuffle")
     ap.add_argument("--memory-limit", default=None, help="the shuffle's budget per task (default 512MiB)")
+    ap.add_argument("--dedup", action="store_true",
+                    help="with --shuffle: star + exact minhash_dedup from SQL on both executors")
     ap.add_argument("--s3", action="store_true", help="the datasets on a local S3 server (tests/s3server.py)")
     ap.add_argument("--shuffle-pairs-only", action="store_true",
                     help="--shuffle: time pairs only (the clusters' signature stage is long on the S3 test server "

@@ -150,12 +150,14 @@ def test_sql_build_on_ray_answers_like_the_local_build(tmp_path):
         assert search(dist.uri, "text", q, 10).equals(search(single.uri, "text", q, 10)), q
 
 
-def test_merge_gives_the_single_process_segment_files(tmp_path):
+def test_merge_gives_the_single_process_segment_files(tmp_path, capsys):
     single, dist = twins(tmp_path, num_hashes=64, num_bands=8)
     build_index(dist.uri, "text")  # an old index, replaced
     old = {s.uuid for s in manifest.minhash_segments(lance.dataset(dist.uri), "text")}
-    r = build_distributed(dist.uri, "text", fragment_groups=[[0, 1], [2, 3]], num_hashes=64, num_bands=8,
-                          merge=True)  # (merge: the Ray build's own option)
+    r = build_index_distributed(dist.uri, "text", fragment_groups=[[0, 1], [2, 3]], num_hashes=64, num_bands=8,
+                                merge=True, progress=True)
+    bar = capsys.readouterr().err
+    assert "build (ray)" in bar and "100%" in bar  # the bar reached the rows of every group
     dist = lance.dataset(dist.uri)
     segs = manifest.minhash_segments(dist, "text")
     assert len(segs) == r.segments == 1 and segs[0].uuid == r.segment_uuids[0]

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.indexer.builder import BuildResult
 from lance_minhash_sql.indexer.builder import build_index as build_local
-from lance_minhash_sql.core.checks import check_executor, verify_or_exact
+from lance_minhash_sql.core.checks import check_bool, check_executor, verify_or_exact
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.selfjoin import clusters as _clusters
 from lance_minhash_sql.selfjoin import dedup as _dedup
@@ -48,11 +48,13 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
                 shingle_size: int = 3, threshold: float | None = None, tokenizer=None, replace: bool = True,
                 name: str | None = None, memory_limit=None, temp_dir: str | None = None,
                 storage_options: dict | None = None, progress: bool = False, executor: str = "local",
-                ray_address: str | None = None, fragment_groups=None) -> BuildResult:
+                ray_address: str | None = None, fragment_groups=None, merge: bool = False) -> BuildResult:
     """Build a MinHash LSH index on ``column`` (``indexer/builder.py``: ``build_index``).
     ``executor="ray"``: one Ray task per fragment group (``fragment_groups``: ``None`` for
     one per fragment, a number of contiguous groups, or lists of fragment ids), one commit
-    (``extras/distributed.py``); ``memory_limit`` and ``temp_dir`` then apply to each task."""
+    (``extras/distributed.py``); ``memory_limit`` and ``temp_dir`` then apply to each task,
+    and ``merge=True`` merges the tasks' segments into one afterwards (a local build writes
+    one segment)."""
     run = executor_of(executor, ray_address)
     options = dict(num_hashes=num_hashes, num_bands=num_bands, shingle_size=shingle_size, threshold=threshold,
                    tokenizer=tokenizer, replace=replace, name=name, memory_limit=memory_limit, temp_dir=temp_dir,
@@ -62,8 +64,9 @@ def build_index(dataset, column: str, *, num_hashes: int = 128, num_bands: int |
             raise InvalidParameterError(
                 f"fragment_groups={fragment_groups!r} is for executor := 'ray' (one task per group); pass "
                 "executor := 'ray' too, or leave fragment_groups NULL")
+        check_bool("merge", merge)
         return build_local(dataset, column, progress=progress, **options)
-    return run.build(dataset, column, fragment_groups=fragment_groups, **options)
+    return run.build(dataset, column, fragment_groups=fragment_groups, merge=merge, progress=progress, **options)
 
 
 def pairs(dataset, column: str, threshold: float = 0.8, *, verify: str = "estimate", exact: bool = False,

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from lance_minhash_sql.runtime.cache import memoized
+from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.indexer.builder import (BuildResult, check_segment_rows, cleanup_leftovers, marker_dir,
                                              prepare_build, sign_fragments)
 from lance_minhash_sql.core.checks import check_bool
@@ -235,7 +236,7 @@ def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes:
                             num_bands: int | None = None, shingle_size: int = 3, threshold: float | None = None,
                             tokenizer=None, replace: bool = True, merge: bool = False, name: str | None = None,
                             memory_limit=None, temp_dir: str | None = None, storage_options: dict | None = None,
-                            ray_address: str | None = None) -> BuildResult:
+                            ray_address: str | None = None, progress: bool = False) -> BuildResult:
     """Build the MinHash LSH index of ``column`` with one Ray task per fragment group and
     commit every task's segment in one commit (see the module doc).
 
@@ -243,7 +244,8 @@ def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes:
     or explicit lists of fragment ids (disjoint, covering the dataset). The parameters
     and ``replace`` / ``name`` behave as in :func:`lance_minhash_sql.indexer.builder.build_index`; ``memory_limit`` and
     ``temp_dir`` apply to each task. ``merge=True`` merges the committed segments into one
-    afterwards (a second commit). Returns a :class:`~lance_minhash_sql.indexer.builder.BuildResult` (``segments`` =
+    afterwards (a second commit). ``progress``: a bar of the rows of the groups whose
+    task has ended. Returns a :class:`~lance_minhash_sql.indexer.builder.BuildResult` (``segments`` =
     segments of the index at the end).
 
     Raises :class:`InvalidParameterError` (bad groups or parameters), :class:`DatasetError`,
@@ -253,20 +255,27 @@ def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes:
     """
     t0 = time.perf_counter()
     merge = check_bool("merge", merge)
+    progress = check_bool("progress", progress)
     storage_options = options_for(dataset, storage_options)
     ds, params, index_name, old_segments, _ = prepare_build(
         dataset, column, num_hashes, num_bands, shingle_size, tokenizer, threshold, replace, name, storage_options)
     fragments = manifest.fragment_ids(ds)
     groups = fragment_groups_of(fragment_groups, fragments)
-    for group in groups:
-        rows = fragment_rows(ds, group)
+    group_rows = [fragment_rows(ds, group) for group in groups]
+    for rows in group_rows:
         if rows > MAX_SEGMENT_ROWS:
             check_segment_rows(ds, rows)
     plan_sort(1, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)  # checks the options
     ray = connect_ray(ray_address)
     cleanup_leftovers(uri_of(ds), storage_options)
 
-    got = _run_build_tasks(ray, ds, column, params, groups, memory_limit, temp_dir, storage_options)
+    bar = progress_bar(progress, sum(group_rows), "build (ray)")
+    try:
+        got = _run_build_tasks(ray, ds, column, params, groups, memory_limit, temp_dir, storage_options,
+                               None if bar is None else lambda i: bar.update(group_rows[i]))
+    finally:
+        if bar is not None:
+            bar.close()
     new_ds, segs = _commit_segments(ds, index_name, column, params, groups, got, old_segments, storage_options)
     uuids = tuple(s.uuid for s in segs)
     total_bytes = sum(g.bytes for g in got)
@@ -286,10 +295,11 @@ def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes:
         spilled_bytes=sum(g.spilled_bytes for g in got))
 
 
-def _run_build_tasks(ray, ds, column: str, params, groups, memory_limit, temp_dir, storage_options
+def _run_build_tasks(ray, ds, column: str, params, groups, memory_limit, temp_dir, storage_options, ended=None
                      ) -> list["_GroupSegment"]:
     """One build task per fragment group; every task's segment, in group order, or an error
-    once every task has ended (the segments written are then removed).
+    once every task has ended (the segments written are then removed). ``ended(i)`` is
+    called as group ``i``'s task ends, in the order they end.
 
     The driver names every task's segment, so it can remove what a task wrote even when the
     task's worker or node died mid-write; a task is not retried (a retry elsewhere would
@@ -301,11 +311,17 @@ def _run_build_tasks(ray, ds, column: str, params, groups, memory_limit, temp_di
             for group, u in zip(groups, seg_uuids)]
     done: dict[int, _GroupSegment] = {}
     failed: dict[tuple, str] = {}
-    for i, ref in enumerate(refs):  # wait for every task: a failure must not leave others' folders behind
+    index = {ref: i for i, ref in enumerate(refs)}
+    pending = list(refs)
+    while pending:  # wait for every task: a failure must not leave others' folders behind
+        ready, pending = ray.wait(pending, num_returns=1)
+        i = index[ready[0]]
         try:
-            done[i] = ray.get(ref)
+            done[i] = ray.get(ready[0])
         except Exception as exc:  # a task's error (Ray wraps it) or a lost worker
             failed[tuple(groups[i])] = task_cause(exc)
+        if ended is not None:
+            ended(i)
     if failed:
         _remove_segments(ds, seg_uuids, storage_options)  # the failed tasks' partial folders too
         what = "; ".join(f"fragments {list(f)}: {why}" for f, why in failed.items())

@@ -35,7 +35,7 @@ def join(left, right, column: str, threshold: float = 0.8, *, verify: str = "est
     distributed ``executor``; the pairs do not depend on it."""
     verify = check_verify(verify)
     check_threshold(threshold)
-    memory_limit_bytes(memory_limit)
+    memory_limit = None if memory_limit is None else memory_limit_bytes(memory_limit)  # (parsed once: bytes on)
     return executor.join(left, right, column, threshold, verify, right_column=right_column,
                          memory_limit=memory_limit, left_storage_options=left_storage_options,
                          right_storage_options=right_storage_options)
