@@ -187,3 +187,31 @@ def test_a_budget_that_cannot_hold_the_bit_set_is_refused(corpus, monkeypatch):
     assert least == 13  # the 8 MiB of four 2 MiB blocks and a pool of 128 signatures: 62.5 % of 12.9 MiB
     assert as_clusters(clusters(corpus, "text", memory_limit=f"{least}MiB")) == oracle_clusters(corpus, "text", 0.8,
                                                                                                 PARAMS)
+
+
+def test_appended_values_read_back_through_the_map_and_leave_no_file(temp):
+    """AppendedValues: each append's position, every value read back through the view
+    (old views still valid after more appends), the file never listed in the temp folder,
+    and a full disk refused with the fix named (``posix`` write errors, here ENOSPC)."""
+    values = spilled.AppendedValues(np.uint64)
+    try:
+        rng = np.random.default_rng(0)
+        parts = [rng.integers(0, 2**63, n).astype(np.uint64) for n in (0, 5, 1000, 3)]
+        starts = [values.append(p) for p in parts]
+        assert starts == [0, 0, 5, 1005]
+        first = values.view()
+        more = values.append(np.arange(7, dtype=np.uint64))
+        assert more == 1008 and np.array_equal(first, np.concatenate(parts))  # the old view unchanged
+        assert np.array_equal(values.view(), np.concatenate(parts + [np.arange(7, dtype=np.uint64)]))
+        assert not values.view().flags.writeable and os.listdir(temp) == []
+
+        class Full:
+            def write(self, data):
+                raise OSError(28, "No space left on device")
+
+        values.file, keep = Full(), values.file
+        with pytest.raises(ResourceLimitError, match="No space left on device.*set TMPDIR"):
+            values.append(np.arange(3, dtype=np.uint64))
+        values.file = keep
+    finally:
+        values.close()
