@@ -122,7 +122,7 @@ def test_exact_verification_fetches_each_row_once_in_row_order_and_holds_its_ind
     assert pairs > 0 and len(made) == 1
     sets, fetched = made[0], np.concatenate(takes)
     assert len(takes) > 1 and all(t.size <= 512 and (np.diff(t.astype(np.int64)) > 0).all() for t in takes)
-    assert np.unique(fetched).size == fetched.size == sets.index[0].size  # each row once
+    assert np.unique(fetched).size == fetched.size == sets.index.ids.size  # each row once
     assert sets.values.size * 8 > QUARTER * LIMIT  # the sets do not fit the share: they live in the file
     assert sets.held_bytes() == shingles_mod.INDEX_BYTES * fetched.size
 

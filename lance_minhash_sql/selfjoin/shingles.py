@@ -32,6 +32,7 @@ snapshot the lock handed out, without it.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -47,22 +48,24 @@ from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.memory import trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.pool import read_multi, row_ids
-from lance_minhash_sql.selfjoin.shards import Shard
+from lance_minhash_sql.selfjoin.shards import Shard, ShardData
 
-__all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Located", "STATS", "candidate_rows"]
+__all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Snapshot", "STATS",
+           "candidate_rows"]
 
 STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows")
 INDEX_BYTES = 32  # held per row seen: row id, start and end of its set, its signature row
 
 
-class Located:
-    """Where the sets of a chunk's pairs are: row ``r``'s set is
-    ``hashes[starts[r]:ends[r]]``; ``left`` and ``right`` are the pairs' rows."""
+class Snapshot(NamedTuple):
+    """The index and the sets' values at one moment: positions taken in it stay valid
+    whatever is fetched after (a fetch replaces the index, never changes it)."""
 
-    __slots__ = ("starts", "ends", "hashes", "left", "right")
+    index: Index
+    hashes: np.ndarray
 
-    def __init__(self, starts, ends, hashes, left, right):
-        self.starts, self.ends, self.hashes, self.left, self.right = starts, ends, hashes, left, right
+    def rowids(self, positions: np.ndarray) -> np.ndarray:
+        return self.index.ids[positions]
 
 
 class Index(NamedTuple):
@@ -97,19 +100,24 @@ class ShingleSets:
         self.signatures = AppendedValues(np.uint16) if signatures else None
         self.lock = threading.Lock()
 
-    def locate(self, left: np.ndarray, right: np.ndarray) -> Located:
-        """The sets of the rows of pairs ``(left[i], right[i])`` (row ids), fetching the
-        rows not held (none once :meth:`prefetch` read the pairs' shards)."""
-        left = np.asarray(left, dtype=np.uint64)
-        right = np.asarray(right, dtype=np.uint64)
-        STATS.add("asked_rows", left.size + right.size)
-        index, hashes = self.index, self.values.view()  # (the index first: the file holds its sets)
-        ia, ib = _positions(index.ids, left), _positions(index.ids, right)
-        if ia is None or ib is None:
-            self.fetch_rows(sorted_unique(np.concatenate((left, right))), "fetched_rows")
-            index, hashes = self.index, self.values.view()
-            ia, ib = np.searchsorted(index.ids, left), np.searchsorted(index.ids, right)
-        return Located(index.starts, index.ends, hashes, readonly(ia), readonly(ib))
+    def positioned(self, data: ShardData) -> tuple[ShardData, Snapshot]:
+        """``data`` (a loaded shard) with its pool's row ids replaced by the rows'
+        positions in the index of the returned snapshot (fetching the shard's rows not
+        held), so the pair kernel writes positions: in row-id order as the row ids are,
+        looked up once per pool row rather than twice per candidate pair. Pool rows the
+        shard's band rows do not reference (deleted ones) get position 0."""
+        rows = data.rowids
+        used = sorted_unique(data.docs if data.slot.size == 0 else data.slot[data.docs]).astype(np.int64)
+        STATS.add("asked_rows", used.size)
+        snap = Snapshot(self.index, self.values.view())
+        pos = _positions(snap.index.ids, rows[used])
+        if pos is None:
+            self.fetch_rows(sorted_unique(rows[used]), "fetched_rows")
+            snap = Snapshot(self.index, self.values.view())
+            pos = np.searchsorted(snap.index.ids, rows[used])
+        at = np.zeros(rows.size, dtype=np.uint64)
+        at[used] = pos
+        return replace(data, rowids=readonly(at)), snap
 
     def gather(self, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k] or None, offsets, hashes)`` of ``rows`` (row ids, held

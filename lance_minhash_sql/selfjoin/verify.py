@@ -20,11 +20,11 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.tuning import EXACT_CHUNK, VISIT_BUDGET
+from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.kernels.pairs import jaccard_at_least, min_matches, new_cursor, pair_chunk
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, shard_windows
-from lance_minhash_sql.selfjoin.shingles import ShingleSets
+from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
 __all__ = ["data_pairs", "pair_verifier", "Verifier", "prepare", "remaining"]
 
@@ -33,27 +33,14 @@ def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
     return lance_similarity(eq, k).astype(np.float64)
 
 
-def _exact(plan: Plan, threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray,
-           shingles: ShingleSets | None):
-    """The pairs with ``jaccard >= threshold``, their exact shingle Jaccard computed
-    :data:`EXACT_CHUNK` pairs at a time over the rows' sets in ``shingles`` (each row
-    fetched and shingled once; a set of its own for this batch when ``None``)."""
-    own = shingles is None
-    if own:
-        shingles = ShingleSets(plan.opened)
-    try:
-        parts = []
-        for s in range(0, left.size, EXACT_CHUNK):
-            at = shingles.locate(left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK])
-            jac = jaccard_at_least(at.starts, at.ends, at.hashes, at.left, at.right, threshold)
-            keep = np.flatnonzero(jac >= threshold)
-            parts.append((keep + s, jac[keep]))
-    finally:
-        if own:
-            shingles.close()
-    keep = np.concatenate([p[0] for p in parts])
-    jac = np.concatenate([p[1] for p in parts])
-    return left[keep], right[keep], sim[keep], jac
+def _exact(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray, snap: Snapshot):
+    """The pairs of index positions ``left``/``right`` (of ``snap``) with ``jaccard >=
+    threshold``, as row ids, with their similarity and exact shingle Jaccard."""
+    index = snap.index
+    jac = jaccard_at_least(index.starts, index.ends, snap.hashes, readonly(left.astype(np.int64)),
+                           readonly(right.astype(np.int64)), threshold)
+    keep = np.flatnonzero(jac >= threshold)
+    return snap.rowids(left[keep]), snap.rowids(right[keep]), sim[keep], jac[keep]
 
 
 def _pair_bound(data: ShardData) -> int:
@@ -65,48 +52,84 @@ def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: thr
                verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
     """The verified pairs of a shard's loaded data (a shard, or a part of one, loaded over
     its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`). ``verify="exact"``: candidates
-    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``).
-    ``shingles``: the rows' shingle sets, shared by the shards of one self-join
-    (:func:`pair_verifier`)."""
+    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``),
+    the kernel writing the rows' positions among ``shingles``' sets
+    (:meth:`.shingles.ShingleSets.positioned`; the rows' shingle sets, shared by the
+    shards of one self-join: :func:`pair_verifier`; a set of its own when ``None``)."""
     plan = shard.plan
     k = plan.params.num_hashes
     exact = exact or verify == "exact"
-    cap = max(1, min(chunk, _pair_bound(data)))
-    out_l = np.empty(cap, dtype=np.uint64)
-    out_r = np.empty(cap, dtype=np.uint64)
-    out_e = np.empty(cap, dtype=np.int32)
-    floor = exact_candidate_floor(shard.threshold, k) if verify == "exact" else shard.threshold
-    min_eq = min_matches(floor, k)
-    schema = PAIRS_EXACT_SCHEMA if exact else PAIRS_SCHEMA
-    fill = 0
-    for w in shard_windows(data):
-        cursor = new_cursor()
-        done = False
-        while not done:
-            n, done = pair_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.halves, w.slot, w.rowids, k,
-                                 plan.params.num_bands, min_eq, cursor, out_l[fill:], out_r[fill:], out_e[fill:],
-                                 VISIT_BUDGET)
-            fill += n
-            if stop is not None and stop.is_set():
-                return
-            if fill == cap:
-                yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k, shingles)
-                fill = 0
-    if fill:
-        yield from _emit(plan, shard.threshold, exact, schema, out_l, out_r, out_e, fill, k, shingles)
+    own = verify == "exact" and shingles is None
+    if own:
+        shingles = ShingleSets(plan.opened)
+    try:
+        snap = None
+        if verify == "exact":
+            data, snap = shingles.positioned(data)
+        cap = max(1, min(chunk, _pair_bound(data)))
+        out_l = np.empty(cap, dtype=np.uint64)
+        out_r = np.empty(cap, dtype=np.uint64)
+        out_e = np.empty(cap, dtype=np.int32)
+        floor = exact_candidate_floor(shard.threshold, k) if verify == "exact" else shard.threshold
+        min_eq = min_matches(floor, k)
+        schema = PAIRS_EXACT_SCHEMA if snap is not None else PAIRS_SCHEMA
+        batches = _Batches(schema, chunk)
+        fill = 0
+        for w in shard_windows(data):
+            cursor = new_cursor()
+            done = False
+            while not done:
+                n, done = pair_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.halves, w.slot, w.rowids, k,
+                                     plan.params.num_bands, min_eq, cursor, out_l[fill:], out_r[fill:],
+                                     out_e[fill:], VISIT_BUDGET)
+                fill += n
+                if stop is not None and stop.is_set():
+                    return
+                if fill == cap:
+                    yield from batches.add(_verified(shard.threshold, out_l, out_r, out_e, fill, k, snap))
+                    fill = 0
+        if fill:
+            yield from batches.add(_verified(shard.threshold, out_l, out_r, out_e, fill, k, snap))
+        yield from batches.flush(last=True)
+    finally:
+        if own:
+            shingles.close()
 
 
-def _emit(plan: Plan, threshold: float, exact: bool, schema: pa.Schema, out_l, out_r, out_e, n: int, k: int,
-          shingles: ShingleSets | None):
+def _verified(threshold: float, out_l, out_r, out_e, n: int, k: int, snap: Snapshot | None) -> list:
+    """The columns of the kernel's first ``n`` pairs that pass: all of them (verified by
+    the kernel), or with ``snap`` those whose exact Jaccard reaches ``threshold``."""
     left, right, sim = out_l[:n].copy(), out_r[:n].copy(), _similarity(out_e[:n], k)
-    if exact:
-        left, right, sim, jac = _exact(plan, threshold, left, right, sim, shingles)
-        if left.size == 0:
+    if snap is not None:
+        return list(_exact(threshold, left, right, sim, snap))
+    return [left, right, sim]
+
+
+class _Batches:
+    """Columns of verified pairs gathered into record batches of ``chunk`` rows (the exact
+    mode's few passing pairs of each kernel call are not a batch each)."""
+
+    def __init__(self, schema: pa.Schema, chunk: int):
+        self.schema, self.chunk, self.held, self.rows = schema, chunk, [], 0
+
+    def add(self, cols: list) -> Iterator[pa.RecordBatch]:
+        if cols[0].size:
+            self.held.append(cols)
+            self.rows += cols[0].size
+        if self.rows >= self.chunk:
+            yield from self.flush(last=False)
+
+    def flush(self, last: bool) -> Iterator[pa.RecordBatch]:
+        """Batches of ``chunk`` rows of what is held; the rest too when ``last``."""
+        if not self.held:
             return
-        cols = [left, right, sim, jac]
-    else:
-        cols = [left, right, sim]
-    yield pa.record_batch([pa.array(c) for c in cols], schema=schema)
+        cols = [np.concatenate(c) for c in zip(*self.held)] if len(self.held) > 1 else self.held[0]
+        n = cols[0].size
+        whole = n if last else n - n % self.chunk
+        for s in range(0, whole, self.chunk):
+            yield pa.record_batch([pa.array(c[s:s + self.chunk]) for c in cols], schema=self.schema)
+        self.held = [[c[whole:] for c in cols]] if whole < n else []
+        self.rows = n - whole
 
 
 class Verifier:
