@@ -294,7 +294,8 @@ def _dedup(args, dist: str, limit) -> bool:
     tasks_cpu = sum(s["cpu_seconds"] for s in stats["tasks"].values())
     say(f"| {'SQL star + exact dedup, one process':<40} | {t1:8.2f} | {1:8.2f}x | {d1.num_rows:,} rows, "
         f"{cpu1:.2f} CPU s",
-        f"| {'SQL star + exact dedup, executor := ray':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same table: {same}",
+        f"| {'SQL star + exact dedup, executor := ray':<40} | {t2:8.2f} | {t2 / t1:8.2f}x | same table: {same}, "
+        f"driver {cpu2:.2f} CPU s",
         f"star + exact keep flags, executor=ray (Python, {t3:.2f} s): driver {cpu3:.2f} CPU s + tasks "
         f"{tasks_cpu:.2f} CPU s = {(cpu3 + tasks_cpu) / cpu1:.2f}x the one process's CPU; per stage:",
         *_stage_lines(stats))

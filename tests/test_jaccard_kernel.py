@@ -1,4 +1,5 @@
-"""The exact-verification kernel (kernels/pairs.py: jaccard_at_least) against Python's
+"""The exact-verification kernels (kernels/pairs.py: jaccard_at_least, and star's
+kernels/similarity.py: jaccard_if_at_least) against Python's
 own set arithmetic: every pair it keeps has the Jaccard ``len(a & b) / len(a | b)`` and
 reaches the threshold, every pair it drops does not, at thresholds where the sizes alone
 settle a pair, where the merge stops early, and exactly at a reachable Jaccard."""
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from lance_minhash_sql.kernels.pairs import jaccard_at_least
+from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
 
 def _sets(rng, n: int) -> list[set[int]]:
@@ -52,11 +54,12 @@ def test_kept_pairs_and_their_jaccard_equal_set_arithmetic(threshold):
             assert np.isnan(got[p])
             continue
         j = len(sa & sb) / len(sa | sb)
+        one = jaccard_if_at_least(values, starts[a], ends[a], values, starts[b], ends[b], threshold)  # star's
         if j >= threshold:
-            assert got[p] == j
+            assert got[p] == j == one
             kept += 1
         else:
-            assert got[p] == -1.0
+            assert got[p] == -1.0 == one
     assert kept > 0 and kept < ia.size - len(sets)  # both outcomes occur
 
 

@@ -50,7 +50,7 @@ import numpy as np
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.order import order_by_pair
-from lance_minhash_sql.kernels.similarity import sorted_jaccard
+from lance_minhash_sql.kernels.similarity import least_common, sorted_jaccard
 from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
 
 __all__ = [
@@ -520,30 +520,13 @@ def pair_jaccard(offsets, hashes, ia, ib):
 
 
 @njit(**JIT)
-def _least_common(na, nb, threshold):
-    """The fewest common values two sets of ``na`` and ``nb`` distinct values need for
-    ``inter / (na + nb - inter) >= threshold`` (that float comparison itself); ``min(na,
-    nb) + 1`` when none is enough."""
-    lo = min(na, nb)
-    need = int(threshold * (na + nb) / (1.0 + threshold))
-    need = min(max(need - 1, 0), lo)
-    while need <= lo and need / (na + nb - need) < threshold:
-        need += 1
-    return need
-
-
-@njit(**JIT)
 def jaccard_at_least(starts, ends, hashes, ia, ib, threshold):
     """Exact Jaccard of sets ``ia[i]`` and ``ib[i]`` (set ``r`` is the sorted distinct
     ``hashes[starts[r]:ends[r]]``) where it reaches ``threshold``; ``-1.0`` where it does
-    not, ``nan`` where either set is empty.
-
-    The value kept is ``inter / union`` as :func:`pair_jaccard` computes it. A pair is
-    settled early: sets whose sizes alone put the Jaccard under ``threshold``
-    (``min / max``) are not merged, and the merge (branch-free: both cursors advance on
-    equal values) stops once either set has more unmatched values than it may lose, for
-    a value passed over in a sorted merge is in neither the intersection nor ever
-    matched later."""
+    not, ``nan`` where either set is empty. The value kept is ``inter / union`` as
+    :func:`pair_jaccard` computes it; a pair is settled early by the rule of
+    :func:`lance_minhash_sql.kernels.similarity.jaccard_if_at_least`, written out in the
+    loop rather than called (the call costs a third more per pair here)."""
     n = ia.size
     out = np.empty(n, dtype=np.float64)
     for p in range(n):
@@ -556,11 +539,11 @@ def jaccard_at_least(starts, ends, hashes, ia, ib, threshold):
         if na == 0 or nb == 0:
             out[p] = np.nan
             continue
-        need = _least_common(na, nb, threshold)
+        need = least_common(na, nb, threshold)
         if need > min(na, nb):
             out[p] = -1.0
             continue
-        lose_a = a0 + na - need  # unmatched values of a allowed: i - inter may reach a0 + this
+        lose_a = a0 + na - need  # i - inter may reach this: the unmatched values a may lose
         lose_b = b0 + nb - need
         i = a0
         j = b0

@@ -65,6 +65,50 @@ def sorted_jaccard(a, b):
     return inter / union if union else 0.0
 
 
+@njit(**JIT)
+def least_common(na, nb, threshold):
+    """The fewest common values two sets of ``na`` and ``nb`` distinct values need for
+    ``inter / (na + nb - inter) >= threshold`` (that float comparison itself); ``min(na,
+    nb) + 1`` when none is enough."""
+    lo = min(na, nb)
+    need = int(threshold * (na + nb) / (1.0 + threshold))
+    need = min(max(need - 1, 0), lo)
+    while need <= lo and need / (na + nb - need) < threshold:
+        need += 1
+    return need
+
+
+@njit(**JIT)
+def jaccard_if_at_least(a, a0, a1, b, b0, b1, threshold):
+    """:func:`sorted_jaccard` of the non-empty sorted distinct ``a[a0:a1]`` and
+    ``b[b0:b1]`` where it reaches ``threshold``, else ``-1.0``, settled early: sizes alone
+    (``min / max``) can put it under, and the merge (branch-free: both cursors advance on
+    equal values) stops once either side has more unmatched values than it may lose, a
+    value passed over in a sorted merge being in neither the intersection nor ever matched
+    later."""
+    na = a1 - a0
+    nb = b1 - b0
+    need = least_common(na, nb, threshold)
+    if need > min(na, nb):
+        return -1.0
+    lose_a = a0 + na - need  # i - inter may reach this: the unmatched values a may lose
+    lose_b = b0 + nb - need
+    i = a0
+    j = b0
+    inter = 0
+    while i < a1 and j < b1:
+        x = a[i]
+        y = b[j]
+        inter += x == y
+        i += x <= y
+        j += y <= x
+        if i - inter > lose_a or j - inter > lose_b:
+            break
+    if i - inter > lose_a or j - inter > lose_b:
+        return -1.0
+    return inter / (na + nb - inter)
+
+
 def _set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
     """Jaccard of row i of two CSR set arrays (``nan`` where either set is empty)."""
     n = left_offsets.size - 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.similarity import sorted_jaccard
+from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
 __all__ = ["star_match", "star_match_exact", "star_walk", "star_walk_exact"]
 
@@ -59,11 +59,10 @@ def star_match_exact(sigs, offsets, hashes, n, centers, c_offsets, c_hashes, bas
     for i in range(n):
         if twin[i] >= 0 or offsets[i + 1] == offsets[i]:
             continue
-        a = hashes[offsets[i]:offsets[i + 1]]
         for c in range(c_offsets.size - 1):
             if c_offsets[c + 1] == c_offsets[c]:
                 continue
-            x = sorted_jaccard(a, c_hashes[c_offsets[c]:c_offsets[c + 1]])
+            x = jaccard_if_at_least(hashes, offsets[i], offsets[i + 1], c_hashes, c_offsets[c], c_offsets[c + 1], threshold)
             if x >= threshold:
                 twin[i] = base + c
                 jac[i] = x
@@ -118,13 +117,12 @@ def star_walk_exact(sigs, offsets, hashes, comp, matched, threshold):
             nc = 0
         if matched[i]:
             continue
-        a = hashes[offsets[i]:offsets[i + 1]]
-        if a.size > 0:
+        if offsets[i + 1] > offsets[i]:
             for c in range(nc):
                 j = centers[c]
                 if offsets[j + 1] == offsets[j]:
                     continue
-                x = sorted_jaccard(a, hashes[offsets[j]:offsets[j + 1]])
+                x = jaccard_if_at_least(hashes, offsets[i], offsets[i + 1], hashes, offsets[j], offsets[j + 1], threshold)
                 if x >= threshold:
                     twin[i] = j
                     jac[i] = x

@@ -23,7 +23,7 @@ from lance_minhash_sql.core.params import exact_candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.kernels.pairs import jaccard_at_least, min_matches, new_cursor, pair_chunk
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, ShardData, shard_windows
+from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
 __all__ = ["data_pairs", "pair_verifier", "Verifier", "prepare", "remaining"]
