@@ -12,6 +12,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import groups_table
 from naive import exact_jaccard, exact_pairs, oracle_clusters
 from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
@@ -120,22 +121,7 @@ def oracle_08(corpus) -> dict:
 def grouped_table(seed: int = 5) -> pa.Table:
     """Groups of near-identical texts (a word changed, or an exact copy) among unrelated
     texts, with a ``quality`` column full of ties."""
-    rng = np.random.default_rng(seed)
-    vocab = np.array(vocabulary().to_pylist())
-    texts = []
-    for _ in range(40):
-        base = rng.choice(vocab, 60)
-        for c in range(int(rng.integers(2, 7))):
-            words = base.copy()
-            if c % 3:
-                words[rng.integers(0, 60)] = rng.choice(vocab)
-            texts.append(" ".join(words))
-    for _ in range(300):
-        texts.append(" ".join(rng.choice(vocab, int(rng.integers(5, 50)))))
-    texts = [texts[i] for i in rng.permutation(len(texts))]
-    n = len(texts)
-    return pa.table({"id": pa.array(np.arange(n)), "text": pa.array(texts),
-                     "quality": pa.array(rng.integers(0, 3, n), pa.int32())})
+    return groups_table(np.random.default_rng(seed), [], groups=40, max_copies=7, change_every=3, unrelated=300)
 
 
 @pytest.fixture(scope="module")
