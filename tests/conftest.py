@@ -70,9 +70,10 @@ def interrupted_after_first(real):
     return interrupted
 
 
-def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str) -> str:
+def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str, appended: int = 0) -> str:
     """The synthetic corpus (``faces/corpus.py``) of ``rows`` rows at ``uri``, indexed by us,
-    then the rows matching ``delete`` deleted (unindexed gaps the self-join must skip)."""
+    then ``appended`` more rows of it (ids from ``rows`` on: fragments no segment covers),
+    then the rows matching ``delete`` deleted (gaps the search and the self-join must skip)."""
     import lance
 
     from lance_minhash_sql.indexer.builder import build_index
@@ -80,6 +81,8 @@ def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str) -> 
 
     write_corpus(uri, rows, rows_per_fragment=rows_per_fragment)
     build_index(uri, "text")
+    if appended:
+        write_corpus(uri, appended, rows_per_fragment=rows_per_fragment, mode="append", start=rows)
     lance.dataset(uri).delete(delete)
     return uri
 

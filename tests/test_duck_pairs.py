@@ -12,7 +12,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import groups_table
+from conftest import groups_table, indexed_corpus
 from naive import exact_jaccard, exact_pairs, oracle_clusters
 from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
@@ -22,7 +22,7 @@ from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs
 from lance_minhash_sql.faces import cli
-from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
+from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.selfjoin import bounded
 from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
@@ -105,12 +105,8 @@ def con():
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> str:
     """Two indexed fragments and a half, an unindexed appended fragment, deleted rows."""
-    uri = str(tmp_path_factory.mktemp("sqlpairs") / "corpus.lance")
-    write_corpus(uri, 3000, rows_per_fragment=1200)
-    build_index(uri, "text")
-    write_corpus(uri, 600, rows_per_fragment=1200, mode="append", start=3000)
-    lance.dataset(uri).delete("id % 11 = 4")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("sqlpairs") / "corpus.lance"), 3000, 1200, "id % 11 = 4",
+                          appended=600)
 
 
 @pytest.fixture(scope="module")
