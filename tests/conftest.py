@@ -36,9 +36,44 @@ def copies_table(copies: int, others: int, seed: int) -> pa.Table:
     return pa.table({"text": pa.array([same] * copies + [" ".join(rng.choice(vocab, 30)) for _ in range(others)])})
 
 
-def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str) -> str:
+def groups_table(rng, texts: list[str], groups: int, max_copies: int, change_every: int, unrelated: int) -> pa.Table:
+    """``texts``, then ``groups`` groups of 2 to ``max_copies - 1`` texts of the same 60
+    words of the corpus vocabulary (copy ``c`` with one word changed unless ``c %
+    change_every == 0``), then ``unrelated`` texts of 5 to 49 words, shuffled; with an
+    ``id`` column and a ``quality`` column full of ties (0, 1, 2)."""
+    from lance_minhash_sql.faces.corpus import vocabulary
+
+    vocab = np.array(vocabulary().to_pylist())
+    texts = list(texts)
+    for _ in range(groups):
+        base = rng.choice(vocab, 60)
+        for c in range(int(rng.integers(2, max_copies))):
+            words = base.copy()
+            if c % change_every:
+                words[rng.integers(0, 60)] = rng.choice(vocab)
+            texts.append(" ".join(words))
+    for _ in range(unrelated):
+        texts.append(" ".join(rng.choice(vocab, int(rng.integers(5, 50)))))
+    texts = [texts[i] for i in rng.permutation(len(texts))]
+    n = len(texts)
+    return pa.table({"id": pa.array(np.arange(n)), "text": pa.array(texts),
+                     "quality": pa.array(rng.integers(0, 3, n), pa.int32())})
+
+
+def interrupted_after_first(real):
+    """A stand-in for the generator function ``real``: its first item, then a Ctrl-C
+    (``KeyboardInterrupt``) in the middle of the run."""
+    def interrupted(*a, **k):
+        it = real(*a, **k)
+        yield next(it)
+        raise KeyboardInterrupt
+    return interrupted
+
+
+def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str, appended: int = 0) -> str:
     """The synthetic corpus (``faces/corpus.py``) of ``rows`` rows at ``uri``, indexed by us,
-    then the rows matching ``delete`` deleted (unindexed gaps the self-join must skip)."""
+    then ``appended`` more rows of it (ids from ``rows`` on: fragments no segment covers),
+    then the rows matching ``delete`` deleted (gaps the search and the self-join must skip)."""
     import lance
 
     from lance_minhash_sql.indexer.builder import build_index
@@ -46,6 +81,8 @@ def indexed_corpus(uri: str, rows: int, rows_per_fragment: int, delete: str) -> 
 
     write_corpus(uri, rows, rows_per_fragment=rows_per_fragment)
     build_index(uri, "text")
+    if appended:
+        write_corpus(uri, appended, rows_per_fragment=rows_per_fragment, mode="append", start=rows)
     lance.dataset(uri).delete(delete)
     return uri
 

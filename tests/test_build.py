@@ -21,6 +21,7 @@ import pytest
 from lance.file import LanceFileReader
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
+from conftest import interrupted_after_first
 from torture import TORTURE_TEXTS
 
 from lance_minhash_sql.indexer import builder as build_mod
@@ -620,14 +621,7 @@ def test_failure_at_commit_leaves_dataset_unchanged(tmp_path, monkeypatch):
 def test_keyboard_interrupt_while_signing_leaves_dataset_unchanged(tmp_path, monkeypatch):
     ds, answers = _baseline(tmp_path)
     before = state(ds)
-    real = build_mod.scan_text
-
-    def interrupted(*a, **k):
-        it = real(*a, **k)
-        yield next(it)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(build_mod, "scan_text", interrupted)
+    monkeypatch.setattr(build_mod, "scan_text", interrupted_after_first(build_mod.scan_text))
     with pytest.raises(KeyboardInterrupt):
         build_index(ds.uri, "text", memory_limit="64KiB")
     _assert_unchanged(ds, before, answers)

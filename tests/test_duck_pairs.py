@@ -12,6 +12,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import groups_table, indexed_corpus
 from naive import exact_jaccard, exact_pairs, oracle_clusters
 from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
@@ -21,7 +22,7 @@ from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs
 from lance_minhash_sql.faces import cli
-from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
+from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.selfjoin import bounded
 from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
@@ -104,12 +105,8 @@ def con():
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> str:
     """Two indexed fragments and a half, an unindexed appended fragment, deleted rows."""
-    uri = str(tmp_path_factory.mktemp("sqlpairs") / "corpus.lance")
-    write_corpus(uri, 3000, rows_per_fragment=1200)
-    build_index(uri, "text")
-    write_corpus(uri, 600, rows_per_fragment=1200, mode="append", start=3000)
-    lance.dataset(uri).delete("id % 11 = 4")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("sqlpairs") / "corpus.lance"), 3000, 1200, "id % 11 = 4",
+                          appended=600)
 
 
 @pytest.fixture(scope="module")
@@ -120,22 +117,7 @@ def oracle_08(corpus) -> dict:
 def grouped_table(seed: int = 5) -> pa.Table:
     """Groups of near-identical texts (a word changed, or an exact copy) among unrelated
     texts, with a ``quality`` column full of ties."""
-    rng = np.random.default_rng(seed)
-    vocab = np.array(vocabulary().to_pylist())
-    texts = []
-    for _ in range(40):
-        base = rng.choice(vocab, 60)
-        for c in range(int(rng.integers(2, 7))):
-            words = base.copy()
-            if c % 3:
-                words[rng.integers(0, 60)] = rng.choice(vocab)
-            texts.append(" ".join(words))
-    for _ in range(300):
-        texts.append(" ".join(rng.choice(vocab, int(rng.integers(5, 50)))))
-    texts = [texts[i] for i in rng.permutation(len(texts))]
-    n = len(texts)
-    return pa.table({"id": pa.array(np.arange(n)), "text": pa.array(texts),
-                     "quality": pa.array(rng.integers(0, 3, n), pa.int32())})
+    return groups_table(np.random.default_rng(seed), [], groups=40, max_copies=7, change_every=3, unrelated=300)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import indexed_corpus
 from exact_join import exact_join
 from naive import candidate_floor, shingle_set
 
@@ -95,12 +96,8 @@ def _left_table(start: int, stop: int) -> pa.Table:
 @pytest.fixture(scope="module")
 def right(tmp_path_factory) -> str:
     """Indexed rows 0..2999 in three fragments, an unindexed appended fragment, deletions."""
-    uri = str(tmp_path_factory.mktemp("join") / "right.lance")
-    write_corpus(uri, 3000, rows_per_fragment=1000)
-    build_index(uri, "text")
-    write_corpus(uri, 800, rows_per_fragment=1000, mode="append", start=3000)
-    lance.dataset(uri).delete("id % 7 = 3")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("join") / "right.lance"), 3000, 1000, "id % 7 = 3",
+                          appended=800)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from lance.dataset import Index, IndexFile, LanceOperation
 from lance.file import LanceFileReader
 from lance.indices import IndexConfig
 from lance.query import MinHashQuery
+from conftest import interrupted_after_first
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
@@ -487,14 +488,7 @@ def test_interrupted_merge_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):
     uri = str(tmp_path / "ds.lance")
     four_segments(uri, "ours")
     before = state(uri)
-    real = opt_mod.iter_signatures
-
-    def interrupted(*a, **k):
-        it = real(*a, **k)
-        yield next(it)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(opt_mod, "iter_signatures", interrupted)
+    monkeypatch.setattr(opt_mod, "iter_signatures", interrupted_after_first(opt_mod.iter_signatures))
     with pytest.raises(KeyboardInterrupt):
         optimize(uri, "text", merge="all", memory_limit="64KiB")
     assert state(uri) == before

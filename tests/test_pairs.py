@@ -16,6 +16,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import indexed_corpus
 import naive
 from naive import components, exact_pairs, live_rows, oracle_pairs
 
@@ -210,10 +211,7 @@ def test_signatures_beyond_the_cache(tmp_path, capacity):
     without holding them in the cache; same pairs and clusters, deletions included."""
     from lance_minhash_sql.runtime.cache import clear_cache, set_cache_capacity
 
-    uri = str(tmp_path / "big.lance")
-    write_corpus(uri, 4000, rows_per_fragment=1000)
-    build_index(uri, "text")
-    lance.dataset(uri).delete("id % 7 = 3")
+    uri = indexed_corpus(str(tmp_path / "big.lance"), 4000, 1000, "id % 7 = 3")
     want = oracle(uri, 0.8)
     want_clusters = naive.oracle_clusters(uri, "text", 0.8, PARAMS)
     old = set_cache_capacity(capacity)

@@ -14,7 +14,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import copies_table
+from conftest import copies_table, groups_table
 from naive import exact_jaccard, signature
 from test_pairs import components, oracle, signed
 
@@ -56,19 +56,7 @@ def star_table(seed: int = 3) -> pa.Table:
     texts = []
     for _ in range(12):
         texts += chain_texts(rng, vocab)
-    for _ in range(25):
-        base = rng.choice(vocab, 60)
-        for c in range(int(rng.integers(2, 6))):
-            words = base.copy()
-            if c % 2:
-                words[rng.integers(0, 60)] = rng.choice(vocab)
-            texts.append(" ".join(words))
-    for _ in range(200):
-        texts.append(" ".join(rng.choice(vocab, int(rng.integers(5, 50)))))
-    texts = [texts[i] for i in rng.permutation(len(texts))]
-    n = len(texts)
-    return pa.table({"id": pa.array(np.arange(n)), "text": pa.array(texts),
-                     "quality": pa.array(rng.integers(0, 3, n), pa.int32())})
+    return groups_table(rng, texts, groups=25, max_copies=6, change_every=2, unrelated=200)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import copies_table
+from conftest import copies_table, indexed_corpus
 from naive import candidate_floor, candidate_pairs, exact_jaccard, exact_pairs
 from test_pairs import as_clusters, components, signed
 
@@ -21,7 +21,7 @@ import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor
-from lance_minhash_sql.faces.corpus import vocabulary, write_corpus
+from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA
 from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import keep_flags
@@ -49,12 +49,8 @@ def as_pairs(table: pa.Table) -> dict:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> str:
-    uri = str(tmp_path_factory.mktemp("verify") / "corpus.lance")
-    write_corpus(uri, 2500, rows_per_fragment=1000)
-    build_index(uri, "text")
-    write_corpus(uri, 400, rows_per_fragment=1000, mode="append", start=2500)  # unindexed rows too
-    lance.dataset(uri).delete("id % 13 = 5")
-    return uri
+    return indexed_corpus(str(tmp_path_factory.mktemp("verify") / "corpus.lance"), 2500, 1000, "id % 13 = 5",
+                          appended=400)  # unindexed rows too
 
 
 def edited_table(seed: int = 7, groups: int = 60) -> pa.Table:

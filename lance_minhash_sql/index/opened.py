@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
-from lance_minhash_sql.core.params import INDEX_VERSION, SIGNATURE_VERSION, MinHashParams
+from lance_minhash_sql.core.params import SIGNATURE_VERSION, MinHashParams
 from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
-from lance_minhash_sql.io.handles import open_version
+from lance_minhash_sql.io.handles import DatasetVersion, open_version
 from lance_minhash_sql.io.liveness import Liveness
-from lance_minhash_sql.io.manifest import SegmentInfo, column_index
+from lance_minhash_sql.io.manifest import ColumnIndex, SegmentInfo, column_index
 from lance_minhash_sql.io.rowids import FragReuse
 from lance_minhash_sql.io.scan import row_count, schema_of
 from lance_minhash_sql.io.takes import RowFetcher
@@ -59,38 +58,13 @@ __all__ = [
 # --------------------------------------------------------------------------- opened index
 
 
-def _check_manifest_details(uri: str, column: str, info: SegmentInfo, params: MinHashParams, path: str) -> None:
-    """The segment's files must carry the parameters the manifest records for the index, as
-    Lance requires ("index file details ... do not match index details")."""
-    details = info.details
-    if not details:
-        return
-    version = details.get("signature_version") or 0
-    if version != SIGNATURE_VERSION:
-        raise UnsupportedIndexError(
-            f"the MinHash LSH index on {column!r} of {uri!r} was built with signature_version {version}, "
-            f"but this package computes version {SIGNATURE_VERSION} (pylance 14.0.x); rebuild it with "
-            f"minhash_build('{uri}', '{column}')")
-    diffs = [f"{key}: files {getattr(params, key)!r}, manifest {details[key]!r}"
-             for key in ("num_hashes", "num_bands", "shingle_size")
-             if key in details and details[key] != getattr(params, key)]
-    recorded = details.get("tokenizer") or {}
-    diffs += [f"tokenizer.{key}: files {value!r}, manifest {recorded[key]!r}"
-              for key, value in params.tokenizer.to_dict().items() if key in recorded and recorded[key] != value]
-    if diffs:
-        raise CorruptIndexError(
-            f"the files of segment {info.uuid} ({path}) were written with parameters other than the "
-            f"index details in the manifest ({'; '.join(diffs)}); Lance refuses them too. Rebuild the "
-            f"index with minhash_build('{uri}', '{column}', replace := true)")
-
-
 @dataclass
 class OpenedIndex:
-    """A column's MinHash LSH index in one dataset version."""
+    """A column's MinHash LSH index in one dataset version: the version as
+    ``io/handles.py`` opened it (:attr:`handle`, which alone holds the storage options), the
+    index's parameters and segments, and what a search reads beside them."""
 
-    uri: str
-    ds: Any
-    version: int
+    handle: DatasetVersion
     column: str
     params: MinHashParams
     segments: tuple[SegmentInfo, ...]
@@ -98,17 +72,29 @@ class OpenedIndex:
     fragments: tuple[int, ...]
     unindexed: tuple[int, ...]
     liveness: Liveness
-    storage_options: dict | None = field(default=None, repr=False)  # may hold secrets
     reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
     schema: pa.Schema | None = field(default=None, repr=False)  # the dataset version's schema
     fetcher: RowFetcher | None = field(default=None, repr=False)  # the user's columns of result rows
 
+    @property
+    def uri(self) -> str:
+        return self.handle.uri
+
+    @property
+    def ds(self):
+        return self.handle.ds
+
+    @property
+    def version(self) -> int:
+        return self.handle.version
+
+    @property
+    def storage_options(self) -> dict | None:
+        return self.handle.storage_options
+
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
-        out = []
-        for info in self.segments:
-            out.append(segment_entry(self.uri, info, self.ds, self.storage_options, self.reuse))
-        return out
+        return [segment_entry(self.uri, info, self.ds, self.storage_options, self.reuse) for info in self.segments]
 
     def unindexed_entry(self) -> SegmentEntry | None:
         if not self.unindexed:
@@ -171,43 +157,72 @@ def missing_index(ds, uri: str, column: str, purpose: str = "") -> Exception:
 
 
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
-    """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version."""
+    """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version:
+    the version in one call (``io/handles.py: open_version``), and on that version's first
+    use the column's index read and checked (:func:`_read_index`)."""
     handle = open_version(dataset, storage_options)
-    uri, ds = handle.uri, handle.ds
-    key = (uri, handle.version, column, handle.options_key)
+    key = (handle.uri, handle.version, column, handle.options_key)
     with _opened_lock:
         hit = _opened.get(key)
-        if hit is not None:
-            return hit
+    if hit is not None:
+        return hit
+    opened = _read_index(handle, column)
+    with _opened_lock:
+        _opened.put(key, opened)
+    return opened
+
+
+def _read_index(handle: DatasetVersion, column: str) -> OpenedIndex:
+    """The column's index in the version ``handle``: its segments as the manifest records
+    them (``io/manifest.py: column_index``, which refuses another index version), each
+    segment's cache entry, and the checks of :func:`_index_params`."""
+    uri, ds = handle.uri, handle.ds
     layout = column_index(ds, column, uri)
     segments, reuse = layout.segments, layout.reuse
     if not segments:
         raise missing_index(ds, uri, column)
-    for info in segments:
-        if info.index_version != INDEX_VERSION:
-            raise UnsupportedIndexError(
-                f"segment {info.uuid} of the MinHash LSH index on {column!r} has index_version "
-                f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
-                f"rebuild it with minhash_build('{uri}', '{column}')")
     entries = [segment_entry(uri, info, ds, handle.storage_options, reuse) for info in segments]
-    params = entries[0].params
-    for info, entry in zip(segments[1:], entries[1:]):
-        if entry.params != params:
-            diff = "; ".join(params.differences(entry.params))
-            raise UnsupportedIndexError(
-                f"the MinHash LSH index on {column!r} of {uri!r} has segments with different parameters: "
-                f"segment {segments[0].uuid} vs segment {info.uuid}: {diff}. Lance refuses such an "
-                f"index too; rebuild it with minhash_build('{uri}', '{column}', replace := true)")
-    for info, entry, path in zip(segments, entries, layout.dirs):
-        _check_manifest_details(uri, column, info, entry.params, path)
+    params = _index_params(uri, column, layout, [entry.params for entry in entries])
     covered = frozenset().union(*(s.fragment_ids for s in segments))
     liveness = Liveness(ds, covered)
     if any(needs_remap(info, reuse) for info in segments):
         liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
-    opened = OpenedIndex(uri, ds, handle.version, column, params, segments, covered, fragments, unindexed,
-                         liveness, handle.storage_options, reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
-    with _opened_lock:
-        _opened.put(key, opened)
-    return opened
+    return OpenedIndex(handle, column, params, segments, covered, fragments, unindexed, liveness, reuse,
+                       schema_of(ds), RowFetcher(ds, liveness.stable))
+
+
+def _index_params(uri: str, column: str, layout: ColumnIndex, files: list[MinHashParams]) -> MinHashParams:
+    """The index's parameters: the segments' files (``files``, in manifest order) must all
+    carry the same ones, and those the manifest records for each segment, as Lance
+    requires ("index file details ... do not match index details")."""
+    params = files[0]
+    for info, other in zip(layout.segments[1:], files[1:]):
+        if other != params:
+            raise UnsupportedIndexError(
+                f"the MinHash LSH index on {column!r} of {uri!r} has segments with different parameters: "
+                f"segment {layout.segments[0].uuid} vs segment {info.uuid}: {'; '.join(params.differences(other))}. "
+                f"Lance refuses such an index too; rebuild it with minhash_build('{uri}', '{column}', replace := true)")
+    for info, path in zip(layout.segments, layout.dirs):
+        details = info.details
+        if not details:
+            continue
+        version = details.get("signature_version") or 0
+        if version != SIGNATURE_VERSION:
+            raise UnsupportedIndexError(
+                f"the MinHash LSH index on {column!r} of {uri!r} was built with signature_version {version}, "
+                f"but this package computes version {SIGNATURE_VERSION} (pylance 14.0.x); rebuild it with "
+                f"minhash_build('{uri}', '{column}')")
+        diffs = [f"{key}: files {getattr(params, key)!r}, manifest {details[key]!r}"
+                 for key in ("num_hashes", "num_bands", "shingle_size")
+                 if key in details and details[key] != getattr(params, key)]
+        recorded = details.get("tokenizer") or {}
+        diffs += [f"tokenizer.{key}: files {value!r}, manifest {recorded[key]!r}"
+                  for key, value in params.tokenizer.to_dict().items() if key in recorded and recorded[key] != value]
+        if diffs:
+            raise CorruptIndexError(
+                f"the files of segment {info.uuid} ({path}) were written with parameters other than the "
+                f"index details in the manifest ({'; '.join(diffs)}); Lance refuses them too. Rebuild the "
+                f"index with minhash_build('{uri}', '{column}', replace := true)")
+    return params

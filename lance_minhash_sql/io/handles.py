@@ -1,6 +1,6 @@
 """Dataset handles: a URI (with its storage options) opened once and kept, its latest
-version checked on each use, and pinned versions for statements that must read exactly
-one version.
+version checked on each use (:func:`open_version`, the one call every reader opens a
+dataset through), and pinned versions for statements that must read exactly one version.
 
 The handles live in two bounded caches of ``runtime/cache.py`` (emptied by
 ``clear_cache()``); every index, search, self-join and report opens its dataset here.
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import MAX_HANDLES
-from lance_minhash_sql.io.scan import is_dataset, latest_of, open_dataset, options_for, uri_of, version_of
+from lance_minhash_sql.io.scan import is_dataset, open_dataset, open_latest, options_for
 from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key"]
@@ -30,52 +31,48 @@ def options_key(storage_options) -> Any:
 
 
 def dataset_handle(dataset, storage_options=None):
-    """``(uri, LanceDataset)``: a dataset object as given, or the latest version of a URI.
-
-    Opened URIs are kept; each call checks for a newer version.
-    """
-    if is_dataset(dataset):
-        return str(uri_of(dataset)).rstrip("/"), dataset
-    if not isinstance(dataset, (str, os.PathLike)):
-        raise DatasetError(f"dataset={dataset!r} must be a path or URI of a Lance dataset (or a LanceDataset)")
-    uri = os.fspath(dataset)
-    key = (uri, options_key(storage_options))
-    with _lock:
-        ds = _datasets.get(key)
-    if ds is not None:
-        ds = latest_of(ds)
-    if ds is None:
-        ds = open_dataset(uri, storage_options=storage_options)
-    with _lock:
-        _datasets.put(key, ds)
-    return str(uri_of(ds)).rstrip("/"), ds
+    """``(uri, LanceDataset)``: a dataset object as given, or the latest version of a URI
+    (:func:`open_version`)."""
+    handle = open_version(dataset, storage_options)
+    return handle.uri, handle.ds
 
 
+@dataclass(frozen=True)
 class DatasetVersion:
-    """A dataset as a reader holds it: its URI, the opened version, the storage options that
-    reach its files (they may hold secrets: not in the repr), and a key naming that view of
-    it for caches (the options as a hashable tuple)."""
+    """A dataset as a reader holds it: its URI, the opened version and its number, and the
+    storage options that reach its files (they may hold secrets: never in the repr, and
+    held nowhere else by a reader)."""
 
-    __slots__ = ("uri", "ds", "version", "storage_options", "options_key")
+    uri: str
+    ds: Any = field(repr=False)
+    version: int
+    storage_options: dict | None = field(default=None, repr=False)
 
-    def __init__(self, uri: str, ds, version: int, storage_options: dict | None, options_key: Any):
-        self.uri = uri
-        self.ds = ds
-        self.version = version
-        self.storage_options = storage_options
-        self.options_key = options_key
-
-    def __repr__(self) -> str:
-        return f"DatasetVersion(uri={self.uri!r}, version={self.version})"
+    @property
+    def options_key(self) -> Any:
+        """The storage options as a hashable key: with the URI and version, it names this
+        view of the dataset in caches."""
+        return options_key(self.storage_options)
 
 
 def open_version(dataset, storage_options=None) -> DatasetVersion:
     """The latest version of ``dataset`` (a URI, or a ``LanceDataset`` as given) with the
-    storage options its files need: those given, else the ones the dataset object was
-    opened with (:func:`.scan.options_for`)."""
-    storage_options = options_for(dataset, storage_options)
-    uri, ds = dataset_handle(dataset, storage_options)
-    return DatasetVersion(uri, ds, version_of(ds), storage_options, options_key(storage_options))
+    storage options its files need: those given, else, for a dataset object, the ones it
+    was opened with (:func:`.scan.options_for`). An opened URI is kept (per URI and
+    options); each call checks it for a newer version."""
+    if isinstance(dataset, (str, os.PathLike)):
+        key = (os.fspath(dataset), options_key(storage_options))
+        with _lock:
+            held = _datasets.get(key)
+        ds = open_latest(key[0], held, storage_options)
+        if ds is not held:
+            with _lock:
+                _datasets.put(key, ds)
+    elif is_dataset(dataset):
+        ds, storage_options = dataset, options_for(dataset, storage_options)
+    else:
+        raise DatasetError(f"dataset={dataset!r} must be a path or URI of a Lance dataset (or a LanceDataset)")
+    return DatasetVersion(str(ds.uri).rstrip("/"), ds, int(ds.version), storage_options)
 
 
 def dataset_at(dataset: str, version: int, storage_options=None):
@@ -88,7 +85,7 @@ def dataset_at(dataset: str, version: int, storage_options=None):
     opts = options_key(storage_options)
     with _lock:
         ds = _datasets.get((uri, opts))
-        if ds is not None and version_of(ds) == version:
+        if ds is not None and int(ds.version) == version:
             return ds
         ds = _pinned.get((uri, opts, version))
     if ds is None:

@@ -18,7 +18,7 @@ import lance
 from lance.commit import CommitConflictError
 from lance.dataset import Index, IndexFile, LanceOperation
 
-from lance_minhash_sql.core.errors import DatasetError, ParameterMismatchError
+from lance_minhash_sql.core.errors import DatasetError, ParameterMismatchError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
 from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
@@ -101,9 +101,16 @@ class ColumnIndex:
 
 def column_index(ds: "lance.LanceDataset", column: str, uri: str = "") -> ColumnIndex:
     """The column's index as the manifest records it; the column must be a string column
-    of the version (:func:`.scan.text_field`), but it may have no segment."""
+    of the version (:func:`.scan.text_field`), but it may have no segment. A segment of
+    another index version than this package reads is refused."""
     text_field(ds, column, uri)
     segments = tuple(minhash_segments(ds, column))
+    for info in segments:
+        if info.index_version != INDEX_VERSION:
+            raise UnsupportedIndexError(
+                f"segment {info.uuid} of the MinHash LSH index on {column!r} has index_version "
+                f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
+                f"rebuild it with minhash_build('{uri}', '{column}')")
     return ColumnIndex(segments, tuple(segment_dir(ds, s.uuid) for s in segments),
                        frag_reuse(ds) if segments else None)
 

@@ -10,10 +10,10 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import SCAN_BATCH_ROWS
-from lance_minhash_sql.io.store import check_uri, is_remote, lance_message, redact, redact_uri
+from lance_minhash_sql.io.store import check_uri, open_error
 from lance_minhash_sql.io.takes import take_rows
 
-__all__ = ["open_dataset", "is_dataset", "latest_of", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
+__all__ = ["open_dataset", "is_dataset", "latest_of", "open_latest", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
            "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows", "take_offsets"]
 
 
@@ -39,6 +39,14 @@ def latest_of(ds):
         return None
 
 
+def open_latest(uri: str, held, storage_options: dict | None = None) -> "lance.LanceDataset":
+    """The latest version of the dataset at ``uri``: ``held`` (an opened version of it, or
+    None) checked out at it, or, when none is held or its version cannot be read, the
+    dataset opened anew (:func:`open_dataset`)."""
+    ds = None if held is None else latest_of(held)
+    return open_dataset(uri, storage_options) if ds is None else ds
+
+
 def options_for(dataset, storage_options: dict | None) -> dict | None:
     """The storage options to reach ``dataset``'s files: ``storage_options`` when given,
     else those a ``LanceDataset`` object was opened with (its index files live in the same
@@ -59,23 +67,7 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
     try:
         return lance.dataset(uri, version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
-        msg = redact(lance_message(exc, uri), storage_options)
-        where = _store_hint(msg, storage_options) if is_remote(uri) else "check the path"
-        raise DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); {where}") from None
-
-
-def _store_hint(msg: str, storage_options: dict | None) -> str:
-    """What to check, from the object store's answer in Lance's error message."""
-    endpoint = (storage_options or {}).get("aws_endpoint") or (storage_options or {}).get("endpoint")
-    if "403 Forbidden" in msg or "InvalidAccessKeyId" in msg or "SignatureDoesNotMatch" in msg:
-        return ("the store refused the credentials (403): check the access key id and secret in "
-                "storage_options (or the DuckDB secret)")
-    if "404 Not Found" in msg or "NoSuchBucket" in msg:
-        return "the bucket or the dataset path does not exist (404): check the URI"
-    if "error sending request" in msg or "onnect" in msg or "timed out" in msg.lower():
-        return (f"the object store endpoint {endpoint or '(default)'} cannot be reached: check the endpoint "
-                "and the network")
-    return "check the URI, the bucket, the credentials and the endpoint in storage_options"
+        raise open_error(uri, exc, storage_options) from None
 
 
 # What a dataset version says about itself: the index layer asks through these, never the

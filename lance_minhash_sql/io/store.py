@@ -18,8 +18,8 @@ from lance.file import LanceFileSession
 
 from lance_minhash_sql.core.errors import DatasetError
 
-__all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "lance_message", "make_dir", "remove_dir", "dir_exists",
-           "SECRET_KEYS"]
+__all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "lance_message", "open_error", "make_dir", "remove_dir",
+           "dir_exists", "SECRET_KEYS"]
 
 # URI schemes Lance 14 opens (file:// and memory:// are local to the process)
 SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfss", "oss", "hf", "file", "file+uring", "memory")
@@ -89,6 +89,29 @@ def lance_message(exc: BaseException, path: str | None = None, limit: int = 300)
         bare = os.path.abspath(path).lstrip("/")
         text = re.sub(r"(?<![\w/.])" + re.escape(bare), lambda _: "/" + bare, text)
     return text[:limit]
+
+
+def open_error(uri: str, exc: BaseException, storage_options: dict | None) -> DatasetError:
+    """The error for a dataset Lance cannot open: Lance's message with the secrets of
+    ``storage_options`` and of the URI hidden, and what to check (for an object store, read
+    from the store's answer)."""
+    msg = redact(lance_message(exc, uri), storage_options)
+    return DatasetError(f"dataset {redact_uri(uri)!r} cannot be opened as a Lance dataset ({msg}); "
+                        f"{_store_hint(msg, storage_options) if is_remote(uri) else 'check the path'}")
+
+
+def _store_hint(msg: str, storage_options: dict | None) -> str:
+    """What to check, from the object store's answer in Lance's error message."""
+    endpoint = (storage_options or {}).get("aws_endpoint") or (storage_options or {}).get("endpoint")
+    if "403 Forbidden" in msg or "InvalidAccessKeyId" in msg or "SignatureDoesNotMatch" in msg:
+        return ("the store refused the credentials (403): check the access key id and secret in "
+                "storage_options (or the DuckDB secret)")
+    if "404 Not Found" in msg or "NoSuchBucket" in msg:
+        return "the bucket or the dataset path does not exist (404): check the URI"
+    if "error sending request" in msg or "onnect" in msg or "timed out" in msg.lower():
+        return (f"the object store endpoint {endpoint or '(default)'} cannot be reached: check the endpoint "
+                "and the network")
+    return "check the URI, the bucket, the credentials and the endpoint in storage_options"
 
 
 def _session(uri: str, storage_options: dict | None) -> LanceFileSession:

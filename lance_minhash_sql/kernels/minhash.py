@@ -36,7 +36,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
-from lance_minhash_sql.kernels.tokenize import grow, new_buffers, tokenize_row
+from lance_minhash_sql.kernels.tokenize import grow, new_buffers, row_tokens
 from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
@@ -67,14 +67,6 @@ def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         state, x = _splitmix64(state)
         c.append(x | 1)
     return tuple(readonly(np.array(v, dtype=np.uint64)) for v in (a, b, c))
-
-
-@njit(**JIT, inline="always")
-def is_valid(valid, valid_offset, row):
-    if valid.size == 0:
-        return True
-    i = valid_offset + row
-    return (valid[i >> 3] >> (i & 7)) & 1 == 1
 
 
 @njit(**JIT, inline="always")
@@ -182,10 +174,8 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
     out, tok_start, tok_end, raw = new_buffers()
     xs = np.empty(1024, dtype=np.uint64)
     for r in range(lo, hi):
-        if not is_valid(valid, valid_offset, r):
-            continue
-        ntok, out, tok_start, tok_end, raw = tokenize_row(
-            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        ntok, out, tok_start, tok_end, raw = row_tokens(offsets, data, valid, valid_offset, r, cfg, tables,
+                                                        out, tok_start, tok_end, raw)
         if ntok > 0:
             xs = grow(xs, ntok)
             minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
@@ -221,10 +211,8 @@ def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle,
     xs = np.empty(1024, dtype=np.uint64)
     used = 0
     for r in range(lo, hi):
-        if not is_valid(valid, valid_offset, r):
-            continue
-        ntok, out, tok_start, tok_end, raw = tokenize_row(
-            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        ntok, out, tok_start, tok_end, raw = row_tokens(offsets, data, valid, valid_offset, r, cfg, tables,
+                                                        out, tok_start, tok_end, raw)
         if ntok == 0:
             continue
         if xs.size < ntok:

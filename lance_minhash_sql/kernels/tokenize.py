@@ -229,6 +229,26 @@ def tokenize_row(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     return tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw)
 
 
+@njit(**JIT, inline="always")
+def is_valid(valid, valid_offset, row):
+    """True when ``row`` is not NULL: its bit in an Arrow validity bitmap ``valid`` that
+    starts at bit ``valid_offset`` (an empty bitmap: no NULL rows)."""
+    if valid.size == 0:
+        return True
+    i = valid_offset + row
+    return (valid[i >> 3] >> (i & 7)) & 1 == 1
+
+
+@njit(**JIT, inline="always")
+def row_tokens(offsets, data, valid, valid_offset, r, cfg, tables, out, tok_start, tok_end, raw):
+    """:func:`tokenize_row` of row ``r`` of Arrow string buffers (``offsets``, ``data``, the
+    validity bitmap ``valid`` from bit ``valid_offset``): a NULL row has no tokens. The
+    row loop of every kernel that tokenizes a batch."""
+    if not is_valid(valid, valid_offset, r):
+        return np.int64(0), out, tok_start, tok_end, raw
+    return tokenize_row(data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+
+
 # One function of this length on purpose: a single pass over a document's bytes (decode,
 # classify, fold, cut) whose state would otherwise travel through many small functions that
 # numba types again at each call site; compiled once, called by every signing kernel

@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.minhash import is_valid
-from lance_minhash_sql.kernels.tokenize import new_buffers, tokenize_row
+from lance_minhash_sql.kernels.tokenize import is_valid, new_buffers, row_tokens, tokenize_row
 from lance_minhash_sql.kernels.xxh64 import P2, P3, read64, xxh64
 
 INLINE = 16  # leading bytes of a token its record holds (two little-endian words)
@@ -162,12 +161,10 @@ def count_tokens(offsets, data, valid, valid_offset, cfg, tables):
     row_offsets = np.zeros(n + 1, dtype=np.int64)
     nbytes = 0
     for r in range(n):
-        ntok = 0
-        if is_valid(valid, valid_offset, r):
-            ntok, out, tok_start, tok_end, raw = tokenize_row(
-                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
-            for t in range(ntok):
-                nbytes += tok_end[t] - tok_start[t]
+        ntok, out, tok_start, tok_end, raw = row_tokens(offsets, data, valid, valid_offset, r, cfg, tables,
+                                                        out, tok_start, tok_end, raw)
+        for t in range(ntok):
+            nbytes += tok_end[t] - tok_start[t]
         row_offsets[r + 1] = row_offsets[r] + ntok
     return row_offsets, nbytes
 
@@ -286,27 +283,25 @@ def kernel_streams(offsets, data, valid, valid_offset, cfg, tables):
     res = np.zeros(n + 1, dtype=np.int64)
     size = 0
     for r in range(n):  # the streams' size first, so the buffer is allocated once
-        if is_valid(valid, valid_offset, r):
-            ntok, out, tok_start, tok_end, raw = tokenize_row(
-                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
-            for t in range(ntok):
-                size += 4 + tok_end[t] - tok_start[t]
+        ntok, out, tok_start, tok_end, raw = row_tokens(offsets, data, valid, valid_offset, r, cfg, tables,
+                                                        out, tok_start, tok_end, raw)
+        for t in range(ntok):
+            size += 4 + tok_end[t] - tok_start[t]
     dest = np.empty(size, dtype=np.uint8)
     q = 0
     for r in range(n):
-        if is_valid(valid, valid_offset, r):
-            ntok, out, tok_start, tok_end, raw = tokenize_row(
-                data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
-            for t in range(ntok):
-                length = tok_end[t] - tok_start[t]
-                dest[q] = length & 0xFF
-                dest[q + 1] = (length >> 8) & 0xFF
-                dest[q + 2] = (length >> 16) & 0xFF
-                dest[q + 3] = (length >> 24) & 0xFF
-                q += 4
-                for p in range(tok_start[t], tok_end[t]):
-                    dest[q] = out[p]
-                    q += 1
+        ntok, out, tok_start, tok_end, raw = row_tokens(offsets, data, valid, valid_offset, r, cfg, tables,
+                                                        out, tok_start, tok_end, raw)
+        for t in range(ntok):
+            length = tok_end[t] - tok_start[t]
+            dest[q] = length & 0xFF
+            dest[q + 1] = (length >> 8) & 0xFF
+            dest[q + 2] = (length >> 16) & 0xFF
+            dest[q + 3] = (length >> 24) & 0xFF
+            q += 4
+            for p in range(tok_start[t], tok_end[t]):
+                dest[q] = out[p]
+                q += 1
         res[r + 1] = q
     return res, dest
 

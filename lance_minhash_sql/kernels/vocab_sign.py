@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.minhash import is_valid, minhash_doc
-from lance_minhash_sql.kernels.tokenize import SEPARATOR, grow, new_buffers, tokenize_row
+from lance_minhash_sql.kernels.minhash import minhash_doc
+from lance_minhash_sql.kernels.tokenize import SEPARATOR, grow, new_buffers, row_tokens
 from lance_minhash_sql.kernels.vocab import (INLINE, REC_FORM_LENGTH, REC_FORM_START, REC_FORM_WORD0, REC_FORM_WORD1,
                                              find, token_key)
 
@@ -55,10 +55,8 @@ def sign_vocab_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a
     mout, mstart, mend, ids = new_buffers()
     xs = np.empty(1024, dtype=np.uint64)
     for r in range(lo, hi):
-        if not is_valid(valid, valid_offset, r):
-            continue
-        ntok, out, tok_start, tok_end, raw = tokenize_row(
-            data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+        ntok, out, tok_start, tok_end, raw = row_tokens(offsets, data, valid, valid_offset, r, cfg, tables,
+                                                        out, tok_start, tok_end, raw)
         ids = grow(ids, ntok)
         size = 0
         kept = 0

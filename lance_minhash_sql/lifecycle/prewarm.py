@@ -32,30 +32,46 @@ def _room(entries: list[SegmentEntry]) -> int:
     return segment_cache().room([e.key for e in entries])
 
 
+def _load_whole(entry: SegmentEntry, store, whole: int, room: int, read_all) -> bool:
+    """True when the rest of ``store`` (``whole`` bytes) fits ``room``: it is then read
+    whole by ``read_all`` (if the cache makes room for it) and nothing is left to do."""
+    if whole > room:
+        return False
+    if entry.reserve(whole):
+        store.set_full(*read_all())
+        entry.settle()
+    return True
+
+
+def _reserve_units(entry: SegmentEntry, store, n: int, room: int) -> int:
+    """The most units (docs or pages), up to ``n``, by which ``store`` can grow within
+    ``room``, reserved in the cache and allocated; 0 when none can."""
+    while n and store.grow_bytes(int(n)) > room:
+        n -= 1
+    if n == 0 or not entry.reserve(store.grow_bytes(int(n))):
+        return 0
+    store.ensure_capacity(int(n))
+    return int(n)
+
+
 def _warm_docs(entry: SegmentEntry, room: int) -> None:
     with entry.lock:
         store = entry.docs
         if store.full or entry.files is None or room <= 0:
             return
-        whole = store.file_bytes() - store.nbytes
-        if whole <= room:
-            if entry.reserve(whole):
-                store.set_full(*entry.read_all_docs())
-                entry.settle()
+        if _load_whole(entry, store, store.file_bytes() - store.nbytes, room, entry.read_all_docs):
             return
         missing = store.missing(np.arange(store.num_docs, dtype=np.int64))
-        m = min(missing.size, max(0, (room - store.grow_bytes(0)) // store.row_bytes))
-        while m and store.grow_bytes(int(m)) > room:
-            m -= 1
-        if m == 0 or not entry.reserve(store.grow_bytes(int(m))):
+        m = _reserve_units(entry, store, min(missing.size, max(0, (room - store.grow_bytes(0)) // store.row_bytes)),
+                           room)
+        if m == 0:
             return
-        store.ensure_capacity(int(m))
         for first, count in runs(missing[:m]):
             for s in range(first, first + count, PREWARM_READ_DOCS):
                 n = min(PREWARM_READ_DOCS, first + count - s)
                 rowids, sigs = entry.files.read_doc_range(s, n)
                 store.add_docs(np.arange(s, s + n, dtype=np.int64), entry.map_rowids(rowids), sigs)
-        entry.stats["docs_read"] += int(m)
+        entry.stats["docs_read"] += m
         entry.settle()
 
 
@@ -65,23 +81,17 @@ def _warm_bands(entry: SegmentEntry, room: int) -> None:
         if store.full or entry.files is None or room <= 0:
             return
         whole = store.file_bytes() + store.page_table.nbytes + store.num_pages * 4 - store.nbytes
-        if whole <= room:
-            if entry.reserve(whole):
-                store.set_full(*entry.read_all_bands())
-                entry.settle()
+        if _load_whole(entry, store, whole, room, entry.read_all_bands):
             return
         missing = store.missing(np.ones(store.num_pages, dtype=np.bool_))
-        p = min(missing.size, room // (store.page_rows * BAND_ROW_BYTES))
-        while p and store.grow_bytes(int(p)) > room:
-            p -= 1
-        if p == 0 or not entry.reserve(store.grow_bytes(int(p))):
+        p = _reserve_units(entry, store, min(missing.size, room // (store.page_rows * BAND_ROW_BYTES)), room)
+        if p == 0:
             return
-        store.ensure_capacity(int(p))
         pr = store.page_rows
         for first, count in runs(missing[:p]):
             keys, docs = entry.files.read_bands(first * pr, min(count * pr, store.num_rows - first * pr))
             store.add_pages(first, count, keys, docs)
-        entry.stats["band_pages_read"] += int(p)
+        entry.stats["band_pages_read"] += p
         entry.settle()
 
 

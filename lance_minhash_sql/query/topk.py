@@ -67,6 +67,13 @@ def _check_filter(expr: Any) -> str | None:
     return expr
 
 
+def _checked(k: Any, threshold: Any, verify: Any, exact: Any, fast_search: Any, filter: Any) -> tuple:
+    """A search's options, checked: ``(rows per query, threshold or None, verify,
+    fast_search, filter or None)``."""
+    limit, t = check_limit(k, threshold)
+    return limit, t, verify_or_exact(verify, exact), check_bool("fast_search", fast_search), _check_filter(filter)
+
+
 def _query_array(queries: Any) -> pa.Array:
     if isinstance(queries, str):
         queries = [queries]
@@ -201,10 +208,7 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     ``verify="exact"``. ``query_rows``: the row each query comes from, counted from 1, by
     which warnings name it (SQL); without it, its position.
     """
-    limit, t = check_limit(k, threshold)
-    verify = verify_or_exact(verify, exact)
-    fast = check_bool("fast_search", fast_search)
-    expr = _check_filter(filter)
+    limit, t, verify, fast, expr = _checked(k, threshold, verify, exact, fast_search, filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr, numbers=query_rows)
@@ -227,10 +231,7 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
     ``threshold``, ``k=None`` and ``verify`` (``"exact"``: a last ``_jaccard`` column) as in
     :func:`search_ids`.
     """
-    limit, t = check_limit(k, threshold)
-    verify = verify_or_exact(verify, exact)
-    fast = check_bool("fast_search", fast_search)
-    expr = _check_filter(filter)
+    limit, t, verify, fast, expr = _checked(k, threshold, verify, exact, fast_search, filter)
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
     cols = _columns(opened, columns)
