@@ -4,21 +4,22 @@
     nice -n 5 python benchmarks/estimate.py --rows 1000000 10000000 --data-dir /tmp/bench
 
 For each size, on the synthetic corpus (``corpus-<rows>.lance`` under ``--data-dir``, written
-and indexed (k=128, b=16) once and then reused), each in its own child process (so each
-peak RSS, ``VmHWM``, is its own):
+and indexed (k=128, b=16) once and then reused), and each threshold (0.7, 0.8, 0.9), each
+in its own child process (so each peak RSS, ``VmHWM``, is its own), one right after the
+other so that both see the same load:
 
-* *estimate*: ``lms.estimate(uri, "text", thresholds=[0.7, 0.8, 0.9], sample_rows=2000)`` as
-  a user calls it, in a process that has just imported the package (numba's cache warm: a
-  throwaway child loads the kernels first); its wall time, and the same call again in the
-  same child (the calibration is then cached: what a second call costs);
-* *full*: ``lms.pairs(uri, "text", t)`` consumed to the end, one child per threshold: its
-  wall time, peak RSS (a bit set of the rows seen in a pair included: a byte a row), and
-  the share of live rows in a pair.
+* *estimate*: ``lms.estimate(uri, "text", thresholds=[t], sample_rows=2000,
+  memory_limit=...)`` as a user calls it, in a process that has just imported the package
+  (numba's cache warm: a throwaway child loads the kernels first): its wall time, and
+  the same call again with another seed in the same child (what a second call costs);
+* *full*: ``lms.pairs(uri, "text", t, memory_limit=...)`` consumed to the end, in a
+  process whose self-join kernels are loaded (a self-join of a 2,000-row corpus first, as
+  after a dry run in the same session): its wall and CPU time, peak RSS and pairs.
 
-Printed side by side per threshold: the projected seconds and peak memory of the full run
-against the measured ones (ratio projected / measured), and the estimated share of rows in
-a pair with its 95 % interval against the measured share. The machine is shared: the load
-average is printed; wall times vary about 50 % between runs.
+Printed side by side: the projected seconds, CPU seconds and peak memory of the full run
+against the measured ones (ratio projected / measured), and the estimated pairs against
+the full run's. The machine is shared: the load average and the calibration's cores
+(``parallel``: CPU over wall of the engine's threads while it measured) are printed.
 """
 
 from __future__ import annotations
@@ -33,41 +34,44 @@ import time
 _CHILD_ESTIMATE = r"""
 import json, sys, time
 import lance_minhash_sql as lms
-uri = sys.argv[1]
-t0 = time.perf_counter(); tab = lms.estimate(uri, "text", thresholds=[0.7, 0.8, 0.9], sample_rows=2000)
+from lance_minhash_sql.diagnostics import costs
+import lance_minhash_sql.diagnostics.estimate as E
+uri, t, limit, verify = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+seen = {}
+calibrate, project = costs.calibrate, costs.project
+def spy_calibrate(*a, **k):
+    seen["rates"] = r = calibrate(*a, **k)
+    return r
+def spy_project(*a, **k):
+    seen["projection"] = p = project(*a, **k)
+    return p
+E.calibrate, E.project = spy_calibrate, spy_project
+kw = dict(thresholds=[t], sample_rows=2000, memory_limit=limit, verify=verify)
+t0 = time.perf_counter(); tab = lms.estimate(uri, "text", **kw)
 first = time.perf_counter() - t0
-t0 = time.perf_counter(); lms.estimate(uri, "text", thresholds=[0.7, 0.8, 0.9], sample_rows=2000, seed=1)
-second = time.perf_counter() - t0
-print(json.dumps({"first": first, "second": second, "table": tab.to_pydict()}))
+out = {"first": first, "table": tab.to_pydict(), "parallel": seen["rates"].parallel,
+       "cpu": seen["projection"].cpu_seconds}
+t0 = time.perf_counter(); lms.estimate(uri, "text", seed=1, **kw)
+out["second"] = time.perf_counter() - t0
+print(json.dumps(out))
 """
 
 _CHILD_FULL = r"""
-import json, sys, time
-import numpy as np
-import lance
+import json, os, resource, sys, time
 import lance_minhash_sql as lms
 from lance_minhash_sql.core.usage import peak_rss_mb
-uri, t = sys.argv[1], float(sys.argv[2])
-seen = {}  # fragment id -> rows of it in a pair (row ids are row addresses: fragment << 32 | offset)
-def mark(rowids):
-    frag, off = rowids >> 32, (rowids & 0xFFFFFFFF).astype(np.int64)
-    for f in np.unique(frag).tolist():
-        o = off[frag == f]
-        have = seen.get(f)
-        if have is None or have.size <= o.max():
-            grown = np.zeros(max(int(o.max()) + 1, 1 << 20), dtype=bool)
-            if have is not None:
-                grown[:have.size] = have
-            seen[f] = have = grown
-        have[o] = True
-t0 = time.perf_counter()
+uri, t, limit, verify, tiny = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+for b in lms.pairs(tiny, "text", t, verify=verify):  # the self-join's kernels loaded
+    pass
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+c0, t0 = cpu(), time.perf_counter()
 pairs = 0
-for b in lms.pairs(uri, "text", t):
-    mark(b.column(0).to_numpy()); mark(b.column(1).to_numpy()); pairs += b.num_rows
-seconds = time.perf_counter() - t0
-rows = sum(int(v.sum()) for v in seen.values())
-print(json.dumps({"seconds": seconds, "peak": peak_rss_mb() * 2**20, "pairs": pairs,
-                  "fraction": rows / lance.dataset(uri).count_rows()}))
+for b in lms.pairs(uri, "text", t, memory_limit=limit, verify=verify):
+    pairs += b.num_rows
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": cpu() - c0, "peak": peak_rss_mb() * 2**20,
+                  "pairs": pairs}))
 """
 
 _WARM = r"""
@@ -83,43 +87,45 @@ def _child(code: str, *args: str) -> dict:
 
 def _corpus(data_dir: str, rows: int) -> str:
     import lance_minhash_sql as lms
+    from lance_minhash_sql.index.info import index_segments
 
     uri = os.path.join(data_dir, f"corpus-{rows}.lance")
     if not os.path.exists(uri):
-        lms.write_corpus(uri, rows, progress=True)
-    from lance_minhash_sql.index.info import index_segments
-
+        lms.write_corpus(uri, rows, progress=rows > 100_000)
     if not index_segments(uri):
-        lms.build_index(uri, "text", progress=True)
+        lms.build_index(uri, "text", progress=rows > 100_000)
     return uri
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
+    ap.add_argument("--thresholds", type=float, nargs="+", default=[0.7, 0.8, 0.9])
+    ap.add_argument("--memory-limit", default="256MiB")
+    ap.add_argument("--verify", default="estimate", choices=["estimate", "exact"])
     ap.add_argument("--data-dir", default="/tmp/bench")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
-    print(f"load average {os.getloadavg()[0]:.2f}; {_cpu()}", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f}; {_cpu()}; memory_limit {args.memory_limit}; "
+          f"verify {args.verify}", flush=True)
     subprocess.run([sys.executable, "-c", _WARM], check=True, capture_output=True)
+    tiny = _corpus(args.data_dir, 2000)
     for rows in args.rows:
         uri = _corpus(args.data_dir, rows)
-        est = _child(_CHILD_ESTIMATE, uri)
-        table = est["table"]
-        print(f"\n{rows:,} rows: estimate {est['first']:.2f} s (first call), "
-              f"{est['second']:.2f} s (second call); busy factor {table['busy_factor'][0]:.2f}; "
-              f"load average {os.getloadavg()[0]:.2f}", flush=True)
-        print("threshold | fraction est [95% interval] | full | seconds proj / full (ratio) | "
-              "peak MB proj / full (ratio) | pairs est / full")
-        for i, t in enumerate(table["threshold"]):
-            full = _child(_CHILD_FULL, uri, str(t))
-            ps, pm = table["seconds"][i], table["peak_memory"][i]
-            inside = table["duplicate_fraction_low"][i] <= full["fraction"] <= table["duplicate_fraction_high"][i]
-            print(f"{t:.2f} | {table['duplicate_fraction'][i]:.4f} [{table['duplicate_fraction_low'][i]:.4f}, "
-                  f"{table['duplicate_fraction_high'][i]:.4f}] | {full['fraction']:.4f} {'in' if inside else 'OUT'} | "
-                  f"{ps:.2f} / {full['seconds']:.2f} ({ps / full['seconds']:.2f}x) | "
+        print(f"\n{rows:,} rows\nthreshold | estimate s first / second | parallel | load | "
+              "seconds proj / full (ratio) | CPU s proj / full (ratio) | peak MB proj / full (ratio) | "
+              "pairs est / full", flush=True)
+        for t in args.thresholds:
+            common = (uri, str(t), args.memory_limit, args.verify)
+            est = _child(_CHILD_ESTIMATE, *common)
+            full = _child(_CHILD_FULL, *common, tiny)
+            table = est["table"]
+            ps, pm, pc = table["seconds"][0], table["peak_memory"][0], est["cpu"]
+            print(f"{t:.2f} | {est['first']:.2f} / {est['second']:.2f} | {est['parallel']:.2f} | "
+                  f"{os.getloadavg()[0]:.1f} | {ps:.2f} / {full['seconds']:.2f} ({ps / full['seconds']:.2f}x) | "
+                  f"{pc:.2f} / {full['cpu']:.2f} ({pc / full['cpu']:.2f}x) | "
                   f"{pm / 2**20:.0f} / {full['peak'] / 2**20:.0f} ({pm / full['peak']:.2f}x) | "
-                  f"{table['pairs'][i]:,.0f} / {full['pairs']:,}", flush=True)
+                  f"{table['pairs'][0]:,.0f} / {full['pairs']:,}", flush=True)
 
 
 def _cpu() -> str:

@@ -247,19 +247,16 @@ MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, wh
 # larger component are then counted as 1 - 1 / ESTIMATE_COMPONENT_ROWS per row at least
 # (docs/estimate.md states the bias), and each sampled row searches at most this many rows.
 ESTIMATE_COMPONENT_ROWS = 64
-# The self-join's unit costs on an idle machine (diagnostics/costs.py), fitted on the
-# 2-core development machine (benchmarks/estimate.py: pairs' first call at 0.7, 0.8 and 0.9
-# on 1M and 10M rows of the synthetic corpus, default 256 MiB budget, load average ~5),
-# each measured time divided by the busy factor the dry run measured beside it (2.5-2.8):
-# ~0.11 us a pair verified and emitted (the 10M runs at 0.7 and 0.9 differ by 508M pairs
-# and 55 s); a band row read and bucketed took 115 ns at 1M and 265 ns at 10M (an index of
-# 4.6 GB against 0.46 GB: the reads miss the caches more), the middle taken. Memory (VmHWM):
-# 408-422 MB at 1M, 685-713 MB at 10M: a process with the engine loaded, the pool's share
-# of the budget, then ~35 bytes a row.
-SELF_JOIN_BAND_ROW_SECONDS = 1.75e-7
-SELF_JOIN_PAIR_SECONDS = 1.1e-7
+# The full self-join's projection (diagnostics/costs.py): its steps' rates measured on
+# CALIBRATION_SHARDS key-range shards of the index of about CALIBRATION_SHARD_ROWS band
+# rows each (a 16th of a 1M-row index at b=16, a 160th of 10M: the same work whatever
+# the index); a shard whose buckets hold more pairs than CALIBRATION_VISITS (about 0.3 s
+# of visits) is not verified.
+CALIBRATION_SHARDS = 16
+CALIBRATION_SHARD_ROWS = 1 << 16
+CALIBRATION_VISITS = 1 << 24
+# Peak memory (VmHWM) of the pairs' self-join: 408-422 MB at 1M rows, 685-713 MB at 10M
+# under the default budget (benchmarks/estimate.py): a process with the engine loaded,
+# the pool's share of the budget, then ~35 bytes a row.
 SELF_JOIN_BASE_BYTES = 222 << 20
 SELF_JOIN_ROW_BYTES = 35
-# verify := 'exact' against 'estimate', the same pairs' self-join: 5-9x the wall time
-# (docs/dedup-quality.md, *Cost*: each candidate row fetched and shingled); the middle taken.
-SELF_JOIN_EXACT_FACTOR = 7.0

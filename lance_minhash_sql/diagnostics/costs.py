@@ -1,49 +1,92 @@
 """What a full ``minhash_pairs`` would cost on this machine: seconds, peak memory and
-temporary disk, projected from the sample's estimate of the pairs and the engine's unit
-costs (``docs/estimate.md``, *What the full run would cost*).
+temporary disk (``docs/estimate.md``, *What the full run would cost*).
 
-**Model.** The self-join reads every band row of the index once (key-range shards, its
-``bands.lance`` files in order), verifies the candidates of the buckets (the pool of
-their signatures read in doc order) and emits the pairs, so its time is
+**Work.** The self-join (:mod:`lance_minhash_sql.selfjoin.bounded`) reads every band row
+of the index, keeps the buckets of two rows or more (the *candidate band rows*), reads
+the signatures of their rows into a pool group by group (the *fetched rows*), visits
+every pair of rows of each bucket (the *visits*) and emits the pairs that pass. How many
+of each: :class:`Work`, from the sampled rows' buckets (:mod:`.workload`) and the
+planner's own sizes (:func:`~lance_minhash_sql.selfjoin.bounded.pool_rows` under the
+budget): when one pool holds every row with a candidate, each is fetched once and no
+bucket is dropped; otherwise a bucket is fetched per group and the labels drop the
+buckets contained in the band before's (``workload.py``), for the share of band
+boundaries that fall between groups.
 
-    seconds = band_rows * SELF_JOIN_BAND_ROW_SECONDS + pairs * SELF_JOIN_PAIR_SECONDS
+**Rates.** :func:`calibrate` runs the self-join's own steps on
+:data:`CALIBRATION_SHARDS` small key-range shards of this index (spread evenly over the
+bands, :func:`~lance_minhash_sql.selfjoin.shards.pair_shards`), on the engine's threads:
+each shard's band rows read (:func:`~lance_minhash_sql.selfjoin.pool.read_multi`), its
+rows' signatures fetched (:func:`~lance_minhash_sql.selfjoin.pool.pool`), its buckets
+laid out (:func:`~lance_minhash_sql.selfjoin.pool.shard_data`), and its pairs verified
+(:func:`~lance_minhash_sql.selfjoin.verify.pair_verifier`) at the lowest threshold asked
+and at 1.0 (the same visits, fewer pairs: the difference is the cost of a pair). Each
+step's CPU time over its count is a rate of this machine and this index (how the index's
+size fills the caches included). With ``verify="exact"`` two more: the shingle sets'
+prefetch of the sampled shards' candidate rows (:meth:`~lance_minhash_sql.selfjoin.
+shingles.ShingleSets.prefetch`: taken, shingled and written once), over those rows, and
+the exact verification's CPU time beyond the estimate's, over the pairs at the exact
+floor.
 
-(``band_rows`` = live rows x ``num_bands``; ``pairs`` the sample's estimate; times
-``SELF_JOIN_EXACT_FACTOR`` with ``verify="exact"``), and its peak
-resident memory, a process that loaded the engine included,
+**Seconds.** The work times the rates is the full run's CPU time; its wall time is that
+over the cores the engine's threads get (:attr:`Rates.parallel`), measured twice: while
+the rates are measured (the process's CPU time over the wall time), and over the last
+minute (:func:`cores_now`, from the load average); the projection takes their geometric
+mean. A shard whose buckets hold more than :data:`CALIBRATION_VISITS` pairs is read and
+fetched but not verified (a giant bucket would cost the calibration more than the sample).
 
-    peak_memory = SELF_JOIN_BASE_BYTES + POOL_SHARE * memory_limit + rows * SELF_JOIN_ROW_BYTES
+**Memory.** Peak resident memory, a process that loaded the engine included:
 
-(the budget's pool share filled with candidates' signatures; per row, the pairs' labels,
+    peak_memory = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
+
+(with ``verify="exact"`` plus the shingle sets' index, ``INDEX_BYTES`` a candidate row,
+and Lance's text reader, ``TEXT_READER_BYTES``; the budget's pool share filled with candidates' signatures; per row, the pairs' labels,
 the candidates' bit set and the index pages the shards map while they read them, which
-count in the resident set and which a budget does not bound). The pairs' self-join holds
-everything within its budget and writes no temporary file: ``temp_disk`` is 0.
+count in the resident set and which a budget does not bound).
 
-**Calibration.** The unit costs are ``core/tuning.py``'s, fitted on the 2-core development
-machine to the self-join's first call at 1M and 10M rows of the synthetic corpus
-(``benchmarks/estimate.py``), each measured time divided by the busy factor below measured
-beside it: the costs of an idle machine. What this machine gives the process *now* is
-measured by :func:`busy_factor`: a loop of pure computation on the calling thread, run
-until it has had :data:`PROBE_CPU_SECONDS` of CPU, and its wall time over that CPU time.
-On an idle machine the ratio is about 1; when other processes hold the cores, the thread
-waits for its share and the ratio grows with the wait (about the load average over the
-cores), and the self-join's time is projected times that ratio. (The sample's own search
-is not the probe: its first call waits for the index's pages to be read, which is not the
-machine being busy.) ``benchmarks/estimate.py`` measures projected against measured.
+**Temporary disk.** The pairs' self-join verified by the estimate holds everything within
+its budget and writes no temporary file: ``temp_disk`` is 0. With ``verify="exact"`` it
+writes the candidate rows' shingle sets (8 bytes a shingle) to one: ``temp_disk`` is
+their bytes, ``N`` times the sampled rows' mean of ``8 |set|`` over those with a
+candidate. The clusters' self-join (``minhash_clusters``,
+``minhash_dedup``) writes one when its union-find of every row and the candidates' bit
+set pass their share of the pool (:func:`~lance_minhash_sql.selfjoin.parent.spills`):
+the union-find's file, :func:`~lance_minhash_sql.selfjoin.parent.parent_bytes`
+(:func:`clusters_spill`).
+
+``benchmarks/estimate.py`` measures projected against measured.
 """
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 from dataclasses import dataclass
 
-from lance_minhash_sql.core.tuning import (POOL_SHARE, SELF_JOIN_BAND_ROW_SECONDS, SELF_JOIN_BASE_BYTES,
-                                           SELF_JOIN_EXACT_FACTOR, SELF_JOIN_PAIR_SECONDS, SELF_JOIN_ROW_BYTES)
+import numpy as np
 
-__all__ = ["Projection", "project", "busy_factor", "PROBE_CPU_SECONDS"]
+from lance_minhash_sql.core.arrays import sorted_unique
+from lance_minhash_sql.core.errors import LowRecallWarning
+from lance_minhash_sql.core.params import exact_candidate_floor
+from lance_minhash_sql.core.tuning import (CALIBRATION_SHARD_ROWS, CALIBRATION_SHARDS, CALIBRATION_VISITS,
+                                           DEFAULT_CHUNK_PAIRS, MAX_SHARDS, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
+                                           SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
+from lance_minhash_sql.index.opened import OpenedIndex
+from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.runtime.threads import num_threads
+from lance_minhash_sql.selfjoin.bounded import chunk_pairs, fixed_bytes, pool_bytes, pool_rows
+from lance_minhash_sql.selfjoin.parent import parent_bytes, spills
+from lance_minhash_sql.selfjoin.pool import pool, read_multi, shard_data
+from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, STATS as SHINGLE_STATS
+from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
+from lance_minhash_sql.selfjoin.verify import pair_verifier
+
+__all__ = ["Projection", "Rates", "Work", "calibrate", "cores_now", "work", "project", "clusters_spill", "busy_factor",
+           "PROBE_CPU_SECONDS"]
 
 
 PROBE_CPU_SECONDS = 0.1  # the busy factor's probe: CPU time of the calling thread (about 0.1 s idle)
+WARM_TRIES = 4  # shards tried (from the last) until one has pairs to verify: the kernels' first calls, untimed
 
 
 @dataclass(frozen=True)
@@ -51,6 +94,39 @@ class Projection:
     seconds: float
     peak_memory: int
     temp_disk: int
+    cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class Rates:
+    """CPU seconds of the self-join's steps on this machine and index (:func:`calibrate`),
+    and :attr:`parallel`, the cores its threads get (module doc, *Seconds*)."""
+
+    band_row: float  # a band row read and its buckets of two rows or more kept
+    candidate_row: float  # a candidate band row laid out over its pool
+    fetched_row: float  # a row's signature and row id fetched into the pool, rows back to back
+    group_fetch: float  # a group's fetch of rows spread over the file, beyond the rows themselves
+    visit: float  # a pair of a bucket visited
+    bucket_row: float  # a candidate band row verified, whatever the pairs of its bucket
+    pair: float  # a pair emitted
+    exact_pair: float  # a pair at the exact floor verified by its exact Jaccard (0: not measured)
+    exact_row: float  # a candidate row's text taken, shingled and written (0: not measured)
+    parallel: float
+
+
+@dataclass(frozen=True)
+class Work:
+    """What the full self-join does (module doc)."""
+
+    band_rows: float
+    candidate_rows: float
+    fetched_rows: float
+    groups: float  # the pools filled: one per group
+    visits: float
+    pairs: float
+    exact_pairs: float  # pairs at the exact floor (verify="exact"), else 0
+    exact_rows: float = 0.0  # rows whose shingle sets are fetched (verify="exact"), else 0
+    shingle_bytes: float = 0.0  # their sets' bytes on disk
 
 
 def busy_factor() -> float:
@@ -65,13 +141,191 @@ def busy_factor() -> float:
     return max(1.0, (time.perf_counter() - wall) / spent)
 
 
-def project(rows: int, num_bands: int, pairs: float, memory_limit: int, verify: str = "estimate",
-            busy: float = 1.0) -> Projection:
-    """What the full self-join of an index of ``rows`` live rows reporting ``pairs`` pairs
-    would take under a budget of ``memory_limit`` bytes, ``busy`` times the idle machine's
-    time (see the module doc)."""
-    seconds = busy * (rows * num_bands * SELF_JOIN_BAND_ROW_SECONDS + max(pairs, 0.0) * SELF_JOIN_PAIR_SECONDS)
-    if verify == "exact":
-        seconds *= SELF_JOIN_EXACT_FACTOR
-    peak = SELF_JOIN_BASE_BYTES + POOL_SHARE * memory_limit + rows * SELF_JOIN_ROW_BYTES
-    return Projection(float(seconds), int(peak), 0)
+def _pairs_pool(total_docs: int, k: int, limit: int) -> tuple[bool, int]:
+    """``(labelled, rows)``: whether the pairs' self-join keeps labels, and the rows its
+    pool holds, under ``limit`` (``bounded.py``: labels while they take at most half of
+    the pool's share)."""
+    labelled = fixed_bytes(total_docs, 4) <= pool_bytes(limit) // 2
+    return labelled, max(MIN_WINDOW_ROWS, pool_rows(limit, k, fixed_bytes(total_docs, 4 if labelled else 0)))
+
+
+def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs: float, limit: int,
+         set_bytes: np.ndarray | None = None) -> Work:
+    """The :class:`Work` of the full self-join of ``opened`` (``population`` live rows)
+    under ``limit`` bytes, from the sampled rows' :class:`.workload.Loads`, ``pairs`` and
+    (``verify="exact"``) ``exact_pairs`` estimated, and with ``set_bytes`` (the sampled
+    rows' shingle sets' bytes) the exact verification's rows and their sets."""
+    exact = {}
+    if set_bytes is not None:
+        exact = {"exact_rows": population * float(np.mean(loads.bands > 0)),
+                 "shingle_bytes": population * float(np.mean((loads.bands > 0) * set_bytes))}
+    plan = plan_for(opened)
+    k, nb = plan.params.num_hashes, plan.params.num_bands
+    n = population
+    with_candidate = n * float(np.mean(loads.bands > 0))
+    candidates = n * float(np.mean(loads.bands))
+    kept_candidates = n * float(np.mean(loads.kept_bands))
+    visits = n / 2 * float(np.mean(loads.visits))
+    kept_visits = n / 2 * float(np.mean(loads.kept_visits))
+    labelled, rows = _pairs_pool(plan.total_docs, k, limit)
+    if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
+        return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs, **exact)
+    # band boundaries between groups: all of them when a band's candidates fill groups
+    # of their own, else one in (bands a group holds)
+    dropped = min(1.0, candidates / nb / max(rows, 1)) if labelled else 0.0
+    cand = candidates - dropped * (candidates - kept_candidates)
+    return Work(plan.total_band_rows, cand, cand, float(np.ceil(cand / max(rows, 1))),
+                visits - dropped * (visits - kept_visits), pairs, exact_pairs, **exact)
+
+
+def _choose(shards: list, count: int) -> list:
+    """``count`` shards spread evenly over ``shards`` (key order: over the bands)."""
+    n = len(shards)
+    if n <= count:
+        return list(shards)
+    step = n / count
+    return [shards[int(i * step + step / 2)] for i in range(count)]
+
+
+def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) -> Rates:
+    """The :class:`Rates` of the self-join of ``opened`` at ``threshold`` under ``verify``
+    and ``limit``, measured now (module doc)."""
+    plan = plan_for(opened)
+    num = int(min(MAX_SHARDS, max(CALIBRATION_SHARDS + 1, -(-plan.total_band_rows // CALIBRATION_SHARD_ROWS))))
+    exact = verify == "exact"
+    floor = exact_candidate_floor(threshold, plan.params.num_hashes)
+    with warnings.catch_warnings():  # (the exact floor lies under the S-curve: the caller warned of its threshold)
+        warnings.simplefilter("ignore", LowRecallWarning)
+        at = {t: pair_shards(opened.ds, opened.column, t, num_shards=num)
+              for t in ({threshold, 1.0, floor} if exact else {threshold, 1.0})}
+    picks = [s.index for s in _choose(at[threshold], CALIBRATION_SHARDS)]
+    exact_verify = pair_verifier("exact", opened) if exact else None
+    chunk = chunk_pairs(limit, DEFAULT_CHUNK_PAIRS)
+    band_rows_each = plan.total_band_rows / num
+
+    def verified(verifier, shard, data) -> tuple[float, int]:
+        t0, n = time.thread_time(), 0
+        for batch in verifier(shard, data, False, chunk):
+            n += batch.num_rows
+        return time.thread_time() - t0, n
+
+    def measure(i: int):
+        c = time.thread_time
+        t0 = c()
+        got = read_multi(at[threshold][i])
+        t1 = c()
+        out = {"band_rows": band_rows_each, "read": t1 - t0}
+        if got is None:
+            yield out
+            return
+        keys, gids = got
+        ugids = sorted_unique(gids)
+        t2 = c()
+        sigs, rowids, alive = pool(plan, ugids)
+        t3 = c()
+        data = shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
+        t4 = c()
+        first = min(int(ugids[0]), plan.total_docs - ugids.size)
+        pool(plan, np.arange(first, first + ugids.size, dtype=ugids.dtype))  # as many rows, back to back
+        t5 = c()
+        out.update(candidates=keys.size, fetched=ugids.size, lay=(t2 - t1) + (t4 - t3), fetch=t3 - t2,
+                   dense=t5 - t4)
+        if data is None:
+            yield out
+            return
+        m = (data.ends - data.starts).astype(np.int64)
+        visits = int((m * (m - 1) // 2).sum())
+        if visits > CALIBRATION_VISITS:
+            yield out
+            return
+        out["visits"] = visits
+        out["lo"] = verified(pair_verifier("estimate"), at[threshold][i], data)
+        out["hi"] = verified(pair_verifier("estimate"), at[1.0][i], data)
+        if exact:
+            out["floor"] = verified(pair_verifier("estimate"), at[floor][i], data)
+            out["exact"] = verified(exact_verify, at[threshold][i], data)
+        yield out
+
+    for i in range(-1, -num - 1, -max(1, num // WARM_TRIES)):  # the steps' kernels loaded (numba's cache), untimed
+        if "lo" in next(measure(num + i)):
+            break
+    prefetch = (0.0, 0)
+    if exact:  # the shingle sets of the sampled shards' candidate rows, as the self-join prepares them
+        was, cpu = SHINGLE_STATS["prefetched_rows"], time.process_time()
+        exact_verify.prepare([at[threshold][i] for i in picks])
+        prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        parts = list(run_ordered(picks, measure))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        if exact:
+            exact_verify.shingles.close()
+    return _rates(parts, wall, cpu, exact, cores_now(), prefetch)
+
+
+def cores_now() -> float:
+    """The cores the engine's threads get, from the load average of the last minute:
+    ``T`` threads among ``L`` runnable others on ``C`` cores get ``C T / (L + T)`` of
+    them, at most ``T`` (and ``C``)."""
+    threads, cores = num_threads(), os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return min(threads, cores, cores * threads / (load + threads))
+
+
+def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, cores: float,
+           prefetch: tuple[float, int] = (0.0, 0)) -> Rates:
+    def total(key: str, i: int | None = None) -> float:
+        return float(sum((p[key] if i is None else p[key][i]) for p in parts if key in p))
+
+    per = lambda a, b: a / b if b > 0 else 0.0  # noqa: E731
+    # a shard's rows lie spread over the signatures' file, as a group's do: what fetching
+    # them costs beyond as many rows back to back is the group's, whatever its rows
+    fetched = sum(1 for p in parts if "fetch" in p)
+    dense = per(total("dense"), total("fetched"))
+    group_fetch = per(max(0.0, total("fetch") - total("dense")), fetched)
+    lo_s, lo_n, hi_s, hi_n = total("lo", 0), total("lo", 1), total("hi", 0), total("hi", 1)
+    pair = per(max(0.0, lo_s - hi_s), lo_n - hi_n)
+    visit, bucket_row = _verify_rates([p for p in parts if "hi" in p], pair)
+    exact_pair = 0.0
+    if exact:  # verified by exact Jaccard, less the same candidates' estimate
+        exact_pair = per(max(0.0, total("exact", 0) - total("floor", 0)), total("floor", 1))
+    return Rates(band_row=per(total("read"), total("band_rows")), candidate_row=per(total("lay"), total("candidates")),
+                 fetched_row=dense, group_fetch=group_fetch, visit=visit, bucket_row=bucket_row, pair=pair,
+                 exact_pair=exact_pair, exact_row=per(*prefetch),
+                 parallel=float(np.sqrt(max(1e-3, per(cpu, wall)) * cores)))
+
+
+def _verify_rates(parts: list[dict], pair: float) -> tuple[float, float]:
+    """``(per visit, per candidate band row)``: the verification's CPU time of each shard
+    at 1.0, less its pairs', fitted by least squares to its visits and its candidate band
+    rows (a small bucket costs more per visit than a large one); the visits alone when the
+    fit gives either a negative cost."""
+    if not parts:
+        return 0.0, 0.0
+    x = np.array([[p["visits"], p["candidates"]] for p in parts], dtype=np.float64)
+    y = np.array([max(0.0, p["hi"][0] - pair * p["hi"][1]) for p in parts])
+    if len(parts) >= 2:
+        coef = np.linalg.lstsq(x, y, rcond=None)[0]
+        if (coef >= 0).all():
+            return float(coef[0]), float(coef[1])
+    return (float(y.sum() / x[:, 0].sum()) if x[:, 0].sum() > 0 else 0.0), 0.0
+
+
+def project(w: Work, rates: Rates, rows: int, memory_limit: int) -> Projection:
+    """What the full self-join doing ``w`` would take at ``rates``, on an index of ``rows``
+    rows under a budget of ``memory_limit`` bytes (module doc)."""
+    cpu = (w.band_rows * rates.band_row + w.candidate_rows * rates.candidate_row
+           + w.fetched_rows * rates.fetched_row + w.groups * rates.group_fetch + w.visits * rates.visit
+           + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
+           + max(w.exact_pairs, 0.0) * rates.exact_pair + w.exact_rows * rates.exact_row)
+    peak = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
+    if w.exact_rows > 0:  # exact verification's shingle sets: their index, Lance's text reader
+        peak += int(w.exact_rows * INDEX_BYTES) + TEXT_READER_BYTES
+    return Projection(float(cpu / rates.parallel), int(peak), int(w.shingle_bytes), float(cpu))
+
+
+def clusters_spill(total_docs: int, memory_limit: int) -> int:
+    """The bytes of the temporary file the clusters' self-join of ``total_docs`` rows
+    writes under ``memory_limit``: its union-find's, once spilled, else 0 (module doc)."""
+    return parent_bytes(total_docs) if spills(total_docs, pool_bytes(memory_limit)) else 0

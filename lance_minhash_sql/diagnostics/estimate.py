@@ -30,11 +30,15 @@ threshold under ``verify``.
 * ``pairs``: ``N / 2`` times the sampled rows' mean number of neighbours, with the normal
   interval of a mean (sample standard deviation, finite-population corrected);
 * ``seconds``, ``peak_memory``, ``temp_disk``: the full ``minhash_pairs`` at this threshold
-  and ``memory_limit``, projected by :mod:`.costs` (the engine's unit costs on this machine,
-  ``seconds`` times ``busy_factor``: how much longer work takes now than on an idle machine).
+  and ``memory_limit``, projected by :mod:`.costs`: its work counted on the sampled rows'
+  buckets (:mod:`.workload`), priced at the rates of its steps measured on a few small
+  shards of this index; ``busy_factor``: how much longer a thread's work takes now than
+  on an idle machine; ``clusters_temp_disk``: the temporary file ``minhash_clusters`` and
+  ``minhash_dedup`` write under ``memory_limit`` (their union-find, once spilled).
 
-It never runs the self-join on the dataset: its work is the sample's searches and the
-components' walks around the sampled rows.
+It never runs the self-join on the dataset: its work is the sample's searches, the
+components' walks around the sampled rows, and the self-join's steps on a fixed number of
+small shards.
 """
 
 from __future__ import annotations
@@ -48,13 +52,15 @@ import pyarrow as pa
 from lance_minhash_sql.core.checks import check_int, check_threshold, check_verify
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS
-from lance_minhash_sql.diagnostics.costs import busy_factor, project
+from lance_minhash_sql.diagnostics.costs import busy_factor, calibrate, clusters_spill, project, work
 from lance_minhash_sql.diagnostics.intervals import mean_interval, wilson
 from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
+from lance_minhash_sql.diagnostics.workload import sampled_loads
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import ESTIMATE_SCHEMA
 from lance_minhash_sql.io.scan import options_for, row_count, take_offsets
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.selfjoin.shards import plan_for
 
 __all__ = ["ESTIMATE_SCHEMA", "DEFAULT_THRESHOLDS", "DEFAULT_SAMPLE_ROWS", "MAX_SAMPLE_ROWS", "estimate",
            "check_thresholds", "describe"]
@@ -107,16 +113,24 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     offsets = np.sort(rng.choice(population, n, replace=False))
     rowids, texts = take_offsets(opened.ds, opened.column, offsets)
     hoods = Neighbourhoods(opened, ts, verify)
-    hoods.add(rowids, texts)
+    candidates = hoods.add(rowids, texts)
     stats = [_at(hoods, rowids, t, population) for t in ts]
+    # a row's buckets are looked up again only when its search found another row in one
+    loads = sampled_loads(opened, texts, among=candidates > 0)
     sample_seconds = time.perf_counter() - t0
-    p = opened.params
+    rates = calibrate(opened, ts[0], verify, limit)
+    # with verify="exact" the self-join writes each candidate row's shingle set (8 bytes a shingle)
+    set_bytes = np.array([8 * hoods.sets[r].size for r in rowids.tolist()], dtype=np.float64) if hoods.exact else None
     busy = busy_factor()
+    spill = clusters_spill(plan_for(opened).total_docs, limit)
     cols: dict[str, list] = {f.name: [] for f in ESTIMATE_SCHEMA}
     for t, s in zip(ts, stats):
-        cost = project(population, p.num_bands, s["pairs"], limit, verify, busy)
+        # with verify="exact" every candidate at the exact floor is emitted and verified
+        pairs = s.pop("floor_pairs") if hoods.exact else s["pairs"]
+        w = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes)
+        cost = project(w, rates, population, limit)
         s.update(threshold=t, verify=verify, live_rows=population, sampled_rows=n, seconds=cost.seconds,
-                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, busy_factor=busy,
+                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=spill, busy_factor=busy,
                  sample_seconds=sample_seconds)
         for name in cols:
             cols[name].append(s[name])
@@ -145,6 +159,9 @@ def _at(hoods: Neighbourhoods, rowids: np.ndarray, t: float, population: int) ->
         out[f"rows_dropped_{name}"] = population * total / n
         out[f"rows_dropped_{name}_low"] = population * float(lo)
         out[f"rows_dropped_{name}_high"] = population * float(hi)
+    if hoods.exact:
+        floor = np.array([hoods.star_links(r, t).size for r in rowids.tolist()], dtype=np.int64)
+        out["floor_pairs"] = population * float(floor.mean()) / 2
     mean, lo, hi = mean_interval(degree, population=population)
     out.update(pairs=population * mean / 2, pairs_low=max(0.0, population * lo / 2), pairs_high=population * hi / 2)
     return out

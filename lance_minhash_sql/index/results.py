@@ -163,6 +163,7 @@ ESTIMATE_SCHEMA = pa.schema([
     pa.field("seconds", pa.float64(), nullable=False),
     pa.field("peak_memory", pa.int64(), nullable=False),
     pa.field("temp_disk", pa.int64(), nullable=False),
+    pa.field("clusters_temp_disk", pa.int64(), nullable=False),
     pa.field("busy_factor", pa.float64(), nullable=False),
     pa.field("sample_seconds", pa.float64(), nullable=False),
 ])

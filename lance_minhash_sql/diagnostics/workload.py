@@ -1,0 +1,128 @@
+"""What the full self-join would do, counted on the sampled rows' own buckets: the work
+that :mod:`.costs` prices (``docs/estimate.md``, *What the full run would cost*).
+
+The self-join reads every band row, keeps the buckets of two rows or more, reads their
+rows' signatures and visits every pair of rows of each such bucket (a pair is reported
+from the first band it shares, :mod:`lance_minhash_sql.kernels.pairs`), and so its work
+is sums over the rows' buckets. For a row ``x`` with ``m_b`` rows in its bucket of band
+``b``:
+
+* the *candidate band rows* are ``sum_x #{b : m_b >= 2}``;
+* the *visits* are ``sum_b sum_buckets m (m - 1) / 2 = 1/2 sum_x sum_b (m_b - 1)``: a
+  bucket of ``m`` rows is counted ``m`` times, once from each of its rows, each time
+  ``(m - 1) / 2``;
+* the *rows with a candidate* (``m_b >= 2`` in some band) are what one pool of all the
+  candidates holds.
+
+Each is ``N`` times the mean over uniformly sampled rows of that row's term (``1/2 N``
+for visits): unbiased, and a bucket of ``m`` rows is found by a sampled row with a
+probability that grows with ``m``, as its share of the visits does.
+
+Under a budget too small for one pool of all the candidates, the self-join verifies
+shards in groups and drops, before reading it, a bucket whose rows were all in one
+bucket of a band verified in an earlier group (the pairs' labels,
+:mod:`lance_minhash_sql.kernels.prune`). The *kept* counts leave out a row's bucket of
+band ``b`` whose rows all lie in its bucket of band ``b - 1``: the buckets the labels
+drop once band ``b - 1`` was verified in a group before band ``b``'s.
+
+A row's buckets are those its own search reads (the same page-table search and pages:
+:meth:`lance_minhash_sql.index.entries.SegmentEntry.buckets`), over every segment and the
+unindexed rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.index.opened import OpenedIndex
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.kernels.lsh import bucket_pages
+
+__all__ = ["Loads", "sampled_loads"]
+
+
+@dataclass(frozen=True)
+class Loads:
+    """Per sampled row (float arrays): the bands in which its bucket holds another row
+    (``bands``) and those not contained in its bucket of the band before (``kept_bands``);
+    ``sum_b (m_b - 1)`` over all its buckets (``visits``) and over the kept ones
+    (``kept_visits``)."""
+
+    bands: np.ndarray
+    kept_bands: np.ndarray
+    visits: np.ndarray
+    kept_visits: np.ndarray
+
+
+def _bucket_docs(start, end, kind, page_slot, pool_docs, page_rows: int, win_docs, offset: int) -> np.ndarray:
+    """The global docs of one bucket (ascending) as :func:`~lance_minhash_sql.kernels.lsh.merge_candidates` reads it."""
+    rows = np.arange(start, end, dtype=np.int64)
+    if kind == 1:
+        docs = win_docs[rows]
+    else:
+        page = rows // page_rows
+        docs = pool_docs[page_slot[page].astype(np.int64) * page_rows + (rows - page * page_rows)]
+    return docs.astype(np.int64) + offset
+
+
+def sampled_loads(opened: OpenedIndex, texts: pa.Array, among: np.ndarray | None = None) -> Loads:
+    """The :class:`Loads` of the rows whose texts are ``texts`` (rows of the index);
+    ``among``: a mask of the rows that may share a bucket (the others' loads are 0, and
+    their buckets are not looked up)."""
+    n = len(texts)
+    if among is not None:
+        full = Loads(*(np.zeros(n) for _ in range(4)))
+        pick = np.flatnonzero(among)
+        if pick.size == 0:
+            return full
+        part = sampled_loads(opened, texts.take(pa.array(pick)))
+        for name in ("bands", "kept_bands", "visits", "kept_visits"):
+            getattr(full, name)[pick] = getattr(part, name)
+        return full
+    signer = signer_for(opened.params)
+    sigs, has = signer.sign(texts)
+    keys = np.ascontiguousarray(signer.band_keys(sigs)[has])
+    rows = np.flatnonzero(has)
+    nb = keys.shape[1]
+    found = []  # per entry: its buckets' bounds and the arrays they index
+    offset = 0
+    for entry in opened.search_view().entries:
+        with entry.lock:
+            lo, hi = bucket_pages(entry.bands.page_table, keys)
+            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(keys, lo, hi)
+            found.append((start, end, kind, page_slot, pool_docs, entry.bands.page_rows, win_docs, offset))
+        offset += entry.docs.num_docs
+    sizes = sum((f[1] - f[0] for f in found), np.zeros(keys.shape, dtype=np.int64))
+    # each (row, band) bucket of two rows or more: its docs, over every entry
+    buckets: list[list[list[np.ndarray]]] = [[[] for _ in range(nb)] for _ in range(rows.size)]
+    for start, end, kind, page_slot, pool_docs, page_rows, win_docs, offset in found:
+        for i, b in zip(*np.nonzero((sizes >= 2) & (end > start))):
+            buckets[i][b].append(_bucket_docs(int(start[i, b]), int(end[i, b]), int(kind[i, b]), page_slot,
+                                              pool_docs, page_rows, win_docs, offset))
+    bands = np.zeros(n)
+    kept_bands = np.zeros(n)
+    visits = np.zeros(n)
+    kept_visits = np.zeros(n)
+    for i, row in enumerate(rows.tolist()):
+        before = None
+        for b in range(nb):
+            parts = buckets[i][b]
+            docs = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else None)
+            if docs is not None and docs.size >= 2:
+                others = docs.size - 1
+                bands[row] += 1
+                visits[row] += others
+                if before is None or before.size < docs.size or not _within(docs, before):
+                    kept_bands[row] += 1
+                    kept_visits[row] += others
+            before = docs
+    return Loads(bands, kept_bands, visits, kept_visits)
+
+
+def _within(docs: np.ndarray, outer: np.ndarray) -> bool:
+    """Are the ascending ``docs`` all in the ascending ``outer``?"""
+    at = np.searchsorted(outer, docs)
+    return bool((at < outer.size).all() and (outer[np.minimum(at, outer.size - 1)] == docs).all())

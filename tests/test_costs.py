@@ -1,0 +1,182 @@
+"""The dry run's cost model (``diagnostics/workload.py``, ``diagnostics/costs.py``).
+
+Oracles: the self-join's work counted by brute force from every row's band keys
+(``tests/naive.py``: the signatures and band keys of each row, buckets as groups of equal
+keys), and what the self-join itself counts (``selfjoin/pool.py``'s ``STATS``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.diagnostics.costs import Rates, Work, calibrate, project, work
+from lance_minhash_sql.diagnostics.workload import sampled_loads
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.selfjoin.pool import STATS
+from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus
+
+import naive
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> str:
+    """3,000 rows of the synthetic corpus (heavy-tailed clusters), indexed, none deleted."""
+    uri = str(tmp_path_factory.mktemp("costs") / "corpus.lance")
+    write_corpus(uri, 3000, CorpusSpec(seed=7, source_skew=3.0), rows_per_fragment=1000)
+    lms.build_index(uri, "text")
+    return uri
+
+
+def brute_loads(keys: np.ndarray):
+    """Per row: bands whose bucket holds another row, those whose bucket is not within the
+    row's bucket of the band before, and ``sum (m - 1)`` over each set, from the band keys
+    of every row (a bucket: the rows of one band with equal keys)."""
+    n, b = keys.shape
+    groups = [np.unique(keys[:, j], return_inverse=True)[1] for j in range(b)]
+    bands, kept, visits, kept_visits = (np.zeros(n) for _ in range(4))
+    for i in range(n):
+        for j in range(b):
+            members = np.flatnonzero(groups[j] == groups[j][i])
+            if members.size < 2:
+                continue
+            bands[i] += 1
+            visits[i] += members.size - 1
+            if j == 0 or not (groups[j - 1][members] == groups[j - 1][i]).all():
+                kept[i] += 1
+                kept_visits[i] += members.size - 1
+    return bands, kept, visits, kept_visits
+
+
+def test_every_rows_loads_are_the_brute_force_counts(plain):
+    opened = open_index(plain, "text")
+    _, _, keys, _, texts = naive.signed(plain, opened.params)
+    loads = sampled_loads(opened, texts)
+    bands, kept, visits, kept_visits = brute_loads(np.asarray(keys))
+    assert visits.sum() > 0 and (kept_visits < visits).any()  # the corpus has buckets of both kinds
+    np.testing.assert_array_equal(loads.bands, bands)
+    np.testing.assert_array_equal(loads.kept_bands, kept)
+    np.testing.assert_array_equal(loads.visits, visits)
+    np.testing.assert_array_equal(loads.kept_visits, kept_visits)
+
+
+def test_work_of_one_group_is_what_the_self_join_fetches(plain):
+    """Every row sampled, a budget whose pool holds every candidate: the rows fetched are
+    the self-join's own count, the visits half the rows' sums."""
+    opened = open_index(plain, "text")
+    _, _, keys, _, texts = naive.signed(plain, opened.params)
+    loads = sampled_loads(opened, texts)
+    n = len(texts)
+    w = work(opened, n, loads, 10.0, 0.0, 256 << 20)
+    STATS.reset()
+    pairs = sum(b.num_rows for b in lms.pairs(plain, "text", 0.8, memory_limit="256MiB"))
+    assert pairs > 0 and STATS["groups"] == 1
+    assert w.fetched_rows == pytest.approx(STATS["fetched_rows"])
+    assert w.visits == pytest.approx(loads.visits.sum() / 2)
+    assert w.candidate_rows == pytest.approx(loads.bands.sum())
+    assert w.band_rows == n * opened.params.num_bands and w.groups == 1
+
+
+def test_work_under_a_small_budget_drops_the_labelled_buckets(plain):
+    """A budget whose pool holds fewer rows than have a candidate: each candidate band row
+    is fetched, less the buckets the labels drop (between the kept and all counts)."""
+    opened = open_index(plain, "text")
+    _, _, keys, _, texts = naive.signed(plain, opened.params)
+    loads = sampled_loads(opened, texts)
+    small = work(opened, len(texts), loads, 0.0, 0.0, 128 << 10)  # a pool of ~300 rows
+    assert loads.kept_bands.sum() <= small.candidate_rows <= loads.bands.sum()
+    assert small.candidate_rows < loads.bands.sum()
+    assert small.fetched_rows == small.candidate_rows > np.count_nonzero(loads.bands)
+    assert small.groups == np.ceil(small.fetched_rows / 300) or small.groups > 1
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_calibration_measures_every_step(plain, verify):
+    opened = open_index(plain, "text")
+    r = calibrate(opened, 0.7, verify, 256 << 20)
+    for name in ("band_row", "candidate_row", "fetched_row", "group_fetch", "visit", "parallel"):
+        assert 0 < getattr(r, name) < 1e6, (name, r)
+    assert (r.exact_pair > 0) == (r.exact_row > 0) == (verify == "exact")
+
+
+def test_projection_prices_each_step():
+    rates = Rates(band_row=1e-9, candidate_row=2e-9, fetched_row=3e-9, group_fetch=7e-3, visit=4e-9, bucket_row=8e-9, pair=5e-9,
+                  exact_pair=6e-9, exact_row=9e-9, parallel=2.0)
+    w = Work(band_rows=1e6, candidate_rows=1e5, fetched_rows=1e4, groups=3, visits=1e7, pairs=1e3, exact_pairs=1e2,
+             exact_rows=1e3, shingle_bytes=5e5)
+    p = project(w, rates, 1000, 256 << 20)
+    cpu = 1e-3 + 2e-4 + 3e-5 + 2.1e-2 + 4e-2 + 8e-4 + 5e-6 + 6e-7 + 9e-6
+    assert p.cpu_seconds == pytest.approx(cpu)
+    assert p.seconds == pytest.approx(cpu / 2)
+    assert p.temp_disk == 5e5
+
+
+def _recorded_appends(monkeypatch) -> list:
+    """The temporary files the exact verification's shingle sets write
+    (``io/spilled.py: AppendedValues``, as ``selfjoin/shingles.py`` makes them)."""
+    from lance_minhash_sql.selfjoin import shingles
+
+    files = []
+    real = shingles.AppendedValues
+
+    class Recorded(real):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            files.append(self)
+
+    monkeypatch.setattr(shingles, "AppendedValues", Recorded)
+    return files
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_temp_disk_is_what_the_pairs_self_join_writes(plain, monkeypatch, verify):
+    """Every row sampled: ``temp_disk`` is the bytes of the temporary file the pairs'
+    self-join writes (the shingle sets of exact verification), 0 when it writes none,
+    under the smallest budget too."""
+    n = len(naive.live_rows(plain)[1])
+    for limit in ("4MiB", "256MiB"):
+        row = lms.estimate(plain, "text", [0.8], sample_rows=n, memory_limit=limit, verify=verify).to_pylist()[0]
+        files = _recorded_appends(monkeypatch)
+        for _ in lms.pairs(plain, "text", 0.8, memory_limit=limit, verify=verify):
+            pass
+        written = sum(f.size * f.dtype.itemsize for f in files)
+        assert row["temp_disk"] == pytest.approx(written)
+        assert (written > 0) == (verify == "exact")
+
+
+@pytest.mark.parametrize("spilled", [False, True])
+def test_clusters_temp_disk_is_the_union_finds_file(plain, monkeypatch, spilled):
+    """``clusters_temp_disk`` against the temporary file ``clusters`` writes: none under a
+    budget whose union-find fits (the 3,000 rows need 12 KB), else the same bytes (the
+    union-find's share shrunk so that it spills)."""
+    from lance_minhash_sql.selfjoin import parent
+
+    if spilled:
+        monkeypatch.setattr(parent, "PARENT_SHARE", 1e-4)
+    written = []
+    real = parent.SpilledArray
+
+    class Recorded(real):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            written.append(self.nbytes)
+
+    monkeypatch.setattr(parent, "SpilledArray", Recorded)
+    row = lms.estimate(plain, "text", [0.8], sample_rows=200, memory_limit="16MiB").to_pylist()[0]
+    lms.clusters(plain, "text", 0.8, memory_limit="16MiB")
+    assert written == ([row["clusters_temp_disk"]] if spilled else [])
+    assert (row["clusters_temp_disk"] > 0) == spilled
+
+
+def test_loads_among_rows_with_a_candidate_are_the_same(plain):
+    """Looking up only the rows whose search found another row: the same loads (a row
+    alone in all its buckets has none)."""
+    opened = open_index(plain, "text")
+    _, _, keys, _, texts = naive.signed(plain, opened.params)
+    whole = sampled_loads(opened, texts)
+    among = whole.bands > 0
+    assert 0 < among.sum() < among.size
+    part = sampled_loads(opened, texts, among=among)
+    for name in ("bands", "kept_bands", "visits", "kept_visits"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(whole, name))
