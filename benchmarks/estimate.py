@@ -14,9 +14,10 @@ other so that both see the same load:
   the same call again with another seed in the same child (what a second call costs);
 * *full*: ``lms.pairs(uri, "text", t, memory_limit=...)`` consumed to the end, in a
   process whose self-join kernels are loaded (a self-join of a 2,000-row corpus first, as
-  after a dry run in the same session): its wall and CPU time, peak RSS and pairs.
+  after a dry run in the same session): its wall and CPU time, peak RSS, pairs, and the
+  bytes of its temporary files (exact verification's shingle sets).
 
-Printed side by side: the projected seconds, CPU seconds and peak memory of the full run
+Printed side by side: the projected seconds, CPU seconds, peak memory and temporary disk of the full run
 against the measured ones (ratio projected / measured), and the estimated pairs against
 the full run's. The machine is shared: the load average and the calibration's cores
 (``parallel``: CPU over wall of the engine's threads while it measured) are printed.
@@ -63,6 +64,13 @@ from lance_minhash_sql.core.usage import peak_rss_mb
 uri, t, limit, verify, tiny = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 for b in lms.pairs(tiny, "text", t, verify=verify):  # the self-join's kernels loaded
     pass
+from lance_minhash_sql.selfjoin import shingles
+files = []  # the temporary files of exact verification's shingle sets
+class Recorded(shingles.AppendedValues):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        files.append(self)
+shingles.AppendedValues = Recorded
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -71,7 +79,7 @@ pairs = 0
 for b in lms.pairs(uri, "text", t, memory_limit=limit, verify=verify):
     pairs += b.num_rows
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": cpu() - c0, "peak": peak_rss_mb() * 2**20,
-                  "pairs": pairs}))
+                  "pairs": pairs, "temp": sum(f.size * f.dtype.itemsize for f in files)}))
 """
 
 _WARM = r"""
@@ -114,7 +122,7 @@ def main() -> None:
         uri = _corpus(args.data_dir, rows)
         print(f"\n{rows:,} rows\nthreshold | estimate s first / second | parallel | load | "
               "seconds proj / full (ratio) | CPU s proj / full (ratio) | peak MB proj / full (ratio) | "
-              "pairs est / full", flush=True)
+              "temp disk MB proj / full | pairs est / full", flush=True)
         for t in args.thresholds:
             common = (uri, str(t), args.memory_limit, args.verify)
             est = _child(_CHILD_ESTIMATE, *common)
@@ -125,6 +133,7 @@ def main() -> None:
                   f"{os.getloadavg()[0]:.1f} | {ps:.2f} / {full['seconds']:.2f} ({ps / full['seconds']:.2f}x) | "
                   f"{pc:.2f} / {full['cpu']:.2f} ({pc / full['cpu']:.2f}x) | "
                   f"{pm / 2**20:.0f} / {full['peak'] / 2**20:.0f} ({pm / full['peak']:.2f}x) | "
+                  f"{table['temp_disk'][0] / 2**20:.1f} / {full['temp'] / 2**20:.1f} | "
                   f"{table['pairs'][0]:,.0f} / {full['pairs']:,}", flush=True)
 
 
