@@ -88,16 +88,19 @@ def test_work_under_a_small_budget_drops_the_labelled_buckets(plain):
     assert loads.kept_bands.sum() <= small.candidate_rows <= loads.bands.sum()
     assert small.candidate_rows < loads.bands.sum()
     assert small.fetched_rows == small.candidate_rows > np.count_nonzero(loads.bands)
-    assert small.groups == np.ceil(small.fetched_rows / 300) or small.groups > 1
+    assert small.groups > 1
 
 
 @pytest.mark.parametrize("verify", ["estimate", "exact"])
 def test_calibration_measures_every_step(plain, verify):
     opened = open_index(plain, "text")
     r = calibrate(opened, 0.7, verify, 256 << 20)
-    for name in ("band_row", "candidate_row", "fetched_row", "group_fetch", "visit", "parallel"):
-        assert 0 < getattr(r, name) < 1e6, (name, r)
-    assert (r.exact_pair > 0) == (r.exact_row > 0) == (verify == "exact")
+    for name in ("candidate_row", "fetched_row", "group_fetch", "visit", "bucket_row", "pair", "exact_pair"):
+        assert 0 <= getattr(r, name) < 1.0, (name, r)  # CPU seconds per unit: a rate, never negative
+    assert r.band_row > 0 and r.parallel > 0
+    assert (r.exact_row > 0) == (verify == "exact")  # rows were taken and shingled only then
+    if verify == "estimate":
+        assert r.exact_pair == 0
 
 
 def test_projection_prices_each_step():

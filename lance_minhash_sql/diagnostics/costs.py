@@ -155,14 +155,13 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     under ``limit`` bytes, from the sampled rows' :class:`.workload.Loads`, ``pairs`` and
     (``verify="exact"``) ``exact_pairs`` estimated, and with ``set_bytes`` (the sampled
     rows' shingle sets' bytes) the exact verification's rows and their sets."""
-    exact = {}
-    if set_bytes is not None:
-        exact = {"exact_rows": population * float(np.mean(loads.bands > 0)),
-                 "shingle_bytes": population * float(np.mean((loads.bands > 0) * set_bytes))}
     plan = plan_for(opened)
     k, nb = plan.params.num_hashes, plan.params.num_bands
     n = population
     with_candidate = n * float(np.mean(loads.bands > 0))
+    exact = {}
+    if set_bytes is not None:  # every row with a candidate is shingled once, its set written
+        exact = {"exact_rows": with_candidate, "shingle_bytes": n * float(np.mean((loads.bands > 0) * set_bytes))}
     candidates = n * float(np.mean(loads.bands))
     kept_candidates = n * float(np.mean(loads.kept_bands))
     visits = n / 2 * float(np.mean(loads.visits))
