@@ -69,12 +69,12 @@ from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import exact_candidate_floor
 from lance_minhash_sql.core.tuning import (CALIBRATION_SHARD_ROWS, CALIBRATION_SHARDS, CALIBRATION_VISITS,
-                                           DEFAULT_CHUNK_PAIRS, MAX_SHARDS, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
+                                           DEFAULT_CHUNK_PAIRS, MAX_SHARDS, SELF_JOIN_BASE_BYTES,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import num_threads
-from lance_minhash_sql.selfjoin.bounded import chunk_pairs, fixed_bytes, pool_bytes, pool_rows
+from lance_minhash_sql.selfjoin.bounded import chunk_pairs, pairs_pool, pool_bytes
 from lance_minhash_sql.selfjoin.parent import parent_bytes, spills
 from lance_minhash_sql.selfjoin.pool import pool, read_multi, shard_data
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, STATS as SHINGLE_STATS
@@ -141,14 +141,6 @@ def busy_factor() -> float:
     return max(1.0, (time.perf_counter() - wall) / spent)
 
 
-def _pairs_pool(total_docs: int, k: int, limit: int) -> tuple[bool, int]:
-    """``(labelled, rows)``: whether the pairs' self-join keeps labels, and the rows its
-    pool holds, under ``limit`` (``bounded.py``: labels while they take at most half of
-    the pool's share)."""
-    labelled = fixed_bytes(total_docs, 4) <= pool_bytes(limit) // 2
-    return labelled, max(MIN_WINDOW_ROWS, pool_rows(limit, k, fixed_bytes(total_docs, 4 if labelled else 0)))
-
-
 def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs: float, limit: int,
          set_bytes: np.ndarray | None = None) -> Work:
     """The :class:`Work` of the full self-join of ``opened`` (``population`` live rows)
@@ -166,7 +158,7 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     kept_candidates = n * float(np.mean(loads.kept_bands))
     visits = n / 2 * float(np.mean(loads.visits))
     kept_visits = n / 2 * float(np.mean(loads.kept_visits))
-    labelled, rows = _pairs_pool(plan.total_docs, k, limit)
+    labelled, rows = pairs_pool(plan.total_docs, k, limit)
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
         return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs, **exact)
     # band boundaries between groups: all of them when a band's candidates fill groups

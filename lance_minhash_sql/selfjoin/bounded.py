@@ -85,7 +85,7 @@ from lance_minhash_sql.selfjoin.pool import (count, fetch_signatures, held, read
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, plan_shards
 from lance_minhash_sql.selfjoin.verify import prepare, remaining
 
-__all__ = ["memory_limit_bytes", "shard_rows", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
+__all__ = ["memory_limit_bytes", "shard_rows", "pairs_pool", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links"]
 
 # what the engine verifies a loaded shard with: selfjoin/verify.py's pair_verifier and
@@ -296,15 +296,20 @@ def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairV
     return _pair_batches(shards, limit, exact, verify, most)
 
 
+def pairs_pool(total_docs: int, k: int, limit: int) -> tuple[bool, int]:
+    """``(labelled, rows)`` of the pairs' self-join under ``limit`` bytes: whether it keeps
+    the labels (4 bytes a row, while they take at most half of the pool's share), and the
+    candidates a group's pool holds beside them."""
+    labelled = fixed_bytes(total_docs, 4) <= pool_bytes(limit) // 2
+    return labelled, max(MIN_WINDOW_ROWS, pool_rows(limit, k, fixed_bytes(total_docs, 4 if labelled else 0)))
+
+
 def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVerifier, most: int
                   ) -> Iterator[pa.RecordBatch]:
     plan = shards[0].plan
     prepare(verify, shards)
     limit = remaining(verify, limit)
-    # labels (4 bytes a row) while they take at most half of the pool's share
-    labelled = fixed_bytes(plan.total_docs, 4) <= pool_bytes(limit) // 2
-    fixed = fixed_bytes(plan.total_docs, 4 if labelled else 0)
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes, fixed))
+    labelled, max_docs = pairs_pool(plan.total_docs, plan.params.num_hashes, limit)
     chunk = chunk_pairs(limit, most)
     marks = new_marks(plan.total_docs)
     labels = Labels(plan.total_docs, plan.params.rows_per_band) if labelled else None
