@@ -302,6 +302,56 @@ def test_icu_rows_taken_by_the_kernels_are_segmented_as_lance_segments_them(base
         assert has[i] == (ref is not None) and (ref is None or sigs[i].tolist() == ref), text
 
 
+
+CODE_CONFIGS = [
+    {"base_tokenizer": "code"},
+    {"base_tokenizer": "code", "index_operators": True, "max_token_length": 3},
+    {"base_tokenizer": "code", "split_identifiers": True},
+    {"base_tokenizer": "code", "split_identifiers": True, "split_on_numerics": False},
+    {"base_tokenizer": "code", "split_identifiers": True, "preserve_original": False, "index_operators": True},
+    {"base_tokenizer": "code", "split_identifiers": True, "max_token_length": 4, "lower_case": False,
+     "ascii_folding": False},
+]
+CODE_EDGES = [
+    "", "_", "___", "a", "__init__", "a_", "_b", "a__b", "x2y 2x x2 9 A1B2c3 utf8_reader",
+    "getUserName XMLHttpRequest parseHTML2JSON SCREAMING_SNAKE_CASE ABc AbC aBC AB",
+    "a>>>=b<=>c::d->e!==f ?? ?. a+++b ~~ =>= <<<", "std::vector<int> value.parse::<usize>()",
+    "ÉcoleNormale camelÉté straßeName ǅx ⅫIV ½x x½ 中文_id", "tab\tnew\nline\r", "x" * 41 + " " + "y_" * 30,
+]
+
+
+@pytest.mark.parametrize("tok", CODE_CONFIGS, ids=_id)
+def test_code_tokenizer_kernel_is_lances(tok):
+    """The numba ``code`` tokenizer (``kernels/tokenize._code_tokens``) against Lance on
+    the identifier edges (``_`` runs, case and digit boundaries, operators, non-ASCII
+    letters, empty) and on random texts over the characters at stake: every row's tokens
+    and signature are Lance's, batch by batch as row by row; ASCII rows take the kernel
+    route (no token stream from Lance), and with ``split_identifiers`` the other rows
+    Lance's."""
+    import random
+
+    from lance_minhash_sql.kernels import tokenize
+
+    rng = random.Random(len(_id(tok)))
+    alphabet = list("aAzZ09_ -.:<>=!&|+*/%^~?()") + ["é", "É", "ß", "ǅ", "Ⅻ", "½", "—", "中", "\u0301"]
+    texts = CODE_EDGES + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(1500)]
+    signer = Signer(MinHashParams(num_hashes=32, num_bands=8, tokenizer=tok))
+    for text in texts:
+        assert signer.tokens(text) == naive.lance_tokens(text, signer.params.tokenizer), text
+    batch = pa.array(texts * 2, pa.string())  # > PARALLEL_MIN_ROWS: ranges on several threads
+    sigs, has = signer.sign(batch)
+    for i, text in enumerate(texts):
+        ref = naive.signature(text, signer.params)
+        assert has[i] == has[i + len(texts)] == (ref is not None), text
+        assert ref is None or sigs[i].tolist() == sigs[i + len(texts)].tolist() == ref, text
+    plain = [t for t in texts if t.isascii()]
+    assert signer.inputs(pa.array(plain))[1][0] == tokenize.CODE
+    if tok.get("split_identifiers"):
+        with pytest.raises(ValueError, match="non-ASCII"):  # the kernel refuses what only Lance cuts right
+            data = np.frombuffer("camelÉté".encode(), dtype=np.uint8)
+            tokenize.tokenize_doc(data, 0, data.size, signer.kernel_cfg, signer.tables, *tokenize.new_buffers())
+
+
 # given to Lance as written (not as this package resolves them): the analyzer preset, the
 # document granularity and the code flags as Lance itself reads them
 RAW_CONFIGS = [

@@ -89,10 +89,11 @@ DEFAULT_SELF_JOIN_MEMORY = 256 << 20
 MIN_SELF_JOIN_MEMORY = 4 << 20
 DEFAULT_MAX_TEMP_SIZE = 100 << 30  # spill space of a build; $LANCE_MAX_TEMP_DIRECTORY_SIZE overrides
 
-# Every base tokenizer Lance's MinHash index accepts. The first four are reproduced by the
-# numba tokenizer (kernels/tokenize.py); the others' tokens come from Lance's tokenizer.
+# Every base tokenizer Lance's MinHash index accepts. The first five are reproduced by the
+# numba tokenizer (kernels/tokenize.py; code's identifier split on rows of ASCII text); the
+# others' tokens come from Lance's tokenizer.
 BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram", "code", "icu", "icu/split")
-KERNEL_TOKENIZERS = BASE_TOKENIZERS[:4]
+KERNEL_TOKENIZERS = BASE_TOKENIZERS[:5]
 # Tantivy's stemmer and stop-word languages (the values Lance's `language` accepts).
 LANGUAGES = (
     "Arabic", "Danish", "Dutch", "English", "Finnish", "French", "German", "Greek",

@@ -37,14 +37,18 @@ if sys.byteorder != "little":  # band keys hash the u16 signature bytes as littl
 
 
 _KINDS = MappingProxyType({"simple": tokenize.SIMPLE, "whitespace": tokenize.WHITESPACE,
-          "raw": tokenize.RAW, "ngram": tokenize.NGRAM})
+          "raw": tokenize.RAW, "ngram": tokenize.NGRAM, "code": tokenize.CODE})
+_TOKENS_CFG = (int(tokenize.TOKENS), -1, False, False, 1, 1, False, 0)
 
 
 def tokenizer_config(tok: TokenizerParams) -> tuple:
     """The kernels' ``cfg`` tuple for a tokenizer; a tokenizer whose tokens Lance makes
     (``TokenizerParams.lance_made``) takes its final tokens as they are."""
     if tok.lance_made:
-        return (int(tokenize.TOKENS), -1, False, False, 1, 1, False)
+        return _TOKENS_CFG
+    code = ((tokenize.CODE_OPERATORS if tok.index_operators else 0) | (tokenize.CODE_SPLIT if tok.split_identifiers else 0)
+            | (tokenize.CODE_NUMERICS if tok.split_on_numerics else 0)
+            | (tokenize.CODE_ORIGINAL if tok.preserve_original else 0))
     return (
         int(_KINDS[tok.base_tokenizer]),
         -1 if tok.max_token_length is None else int(tok.max_token_length),
@@ -53,6 +57,7 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
         int(tok.min_ngram_length),
         int(tok.max_ngram_length),
         bool(tok.prefix_only),
+        int(code),
     )
 
 
@@ -167,10 +172,12 @@ class Signer:
     """Signs Arrow string arrays with one :class:`MinHashParams`.
 
     Where the tokens come from: the numba tokenizer for the ``simple``, ``whitespace``,
-    ``raw`` and ``ngram`` pipelines; with stemming or stop-word removal after one of them,
-    the numba base tokenizer and Lance's filter chain applied once per distinct token
-    (remembered across batches); for ``icu``, ``icu/split`` and ``code``, Lance's
-    tokenizer per row (docs/signatures.md, "Where the tokens come from").
+    ``raw``, ``ngram`` and ``code`` pipelines (``code`` with ``split_identifiers``: on rows
+    of ASCII text); with stemming or stop-word removal after one of them (not a split
+    ``code``), the numba base tokenizer and Lance's filter chain applied once per distinct
+    token (remembered across batches); for ``icu`` and ``icu/split`` (rows of plain ASCII
+    text as ``simple``) and the other rows, Lance's tokenizer per row
+    (docs/signatures.md, "Where the tokens come from").
     """
 
     def __init__(self, params: MinHashParams):
@@ -182,49 +189,65 @@ class Signer:
         # icu rows the simple tokenizer segments alike (kernels/vocab.icu_simple_rows) take
         # the kernel route of the same options with the simple base tokenizer
         self.icu = tok.base_tokenizer in ("icu", "icu/split")
+        # the kernels cut identifiers by ASCII letter case (kernels/tokenize._code_tokens):
+        # a split code tokenizer takes the kernel route on rows of ASCII text only
+        code_split = tok.base_tokenizer == "code" and tok.split_identifiers
         kernel_tok = replace(tok, base_tokenizer="simple") if self.icu else tok
-        self.per_token = (tok.stem or tok.remove_stop_words) and kernel_tok.base_tokenizer in KERNEL_TOKENIZERS
+        self.per_token = ((tok.stem or tok.remove_stop_words) and kernel_tok.base_tokenizer in KERNEL_TOKENIZERS
+                          and not code_split)
+        # rows split between the kernels and Lance's tokenizer (_routed)
+        self.routed = self.icu or (code_split and not tok.lance_made)
         if self.per_token:
             self.base_cfg = tokenizer_config(replace(kernel_tok, max_token_length=None, lower_case=False,
                                                      ascii_folding=False, stem=False, remove_stop_words=False))
             self.vocabulary = _Vocabulary(tok.lance_tokenize_kwargs())
-        elif self.icu:
+        elif self.routed:
             self.kernel_cfg = tokenizer_config(kernel_tok)
+            self.cfg = _TOKENS_CFG
 
     def inputs(self, texts) -> tuple[StringBuffers, tuple]:
         """``(buffers, cfg)`` for the kernels: :meth:`buffers` and :attr:`cfg`, or, for
-        ``icu`` / ``icu/split`` without stemming or stop words when every row is plain
-        ASCII text (``kernels/vocab.icu_simple_rows``), the texts themselves under the
-        ``simple`` pipeline of the same options (no token streams to build)."""
-        if self.icu and not self.per_token:
+        ``icu`` / ``icu/split`` without stemming or stop words and for a split ``code``
+        tokenizer, when every row takes the kernel route (:meth:`_kernel_rows`), the texts
+        themselves under the kernels' pipeline (no token streams to build)."""
+        if self.routed and not self.per_token:
             buf = string_buffers(texts)
-            if vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset).all():
+            if self._kernel_rows(buf).all():
                 return buf, self.kernel_cfg
         return self.buffers(texts), self.cfg
+
+    def _kernel_rows(self, buf: StringBuffers) -> np.ndarray:
+        """``bool[n]``: the rows the kernels tokenize exactly as Lance: for ``icu``, rows of
+        plain ASCII text whose words are the ``simple`` tokenizer's
+        (``kernels/vocab.icu_simple_rows``); for a split ``code`` tokenizer, rows of ASCII text."""
+        if self.icu:
+            return vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset)
+        return vocab.ascii_rows(buf.offsets, buf.data)
 
     def buffers(self, texts) -> StringBuffers:
         """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
         whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
         tok = self.params.tokenizer
-        if self.icu:
-            return self._icu(texts)
+        if self.routed:
+            return self._routed(texts)
         if self.per_token:
             return self._mapped(string_buffers(texts))
         if tok.lance_made:
             return token_streams(texts, tok.lance_tokenize_kwargs())
         return string_buffers(texts)
 
-    def _icu(self, texts) -> StringBuffers:
-        """``TOKENS`` streams for ``icu`` / ``icu/split``: the kernel route for the rows
-        whose words are the simple tokenizer's, Lance's tokenizer for the others."""
+    def _routed(self, texts) -> StringBuffers:
+        """``TOKENS`` streams for ``icu`` / ``icu/split`` and a split ``code`` tokenizer:
+        the kernel route for the rows :meth:`_kernel_rows` picks, Lance's tokenizer for the
+        others."""
         buf = string_buffers(texts)
-        simple = vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset)
-        everyone = bool(simple.all())
+        kernel_rows = self._kernel_rows(buf)
+        everyone = bool(kernel_rows.all())
         valid, offset = buf.valid, buf.valid_offset
         if not everyone:  # the kernel route skips the other rows as if they were NULL
-            live = simple.copy()
+            live = kernel_rows.copy()
             if buf.valid.size:
-                rows = np.arange(simple.size) + buf.valid_offset
+                rows = np.arange(kernel_rows.size) + buf.valid_offset
                 live &= ((buf.valid[rows >> 3] >> (rows & 7)) & 1).astype(np.bool_)
             valid, offset = np.packbits(live, bitorder="little"), 0
             valid = readonly(valid)
@@ -238,10 +261,10 @@ class Signer:
             mine = _joined(_by_thread(chunk, len(buf.offsets) - 1), valid, offset)
         if everyone:
             return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
-        others = as_string_array(texts).take(pa.array(np.flatnonzero(~simple)))
+        others = as_string_array(texts).take(pa.array(np.flatnonzero(~kernel_rows)))
         lances = token_streams(others, self.params.tokenizer.lance_tokenize_kwargs())
-        simple = readonly(simple)
-        off, data = vocab.merge_streams(mine.offsets, mine.data, lances.offsets, lances.data, simple)
+        kernel_rows = readonly(kernel_rows)
+        off, data = vocab.merge_streams(mine.offsets, mine.data, lances.offsets, lances.data, kernel_rows)
         off, data = readonly(off), readonly(data)
         return StringBuffers(off, data, buf.valid, buf.valid_offset)
 

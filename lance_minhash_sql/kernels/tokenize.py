@@ -2,9 +2,10 @@
 
 Pipeline, in Lance's order: base tokenizer (``simple``: runs of alphanumeric code points;
 ``whitespace``: split on the bytes ``" \\t\\n\\x0c\\r"``; ``raw``: the whole text, even
-empty; ``ngram``: character n-grams of the whole text; ``TOKENS``: a final token stream
-Lance's tokenizer made, each token a little-endian u32 byte length and its bytes, taken
-as it is), then drop tokens whose
+empty; ``ngram``: character n-grams of the whole text; ``code``: identifiers, runs of
+alphanumeric code points and ``_``, with operators and identifier parts as its flags ask
+(:func:`_code_tokens`); ``TOKENS``: a final token stream Lance's tokenizer made, each
+token a little-endian u32 byte length and its bytes, taken as it is), then drop tokens whose
 *original* UTF-8 length is ``>= max_len`` bytes, then per-code-point lower-casing, then
 per-code-point ASCII folding of the lower-cased token.
 
@@ -12,8 +13,8 @@ The final tokens are written into one byte buffer, each followed by the shingle
 separator ``0x1F``, so the shingle of tokens ``s..s+w-1`` is the contiguous byte range
 ``out[tok_start[s]:tok_end[s+w-1]]``.
 
-``cfg`` is a tuple ``(kind, max_len, lower, fold, ngram_min, ngram_max, prefix_only)``
-(``max_len < 0``: no limit); ``tables`` is the tuple of arrays from
+``cfg`` is a tuple ``(kind, max_len, lower, fold, ngram_min, ngram_max, prefix_only,
+code_flags)`` (``max_len < 0``: no limit; ``code_flags``: the ``CODE_*`` bits below); ``tables`` is the tuple of arrays from
 :mod:`lance_minhash_sql.io.unicode_tables`. Buffers are sized once per document and
 returned, so the caller reuses them across documents.
 """
@@ -30,7 +31,34 @@ WHITESPACE = 1
 RAW = 2
 NGRAM = 3
 TOKENS = 4  # a token stream made by Lance's tokenizer (io/tokens.py): u32 length + bytes per token
+CODE = 5
 SEPARATOR = np.uint8(lance_format.SHINGLE_SEPARATOR)
+# the code tokenizer's flags (Lance's "code analyzer flags"), bits of cfg[7]
+CODE_OPERATORS = 1  # index_operators: operators are tokens (longest match among _OPERATORS, else one char)
+CODE_SPLIT = 2  # split_identifiers: an identifier of several parts is followed by its parts
+CODE_NUMERICS = 4  # split_on_numerics: a part ends where ASCII digits start or stop
+CODE_ORIGINAL = 8  # preserve_original: a split identifier is kept before its parts
+_UNDERSCORE = 0x5F
+# ASCII bytes of identifiers: the ASCII alphanumerics (Rust's char::is_alphanumeric on
+# ASCII) and "_"; non-ASCII bytes 0 (the caller checks for them)
+_IDENT_ASCII = np.zeros(256, dtype=np.uint8)
+for _b in b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_":
+    _IDENT_ASCII[_b] = 1
+# Lance's operator characters, and its multi-character operators, longest first (the
+# lance-tokenizer crate of pylance 14.0.2, CodeLexTokenizer): one per row, zero-padded
+_OPERATOR_CHARS = np.zeros(256, dtype=np.uint8)
+for _b in b"!%&*+-/:<=>?^|~":
+    _OPERATOR_CHARS[_b] = 1
+_OPERATOR_LIST = tuple(sorted([
+    ">>>=", "<<=", ">>=", "&&=", "||=", "??=", "**=", "//=", "===", "!==", ">>>", "<=>", "::",
+    "->", "=>", "==", "!=", "<=", ">=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=",
+    "|=", "^=", "<<", ">>", "**", "//", "??", ":=", "<-", "|>", "~=",
+], key=len, reverse=True))
+_OPERATORS = np.zeros((len(_OPERATOR_LIST), 4), dtype=np.uint8)
+_OPERATOR_LENGTHS = np.array([len(o) for o in _OPERATOR_LIST], dtype=np.int64)
+for _i, _o in enumerate(_OPERATOR_LIST):
+    _OPERATORS[_i, :len(_o)] = np.frombuffer(_o.encode(), dtype=np.uint8)
+del _b, _i, _o
 
 
 @njit(**JIT, inline="always")
@@ -215,15 +243,19 @@ def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
 
 @njit(**JIT, inline="always")
 def tokenize_row(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
-    """:func:`tokenize_doc`, with the ``simple`` tokenizer's all-ASCII texts taken by
-    :func:`_ascii_simple` first: a call of :func:`tokenize_doc` per row (a tuple of new
-    buffers returned, inside one large function) cost more than tokenizing a short text."""
-    if cfg[0] == SIMPLE:
+    """:func:`tokenize_doc`, with the all-ASCII texts of the ``simple`` tokenizer and of the
+    ``code`` tokenizer without operators or splitting (runs of ASCII alphanumerics and
+    ``_``) taken by :func:`_ascii_simple` first: a call of :func:`tokenize_doc` per row (a
+    tuple of new buffers returned, inside one large function) cost more than tokenizing a
+    short text."""
+    plain_code = cfg[0] == CODE and (cfg[7] & (CODE_OPERATORS | CODE_SPLIT)) == 0
+    if cfg[0] == SIMPLE or plain_code:
         nbytes = e - s
         out = grow(out, nbytes + 1)
         tok_start = grow(tok_start, nbytes // 2 + 1)
         tok_end = grow(tok_end, nbytes // 2 + 1)
-        ntok = _ascii_simple(data, s, e, cfg[1], cfg[2], tables[0], out, tok_start, tok_end)
+        ntok = _ascii_simple(data, s, e, cfg[1], cfg[2], _IDENT_ASCII if plain_code else tables[0], out,
+                             tok_start, tok_end)
         if ntok >= 0:
             return ntok, out, tok_start, tok_end, raw
     return tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw)
@@ -247,6 +279,156 @@ def row_tokens(offsets, data, valid, valid_offset, r, cfg, tables, out, tok_star
     if not is_valid(valid, valid_offset, r):
         return np.int64(0), out, tok_start, tok_end, raw
     return tokenize_row(data, offsets[r], offsets[r + 1], cfg, tables, out, tok_start, tok_end, raw)
+
+
+@njit(**JIT, inline="always")
+def _is_digit(b):
+    return 48 <= b <= 57
+
+
+@njit(**JIT, inline="always")
+def _is_lower(b):
+    return 97 <= b <= 122
+
+
+@njit(**JIT, inline="always")
+def _is_upper(b):
+    return 65 <= b <= 90
+
+
+@njit(**JIT, inline="always")
+def _operator_length(data, p, e):
+    """Bytes of the operator token at ``data[p]`` (an operator character): the longest of
+    ``_OPERATORS`` there, else 1."""
+    for o in range(_OPERATORS.shape[0]):
+        m = _OPERATOR_LENGTHS[o]
+        if p + m <= e:
+            same = True
+            for j in range(m):
+                if data[p + j] != _OPERATORS[o, j]:
+                    same = False
+                    break
+            if same:
+                return m
+    return np.int64(1)
+
+
+@njit(**JIT)
+def _code_tokens(data, s, e, flags, alnum, raw):
+    """The ``code`` base tokenizer's tokens of ``data[s:e]`` as ranges in ``raw`` (the
+    layout of :func:`tokenize_doc`'s first phase; ``raw`` holds ``4 * (e - s) + 4``
+    items): returns their count.
+
+    Lance's ``CodeLexTokenizer``: an identifier is a maximal run of alphanumeric code
+    points and ``_``; with :data:`CODE_OPERATORS`, an operator character starts a token of
+    the longest operator of ``_OPERATORS`` there, else of that character alone; all else
+    separates. With :data:`CODE_SPLIT` the tokens go to ``raw`` from entry
+    ``base = e - s + 1`` on, and :func:`_code_split` rewrites them from entry 0."""
+    split = (flags & CODE_SPLIT) != 0
+    base = e - s + 1 if split else 0
+    n = base
+    ts = -1
+    ascii = True
+    p = s
+    while p < e:
+        b0 = data[p]
+        if b0 < 0x80:
+            ident = _IDENT_ASCII[b0] != 0
+            nxt = p + 1
+        else:
+            cp, nxt = decode(data, p, e)
+            ident = alnum[cp] != 0
+        if ident:
+            if ts < 0:
+                ts = p
+                ascii = True
+            if b0 >= 0x80:
+                ascii = False
+            p = nxt
+            continue
+        if ts >= 0:
+            raw[2 * n] = ts
+            raw[2 * n + 1] = p if ascii else -p - 1
+            n += 1
+            ts = -1
+        if (flags & CODE_OPERATORS) != 0 and b0 < 0x80 and _OPERATOR_CHARS[b0] != 0:
+            nxt = p + _operator_length(data, p, e)
+            raw[2 * n] = p
+            raw[2 * n + 1] = nxt
+            n += 1
+        p = nxt
+    if ts >= 0:
+        raw[2 * n] = ts
+        raw[2 * n + 1] = e if ascii else -e - 1
+        n += 1
+    return _code_split(data, raw, base, n, flags) if split else n
+
+
+@njit(**JIT)
+def _code_split(data, raw, base, n, flags):
+    """Lance's ``WordDelimiterFilter`` on the ``code`` tokens ``raw`` entries
+    ``base..n``, written from entry 0: returns their new count.
+
+    An identifier is cut at ``_`` into segments, and a segment before a character where
+    ASCII digits start or stop (:data:`CODE_NUMERICS`), where an upper-case letter follows
+    a lower-case one, or where an upper-case letter followed by a lower-case one follows
+    an upper-case one (``XMLHttp``: ``XML``, ``Http``). An identifier of at most one part
+    stays whole; one of several becomes itself (:data:`CODE_ORIGINAL`) and then its parts;
+    an operator stays as it is. Letter case is read by the ASCII rules: an identifier
+    with a non-ASCII character raises (``index/sign.py`` hands such rows to Lance's
+    tokenizer). An identifier of ``L`` bytes becomes at most ``L + 1`` tokens and the
+    tokens up to the ``i``-th span at most ``base - 1`` bytes, so the entries written for
+    it stay at or below ``base + i``, the one just read."""
+    numerics = (flags & CODE_NUMERICS) != 0
+    original = (flags & CODE_ORIGINAL) != 0
+    w = 0
+    for i in range(base, n):
+        ts = raw[2 * i]
+        te = raw[2 * i + 1]
+        b0 = data[ts]
+        if b0 < 0x80 and _IDENT_ASCII[b0] == 0:  # an operator: no identifier character
+            raw[2 * w] = ts
+            raw[2 * w + 1] = te
+            w += 1
+            continue
+        if te < 0:
+            raise ValueError("split_identifiers reads letter case by ASCII rules: an identifier with a "
+                             "non-ASCII character goes to Lance's tokenizer")
+        k = w  # the original's entry; the parts from k + 1
+        parts = 0
+        q = ts
+        while q < te:
+            if data[q] == _UNDERSCORE:
+                q += 1
+                continue
+            seg = q
+            while q < te and data[q] != _UNDERSCORE:
+                q += 1
+            piece = seg
+            for j in range(seg + 1, q):
+                prev = data[j - 1]
+                cur = data[j]
+                cut = numerics and _is_digit(prev) != _is_digit(cur)
+                cut = cut or (_is_lower(prev) and _is_upper(cur))
+                cut = cut or (_is_upper(prev) and _is_upper(cur) and j + 1 < q and _is_lower(data[j + 1]))
+                if cut:
+                    raw[2 * (k + 1 + parts)] = piece
+                    raw[2 * (k + 1 + parts) + 1] = j
+                    parts += 1
+                    piece = j
+            raw[2 * (k + 1 + parts)] = piece
+            raw[2 * (k + 1 + parts) + 1] = q
+            parts += 1
+        if parts <= 1 or original:
+            raw[2 * k] = ts
+            raw[2 * k + 1] = te
+            w = k + 1 + (parts if parts > 1 else 0)
+        else:
+            for j in range(parts):
+                raw[2 * (k + j)] = raw[2 * (k + 1 + j)]
+                raw[2 * (k + j) + 1] = raw[2 * (k + 1 + j) + 1]
+            w = k + parts
+    return w
 
 
 # One function of this length on purpose: a single pass over a document's bytes (decode,
@@ -294,6 +476,10 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 raw[2 * nraw + 1] = te if _all_ascii(data, ts, te) else -te - 1
                 nraw += 1
         out = grow(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
+    elif kind == CODE:
+        raw = grow(raw, 4 * nbytes + 4)
+        out = grow(out, 12 * nbytes + 1)  # identifiers and their parts: at most twice the text's bytes
+        nraw = _code_tokens(data, s, e, cfg[7], tables[0], raw)
     elif kind == TOKENS:
         raw = grow(raw, nbytes // 2 + 2)
         out = grow(out, nbytes + 1)

@@ -10,8 +10,8 @@ they are equal), the caller maps each new token once through Lance's filter chai
 (``io/tokens.py``) into its record, and ``kernels/vocab_sign.py`` signs rows from the
 records, or :func:`mapped_streams` writes each row's final tokens as a ``TOKENS`` stream
 (``kernels/tokenize.py``: u32 length + bytes per token). :func:`icu_simple_rows`,
-:func:`kernel_streams` and :func:`merge_streams` serve the ``icu`` tokenizers
-(``index/sign.py``).
+:func:`kernel_streams` and :func:`merge_streams` serve the ``icu`` tokenizers, and with
+:func:`ascii_rows` the ``code`` tokenizer with ``split_identifiers`` (``index/sign.py``).
 """
 
 from __future__ import annotations
@@ -334,3 +334,17 @@ def merge_streams(offsets_a, data_a, offsets_b, data_b, from_a):
             q += 1
         offsets[r + 1] = q
     return offsets, data
+
+
+@njit(**JIT)
+def ascii_rows(offsets, data):
+    """``bool[n]``: rows whose bytes are all ASCII (whatever a NULL row's range holds:
+    either route leaves it NULL)."""
+    n = offsets.size - 1
+    out = np.ones(n, dtype=np.bool_)
+    for r in range(n):
+        high = np.uint8(0)
+        for p in range(offsets[r], offsets[r + 1]):
+            high |= data[p]
+        out[r] = high < 0x80
+    return out
