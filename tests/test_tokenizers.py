@@ -34,6 +34,8 @@ CONFIGS = [
     {"base_tokenizer": "code", "index_operators": True, "max_token_length": 12},
     {"base_tokenizer": "code", "split_identifiers": True},
     {"base_tokenizer": "code", "split_identifiers": True, "split_on_numerics": False, "preserve_original": False},
+    {"base_tokenizer": "code", "stem": True, "remove_stop_words": True},
+    {"base_tokenizer": "code", "split_identifiers": True, "stem": True},
     {"base_tokenizer": "whitespace", "stem": True},
     {"base_tokenizer": "raw", "stem": True, "remove_stop_words": True, "max_token_length": None},
     {"base_tokenizer": "ngram", "min_ngram_length": 2, "max_ngram_length": 4, "remove_stop_words": True},
