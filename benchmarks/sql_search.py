@@ -125,14 +125,15 @@ def main() -> None:
     opened = open_index(uri, "text")
     cols = [c for c in ds.schema.names]
     hits = [topk(opened, pa.array([q], pa.large_string()), 10)[1] for q in queries]
-    texts = [search_plan(uri, "text", q, 10, None, False, False, None, None, None) for q in queries]
+    texts = [search_plan(uri, "text", q, 10, None, False, "estimate", False, None, None, None) for q in queries]
     parts = {
         "DuckDB statement alone: SELECT ?": lambda i, q: con.execute("SELECT ?", [q]).fetchall(),
         "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
         "row fetch alone (the search's take)": lambda i, q: opened.fetcher.take(hits[i], cols, "the benchmark"),
         "row fetch by Lance's dataset take": lambda i, q: opened.ds._take_rows(pa.array(hits[i], pa.uint64()), cols),
         "plan call: SELECT _lms_search_plan(..)": lambda i, q: con.execute(
-            f"SELECT _lms_search_plan({u}, 'text', ?, 10, NULL, false, false, NULL, NULL, NULL)", [q]).fetchall(),
+            f"SELECT _lms_search_plan({u}, 'text', ?, 10, NULL, false, 'estimate', false, NULL, NULL, NULL)",
+            [q]).fetchall(),
         "its result SQL run alone (VALUES)": lambda i, q: con.execute(texts[i]).fetchall(),
     }
     part_times = {name: [] for name in parts}

@@ -177,13 +177,18 @@ def test_search_carries_every_scalar_type_exactly(con, tmp_path):
     uri = str(tmp_path / "scalars.lance")
     lance.write_dataset(table, uri).create_scalar_index("text", IndexConfig("MINHASHLSH", {}))
     ds = lance.dataset(uri)
-    for q in texts.to_pylist()[:6]:
-        rel = con.sql(f"SELECT * FROM minhash_search({lit(uri)}, 'text', {lit(q)}, 3)")
+    sizes = set()
+    for q, k in zip(texts.to_pylist()[:12], [3, 1] * 6):  # one row: the one-SELECT form of duck/tables.inline_sql
+        rel = con.sql(f"SELECT * FROM minhash_search({lit(uri)}, 'text', {lit(q)}, {k})")
         ours = rel.fetchall()
-        theirs = ds.to_table(nearest=MinHashQuery(q, "text"), limit=3, with_row_id=True)
+        theirs = ds.to_table(nearest=MinHashQuery(q, "text"), limit=k, with_row_id=True)
         expect = con.from_arrow(theirs.select(rel.columns)).fetchall()
         assert [repr(r) for r in ours] == [repr(r) for r in expect], q
+        sizes.add(len(ours))
+    assert 1 in sizes and max(sizes) > 1
     types = dict(zip(rel.columns, (str(t) for t in rel.types)))
+    none = con.sql(f"SELECT * FROM minhash_search({lit(uri)}, 'text', 'zzzz qqqq xxxx', 3)")  # no row, same types
+    assert none.fetchall() == [] and none.types == rel.types
     assert types["i8"] == "TINYINT" and types["u64"] == "UBIGINT" and types["ts_ns"] == "TIMESTAMP_NS"
     assert types["ts_tz"] == "TIMESTAMP WITH TIME ZONE" and types["blob"] == "BLOB" and types["dec"] == "DECIMAL(38,2)"
 

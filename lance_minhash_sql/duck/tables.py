@@ -177,6 +177,8 @@ class _Layout(NamedTuple):
     select: str
     # the same columns from a VALUES list ``t(s1, .., x1, .., _rowid, _distance)`` of texts
     inline_select: str
+    # each column's expression around its value's text: (VALUES name, before, after)
+    cells: tuple[tuple[str, str, str], ...]
 
 
 def _duck_type_of(field: pa.Field) -> str:
@@ -197,6 +199,7 @@ def _duck_type_named(arrow_type: pa.DataType) -> str:
 
 
 _LAYOUTS = ByteCache.for_objects("SQL result layouts", SQL_LAYOUTS)  # schema text -> _Layout
+_INLINE_VALUE = "\x00"  # where a value goes in an expression of layout.cells, while _layout writes it
 
 
 def _layout(schema: pa.Schema) -> _Layout:
@@ -206,7 +209,7 @@ def _layout(schema: pa.Schema) -> _Layout:
     if hit is not None:
         return hit
     slots: dict[str, list[_Slot]] = {"s": [], "x": []}
-    columns, exprs, inline = [], [], []
+    columns, exprs, cells = [], [], []
     for field in schema:
         if field.name in ("_rowid", "_distance"):
             continue
@@ -215,18 +218,20 @@ def _layout(schema: pa.Schema) -> _Layout:
         carrier = "x" if duck == "BLOB" else "s"
         as_json = carrier == "s" and duck not in _TEXT_EXACT and not duck.startswith("DECIMAL")
         slots[carrier].append(_Slot(field.name, as_json))
-        for source, out in ((f"unnest(r.{carrier}[{len(slots[carrier])}])", exprs),
-                            (f"t.{carrier}{len(slots[carrier])}", inline)):
+        for source, out in ((f"unnest(r.{carrier}[{len(slots[carrier])}])", exprs), (_INLINE_VALUE, cells)):
             expr = source
             if as_json:
                 expr = f"CAST({expr}::JSON AS {duck})"
-            elif duck not in ("VARCHAR", "BLOB") or out is inline:  # a VALUES column of NULLs has type NULL
+            elif duck not in ("VARCHAR", "BLOB") or out is cells:  # a VALUES column of NULLs has type NULL
                 expr = f"CAST({expr} AS {duck})"
-            out.append(f"{expr} AS {ident(field.name)}")
+            expr = f"{expr} AS {ident(field.name)}"
+            # the value's place is its first occurrence: only the alias after it is the user's text
+            out.append((f"{carrier}{len(slots[carrier])}", *expr.split(_INLINE_VALUE, 1)) if out is cells else expr)
         columns.append(field.name)
     select = ", ".join(exprs + ["unnest(r._rowid) AS _rowid", "unnest(r._distance) AS _distance"])
-    inline_select = ", ".join(inline + ["CAST(t._rowid AS UBIGINT) AS _rowid", "CAST(t._distance AS FLOAT) AS _distance"])
-    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select)
+    cells += [("_rowid", "CAST(", " AS UBIGINT) AS _rowid"), ("_distance", "CAST(", " AS FLOAT) AS _distance")]
+    inline_select = ", ".join(f"{before}t.{name}{after}" for name, before, after in cells)
+    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select, tuple(cells))
     _LAYOUTS.put(key, layout)
     return layout
 
@@ -303,7 +308,12 @@ def _blob_literal(value) -> str:
 def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     """The result as SQL text: a VALUES list of the carried texts (the same texts the
     carriers hold), cast back by ``layout.inline_select``; None when it would be longer
-    than :data:`INLINE_MAX_CHARS` or a text holds a NUL (which SQL text cannot carry)."""
+    than :data:`INLINE_MAX_CHARS` or a text holds a NUL (which SQL text cannot carry).
+
+    No row or one row is one ``SELECT`` of the texts cast in place (``layout.cells``;
+    no row: of NULLs, ``WHERE false``): DuckDB binds it in about half the time of a
+    VALUES list of one row, where a cast per value would cost more than one per column
+    from a few rows on (docs/performance.md, "SQL search")."""
     names, columns = [], []
     for carrier, lit in (("s", literal), ("x", _blob_literal)):
         for i, slot in enumerate(layout.slots[carrier], 1):
@@ -316,19 +326,20 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     columns.append([str(v) for v in table.column("_rowid").to_pylist()])
     columns.append([repr(v) for v in table.column("_distance").to_pylist()])
     select = layout.inline_select
+    cells = layout.cells
     if "_jaccard" in table.column_names:  # exact: the exact Jaccard (NaN when a side has no shingles)
         names.append("_jaccard")
         columns.append([repr(v) if v == v else "'NaN'::DOUBLE" for v in table.column("_jaccard").to_pylist()])
         select += ", CAST(t._jaccard AS DOUBLE) AS _jaccard"
-    if table.num_rows == 0:
-        rows = "(" + ", ".join("NULL" for _ in names) + ")"
-        where = " WHERE false"
-    else:
-        rows = ", ".join("(" + ", ".join(vals) + ")" for vals in zip(*columns))
-        where = ""
+        cells += (("_jaccard", "CAST(", " AS DOUBLE) AS _jaccard"),)
+    if table.num_rows <= 1:
+        value = {name: values[0] if values else "NULL" for name, values in zip(names, columns)}
+        one = ", ".join(f"{before}{value[name]}{after}" for name, before, after in cells)
+        return None if len(one) > INLINE_MAX_CHARS else f"SELECT {one}" + ("" if table.num_rows else " WHERE false")
+    rows = ", ".join("(" + ", ".join(vals) + ")" for vals in zip(*columns))
     if len(rows) > INLINE_MAX_CHARS:
         return None
-    return f"SELECT {select} FROM (VALUES {rows}) AS t({', '.join(names)}){where}"
+    return f"SELECT {select} FROM (VALUES {rows}) AS t({', '.join(names)})"
 
 
 def search_sql(schema: pa.Schema, args: tuple, exact: bool) -> str:
