@@ -19,7 +19,9 @@ Per query, in rotating order:
 * SQL ``SELECT * FROM minhash_search_ids(uri, 'text', ?, 10)``.
 
 Then the cost of each component of the SQL statement, measured in the same run on the same
-queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), the index
+queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), its floors for
+a statement calling an Arrow UDF (an identity UDF) and for ``query()`` of the SQL text a
+native UDF returns (one constant row), the plan function's Python alone, the index
 search alone (``topk``), the row fetch alone (the search's, and Lance's dataset take of the
 same rows beside it), the plan call (``_lms_search_plan``: the
 search, the fetch and the result's SQL text), that result SQL run alone (a ``VALUES``
@@ -126,8 +128,18 @@ def main() -> None:
     cols = [c for c in ds.schema.names]
     hits = [topk(opened, pa.array([q], pa.large_string()), 10)[1] for q in queries]
     texts = [search_plan(uri, "text", q, 10, None, False, "estimate", False, None, None, None) for q in queries]
+    # DuckDB's floors: an Arrow UDF's call, and query() of the SQL text a native UDF returns
+    con.create_function("_bench_arrow_identity", lambda s: s, ["VARCHAR"], "VARCHAR", type="arrow",
+                        side_effects=True)
+    con.create_function("_bench_one_row_sql", lambda s: "SELECT 1::BIGINT AS id", ["VARCHAR"], "VARCHAR")
     parts = {
         "DuckDB statement alone: SELECT ?": lambda i, q: con.execute("SELECT ?", [q]).fetchall(),
+        "DuckDB floor: an Arrow UDF, SELECT f(?)": lambda i, q: con.execute(
+            "SELECT _bench_arrow_identity(?)", [q]).fetchall(),
+        "DuckDB floor: query() of a UDF's SQL": lambda i, q: con.execute(
+            "SELECT * FROM query(_bench_one_row_sql(?))", [q]).fetchall(),
+        "plan call's Python alone (search_plan)": lambda i, q: search_plan(
+            uri, "text", q, 10, None, False, "estimate", False, None, None, None),
         "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
         "row fetch alone (the search's take)": lambda i, q: opened.fetcher.take(hits[i], cols, "the benchmark"),
         "row fetch by Lance's dataset take": lambda i, q: opened.ds._take_rows(pa.array(hits[i], pa.uint64()), cols),
