@@ -316,8 +316,8 @@ def _operator_length(data, p, e):
 @njit(**JIT)
 def _code_tokens(data, s, e, flags, alnum, raw):
     """The ``code`` base tokenizer's tokens of ``data[s:e]`` as ranges in ``raw`` (the
-    layout of :func:`tokenize_doc`'s first phase; ``raw`` holds ``4 * (e - s) + 4``
-    items): returns their count.
+    layout of :func:`tokenize_doc`'s first phase; ``raw`` holds ``2 * (e - s) + 2``
+    items, twice that under :data:`CODE_SPLIT`): returns their count.
 
     Lance's ``CodeLexTokenizer``: an identifier is a maximal run of alphanumeric code
     points and ``_``; with :data:`CODE_OPERATORS`, an operator character starts a token of
@@ -477,8 +477,10 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
                 nraw += 1
         out = grow(out, max_tokens * (5 * min(nbytes, 4 * hi) + 1))
     elif kind == CODE:
-        raw = grow(raw, 4 * nbytes + 4)
-        out = grow(out, 12 * nbytes + 1)  # identifiers and their parts: at most twice the text's bytes
+        # split identifiers and their parts: at most twice the text's bytes, in twice the tokens
+        times = 2 if (cfg[7] & CODE_SPLIT) != 0 else 1
+        raw = grow(raw, times * (2 * nbytes + 2))
+        out = grow(out, times * 6 * nbytes + 1)
         nraw = _code_tokens(data, s, e, cfg[7], tables[0], raw)
     elif kind == TOKENS:
         raw = grow(raw, nbytes // 2 + 2)
