@@ -539,6 +539,33 @@ def test_dedup_progress_bar_counts_every_row(fresh, tmp_path, capsys):
     assert "dedup write: 100%" in err and f"{n}/{n}" in err, err
 
 
+def test_clusters_and_keep_flags_progress_bars_reach_their_totals(grouped, capsys):
+    """``progress=True``: a bar of the shards linked (every shard counted, empty ones
+    included) and, for star, one of the rows walked; the answer is the one without bars,
+    and without bars no bar reaches stderr."""
+    import re
+
+    quiet = lms.clusters(grouped, "text", 0.7, memory_limit="16MiB")
+    assert "clusters:" not in capsys.readouterr().err  # (the first compile's notice may be there)
+    assert lms.clusters(grouped, "text", 0.7, memory_limit="16MiB", progress=True).equals(quiet)
+    err = capsys.readouterr().err
+    done = re.findall(r"clusters: 100%\S* (\d+)/(\d+) \[", err)
+    assert done and all(a == b and int(a) >= 1 for a, b in done), err
+    assert "shards" in err
+    quiet = lms.keep_flags(grouped, "text", 0.7, clustering="star", verify="exact")
+    assert "star:" not in capsys.readouterr().err
+    flags = lms.keep_flags(grouped, "text", 0.7, clustering="star", verify="exact", progress=True)
+    assert flags.equals(quiet)
+    err = capsys.readouterr().err
+    assert re.search(r"clusters: 100%\S* (\d+)/\1 \[", err), err
+    n = flags.num_rows
+    assert n > 0 and f"star: 100%" in err and f"{n}/{n}" in err, err
+    lms.clusters(grouped, "text", 0.7, clustering="star", progress=True)
+    assert "star: 100%" in capsys.readouterr().err
+    with pytest.raises(lms.InvalidParameterError, match="progress"):
+        lms.keep_flags(grouped, "text", 0.7, progress="yes")
+
+
 def test_dedup_checks_the_rows_it_wrote(fresh, tmp_path, monkeypatch):
     """A write that loses a row (simulated) is an error naming both counts; the source is
     untouched."""

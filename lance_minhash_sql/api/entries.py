@@ -79,21 +79,21 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, verify: str = "estima
 
 def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = "components",
              verify: str = "estimate", memory_limit=None, storage_options: dict | None = None,
-             executor: str = "local", ray_address: str | None = None) -> pa.Table:
+             progress: bool = False, executor: str = "local", ray_address: str | None = None) -> pa.Table:
     """Near-duplicate clusters of ``column``'s rows (``selfjoin/clusters.py``)."""
     return _clusters.clusters(dataset, column, threshold, clustering=clustering, verify=verify,
                               memory_limit=memory_limit, storage_options=storage_options,
-                              executor=executor_of(executor, ray_address))
+                              executor=executor_of(executor, ray_address), progress=progress)
 
 
 def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
                clustering: str = "components", verify: str = "estimate", memory_limit=None,
-               storage_options: dict | None = None, executor: str = "local",
+               storage_options: dict | None = None, progress: bool = False, executor: str = "local",
                ray_address: str | None = None) -> pa.Table:
     """Every row of a near-duplicate cluster with its ``keep`` flag (``selfjoin/dedup.py``)."""
     return _dedup.keep_flags(dataset, column, threshold, keep=keep, order_by=order_by, clustering=clustering,
                              verify=verify, memory_limit=memory_limit, storage_options=storage_options,
-                             executor=executor_of(executor, ray_address))
+                             executor=executor_of(executor, ray_address), progress=progress)
 
 
 def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,

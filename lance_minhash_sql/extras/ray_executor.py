@@ -60,8 +60,9 @@ class RayExecutor:
         return shuffle_pairs(self.ray(), dataset, column, threshold, verify, limit, storage_options,
                              self.max_in_flight, self.stats)
 
-    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table:
-        return shuffle_components(self.ray(), dataset, column, rule, limit, storage_options, self.stats)
+    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+                   progress: bool = False) -> pa.Table:
+        return shuffle_components(self.ray(), dataset, column, rule, limit, storage_options, self.stats, progress)
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
         """One shard's pairs computed by one task (module doc)."""

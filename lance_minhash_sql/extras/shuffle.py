@@ -80,6 +80,7 @@ from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
+from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import (bounded_shard_pairs, chunk_pairs, clusters_table, pool_bytes, pool_rows, shard_links, shard_rows)
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
@@ -549,12 +550,12 @@ def _stream_pairs(run: _Run, verify: str, in_flight: int) -> Iterator[pa.RecordB
 
 
 def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, storage_options,
-                       stats: dict | None = None) -> pa.Table:
+                       stats: dict | None = None, progress: bool = False) -> pa.Table:
     """The components table of the links of ``rule`` (:mod:`lance_minhash_sql.selfjoin.links`)
     computed by the shuffle of the module doc on the connected ``ray``, each task within
     ``limit`` bytes; the driver holds the union-find (one ``int32`` a doc, or its share of
-    ``memory_limit`` with the rest in a temporary file) and the table's members.
-    Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
+    ``memory_limit`` with the rest in a temporary file) and the table's members;
+    ``progress``: a bar of the partitions linked. Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
     task."""
     job = _job(dataset, column, rule.threshold, limit, storage_options, rule)
     run = _Run(ray, job, stats)
@@ -562,6 +563,7 @@ def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, st
     gens = [run.submit(g, "links") for g in range(n)]
     total = job.offsets[-1]
     components = UnionFind(total, pool_bytes(job.limit))
+    bar = progress_bar(progress, n, "clusters", unit="partitions", scale=False)
     try:
         links = 0
         for g in range(n):
@@ -570,11 +572,15 @@ def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, st
                 links += int(a.size)
             gens[g] = None
             run.release(g)
+            if bar is not None:
+                bar.update(1)
         run.stats["links"] = links
         run._stage("verify")
         members, roots = components.members(new_marks(total))
     finally:
         components.close()
+        if bar is not None:
+            bar.close()
     rowid = _member_rowids(run, members.astype(np.uint32))
     run._stage("rowids")
     return clusters_table(roots, rowid)

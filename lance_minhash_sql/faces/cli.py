@@ -272,7 +272,7 @@ def cmd_clusters(args) -> int:
     with Ticker("finding the clusters", bars(args)):
         table = clusters(args.dataset, args.column, args.threshold, clustering=args.clustering, verify=args.verify,
                          memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option),
-                         executor=args.executor, ray_address=args.ray_address)
+                         progress=bars(args), executor=args.executor, ray_address=args.ray_address)
     stream_rows(table.to_batches(), table.schema, args, unit="rows")
     n = len(pc.unique(table.column("cluster_id"))) if table.num_rows else 0
     where = f" written to {args.output}" if args.output else ""

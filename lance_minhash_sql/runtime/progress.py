@@ -19,12 +19,13 @@ def when_a_bar_starts(callback: Callable[[], None]) -> Callable[[], None]:
     return lambda: _STARTING.remove(callback) if callback in _STARTING else None
 
 
-def progress_bar(enabled: bool, total: int | None, desc: str, unit: str = "rows"):
-    """A tqdm bar, or None when not ``enabled`` (tqdm is imported only then)."""
+def progress_bar(enabled: bool, total: int | None, desc: str, unit: str = "rows", scale: bool = True):
+    """A tqdm bar, or None when not ``enabled`` (tqdm is imported only then); ``scale``:
+    counts shown as 1.2M (rows), else whole (shards)."""
     if not enabled:
         return None
     for callback in list(_STARTING):
         callback()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, dynamic_ncols=True)

@@ -79,6 +79,7 @@ from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_match
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind, parent_share
 from lance_minhash_sql.selfjoin.pool import (count, fetch_signatures, held, read_multi, row_ids,
                                              span_data, CarriedPool)
@@ -457,10 +458,11 @@ def _least_limit(total_docs: int, k: int) -> int:
 
 
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
-                     limit: int, storage_options: dict | None = None) -> pa.Table:
+                     limit: int, storage_options: dict | None = None, progress: bool = False) -> pa.Table:
     """:func:`.clusters.clusters` within ``limit`` bytes (see the module doc): the same
     table. ``max_reps=0``: ``links`` links pairs, not representatives (exact
-    verification), so a bucket larger than a window is read whole, as pairs read it."""
+    verification), so a bucket larger than a window is read whole, as pairs read it.
+    ``progress``: a bar of the shards linked."""
     shards = _plan(dataset, column, threshold, limit, storage_options)
     plan = shards[0].plan
     total, k = plan.total_docs, plan.params.num_hashes
@@ -480,6 +482,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     limit = remaining(links, limit)
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(total, limit)))
     components = UnionFind(total, pool_bytes(limit))
+    bar = progress_bar(progress, len(shards), "clusters", unit="shards", scale=False)
     try:
         marks = new_marks(total)
         carried = CarriedPool(plan, max_docs)
@@ -489,12 +492,18 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
                 count("groups")
                 for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
                     components.union(a, b)
+                if bar is not None:  # the shards up to the group's last are linked (empty ones are skipped)
+                    bar.update(group[-1][0].index + 1 - bar.n)
         finally:
             groups.close()
             carried.drop()  # (the pool's buffer is not held beside the members' arrays)
         members, roots = components.members(marks)
+        if bar is not None:
+            bar.update(len(shards) - bar.n)
     finally:
         components.close()
+        if bar is not None:
+            bar.close()
     del marks
     return clusters_table(roots, row_ids(plan, members.astype(np.uint32), _window_rows(max_docs)))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lance_minhash_sql.core.checks import check_clustering_verify, check_threshold
+from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_threshold
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle
@@ -37,7 +37,7 @@ __all__ = ["CLUSTERS_SCHEMA", "clusters", "linked_components"]
 
 def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = "components",
              verify: str = "estimate", memory_limit=None, storage_options: dict | None = None,
-             executor: Executor = LOCAL) -> pa.Table:
+             executor: Executor = LOCAL, progress: bool = False) -> pa.Table:
     """Near-duplicate clusters of ``column``'s rows (see the module doc for the exact rule):
     ``_rowid``, ``cluster_id`` (smallest row id of the cluster), ``cluster_size`` for every
     row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``. At most
@@ -49,21 +49,25 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows similar
     to it that are similar to no kept row before it; with ``verify="exact"`` similar by
     exact Jaccard. ``executor`` runs the components (:mod:`.executor`); the star walk runs
-    here, on every executor."""
+    here, on every executor. ``progress``: progress bars on stderr, the shards linked and
+    the rows the star walk visited."""
     clustering, verify = check_clustering_verify(clustering, verify)
     limit = memory_limit_bytes(memory_limit)
+    progress = check_bool("progress", progress)
     storage_options = options_for(dataset, storage_options)
-    table = linked_components(dataset, column, threshold, verify, limit, storage_options, clustering, executor)
+    table = linked_components(dataset, column, threshold, verify, limit, storage_options, clustering, executor,
+                              progress)
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, limit)
+    return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, limit, progress)
 
 
 def linked_components(dataset, column: str, threshold: float, verify: str, limit: int, storage_options,
-                      clustering: str = "star", executor: Executor = LOCAL) -> pa.Table:
+                      clustering: str = "star", executor: Executor = LOCAL, progress: bool = False) -> pa.Table:
     """The components table (:func:`clusters`' rule) of the links :func:`.links.link_rule`
-    gives ``clustering`` and ``verify``, computed by ``executor`` within ``limit`` bytes."""
+    gives ``clustering`` and ``verify``, computed by ``executor`` within ``limit`` bytes
+    (``progress``: with a progress bar)."""
     threshold = check_threshold(threshold)
     rule = link_rule(open_index(dataset, column, storage_options).params, threshold, verify, clustering)
-    return executor.components(dataset, column, rule, limit, storage_options)
+    return executor.components(dataset, column, rule, limit, storage_options, progress=progress)

@@ -155,11 +155,12 @@ def keep_order(ds, uri: str, column: str, keep: str, order_by: str | None, cols:
 
 def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", order_by: str | None = None,
                clustering: str = "components", verify: str = "estimate", memory_limit=None,
-               storage_options: dict | None = None, executor: Executor = LOCAL) -> pa.Table:
+               storage_options: dict | None = None, executor: Executor = LOCAL, progress: bool = False) -> pa.Table:
     """Every row of a near-duplicate cluster (see the module doc) with its ``keep`` flag,
     ordered by ``(cluster_id, _rowid)``. Rows not listed are in no cluster (always kept).
     ``memory_limit``: what the clusters may hold (:func:`.clusters.clusters`);
-    ``executor`` runs the components (:mod:`.executor`), the rest runs here.
+    ``executor`` runs the components (:mod:`.executor`), the rest runs here. ``progress``:
+    progress bars on stderr, the shards linked and, for star, the rows walked.
 
     * ``clustering="components"``: :data:`DEDUP_SCHEMA`, one ``keep = true`` per cluster;
       with ``verify="exact"`` the clusters are the components of the exact pairs
@@ -177,17 +178,19 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
     limit = memory_limit_bytes(memory_limit)
     keep, order_by = check_keep(keep, order_by)
     clustering, verify = check_clustering_verify(clustering, verify)
+    progress = check_bool("progress", progress)
     storage_options = options_for(dataset, storage_options)
-    return _flags(dataset, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor)
+    return _flags(dataset, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor,
+                  progress)
 
 
 def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | None, clustering: str, verify: str,
-           limit: int, storage_options, executor: Executor) -> pa.Table:
+           limit: int, storage_options, executor: Executor, progress: bool = False) -> pa.Table:
     """:func:`keep_flags` of checked arguments (``limit``: the budget in bytes)."""
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
-    table = linked_components(ds, column, threshold, verify, limit, storage_options, clustering, executor)
+    table = linked_components(ds, column, threshold, verify, limit, storage_options, clustering, executor, progress)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
@@ -198,7 +201,7 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
         flags[order[first]] = True
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
     twin, sim, jac = star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
-                                limit)
+                                limit, progress)
     flags = twin < 0
     twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
     twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)
@@ -257,6 +260,8 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
       version; the version read stays readable (``lance.dataset(uri, version=v)``);
     * neither: a dry run that only counts (nothing is written).
 
+    ``progress``: progress bars on stderr (those of :func:`keep_flags`, then the write).
+
     The rows written are checked: exactly ``rows - removed``. Arguments and the output
     path are checked before any work.
     """
@@ -270,7 +275,9 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     if delete_in_place:  # the delete moves the object it runs on to the new version: use our own
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
-    flags = _flags(ds, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor)
+    progress = check_bool("progress", progress)
+    flags = _flags(ds, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor,
+                   progress)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])
     rows = live_rows(ds)

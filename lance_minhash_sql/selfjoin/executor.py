@@ -47,14 +47,16 @@ class Executor(Protocol):
     """What an executor runs (module doc). Arguments arrive checked; ``verify`` is
     ``'estimate'`` or ``'exact'``; ``limit`` (bytes: the entry parsed ``memory_limit``
     once, :func:`.bounded.memory_limit_bytes`) is what each worker of the executor
-    holds beside its process (bytes, a size text, or ``None`` for the default)."""
+    holds beside its process (bytes, a size text, or ``None`` for the default); ``progress``:
+    a progress bar of the work (``runtime/progress.py``)."""
 
     name: str
 
     def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]: ...
 
-    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table: ...
+    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+                   progress: bool = False) -> pa.Table: ...
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]: ...
 
@@ -77,11 +79,13 @@ class LocalExecutor:
         return bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
                              exact=verify == "exact", limit=limit, storage_options=storage_options)
 
-    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options) -> pa.Table:
+    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+                   progress: bool = False) -> pa.Table:
         opened = open_index(dataset, column, storage_options)
         with planning(rule):
             return bounded_clusters(dataset, column, rule.threshold, links=link_verifier(rule, opened),
-                                    max_reps=rule.max_reps, limit=limit, storage_options=storage_options)
+                                    max_reps=rule.max_reps, limit=limit, storage_options=storage_options,
+                                    progress=progress)
 
     def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
         """One shard's pairs within ``limit`` bytes (:func:`.bounded.bounded_shard_pairs`)."""

@@ -71,6 +71,7 @@ from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
 from lance_minhash_sql.runtime.cache import Counters
+from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import clusters_table
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
@@ -153,7 +154,7 @@ def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: in
 
 
 def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray, order: np.ndarray, verify: str,
-               limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               limit: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Twins of the rows of a components table (``rowid``, ``cluster`` ids) of the index
     ``opened`` (:class:`lance_minhash_sql.index.opened.OpenedIndex`) walked in ``order``
     (a permutation with each component contiguous, its members in keep order):
@@ -161,7 +162,7 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
     (``-1`` for a center), ``similarity`` the pair's MinHash similarity and ``jaccard``
     their exact shingle Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >=
     threshold``); NaN where there is none. Within ``limit`` bytes, the self-join's budget
-    (module doc)."""
+    (module doc). ``progress``: a bar of the rows walked."""
     k = opened.params.num_hashes
     exact = verify == "exact"
     min_eq = np.int64(min_matches(threshold, k))
@@ -171,6 +172,7 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
     centers = _Centers(int(CENTERS_SHARE * limit))
     members = ShingleSets(opened, signatures=True, sets=exact)
     start = 0
+    bar = progress_bar(progress, order.size, "star", unit="rows")
     try:
         members.fetch_rows(sorted_unique(rowid))
         while start < order.size:
@@ -214,9 +216,13 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
             if centers.comp != comp[-1]:
                 centers.reset(comp[-1])
             centers.add(pos[last], sigs[last], *_subsets(offsets, hashes, last, exact))
+            if bar is not None:
+                bar.update(pos.size)
     finally:
         centers.close()
         members.close()
+        if bar is not None:
+            bar.close()
     sim = np.where(twin >= 0, lance_similarity(eq, k).astype(np.float64), np.nan)
     return twin, sim, jac
 
@@ -228,15 +234,16 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
     return csr_take(offsets, hashes, rows)
 
 
-def star_clusters(opened, threshold: float, components: pa.Table, verify: str, limit: int) -> pa.Table:
+def star_clusters(opened, threshold: float, components: pa.Table, verify: str, limit: int,
+                  progress: bool = False) -> pa.Table:
     """The star clusters of a components table (:data:`lance_minhash_sql.index.results.CLUSTERS_SCHEMA`), members walked by
     lowest row id: each center with the rows it is the twin of, ``cluster_id`` the center's
     row id (the smallest of its cluster), ``cluster_size`` its rows; clusters of two rows or
-    more, ordered by ``(cluster_id, _rowid)``."""
+    more, ordered by ``(cluster_id, _rowid)``; ``progress``: a bar of the rows walked."""
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
     order = np.lexsort((rowid, cluster))
-    twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, limit)
+    twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, limit, progress)
     center = np.where(twin < 0, np.arange(rowid.size), twin)
     member = np.bincount(center, minlength=rowid.size)[center] >= 2
     # a center comes first in its star's walk (lowest row id): the star's smallest row id
