@@ -132,6 +132,29 @@ def test_torture_corpus_matches_naive_reference(params):
             assert Signer(params).band_keys(sigs[i:i + 1])[0].tolist() == naive.band_keys(ref, params.num_bands)
 
 
+@pytest.mark.parametrize("options", [{}, {"max_token_length": 5}])
+def test_ascii_rows_and_the_others_of_one_batch_match_the_reference_on_threads(options):
+    """With the ``simple`` tokenizer the ASCII rows are signed by their own kernel and the
+    others (non-ASCII text, a token of ``max_token_length`` bytes or more) by the general
+    one: in a batch large enough for several threads, every row has the reference
+    signature (Lance's tokens, xxhash)."""
+    from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS
+
+    params = MinHashParams().with_tokenizer(**options)
+    distinct = list(TORTURE_TEXTS) + ["plain ascii words here", "x" * 50 + " tail words", "naïve café text"]
+    texts = [distinct[i % len(distinct)] for i in range(PARALLEL_MIN_ROWS + 1000)]
+    sigs, has = Signer(params).sign(texts)
+    ascii_rows = 0
+    for i, text in enumerate(distinct):
+        ref = naive.signature(text, params)
+        rows = range(i, len(texts), len(distinct))
+        assert all(has[r] == (ref is not None) for r in rows), text
+        if ref is not None:
+            assert all(sigs[r].tolist() == ref for r in rows), text
+            ascii_rows += text.isascii()
+    assert 0 < ascii_rows < len(distinct)
+
+
 def test_tokens_match_lance_tokenize():
     for params in PARAMS:
         signer = Signer(params)

@@ -76,6 +76,15 @@ def _by_thread(fn, n: int) -> list:
     return [parts[lo] for lo in sorted(parts)]
 
 
+def _in_chunks(fn, n: int) -> None:
+    """``fn(lo, hi)`` over ``[0, n)``: at once on this thread below ``PARALLEL_MIN_ROWS``,
+    else in chunks of ``SIGN_CHUNK_ROWS`` on every thread."""
+    if n < PARALLEL_MIN_ROWS:
+        fn(0, n)
+    else:
+        run_chunks(fn, n, SIGN_CHUNK_ROWS)
+
+
 def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid_offset: int) -> StringBuffers:
     """One buffer of the ``(offsets, data)`` streams of consecutive row ranges."""
     offsets = [np.zeros(1, dtype=np.int64)]
@@ -280,14 +289,19 @@ class Signer:
         if self.per_token and not self.icu:
             return self._sign_through_vocab(string_buffers(texts))
         buf, cfg = self.inputs(texts)
-        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
-                self.params.shingle_size, self.a, self.b, self.c)
         n = len(buf.offsets) - 1
-        if n < PARALLEL_MIN_ROWS:
-            return minhash.sign_rows_serial(*args)
         sigs = np.zeros((n, self.params.num_hashes), dtype=np.uint16)
         has = np.zeros(n, dtype=np.bool_)
-        run_chunks(lambda lo, hi: minhash.sign_range(*args, sigs, has, lo, hi), n, SIGN_CHUNK_ROWS)
+        rows = (buf.offsets, buf.data, buf.valid, buf.valid_offset)
+        hashes = (self.params.shingle_size, self.a, self.b, self.c, sigs, has)
+        if cfg[0] == tokenize.SIMPLE:  # ASCII text first, by a kernel without the general tokenizer
+            todo = np.zeros(n, dtype=np.bool_)
+            _in_chunks(lambda lo, hi: minhash.sign_ascii_range(*rows, cfg[1], cfg[2], self.tables[0], *hashes, todo,
+                                                               lo, hi), n)
+            if not todo.any():
+                return sigs, has
+            rows = (buf.offsets, buf.data, readonly(np.packbits(todo, bitorder="little")), 0)  # only those rows
+        _in_chunks(lambda lo, hi: minhash.sign_range(*rows, cfg, self.tables, *hashes, lo, hi), n)
         return sigs, has
 
     def _sign_through_vocab(self, buf: StringBuffers) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,9 @@ Rows are read straight from the Arrow buffers: ``offsets`` (int64, already
 sliced to the array's ``offset``), ``data`` (uint8), and the validity bitmap ``valid``
 with its bit offset (empty array: no NULLs). The parallel kernels split rows into
 chunks; each chunk owns its scratch buffers. Signing runs :func:`sign_range` over
-disjoint row ranges, on the calling thread or on several (it releases the GIL).
+disjoint row ranges, on the calling thread or on several (it releases the GIL); with the
+``simple`` tokenizer, :func:`sign_ascii_range` first, and :func:`sign_range` then only on
+the rows it left (text with a non-ASCII byte, or a token too long to keep).
 
 Where a core's time goes, stage by stage against each stage's limit, is measured by
 ``benchmarks/roofline.py`` (``docs/performance.md``). The minima are taken
@@ -36,7 +38,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
-from lance_minhash_sql.kernels.tokenize import grow, new_buffers, row_tokens
+from lance_minhash_sql.kernels.tokenize import ascii_simple, grow, is_valid, new_buffers, row_tokens
 from lance_minhash_sql.kernels.xxh64 import xxh64
 
 SEED = np.uint64(lance_format.SEED)
@@ -182,17 +184,38 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
             has[r] = True
 
 
-def sign_rows_serial(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c):
-    """Signatures of every row on the calling thread: ``(sigs uint16[n, k], has bool[n])``;
-    ``has[i]`` is false for NULL rows and rows without tokens (their signature row is 0).
+@njit(**JIT)
+def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, shingle, a, b, c, sigs, has, todo,
+                     lo, hi):
+    """:func:`sign_range` for the ``simple`` tokenizer (``max_len``, ``lower`` and the
+    ``alnum`` table of its ``cfg`` and ``tables``) on rows of ASCII text: a row it cannot
+    take (a non-ASCII byte, or a token of ``>= max_len`` bytes: :func:`ascii_simple`
+    answers ``-1``) gets ``todo[r] = True`` and is left to :func:`sign_range`. Other rows
+    get the same signature as :func:`sign_range` gives them.
 
-    Plain Python around :func:`sign_range`: a jitted wrapper would compile the whole
-    signing code a second time on a fresh install (seconds) to save microseconds."""
-    n = offsets.size - 1
-    sigs = np.zeros((n, a.size), dtype=np.uint16)
-    has = np.zeros(n, dtype=np.bool_)
-    sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c, sigs, has, 0, n)
-    return sigs, has
+    A kernel of its own, which does not call the general tokenizer
+    (``kernels/tokenize.py: tokenize_doc``): signing ASCII text never compiles it, which
+    is most of the signing code's compile time on a fresh install."""
+    out = np.empty(4096, dtype=np.uint8)
+    tok_start = np.empty(512, dtype=np.int64)
+    tok_end = np.empty(512, dtype=np.int64)
+    xs = np.empty(1024, dtype=np.uint64)
+    for r in range(lo, hi):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        s = offsets[r]
+        e = offsets[r + 1]
+        nbytes = e - s
+        out = grow(out, nbytes + 1)
+        tok_start = grow(tok_start, nbytes // 2 + 1)
+        tok_end = grow(tok_end, nbytes // 2 + 1)
+        ntok = ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
+        if ntok < 0:
+            todo[r] = True
+        elif ntok > 0:
+            xs = grow(xs, ntok)
+            minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
+            has[r] = True
 
 
 @njit(**JIT)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.kernels.config import JIT, JIT_PARALLEL, njit, prange
+from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["DIGIT_BITS", "BUCKET_ROWS", "radix_sort_run", "is_sorted_pairs",
            "partition_band_rows", "partition_band_rows_into", "split_pairs", "scatter_bands",
@@ -218,16 +218,16 @@ def split_pairs(keys, docs, shift, mask, nparts):
     return counts, out_k, out_d, kmin, kmax
 
 
-@njit(**JIT_PARALLEL)
+@njit(**JIT)
 def scatter_bands(keys, out, cap, offset):
     """``out[j * cap + offset + i] = keys[i, j]``: a batch's ``uint64[n, b]`` band keys into
-    band-major runs of capacity ``cap``."""
+    band-major runs of capacity ``cap``. Serial: the build runs it on chunks of rows on
+    several threads (``index/band_sorter.py``) rather than as a ``parallel=True`` kernel,
+    which compiles several times longer on a fresh install."""
     n, b = keys.shape
-    chunk = 4096
-    for c in prange((n + chunk - 1) // chunk):
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            for j in range(b):
-                out[j * cap + offset + i] = keys[i, j]
+    for i in range(n):
+        for j in range(b):
+            out[j * cap + offset + i] = keys[i, j]
 
 
 @njit(**JIT)

@@ -573,3 +573,6 @@ def new_buffers():
     """Initial scratch buffers for :func:`tokenize_doc` (they grow as needed)."""
     return (np.empty(4096, dtype=np.uint8), np.empty(512, dtype=np.int64),
             np.empty(512, dtype=np.int64), np.empty(1024, dtype=np.int64))
+
+
+ascii_simple = _ascii_simple  # the signing kernel of ASCII text calls it too (kernels/minhash.py: sign_ascii_range)
