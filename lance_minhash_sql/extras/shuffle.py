@@ -554,9 +554,9 @@ def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, st
     """The components table of the links of ``rule`` (:mod:`lance_minhash_sql.selfjoin.links`)
     computed by the shuffle of the module doc on the connected ``ray``, each task within
     ``limit`` bytes; the driver holds the union-find (one ``int32`` a doc, or its share of
-    ``memory_limit`` with the rest in a temporary file) and the table's members;
-    ``progress``: a bar of the partitions linked. Raises :class:`DistributedTaskError` naming the stage and the run or shard of a failed
-    task."""
+    ``memory_limit`` with the rest in a temporary file) and the table's members (``progress``:
+    a bar of the partitions linked). Raises :class:`DistributedTaskError` naming the stage and
+    the run or shard of a failed task."""
     job = _job(dataset, column, rule.threshold, limit, storage_options, rule)
     run = _Run(ray, job, stats)
     n = run.prepare()
@@ -572,15 +572,13 @@ def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, st
                 links += int(a.size)
             gens[g] = None
             run.release(g)
-            if bar is not None:
-                bar.update(1)
+            bar is None or bar.update(1)
         run.stats["links"] = links
         run._stage("verify")
         members, roots = components.members(new_marks(total))
     finally:
         components.close()
-        if bar is not None:
-            bar.close()
+        bar is None or bar.close()
     rowid = _member_rowids(run, members.astype(np.uint32))
     run._stage("rowids")
     return clusters_table(roots, rowid)
