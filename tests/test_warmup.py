@@ -199,3 +199,91 @@ def test_demo_corpus_written_by_a_second_process_equals_one_written_here(tmp_pat
     assert " by a second process" in written.describe() and "SQL functions' kernels" in written.describe()
     assert "second process" not in write_demo_corpus(str(tmp_path / "third.lance"), 10, "create", False, lambda: None,
                                                     beside=False).describe()
+
+
+# --------------------------------------------------------------------------- compiling ahead
+
+_FIRST_USE = r"""
+import gc, json, sys
+from lance_minhash_sql.duck.install import connect
+from lance_minhash_sql.faces.warmup import run_first_calls
+run_first_calls(connect(), sys.argv[1])
+from numba.core.registry import CPUDispatcher
+print(json.dumps(sorted(f"{d.py_func.__module__}.{d.py_func.__name__}\t{tuple(s)!r}" for d in gc.get_objects()
+                        if isinstance(d, CPUDispatcher) and d.py_func.__module__.startswith("lance_minhash_sql.kernels.")
+                        for s in d.signatures)))
+"""
+
+
+def test_the_compile_ahead_plan_names_the_first_calls_specializations(tmp_path, monkeypatch):
+    """kernels/ahead.py's plan is what the first calls use: every specialization of the
+    package's kernels a new process holds after them is in it, and each other line is a
+    kernel called only from kernels (a caller loaded from the cache holds its callees'
+    code, so with a warm cache they get no specialization of their own)."""
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.faces.warmup import FIRST_CALLS_ROWS
+    from lance_minhash_sql.kernels import ahead
+
+    uri = str(tmp_path / "c.lance")
+    write_corpus(uri, FIRST_CALLS_ROWS)
+    monkeypatch.setenv(ahead.ENV, "0")
+    got = json.loads(_run(_FIRST_USE, None, uri).stdout.strip().splitlines()[-1])
+    plan = ["\t".join(entry) for entry in ahead.plan_entries()]
+    assert len(plan) == len(set(plan)) and len(got) > 20
+    assert set(got) <= set(plan)
+    called = {line.split("\t")[0] for line in got}
+    assert not {line.split("\t")[0] for line in set(plan) - set(got)} & called
+
+
+_HELPER = r"""
+import os, sys
+from lance_minhash_sql.kernels.helper import helper_main
+helper_main(str(os.getppid()), "lance_minhash_sql.kernels.order.sort_values", sys.argv[1])
+"""
+
+_CACHED = r"""
+import json
+from lance_minhash_sql.kernels import components, order, similarity
+from lance_minhash_sql.kernels.config import in_cache
+print(json.dumps([in_cache(k) for k in (components.flatten_roots, order.sort_values, similarity.band_keys_serial)]))
+"""
+
+
+def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tmp_path):
+    from lance_minhash_sql.kernels import ahead
+
+    plan = tmp_path / "plan.txt"
+    plan.write_text(  # a callee, the kernel the parent compiles, and one of the next calls'
+        "# a plan\n"
+        "lance_minhash_sql.kernels.components.flatten_roots\t(Array(int32, 1, 'C', False, aligned=True),)\n"
+        "lance_minhash_sql.kernels.order.sort_values\t(Array(uint64, 1, 'C', False, aligned=True),)\n"
+        "lance_minhash_sql.kernels.similarity._band_keys_serial\t(Array(uint8, 2, 'C', False, aligned=True), int64)\n"
+        "lance_minhash_sql.kernels.gone.kernel\t(int64,)\n"
+        "lance_minhash_sql.kernels.order.sort_values\t(NoSuchType,)\n")
+    assert len(ahead.plan_entries(str(plan))) == 5
+    cache = str(tmp_path / "numba-cache")
+    _run(_HELPER, cache, str(plan))
+    # stale lines are skipped; only the kernels after the parent's were compiled
+    assert json.loads(_run(_CACHED, cache).stdout.splitlines()[-1]) == [False, False, True]
+
+
+_STARTS = r"""
+import json, os
+import numpy as np
+from lance_minhash_sql.kernels import ahead, order
+order.sort_values(np.array([3, 1, 2], dtype=np.uint64))  # the process's first compilation
+p = ahead.helper_process()
+print(json.dumps(None if p is None else p.pid))
+"""
+
+
+@pytest.mark.parametrize("enabled", ["1", "0"])
+def test_a_first_compilation_starts_one_helper_that_ends_with_its_parent(tmp_path, monkeypatch, enabled):
+    from lance_minhash_sql.kernels import ahead
+
+    monkeypatch.setenv(ahead.ENV, enabled)
+    pid = json.loads(_run(_STARTS, str(tmp_path / "numba-cache")).stdout.splitlines()[-1])
+    assert (pid is not None) is (enabled == "1")
+    if pid is not None:  # ended (and reaped) before its parent exited
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -132,3 +132,85 @@ def warmup(progress: bool = False) -> WarmupResult:
     finally:
         COMPILES.notice = notice
     return WarmupResult(COMPILES.count - count0, COMPILES.seconds - seconds0, time.perf_counter() - t0, cache_dir())
+
+
+# The first calls of a session, as benchmarks/cold_start.py times them ({q}: the dataset
+# as a SQL literal); the kernels they compile are the plan of kernels/ahead.py.
+FIRST_CALLS = (
+    "SELECT minhash_signature('The quick brown fox jumps over the lazy dog')",
+    "SELECT * FROM minhash_build({q}, 'text')",
+    "SELECT count(*) FROM minhash_search({q}, 'text', 'the quick brown fox jumps', 10)",
+    "SELECT count(*) FROM minhash_pairs({q}, 'text')",
+    "SELECT count(*) FROM minhash_clusters({q}, 'text')",
+)
+FIRST_CALLS_ROWS = 39_000  # the benchmark's corpus (faces/corpus.py: write_corpus)
+
+
+def run_first_calls(con, uri: str) -> None:
+    """:data:`FIRST_CALLS` on the dataset at ``uri``, in order, on ``con``."""
+    from lance_minhash_sql.duck.sqltext import literal
+
+    con.execute("SET enable_progress_bar = false")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a query without a match is not the point here
+        for sql in FIRST_CALLS:
+            con.sql(sql.format(q=literal(uri))).fetchall()
+
+
+_RECORD = r"""
+import json, sys
+from lance_minhash_sql.duck.install import connect
+from lance_minhash_sql.faces.warmup import run_first_calls
+from lance_minhash_sql.kernels.config import load_numba
+load_numba()
+from numba.core import event
+lines = []
+class Record(event.Listener):
+    def on_start(self, ev):
+        pass
+    def on_end(self, ev):
+        f = getattr(ev.data["dispatcher"], "py_func", None)
+        if f is not None and f.__module__.startswith("lance_minhash_sql.kernels."):
+            line = f"{f.__module__}.{f.__name__}\t{tuple(ev.data['args'])!r}"
+            if line not in lines:
+                lines.append(line)
+event.register("numba:compile", Record())
+run_first_calls(connect(), sys.argv[1])
+print(json.dumps(lines))
+"""
+
+
+def first_use_plan() -> list[str]:
+    """The lines of ``kernels/ahead.py``'s plan: the kernel specializations
+    :data:`FIRST_CALLS` compile on an empty numba cache, in the order they finish
+    compiling (callees first), recorded in a new process without the helper. About a
+    minute (the corpus is written here, as the benchmark writes it in its own process)."""
+    import json
+    import subprocess
+    import sys
+
+    from lance_minhash_sql.faces.corpus import write_corpus
+    from lance_minhash_sql.kernels.ahead import ENV
+
+    with tempfile.TemporaryDirectory(prefix="lance-minhash-plan-") as tmp:
+        uri = os.path.join(tmp, "corpus.lance")
+        write_corpus(uri, FIRST_CALLS_ROWS)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(tmp, "numba-cache"), LANCE_MINHASH_COMPILE_NOTICE="0",
+                   **{ENV: "0"})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        proc = subprocess.run([sys.executable, "-c", _RECORD, uri], capture_output=True, text=True, env=env,
+                              cwd=tmp, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def write_first_use_plan(path: str | None = None) -> str:
+    """Record :func:`first_use_plan` into ``kernels/ahead.py``'s plan file (or ``path``)."""
+    from lance_minhash_sql.kernels.ahead import PLAN
+
+    path = path or PLAN
+    lines = first_use_plan()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("# written by lance_minhash_sql/faces/warmup.py: write_first_use_plan (see kernels/ahead.py)\n")
+        f.writelines(line + "\n" for line in lines)
+    return path

@@ -54,6 +54,8 @@ import threading
 import time
 import types
 
+from lance_minhash_sql.kernels.ahead import start_helper
+
 CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
 JIT = types.MappingProxyType(dict(nogil=True, cache=CACHE))
 JIT_PARALLEL = types.MappingProxyType(dict(nogil=True, cache=CACHE, parallel=True))
@@ -172,6 +174,28 @@ def load_numba():
         return numba
 
 
+def dispatchers_by_name(modules) -> dict:
+    """``{module.function: dispatcher}`` of the kernels declared in ``modules`` (names of
+    the package's ``kernels`` modules; others are not imported), numba loaded."""
+    found = {}
+    for name in sorted(modules):
+        if not name.startswith(_PACKAGE + ".kernels."):
+            continue
+        try:
+            __import__(name)
+        except ImportError:  # a module the plan names that no longer exists
+            continue
+    load_numba()
+    from numba.core.registry import CPUDispatcher
+
+    for name in sorted(modules):
+        for value in vars(sys.modules.get(name, types.ModuleType(name))).values():
+            func = getattr(value, "py_func", None)
+            if isinstance(value, CPUDispatcher) and func.__module__ == name:
+                found[f"{name}.{func.__name__}"] = value
+    return found
+
+
 def in_cache(kernel) -> bool:
     """Whether numba's on-disk cache holds machine code of ``kernel`` (a placeholder or a
     dispatcher) for this machine and this source, for some argument types: then its first
@@ -259,6 +283,8 @@ class CompileLog:
             self._announced = True
         if depth == 0:
             self._local.t0 = time.perf_counter()
+        if first and CACHE:
+            start_helper(name)  # compiles the next first calls' kernels meanwhile (kernels/ahead.py)
         if first and self.notice:
             fresh_line = "\r\033[K" if sys.stderr.isatty() else ""  # over a status line the terminal shows
             print(fresh_line + COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"])), file=sys.stderr,

@@ -1,0 +1,62 @@
+"""The compile-ahead helper process (``kernels/ahead.py`` starts it and explains it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+from lance_minhash_sql.kernels.ahead import PLAN, plan_entries
+from lance_minhash_sql.kernels.config import dispatchers_by_name
+
+__all__ = ["helper_main"]
+
+
+def _lock(cache_key: str):
+    """An exclusive lock for the helpers of one numba cache folder, or None when another
+    holds it (released when this process ends, however it ends)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no helper
+        return None
+    name = "lance-minhash-ahead-" + hashlib.sha1(cache_key.encode()).hexdigest()[:16] + ".lock"
+    f = open(os.path.join(tempfile.gettempdir(), name), "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return None
+    return f
+
+
+def _types_namespace() -> dict:
+    from numba.core import types
+
+    ns = dict(vars(types))
+    ns["bool"] = types.boolean
+    return ns
+
+
+def helper_main(parent: str, first: str, plan: str = PLAN) -> None:
+    """The helper process: compile the entries of ``plan`` after ``first``, last to first,
+    each one this process or its parent has not already put in the cache."""
+    held = _lock(os.environ.get("NUMBA_CACHE_DIR") or os.path.dirname(os.path.abspath(__file__)))
+    if held is None:
+        return
+    entries = plan_entries(plan)
+    names = [name for name, _ in entries]
+    if first in names:
+        entries = entries[names.index(first) + 1:]
+    found = dispatchers_by_name({name.rsplit(".", 1)[0] for name, _ in entries})
+    ns = _types_namespace()
+    for name, args in reversed(entries):
+        if os.getppid() != int(parent):
+            return
+        dispatcher = found.get(name)
+        if dispatcher is None:
+            continue
+        try:
+            sig = tuple(eval(args, ns))  # noqa: S307 - the package's own list of numba types
+            dispatcher.compile(sig)  # loads it instead when the parent has compiled it
+        except Exception:  # a stale line: the parent compiles that kernel when it needs it
+            continue
