@@ -81,6 +81,7 @@ def test_a_process_after_warmup_compiles_nothing(tmp_path):
     first = _run(_FIRST, cache)
     # the first compilation of the process is announced, once, on stderr
     assert first.stderr.count("lance-minhash: compiling the numba kernels") == 1, first.stderr
+    assert kconfig.HELPER_NOTE in first.stderr  # a helper compiled the next calls' kernels meanwhile
     assert "warmup: compiled" in first.stdout and cache in first.stdout
     session = _run(_SESSION, cache, str(tmp_path))
     got = json.loads(session.stdout.strip().splitlines()[-1])
@@ -93,6 +94,10 @@ def test_a_process_after_warmup_compiles_nothing(tmp_path):
 
 def test_compile_notice_is_printed_once_per_process(capsys, monkeypatch):
     from numba.core import event
+
+    from lance_minhash_sql.kernels import ahead
+
+    monkeypatch.setenv(ahead.ENV, "0")  # no helper process from this one
 
     class Fake:
         class _cache:  # noqa: N801
@@ -110,6 +115,7 @@ def test_compile_notice_is_printed_once_per_process(capsys, monkeypatch):
         log.on_end(event.Event("numba:compile", event.EventStatus.END, data={"dispatcher": fake}))
     err = capsys.readouterr().err
     assert err.count("compiling the numba kernels") == 1 and "/somewhere" in err and "lance-minhash warmup" in err
+    assert kconfig.HELPER_NOTE not in err  # said only when a helper started
     assert log.count == 2 and log.seconds >= 0
 
 

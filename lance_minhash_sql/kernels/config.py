@@ -214,9 +214,12 @@ def in_cache(kernel) -> bool:
 
 
 COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine: the first call of each operation "
-                  "takes from a few seconds to a minute longer (a build, a search and a self-join together: "
-                  "10-40 s on a quiet 2-core machine, more under load), once: later runs load them from numba's "
-                  "cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
+                  "takes a few seconds longer (a signature, a build, a search and a self-join together: about "
+                  "5-10 s on a quiet 2-core machine{helper}; several times that under load), once: later runs "
+                  "load them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
+
+
+HELPER_NOTE = ", a second process compiling the next calls' kernels meanwhile"
 
 
 def compiled_note(seconds: float) -> str:
@@ -283,12 +286,12 @@ class CompileLog:
             self._announced = True
         if depth == 0:
             self._local.t0 = time.perf_counter()
-        if first and CACHE:
-            start_helper(name)  # compiles the next first calls' kernels meanwhile (kernels/ahead.py)
+        # a helper compiles the next first calls' kernels meanwhile (kernels/ahead.py)
+        helped = first and CACHE and start_helper(name)
         if first and self.notice:
             fresh_line = "\r\033[K" if sys.stderr.isatty() else ""  # over a status line the terminal shows
-            print(fresh_line + COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"])), file=sys.stderr,
-                  flush=True)
+            print(fresh_line + COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"]),
+                                                     helper=HELPER_NOTE if helped else ""), file=sys.stderr, flush=True)
 
     def notify(self, ev) -> None:
         if ev.is_start:
