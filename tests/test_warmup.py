@@ -244,7 +244,7 @@ def test_the_compile_ahead_plan_names_the_first_calls_specializations(tmp_path, 
 _HELPER = r"""
 import os, sys
 from lance_minhash_sql.kernels.helper import helper_main
-helper_main(str(os.getppid()), "lance_minhash_sql.kernels.order.sort_values", sys.argv[1])
+helper_main(str(os.getppid()), sys.argv[2], sys.argv[1])
 """
 
 _CACHED = r"""
@@ -254,23 +254,37 @@ from lance_minhash_sql.kernels.config import in_cache
 print(json.dumps([in_cache(k) for k in (components.flatten_roots, order.sort_values, similarity.band_keys_serial)]))
 """
 
+_PLAN = ("# a plan\n"
+         "lance_minhash_sql.kernels.components.flatten_roots\t(Array(int32, 1, 'C', False, aligned=True),)\n"
+         "lance_minhash_sql.kernels.order.sort_values\t(Array(uint64, 1, 'C', False, aligned=True),)\n"
+         "lance_minhash_sql.kernels.similarity._band_keys_serial\t(Array(uint8, 2, 'C', False, aligned=True), int64)\n"
+         "lance_minhash_sql.kernels.gone.kernel\t(int64,)\n"
+         "lance_minhash_sql.kernels.order.sort_values\t(NoSuchType,)\n")
 
-def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tmp_path):
+
+def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tmp_path, monkeypatch):
     from lance_minhash_sql.kernels import ahead
 
+    monkeypatch.setenv(ahead.ENV, "0")
     plan = tmp_path / "plan.txt"
-    plan.write_text(  # a callee, the kernel the parent compiles, and one of the next calls'
-        "# a plan\n"
-        "lance_minhash_sql.kernels.components.flatten_roots\t(Array(int32, 1, 'C', False, aligned=True),)\n"
-        "lance_minhash_sql.kernels.order.sort_values\t(Array(uint64, 1, 'C', False, aligned=True),)\n"
-        "lance_minhash_sql.kernels.similarity._band_keys_serial\t(Array(uint8, 2, 'C', False, aligned=True), int64)\n"
-        "lance_minhash_sql.kernels.gone.kernel\t(int64,)\n"
-        "lance_minhash_sql.kernels.order.sort_values\t(NoSuchType,)\n")
+    plan.write_text(_PLAN)
     assert len(ahead.plan_entries(str(plan))) == 5
     cache = str(tmp_path / "numba-cache")
-    _run(_HELPER, cache, str(plan))
+    _run(_HELPER, cache, str(plan), "lance_minhash_sql.kernels.order.sort_values")  # the parent's kernel
     # stale lines are skipped; only the kernels after the parent's were compiled
     assert json.loads(_run(_CACHED, cache).stdout.splitlines()[-1]) == [False, False, True]
+
+
+def test_the_helper_stops_where_it_meets_what_the_parent_compiled(tmp_path, monkeypatch):
+    from lance_minhash_sql.kernels import ahead
+
+    monkeypatch.setenv(ahead.ENV, "0")
+    plan = tmp_path / "plan.txt"
+    plan.write_text(_PLAN)
+    cache = str(tmp_path / "numba-cache")
+    assert json.loads(_run(_IN_CACHE, cache).stdout.splitlines()[-1]) == [False, True]  # sort_values, compiled
+    _run(_HELPER, cache, str(plan), "no kernel of the plan")
+    assert json.loads(_run(_CACHED, cache).stdout.splitlines()[-1]) == [False, True, True]
 
 
 _STARTS = r"""

@@ -14,16 +14,17 @@ either way: numba's cache keeps a kernel's optimized LLVM bitcode beside its obj
 so a caller compiled here inlines a callee the helper compiled as it would its own.
 
 The list is ``data/first_use_kernels.txt``: one specialization a line, ``module.function``
-then its argument types as numba writes them (``repr``), in the order the first calls of
-``benchmarks/cold_start.py`` compile them on an empty cache (callees before their callers).
-``faces/warmup.py: first_use_plan`` writes it again; ``tests/test_warmup.py`` checks that
-it names exactly the specializations those calls use.
+then its argument types as numba writes them (``repr``), in the order the first calls of a
+session (``faces/warmup.py``: ``FIRST_CALLS``, the calls ``benchmarks/cold_start.py`` times)
+compile them on an empty cache, callees before their callers. ``faces/warmup.py``:
+``write_first_use_plan`` records it again after a kernel's arguments change;
+``tests/test_warmup.py`` checks that it holds every specialization those calls use.
 
 The helper is ``kernels/helper.py``. At most one runs per numba cache folder (a lock it
-holds while it runs); it stops
-at the end of the list, when this process exits (``atexit``), or when it finds its parent
-gone. ``LANCE_MINHASH_COMPILE_AHEAD=0`` turns it off; so does a disabled cache
-(``LANCE_MINHASH_NUMBA_CACHE=0``), since the helper's only output is the cache.
+holds while it runs). It stops at the end of the list, when this process exits
+(``atexit``), or when it finds its parent gone. ``LANCE_MINHASH_COMPILE_AHEAD=0`` turns it
+off; so does a disabled cache (``LANCE_MINHASH_NUMBA_CACHE=0``), since the helper's only
+output is the cache.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ def _types_namespace() -> dict:
 
 def helper_main(parent: str, first: str, plan: str = PLAN) -> None:
     """The helper process: compile the entries of ``plan`` after ``first``, last to first,
-    each one this process or its parent has not already put in the cache."""
+    until one is in the cache already: the parent compiled it (they met), or an earlier
+    process did (which compiled the entries before it too)."""
     held = _lock(os.environ.get("NUMBA_CACHE_DIR") or os.path.dirname(os.path.abspath(__file__)))
     if held is None:
         return
@@ -57,6 +58,10 @@ def helper_main(parent: str, first: str, plan: str = PLAN) -> None:
             continue
         try:
             sig = tuple(eval(args, ns))  # noqa: S307 - the package's own list of numba types
-            dispatcher.compile(sig)  # loads it instead when the parent has compiled it
+            if sig in dispatcher.overloads:  # compiled here, inside a caller
+                continue
+            dispatcher.compile(sig)  # loads it instead when it is in the cache
         except Exception:  # a stale line: the parent compiles that kernel when it needs it
             continue
+        if dispatcher.stats.cache_hits.get(sig):
+            return
