@@ -244,7 +244,7 @@ def test_the_compile_ahead_plan_names_the_first_calls_specializations(tmp_path, 
 _HELPER = r"""
 import os, sys
 from lance_minhash_sql.kernels.helper import helper_main
-helper_main(str(os.getppid()), sys.argv[2], sys.argv[1])
+helper_main(str(os.getppid()), sys.argv[2], sys.argv[1], when_idle=False)
 """
 
 _CACHED = r"""
@@ -307,3 +307,10 @@ def test_a_first_compilation_starts_one_helper_that_ends_with_its_parent(tmp_pat
     if pid is not None:  # ended (and reaped) before its parent exited
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_the_helper_measures_the_idle_cores():
+    from lance_minhash_sql.kernels.helper import idle_cores
+
+    idle = idle_cores(0.05)
+    assert idle is None or 0.0 <= idle <= (os.cpu_count() or 1) + 1e-9

@@ -219,7 +219,7 @@ COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine: 
                   "load them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
 
 
-HELPER_NOTE = ", a second process compiling the next calls' kernels meanwhile"
+HELPER_NOTE = ", a second process compiling the next calls' kernels meanwhile on an idle core"
 
 
 def compiled_note(seconds: float) -> str:
