@@ -244,7 +244,8 @@ def test_the_compile_ahead_plan_names_the_first_calls_specializations(tmp_path, 
 _HELPER = r"""
 import os, sys
 from lance_minhash_sql.kernels.helper import helper_main
-helper_main(str(os.getppid()), sys.argv[2], sys.argv[1], when_idle=False)
+helper_main(str(os.getppid()), sys.argv[2], sys.argv[1])
+print(os.nice(0))  # the helper's priority
 """
 
 _CACHED = r"""
@@ -270,7 +271,8 @@ def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tm
     plan.write_text(_PLAN)
     assert len(ahead.plan_entries(str(plan))) == 5
     cache = str(tmp_path / "numba-cache")
-    _run(_HELPER, cache, str(plan), "lance_minhash_sql.kernels.order.sort_values")  # the parent's kernel
+    helper = _run(_HELPER, cache, str(plan), "lance_minhash_sql.kernels.order.sort_values")  # the parent's kernel
+    assert helper.stdout.split() == ["19"]  # the lowest priority: it takes only time its parent leaves
     # stale lines are skipped; only the kernels after the parent's were compiled
     assert json.loads(_run(_CACHED, cache).stdout.splitlines()[-1]) == [False, False, True]
 
@@ -307,10 +309,3 @@ def test_a_first_compilation_starts_one_helper_that_ends_with_its_parent(tmp_pat
     if pid is not None:  # ended (and reaped) before its parent exited
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-
-
-def test_the_helper_measures_the_idle_cores():
-    from lance_minhash_sql.kernels.helper import idle_cores
-
-    idle = idle_cores(0.05)
-    assert idle is None or 0.0 <= idle <= (os.cpu_count() or 1) + 1e-9

@@ -20,8 +20,8 @@ compile them on an empty cache, callees before their callers. ``faces/warmup.py`
 ``write_first_use_plan`` records it again after a kernel's arguments change;
 ``tests/test_warmup.py`` checks that it holds every specialization those calls use.
 
-The helper is ``kernels/helper.py``. It works only when a core is idle (its module doc
-says why), and at most one runs per numba cache folder (a lock it holds while it runs).
+The helper is ``kernels/helper.py``. It runs at the lowest priority, on time this process
+leaves (its module doc says why), and at most one runs per numba cache folder (a lock it holds while it runs).
 It stops at the end of the list, when this process exits (``atexit``), or when it finds
 its parent gone. ``LANCE_MINHASH_COMPILE_AHEAD=0`` turns it off; so does a disabled
 cache (``LANCE_MINHASH_NUMBA_CACHE=0``), since the helper's only output is the cache.

@@ -1,11 +1,10 @@
 """The compile-ahead helper process (``kernels/ahead.py`` starts it and explains it).
 
-It works only on an idle core. On a busy machine it would not run beside its parent but
-instead of it: the scheduler shares the CPU between sessions, not processes (Linux's
-autogroups), so a second process of the same session takes its time from the first, and
-every process pays numba's own start-up (importing it, its first compilation: seconds of
-CPU) again. So the helper first measures the machine's idle time over a moment
-(``/proc/stat``) and leaves when less than :data:`IDLE_CORES` cores were idle.
+It runs at the lowest priority (``nice`` 19), so it takes only time its parent leaves:
+an idle core. On a busy machine it would otherwise not run beside its parent but instead
+of it, since the scheduler shares the CPU between sessions, not processes (Linux's
+autogroups): a second process of the same session takes its time from the first, and
+pays numba's own start-up (importing it, its first compilation: seconds of CPU) again.
 """
 
 from __future__ import annotations
@@ -13,15 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import time
 
 from lance_minhash_sql.kernels.ahead import PLAN, plan_entries
 from lance_minhash_sql.kernels.config import dispatchers_by_name
 
-__all__ = ["IDLE_CORES", "idle_cores", "helper_main"]
+__all__ = ["NICE", "helper_main"]
 
-IDLE_CORES = 0.5  # idle cores, at the least, for the helper to work (its parent busy on one)
-_SAMPLE_SECONDS = 0.2  # how long the helper measures the idle time before it starts
+NICE = 19  # the helper's priority: the lowest
 
 
 def _lock(cache_key: str):
@@ -41,24 +38,6 @@ def _lock(cache_key: str):
     return f
 
 
-def idle_cores(seconds: float = _SAMPLE_SECONDS) -> float | None:
-    """Cores idle, on average, over the next ``seconds`` (``/proc/stat``: idle and I/O
-    wait time of all CPUs); None where the system does not say."""
-
-    def read() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-        return ticks[3] + ticks[4], sum(ticks)
-
-    try:
-        idle0, all0 = read()
-        time.sleep(seconds)
-        idle1, all1 = read()
-    except (OSError, ValueError, IndexError):
-        return None
-    return (os.cpu_count() or 1) * (idle1 - idle0) / max(1, all1 - all0)
-
-
 def _types_namespace() -> dict:
     from numba.core import types
 
@@ -67,17 +46,15 @@ def _types_namespace() -> dict:
     return ns
 
 
-def helper_main(parent: str, first: str, plan: str = PLAN, when_idle: bool = True) -> None:
-    """The helper process: compile the entries of ``plan`` after ``first``, last to first,
-    until one is in the cache already: the parent compiled it (they met), or an earlier
-    process did (which compiled the entries before it too). With ``when_idle``, only
-    when :data:`IDLE_CORES` cores are idle (module doc)."""
+def helper_main(parent: str, first: str, plan: str = PLAN) -> None:
+    """The helper process: at priority :data:`NICE`, compile the entries of ``plan`` after
+    ``first``, last to first, until one is in the cache already: the parent compiled it
+    (they met), or an earlier process did (which compiled the entries before it too)."""
     held = _lock(os.environ.get("NUMBA_CACHE_DIR") or os.path.dirname(os.path.abspath(__file__)))
     if held is None:
         return
-    idle = idle_cores() if when_idle else None
-    if idle is not None and idle < IDLE_CORES:
-        return
+    if hasattr(os, "nice"):
+        os.nice(NICE)
     entries = plan_entries(plan)
     names = [name for name, _ in entries]
     if first in names:
