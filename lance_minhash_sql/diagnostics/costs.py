@@ -196,7 +196,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
 
     def verified(verifier, shard, data) -> tuple[float, int]:
         t0, n = time.thread_time(), 0
-        for batch in verifier(shard, data, False, chunk):
+        for batch in verifier(shard, data, chunk):
             n += batch.num_rows
         return time.thread_time() - t0, n
 

@@ -296,7 +296,6 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
         pairs_of = pair_verifier(verify, plan.opened)
     else:
         links_of = link_verifier(job.rule, plan.opened)
-    prepare(pairs_of if what == "pairs" else links_of, [job.shard(plan, i) for i in indices])
     over = len(indices) == 1 and infos[0]["over"]
     pool, out = 0, 0
     if over:
@@ -319,6 +318,7 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
             pool += n
             del got_gids, got_sigs, got_rowids
         ugids, sigs, rowids = ugids[:pool], sigs[:pool], rowids[:pool]
+        prepare(pairs_of if what == "pairs" else links_of, [job.shard(plan, i) for i in indices], ugids)
         liveness = plan.opened.liveness
         alive = None if liveness.trivial else liveness.alive(rowids)
         for index, ref in zip(indices, rows):
@@ -332,7 +332,7 @@ def _verified(meter: _Task, job: _Job, indices: list, rows: list, infos: list, b
             if data is None:
                 continue
             if what == "pairs":
-                for batch in pairs_of(shard, data, exact, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS)):
+                for batch in pairs_of(shard, data, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS)):
                     out += batch.num_rows
                     yield batch
             else:
@@ -349,6 +349,7 @@ def _over_pool_links(shard: Shard, job: _Job, links_of) -> Iterator[tuple]:
     a window linked in chunks of rows)."""
     got = read_multi(shard)
     if got is not None:
+        prepare(links_of, [shard], got[1])
         yield from shard_links(shard.plan, [(shard, None)], got, None, job.max_docs, links_of, job.rule.max_reps)
 
 

@@ -38,4 +38,4 @@ def spans_take(starts, ends, values, rows):
 def csr_take(offsets: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows ``rows`` of a CSR as a CSR of their own, ``(offsets, values)``."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    return spans_take(offsets[:-1].copy(), offsets[1:].copy(), values, np.asarray(rows, dtype=np.int64))
+    return spans_take(offsets[:-1], offsets[1:], values, np.asarray(rows, dtype=np.int64))

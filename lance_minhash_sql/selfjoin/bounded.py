@@ -92,7 +92,7 @@ __all__ = ["memory_limit_bytes", "shard_rows", "pairs_pool", "chunk_pairs", "poo
 # what the engine verifies a loaded shard with: selfjoin/verify.py's pair_verifier and
 # selfjoin/links.py's link_verifier, passed by their callers and prepared here with the
 # shards they will verify (verify.prepare)
-PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, exact, chunk, stop=None)
+PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, chunk, stop=None)
 LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
 Prune = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (keys, gids) -> kept (keys, gids)
 
@@ -326,7 +326,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
                 return
             if label:
                 labels.label(data)
-            yield from verify(item[0], data, exact, chunk, stop)
+            yield from verify(item[0], data, chunk, stop)
             if exact:
                 trim_heap()
 
@@ -539,9 +539,9 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     got = read_multi(shard)
     if got is None:
         return
-    prepare(verify, [shard])
-    limit = remaining(verify, limit)
     keys, gids = got
+    prepare(verify, [shard], gids)  # (the rows of the bands just read: not read again)
+    limit = remaining(verify, limit)
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
     chunk = chunk_pairs(limit, most)
     if sorted_unique(gids).size <= max_docs:
@@ -552,6 +552,6 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     for r0, r1 in spans:
         data = span_data(plan, keys[r0:r1], gids[r0:r1])
         if data is not None:
-            yield from verify(shard, data, exact, chunk)
+            yield from verify(shard, data, chunk)
     if exact:
         trim_heap()

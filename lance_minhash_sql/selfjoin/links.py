@@ -158,7 +158,7 @@ def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS,
     rowid, gid = data.local_rowids(local), data.global_ids(local)
     order = np.argsort(rowid)
     rowid, gid = rowid[order], gid[order]
-    for batch in data_pairs(shard, data, True, chunk, verify="exact", shingles=shingles):
+    for batch in data_pairs(shard, data, chunk, verify="exact", shingles=shingles):
         left = batch.column(0).to_numpy()
         right = batch.column(1).to_numpy()
         yield "links", gid[np.searchsorted(rowid, left)], gid[np.searchsorted(rowid, right)]

@@ -14,19 +14,19 @@ self-join:
   distinct XXH64 hashes per row) while the next take runs. Rows taken in scattered
   chunks of pairs would read a page of the text column for each few rows;
 * a row asked for and not held (a caller that did not prefetch) is fetched the same way
-  with its chunk's other missing rows;
+  with the other missing rows of its shard;
 * their hashes are appended to an unnamed temporary file read back through a memory map
   (:class:`lance_minhash_sql.io.spilled.AppendedValues`): file pages, never anonymous
   memory, so nothing is dropped and fetched again when the sets outgrow the budget;
 * what is held in memory is the index, 32 bytes per row seen: its row id, where its
   set starts and ends in the file and its signature's row (star clustering's walk keeps
-  the members' signatures in a file beside), sorted by row id (a chunk's new rows merged in). It
-  and what Lance's reader keeps are taken from the self-join's budget before the pairs
+  the members' signatures in a file beside), sorted by row id (each fetch's rows merged
+  in). It and what Lance's reader keeps are taken from the self-join's budget before the pairs
   are verified (:meth:`ShingleSets.budget_bytes`).
 
-Shards run on threads: a chunk's missing rows are fetched and merged under a lock (the
-fetch and the shingling use their own threads); the sets are then read from the
-snapshot the lock handed out, without it.
+Shards run on threads: rows not held are fetched and merged under a lock (the fetch and
+the shingling use their own threads); a fetch replaces the index whole, so positions
+taken in a snapshot of it stay valid and the sets are read without the lock.
 """
 
 from __future__ import annotations
@@ -51,21 +51,10 @@ from lance_minhash_sql.selfjoin.pool import read_multi, row_ids
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData
 
 __all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Snapshot", "STATS",
-           "candidate_rows"]
+           "candidate_rows", "live_rows"]
 
 STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows")
 INDEX_BYTES = 32  # held per row seen: row id, start and end of its set, its signature row
-
-
-class Snapshot(NamedTuple):
-    """The index and the sets' values at one moment: positions taken in it stay valid
-    whatever is fetched after (a fetch replaces the index, never changes it)."""
-
-    index: Index
-    hashes: np.ndarray
-
-    def rowids(self, positions: np.ndarray) -> np.ndarray:
-        return self.index.ids[positions]
 
 
 class Index(NamedTuple):
@@ -77,6 +66,17 @@ class Index(NamedTuple):
     starts: np.ndarray
     ends: np.ndarray
     sig_rows: np.ndarray
+
+
+class Snapshot(NamedTuple):
+    """The index and the sets' values at one moment: positions taken in it stay valid
+    whatever is fetched after (a fetch replaces the index, never changes it)."""
+
+    index: Index
+    hashes: np.ndarray
+
+    def rowids(self, positions: np.ndarray) -> np.ndarray:
+        return self.index.ids[positions]
 
 
 def _empty_index() -> Index:
@@ -109,12 +109,7 @@ class ShingleSets:
         rows = data.rowids
         used = sorted_unique(data.docs if data.slot.size == 0 else data.slot[data.docs]).astype(np.int64)
         STATS.add("asked_rows", used.size)
-        snap = Snapshot(self.index, self.values.view())
-        pos = _positions(snap.index.ids, rows[used])
-        if pos is None:
-            self.fetch_rows(sorted_unique(rows[used]), "fetched_rows")
-            snap = Snapshot(self.index, self.values.view())
-            pos = np.searchsorted(snap.index.ids, rows[used])
+        snap, pos = self._placed(rows[used])
         at = np.zeros(rows.size, dtype=np.uint64)
         at[used] = pos
         return replace(data, rowids=readonly(at)), snap
@@ -123,18 +118,26 @@ class ShingleSets:
         """``(signatures uint16[n, k] or None, offsets, hashes)`` of ``rows`` (row ids, held
         or fetched now), the sets as a CSR of their own (empty without ``sets``)."""
         rows = np.asarray(rows, dtype=np.uint64)
-        pos = _positions(self.index.ids, rows)
-        if pos is None:
-            self.fetch_rows(sorted_unique(rows), "fetched_rows")
-            pos = np.searchsorted(self.index.ids, rows)
-        index = self.index
+        snap, pos = self._placed(rows)
+        index = snap.index
         sigs = None
         if self.signatures is not None:
             sigs = self.signatures.view().reshape(-1, self.k)[index.sig_rows[pos]]
         if not self.with_sets:
             return sigs, np.zeros(rows.size + 1, dtype=np.int64), np.empty(0, dtype=np.uint64)
-        offsets, hashes = spans_take(index.starts, index.ends, self.values.view(), pos)
+        offsets, hashes = spans_take(index.starts, index.ends, snap.hashes, pos)
         return sigs, offsets, hashes
+
+    def _placed(self, rows: np.ndarray) -> tuple[Snapshot, np.ndarray]:
+        """A snapshot holding every one of ``rows`` (the missing fetched first) and their
+        positions in it."""
+        snap = Snapshot(self.index, self.values.view())  # (the index first: the file holds its sets)
+        pos = _positions(snap.index.ids, rows)
+        if pos is None:
+            self.fetch_rows(sorted_unique(rows), "fetched_rows")
+            snap = Snapshot(self.index, self.values.view())
+            pos = np.searchsorted(snap.index.ids, rows)
+        return snap, pos
 
     def row_bytes(self, rows: np.ndarray) -> np.ndarray:
         """What :meth:`gather` holds for each of ``rows`` (held row ids): its signature,
@@ -146,11 +149,13 @@ class ShingleSets:
             out += 8 * (index.ends[pos] - index.starts[pos]) + 8
         return out
 
-    def prefetch(self, shards: list[Shard]) -> None:
+    def prefetch(self, shards: list[Shard], docs: np.ndarray | None = None) -> None:
         """Fetch and shingle, in row-id order, every live row of the candidate pairs
-        ``shards`` can give (:func:`candidate_rows`) not held yet."""
+        ``shards`` can give (:func:`candidate_rows`) not held yet; ``docs``: the shards'
+        docs in buckets of two rows or more when the caller read them already."""
         if shards:
-            self.fetch_rows(candidate_rows(shards), "prefetched_rows")
+            rows = candidate_rows(shards) if docs is None else live_rows(shards[0].plan, sorted_unique(docs))
+            self.fetch_rows(rows, "prefetched_rows")
 
     def fetch_rows(self, rows: np.ndarray, counter: str = "prefetched_rows") -> None:
         """Fetch, in row-id order, the rows of sorted unique ``rows`` not held yet (counted
@@ -239,6 +244,12 @@ def candidate_rows(shards: list[Shard]) -> np.ndarray:
         set_marks(marks, gids, True)
     gids, _ = marked_ids(marks)
     del marks
+    return live_rows(plan, gids)
+
+
+def live_rows(plan, gids: np.ndarray) -> np.ndarray:
+    """Ascending row ids of the live docs among sorted unique ``gids`` (global docs of
+    ``plan``'s index)."""
     rows = row_ids(plan, gids, FETCH_ROWS)
     rows = rows[plan.opened.liveness.alive(rows)] if rows.size else rows
     return sorted_unique(rows)

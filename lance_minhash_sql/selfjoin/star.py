@@ -61,12 +61,11 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly
+from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly, sorted_unique
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
 from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
 from lance_minhash_sql.core.tuning import STAR_ROWS
-from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact

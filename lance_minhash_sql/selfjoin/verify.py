@@ -48,17 +48,15 @@ def _pair_bound(data: ShardData) -> int:
     return int((m * (m - 1) // 2).sum())
 
 
-def data_pairs(shard: Shard, data: ShardData, exact: bool, chunk: int, stop: threading.Event | None = None,
+def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event | None = None,
                verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
     """The verified pairs of a shard's loaded data (a shard, or a part of one, loaded over
     its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`). ``verify="exact"``: candidates
-    down to :func:`exact_candidate_floor`, kept by their exact Jaccard (implies ``exact``),
-    the kernel writing the rows' positions among ``shingles``' sets
+    down to :func:`exact_candidate_floor`, kept by their exact Jaccard, the kernel writing the rows' positions among ``shingles``' sets
     (:meth:`.shingles.ShingleSets.positioned`; the rows' shingle sets, shared by the
     shards of one self-join: :func:`pair_verifier`; a set of its own when ``None``)."""
     plan = shard.plan
     k = plan.params.num_hashes
-    exact = exact or verify == "exact"
     own = verify == "exact" and shingles is None
     if own:
         shingles = ShingleSets(plan.opened)
@@ -147,16 +145,17 @@ class Verifier:
     def __call__(self, *args, **kwargs):
         return self.verify_shard(*args, **self.options, **kwargs)
 
-    def prepare(self, shards: list[Shard]) -> None:
+    def prepare(self, shards: list[Shard], docs: np.ndarray | None = None) -> None:
         if self.shingles is not None:
-            self.shingles.prefetch(shards)
+            self.shingles.prefetch(shards, docs)
 
 
-def prepare(verifier, shards: list[Shard]) -> None:
-    """:meth:`Verifier.prepare` of ``verifier``; nothing for a plain function (a caller's
-    own verifier, as tests pass)."""
+def prepare(verifier, shards: list[Shard], docs: np.ndarray | None = None) -> None:
+    """:meth:`Verifier.prepare` of ``verifier`` (``docs``: the shards' candidate docs,
+    when the caller read them already); nothing for a plain function (a caller's own
+    verifier, as tests pass)."""
     if isinstance(verifier, Verifier):
-        verifier.prepare(shards)
+        verifier.prepare(shards, docs)
 
 
 def remaining(verifier, limit: int) -> int:
