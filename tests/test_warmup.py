@@ -277,6 +277,36 @@ def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tm
     assert json.loads(_run(_CACHED, cache).stdout.splitlines()[-1]) == [False, False, True]
 
 
+_HELD = r"""
+import fcntl, os, sys
+from lance_minhash_sql.kernels.helper import LOCK_NAME, helper_main
+with open(os.path.join(sys.argv[1], LOCK_NAME), "a") as f:  # a helper of this cache folder runs
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    helper_main(str(os.getppid()), "no kernel of the plan", sys.argv[2])
+"""
+
+
+def test_one_helper_per_cache_folder_and_its_lock_lives_there(tmp_path, monkeypatch):
+    import tempfile
+
+    from lance_minhash_sql.kernels import ahead
+
+    monkeypatch.setenv(ahead.ENV, "0")
+    plan = tmp_path / "plan.txt"
+    plan.write_text(_PLAN)
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    before = set(os.listdir(tempfile.gettempdir()))
+    _run(_HELD, str(cache), str(cache), str(plan))  # the lock is held: the second helper leaves at once
+    assert not list(cache.rglob("*.nbi"))  # it compiled nothing
+    _run(_HELPER, str(cache), str(plan), "no kernel of the plan")  # released: this one compiles the plan
+    assert json.loads(_run(_CACHED, str(cache)).stdout.splitlines()[-1]) == [True, True, True]
+    from lance_minhash_sql.kernels.helper import LOCK_NAME
+
+    assert (cache / LOCK_NAME).exists()  # removed with the folder it guards
+    assert not {n for n in set(os.listdir(tempfile.gettempdir())) - before if "lance-minhash-ahead" in n}
+
+
 def test_the_helper_stops_where_it_meets_what_the_parent_compiled(tmp_path, monkeypatch):
     from lance_minhash_sql.kernels import ahead
 

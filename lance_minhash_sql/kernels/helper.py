@@ -19,17 +19,24 @@ from lance_minhash_sql.kernels.config import dispatchers_by_name
 __all__ = ["NICE", "helper_main"]
 
 NICE = 19  # the helper's priority: the lowest
+LOCK_NAME = ".lance-minhash-ahead.lock"  # in the numba cache folder the helper fills
 
 
-def _lock(cache_key: str):
+def _lock(cache_dir: str):
     """An exclusive lock for the helpers of one numba cache folder, or None when another
-    holds it (released when this process ends, however it ends)."""
+    holds it (released when this process ends, however it ends). The lock file lives in
+    the folder it guards, so it goes with it; a folder this process cannot write (numba
+    then caches elsewhere) gets one in the temporary folder, named after it."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no helper
         return None
-    name = "lance-minhash-ahead-" + hashlib.sha1(cache_key.encode()).hexdigest()[:16] + ".lock"
-    f = open(os.path.join(tempfile.gettempdir(), name), "a")
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        f = open(os.path.join(cache_dir, LOCK_NAME), "a")
+    except OSError:
+        name = LOCK_NAME + "-" + hashlib.sha1(cache_dir.encode()).hexdigest()[:16]
+        f = open(os.path.join(tempfile.gettempdir(), name), "a")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -50,7 +57,7 @@ def helper_main(parent: str, first: str, plan: str = PLAN) -> None:
     """The helper process: at priority :data:`NICE`, compile the entries of ``plan`` after
     ``first``, last to first, until one is in the cache already: the parent compiled it
     (they met), or an earlier process did (which compiled the entries before it too)."""
-    held = _lock(os.environ.get("NUMBA_CACHE_DIR") or os.path.dirname(os.path.abspath(__file__)))
+    held = _lock(os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__"))
     if held is None:
         return
     if hasattr(os, "nice"):
