@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lance_minhash_sql.core import errors
 from lance_minhash_sql.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
+from lance_minhash_sql.runtime import memory as _memory  # noqa: F401  (malloc arenas limited before any thread: limit_arenas)
 
 if TYPE_CHECKING:
     from lance_minhash_sql.api.entries import build_index, clusters, dedup, join, keep_flags, pairs

@@ -1,8 +1,9 @@
 """The process's heap: glibc thresholds while a build runs, and handing freed pages back.
 
-A build (and a self-join between its phases) frees large batches that glibc would keep
+A build and a self-join free large batches on several threads that glibc would keep
 resident; :func:`bounded_heap` lowers glibc's mmap and trim thresholds for the duration of
-every concurrent build, and :func:`release_memory` returns the heaps' free pages to the OS.
+every concurrent build or self-join, and :func:`release_memory` returns the heaps' free
+pages to the OS.
 On another C library both are no-ops. The measurements behind the thresholds follow.
 """
 
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import gc
+import os
 import threading
 
-__all__ = ["bounded_heap", "release_memory", "trim_heap"]
+__all__ = ["bounded_heap", "release_memory", "trim_heap", "limit_arenas", "arena_limit"]
 
 
 # What a build's memory is made of (``benchmarks/build.py --trace`` shows it per phase):
@@ -30,9 +31,8 @@ __all__ = ["bounded_heap", "release_memory", "trim_heap"]
 def _libc_fn(name: str, *argtypes):
     """A glibc function, or None (another C library)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        fn = getattr(libc, name)
-    except (OSError, AttributeError):
+        fn = getattr(ctypes.CDLL(None), name)  # the process's own C library (no search for its file)
+    except (OSError, AttributeError, TypeError):
         return None
     fn.argtypes = list(argtypes)
     fn.restype = ctypes.c_int
@@ -51,6 +51,8 @@ _HEAP_DURING_BUILD = (5 << 20, 16 << 20)  # (mmap threshold, trim threshold)
 # afterwards: glibc's dynamic maxima (DEFAULT_MMAP_THRESHOLD_MAX and twice it), where
 # its own adjustment ends up after any build (setting a threshold ends that adjustment)
 _HEAP_AFTER_BUILD = (32 << 20, 64 << 20)
+_M_ARENA_MAX = -8
+ARENAS_ENV = "MALLOC_ARENA_MAX"  # glibc's own setting: where the user set it, it stands
 _heap_lock = threading.Lock()
 _heap_users = 0
 
@@ -62,7 +64,7 @@ def _set_heap(mmap_threshold: int, trim_threshold: int) -> None:
 
 @contextlib.contextmanager
 def bounded_heap():
-    """glibc heap thresholds for the duration of a build (of all concurrent builds)."""
+    """glibc heap thresholds for the duration of a build or a self-join (of all that run at once)."""
     global _heap_users
     if _MALLOPT is None:
         yield
@@ -96,3 +98,28 @@ def trim_heap() -> None:
     trim (``selfjoin/bounded.py``)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def limit_arenas() -> None:
+    """At most one glibc malloc arena per core this process may run on (glibc's default is
+    eight per core), set when the package is imported, before its threads start.
+
+    Why: every thread that allocates while the others hold the arenas gets an arena of its
+    own, and an arena keeps what its thread freed. The self-join's and the build's
+    threads (the reading, verifying and signing pools, Lance's and DuckDB's) free buffers
+    of every size, so each arena grows to its thread's largest working set and stays
+    there: under a 512 MiB budget a 10M-row self-join held about 100 MB more with the
+    default arenas than with two (``benchmarks/verify_modes.py``). ``MALLOC_ARENA_MAX``
+    in the environment keeps glibc's own choice."""
+    if _MALLOPT is None or os.environ.get(ARENAS_ENV):
+        return
+    _MALLOPT(_M_ARENA_MAX, arena_limit())
+
+
+def arena_limit() -> int:
+    """The arenas :func:`limit_arenas` allows: one per core this process may run on, at least two."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, cores)
+
+
+limit_arenas()

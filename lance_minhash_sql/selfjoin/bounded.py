@@ -47,6 +47,10 @@ verification, same rules); only what is held at once changes:
    reach :data:`.parent.SPILLED_PARENT_SHARE` of the pool's share (the unions, the
    pruning and the flattening metered in blocks, the members' sweeps in spans): what
    clusters hold per row whatever the index is then the bit set, a bit a row.
+7. **The heap** keeps a build's glibc thresholds while the self-join runs
+   (:func:`lance_minhash_sql.runtime.memory.bounded_heap`): buffers of a few MiB and more
+   are mapped on their own, and a heap's free top goes back at once, so the arenas of the
+   verifying and reading threads do not keep the buffers of shards they are done with.
 
 What the fetch costs: a doc is read once per group whose shards hold it as a candidate
 after pruning. Without pruning, a group smaller than a band's candidates read each
@@ -77,7 +81,7 @@ from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, new_cursor, padded_hashes, windows
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
-from lance_minhash_sql.runtime.memory import trim_heap
+from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind, parent_share
@@ -334,21 +338,22 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
 
     groups = _groups(shards, limit, max_docs, marks, _unpruned if labels is None else labels.prune,
                      None if labels is None else labels.given)
-    try:
-        for group, rows in groups:
-            count("groups")
-            last = group[-1][0] is shards[-1]
-            if rows is None:
-                yield from run(group, _group_data(carried, marks), last)
-                continue
+    with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
+        try:
+            for group, rows in groups:
+                count("groups")
+                last = group[-1][0] is shards[-1]
+                if rows is None:
+                    yield from run(group, _group_data(carried, marks), last)
+                    continue
+                carried.drop()
+                count("streamed_shards")
+                keys, gids = rows
+                spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
+                yield from run(spans, lambda sp: span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
+        finally:
+            groups.close()  # its readers stop now, not when collected
             carried.drop()
-            count("streamed_shards")
-            keys, gids = rows
-            spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
-            yield from run(spans, lambda sp: span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
-    finally:
-        groups.close()  # its readers stop now, not when collected
-        carried.drop()
 
 
 # --------------------------------------------------------------------------- clusters
@@ -483,27 +488,28 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
     max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(total, limit)))
     components = UnionFind(total, pool_bytes(limit))
     bar = progress_bar(progress, len(shards), "clusters", unit="shards", scale=False)
-    try:
-        marks = new_marks(total)
-        carried = CarriedPool(plan, max_docs)
-        groups = _groups(shards, limit, max_docs, marks, _joined(components))
+    with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
         try:
-            for group, rows in groups:
-                count("groups")
-                for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
-                    components.union(a, b)
-                if bar is not None:  # the shards up to the group's last are linked (empty ones are skipped)
-                    bar.update(group[-1][0].index + 1 - bar.n)
+            marks = new_marks(total)
+            carried = CarriedPool(plan, max_docs)
+            groups = _groups(shards, limit, max_docs, marks, _joined(components))
+            try:
+                for group, rows in groups:
+                    count("groups")
+                    for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
+                        components.union(a, b)
+                    if bar is not None:  # the shards up to the group's last are linked (empty ones are skipped)
+                        bar.update(group[-1][0].index + 1 - bar.n)
+            finally:
+                groups.close()
+                carried.drop()  # (the pool's buffer is not held beside the members' arrays)
+            members, roots = components.members(marks)
+            if bar is not None:
+                bar.update(len(shards) - bar.n)
         finally:
-            groups.close()
-            carried.drop()  # (the pool's buffer is not held beside the members' arrays)
-        members, roots = components.members(marks)
-        if bar is not None:
-            bar.update(len(shards) - bar.n)
-    finally:
-        components.close()
-        if bar is not None:
-            bar.close()
+            components.close()
+            if bar is not None:
+                bar.close()
     del marks
     return clusters_table(roots, row_ids(plan, members.astype(np.uint32), _window_rows(max_docs)))
 
