@@ -2,11 +2,15 @@
 
 * :func:`check_limit` turns ``(k, threshold)`` into the top-k cut: ``k`` rows per query,
   or no limit when ``k`` is ``None`` (then a threshold is required).
-* :func:`at_threshold`: a hit is kept when its MinHash similarity reaches the threshold,
-  by the self-join's rule: ``float32(eq) / float32(k) >= threshold`` (``eq`` equal
-  positions, recovered exactly from Lance's float32 ``_distance = 1 - eq / k``), i.e.
+* :func:`apply_scores` keeps the hits that reach a search's
+  :class:`lance_minhash_sql.core.params.ThresholdCut` (resolved once per search): a hit is
+  kept when its MinHash similarity reaches the threshold, by the self-join's rule:
+  ``float32(eq) / float32(k) >= threshold`` (``eq`` equal positions, recovered exactly
+  from Lance's float32 ``_distance = 1 - eq / k``: :func:`equal_values`), i.e.
   ``eq >= min_matches(threshold, k)``. Cutting at the top ``k`` by distance and then at the
   threshold is the same as the other way round: the order is by distance.
+  :func:`at_threshold`, :func:`candidate_cut` and :func:`verified` state the same rule for
+  one threshold at a time.
 * :func:`exact_scores`: the exact Jaccard of each query's shingle set and its hit's (the
   index's tokenizer and shingle size; the hits' texts fetched by row id), NaN when either
   has no shingles; with a threshold the hits below it are dropped.

@@ -23,7 +23,7 @@ from typing import Callable
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS
 from lance_minhash_sql.kernels.config import load_numba
 
-__all__ = ["num_threads", "run_chunks", "in_chunks", "chunk_results"]
+__all__ = ["chunk_results", "in_chunks", "num_threads", "run_chunks"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
