@@ -319,6 +319,12 @@ class Signer:
         in_chunks(lambda lo, hi: vocab_sign.sign_vocab_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
         return pending
 
+    def sign_with_keys(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(signatures uint16[n, k], has_signature bool[n], band keys uint64[n, num_bands])``
+        of strings: :meth:`sign`, then :meth:`band_keys`."""
+        sigs, has = self.sign(texts)
+        return sigs, has, self.band_keys(sigs)
+
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix."""
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)

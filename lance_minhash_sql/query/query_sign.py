@@ -52,16 +52,11 @@ class SignedQueries(NamedTuple):
 def sign_texts(signer: Signer, texts: pa.Array, few: list[str] | None) -> SignedQueries:
     """The query texts signed with the index's signer: by numpy when ``few`` (the texts as
     a list) is given, else by the kernels; only the queries with tokens are handed on."""
-    if few is not None:
-        sigs, has, keys = sign_queries(signer, few)
-    else:
-        sigs, has = signer.sign(texts)
-        keys = signer.band_keys(sigs)
+    sigs, has, keys = sign_queries(signer, few) if few is not None else signer.sign_with_keys(texts)
     active = np.flatnonzero(has)
     if active.size < has.size:
         sigs, keys = sigs[active], keys[active]
-    sigs, keys = readonly(sigs), readonly(keys)
-    return SignedQueries(has, active, sigs, keys)
+    return SignedQueries(has, active, readonly(sigs), readonly(keys))
 
 
 def sign_queries(signer: Signer, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

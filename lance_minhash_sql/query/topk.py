@@ -172,11 +172,10 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     view = opened.search_view(fast_search, filter)
     few = numpy_texts(texts, engine)
     has, active, qsigs, qkeys = sign_texts(view.signer, texts, few)
-    if active.size == 0:
-        warn_empty_queries(texts, has, None, numbers)
-        return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
     answer = None
-    if few is not None:
+    if active.size == 0:  # no query has tokens: nothing to look up, no candidate counts
+        answer = np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32), None
+    if answer is None and few is not None:
         answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
         NUMPY_SECONDS.add(time.perf_counter() - t0)
     if answer is None:
