@@ -29,7 +29,6 @@ from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import min_matches
 from lance_minhash_sql.core.params import ThresholdCut, exact_candidate_floor
 from lance_minhash_sql.index.opened import OpenedIndex
-from lance_minhash_sql.io.scan import take_texts
 
 __all__ = ["NO_LIMIT", "check_limit", "equal_values", "at_threshold", "candidate_cut", "verified", "exact_scores",
            "apply_scores"]
@@ -81,14 +80,16 @@ def verified(distance: np.ndarray, jaccard: np.ndarray | None, num_hashes: int, 
 
 def exact_scores(opened: OpenedIndex, queries: pa.Array, query_index: np.ndarray, rowids: np.ndarray) -> np.ndarray:
     """Exact shingle Jaccard of ``queries[query_index[i]]`` and row ``rowids[i]``: each
-    distinct hit row's text fetched once (``io/scan.py: take_texts``), then every pair
-    shingled and scored by the index's signer (``Signer.pair_jaccard``)."""
+    distinct hit row's text fetched once, by the opened index's fetcher of result rows
+    (``io/takes.py: RowFetcher``), then every pair shingled and scored by the index's
+    signer (``Signer.pair_jaccard``)."""
     if rowids.size == 0:
         return np.empty(0, dtype=np.float64)
     uq = sorted_unique(query_index)
     ur = sorted_unique(rowids)
+    rows = opened.fetcher.take(ur, [opened.column], "the exact scores of the search", opened.uri)
     texts = pa.concat_arrays([queries.take(pa.array(uq)).cast(pa.large_string()),
-                              take_texts(opened.ds, opened.column, ur, opened.uri)])
+                              rows.column(0).combine_chunks().cast(pa.large_string())])
     return opened.signer.pair_jaccard(texts, np.searchsorted(uq, query_index), np.searchsorted(ur, rowids) + uq.size)
 
 
