@@ -330,9 +330,13 @@ class Signer:
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)
         rows = sig.view(np.uint8).reshape(sig.shape[0], -1)
         nb = self.params.num_bands
-        parts = chunk_results(lambda lo, hi: similarity.band_keys_serial(rows[lo:hi], nb), rows.shape[0],
-                              SIGN_CHUNK_ROWS)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        keys = np.empty((rows.shape[0], nb), dtype=np.uint64)
+
+        def chunk(lo: int, hi: int) -> None:
+            keys[lo:hi] = similarity.band_keys_serial(rows[lo:hi], nb)
+
+        in_chunks(chunk, rows.shape[0], SIGN_CHUNK_ROWS)
+        return keys
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
