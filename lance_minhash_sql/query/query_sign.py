@@ -59,32 +59,39 @@ def sign_texts(signer: Signer, texts: pa.Array, few: list[str] | None) -> Signed
     return SignedQueries(has, active, readonly(sigs), readonly(keys))
 
 
+def _signature(tokens: list[bytes], shingle: int, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``uint16[k]``: each shingle of ``shingle`` tokens hashed by XXH64, then the ``k``
+    minima of ``a * x + b``, each reduced to its top 16 bits by ``c``."""
+    w = min(shingle, len(tokens))
+    x = np.fromiter((xxhash.xxh64_intdigest(_SEP.join(tokens[s:s + w]), SEED) for s in range(len(tokens) - w + 1)),
+                    dtype=np.uint64)
+    m = np.full(a.size, np.iinfo(np.uint64).max, dtype=np.uint64)
+    for lo in range(0, x.size, SHINGLE_BLOCK):
+        np.minimum(m, (x[lo:lo + SHINGLE_BLOCK, None] * a + b).min(axis=0), out=m)  # wraps mod 2**64
+    return ((c * m) >> _U48).astype(np.uint16)
+
+
+def _band_keys(signature: np.ndarray, num_bands: int) -> np.ndarray:
+    """``uint64[num_bands]``: ``(j << 56) | (XXH64(band j's values as little-endian u16) & (2**56 - 1))``."""
+    raw = signature.astype("<u2").tobytes()
+    width = len(raw) // num_bands
+    return np.array([(j << BAND_SHIFT) | (xxhash.xxh64_intdigest(raw[j * width:(j + 1) * width], SEED) & BAND_HASH_MASK)
+                     for j in range(num_bands)], dtype=np.uint64)
+
+
 def sign_queries(signer: Signer, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(signatures uint16[n, k], has bool[n], band keys uint64[n, b])`` of a few texts,
     with ``signer``'s parameters, coefficients and tokenizer options, without numba; a text
     without tokens has ``has`` false (its rows are zero)."""
     params = signer.params
-    k, nb, w = params.num_hashes, params.num_bands, params.shingle_size
-    a, b, c = signer.a, signer.b, signer.c
-    sigs = np.zeros((len(texts), k), dtype=np.uint16)
-    keys = np.zeros((len(texts), nb), dtype=np.uint64)
+    sigs = np.zeros((len(texts), params.num_hashes), dtype=np.uint16)
+    keys = np.zeros((len(texts), params.num_bands), dtype=np.uint64)
     has = np.zeros(len(texts), dtype=np.bool_)
     for i, text in enumerate(texts):
         tokens = [t.encode("utf-8") for t in lance_tokens(text, signer.lance_options)]
         if not tokens:
             continue
-        # each shingle of w tokens hashed by XXH64, then the k minima of a * x + b
-        w_ = min(w, len(tokens))
-        x = np.fromiter((xxhash.xxh64_intdigest(_SEP.join(tokens[s:s + w_]), SEED)
-                         for s in range(len(tokens) - w_ + 1)), dtype=np.uint64)
-        m = np.full(k, np.iinfo(np.uint64).max, dtype=np.uint64)
-        for lo in range(0, x.size, SHINGLE_BLOCK):
-            np.minimum(m, (x[lo:lo + SHINGLE_BLOCK, None] * a + b).min(axis=0), out=m)  # wraps mod 2**64
-        sigs[i] = ((c * m) >> _U48).astype(np.uint16)
-        # band j's key: (j << 56) | (XXH64 of its values as little-endian u16 & (2**56 - 1))
-        raw = sigs[i].astype("<u2").tobytes()
-        width = len(raw) // nb
-        keys[i] = [(j << BAND_SHIFT) | (xxhash.xxh64_intdigest(raw[j * width:(j + 1) * width], SEED) & BAND_HASH_MASK)
-                   for j in range(nb)]
+        sigs[i] = _signature(tokens, params.shingle_size, signer.a, signer.b, signer.c)
+        keys[i] = _band_keys(sigs[i], params.num_bands)
         has[i] = True
     return sigs, has, keys
