@@ -56,7 +56,7 @@ def _texts() -> list[str]:
 @pytest.mark.parametrize("params", PARAMS, ids=_param_id)
 def test_numpy_signatures_equal_the_kernels(params):
     texts = _texts()
-    sigs, has, keys = sign_queries(params, texts)
+    sigs, has, keys = sign_queries(signer_for(params), texts)
     signer = signer_for(params)
     ref_sigs, ref_has = signer.sign(texts)
     assert has.tolist() == ref_has.tolist()
@@ -68,7 +68,7 @@ def test_numpy_signatures_equal_the_kernels(params):
 
 def test_known_answer_vectors():
     # docs/signatures.md: k=4, b=2, shingle_size=2
-    sigs, has, keys = sign_queries(MinHashParams(4, 2, 2), ["The quick brown fox", "Fox", "!!!"])
+    sigs, has, keys = sign_queries(signer_for(MinHashParams(4, 2, 2)), ["The quick brown fox", "Fox", "!!!"])
     assert [f"{v:04x}" for v in sigs[0]] == ["b00f", "59d6", "511a", "cd2c"]
     assert [f"{v:016x}" for v in keys[0]] == ["00f30f3501d458ea", "01aec5df28d04915"]
     assert [f"{v:04x}" for v in sigs[1]] == ["2970", "d6db", "65f8", "adfc"]
@@ -79,7 +79,7 @@ def test_known_answer_vectors():
 def test_a_long_text_signed_in_blocks_equals_the_kernels():
     text = " ".join(f"w{i % 5000}" for i in range(9_000))  # 8,998 shingles: five blocks of minima
     assert fits([text]) and not fits([text * 6]) and not fits(["a"] * (MAX_QUERIES + 1))
-    sigs, has, keys = sign_queries(MinHashParams(), [text])
+    sigs, has, keys = sign_queries(signer_for(MinHashParams()), [text])
     ref, ref_has = signer_for(MinHashParams()).sign([text])
     assert has[0] and ref_has[0] and np.array_equal(sigs[0], ref[0])
 
@@ -139,8 +139,8 @@ def test_probe_equals_lance_and_the_kernels(dup_ds, monkeypatch):
         got, calls = _probed(uri, q, 10, monkeypatch)
         assert got == want == _lance(uri, q, 10), q
         served += calls == [True]
-    _, has, _ = sign_queries(MinHashParams(), queries[:MAX_QUERIES])
-    _, has2, _ = sign_queries(MinHashParams(), queries[MAX_QUERIES:])
+    _, has, _ = sign_queries(signer_for(MinHashParams()), queries[:MAX_QUERIES])
+    _, has2, _ = sign_queries(signer_for(MinHashParams()), queries[MAX_QUERIES:])
     assert served == has.sum() + has2.sum() > 40  # every query with tokens (the others return early)
     # the big bucket: 5,000 rows less the deleted, the lowest row ids first
     got, calls = _probed(uri, table.column("text")[3000].as_py(), 10, monkeypatch)

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_PAGE_ROWS",
     "page_ends",
     "similarity",
+    "min_matches",
 ]
 
 # XXH64 seed of the shingle hashes and of the band keys, and the SplitMix64 seed of the
@@ -71,3 +72,16 @@ def similarity(eq, k):
     (0.75, dtype('float32'))
     """
     return np.float32(eq) / np.float32(k)
+
+
+def min_matches(threshold: float, num_hashes: int) -> int:
+    """Smallest ``eq`` with ``float64(float32(eq) / float32(k)) >= threshold`` (``k + 1``
+    if none): the verification rule in integers.
+
+    >>> min_matches(0.8, 128), min_matches(1.0, 128)
+    (103, 128)
+    """
+    for eq in range(num_hashes + 1):
+        if float(similarity(eq, num_hashes)) >= threshold:
+            return eq
+    return num_hashes + 1

@@ -26,12 +26,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from lance_minhash_sql.core.checks import check_bool, check_int, check_real, check_similarity, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning, warn
 from lance_minhash_sql.core.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS,
-                                                 MAX_NUM_HASHES, SHINGLE_SEPARATOR, SIGNATURE_VERSION)
+                                                 MAX_NUM_HASHES, SHINGLE_SEPARATOR, SIGNATURE_VERSION, min_matches)
 from lance_minhash_sql.core.lance_format import SEED as SIGNATURE_SEED
 
 __all__ = [
@@ -66,6 +66,8 @@ __all__ = [
     "CANDIDATE_PROBABILITY",
     "LOW_RECALL_PROBABILITY",
     "warn_if_low_recall",
+    "ThresholdCut",
+    "threshold_cut",
     "check_threshold",  # re-exported from checks: the one threshold rule
 ]
 
@@ -492,10 +494,14 @@ def recall_bands(threshold: float, num_hashes: int = 128,
     (64, 2)
     """
     t, k = _threshold_and_hashes(threshold, num_hashes)
-    p = check_similarity("probability", probability)
+    return _recall_bands(t, k, check_similarity("probability", probability))
+
+
+def _recall_bands(t: float, k: int, p: float) -> tuple[int, int]:
+    """:func:`recall_bands` of checked arguments."""
     bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
     for b in bands:
-        if lsh_probability(t, b, k // b) >= p:
+        if scurve(t, b, k // b) >= p:
             return b, k // b
     return bands[-1], k // bands[-1]
 
@@ -534,18 +540,19 @@ def optimal_bands(
 
 def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
     """Warn (:class:`LowRecallWarning`) when a pair of similarity ``threshold`` shares a band
-    with probability below :data:`LOW_RECALL_PROBABILITY` under the index's ``(b, r)``."""
+    with probability below :data:`LOW_RECALL_PROBABILITY` under the index's ``(b, r)``;
+    ``threshold`` is checked already."""
     b, r = params.num_bands, params.rows_per_band
-    p = lsh_probability(threshold, b, r)
+    p = scurve(threshold, b, r)
     if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
         return
-    b2, r2 = recall_bands(threshold, params.num_hashes)
+    b2, r2 = _recall_bands(threshold, params.num_hashes, CANDIDATE_PROBABILITY)
     warn(LowRecallWarning(
         f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
         f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
         f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
         f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
-        f"{lsh_probability(threshold, b2, r2):.3f}), e.g. "
+        f"{scurve(threshold, b2, r2):.3f}), e.g. "
         f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
         f"or minhash_build(dataset, column, threshold := {threshold:g})"))
 
@@ -572,6 +579,33 @@ def exact_candidate_floor(threshold: float, num_hashes: int) -> float:
     >>> round(exact_candidate_floor(0.8, 128), 3), exact_candidate_floor(1.0, 128)
     (0.659, 1.0)
     """
-    t = check_threshold(threshold)
-    k = check_int("num_hashes", num_hashes, "e.g. 128", 1)
+    return _candidate_floor(check_threshold(threshold), check_int("num_hashes", num_hashes, "e.g. 128", 1))
+
+
+def _candidate_floor(t: float, k: int) -> float:
+    """:func:`exact_candidate_floor` of checked arguments."""
     return max(0.0, t - VERIFY_SIGMAS * (t * (1.0 - t) / k) ** 0.5)
+
+
+class ThresholdCut(NamedTuple):
+    """What a search keeps of its hits, resolved once per search (:func:`threshold_cut`)
+    from the index's parameters and the checked ``threshold`` and ``verify``."""
+
+    threshold: float | None  # the similarity a hit must reach; None: every hit
+    num_hashes: int  # k: a hit's equal signature values are ``(1 - _distance) * k``
+    min_eq: int  # the equal values a hit's estimate must reach (0 without a threshold)
+    exact: bool  # verify := 'exact': each hit's exact Jaccard is computed, and decides at the threshold
+
+
+def threshold_cut(params: MinHashParams, threshold: float | None, verify: str) -> ThresholdCut:
+    """The cut of a search of ``params``' index: a hit's estimate must reach ``threshold``,
+    or under ``verify="exact"`` its :func:`exact_candidate_floor` (the exact Jaccard then
+    decides), as :func:`min_matches` equal values; warns once when the index cannot
+    reach such pairs (:func:`warn_if_low_recall`). ``threshold`` and ``verify`` are checked
+    at the boundary already."""
+    exact = verify == "exact"
+    k = params.num_hashes
+    if threshold is None:
+        return ThresholdCut(None, k, 0, exact)
+    warn_if_low_recall(params, threshold)
+    return ThresholdCut(threshold, k, min_matches(_candidate_floor(threshold, k) if exact else threshold, k), exact)

@@ -39,11 +39,9 @@ from lance_minhash_sql.faces.chains import CHAIN_ROWS, chains
 from lance_minhash_sql.faces.estimate_section import section_html, section_table
 from lance_minhash_sql.faces.sinks import Ticker
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.outputs import prepare_output, written_beside
 from lance_minhash_sql.io.scan import options_for, schema_of
 from lance_minhash_sql.io.takes import take_rows
-from lance_minhash_sql.kernels.pairs import pair_jaccard
 from lance_minhash_sql.selfjoin.dedup import check_keep
 
 __all__ = ["POOL_ROWS", "ID_NAMES", "id_column_of", "Member", "ReviewCluster", "Review", "review"]
@@ -242,8 +240,7 @@ class _Plan:
         """Exact shingle Jaccard of ``texts[ia[i]]`` and ``texts[ib[i]]``."""
         if ia.size == 0:
             return np.empty(0)
-        offsets, hashes = signer_for(self.opened.params).shingle_sets(texts.cast(pa.large_string()))
-        return pair_jaccard(offsets, hashes, ia.astype(np.int64), ib.astype(np.int64))
+        return self.opened.signer.pair_jaccard(texts.cast(pa.large_string()), ia, ib)
 
 
 def _sample(ids, sizes, plan: _Plan, per_kind: int, seed: int) -> list[tuple[int, str]]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 __all__ = ["WarmupResult", "warmup"]
 
-_ROWS = 6_000  # above index.sign.PARALLEL_MIN_ROWS: the multi-threaded signing path runs too
+_ROWS = 6_000  # above core.tuning.PARALLEL_MIN_ROWS: the multi-threaded signing path runs too
 _BATCH = 4_096  # index.search's parallel drivers start at kernels.lsh.PARALLEL_MIN_QUERIES queries
 
 

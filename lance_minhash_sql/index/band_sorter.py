@@ -77,10 +77,10 @@ from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
 from lance_minhash_sql.core.tuning import (HEAP_BOUND_MIN_ROWS, IO_BUFFER_SHARE, LANCE_WRITER_CACHE, MAX_IO_BUFFER,
                                            MAX_PARTITIONS, MAX_PIPELINE_BYTES, MAX_SCAN_ROWS, MAX_SPILL_BUFFER_BYTES,
                                            MAX_WRITER_BYTES, MIN_IO_BUFFER, MIN_SCAN_ROWS, MIN_SPILL_BUFFER_SHARE,
-                                           PARALLEL_MIN_ROWS, PIPELINE_SHARE, SCAN_READAHEAD, SPILL_APPEND_BYTES, TEXT_BYTES,
+                                           PIPELINE_SHARE, SCAN_READAHEAD, SPILL_APPEND_BYTES, TEXT_BYTES,
                                            WRITER_DEPTH, WRITER_SHARE)
 from lance_minhash_sql.kernels import sort as ks
-from lance_minhash_sql.runtime.threads import num_threads, run_chunks
+from lance_minhash_sql.runtime.threads import in_chunks, num_threads, run_chunks
 
 __all__ = [
     "ENV_MEMORY",
@@ -351,10 +351,7 @@ class BandSorter:
             def scatter(lo: int, hi: int) -> None:
                 ks.scatter_bands(keys[lo:hi], self._keys, self.plan.rows, at + lo)
 
-            if n < PARALLEL_MIN_ROWS:
-                scatter(0, n)
-            else:  # one chunk of rows a thread
-                run_chunks(scatter, n, -(-n // num_threads()))
+            in_chunks(scatter, n)  # one chunk of rows a thread
         else:
             keys = np.ascontiguousarray(keys, dtype=np.uint64)
             cap = self.plan.spill_rows

@@ -24,6 +24,7 @@ from lance_minhash_sql.core.params import SIGNATURE_VERSION, MinHashParams
 from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
+from lance_minhash_sql.index.sign import Signer, signer_for
 from lance_minhash_sql.io.handles import DatasetVersion, open_version
 from lance_minhash_sql.io.liveness import Liveness
 from lance_minhash_sql.io.manifest import ColumnIndex, SegmentInfo, column_index
@@ -62,7 +63,9 @@ __all__ = [
 class OpenedIndex:
     """A column's MinHash LSH index in one dataset version: the version as
     ``io/handles.py`` opened it (:attr:`handle`, which alone holds the storage options), the
-    index's parameters and segments, and what a search reads beside them."""
+    index's parameters and segments, and what a search reads beside them, resolved once
+    here: the signer of those parameters (``index/sign.py``), which rows count
+    (:attr:`liveness`), the schema and the row fetcher."""
 
     handle: DatasetVersion
     column: str
@@ -72,6 +75,7 @@ class OpenedIndex:
     fragments: tuple[int, ...]
     unindexed: tuple[int, ...]
     liveness: Liveness
+    signer: Signer = field(repr=False)  # the index's parameters resolved for signing (queries, unindexed rows)
     reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
     schema: pa.Schema | None = field(default=None, repr=False)  # the dataset version's schema
     fetcher: RowFetcher | None = field(default=None, repr=False)  # the user's columns of result rows
@@ -102,14 +106,14 @@ class OpenedIndex:
         return flat_entry(self, self.unindexed)
 
     def search_view(self, fast_search: bool = False, filter: str | None = None) -> "SearchView":
-        """Everything a search reads of this index, in one call: the parameters, the
+        """Everything a search reads of this index, in one call: the signer, the
         segments to search (with the unindexed rows as one more unless ``fast_search``)
         and which candidate rows count. A bad ``filter`` is refused here, whether or not
         any row is a candidate."""
         if filter is not None:
             self.liveness.check_filter(filter)
         flat = [] if fast_search or not self.unindexed else [self.unindexed_entry()]
-        return SearchView(self.params, self.segment_entries() + flat, self.liveness, filter,
+        return SearchView(self.signer, self.segment_entries() + flat, self.liveness, filter,
                           self.liveness.checks(filter))
 
     @property
@@ -119,14 +123,14 @@ class OpenedIndex:
 
 class SearchView:
     """What a search reads of an opened index (:meth:`OpenedIndex.search_view`): the index's
-    parameters, the segments to search, and which candidate rows count: live and, with a
+    signer, the segments to search, and which candidate rows count: live and, with a
     ``filter``, matching it (``checked`` False: every row counts, nothing to ask)."""
 
-    __slots__ = ("params", "entries", "liveness", "filter", "checked")
+    __slots__ = ("signer", "entries", "liveness", "filter", "checked")
 
-    def __init__(self, params: MinHashParams, entries: list[SegmentEntry], liveness: Liveness,
+    def __init__(self, signer: Signer, entries: list[SegmentEntry], liveness: Liveness,
                  filter: str | None, checked: bool):
-        self.params = params
+        self.signer = signer
         self.entries = entries
         self.liveness = liveness
         self.filter = filter
@@ -189,8 +193,8 @@ def _read_index(handle: DatasetVersion, column: str) -> OpenedIndex:
         liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
-    return OpenedIndex(handle, column, params, segments, covered, fragments, unindexed, liveness, reuse,
-                       schema_of(ds), RowFetcher(ds, liveness.stable))
+    return OpenedIndex(handle, column, params, segments, covered, fragments, unindexed, liveness,
+                       signer_for(params), reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
 
 
 def _index_params(uri: str, column: str, layout: ColumnIndex, files: list[MinHashParams]) -> MinHashParams:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 from dataclasses import replace
+from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
@@ -22,13 +23,13 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import LanceMinHashError
 from lance_minhash_sql.core.params import KERNEL_TOKENIZERS, MinHashParams, TokenizerParams
-from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS, SIGN_CHUNK_ROWS, TOKEN_MEMORY
+from lance_minhash_sql.core.tuning import SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import minhash, similarity, tokenize, vocab, vocab_sign
+from lance_minhash_sql.kernels import minhash, pairs, similarity, tokenize, vocab, vocab_sign
 from lance_minhash_sql.runtime.cache import memoized
-from lance_minhash_sql.runtime.threads import num_threads, run_chunks
+from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
 
 __all__ = ["Signer", "signer_for", "tokenizer_config"]
 
@@ -59,30 +60,6 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
         bool(tok.prefix_only),
         int(code),
     )
-
-
-def _by_thread(fn, n: int) -> list:
-    """``fn(lo, hi)`` over one range of rows per thread (one range below
-    ``PARALLEL_MIN_ROWS``), the results in row order."""
-    parts: dict[int, object] = {}
-
-    def chunk(lo: int, hi: int) -> None:
-        parts[lo] = fn(lo, hi)
-
-    if n < PARALLEL_MIN_ROWS:
-        chunk(0, n)
-    else:
-        run_chunks(chunk, n, -(-n // num_threads()))
-    return [parts[lo] for lo in sorted(parts)]
-
-
-def _in_chunks(fn, n: int) -> None:
-    """``fn(lo, hi)`` over ``[0, n)``: at once on this thread below ``PARALLEL_MIN_ROWS``,
-    else in chunks of ``SIGN_CHUNK_ROWS`` on every thread."""
-    if n < PARALLEL_MIN_ROWS:
-        fn(0, n)
-    else:
-        run_chunks(fn, n, SIGN_CHUNK_ROWS)
 
 
 def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid_offset: int) -> StringBuffers:
@@ -191,10 +168,12 @@ class Signer:
 
     def __init__(self, params: MinHashParams):
         self.params = params
-        self.cfg = tokenizer_config(params.tokenizer)
-        self.tables = tuple(load_tables())
-        self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
         tok = params.tokenizer
+        self.cfg = tokenizer_config(tok)
+        # what every route reads, resolved once: the signature coefficients and the options
+        # under which Lance's own tokenizer runs this pipeline (io/tokens.py)
+        self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
+        self.lance_options = tok.lance_tokenize_kwargs()
         # icu rows the simple tokenizer segments alike (kernels/vocab.icu_simple_rows) take
         # the kernel route of the same options with the simple base tokenizer
         self.icu = tok.base_tokenizer in ("icu", "icu/split")
@@ -209,10 +188,16 @@ class Signer:
         if self.per_token:
             self.base_cfg = tokenizer_config(replace(kernel_tok, max_token_length=None, lower_case=False,
                                                      ascii_folding=False, stem=False, remove_stop_words=False))
-            self.vocabulary = _Vocabulary(tok.lance_tokenize_kwargs())
+            self.vocabulary = _Vocabulary(self.lance_options)
         elif self.routed:
             self.kernel_cfg = tokenizer_config(kernel_tok)
             self.cfg = _TOKENS_CFG
+
+    @cached_property
+    def tables(self) -> tuple:
+        """The tokenizer's code-point tables (``io/unicode_tables.py``), loaded on the first
+        kernel call: signing a few queries with Lance's tokenizer needs none."""
+        return tuple(load_tables())
 
     def inputs(self, texts) -> tuple[StringBuffers, tuple]:
         """``(buffers, cfg)`` for the kernels: :meth:`buffers` and :attr:`cfg`, or, for
@@ -242,7 +227,7 @@ class Signer:
         if self.per_token:
             return self._mapped(string_buffers(texts))
         if tok.lance_made:
-            return token_streams(texts, tok.lance_tokenize_kwargs())
+            return token_streams(texts, self.lance_options)
         return string_buffers(texts)
 
     def _routed(self, texts) -> StringBuffers:
@@ -267,11 +252,11 @@ class Signer:
                 return vocab.kernel_streams(buf.offsets[lo:hi + 1], buf.data, valid, offset + lo,
                                             self.kernel_cfg, self.tables)
 
-            mine = _joined(_by_thread(chunk, len(buf.offsets) - 1), valid, offset)
+            mine = _joined(chunk_results(chunk, len(buf.offsets) - 1), valid, offset)
         if everyone:
             return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
         others = as_string_array(texts).take(pa.array(np.flatnonzero(~kernel_rows)))
-        lances = token_streams(others, self.params.tokenizer.lance_tokenize_kwargs())
+        lances = token_streams(others, self.lance_options)
         kernel_rows = readonly(kernel_rows)
         off, data = vocab.merge_streams(mine.offsets, mine.data, lances.offsets, lances.data, kernel_rows)
         off, data = readonly(off), readonly(data)
@@ -296,12 +281,12 @@ class Signer:
         hashes = (self.params.shingle_size, self.a, self.b, self.c, sigs, has)
         if cfg[0] == tokenize.SIMPLE:  # ASCII text first, by a kernel without the general tokenizer
             todo = np.zeros(n, dtype=np.bool_)
-            _in_chunks(lambda lo, hi: minhash.sign_ascii_range(*rows, cfg[1], cfg[2], self.tables[0], *hashes, todo,
-                                                               lo, hi), n)
+            in_chunks(lambda lo, hi: minhash.sign_ascii_range(*rows, cfg[1], cfg[2], self.tables[0], *hashes, todo,
+                                                              lo, hi), n, SIGN_CHUNK_ROWS)
             if not todo.any():
                 return sigs, has
             rows = (buf.offsets, buf.data, readonly(np.packbits(todo, bitorder="little")), 0)  # only those rows
-        _in_chunks(lambda lo, hi: minhash.sign_range(*rows, cfg, self.tables, *hashes, lo, hi), n)
+        in_chunks(lambda lo, hi: minhash.sign_range(*rows, cfg, self.tables, *hashes, lo, hi), n, SIGN_CHUNK_ROWS)
         return sigs, has
 
     def _sign_through_vocab(self, buf: StringBuffers) -> tuple[np.ndarray, np.ndarray]:
@@ -331,25 +316,26 @@ class Signer:
         pending = np.zeros(n, dtype=np.bool_)
         args = (offsets, data, valid, valid_offset, self.base_cfg, self.tables, self.params.shingle_size,
                 self.a, self.b, self.c, *self.vocabulary.arrays(), sigs, has, pending)
-        if n < PARALLEL_MIN_ROWS:
-            vocab_sign.sign_vocab_range(*args, 0, n)
-        else:
-            run_chunks(lambda lo, hi: vocab_sign.sign_vocab_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
+        in_chunks(lambda lo, hi: vocab_sign.sign_vocab_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
         return pending
+
+    def sign_with_keys(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(signatures uint16[n, k], has_signature bool[n], band keys uint64[n, num_bands])``
+        of strings: :meth:`sign`, then :meth:`band_keys`."""
+        sigs, has = self.sign(texts)
+        return sigs, has, self.band_keys(sigs)
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix."""
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)
         rows = sig.view(np.uint8).reshape(sig.shape[0], -1)
         nb = self.params.num_bands
-        if rows.shape[0] < PARALLEL_MIN_ROWS:
-            return similarity.band_keys_serial(rows, nb)
         keys = np.empty((rows.shape[0], nb), dtype=np.uint64)
 
         def chunk(lo: int, hi: int) -> None:
             keys[lo:hi] = similarity.band_keys_serial(rows[lo:hi], nb)
 
-        run_chunks(chunk, rows.shape[0], SIGN_CHUNK_ROWS)
+        in_chunks(chunk, rows.shape[0], SIGN_CHUNK_ROWS)
         return keys
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
@@ -358,20 +344,22 @@ class Signer:
         args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
                 self.params.shingle_size)
         n = len(buf.offsets) - 1
-        if n < PARALLEL_MIN_ROWS:
-            sizes, hashes = minhash.shingle_sets_range(*args, 0, n)
+        parts = chunk_results(lambda lo, hi: minhash.shingle_sets_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
+        if len(parts) == 1:
+            sizes, hashes = parts[0]
         else:
-            parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-            def chunk(lo: int, hi: int) -> None:
-                parts[lo] = minhash.shingle_sets_range(*args, lo, hi)
-
-            run_chunks(chunk, n, SIGN_CHUNK_ROWS)
-            sizes = np.concatenate([parts[lo][0] for lo in sorted(parts)])
-            hashes = np.concatenate([parts[lo][1] for lo in sorted(parts)])
+            sizes = np.concatenate([p[0] for p in parts])
+            hashes = np.concatenate([p[1] for p in parts])
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         return offsets, hashes
+
+    def pair_jaccard(self, texts, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+        """``float64[n]``: the exact Jaccard of the shingle sets (:meth:`shingle_sets`) of
+        rows ``ia[i]`` and ``ib[i]`` of ``texts`` (``kernels/pairs.py: pair_jaccard``), NaN
+        where either has no shingles."""
+        offsets, hashes = self.shingle_sets(texts)
+        return pairs.pair_jaccard(offsets, hashes, np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64))
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.core.lance_format import min_matches  # its home; the pair kernels' callers take it here too
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.order import order_by_pair
 from lance_minhash_sql.kernels.similarity import least_common, sorted_jaccard
@@ -78,15 +79,6 @@ _U56 = np.uint64(lance_format.BAND_SHIFT)
 # (link_chunk). Its slots, by name:
 CUR_BUCKET, CUR_ROW, CUR_PARTNER, CUR_REPS = 0, 1, 2, 3
 CURSOR_SIZE = 4
-
-
-def min_matches(threshold: float, num_hashes: int) -> int:
-    """Smallest ``eq`` with ``float64(float32(eq) / float32(k)) >= threshold`` (``k + 1``
-    if none): the verification rule in integers."""
-    for eq in range(num_hashes + 1):
-        if float(lance_format.similarity(eq, num_hashes)) >= threshold:
-            return eq
-    return num_hashes + 1
 
 
 def new_cursor() -> np.ndarray:

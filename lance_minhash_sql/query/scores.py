@@ -2,11 +2,15 @@
 
 * :func:`check_limit` turns ``(k, threshold)`` into the top-k cut: ``k`` rows per query,
   or no limit when ``k`` is ``None`` (then a threshold is required).
-* :func:`at_threshold`: a hit is kept when its MinHash similarity reaches the threshold,
-  by the self-join's rule: ``float32(eq) / float32(k) >= threshold`` (``eq`` equal
-  positions, recovered exactly from Lance's float32 ``_distance = 1 - eq / k``), i.e.
+* :func:`apply_scores` keeps the hits that reach a search's
+  :class:`lance_minhash_sql.core.params.ThresholdCut` (resolved once per search): a hit is
+  kept when its MinHash similarity reaches the threshold, by the self-join's rule:
+  ``float32(eq) / float32(k) >= threshold`` (``eq`` equal positions, recovered exactly
+  from Lance's float32 ``_distance = 1 - eq / k``: :func:`equal_values`), i.e.
   ``eq >= min_matches(threshold, k)``. Cutting at the top ``k`` by distance and then at the
   threshold is the same as the other way round: the order is by distance.
+  :func:`at_threshold`, :func:`candidate_cut` and :func:`verified` state the same rule for
+  one threshold at a time.
 * :func:`exact_scores`: the exact Jaccard of each query's shingle set and its hit's (the
   index's tokenizer and shingle size; the hits' texts fetched by row id), NaN when either
   has no shingles; with a threshold the hits below it are dropped.
@@ -22,13 +26,12 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError
-from lance_minhash_sql.core.params import exact_candidate_floor, warn_if_low_recall
+from lance_minhash_sql.core.lance_format import min_matches
+from lance_minhash_sql.core.params import ThresholdCut, exact_candidate_floor
 from lance_minhash_sql.index.opened import OpenedIndex
-from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.scan import take_texts
-from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
 
-__all__ = ["NO_LIMIT", "check_limit", "at_threshold", "candidate_cut", "verified", "exact_scores", "apply_scores"]
+__all__ = ["NO_LIMIT", "check_limit", "equal_values", "at_threshold", "candidate_cut", "verified", "exact_scores",
+           "apply_scores"]
 
 NO_LIMIT = 1 << 40  # the cut for k = None: more rows than any dataset has
 
@@ -46,10 +49,15 @@ def check_limit(k: Any, threshold: Any) -> tuple[int, float | None]:
     return min(int(k), NO_LIMIT), t
 
 
+def equal_values(distance: np.ndarray, num_hashes: int) -> np.ndarray:
+    """``int64[n]``: the equal signature values ``eq`` behind Lance's float32
+    ``_distance = 1 - eq / k``, recovered exactly."""
+    return np.rint((1.0 - distance.astype(np.float64)) * num_hashes).astype(np.int64)
+
+
 def at_threshold(distance: np.ndarray, num_hashes: int, threshold: float) -> np.ndarray:
     """Mask of the hits whose similarity ``float32(eq) / float32(k)`` reaches ``threshold``."""
-    eq = np.rint((1.0 - distance.astype(np.float64)) * num_hashes).astype(np.int64)
-    return eq >= min_matches(threshold, num_hashes)
+    return equal_values(distance, num_hashes) >= min_matches(threshold, num_hashes)
 
 
 def candidate_cut(threshold: float, num_hashes: int, verify: str) -> float:
@@ -71,37 +79,34 @@ def verified(distance: np.ndarray, jaccard: np.ndarray | None, num_hashes: int, 
 
 
 def exact_scores(opened: OpenedIndex, queries: pa.Array, query_index: np.ndarray, rowids: np.ndarray) -> np.ndarray:
-    """Exact shingle Jaccard of ``queries[query_index[i]]`` and row ``rowids[i]``."""
+    """Exact shingle Jaccard of ``queries[query_index[i]]`` and row ``rowids[i]``: each
+    distinct hit row's text fetched once, by the opened index's fetcher of result rows
+    (``io/takes.py: RowFetcher``), then every pair shingled and scored by the index's
+    signer (``Signer.pair_jaccard``)."""
     if rowids.size == 0:
         return np.empty(0, dtype=np.float64)
     uq = sorted_unique(query_index)
     ur = sorted_unique(rowids)
-    texts = pa.concat_arrays([queries.take(pa.array(uq)).cast(pa.large_string()), take_texts(opened.ds, opened.column, ur, opened.uri)])
-    offsets, hashes = signer_for(opened.params).shingle_sets(texts)
-    ia = np.searchsorted(uq, query_index)
-    ib = np.searchsorted(ur, rowids) + uq.size
-    return pair_jaccard(offsets, hashes, ia, ib)
+    rows = opened.fetcher.take(ur, [opened.column], "the exact scores of the search", opened.uri)
+    texts = pa.concat_arrays([queries.take(pa.array(uq)).cast(pa.large_string()),
+                              rows.column(0).combine_chunks().cast(pa.large_string())])
+    return opened.signer.pair_jaccard(texts, np.searchsorted(uq, query_index), np.searchsorted(ur, rowids) + uq.size)
 
 
 def apply_scores(opened: OpenedIndex, queries: pa.Array, q: np.ndarray, rid: np.ndarray, dist: np.ndarray,
-                 threshold: float | None, verify: str = "estimate"):
-    """The hits ``(query index, row id, distance)`` cut at ``threshold`` (when given), and
-    their exact Jaccard (``None`` unless ``verify="exact"``). ``verify="exact"`` with a
-    threshold: the estimate cut at
-    :func:`lance_minhash_sql.core.params.exact_candidate_floor` instead, then the exact
-    Jaccard at the threshold; without one, every hit with its exact Jaccard."""
-    exact = verify == "exact"
-    if threshold is not None:
-        warn_if_low_recall(opened.params, threshold)
-        k = opened.params.num_hashes
-        keep = at_threshold(dist, k, candidate_cut(threshold, k, verify))
+                 cut: ThresholdCut):
+    """The hits ``(query index, row id, distance)`` that reach ``cut``'s estimate, and their
+    exact Jaccard (``None`` unless ``cut.exact``); with a threshold and exact verification,
+    only those whose exact Jaccard reaches it."""
+    if cut.min_eq > 0:
+        keep = equal_values(dist, cut.num_hashes) >= cut.min_eq
         if not keep.all():
             q, rid, dist = q[keep], rid[keep], dist[keep]
-    if not exact:
+    if not cut.exact:
         return q, rid, dist, None
     jac = exact_scores(opened, queries, q, rid)
-    if threshold is not None:
-        keep = jac >= threshold
+    if cut.threshold is not None:
+        keep = jac >= cut.threshold
         if not keep.all():
             q, rid, dist, jac = q[keep], rid[keep], dist[keep], jac[keep]
     return q, rid, dist, jac

@@ -34,9 +34,9 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_bool, check_choice, verify_or_exact
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
+from lance_minhash_sql.core.params import threshold_cut
 from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS, whole_read_pays
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.index.results import SEARCH_IDS_EXACT_SCHEMA, SEARCH_IDS_SCHEMA
@@ -171,15 +171,11 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     t0 = time.perf_counter()
     view = opened.search_view(fast_search, filter)
     few = numpy_texts(texts, engine)
-    sigs, has, keys = sign_texts(view.params, texts, few)
-    active = np.flatnonzero(has)
-    if active.size == 0:
-        warn_empty_queries(texts, has, None, numbers)
-        return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32)
-    qsigs = readonly(sigs[active])
-    qkeys = readonly(keys[active])
+    has, active, qsigs, qkeys = sign_texts(view.signer, texts, few)
     answer = None
-    if few is not None:
+    if active.size == 0:  # no query has tokens: nothing to look up, no candidate counts
+        answer = np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32), None
+    if answer is None and few is not None:
         answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
         NUMPY_SECONDS.add(time.perf_counter() - t0)
     if answer is None:
@@ -211,8 +207,9 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     limit, t, verify, fast, expr = _checked(k, threshold, verify, exact, fast_search, filter)
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
+    cut = threshold_cut(opened.params, t, verify)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr, numbers=query_rows)
-    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, verify)
+    q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, cut)
     arrays = [pa.array(q, pa.int64()), pa.array(rid, pa.uint64()), pa.array(dist, pa.float32())]
     if jac is None:
         return pa.Table.from_arrays(arrays, schema=SEARCH_IDS_SCHEMA)
@@ -235,8 +232,9 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
     texts = _one_query(query)
     opened = open_index(dataset, column, storage_options)
     cols = _columns(opened, columns)
+    cut = threshold_cut(opened.params, t, verify)
     q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
-    _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, t, verify)
+    _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, cut)
     ids = pa.array(rid, pa.uint64())
     if cols:
         user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error

@@ -20,9 +20,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS
 from lance_minhash_sql.kernels.config import load_numba
 
-__all__ = ["num_threads", "run_chunks"]
+__all__ = ["chunk_results", "in_chunks", "num_threads", "run_chunks"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -86,3 +87,24 @@ def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int, threads: int 
             error = error or exc
     if error is not None:
         raise error
+
+
+def in_chunks(fn: Callable[[int, int], None], n: int, chunk: int | None = None) -> None:
+    """``fn(lo, hi)`` over ``[0, n)``: at once on the calling thread below
+    ``PARALLEL_MIN_ROWS`` (``core/tuning.py``), else by :func:`run_chunks` in chunks of
+    ``chunk`` rows (``None``: one chunk per thread)."""
+    if n < PARALLEL_MIN_ROWS:
+        fn(0, n)
+    else:
+        run_chunks(fn, n, -(-n // num_threads()) if chunk is None else chunk)
+
+
+def chunk_results(fn: Callable[[int, int], object], n: int, chunk: int | None = None) -> list:
+    """:func:`in_chunks` of ``fn``, its results in row order."""
+    parts: dict[int, object] = {}
+
+    def one(lo: int, hi: int) -> None:
+        parts[lo] = fn(lo, hi)
+
+    in_chunks(one, n, chunk)
+    return [parts[lo] for lo in sorted(parts)]
