@@ -21,8 +21,9 @@ Per query, in rotating order:
 Then the cost of each component of the SQL statement, measured in the same run on the same
 queries: DuckDB's fixed per-statement cost (``SELECT ?`` with a bound string), its floors for
 a statement calling an Arrow UDF (an identity UDF) and for ``query()`` of the SQL text a
-native UDF returns (one constant row), the plan function's Python alone, the index
-search alone (``topk``), the row fetch alone (the search's, and Lance's dataset take of the
+native UDF returns (one constant row), the plan function's Python alone, the check of the
+dataset's latest version, the query's signing (the numba signer), the index
+search alone (``topk``, signing included), the row fetch alone (the search's, and Lance's dataset take of the
 same rows beside it), the plan call (``_lms_search_plan``: the
 search, the fetch and the result's SQL text), that result SQL run alone (a ``VALUES``
 list and casts), and the rest (``query()`` around them).
@@ -86,6 +87,7 @@ def main() -> None:
     from lance.query import MinHashQuery
 
     import lance_minhash_sql as lms
+    from lance_minhash_sql.kernels.config import numba_loaded
     from lance_minhash_sql.query.topk import search
 
     uri = os.path.join(args.data_dir, f"search-{args.rows}.lance")
@@ -111,15 +113,20 @@ def main() -> None:
         for name in names:
             peers[name](q)
     times = {name: [] for name in names}
+    numba_from = None  # the first query after which numba is loaded (query/topk.py: the engine policy)
     for i, q in enumerate(queries):  # rotate the order so no peer always runs first on a query
         for j in range(len(names)):
             name = names[(i + j) % len(names)]
             times[name].append(timed(peers[name], q))
+        if numba_from is None and numba_loaded():
+            numba_from = i
 
     # the components of one SQL minhash_search statement, on the same queries
     import pyarrow as pa
 
     from lance_minhash_sql.duck.tables import search_plan
+    from lance_minhash_sql.index.info import search_target
+    from lance_minhash_sql.query.query_sign import sign_texts
     from lance_minhash_sql.index.opened import open_index
     from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
     from lance_minhash_sql.query.topk import topk
@@ -140,6 +147,9 @@ def main() -> None:
             "SELECT * FROM query(_bench_one_row_sql(?))", [q]).fetchall(),
         "plan call's Python alone (search_plan)": lambda i, q: search_plan(
             uri, "text", q, 10, None, False, "estimate", False, None, None, None),
+        "dataset's latest version (search_target)": lambda i, q: search_target(uri, "text"),
+        "query signing alone (sign_texts)": lambda i, q: sign_texts(opened.params, pa.array([q], pa.large_string()),
+                                                                    None),
         "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
         "row fetch alone (the search's take)": lambda i, q: opened.fetcher.take(hits[i], cols, "the benchmark"),
         "row fetch by Lance's dataset take": lambda i, q: opened.ds._take_rows(pa.array(hits[i], pa.uint64()), cols),
@@ -188,6 +198,9 @@ def main() -> None:
         for name in names:
             p50, p95 = pct(table[name])
             print(f"  {name:40s} {p50:6.2f}ms {p95:6.2f}ms {lp50 / p50:14.2f}x")
+    print(f"\nTable 1's engines: numpy until numba was loaded after query "
+          f"{numba_from if numba_from is not None else len(queries)} of {len(queries)} (the ski rental of "
+          "query/topk.py), then the kernels")
     print("\nComponents of one SQL minhash_search (same queries, same run, after table 1)")
     for name in parts:
         p50, p95 = pct(part_times[name])

@@ -115,13 +115,16 @@ def _lance(uri, q, k, **kw):
     return list(zip(t.column("_rowid").to_pylist(), t.column("_distance").to_pylist()))
 
 
-def _probed(uri, q, k, monkeypatch, **kw):
+def _probed(uri, q, k, monkeypatch, compiled=False, **kw):
+    """The answer, and whether each probe of the kind asked (``compiled``: the bucket search
+    of kernels/probe.py, else numpy) answered."""
     calls = []
     real = probe_mod.probe_topk
 
     def spy(*a, **kws):
         out = real(*a, **kws)
-        calls.append(out is not None)
+        if kws.get("compiled", False) == compiled:
+            calls.append(out is not None)
         return out
 
     monkeypatch.setattr(search_mod, "probe_topk", spy)
@@ -146,6 +149,50 @@ def test_probe_equals_lance_and_the_kernels(dup_ds, monkeypatch):
     got, calls = _probed(uri, table.column("text")[3000].as_py(), 10, monkeypatch)
     assert calls == [True] and [d for _, d in got] == [0.0] * 10
     assert [r for r, _ in got] == sorted(r for r, _ in got) and len(got) == 10
+
+
+def test_with_numba_loaded_a_few_queries_take_the_compiled_probe(dup_ds, monkeypatch):
+    uri, table = dup_ds
+    monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: True)
+    queries = make_queries(table, 30, seed=7) + [table.column("text")[3000].as_py()]
+    served = 0
+    for q, want in zip(queries, _kernels(uri, queries, 10)):
+        got, calls = _probed(uri, q, 10, monkeypatch, compiled=True)
+        numpy_calls = _probed(uri, q, 10, monkeypatch)[1]
+        assert got == want == _lance(uri, q, 10), q
+        assert numpy_calls == []
+        served += calls == [True]
+    assert served > 40
+    got, calls = _probed(uri, queries[:3], 10, monkeypatch, compiled=True, filter="score < 50")
+    assert calls == [True]
+    assert got == [hit for q in queries[:3] for hit in _lance(uri, q, 10, filter="score < 50", prefilter=True)]
+    # more queries than a probe takes: the batch kernels
+    assert _probed(uri, queries[:MAX_QUERIES + 1], 10, monkeypatch, compiled=True)[1] == []
+
+
+def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
+    from lance_minhash_sql.kernels.probe import mapped_bucket_bounds
+
+    uri, table = dup_ds
+    entry = open_index(uri, "text").segment_entries()[0]
+    rng = np.random.default_rng(2)
+    for _ in range(2):  # the memory map, then the keys held whole (one chunk)
+        values, first_row, value_index, _docs = entry.band_chunks()
+        store = entry.bands
+        present = probe_mod.values_at(values, first_row, value_index, rng.integers(0, store.num_rows, 400))
+        spread = (rng.integers(0, 16, 400, dtype=np.uint64) << np.uint64(56)) | rng.integers(0, 1 << 56, 400,
+                                                                                               dtype=np.uint64)
+        edges = np.concatenate([store.page_table, store.page_table + np.uint64(1), store.page_table - np.uint64(1),
+                                np.array([0, 1, 2**64 - 2, 2**64 - 1], dtype=np.uint64)])
+        keys = np.concatenate([present, spread, edges])
+        got = mapped_bucket_bounds(values, first_row, value_index, store.page_table, store.page_rows,
+                                   store.num_rows, keys)
+        want = probe_mod.bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
+                                       store.num_rows, keys)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        assert (got[1] - got[0]).max() > store.page_rows  # the 5,000-row bucket spans pages
+        assert first_row.size > 1 or entry.bands.full
+        assert prewarm_index(open_index(uri, "text")).complete
 
 
 @pytest.mark.filterwarnings("ignore::lance_minhash_sql.core.errors.LowRecallWarning")

@@ -524,10 +524,11 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     # Reading a file whole is decided by measured read times (ski rental); a loaded machine
     # can make it pay after one query. This test is about the partial reads, so it fixes
     # the decision (the tests run under the `policy` fixture cover whole reads too). A
-    # single query in a process without numba is answered by numpy (tests/test_probe.py);
-    # this one takes the kernels.
+    # single query is answered by the probe, numpy or compiled, which reads in place
+    # (tests/test_probe.py); this one takes the batch kernels and their pools.
     force_whole_reads(monkeypatch, False)
     monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: True)
+    monkeypatch.setattr(search_mod, "MAX_QUERIES", 0)
     uri = str(tmp_path / "cold.lance")
     table = corpus_table(20_000, seed=2)
     build_native_index(uri, table, MinHashParams())

@@ -179,6 +179,8 @@ class _Layout(NamedTuple):
     inline_select: str
     # each column's expression around its value's text: (VALUES name, before, after)
     cells: tuple[tuple[str, str, str], ...]
+    # per cell, what follows a value that needs no cast (a non-NULL VARCHAR: `` AS "name"``), else None
+    bare: tuple[str | None, ...]
 
 
 def _duck_type_of(field: pa.Field) -> str:
@@ -209,7 +211,7 @@ def _layout(schema: pa.Schema) -> _Layout:
     if hit is not None:
         return hit
     slots: dict[str, list[_Slot]] = {"s": [], "x": []}
-    columns, exprs, cells = [], [], []
+    columns, exprs, cells, bare = [], [], [], []
     for field in schema:
         if field.name in ("_rowid", "_distance"):
             continue
@@ -227,13 +229,30 @@ def _layout(schema: pa.Schema) -> _Layout:
             expr = f"{expr} AS {ident(field.name)}"
             # the value's place is its first occurrence: only the alias after it is the user's text
             out.append((f"{carrier}{len(slots[carrier])}", *expr.split(_INLINE_VALUE, 1)) if out is cells else expr)
+        bare.append(f" AS {ident(field.name)}" if duck == "VARCHAR" and not as_json else None)
         columns.append(field.name)
     select = ", ".join(exprs + ["unnest(r._rowid) AS _rowid", "unnest(r._distance) AS _distance"])
     cells += [("_rowid", "CAST(", " AS UBIGINT) AS _rowid"), ("_distance", "CAST(", " AS FLOAT) AS _distance")]
     inline_select = ", ".join(f"{before}t.{name}{after}" for name, before, after in cells)
-    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select, tuple(cells))
+    bare += [None, None]
+    layout = _Layout(tuple(columns), {k: tuple(v) for k, v in slots.items()}, select, inline_select, tuple(cells),
+                     tuple(bare))
     _LAYOUTS.put(key, layout)
     return layout
+
+
+def _carried_texts(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> list:
+    """``_carried(values, slot, carrier).to_pylist()``: strings as they are and integers
+    by Python's ``str`` (the same text as Arrow's cast) without an Arrow cast, which costs
+    a one-row search more than the rest of its SQL text."""
+    values = column_array(values)
+    t = values.type
+    if carrier == "s" and not slot.json:
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return values.to_pylist()
+        if pa.types.is_integer(t):
+            return [None if v is None else str(v) for v in values.to_pylist()]
+    return _carried(values, slot, carrier).to_pylist()
 
 
 def _carried(values: pa.ChunkedArray, slot: _Slot, carrier: str) -> pa.Array:
@@ -317,7 +336,7 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     names, columns = [], []
     for carrier, lit in (("s", literal), ("x", _blob_literal)):
         for i, slot in enumerate(layout.slots[carrier], 1):
-            values = _carried(table.column(slot.column), slot, carrier).to_pylist()
+            values = _carried_texts(table.column(slot.column), slot, carrier)
             if carrier == "s" and any(v is not None and "\x00" in v for v in values):
                 return None
             names.append(f"{carrier}{i}")
@@ -326,15 +345,18 @@ def inline_sql(layout: _Layout, table: pa.Table) -> str | None:
     columns.append([str(v) for v in table.column("_rowid").to_pylist()])
     columns.append([repr(v) for v in table.column("_distance").to_pylist()])
     select = layout.inline_select
-    cells = layout.cells
+    cells, bare = layout.cells, layout.bare
     if "_jaccard" in table.column_names:  # exact: the exact Jaccard (NaN when a side has no shingles)
         names.append("_jaccard")
         columns.append([repr(v) if v == v else "'NaN'::DOUBLE" for v in table.column("_jaccard").to_pylist()])
         select += ", CAST(t._jaccard AS DOUBLE) AS _jaccard"
         cells += (("_jaccard", "CAST(", " AS DOUBLE) AS _jaccard"),)
+        bare += (None,)
     if table.num_rows <= 1:
+        # a non-NULL VARCHAR literal is already typed: its cast would only cost DuckDB time
         value = {name: values[0] if values else "NULL" for name, values in zip(names, columns)}
-        one = ", ".join(f"{before}{value[name]}{after}" for name, before, after in cells)
+        one = ", ".join(f"{value[name]}{plain}" if plain is not None and value[name] != "NULL"
+                        else f"{before}{value[name]}{after}" for (name, before, after), plain in zip(cells, bare))
         return None if len(one) > INLINE_MAX_CHARS else f"SELECT {one}" + ("" if table.num_rows else " WHERE false")
     rows = ", ".join("(" + ", ".join(vals) + ")" for vals in zip(*columns))
     if len(rows) > INLINE_MAX_CHARS:

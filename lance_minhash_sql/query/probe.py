@@ -21,6 +21,11 @@ the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
 
 Anything else (an object store, a segment read through Lance's reader, more bucket rows
 than :data:`MAX_CANDIDATES`) returns ``None`` and the caller runs the kernels.
+
+A process that has loaded numba answers a few queries here too, the buckets then searched
+by the kernel of ``kernels/probe.py`` (``compiled``): a single query then reads a dozen keys
+a bucket end in place, where the batch kernels (``query/kernel_topk.py``) copy windows of
+band rows and signatures into the segment's pools.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.tuning import FANOUT, MAX_CANDIDATES
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.io.mapped import values_at
+from lance_minhash_sql.kernels.probe import mapped_bucket_bounds
 from lance_minhash_sql.query.ranking import distances, first_of_each, rank_order
 
 __all__ = ["MAX_CANDIDATES", "probe_topk"]
@@ -88,17 +94,22 @@ def bucket_bounds(chunks, page_table: np.ndarray, page_rows: int, num_rows: int,
     return pos[:n], np.maximum(end, pos[:n])
 
 
-def _candidates(entry: SegmentEntry, qkeys: np.ndarray):
+def _candidates(entry: SegmentEntry, qkeys: np.ndarray, compiled: bool):
     """``(query, doc)`` of every distinct candidate, sorted, or None if the entry cannot be
-    read here or has too many."""
+    read here or has too many; ``compiled``: the buckets searched by the kernel
+    (``kernels/probe.py``), else by numpy."""
     chunks = entry.band_chunks()
     if chunks is None:
         return None
     values, first_row, value_index, docs_of = chunks
     store = entry.bands
     nq, nb = qkeys.shape
-    start, end = bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
-                               store.num_rows, qkeys.reshape(-1))
+    if compiled:
+        start, end = mapped_bucket_bounds(values, first_row, value_index, store.page_table, store.page_rows,
+                                          store.num_rows, np.ascontiguousarray(qkeys.reshape(-1)))
+    else:
+        start, end = bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
+                                   store.num_rows, qkeys.reshape(-1))
     sizes = end - start
     total = int(sizes.sum())
     if total > MAX_CANDIDATES:
@@ -112,14 +123,15 @@ def _candidates(entry: SegmentEntry, qkeys: np.ndarray):
 
 
 def probe_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray, limit: int,
-               ok_of: Callable[[np.ndarray], np.ndarray]):
+               ok_of: Callable[[np.ndarray], np.ndarray], compiled: bool = False):
     """``(query int64, row id uint64, distance float32, candidates per query int64)`` of
     each query's top ``limit``, ordered by query then ``(distance, row id)``; or None when
-    an entry needs the kernels (see the module doc)."""
+    an entry needs the kernels (see the module doc). ``compiled``: search the buckets with
+    the kernel of ``kernels/probe.py`` (numba loaded), the rest as without it."""
     nq, k = qsigs.shape
     found = []
     for entry in entries:
-        got = _candidates(entry, qkeys)
+        got = _candidates(entry, qkeys, compiled)
         if got is None:
             return None
         found.append(got)

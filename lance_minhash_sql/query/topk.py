@@ -133,7 +133,10 @@ def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
 # compiles them for seconds more); once loaded, the kernels are faster per query.
 # So a few short queries take numpy until the time this
 # process has spent on numpy answers reaches that cost, or until the kernels are loaded
-# anyway (a batch of queries, a join, a prewarmed search); then the kernels.
+# anyway (a batch of queries, a join, a prewarmed search); then the kernels. With numba
+# loaded, a few queries still take query/probe.py's reads in place (no pools), their
+# bucket search compiled (kernels/probe.py): for one query it costs less than the batch
+# kernels' windows and pools; more queries, or a segment it cannot read, take the kernels.
 
 ENGINES = ("auto", "numpy", "kernels")
 NUMPY_SECONDS = StateAccount("seconds the search spent answering with numpy")  # the policy's account
@@ -178,6 +181,8 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     if answer is None and few is not None:
         answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
         NUMPY_SECONDS.add(time.perf_counter() - t0)
+    elif engine == "auto" and active.size <= MAX_QUERIES:  # a few queries, numba loaded: in place
+        answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of, compiled=True)
     if answer is None:
         answer = kernel_topk(view.entries, qsigs, qkeys, limit, view.ok_of, view.checked)
     q, rid, dist, counts = answer
