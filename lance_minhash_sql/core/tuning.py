@@ -247,6 +247,10 @@ MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, wh
 # larger component are then counted as 1 - 1 / ESTIMATE_COMPONENT_ROWS per row at least
 # (docs/estimate.md states the bias), and each sampled row searches at most this many rows.
 ESTIMATE_COMPONENT_ROWS = 64
+# A searched row with more candidates than this has a random subset of this many verified
+# first, kept when it holds ESTIMATE_COMPONENT_ROWS - 1 neighbours under every rule asked
+# (diagnostics/lookups.py): a row's verification then costs the same whatever the corpus.
+ESTIMATE_VERIFY_ROWS = 1024
 # The full self-join's projection (diagnostics/costs.py): its steps' rates measured on
 # CALIBRATION_SHARDS key-range shards of the index of about CALIBRATION_SHARD_ROWS band
 # rows each (a 16th of a 1M-row index at b=16, a 160th of 10M: the same work whatever

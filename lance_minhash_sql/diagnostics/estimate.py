@@ -112,7 +112,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     rng = np.random.default_rng(seed)
     offsets = np.sort(rng.choice(population, n, replace=False))
     rowids, texts = take_offsets(opened.ds, opened.column, offsets)
-    hoods = Neighbourhoods(opened, ts, verify)
+    hoods = Neighbourhoods(opened, ts, verify, seed)
     candidates = hoods.add(rowids, texts)
     stats = [_at(hoods, rowids, t, population) for t in ts]
     # a row's buckets are looked up again only when its search found another row in one
@@ -140,7 +140,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
 def _at(hoods: Neighbourhoods, rowids: np.ndarray, t: float, population: int) -> dict:
     """The statistics of one threshold (see the module doc)."""
     n = rowids.size
-    degree = hoods.degree(rowids, t)
+    degree, within = hoods.degree(rowids, t)
     dup = degree > 0
     lo, hi = wilson(dup.sum(), n, population=population, continuity=True)
     out = {"duplicate_rows": int(dup.sum()), "duplicate_fraction": float(dup.mean()),
@@ -160,9 +160,8 @@ def _at(hoods: Neighbourhoods, rowids: np.ndarray, t: float, population: int) ->
         out[f"rows_dropped_{name}_low"] = population * float(lo)
         out[f"rows_dropped_{name}_high"] = population * float(hi)
     if hoods.exact:
-        floor = np.array([hoods.star_links(r, t).size for r in rowids.tolist()], dtype=np.int64)
-        out["floor_pairs"] = population * float(floor.mean()) / 2
-    mean, lo, hi = mean_interval(degree, population=population)
+        out["floor_pairs"] = population * float(hoods.degree(rowids, t, star=True)[0].mean()) / 2
+    mean, lo, hi = mean_interval(degree, population=population, within=within)
     out.update(pairs=population * mean / 2, pairs_low=max(0.0, population * lo / 2), pairs_high=population * hi / 2)
     return out
 
