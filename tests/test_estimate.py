@@ -23,6 +23,7 @@ from lance_minhash_sql.diagnostics.intervals import fpc, wilson
 from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus
 
 THRESHOLDS = [0.7, 0.8, 0.9]
+TIMES = ("sample_seconds", "busy_factor", "seconds", "clusters_seconds", "dedup_seconds")  # measured now
 
 
 def components_dropped(left: np.ndarray, right: np.ndarray) -> int:
@@ -203,7 +204,7 @@ def test_review_page_has_the_dry_run(corpus, tmp_path):
 def test_same_seed_same_answer_and_describe(corpus):
     a = estimate(corpus, "text", [0.8], sample_rows=300, seed=7)
     b = estimate(corpus, "text", 0.8, sample_rows=300, seed=7)
-    keep = [c for c in ESTIMATE_SCHEMA.names if c not in ("sample_seconds", "busy_factor", "seconds")]
+    keep = [c for c in ESTIMATE_SCHEMA.names if c not in TIMES]
     assert a.select(keep).equals(b.select(keep))
     line = describe(a)[0]
     assert line.startswith("threshold 0.8 (estimate, 300 of") and "near-duplicate" in line
@@ -213,6 +214,10 @@ def test_cost_columns(corpus):
     row = estimate(corpus, "text", [0.8], sample_rows=100).to_pylist()[0]
     assert row["seconds"] > 0 and row["peak_memory"] > 0 and row["temp_disk"] == 0
     assert row["sample_seconds"] > 0
+    # clusters: their own work and one-thread steps, and a table of the clustered rows;
+    # dedup: the clusters and their keep order
+    assert 0 < row["clusters_seconds"] < row["dedup_seconds"]
+    assert row["peak_memory"] < row["clusters_peak_memory"] == row["dedup_peak_memory"]
 
 
 @pytest.mark.parametrize("kwargs, cls, words", [
@@ -250,7 +255,7 @@ def test_sql_macro(corpus):
     got = con.sql(f"SELECT * FROM minhash_estimate('{corpus}', 'text', thresholds := [0.9, 0.8], sample_rows := 300, "
                   "seed := 3, memory_limit := '64MiB')").to_arrow_table()
     want = estimate(corpus, "text", [0.8, 0.9], sample_rows=300, seed=3, memory_limit="64MiB")
-    keep = [c for c in ESTIMATE_SCHEMA.names if c not in ("sample_seconds", "busy_factor", "seconds")]
+    keep = [c for c in ESTIMATE_SCHEMA.names if c not in TIMES]
     assert got.select(keep).to_pylist() == want.select(keep).to_pylist()
     assert got.schema.names == ESTIMATE_SCHEMA.names
     with pytest.raises(Exception, match="InvalidParameterError: minhash_estimate: sample_rows := 0"):

@@ -257,6 +257,8 @@ ESTIMATE_VERIFY_ROWS = 1024
 # the index); a shard whose buckets hold more pairs than CALIBRATION_VISITS (about 0.3 s
 # of visits) is not verified.
 CALIBRATION_SHARDS = 16
+CALIBRATION_REPEATS = 3  # each rate the median of this many measurements (a busy moment inflates one)
+CALIBRATION_SERIAL_ROWS = 1 << 18  # rows the clusters' one-thread steps (union-find, table) are timed on
 CALIBRATION_SHARD_ROWS = 1 << 16
 CALIBRATION_VISITS = 1 << 24
 # Peak memory (VmHWM) of the pairs' self-join: 408-422 MB at 1M rows, 685-713 MB at 10M
@@ -264,3 +266,6 @@ CALIBRATION_VISITS = 1 << 24
 # the pool's share of the budget, then ~35 bytes a row.
 SELF_JOIN_BASE_BYTES = 222 << 20
 SELF_JOIN_ROW_BYTES = 35
+# and ~64 bytes a clustered row for minhash_clusters' and minhash_dedup's table (row id,
+# cluster id and size, and the sorts' copies)
+CLUSTERED_ROW_BYTES = 64
