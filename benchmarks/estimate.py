@@ -2,6 +2,7 @@
 
     nice -n 5 python benchmarks/estimate.py --rows 1000000 --data-dir /tmp/bench
     nice -n 5 python benchmarks/estimate.py --rows 1000000 10000000 --data-dir /tmp/bench
+    nice -n 5 python benchmarks/estimate.py --rows 1000000 --thresholds 0.8 --data-dir /tmp/bench
 
 For each size, on the synthetic corpus (``corpus-<rows>.lance`` under ``--data-dir``, written
 and indexed (k=128, b=16) once and then reused), and each threshold (0.7, 0.8, 0.9), each
@@ -12,14 +13,19 @@ other so that both see the same load:
   memory_limit=...)`` as a user calls it, in a process that has just imported the package
   (numba's cache warm: a throwaway child loads the kernels first): its wall time, and
   the same call again with another seed in the same child (what a second call costs);
-* *full*: ``lms.pairs(uri, "text", t, memory_limit=...)`` consumed to the end, in a
-  process whose self-join kernels are loaded (a self-join of a 2,000-row corpus first, as
-  after a dry run in the same session): its wall and CPU time, peak RSS, pairs, and the
-  bytes of its temporary files (exact verification's shingle sets).
+* *full*, three runs, each in its own process whose self-join kernels are loaded (the
+  pairs and clusters of a 2,000-row corpus first, as after a dry run in the same
+  session): ``lms.pairs(uri, "text", t, memory_limit=...)`` consumed to the end,
+  ``lms.clusters(...)`` (components) and ``lms.dedup(...)`` without an output (it counts
+  the rows it would remove): their wall and CPU time, peak RSS, and for pairs the pairs
+  and the bytes of the temporary files (exact verification's shingle sets).
 
-Printed side by side: the projected seconds, CPU seconds, peak memory and temporary disk of the full run
-against the measured ones (ratio projected / measured), and the estimated pairs against
-the full run's. The machine is shared: the load average and the calibration's cores
+Printed side by side, for pairs, clusters and dedup: the projected seconds, CPU seconds
+and peak memory (the dry run's ``seconds``, ``clusters_seconds``, ``dedup_seconds``, and
+their ``peak_memory``) against the measured ones (ratio projected / measured); for pairs
+also the temporary disk and the estimated pairs against the full run's, for dedup the
+estimated rows dropped (components) against those it removes. Last, the dry run's own
+seconds at each size. The machine is shared: the load average and the calibration's cores
 (``parallel``: CPU over wall of the engine's threads while it measured) are printed.
 """
 
@@ -44,14 +50,14 @@ def spy_calibrate(*a, **k):
     seen["rates"] = r = calibrate(*a, **k)
     return r
 def spy_project(*a, **k):
-    seen["projection"] = p = project(*a, **k)
+    seen.setdefault("projections", []).append(p := project(*a, **k))
     return p
 E.calibrate, E.project = spy_calibrate, spy_project
 kw = dict(thresholds=[t], sample_rows=2000, memory_limit=limit, verify=verify)
 t0 = time.perf_counter(); tab = lms.estimate(uri, "text", **kw)
 first = time.perf_counter() - t0
 out = {"first": first, "table": tab.to_pydict(), "parallel": seen["rates"].parallel,
-       "cpu": seen["projection"].cpu_seconds}
+       "cpu": [p.cpu_seconds for p in seen["projections"]]}  # pairs, clusters, dedup
 t0 = time.perf_counter(); lms.estimate(uri, "text", seed=1, **kw)
 out["second"] = time.perf_counter() - t0
 print(json.dumps(out))
@@ -61,9 +67,10 @@ _CHILD_FULL = r"""
 import json, os, resource, sys, time
 import lance_minhash_sql as lms
 from lance_minhash_sql.core.usage import peak_rss_mb
-uri, t, limit, verify, tiny = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+uri, t, limit, verify, tiny, kind = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 for b in lms.pairs(tiny, "text", t, verify=verify):  # the self-join's kernels loaded
     pass
+lms.clusters(tiny, "text", t, verify=verify)
 from lance_minhash_sql.selfjoin import shingles
 files = []  # the temporary files of exact verification's shingle sets
 class Recorded(shingles.AppendedValues):
@@ -75,11 +82,16 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 c0, t0 = cpu(), time.perf_counter()
-pairs = 0
-for b in lms.pairs(uri, "text", t, memory_limit=limit, verify=verify):
-    pairs += b.num_rows
+count = 0
+if kind == "pairs":
+    for b in lms.pairs(uri, "text", t, memory_limit=limit, verify=verify):
+        count += b.num_rows
+elif kind == "clusters":
+    count = lms.clusters(uri, "text", t, memory_limit=limit, verify=verify).num_rows
+else:  # a dedup that counts what it would remove (no output)
+    count = lms.dedup(uri, "text", t, memory_limit=limit, verify=verify).removed
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": cpu() - c0, "peak": peak_rss_mb() * 2**20,
-                  "pairs": pairs, "temp": sum(f.size * f.dtype.itemsize for f in files)}))
+                  "count": count, "temp": sum(f.size * f.dtype.itemsize for f in files)}))
 """
 
 _WARM = r"""
@@ -118,23 +130,43 @@ def main() -> None:
           f"verify {args.verify}", flush=True)
     subprocess.run([sys.executable, "-c", _WARM], check=True, capture_output=True)
     tiny = _corpus(args.data_dir, 2000)
+    own = []  # the dry run's own seconds per size
     for rows in args.rows:
         uri = _corpus(args.data_dir, rows)
-        print(f"\n{rows:,} rows\nthreshold | estimate s first / second | parallel | load | "
-              "seconds proj / full (ratio) | CPU s proj / full (ratio) | peak MB proj / full (ratio) | "
-              "temp disk MB proj / full | pairs est / full", flush=True)
+        print(f"\n{rows:,} rows", flush=True)
+        lines = {k: [] for k in KINDS}
         for t in args.thresholds:
             common = (uri, str(t), args.memory_limit, args.verify)
             est = _child(_CHILD_ESTIMATE, *common)
-            full = _child(_CHILD_FULL, *common, tiny)
+            own.append((rows, t, est["first"], est["second"], est["parallel"]))
             table = est["table"]
-            ps, pm, pc = table["seconds"][0], table["peak_memory"][0], est["cpu"]
-            print(f"{t:.2f} | {est['first']:.2f} / {est['second']:.2f} | {est['parallel']:.2f} | "
-                  f"{os.getloadavg()[0]:.1f} | {ps:.2f} / {full['seconds']:.2f} ({ps / full['seconds']:.2f}x) | "
-                  f"{pc:.2f} / {full['cpu']:.2f} ({pc / full['cpu']:.2f}x) | "
-                  f"{pm / 2**20:.0f} / {full['peak'] / 2**20:.0f} ({pm / full['peak']:.2f}x) | "
-                  f"{table['temp_disk'][0] / 2**20:.1f} / {full['temp'] / 2**20:.1f} | "
-                  f"{table['pairs'][0]:,.0f} / {full['pairs']:,}", flush=True)
+            for i, kind in enumerate(KINDS):
+                full = _child(_CHILD_FULL, *common, tiny, kind)
+                prefix = "" if kind == "pairs" else f"{kind}_"
+                ps, pm, pc = table[f"{prefix}seconds"][0], table[f"{prefix}peak_memory"][0], est["cpu"][i]
+                line = (f"{t:.2f} | {os.getloadavg()[0]:.1f} | {ps:.2f} / {full['seconds']:.2f} "
+                        f"({ps / full['seconds']:.2f}x) | {pc:.2f} / {full['cpu']:.2f} ({pc / full['cpu']:.2f}x) | "
+                        f"{pm / 2**20:.0f} / {full['peak'] / 2**20:.0f} ({pm / full['peak']:.2f}x)")
+                if kind == "pairs":
+                    line += (f" | {table['temp_disk'][0] / 2**20:.1f} / {full['temp'] / 2**20:.1f} | "
+                             f"{table['pairs'][0]:,.0f} / {full['count']:,}")
+                elif kind == "dedup":
+                    line += f" | {table['rows_dropped_components'][0]:,.0f} / {full['count']:,}"
+                lines[kind].append(line)
+                print(f"  {kind} {line}", flush=True)
+        for kind in KINDS:
+            print(f"\n{rows:,} rows, {kind}: threshold | load | seconds proj / full (ratio) | "
+                  "CPU s proj / full (ratio) | peak MB proj / full (ratio)"
+                  + {"pairs": " | temp disk MB proj / full | pairs est / full",
+                     "dedup": " | rows dropped est / full", "clusters": ""}[kind])
+            for line in lines[kind]:
+                print(line)
+    print("\nthe dry run itself (2,000 rows): rows | threshold | seconds first call / second call | parallel")
+    for rows, t, first, second, par in own:
+        print(f"{rows:,} | {t:.2f} | {first:.2f} / {second:.2f} | {par:.2f}")
+
+
+KINDS = ("pairs", "clusters", "dedup")
 
 
 def _cpu() -> str:

@@ -99,6 +99,8 @@ def test_calibration_measures_every_step(plain, verify):
         assert 0 <= getattr(r, name) < 1.0, (name, r)  # CPU seconds per unit: a rate, never negative
     assert r.band_row > 0 and r.parallel > 0
     assert (r.exact_row > 0) == (verify == "exact")  # rows were taken and shingled only then
+    for name in ("link_row", "union_link", "index_row", "table_row", "keep_row"):  # the clusters' and dedup's steps
+        assert 0 < getattr(r, name) < 1.0, (name, r)
     if verify == "estimate":
         assert r.exact_pair == 0
 
@@ -113,6 +115,49 @@ def test_projection_prices_each_step():
     assert p.cpu_seconds == pytest.approx(cpu)
     assert p.seconds == pytest.approx(cpu / 2)
     assert p.temp_disk == 5e5
+
+
+def test_clusters_work_of_one_group_is_what_their_self_join_fetches(plain):
+    """The clusters' work (every row sampled): one group under a large budget, its rows
+    fetched the self-join's own count; under a small one (whose pool also leaves room
+    for the union-find and the bit set) at least the pairs' groups, and candidate band
+    rows between the kept and all counts."""
+    opened = open_index(plain, "text")
+    _, _, keys, _, texts = naive.signed(plain, opened.params)
+    loads = sampled_loads(opened, texts)
+    n = len(texts)
+    w = work(opened, n, loads, 10.0, 0.0, 256 << 20, clustered=123.0)
+    STATS.reset()
+    assert lms.clusters(plain, "text", 0.8, memory_limit="256MiB").num_rows > 0 and STATS["groups"] == 1
+    assert w.fetched_rows == pytest.approx(STATS["fetched_rows"]) and w.groups == 1
+    assert w.index_rows == n and w.clustered == 123.0
+    small = work(opened, n, loads, 0.0, 0.0, 128 << 10, clustered=0.0)
+    assert small.groups >= work(opened, n, loads, 0.0, 0.0, 128 << 10).groups > 1
+    assert loads.kept_bands.sum() <= small.candidate_rows < loads.bands.sum()
+
+
+def test_projection_prices_the_clusters_steps():
+    """Clusters: the pairs' reads and fetches, a link per candidate band row instead of
+    the visits and pairs, and the one-thread steps at one core at most; dedup adds its
+    keep order per clustered row; the clustered rows' table in the peak."""
+    from lance_minhash_sql.core.tuning import CLUSTERED_ROW_BYTES
+
+    rates = Rates(band_row=1e-9, candidate_row=2e-9, fetched_row=3e-9, group_fetch=7e-3, visit=4e-9, bucket_row=8e-9,
+                  pair=5e-9, exact_pair=6e-9, exact_row=9e-9, parallel=2.0, link_row=1e-8, union_link=2e-8,
+                  index_row=3e-8, table_row=4e-8, keep_row=5e-8)
+    w = Work(band_rows=1e6, candidate_rows=1e5, fetched_rows=1e4, groups=3, visits=1e7, pairs=1e3, exact_pairs=0,
+             index_rows=1e6, clustered=1e4)
+    threads = 1e-3 + 2e-4 + 3e-5 + 2.1e-2 + 1e-3
+    one = 2e-3 + 3e-2 + 4e-4
+    c = project(w, rates, 1000, 256 << 20)
+    assert c.cpu_seconds == pytest.approx(threads + one)
+    assert c.seconds == pytest.approx(threads / 2 + one)
+    d = project(w, rates, 1000, 256 << 20, dedup=True)
+    assert d.cpu_seconds == pytest.approx(threads + one + 5e-4)
+    assert d.peak_memory == c.peak_memory == project(Work(1e6, 1e5, 1e4, 3, 1e7, 1e3, 0), rates, 1000,
+                                                     256 << 20).peak_memory + int(1e4 * CLUSTERED_ROW_BYTES)
+    slow = project(w, Rates(**{**rates.__dict__, "parallel": 0.5}), 1000, 256 << 20)
+    assert slow.seconds == pytest.approx((threads + one) / 0.5)
 
 
 def _recorded_appends(monkeypatch) -> list:
@@ -167,6 +212,7 @@ def test_clusters_temp_disk_is_the_union_finds_file(plain, monkeypatch, spilled)
 
     monkeypatch.setattr(parent, "SpilledArray", Recorded)
     row = lms.estimate(plain, "text", [0.8], sample_rows=200, memory_limit="16MiB").to_pylist()[0]
+    written.clear()  # (the calibration times a small union-find under the same budget)
     lms.clusters(plain, "text", 0.8, memory_limit="16MiB")
     assert written == ([row["clusters_temp_disk"]] if spilled else [])
     assert (row["clusters_temp_disk"] > 0) == spilled

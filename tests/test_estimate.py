@@ -23,6 +23,7 @@ from lance_minhash_sql.diagnostics.intervals import fpc, wilson
 from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus
 
 THRESHOLDS = [0.7, 0.8, 0.9]
+TIMES = ("sample_seconds", "busy_factor", "seconds", "clusters_seconds", "dedup_seconds")  # measured now
 
 
 def components_dropped(left: np.ndarray, right: np.ndarray) -> int:
@@ -203,7 +204,7 @@ def test_review_page_has_the_dry_run(corpus, tmp_path):
 def test_same_seed_same_answer_and_describe(corpus):
     a = estimate(corpus, "text", [0.8], sample_rows=300, seed=7)
     b = estimate(corpus, "text", 0.8, sample_rows=300, seed=7)
-    keep = [c for c in ESTIMATE_SCHEMA.names if c not in ("sample_seconds", "busy_factor", "seconds")]
+    keep = [c for c in ESTIMATE_SCHEMA.names if c not in TIMES]
     assert a.select(keep).equals(b.select(keep))
     line = describe(a)[0]
     assert line.startswith("threshold 0.8 (estimate, 300 of") and "near-duplicate" in line
@@ -213,6 +214,10 @@ def test_cost_columns(corpus):
     row = estimate(corpus, "text", [0.8], sample_rows=100).to_pylist()[0]
     assert row["seconds"] > 0 and row["peak_memory"] > 0 and row["temp_disk"] == 0
     assert row["sample_seconds"] > 0
+    # clusters: their own work and one-thread steps, and a table of the clustered rows;
+    # dedup: the clusters and their keep order
+    assert 0 < row["clusters_seconds"] < row["dedup_seconds"]
+    assert row["peak_memory"] < row["clusters_peak_memory"] == row["dedup_peak_memory"]
 
 
 @pytest.mark.parametrize("kwargs, cls, words", [
@@ -250,7 +255,7 @@ def test_sql_macro(corpus):
     got = con.sql(f"SELECT * FROM minhash_estimate('{corpus}', 'text', thresholds := [0.9, 0.8], sample_rows := 300, "
                   "seed := 3, memory_limit := '64MiB')").to_arrow_table()
     want = estimate(corpus, "text", [0.8, 0.9], sample_rows=300, seed=3, memory_limit="64MiB")
-    keep = [c for c in ESTIMATE_SCHEMA.names if c not in ("sample_seconds", "busy_factor", "seconds")]
+    keep = [c for c in ESTIMATE_SCHEMA.names if c not in TIMES]
     assert got.select(keep).to_pylist() == want.select(keep).to_pylist()
     assert got.schema.names == ESTIMATE_SCHEMA.names
     with pytest.raises(Exception, match="InvalidParameterError: minhash_estimate: sample_rows := 0"):
@@ -301,3 +306,80 @@ def test_wilson_against_reference():
     wide = wilson(50, 100, population=10**9)
     assert narrow[1] - narrow[0] < wide[1] - wide[0]
     assert wide == pytest.approx(wilson(50, 100), abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory) -> str:
+    """400 variants of one text (0-6 of its 40 words replaced) among 400 unrelated rows:
+    every variant has about 400 candidates."""
+    rng = np.random.default_rng(4)
+    words = [f"w{i}" for i in range(5000)]
+    base = list(rng.choice(words, 40))
+    texts = []
+    for _ in range(400):
+        t = list(base)
+        for at in rng.choice(40, int(rng.integers(0, 7)), replace=False):
+            t[at] = str(rng.choice(words))
+        texts.append(" ".join(t))
+    texts += [" ".join(rng.choice(words, 30)) for _ in range(400)]
+    uri = str(tmp_path_factory.mktemp("family") / "family.lance")
+    lance.write_dataset(pa.table({"text": texts}), uri)
+    lms.build_index(uri, "text")
+    return uri
+
+
+@pytest.fixture
+def small_subsets(monkeypatch):
+    """The subset rule at a scale a test corpus reaches: rows of more than 40 candidates
+    verify a subset, kept when it holds 5 neighbours, for walks capped at 6 rows."""
+    import lance_minhash_sql.diagnostics.estimate as est
+    import lance_minhash_sql.diagnostics.neighbours as nb
+
+    monkeypatch.setattr(nb, "ESTIMATE_VERIFY_ROWS", 40)
+    monkeypatch.setattr(nb, "ENOUGH", 5)
+    monkeypatch.setattr(est, "ESTIMATE_COMPONENT_ROWS", 6)
+
+
+def test_subset_hits_are_true_hits_and_enough(family, small_subsets):
+    """A row whose subset of candidates was kept: its hits are some of its search's hits
+    (topk, no limit), at least 5 at each threshold; any other row: exactly its search's."""
+    from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
+    from lance_minhash_sql.index.opened import open_index
+    from lance_minhash_sql.io.scan import take_offsets
+    from lance_minhash_sql.query.scores import NO_LIMIT
+    from lance_minhash_sql.query.topk import topk
+
+    opened = open_index(family, "text", None)
+    rowids, texts = take_offsets(opened.ds, "text", np.arange(800))
+    hoods = Neighbourhoods(opened, [0.7, 0.8], "estimate", seed=3)
+    hoods.add(rowids, texts)
+    q, rid, dist = topk(opened, texts, NO_LIMIT, engine="kernels")
+    partial = 0
+    for i, r in enumerate(rowids.tolist()):
+        n, s = hoods.share[r]
+        for t in (0.7, 0.8):
+            want = set(rid[(q == i) & (rid != r) & (1 - dist >= np.float32(t))].tolist())
+            got = set(hoods.pair_links(r, t).tolist())
+            if s < n:
+                assert got <= want and len(got) >= 5
+            else:
+                assert got == want
+        partial += s < n
+    assert partial >= 100
+
+
+def test_subset_counts_cover_the_pairs(family, small_subsets):
+    """Every row sampled, some rows' neighbours counted on a subset: the share of rows in a
+    pair is the full run's exactly, and the pairs' interval (the subsets' variance alone)
+    holds the full run's for at least 16 of 20 seeds; so does a 200-row sample's."""
+    full = {t: full_run(family, t) for t in (0.7, 0.8)}
+    for rows in (800, 200):
+        inside = 0
+        for seed in range(20):
+            for row in estimate(family, "text", [0.7, 0.8], sample_rows=rows, seed=seed).to_pylist():
+                want = full[row["threshold"]]
+                if rows == 800:
+                    assert row["duplicate_fraction"] == pytest.approx(want["fraction"])
+                    assert row["pairs_high"] > row["pairs_low"]
+                inside += row["pairs_low"] <= want["pairs"] <= row["pairs_high"]
+        assert inside >= 32, (rows, inside)

@@ -248,12 +248,18 @@ MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, wh
 # larger component are then counted as 1 - 1 / ESTIMATE_COMPONENT_ROWS per row at least
 # (docs/estimate.md states the bias), and each sampled row searches at most this many rows.
 ESTIMATE_COMPONENT_ROWS = 64
+# A searched row with more candidates than this has a random subset of this many verified
+# first, kept when it holds ESTIMATE_COMPONENT_ROWS - 1 neighbours under every rule asked
+# (diagnostics/lookups.py): a row's verification then costs the same whatever the corpus.
+ESTIMATE_VERIFY_ROWS = 1024
 # The full self-join's projection (diagnostics/costs.py): its steps' rates measured on
 # CALIBRATION_SHARDS key-range shards of the index of about CALIBRATION_SHARD_ROWS band
 # rows each (a 16th of a 1M-row index at b=16, a 160th of 10M: the same work whatever
 # the index); a shard whose buckets hold more pairs than CALIBRATION_VISITS (about 0.3 s
 # of visits) is not verified.
 CALIBRATION_SHARDS = 16
+CALIBRATION_REPEATS = 3  # each rate the median of this many measurements (a busy moment inflates one)
+CALIBRATION_SERIAL_ROWS = 1 << 18  # rows the clusters' one-thread steps (union-find, table) are timed on
 CALIBRATION_SHARD_ROWS = 1 << 16
 CALIBRATION_VISITS = 1 << 24
 # Peak memory (VmHWM) of the pairs' self-join: 408-422 MB at 1M rows, 685-713 MB at 10M
@@ -261,3 +267,6 @@ CALIBRATION_VISITS = 1 << 24
 # the pool's share of the budget, then ~35 bytes a row.
 SELF_JOIN_BASE_BYTES = 222 << 20
 SELF_JOIN_ROW_BYTES = 35
+# and ~64 bytes a clustered row for minhash_clusters' and minhash_dedup's table (row id,
+# cluster id and size, and the sorts' copies)
+CLUSTERED_ROW_BYTES = 64

@@ -61,22 +61,26 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.tuning import (CALIBRATION_SHARD_ROWS, CALIBRATION_SHARDS, CALIBRATION_VISITS,
-                                           DEFAULT_CHUNK_PAIRS, MAX_SHARDS, SELF_JOIN_BASE_BYTES,
+from lance_minhash_sql.core.tuning import (CALIBRATION_REPEATS, CALIBRATION_SERIAL_ROWS, CALIBRATION_SHARD_ROWS,
+                                           CALIBRATION_SHARDS, CALIBRATION_VISITS, CLUSTERED_ROW_BYTES,
+                                           DEFAULT_CHUNK_PAIRS, MAX_SHARDS, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
+from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import num_threads
-from lance_minhash_sql.selfjoin.bounded import chunk_pairs, pairs_pool, pool_bytes
-from lance_minhash_sql.selfjoin.parent import parent_bytes, spills
-from lance_minhash_sql.selfjoin.pool import pool, read_multi, shard_data
+from lance_minhash_sql.selfjoin.bounded import (chunk_pairs, clusters_table, components_bytes, pairs_pool,
+                                                pool_bytes, pool_rows)
+from lance_minhash_sql.selfjoin.links import data_links
+from lance_minhash_sql.selfjoin.parent import UnionFind, parent_bytes, spills
+from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, STATS as SHINGLE_STATS
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
 from lance_minhash_sql.selfjoin.verify import pair_verifier
@@ -112,6 +116,11 @@ class Rates:
     exact_pair: float  # a pair at the exact floor verified by its exact Jaccard (0: not measured)
     exact_row: float  # a candidate row's text taken, shingled and written (0: not measured)
     parallel: float
+    link_row: float = 0.0  # clusters: a candidate band row linked to its bucket's representatives
+    union_link: float = 0.0  # clusters: a link united in the union-find (one thread)
+    index_row: float = 0.0  # clusters: a row of the index through the union-find's members sweep (one thread)
+    table_row: float = 0.0  # clusters: a clustered row's row id read and its place in the table (one thread)
+    keep_row: float = 0.0  # dedup: a clustered row ordered and flagged, its cluster counted (one thread)
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,8 @@ class Work:
     exact_pairs: float  # pairs at the exact floor (verify="exact"), else 0
     exact_rows: float = 0.0  # rows whose shingle sets are fetched (verify="exact"), else 0
     shingle_bytes: float = 0.0  # their sets' bytes on disk
+    index_rows: float = 0.0  # clusters: the rows of the index (the union-find's)
+    clustered: float = 0.0  # clusters: rows in a cluster of two or more
 
 
 def busy_factor() -> float:
@@ -142,31 +153,39 @@ def busy_factor() -> float:
 
 
 def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs: float, limit: int,
-         set_bytes: np.ndarray | None = None) -> Work:
+         set_bytes: np.ndarray | None = None, clustered: float | None = None) -> Work:
     """The :class:`Work` of the full self-join of ``opened`` (``population`` live rows)
     under ``limit`` bytes, from the sampled rows' :class:`.workload.Loads`, ``pairs`` and
     (``verify="exact"``) ``exact_pairs`` estimated, and with ``set_bytes`` (the sampled
-    rows' shingle sets' bytes) the exact verification's rows and their sets."""
+    rows' shingle sets' bytes) the exact verification's rows and their sets. With
+    ``clustered`` (the rows in a cluster, estimated): the clusters' self-join instead, its
+    pool the one its union-find and bit set leave, its buckets pruned once linked."""
     plan = plan_for(opened)
     k, nb = plan.params.num_hashes, plan.params.num_bands
     n = population
     with_candidate = n * float(np.mean(loads.bands > 0))
-    exact = {}
+    extra = {}
     if set_bytes is not None:  # every row with a candidate is shingled once, its set written
-        exact = {"exact_rows": with_candidate, "shingle_bytes": n * float(np.mean((loads.bands > 0) * set_bytes))}
+        extra = {"exact_rows": with_candidate, "shingle_bytes": n * float(np.mean((loads.bands > 0) * set_bytes))}
+    if clustered is not None:
+        extra.update(index_rows=float(plan.total_docs), clustered=float(clustered))
     candidates = n * float(np.mean(loads.bands))
     kept_candidates = n * float(np.mean(loads.kept_bands))
     visits = n / 2 * float(np.mean(loads.visits))
     kept_visits = n / 2 * float(np.mean(loads.kept_visits))
-    labelled, rows = pairs_pool(plan.total_docs, k, limit)
+    if clustered is None:
+        pruned, rows = pairs_pool(plan.total_docs, k, limit)
+    else:  # the clusters prune the buckets already one component, whatever the budget
+        pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(plan.total_docs, limit)))
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
-        return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs, **exact)
+        return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs, **extra)
     # band boundaries between groups: all of them when a band's candidates fill groups
-    # of their own, else one in (bands a group holds)
-    dropped = min(1.0, candidates / nb / max(rows, 1)) if labelled else 0.0
+    # of their own, else one in (bands a group holds); the buckets dropped there are those
+    # within the band before's (for clusters: one component once that band is linked)
+    dropped = min(1.0, candidates / nb / max(rows, 1)) if pruned else 0.0
     cand = candidates - dropped * (candidates - kept_candidates)
     return Work(plan.total_band_rows, cand, cand, float(np.ceil(cand / max(rows, 1))),
-                visits - dropped * (visits - kept_visits), pairs, exact_pairs, **exact)
+                visits - dropped * (visits - kept_visits), pairs, exact_pairs, **extra)
 
 
 def _choose(shards: list, count: int) -> list:
@@ -180,7 +199,8 @@ def _choose(shards: list, count: int) -> list:
 
 def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) -> Rates:
     """The :class:`Rates` of the self-join of ``opened`` at ``threshold`` under ``verify``
-    and ``limit``, measured now (module doc)."""
+    and ``limit``, measured now (module doc): each rate the median of
+    :data:`CALIBRATION_REPEATS` measurements."""
     plan = plan_for(opened)
     num = int(min(MAX_SHARDS, max(CALIBRATION_SHARDS + 1, -(-plan.total_band_rows // CALIBRATION_SHARD_ROWS))))
     exact = verify == "exact"
@@ -195,10 +215,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
     band_rows_each = plan.total_band_rows / num
 
     def verified(verifier, shard, data) -> tuple[float, int]:
-        t0, n = time.thread_time(), 0
-        for batch in verifier(shard, data, chunk):
-            n += batch.num_rows
-        return time.thread_time() - t0, n
+        return _timed(batch.num_rows for batch in verifier(shard, data, chunk))
 
     def measure(i: int):
         c = time.thread_time
@@ -235,37 +252,90 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         if exact:
             out["floor"] = verified(pair_verifier("estimate"), at[floor][i], data)
             out["exact"] = verified(exact_verify, at[threshold][i], data)
+        # (last: it orders the buckets' rows in place)
+        out["links"] = _timed(a.size for _, a, _ in data_links(at[threshold][i], data))
         yield out
 
     for i in range(-1, -num - 1, -max(1, num // WARM_TRIES)):  # the steps' kernels loaded (numba's cache), untimed
         if "lo" in next(measure(num + i)):
             break
+    _serial(plan, limit)  # (its kernels loaded too)
     prefetch = (0.0, 0)
     if exact:  # the shingle sets of the sampled shards' candidate rows, as the self-join prepares them
         was, cpu = SHINGLE_STATS["prefetched_rows"], time.process_time()
         exact_verify.prepare([at[threshold][i] for i in picks])
         prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
+    found = []
     try:
-        wall, cpu = time.perf_counter(), time.process_time()
-        parts = list(run_ordered(picks, measure))
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        for _ in range(CALIBRATION_REPEATS):
+            wall, cpu = time.perf_counter(), time.process_time()
+            parts = list(run_ordered(picks, measure))
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            found.append(_rates(parts, wall, cpu, exact, prefetch, _serial(plan, limit)))
     finally:
         if exact:
             exact_verify.shingles.close()
-    return _rates(parts, wall, cpu, exact, cores_now(), prefetch)
+    rates = Rates(**{f.name: float(np.median([getattr(r, f.name) for r in found])) for f in fields(Rates)})
+    return replace(rates, parallel=float(np.sqrt(rates.parallel * cores_now())))
+
+
+def _timed(counts) -> tuple[float, int]:
+    """``(CPU seconds of this thread, sum)`` of consuming the iterator ``counts``."""
+    t0, n = time.thread_time(), 0
+    for c in counts:
+        n += c
+    return time.thread_time() - t0, n
+
+
+def _serial(plan, limit: int) -> dict[str, float]:
+    """CPU seconds per unit of the clusters' and dedup's steps on one thread, measured on
+    :data:`CALIBRATION_SERIAL_ROWS` rows: links united (``union_link``), the union-find's
+    members swept (``index_row``), the members' row ids read from this index and the
+    clusters' table built (``table_row``), the keep order, flags and cluster count of
+    dedup (``keep_row``)."""
+    n = int(min(CALIBRATION_SERIAL_ROWS, plan.total_docs))
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, n, n // 2).astype(np.uint32)
+    b = np.minimum(a + rng.integers(1, 8, a.size), n - 1).astype(np.uint32)  # near links, as near-duplicates'
+    c = time.thread_time
+    uf = UnionFind(n, pool_bytes(limit))
+    try:
+        t0 = c()
+        uf.union(a, b)
+        t1 = c()
+        docs, roots = uf.members(new_marks(n))
+        t2 = c()
+    finally:
+        uf.close()
+    gids = np.sort(rng.choice(plan.total_docs, docs.size, replace=False)).astype(np.uint32)
+    t3 = c()
+    table = clusters_table(roots, row_ids(plan, gids, CALIBRATION_SERIAL_ROWS))
+    t4 = c()
+    rowid, cluster = table.column("_rowid").to_numpy(), table.column("cluster_id").to_numpy()
+    order = np.lexsort((rowid, cluster))
+    first = np.ones(order.size, dtype=np.bool_)
+    first[1:] = cluster[order][1:] != cluster[order][:-1]
+    np.unique(cluster)
+    t5 = c()
+    per = lambda t, m: t / m if m > 0 else 0.0  # noqa: E731
+    return {"union_link": per(t1 - t0, a.size), "index_row": per(t2 - t1, n), "table_row": per(t4 - t3, docs.size),
+            "keep_row": per(t5 - t4, docs.size)}
 
 
 def cores_now() -> float:
     """The cores the engine's threads get, from the load average of the last minute:
     ``T`` threads among ``L`` runnable others on ``C`` cores get ``C T / (L + T)`` of
-    them, at most ``T`` (and ``C``)."""
-    threads, cores = num_threads(), os.cpu_count() or 1
+    them, at most ``T`` (and ``C``, the cores this process may run on)."""
+    threads, cores = num_threads(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return min(threads, cores, cores * threads / (load + threads))
 
 
-def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, cores: float,
-           prefetch: tuple[float, int] = (0.0, 0)) -> Rates:
+def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, prefetch: tuple[float, int],
+           serial: dict[str, float]) -> Rates:
+    """The :class:`Rates` of one measurement; ``parallel``: the engine's threads' CPU over
+    wall time while they were measured (:func:`calibrate` adds the load average's)."""
     def total(key: str, i: int | None = None) -> float:
         return float(sum((p[key] if i is None else p[key][i]) for p in parts if key in p))
 
@@ -281,10 +351,11 @@ def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, cores: float
     exact_pair = 0.0
     if exact:  # verified by exact Jaccard, less the same candidates' estimate
         exact_pair = per(max(0.0, total("exact", 0) - total("floor", 0)), total("floor", 1))
+    linked = [p for p in parts if "links" in p]
     return Rates(band_row=per(total("read"), total("band_rows")), candidate_row=per(total("lay"), total("candidates")),
                  fetched_row=dense, group_fetch=group_fetch, visit=visit, bucket_row=bucket_row, pair=pair,
-                 exact_pair=exact_pair, exact_row=per(*prefetch),
-                 parallel=float(np.sqrt(max(1e-3, per(cpu, wall)) * cores)))
+                 exact_pair=exact_pair, exact_row=per(*prefetch), parallel=max(1e-3, per(cpu, wall)),
+                 link_row=per(sum(p["links"][0] for p in linked), sum(p["candidates"] for p in linked)), **serial)
 
 
 def _verify_rates(parts: list[dict], pair: float) -> tuple[float, float]:
@@ -303,17 +374,28 @@ def _verify_rates(parts: list[dict], pair: float) -> tuple[float, float]:
     return (float(y.sum() / x[:, 0].sum()) if x[:, 0].sum() > 0 else 0.0), 0.0
 
 
-def project(w: Work, rates: Rates, rows: int, memory_limit: int) -> Projection:
+def project(w: Work, rates: Rates, rows: int, memory_limit: int, dedup: bool = False) -> Projection:
     """What the full self-join doing ``w`` would take at ``rates``, on an index of ``rows``
-    rows under a budget of ``memory_limit`` bytes (module doc)."""
+    rows under a budget of ``memory_limit`` bytes (module doc): ``minhash_pairs``, or for
+    the work of the clusters' self-join (``w.index_rows``) ``minhash_clusters``, and with
+    ``dedup`` a dry-run ``minhash_dedup``."""
     cpu = (w.band_rows * rates.band_row + w.candidate_rows * rates.candidate_row
-           + w.fetched_rows * rates.fetched_row + w.groups * rates.group_fetch + w.visits * rates.visit
-           + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
-           + max(w.exact_pairs, 0.0) * rates.exact_pair + w.exact_rows * rates.exact_row)
+           + w.fetched_rows * rates.fetched_row + w.groups * rates.group_fetch)
+    serial = 0.0  # the clusters' steps on one thread
+    if w.index_rows and not w.exact_rows:  # links to the buckets' representatives
+        cpu += w.candidate_rows * rates.link_row
+    else:  # every pair of a bucket visited (pairs; the exact components' links)
+        cpu += (w.visits * rates.visit + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
+                + max(w.exact_pairs, 0.0) * rates.exact_pair + w.exact_rows * rates.exact_row)
+    if w.index_rows:
+        serial = (w.candidate_rows * rates.union_link + w.index_rows * rates.index_row
+                  + w.clustered * (rates.table_row + (rates.keep_row if dedup else 0.0)))
     peak = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
+    peak += int(w.clustered * CLUSTERED_ROW_BYTES)
     if w.exact_rows > 0:  # exact verification's shingle sets: their index, Lance's text reader
         peak += int(w.exact_rows * INDEX_BYTES) + TEXT_READER_BYTES
-    return Projection(float(cpu / rates.parallel), int(peak), int(w.shingle_bytes), float(cpu))
+    seconds = cpu / rates.parallel + serial / min(1.0, rates.parallel)
+    return Projection(float(seconds), int(peak), int(w.shingle_bytes), float(cpu + serial))
 
 
 def clusters_spill(total_docs: int, memory_limit: int) -> int:

@@ -34,7 +34,12 @@ threshold under ``verify``.
   buckets (:mod:`.workload`), priced at the rates of its steps measured on a few small
   shards of this index; ``busy_factor``: how much longer a thread's work takes now than
   on an idle machine; ``clusters_temp_disk``: the temporary file ``minhash_clusters`` and
-  ``minhash_dedup`` write under ``memory_limit`` (their union-find, once spilled).
+  ``minhash_dedup`` write under ``memory_limit`` (their union-find, once spilled);
+  ``clusters_seconds``, ``clusters_peak_memory``, ``dedup_seconds``,
+  ``dedup_peak_memory``: the same projection of ``minhash_clusters`` (components) and of
+  a ``minhash_dedup`` that only counts (keep ``'first'``): the clusters' self-join's work
+  on the same buckets, its links to each bucket's representatives, and its one-thread
+  steps (the union-find of every row, the clustered rows' table; dedup's keep order).
 
 It never runs the self-join on the dataset: its work is the sample's searches, the
 components' walks around the sampled rows, and the self-join's steps on a fixed number of
@@ -112,7 +117,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     rng = np.random.default_rng(seed)
     offsets = np.sort(rng.choice(population, n, replace=False))
     rowids, texts = take_offsets(opened.ds, opened.column, offsets)
-    hoods = Neighbourhoods(opened, ts, verify)
+    hoods = Neighbourhoods(opened, ts, verify, seed)
     candidates = hoods.add(rowids, texts)
     stats = [_at(hoods, rowids, t, population) for t in ts]
     # a row's buckets are looked up again only when its search found another row in one
@@ -129,8 +134,14 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
         pairs = s.pop("floor_pairs") if hoods.exact else s["pairs"]
         w = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes)
         cost = project(w, rates, population, limit)
+        # the clusters' self-join (components): the rows in a pair are those in a cluster
+        wc = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes,
+                  clustered=population * s["duplicate_fraction"])
+        clusters, dedup = project(wc, rates, population, limit), project(wc, rates, population, limit, dedup=True)
         s.update(threshold=t, verify=verify, live_rows=population, sampled_rows=n, seconds=cost.seconds,
-                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=spill, busy_factor=busy,
+                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=spill,
+                 clusters_seconds=clusters.seconds, clusters_peak_memory=clusters.peak_memory,
+                 dedup_seconds=dedup.seconds, dedup_peak_memory=dedup.peak_memory, busy_factor=busy,
                  sample_seconds=sample_seconds)
         for name in cols:
             cols[name].append(s[name])
@@ -140,7 +151,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
 def _at(hoods: Neighbourhoods, rowids: np.ndarray, t: float, population: int) -> dict:
     """The statistics of one threshold (see the module doc)."""
     n = rowids.size
-    degree = hoods.degree(rowids, t)
+    degree, within = hoods.degree(rowids, t)
     dup = degree > 0
     lo, hi = wilson(dup.sum(), n, population=population, continuity=True)
     out = {"duplicate_rows": int(dup.sum()), "duplicate_fraction": float(dup.mean()),
@@ -160,9 +171,8 @@ def _at(hoods: Neighbourhoods, rowids: np.ndarray, t: float, population: int) ->
         out[f"rows_dropped_{name}_low"] = population * float(lo)
         out[f"rows_dropped_{name}_high"] = population * float(hi)
     if hoods.exact:
-        floor = np.array([hoods.star_links(r, t).size for r in rowids.tolist()], dtype=np.int64)
-        out["floor_pairs"] = population * float(floor.mean()) / 2
-    mean, lo, hi = mean_interval(degree, population=population)
+        out["floor_pairs"] = population * float(hoods.degree(rowids, t, star=True)[0].mean()) / 2
+    mean, lo, hi = mean_interval(degree, population=population, within=within)
     out.update(pairs=population * mean / 2, pairs_low=max(0.0, population * lo / 2), pairs_high=population * hi / 2)
     return out
 

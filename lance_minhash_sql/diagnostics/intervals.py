@@ -7,7 +7,8 @@
   ``p (1 - p) / n`` times ``(N - n) / (N - 1)``, which is the plain interval's with
   ``n / fpc`` in place of ``n``.
 * :func:`mean_interval`: the normal interval of a sample mean, ``mean ± z s / sqrt(n)``
-  (``s`` the sample standard deviation), with the same correction.
+  (``s`` the sample standard deviation), with the same correction, and the two-stage
+  variance when each value is itself estimated from a subsample.
 
 Both give the point itself once the sample is the whole population.
 """
@@ -61,15 +62,23 @@ def wilson(successes, n, *, population: int | None = None, continuity: bool = Fa
     return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
 
 
-def mean_interval(values: np.ndarray, *, population: int | None = None, z: float = Z95
-                  ) -> tuple[float, float, float]:
+def mean_interval(values: np.ndarray, *, population: int | None = None, within: np.ndarray | None = None,
+                  z: float = Z95) -> tuple[float, float, float]:
     """``(mean, low, high)`` of ``values``' mean: the normal interval with the sample
-    standard deviation, finite-population corrected."""
+    standard deviation, finite-population corrected. ``within``: each value's own
+    variance when it is itself estimated (a second stage of sampling inside the unit);
+    the variance of the mean is then the two-stage one,
+    ``fpc s^2 / n + (n / N) sum(within) / n^2`` (the sample variance ``s^2`` of the
+    estimated values holds their own variance once already; the correction takes away
+    all of it but the share ``n / N`` that sampling every unit would leave)."""
     v = np.asarray(values, dtype=np.float64)
     if v.size == 0:
         return 0.0, 0.0, 0.0
     mean = float(v.mean())
     if v.size < 2:
         return mean, mean, mean
-    half = z * float(v.std(ddof=1)) * math.sqrt(fpc(v.size, population) / v.size)
+    var = float(v.var(ddof=1)) * fpc(v.size, population) / v.size
+    if within is not None and population is not None:
+        var += min(1.0, v.size / max(population, 1)) * float(np.sum(within)) / v.size ** 2
+    half = z * math.sqrt(var)
     return mean, mean - half, mean + half

@@ -2,34 +2,37 @@
 star walks around them (what :mod:`.estimate` counts; ``docs/estimate.md``).
 
 A row's *neighbours* are what a threshold search of its own text returns
-(:func:`lance_minhash_sql.query.topk.topk` with no limit), its own hit removed: the live
-rows sharing a band key with it, scored over the full signatures. They are exactly the
+(:func:`lance_minhash_sql.query.topk.topk` with no limit; searched here by
+:mod:`.lookups`, whose cost per row does not grow with the corpus), its own hit removed:
+the live rows sharing a band key with it, scored over the full signatures. They are exactly the
 row's pairs in the self-join (same candidate rule, same verification:
 :func:`lance_minhash_sql.query.scores.verified`), so a row has a pair in ``minhash_pairs``
 iff it has a neighbour. Hits are kept down to the lowest estimate any asked threshold
 needs (with ``verify="exact"`` the exact Jaccard of each hit too) and cut per threshold.
+A row with many candidates may keep the hits of a random subset of them only
+(:mod:`.lookups`): :meth:`Neighbourhoods.degree` then scales its count.
 
-:meth:`Neighbourhoods.explore` walks the link graph outwards from each sampled row, in
-rounds: every round searches, in one batch, the members found in the round before (texts
-fetched by row id in row order), until a component is complete or holds ``cap`` rows.
+:meth:`Neighbourhoods.explore` walks the link graph outwards from each sampled row,
+breadth first, in rounds: every round searches, in one batch, the next rows of every
+walk's queue (one row at first, twice as many each round; texts fetched by row id in row
+order), until a component is complete or holds ``cap`` rows.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.errors import EmptySearchWarning
+from lance_minhash_sql.core.tuning import ESTIMATE_VERIFY_ROWS
+from lance_minhash_sql.diagnostics.lookups import ENOUGH, candidates, verify_some
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
 from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
-from lance_minhash_sql.query.scores import NO_LIMIT, at_threshold, candidate_cut, exact_scores, verified
-from lance_minhash_sql.query.topk import topk
+from lance_minhash_sql.query.scores import at_threshold, candidate_cut, exact_scores, verified
 
 __all__ = ["Neighbourhoods", "Component"]
 
@@ -49,8 +52,10 @@ class Neighbourhoods:
     """The neighbours, signatures (and with ``verify="exact"`` shingle sets) of the rows
     searched so far, by row id."""
 
-    def __init__(self, opened: OpenedIndex, thresholds: list[float], verify: str):
+    def __init__(self, opened: OpenedIndex, thresholds: list[float], verify: str, seed: int = 0):
         self.opened = opened
+        self.thresholds = list(thresholds)
+        self.rng = np.random.default_rng(seed)  # the subsets of candidates verified (.lookups)
         self.params = opened.params
         self.k = opened.params.num_hashes
         self.verify = verify
@@ -65,26 +70,46 @@ class Neighbourhoods:
         self.need: dict[float, int] = {}  # min_matches of each threshold
         self.sigs: dict[int, np.ndarray] = {}
         self.sets: dict[int, np.ndarray] = {}
+        self.share: dict[int, tuple[int, int]] = {}  # per searched row: (candidates, verified)
         self.searched = 0  # rows searched
         self.hit_count = 0  # hits kept (down to the lowest cut)
 
     # ------------------------------------------------------------------ searching
 
     def add(self, rowids: np.ndarray, texts: pa.Array) -> np.ndarray:
-        """Search the rows ``rowids`` (their texts ``texts``) and keep what they find;
-        returns each row's candidates (other live rows sharing a band key with it)."""
+        """Search the rows ``rowids`` (their texts ``texts``) and keep what they find
+        (:mod:`.lookups`: all their candidates verified, or a subset); returns each row's
+        candidates (live rows sharing a band key with it, itself included)."""
         if rowids.size == 0:
             return np.empty(0, np.int64)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", EmptySearchWarning)  # a row without tokens has no neighbour
-            q, rid, dist = topk(self.opened, texts, NO_LIMIT, engine="kernels")
-        other = rid != rowids[q]
-        candidates = np.bincount(q[other], minlength=rowids.size).astype(np.int64)
-        keep = other & at_threshold(dist, self.k, self.cut)
+        sigs, has = self.signer.sign(texts)
+        view = self.opened.search_view()
+        active = np.flatnonzero(has)
+        qsigs = readonly(np.ascontiguousarray(sigs[active]))
+        found = candidates(view, readonly(np.ascontiguousarray(self.signer.band_keys(qsigs))))
+        own = rowids[active]
+
+        def enough(q, rid, dist) -> np.ndarray:
+            keep = (rid != own[q]) & at_threshold(dist, self.k, self.cut)
+            q, dist = q[keep], dist[keep]
+            jac = exact_scores(self.opened, texts, active[q], rid[keep]) if self.exact else None
+            counts = [np.bincount(q[verified(dist, jac, self.k, t, self.verify)], minlength=active.size)
+                      for t in self.thresholds]
+            if self.exact:  # the star walk's links, down to the exact floor
+                counts += [np.bincount(q[at_threshold(dist, self.k, candidate_cut(t, self.k, "exact"))],
+                                       minlength=active.size) for t in self.thresholds]
+            return np.minimum.reduce(counts) >= ENOUGH
+
+        q, rid, dist, checked = verify_some(view, qsigs, found, self.rng, ESTIMATE_VERIFY_ROWS, enough)
+        q = active[q]
+        keep = (rid != rowids[q]) & at_threshold(dist, self.k, self.cut)
         q, rid, dist = q[keep], rid[keep], dist[keep]
         jac = exact_scores(self.opened, texts, q, rid) if self.exact else None
         bounds = np.searchsorted(q, np.arange(rowids.size + 1))
-        sigs, has = self.signer.sign(texts)
+        total = np.zeros(rowids.size, np.int64)
+        total[active] = found.total
+        done = np.zeros(rowids.size, np.int64)
+        done[active] = checked
         if self.exact:
             offsets, hashes = self.signer.shingle_sets(texts)
         block = len(self.blocks)
@@ -92,11 +117,12 @@ class Neighbourhoods:
         for i, r in enumerate(rowids.tolist()):
             self.hits[r] = (block, int(bounds[i]), int(bounds[i + 1]))
             self.sigs[r] = sigs[i] if has[i] else None
+            self.share[r] = (int(total[i]), int(done[i]))
             if self.exact:
                 self.sets[r] = hashes[offsets[i]:offsets[i + 1]]
         self.searched += rowids.size
         self.hit_count += int(rid.size)
-        return candidates
+        return total
 
     def fetch(self, rowids) -> None:
         """Search the rows of ``rowids`` not searched yet (texts fetched by row id)."""
@@ -127,29 +153,46 @@ class Neighbourhoods:
         ``verify="exact"`` every candidate whose estimate reaches the exact floor."""
         return self._links(rowid, threshold, "star" if self.exact else "pair")
 
-    def degree(self, rowids: np.ndarray, threshold: float) -> np.ndarray:
-        return np.array([self.pair_links(r, threshold).size for r in rowids.tolist()], dtype=np.int64)
+    def degree(self, rowids: np.ndarray, threshold: float, star: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(count, variance)`` of each row's pairs at ``threshold`` (``star``: its star
+        links): the count of its hits, or for a row whose subset of candidates was
+        verified (:mod:`.lookups`) ``n h / s``, with the variance of that draw,
+        ``n^2 (1 - s / n) p (1 - p) / (s - 1)`` (``p = h / s``; 0 when all were verified)."""
+        links = self.star_links if star else self.pair_links
+        h = np.array([links(r, threshold).size for r in rowids.tolist()], dtype=np.float64)
+        n, s = (np.array(v, dtype=np.float64) for v in zip(*(self.share[r] for r in rowids.tolist()))) \
+            if rowids.size else (np.zeros(0), np.zeros(0))
+        part = (s > 1) & (s < n)
+        count = np.where(part, h * n / np.maximum(s, 1), h)
+        p = h / np.maximum(s, 1)
+        var = np.where(part, n * n * (1 - s / np.maximum(n, 1)) * p * (1 - p) / np.maximum(s - 1, 1), 0.0)
+        return count, var
 
     # ------------------------------------------------------------------ components
 
     def explore(self, starts: np.ndarray, links: Callable[[int], np.ndarray], cap: int) -> list[Component]:
         """The component of each row of ``starts`` in the graph of ``links``, walked
-        breadth first until it is complete or holds ``cap`` rows."""
+        breadth first until it is complete or holds ``cap`` rows: in rounds, each
+        searching in one batch the next rows of every walk's queue, one at first and
+        twice as many each round (a walk that fills its cap from a few rows' links
+        searches no more)."""
         members = [{int(r)} for r in starts.tolist()]
-        frontier = [[int(r)] for r in starts.tolist()]
+        queue = [[int(r)] for r in starts.tolist()]
+        done = [0] * starts.size  # rows of each queue expanded
+        step = [1] * starts.size
         complete = [False] * starts.size
         active = list(range(starts.size))
         while active:
-            self.fetch([u for i in active for u in frontier[i]])
+            self.fetch([u for i in active for u in queue[i][done[i]:done[i] + step[i]]])
             still = []
             for i in active:
-                nxt: list[int] = []
                 full = False
-                for u in frontier[i]:
+                turn = queue[i][done[i]:done[i] + step[i]]
+                for u in turn:
                     for v in links(u).tolist():
                         if v not in members[i]:
                             members[i].add(v)
-                            nxt.append(v)
+                            queue[i].append(v)
                             if len(members[i]) >= cap:
                                 full = True
                                 break
@@ -157,8 +200,9 @@ class Neighbourhoods:
                         break
                 if full:
                     continue
-                if nxt:
-                    frontier[i] = nxt
+                done[i] += len(turn)
+                step[i] *= 2
+                if done[i] < len(queue[i]):
                     still.append(i)
                 else:
                     complete[i] = True

@@ -25,9 +25,10 @@ bucket of a band verified in an earlier group (the pairs' labels,
 band ``b`` whose rows all lie in its bucket of band ``b - 1``: the buckets the labels
 drop once band ``b - 1`` was verified in a group before band ``b``'s.
 
-A row's buckets are those its own search reads (the same page-table search and pages:
-:meth:`lance_minhash_sql.index.entries.SegmentEntry.buckets`), over every segment and the
-unindexed rows.
+A row's buckets are those its own search reads (the same page-table search, in the band
+file's memory map where it has one: :meth:`lance_minhash_sql.index.entries.SegmentEntry.
+mapped_buckets`, else :meth:`~lance_minhash_sql.index.entries.SegmentEntry.buckets`), over
+every segment and the unindexed rows.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def sampled_loads(opened: OpenedIndex, texts: pa.Array, among: np.ndarray | None
     for entry in opened.search_view().entries:
         with entry.lock:
             lo, hi = bucket_pages(entry.bands.page_table, keys)
-            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(keys, lo, hi)
+            got = entry.mapped_buckets(keys, lo, hi)
+            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(keys, lo, hi) if got is None else got
             found.append((start, end, kind, page_slot, pool_docs, entry.bands.page_rows, win_docs, offset))
         offset += entry.docs.num_docs
     sizes = sum((f[1] - f[0] for f in found), np.zeros(keys.shape, dtype=np.int64))

@@ -4,6 +4,12 @@ reads have cost as much as one whole read (docs/search.md); and, without a lock,
 keys where they can be addressed in place (a local file's memory map, or the pool held
 whole).
 
+:meth:`BandReader.mapped_buckets` finds buckets in a local segment's memory map instead,
+nothing pooled: a bucket costs a bisection inside its first and last page (about
+``2 log2(page_rows)`` key reads) and its own rows, whatever the segment's size; for a
+large batch of keys spread over a large segment (a dry run's sample,
+``diagnostics/neighbours.py``), where pages would each be read whole for one bucket.
+
 :class:`BandReader` owns the segment's band pool (:class:`.pools.BandStore`); the segment
 entry (``index/entries.py``) holds one and runs its reads under the entry's lock.
 """
@@ -86,6 +92,39 @@ class BandReader:
             kind[resolved] = 1
         return start, end, kind, page_slot, pool_docs, win_docs
 
+    def mapped_buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        """Every bucket's rows as :meth:`buckets` gives them (``kind`` 1 everywhere: rows of
+        ``win_docs``), searched in the band file's memory map (:mod:`module doc <.band_reads>`):
+        the pool is neither read nor grown; ``None`` when the file is not mapped (an object
+        store, a file Lance must decode) or the pool holds every page (:meth:`buckets`
+        then costs no read)."""
+        store = self.store
+        if store.full or self.files is None or self.files.band_map is None:
+            return None
+        kcol, dcol = self.files.band_map
+        shape = qkeys.shape
+        keys = np.ascontiguousarray(qkeys, dtype=np.uint64).reshape(-1)
+        lo, hi = lo.reshape(-1), hi.reshape(-1)
+        pr, n = store.page_rows, store.num_rows
+        has = lo < store.num_pages
+        first = np.where(has, lo, 0) * pr
+        start = _first_at_least(kcol, first, np.minimum(first + pr, n), keys, has)
+        found = has & (start < n)
+        found[found] = kcol.read_rows(start[found]) == keys[found]
+        last = np.where(found, hi, 0) * pr
+        top = keys == np.iinfo(np.uint64).max  # no key lies above it: the bucket runs to its page's end
+        end = _first_at_least(kcol, np.where(hi == lo, start, last), np.minimum(last + pr, n),
+                              np.where(top, keys, keys + np.uint64(1)), found & ~top)
+        end = np.where(found & top, np.minimum(last + pr, n), end)
+        sizes = np.where(found, end - start, 0)
+        at = np.cumsum(sizes) - sizes
+        rows = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(start - at, sizes)
+        win_docs = readonly(np.ascontiguousarray(dcol.read_rows(rows), dtype=np.uint32))
+        self.stats["bucket_rows_read"] += int(rows.size)
+        page_slot, _, pool_docs = store.arrays()
+        return (at.reshape(shape), (at + sizes).reshape(shape), np.ones(shape, dtype=np.uint8), page_slot,
+                pool_docs, win_docs)
+
     def arrays(self, need: np.ndarray):
         """``(page_slot, keys, docs)`` with every page in ``need`` loaded."""
         store, cost = self.store, self.cost
@@ -151,3 +190,20 @@ class BandReader:
             return None
         keys, docs = self.files.band_map
         return (*keys.chunks(), docs.read_rows)
+
+
+def _first_at_least(col, lo: np.ndarray, hi: np.ndarray, target: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """For each lane of ``lanes``, the first row in ``[lo, hi)`` of the mapped column
+    ``col`` (keys ascending) whose key is at least ``target``, ``hi`` if none: a bisection,
+    one gather of every open lane's middle key a step (other lanes: ``lo``)."""
+    lo = np.where(lanes, lo, 0).astype(np.int64)
+    hi = np.where(lanes, hi, 0).astype(np.int64)
+    open_ = np.flatnonzero(lo < hi)
+    while open_.size:
+        a, b = lo[open_], hi[open_]
+        mid = (a + b) >> 1
+        below = col.read_rows(mid) < target[open_]
+        lo[open_] = np.where(below, mid + 1, a)
+        hi[open_] = np.where(below, b, mid)
+        open_ = open_[lo[open_] < hi[open_]]
+    return lo

@@ -154,6 +154,11 @@ class SegmentEntry:
     def buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
         return self.band_reads.buckets(qkeys, lo, hi)
 
+    def mapped_buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        """:meth:`buckets` searched in the band file's memory map, nothing pooled, or None
+        (:meth:`.band_reads.BandReader.mapped_buckets`)."""
+        return self.band_reads.mapped_buckets(qkeys, lo, hi)
+
     def band_arrays(self, need: np.ndarray):
         return self.band_reads.arrays(need)
 

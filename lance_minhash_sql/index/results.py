@@ -164,6 +164,10 @@ ESTIMATE_SCHEMA = pa.schema([
     pa.field("peak_memory", pa.int64(), nullable=False),
     pa.field("temp_disk", pa.int64(), nullable=False),
     pa.field("clusters_temp_disk", pa.int64(), nullable=False),
+    pa.field("clusters_seconds", pa.float64(), nullable=False),
+    pa.field("clusters_peak_memory", pa.int64(), nullable=False),
+    pa.field("dedup_seconds", pa.float64(), nullable=False),
+    pa.field("dedup_peak_memory", pa.int64(), nullable=False),
     pa.field("busy_factor", pa.float64(), nullable=False),
     pa.field("sample_seconds", pa.float64(), nullable=False),
 ])
