@@ -178,7 +178,7 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     answer = None
     if active.size == 0:  # no query has tokens: nothing to look up, no candidate counts
         answer = np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.float32), None
-    if answer is None and few is not None:
+    elif few is not None:
         answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
         NUMPY_SECONDS.add(time.perf_counter() - t0)
     elif engine == "auto" and active.size <= MAX_QUERIES:  # a few queries, numba loaded: in place
