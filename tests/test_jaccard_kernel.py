@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from lance_minhash_sql.kernels.pairs import jaccard_at_least
-from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
+from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, bucket_counts, jaccard_if_at_least
 
 
 def _sets(rng, n: int) -> list[set[int]]:
     """Sets built to overlap: each draws most of its values from one of a few bases."""
-    bases = [rng.integers(0, 2**63, 60).tolist() for _ in range(4)]
+    bases = [rng.integers(0, 2**64, 60, dtype=np.uint64).tolist() for _ in range(4)]
     out = []
     for _ in range(n):
         base = bases[rng.integers(0, len(bases))]
         keep = rng.random(len(base)) < rng.uniform(0.6, 1.0)
-        extra = rng.integers(0, 2**63, rng.integers(0, 12)).tolist()
+        extra = rng.integers(0, 2**64, rng.integers(0, 12), dtype=np.uint64).tolist()
         out.append({v for v, k in zip(base, keep) if k} | set(extra))
     for i in range(5):  # copies, and copies less one value (J = 1 and J ~ 0.97)
         out.append(set(out[i]))
@@ -29,24 +29,34 @@ def _sets(rng, n: int) -> list[set[int]]:
     return out
 
 
+def _counts(sets: list[set[int]]) -> np.ndarray:
+    """Each set's values per bucket of their top four bits (saturating at 255), counted here."""
+    out = np.zeros((len(sets), COUNT_BUCKETS), dtype=np.uint8)
+    for i, values in enumerate(sets):
+        for v in values:
+            out[i, v >> 60] = min(255, int(out[i, v >> 60]) + 1)
+    return out
+
+
 def _layout(sets: list[set[int]]):
-    """Sets stored out of order in one array (starts/ends, as the shingle file holds them)."""
+    """Sets stored out of order in one array (starts/ends, as the shingle file holds them),
+    with their bucket counts."""
     order = np.random.default_rng(1).permutation(len(sets))
     values, starts, ends = [], np.zeros(len(sets), np.int64), np.zeros(len(sets), np.int64)
     for i in order:
         starts[i] = len(values)
         values.extend(sorted(sets[i]))
         ends[i] = len(values)
-    return starts, ends, np.array(values, dtype=np.uint64)
+    return starts, ends, np.array(values, dtype=np.uint64), _counts(sets)
 
 
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7, 0.8, 0.9, 1.0])
 def test_kept_pairs_and_their_jaccard_equal_set_arithmetic(threshold):
     rng = np.random.default_rng(int(threshold * 10))
     sets = _sets(rng, 60)
-    starts, ends, values = _layout(sets)
+    starts, ends, values, counts = _layout(sets)
     ia, ib = np.triu_indices(len(sets), 1)
-    got = jaccard_at_least(starts, ends, values, ia.astype(np.int64), ib.astype(np.int64), threshold)
+    got = jaccard_at_least(starts, ends, values, counts, ia.astype(np.int64), ib.astype(np.int64), threshold)
     kept = 0
     for p, (a, b) in enumerate(zip(ia, ib)):
         sa, sb = sets[a], sets[b]
@@ -66,8 +76,28 @@ def test_kept_pairs_and_their_jaccard_equal_set_arithmetic(threshold):
 def test_a_pair_exactly_at_the_threshold_is_kept():
     a = set(range(1, 41))
     b = set(range(1, 37)) | {100, 101, 102, 103}  # 36 common of 44: J = 36/44
-    starts, ends, values = _layout([a, b])
+    a = {v * 0x9E3779B97F4A7C15 % 2**64 for v in a}  # spread over the buckets
+    b = {v * 0x9E3779B97F4A7C15 % 2**64 for v in b}
+    starts, ends, values, counts = _layout([a, b])
     t = 36 / 44
-    got = jaccard_at_least(starts, ends, values, np.array([0]), np.array([1]), t)
+    got = jaccard_at_least(starts, ends, values, counts, np.array([0]), np.array([1]), t)
     assert got[0] == t
-    assert jaccard_at_least(starts, ends, values, np.array([0]), np.array([1]), np.nextafter(t, 1.0))[0] == -1.0
+    assert jaccard_at_least(starts, ends, values, counts, np.array([0]), np.array([1]), np.nextafter(t, 1.0))[0] == -1.0
+
+
+def test_bucket_counts_and_the_bound_they_give():
+    rng = np.random.default_rng(5)
+    sets = _sets(rng, 40)
+    sets.append(set(range(1, 301)))  # 300 values in bucket 0: saturated, so the bound is void
+    sets.append(set(range(2, 302)))
+    offsets = np.zeros(len(sets) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(x) for x in sets])
+    hashes = np.array([v for x in sets for v in sorted(x)], dtype=np.uint64)
+    counts = bucket_counts(offsets, hashes)
+    assert np.array_equal(counts, _counts(sets))
+    assert counts[-1, 0] == 255
+    # the saturated pair is still settled by its sets: J = 299/301
+    n = len(sets)
+    starts, ends = offsets[:-1], offsets[1:]
+    got = jaccard_at_least(starts, ends, hashes, counts, np.array([n - 2]), np.array([n - 1]), 0.99)
+    assert got[0] == 299 / 301

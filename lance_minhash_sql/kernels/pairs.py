@@ -51,7 +51,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.lance_format import min_matches  # its home; the pair kernels' callers take it here too
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.order import order_by_pair
-from lance_minhash_sql.kernels.similarity import least_common, sorted_jaccard
+from lance_minhash_sql.kernels.similarity import common_bound, least_common, sorted_jaccard
 from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
 
 __all__ = [
@@ -512,11 +512,14 @@ def pair_jaccard(offsets, hashes, ia, ib):
 
 
 @njit(**JIT)
-def jaccard_at_least(starts, ends, hashes, ia, ib, threshold):
+def jaccard_at_least(starts, ends, hashes, counts, ia, ib, threshold):
     """Exact Jaccard of sets ``ia[i]`` and ``ib[i]`` (set ``r`` is the sorted distinct
-    ``hashes[starts[r]:ends[r]]``) where it reaches ``threshold``; ``-1.0`` where it does
-    not, ``nan`` where either set is empty. The value kept is ``inter / union`` as
-    :func:`pair_jaccard` computes it; a pair is settled early by the rule of
+    ``hashes[starts[r]:ends[r]]``, ``counts[r]`` its
+    :func:`lance_minhash_sql.kernels.similarity.bucket_counts`) where it reaches
+    ``threshold``; ``-1.0`` where it does not, ``nan`` where either set is empty. The value
+    kept is ``inter / union`` as :func:`pair_jaccard` computes it. A pair is settled early
+    by the sizes, then by the bucket counts' bound on its common values (most candidates
+    under a threshold end there, without reading their sets), then by the rule of
     :func:`lance_minhash_sql.kernels.similarity.jaccard_if_at_least`, written out in the
     loop rather than called (the call costs a third more per pair here)."""
     n = ia.size
@@ -532,7 +535,7 @@ def jaccard_at_least(starts, ends, hashes, ia, ib, threshold):
             out[p] = np.nan
             continue
         need = least_common(na, nb, threshold)
-        if need > min(na, nb):
+        if need > min(na, nb) or common_bound(counts, ia[p], ib[p]) < need:
             out[p] = -1.0
             continue
         lose_a = a0 + na - need  # i - inter may reach this: the unmatched values a may lose

@@ -18,10 +18,12 @@ self-join:
 * their hashes are appended to an unnamed temporary file read back through a memory map
   (:class:`lance_minhash_sql.io.spilled.AppendedValues`): file pages, never anonymous
   memory, so nothing is dropped and fetched again when the sets outgrow the budget;
-* what is held in memory is the index, 32 bytes per row seen: its row id, where its
-  set starts and ends in the file and its signature's row (star clustering's walk keeps
-  the members' signatures in a file beside), sorted by row id (each fetch's rows merged
-  in). It and what Lance's reader keeps are taken from the self-join's budget before the pairs
+* what is held in memory is the index, :data:`INDEX_BYTES` per row seen: its row id,
+  where its set starts and ends in the file, its signature's row (star clustering's walk
+  keeps the members' signatures in a file beside) and its set's bucket counts
+  (:func:`lance_minhash_sql.kernels.similarity.bucket_counts`: most candidate pairs are
+  settled under the threshold by them, without reading their sets from the file), sorted
+  by row id (each fetch's rows merged in). It and what Lance's reader keeps are taken from the self-join's budget before the pairs
   are verified (:meth:`ShingleSets.budget_bytes`).
 
 Shards run on threads: rows not held are fetched and merged under a lock (the fetch and
@@ -44,6 +46,7 @@ from lance_minhash_sql.io.spilled import AppendedValues
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_marks
 from lance_minhash_sql.kernels.csr import spans_take
+from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, bucket_counts
 from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.memory import trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
@@ -54,18 +57,20 @@ __all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Snapsho
            "candidate_rows", "live_rows"]
 
 STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows")
-INDEX_BYTES = 32  # held per row seen: row id, start and end of its set, its signature row
+INDEX_BYTES = 32 + COUNT_BUCKETS  # held per row seen: row id, start and end of its set, signature row, counts
 
 
 class Index(NamedTuple):
     """Where each row seen is, by row id (``ids`` ascending): its set is
     ``values[starts[i]:ends[i]]``, its signature row ``sig_rows[i]`` of the signatures'
-    file (-1 without signatures)."""
+    file (-1 without signatures), ``counts[i]`` its set's bucket counts (no columns
+    without sets)."""
 
     ids: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
     sig_rows: np.ndarray
+    counts: np.ndarray
 
 
 class Snapshot(NamedTuple):
@@ -79,8 +84,9 @@ class Snapshot(NamedTuple):
         return self.index.ids[positions]
 
 
-def _empty_index() -> Index:
-    return Index(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+def _empty_index(sets: bool) -> Index:
+    return Index(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+                 np.empty((0, COUNT_BUCKETS if sets else 0), np.uint8))
 
 
 class ShingleSets:
@@ -95,7 +101,7 @@ class ShingleSets:
         self.signer = signer_for(opened.params)
         self.k = opened.params.num_hashes
         self.with_sets = sets
-        self.index = _empty_index()  # replaced whole under the lock, read whole without it
+        self.index = _empty_index(sets)  # replaced whole under the lock, read whole without it
         self.values = AppendedValues(np.uint64)
         self.signatures = AppendedValues(np.uint16) if signatures else None
         self.lock = threading.Lock()
@@ -174,6 +180,7 @@ class ShingleSets:
         starts = np.zeros(missing.size, dtype=np.int64)
         ends = np.zeros(missing.size, dtype=np.int64)
         sig_rows = np.full(missing.size, -1, dtype=np.int64)
+        counts = np.zeros((missing.size, self.index.counts.shape[1]), dtype=np.uint8)
         batches = list(range(0, missing.size, SHINGLE_FETCH_ROWS))
 
         def take(s: int):
@@ -188,13 +195,15 @@ class ShingleSets:
                 first = self.values.append(hashes)
                 starts[s:s + n] = first + offsets[:-1]
                 ends[s:s + n] = first + offsets[1:]
+                counts[s:s + n] = bucket_counts(offsets, hashes)
             if self.signatures is not None:
                 sigs, _ = self.signer.sign(texts)
                 sig_rows[s:s + n] = self.signatures.append(sigs.reshape(-1)) // self.k + np.arange(n)
             del texts
         old = self.index
         at = np.searchsorted(old.ids, missing)
-        self.index = Index(*(readonly(np.insert(a, at, v)) for a, v in zip(old, (missing, starts, ends, sig_rows))))
+        self.index = Index(*(readonly(np.insert(a, at, v, axis=0))
+                             for a, v in zip(old, (missing, starts, ends, sig_rows, counts))))
 
     def held_bytes(self) -> int:
         """The bytes of the index in memory (the sets themselves are file pages)."""

@@ -37,7 +37,7 @@ def _exact(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarra
     """The pairs of index positions ``left``/``right`` (of ``snap``) with ``jaccard >=
     threshold``, as row ids, with their similarity and exact shingle Jaccard."""
     index = snap.index
-    jac = jaccard_at_least(index.starts, index.ends, snap.hashes, readonly(left.astype(np.int64)),
+    jac = jaccard_at_least(index.starts, index.ends, snap.hashes, index.counts, readonly(left.astype(np.int64)),
                            readonly(right.astype(np.int64)), threshold)
     keep = np.flatnonzero(jac >= threshold)
     return snap.rowids(left[keep]), snap.rowids(right[keep]), sim[keep], jac[keep]
