@@ -5,7 +5,8 @@
     nice -n 5 python benchmarks/estimate.py --rows 1000000 --thresholds 0.8 --data-dir /tmp/bench
 
 For each size, on the synthetic corpus (``corpus-<rows>.lance`` under ``--data-dir``, written
-and indexed (k=128, b=16) once and then reused), and each threshold (0.7, 0.8, 0.9), each
+and indexed (k=128, b=16) once and then reused; ``--corpus few``: ``few-<rows>.lance``, no
+boilerplate and sources drawn uniformly, whose near-duplicates do not grow with the rows), and each threshold (0.7, 0.8, 0.9), each
 in its own child process (so each peak RSS, ``VmHWM``, is its own), one right after the
 other so that both see the same load:
 
@@ -105,13 +106,16 @@ def _child(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _corpus(data_dir: str, rows: int) -> str:
+def _corpus(data_dir: str, rows: int, kind: str = "synthetic") -> str:
     import lance_minhash_sql as lms
+    from lance_minhash_sql.faces.corpus import CorpusSpec
     from lance_minhash_sql.index.info import index_segments
 
-    uri = os.path.join(data_dir, f"corpus-{rows}.lance")
+    name = "corpus" if kind == "synthetic" else kind
+    uri = os.path.join(data_dir, f"{name}-{rows}.lance")
     if not os.path.exists(uri):
-        lms.write_corpus(uri, rows, progress=rows > 100_000)
+        spec = CorpusSpec() if kind == "synthetic" else CorpusSpec(source_skew=1.0, boilerplate_fraction=0.0)
+        lms.write_corpus(uri, rows, spec, progress=rows > 100_000)
     if not index_segments(uri):
         lms.build_index(uri, "text", progress=rows > 100_000)
     return uri
@@ -124,6 +128,9 @@ def main() -> None:
     ap.add_argument("--memory-limit", default="256MiB")
     ap.add_argument("--verify", default="estimate", choices=["estimate", "exact"])
     ap.add_argument("--data-dir", default="/tmp/bench")
+    ap.add_argument("--corpus", default="synthetic", choices=["synthetic", "few"],
+                    help="synthetic: the generator's defaults (boilerplate and clusters that grow with the rows); "
+                         "few: no boilerplate, sources drawn uniformly (near-duplicates that do not grow with the rows)")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f}; {_cpu()}; memory_limit {args.memory_limit}; "
@@ -132,7 +139,7 @@ def main() -> None:
     tiny = _corpus(args.data_dir, 2000)
     own = []  # the dry run's own seconds per size
     for rows in args.rows:
-        uri = _corpus(args.data_dir, rows)
+        uri = _corpus(args.data_dir, rows, args.corpus)
         print(f"\n{rows:,} rows", flush=True)
         lines = {k: [] for k in KINDS}
         for t in args.thresholds:
