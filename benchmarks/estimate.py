@@ -26,7 +26,8 @@ and peak memory (the dry run's ``seconds``, ``clusters_seconds``, ``dedup_second
 their ``peak_memory``) against the measured ones (ratio projected / measured); for pairs
 also the temporary disk and the estimated pairs against the full run's, for dedup the
 estimated rows dropped (components) against those it removes. Last, the dry run's own
-seconds at each size. The machine is shared: the load average and the calibration's cores
+wall and CPU seconds at each size (its first call in a process, which loads numba's
+cached kernels, and a second one). The machine is shared: the load average and the calibration's cores
 (``parallel``: CPU over wall of the engine's threads while it measured) are printed.
 """
 
@@ -55,12 +56,12 @@ def spy_project(*a, **k):
     return p
 E.calibrate, E.project = spy_calibrate, spy_project
 kw = dict(thresholds=[t], sample_rows=2000, memory_limit=limit, verify=verify)
-t0 = time.perf_counter(); tab = lms.estimate(uri, "text", **kw)
-first = time.perf_counter() - t0
+t0, c0 = time.perf_counter(), time.process_time(); tab = lms.estimate(uri, "text", **kw)
+first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
 out = {"first": first, "table": tab.to_pydict(), "parallel": seen["rates"].parallel,
        "cpu": [p.cpu_seconds for p in seen["projections"]]}  # pairs, clusters, dedup
-t0 = time.perf_counter(); lms.estimate(uri, "text", seed=1, **kw)
-out["second"] = time.perf_counter() - t0
+t0, c0 = time.perf_counter(), time.process_time(); lms.estimate(uri, "text", seed=1, **kw)
+out.update(second=time.perf_counter() - t0, second_cpu=time.process_time() - c0, first_cpu=first_cpu)
 print(json.dumps(out))
 """
 
@@ -145,7 +146,7 @@ def main() -> None:
         for t in args.thresholds:
             common = (uri, str(t), args.memory_limit, args.verify)
             est = _child(_CHILD_ESTIMATE, *common)
-            own.append((rows, t, est["first"], est["second"], est["parallel"]))
+            own.append((rows, t, est["first"], est["second"], est["first_cpu"], est["second_cpu"], est["parallel"]))
             table = est["table"]
             for i, kind in enumerate(KINDS):
                 full = _child(_CHILD_FULL, *common, tiny, kind)
@@ -168,9 +169,10 @@ def main() -> None:
                      "dedup": " | rows dropped est / full", "clusters": ""}[kind])
             for line in lines[kind]:
                 print(line)
-    print("\nthe dry run itself (2,000 rows): rows | threshold | seconds first call / second call | parallel")
-    for rows, t, first, second, par in own:
-        print(f"{rows:,} | {t:.2f} | {first:.2f} / {second:.2f} | {par:.2f}")
+    print("\nthe dry run itself (2,000 rows): rows | threshold | seconds first call / second call | "
+          "CPU seconds first / second | parallel")
+    for rows, t, first, second, first_cpu, second_cpu, par in own:
+        print(f"{rows:,} | {t:.2f} | {first:.2f} / {second:.2f} | {first_cpu:.2f} / {second_cpu:.2f} | {par:.2f}")
 
 
 KINDS = ("pairs", "clusters", "dedup")
