@@ -5,7 +5,8 @@
     nice -n 5 python benchmarks/estimate.py --rows 1000000 --thresholds 0.8 --data-dir /tmp/bench
 
 For each size, on the synthetic corpus (``corpus-<rows>.lance`` under ``--data-dir``, written
-and indexed (k=128, b=16) once and then reused), and each threshold (0.7, 0.8, 0.9), each
+and indexed (k=128, b=16) once and then reused; ``--corpus few``: ``few-<rows>.lance``, no
+boilerplate and sources drawn uniformly, whose near-duplicates do not grow with the rows), and each threshold (0.7, 0.8, 0.9), each
 in its own child process (so each peak RSS, ``VmHWM``, is its own), one right after the
 other so that both see the same load:
 
@@ -25,7 +26,8 @@ and peak memory (the dry run's ``seconds``, ``clusters_seconds``, ``dedup_second
 their ``peak_memory``) against the measured ones (ratio projected / measured); for pairs
 also the temporary disk and the estimated pairs against the full run's, for dedup the
 estimated rows dropped (components) against those it removes. Last, the dry run's own
-seconds at each size. The machine is shared: the load average and the calibration's cores
+wall and CPU seconds at each size (its first call in a process, which loads numba's
+cached kernels, and a second one). The machine is shared: the load average and the calibration's cores
 (``parallel``: CPU over wall of the engine's threads while it measured) are printed.
 """
 
@@ -54,12 +56,12 @@ def spy_project(*a, **k):
     return p
 E.calibrate, E.project = spy_calibrate, spy_project
 kw = dict(thresholds=[t], sample_rows=2000, memory_limit=limit, verify=verify)
-t0 = time.perf_counter(); tab = lms.estimate(uri, "text", **kw)
-first = time.perf_counter() - t0
+t0, c0 = time.perf_counter(), time.process_time(); tab = lms.estimate(uri, "text", **kw)
+first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
 out = {"first": first, "table": tab.to_pydict(), "parallel": seen["rates"].parallel,
        "cpu": [p.cpu_seconds for p in seen["projections"]]}  # pairs, clusters, dedup
-t0 = time.perf_counter(); lms.estimate(uri, "text", seed=1, **kw)
-out["second"] = time.perf_counter() - t0
+t0, c0 = time.perf_counter(), time.process_time(); lms.estimate(uri, "text", seed=1, **kw)
+out.update(second=time.perf_counter() - t0, second_cpu=time.process_time() - c0, first_cpu=first_cpu)
 print(json.dumps(out))
 """
 
@@ -105,13 +107,16 @@ def _child(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _corpus(data_dir: str, rows: int) -> str:
+def _corpus(data_dir: str, rows: int, kind: str = "synthetic") -> str:
     import lance_minhash_sql as lms
+    from lance_minhash_sql.faces.corpus import CorpusSpec
     from lance_minhash_sql.index.info import index_segments
 
-    uri = os.path.join(data_dir, f"corpus-{rows}.lance")
+    name = "corpus" if kind == "synthetic" else kind
+    uri = os.path.join(data_dir, f"{name}-{rows}.lance")
     if not os.path.exists(uri):
-        lms.write_corpus(uri, rows, progress=rows > 100_000)
+        spec = CorpusSpec() if kind == "synthetic" else CorpusSpec(source_skew=1.0, boilerplate_fraction=0.0)
+        lms.write_corpus(uri, rows, spec, progress=rows > 100_000)
     if not index_segments(uri):
         lms.build_index(uri, "text", progress=rows > 100_000)
     return uri
@@ -124,6 +129,9 @@ def main() -> None:
     ap.add_argument("--memory-limit", default="256MiB")
     ap.add_argument("--verify", default="estimate", choices=["estimate", "exact"])
     ap.add_argument("--data-dir", default="/tmp/bench")
+    ap.add_argument("--corpus", default="synthetic", choices=["synthetic", "few"],
+                    help="synthetic: the generator's defaults (boilerplate and clusters that grow with the rows); "
+                         "few: no boilerplate, sources drawn uniformly (near-duplicates that do not grow with the rows)")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f}; {_cpu()}; memory_limit {args.memory_limit}; "
@@ -132,13 +140,13 @@ def main() -> None:
     tiny = _corpus(args.data_dir, 2000)
     own = []  # the dry run's own seconds per size
     for rows in args.rows:
-        uri = _corpus(args.data_dir, rows)
+        uri = _corpus(args.data_dir, rows, args.corpus)
         print(f"\n{rows:,} rows", flush=True)
         lines = {k: [] for k in KINDS}
         for t in args.thresholds:
             common = (uri, str(t), args.memory_limit, args.verify)
             est = _child(_CHILD_ESTIMATE, *common)
-            own.append((rows, t, est["first"], est["second"], est["parallel"]))
+            own.append((rows, t, est["first"], est["second"], est["first_cpu"], est["second_cpu"], est["parallel"]))
             table = est["table"]
             for i, kind in enumerate(KINDS):
                 full = _child(_CHILD_FULL, *common, tiny, kind)
@@ -161,9 +169,10 @@ def main() -> None:
                      "dedup": " | rows dropped est / full", "clusters": ""}[kind])
             for line in lines[kind]:
                 print(line)
-    print("\nthe dry run itself (2,000 rows): rows | threshold | seconds first call / second call | parallel")
-    for rows, t, first, second, par in own:
-        print(f"{rows:,} | {t:.2f} | {first:.2f} / {second:.2f} | {par:.2f}")
+    print("\nthe dry run itself (2,000 rows): rows | threshold | seconds first call / second call | "
+          "CPU seconds first / second | parallel")
+    for rows, t, first, second, first_cpu, second_cpu, par in own:
+        print(f"{rows:,} | {t:.2f} | {first:.2f} / {second:.2f} | {first_cpu:.2f} / {second_cpu:.2f} | {par:.2f}")
 
 
 KINDS = ("pairs", "clusters", "dedup")

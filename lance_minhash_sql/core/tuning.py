@@ -254,11 +254,12 @@ ESTIMATE_COMPONENT_ROWS = 64
 ESTIMATE_VERIFY_ROWS = 1024
 # The full self-join's projection (diagnostics/costs.py): its steps' rates measured on
 # CALIBRATION_SHARDS key-range shards of the index of about CALIBRATION_SHARD_ROWS band
-# rows each (a 16th of a 1M-row index at b=16, a 160th of 10M: the same work whatever
-# the index); a shard whose buckets hold more pairs than CALIBRATION_VISITS (about 0.3 s
-# of visits) is not verified.
-CALIBRATION_SHARDS = 16
-CALIBRATION_REPEATS = 3  # each rate the median of this many measurements (a busy moment inflates one)
+# rows each (together a 10th of a 1M-row index at b=16, a 100th of 10M: the same work
+# whatever the index), in CALIBRATION_REPEATS sets of shards spread over the bands, each
+# rate the median of the sets' (a busy moment inflates one); a shard whose buckets hold
+# more pairs than CALIBRATION_VISITS (about 0.3 s of visits) is not verified.
+CALIBRATION_SHARDS = 24
+CALIBRATION_REPEATS = 3
 CALIBRATION_SERIAL_ROWS = 1 << 18  # rows the clusters' one-thread steps (union-find, table) are timed on
 CALIBRATION_SHARD_ROWS = 1 << 16
 CALIBRATION_VISITS = 1 << 24
@@ -267,6 +268,7 @@ CALIBRATION_VISITS = 1 << 24
 # the pool's share of the budget, then ~35 bytes a row.
 SELF_JOIN_BASE_BYTES = 222 << 20
 SELF_JOIN_ROW_BYTES = 35
-# and ~64 bytes a clustered row for minhash_clusters' and minhash_dedup's table (row id,
-# cluster id and size, and the sorts' copies)
-CLUSTERED_ROW_BYTES = 64
+# minhash_clusters and minhash_dedup: ~16 bytes a clustered row more (their table of row
+# id, cluster id and size is built once the pool is let go: +27 MB for 2.35M clustered
+# rows at 10M, nothing measurable at 1M)
+CLUSTERED_ROW_BYTES = 16

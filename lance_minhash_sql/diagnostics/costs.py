@@ -25,18 +25,33 @@ size fills the caches included). With ``verify="exact"`` two more: the shingle s
 prefetch of the sampled shards' candidate rows (:meth:`~lance_minhash_sql.selfjoin.
 shingles.ShingleSets.prefetch`: taken, shingled and written once), over those rows, and
 the exact verification's CPU time beyond the estimate's, over the pairs at the exact
-floor.
+floor. For the clusters, the links of each shard to its buckets' representatives
+(:func:`~lance_minhash_sql.selfjoin.links.data_links`), over its candidate band rows, and
+their one-thread steps on :data:`CALIBRATION_SERIAL_ROWS` rows (:func:`_serial`). The
+shards are measured in :data:`CALIBRATION_REPEATS` sets (every third shard), and each
+rate is the median of the sets'.
+
+**Clusters and dedup.** ``minhash_clusters`` (components) does the pairs' reads and
+fetches in the pool its union-find and bit set leave, drops after the first group the
+buckets already one component (counted as the labels' drops are), and links each
+candidate band row instead of visiting every pair (with ``verify="exact"`` its links are
+the exact pairs, priced as the pairs are); then on one thread it unites the links, sweeps
+every row of the index and builds the clustered rows' table; a counting
+``minhash_dedup`` adds the keep order of the clustered rows (:func:`project` with
+``dedup``). The clustered rows are the rows with a pair.
 
 **Seconds.** The work times the rates is the full run's CPU time; its wall time is that
 over the cores the engine's threads get (:attr:`Rates.parallel`), measured twice: while
-the rates are measured (the process's CPU time over the wall time), and over the last
-minute (:func:`cores_now`, from the load average); the projection takes their geometric
-mean. A shard whose buckets hold more than :data:`CALIBRATION_VISITS` pairs is read and
+the rates are measured (the process's CPU time over the wall time, the sets' median), and
+over the last minute (:func:`cores_now`, from the load average and the cores this
+process may run on); the projection takes their geometric mean. The clusters' one-thread
+steps get one core at most. A shard whose buckets hold more than :data:`CALIBRATION_VISITS` pairs is read and
 fetched but not verified (a giant bucket would cost the calibration more than the sample).
 
 **Memory.** Peak resident memory, a process that loaded the engine included:
 
     peak_memory = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
+                  (+ clustered rows * CLUSTERED_ROW_BYTES for clusters and dedup)
 
 (with ``verify="exact"`` plus the shingle sets' index, ``INDEX_BYTES`` a candidate row,
 and Lance's text reader, ``TEXT_READER_BYTES``; the budget's pool share filled with candidates' signatures; per row, the pairs' labels,
@@ -199,8 +214,8 @@ def _choose(shards: list, count: int) -> list:
 
 def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) -> Rates:
     """The :class:`Rates` of the self-join of ``opened`` at ``threshold`` under ``verify``
-    and ``limit``, measured now (module doc): each rate the median of
-    :data:`CALIBRATION_REPEATS` measurements."""
+    and ``limit``, measured now (module doc): each rate the median of its measurements on
+    :data:`CALIBRATION_REPEATS` sets of shards."""
     plan = plan_for(opened)
     num = int(min(MAX_SHARDS, max(CALIBRATION_SHARDS + 1, -(-plan.total_band_rows // CALIBRATION_SHARD_ROWS))))
     exact = verify == "exact"
@@ -267,9 +282,9 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
     found = []
     try:
-        for _ in range(CALIBRATION_REPEATS):
+        for j in range(CALIBRATION_REPEATS):  # each on its own shards, every third of them
             wall, cpu = time.perf_counter(), time.process_time()
-            parts = list(run_ordered(picks, measure))
+            parts = list(run_ordered(picks[j::CALIBRATION_REPEATS], measure))
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             found.append(_rates(parts, wall, cpu, exact, prefetch, _serial(plan, limit)))
     finally:

@@ -120,8 +120,8 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     hoods = Neighbourhoods(opened, ts, verify, seed)
     candidates = hoods.add(rowids, texts)
     stats = [_at(hoods, rowids, t, population) for t in ts]
-    # a row's buckets are looked up again only when its search found another row in one
-    loads = sampled_loads(opened, texts, among=candidates > 0)
+    # a row's buckets are looked up again only when its candidates hold a row besides itself
+    loads = sampled_loads(opened, texts, among=candidates > 1)
     sample_seconds = time.perf_counter() - t0
     rates = calibrate(opened, ts[0], verify, limit)
     # with verify="exact" the self-join writes each candidate row's shingle set (8 bytes a shingle)
@@ -190,5 +190,6 @@ def describe(table: pa.Table) -> list[str]:
             f"~{r['rows_dropped_star']:,.0f} [{r['rows_dropped_star_low']:,.0f}, {r['rows_dropped_star_high']:,.0f}] "
             f"with star; ~{r['pairs']:,.0f} pairs [{r['pairs_low']:,.0f}, {r['pairs_high']:,.0f}]; the full "
             f"minhash_pairs: ~{r['seconds']:.1f} s, peak ~{r['peak_memory'] / 2**20:,.0f} MiB, "
-            f"temporary disk {r['temp_disk'] / 2**20:,.0f} MiB")
+            f"temporary disk {r['temp_disk'] / 2**20:,.0f} MiB; minhash_clusters ~{r['clusters_seconds']:.1f} s, "
+            f"minhash_dedup ~{r['dedup_seconds']:.1f} s, peak ~{r['dedup_peak_memory'] / 2**20:,.0f} MiB")
     return out

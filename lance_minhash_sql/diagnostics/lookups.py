@@ -96,8 +96,8 @@ def verify_some(view: SearchView, qsigs: np.ndarray, found: Found, rng: np.rando
                 enough: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]):
     """``(row, row id, distance, verified)``: the verified candidates of each row, ordered
     by row, and how many of its candidates were verified (module doc, *Verification*):
-    all, or ``cap`` drawn at random where ``enough(row, row id, distance) -> bool[n]``
-    says that subset's hits suffice."""
+    all, or about ``cap`` drawn at random where ``enough(row, row id, distance) ->
+    bool[n]`` says that subset's hits suffice."""
     nq = qsigs.shape[0]
     big = found.total > cap
     if not big.any():
@@ -110,10 +110,7 @@ def verify_some(view: SearchView, qsigs: np.ndarray, found: Found, rng: np.rando
     first_pass = ~big[row_all] | (rng.random(row_all.size) * found.total[row_all] < cap)
     drawn = np.bincount(row_all[first_pass], minlength=nq)
     q, rid, dist = _score(view, qsigs, found, lambda i, row: first_pass[at[i]:at[i + 1]])
-    ok = np.ones(nq, dtype=np.bool_)
-    ok[big] = False
-    held = enough(q, rid, dist)
-    ok[np.flatnonzero(big)[held[big]]] = True
+    ok = ~big | enough(q, rid, dist)  # every candidate verified, or a subset that suffices
     verified = np.where(ok, drawn, found.total)
     rest = ~ok
     if rest.any():  # the other candidates of the rows whose subset did not suffice

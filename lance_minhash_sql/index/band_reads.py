@@ -5,8 +5,9 @@ keys where they can be addressed in place (a local file's memory map, or the poo
 whole).
 
 :meth:`BandReader.mapped_buckets` finds buckets in a local segment's memory map instead,
-nothing pooled: a bucket costs a bisection inside its first and last page (about
-``2 log2(page_rows)`` key reads) and its own rows, whatever the segment's size; for a
+nothing pooled: a bucket costs a search inside its first and last page, from where its
+key falls between the page's bounds (band keys are hashes: a few dozen key reads next to
+each other), and its own rows, whatever the segment's size; for a
 large batch of keys spread over a large segment (a dry run's sample,
 ``diagnostics/neighbours.py``), where pages would each be read whole for one bucket.
 
@@ -108,13 +109,22 @@ class BandReader:
         pr, n = store.page_rows, store.num_rows
         has = lo < store.num_pages
         first = np.where(has, lo, 0) * pr
-        start = _first_at_least(kcol, first, np.minimum(first + pr, n), keys, has)
+        end_row = np.minimum(first + pr, n)
+        # band keys are hashes: inside its page a key lies about where it falls between the
+        # page before's last key and the page's own (the search starts there)
+        table = store.page_table
+        top_key = table[np.where(has, lo, 0)].astype(np.float64)
+        low_key = np.where(lo > 0, table[np.maximum(np.where(has, lo, 0) - 1, 0)], 0).astype(np.float64)
+        share = np.clip((keys.astype(np.float64) - low_key) / np.maximum(top_key - low_key, 1.0), 0.0, 1.0)
+        guess = first + (share * (end_row - first - 1)).astype(np.int64)
+        start = _gallop(kcol, first, end_row, keys, guess, has)
         found = has & (start < n)
         found[found] = kcol.read_rows(start[found]) == keys[found]
         last = np.where(found, hi, 0) * pr
         top = keys == np.iinfo(np.uint64).max  # no key lies above it: the bucket runs to its page's end
-        end = _first_at_least(kcol, np.where(hi == lo, start, last), np.minimum(last + pr, n),
-                              np.where(top, keys, keys + np.uint64(1)), found & ~top)
+        from_row = np.where(hi == lo, start, last)
+        end = _gallop(kcol, from_row, np.minimum(last + pr, n), np.where(top, keys, keys + np.uint64(1)), from_row,
+                      found & ~top)
         end = np.where(found & top, np.minimum(last + pr, n), end)
         sizes = np.where(found, end - start, 0)
         at = np.cumsum(sizes) - sizes
@@ -190,6 +200,42 @@ class BandReader:
             return None
         keys, docs = self.files.band_map
         return (*keys.chunks(), docs.read_rows)
+
+
+def _gallop(col, lo: np.ndarray, hi: np.ndarray, target: np.ndarray, guess: np.ndarray, lanes: np.ndarray
+            ) -> np.ndarray:
+    """:func:`_first_at_least`, each lane's search starting at its ``guess`` in ``[lo, hi)``:
+    steps of 1, 2, 4, ... rows from it, up or down, until the answer is bracketed, then a
+    bisection of the bracket. A good guess reads a few keys next to each other (one page
+    of the map) where a bisection of the whole range reads one key in each of several."""
+    lo = np.where(lanes, lo, 0).astype(np.int64)
+    hi = np.where(lanes, hi, 0).astype(np.int64)
+    lane = np.flatnonzero(lo < hi)
+    at = np.clip(guess[lane], lo[lane], hi[lane] - 1)
+    below = col.read_rows(at) < target[lane]
+    lo[lane[below]] = at[below] + 1  # the answer lies above the guess
+    hi[lane[~below]] = at[~below]  # at or below it
+    up, down = (lane[below], at[below]), (lane[~below], at[~below])
+    step = 1
+    while up[0].size or down[0].size:
+        lane, at = up
+        at = at + step
+        inside = at < hi[lane]
+        lane, at = lane[inside], at[inside]
+        go = col.read_rows(at) < target[lane]
+        lo[lane[go]] = at[go] + 1
+        hi[lane[~go]] = at[~go]
+        up = (lane[go], at[go])
+        lane, at = down
+        at = at - step
+        inside = at >= lo[lane]
+        lane, at = lane[inside], at[inside]
+        go = col.read_rows(at) >= target[lane]
+        hi[lane[go]] = at[go]
+        lo[lane[~go]] = at[~go] + 1
+        down = (lane[go], at[go])
+        step *= 2
+    return _first_at_least(col, lo, hi, target, lanes)
 
 
 def _first_at_least(col, lo: np.ndarray, hi: np.ndarray, target: np.ndarray, lanes: np.ndarray) -> np.ndarray:
