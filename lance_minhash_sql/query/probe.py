@@ -41,7 +41,7 @@ from lance_minhash_sql.io.mapped import values_at
 from lance_minhash_sql.kernels.probe import mapped_bucket_bounds
 from lance_minhash_sql.query.ranking import distances, first_of_each, rank_order
 
-__all__ = ["MAX_CANDIDATES", "probe_topk"]
+__all__ = ["MAX_CANDIDATES", "probe_topk", "reads_files"]
 
 
 def _rows_at(chunks, rows: np.ndarray) -> np.ndarray:
@@ -120,6 +120,13 @@ def _candidates(entry: SegmentEntry, qkeys: np.ndarray, compiled: bool):
     query = np.repeat(np.arange(nq * nb, dtype=np.int64) // nb, sizes)
     pair = sorted_unique((query << 32) | docs)
     return pair >> 32, pair & 0xFFFFFFFF, total
+
+
+def reads_files(entries: list[SegmentEntry]) -> bool:
+    """True when a search would read some segment from its files (not held whole in
+    memory): where the probe's reads in place cost less than the batch kernels' windows
+    and pools, numba loaded (``query/topk.py``'s engine policy)."""
+    return any(not (entry.bands.full and entry.docs.full) for entry in entries)
 
 
 def probe_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray, limit: int,
