@@ -194,6 +194,9 @@ def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
         want = probe_mod.bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
                                        store.num_rows, keys)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        every = probe_mod.values_at(values, first_row, value_index, np.arange(store.num_rows))  # the obvious way
+        assert np.array_equal(got[0], np.searchsorted(every, keys, side="left"))
+        assert np.array_equal(got[1], np.searchsorted(every, keys, side="right"))
         assert (got[1] - got[0]).max() > store.page_rows  # the 5,000-row bucket spans pages
         assert first_row.size > 1 or entry.bands.full
         assert prewarm_index(open_index(uri, "text")).complete
