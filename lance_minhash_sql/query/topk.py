@@ -244,9 +244,12 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
     _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, cut)
     ids = pa.array(rid, pa.uint64())
     if cols:
-        user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error
-        arrays = [user.column(c) for c in cols]
         fields = [opened.schema.field(c) for c in cols]
+        if rid.size:
+            user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error
+            arrays = [user.column(c) for c in cols]
+        else:  # no hit: nothing to ask Lance for (a call into its reader costs tens of microseconds)
+            arrays = list(pa.schema(fields).empty_table().columns)
     else:
         arrays, fields = [], []
     fields += [pa.field("_rowid", pa.uint64()), pa.field("_distance", pa.float32())]
