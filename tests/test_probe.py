@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from conftest import build_native_index
 from lance.query import MinHashQuery
-from test_search import corpus_table, make_queries
+from test_search import corpus_table, force_whole_reads, make_queries
 from test_signatures import PARAMS, _param_id
 from torture import TORTURE_TEXTS
 
@@ -154,6 +154,7 @@ def test_probe_equals_lance_and_the_kernels(dup_ds, monkeypatch):
 def test_with_numba_loaded_a_few_queries_take_the_compiled_probe(dup_ds, monkeypatch):
     uri, table = dup_ds
     monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: True)
+    force_whole_reads(monkeypatch, False)  # the segment stays on its files (held whole, the kernels answer)
     queries = make_queries(table, 30, seed=7) + [table.column("text")[3000].as_py()]
     served = 0
     for q, want in zip(queries, _kernels(uri, queries, 10)):
@@ -166,8 +167,11 @@ def test_with_numba_loaded_a_few_queries_take_the_compiled_probe(dup_ds, monkeyp
     got, calls = _probed(uri, queries[:3], 10, monkeypatch, compiled=True, filter="score < 50")
     assert calls == [True]
     assert got == [hit for q in queries[:3] for hit in _lance(uri, q, 10, filter="score < 50", prefilter=True)]
-    # more queries than a probe takes: the batch kernels
+    # more queries than a probe takes, or the segment held whole in memory: the batch kernels
     assert _probed(uri, queries[:MAX_QUERIES + 1], 10, monkeypatch, compiled=True)[1] == []
+    assert prewarm_index(open_index(uri, "text")).complete
+    got, calls = _probed(uri, queries[0], 10, monkeypatch, compiled=True)
+    assert calls == [] and got == _lance(uri, queries[0], 10)
 
 
 def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
@@ -190,6 +194,9 @@ def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
         want = probe_mod.bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
                                        store.num_rows, keys)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        every = probe_mod.values_at(values, first_row, value_index, np.arange(store.num_rows))  # the obvious way
+        assert np.array_equal(got[0], np.searchsorted(every, keys, side="left"))
+        assert np.array_equal(got[1], np.searchsorted(every, keys, side="right"))
         assert (got[1] - got[0]).max() > store.page_rows  # the 5,000-row bucket spans pages
         assert first_row.size > 1 or entry.bands.full
         assert prewarm_index(open_index(uri, "text")).complete
@@ -251,8 +258,9 @@ def test_a_probe_reads_a_few_keys_per_band(dup_ds, monkeypatch):
     q = table.column("text")[17].as_py()
     got = search(uri, "text", q, 5, columns=["id"])
     assert got["id"].to_pylist()[0] == 17
-    # two ends a band, each in one page of 4,096 rows: two steps of 64 keys each
-    assert read == [16 * 2 * probe_mod.FANOUT] * 2
+    # a band's start in one page of 4,096 rows: two steps of 64 keys; its end from the
+    # rows after the start (a bucket of one row)
+    assert read == [16 * probe_mod.FANOUT] * 2 + [16 * probe_mod.END_ROWS]
 
 
 FIRST_QUERY = textwrap.dedent("""

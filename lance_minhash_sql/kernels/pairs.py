@@ -295,20 +295,27 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 # 1. verification (most visits fail it, so it comes first): equal positions
                 # in blocks of 128 values, a fixed trip count that LLVM turns into vector
                 # compares, stopping once the mismatches exceed max_miss
-                miss = 0
-                u0 = 0
-                while u0 + 128 <= nh:
-                    c = np.uint8(0)
+                if nh == 128:  # k = 128 (the default): one block, no block loop around it
+                    c16 = np.uint16(0)
                     for u in range(128):
-                        # truncated each step: numba would add in int64, four lanes a vector
-                        c = np.uint8(c + np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u]))
-                    miss += np.int64(c)
-                    u0 += 128
-                    if miss > max_miss:
-                        break
-                if miss <= max_miss:
-                    for u in range(u0, nh):
-                        miss += np.int64(halves[ra, u] != halves[rb, u])
+                        # 16-bit lanes, as the values: the compares' masks add without widening
+                        c16 = np.uint16(c16 + np.uint16(halves[ra, u] != halves[rb, u]))
+                    miss = np.int64(c16)
+                else:
+                    miss = 0
+                    u0 = 0
+                    while u0 + 128 <= nh:
+                        c = np.uint8(0)
+                        for u in range(128):
+                            # truncated each step: numba would add in int64, four lanes a vector
+                            c = np.uint8(c + np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u]))
+                        miss += np.int64(c)
+                        u0 += 128
+                        if miss > max_miss:
+                            break
+                    if miss <= max_miss:
+                        for u in range(u0, nh):
+                            miss += np.int64(halves[ra, u] != halves[rb, u])
                 if miss > max_miss:
                     continue
                 # 2. an earlier band with equal values reports the pair

@@ -6,15 +6,18 @@ one chunk): row ``r`` of chunk ``c`` is ``values[value_index[c] + r - first_row[
 and the keys ascend over the rows. For a key ``K`` (``docs/search.md``,
 ``kernels/lsh.py``) the bucket starts at the first row ``>= K`` of the first page whose
 last key is ``>= K``, and ends at the first row ``> K`` of the first page whose last key
-is ``> K``. Each end is two binary searches: over the chunks of its page by their first
+is ``> K``. The start is two binary searches: over the chunks of its page by their first
 keys, then inside the one chunk that holds it: a dozen keys read, where reading the
-rows around it would copy hundreds.
+rows around it would copy hundreds. The end is read from the rows after the start
+(``END_ROWS``: most buckets hold a row or two), and searched for like the start, in its
+own page, when the bucket runs past them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from lance_minhash_sql.core.tuning import END_ROWS
 from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["mapped_bucket_bounds"]
@@ -75,9 +78,20 @@ def mapped_bucket_bounds(values, first_row, value_index, page_table, page_rows, 
         k = keys[i]
         a = min(np.searchsorted(page_table, k, side="left") * page_rows, num_rows)
         s = _first_at_least(values, first_row, value_index, a, min(a + page_rows, num_rows), k)
-        a = min(np.searchsorted(page_table, k, side="right") * page_rows, num_rows)
-        b = min(a + page_rows, num_rows)
-        e = b if k == _TOP else _first_at_least(values, first_row, value_index, a, b, k + np.uint64(1))
+        # the end: the first row from the start whose key is not k, among the next few rows
+        e = s
+        stop = min(s + END_ROWS, num_rows)
+        c = -1
+        while e < stop:
+            if c < 0 or (c + 1 < first_row.size and e >= first_row[c + 1]):
+                c = _chunk_of(first_row, e)
+            if values[value_index[c] + e - first_row[c]] != k:
+                break
+            e += 1
+        if e == stop and stop < num_rows:  # a longer run: search its end's page
+            a = min(np.searchsorted(page_table, k, side="right") * page_rows, num_rows)
+            b = min(a + page_rows, num_rows)
+            e = b if k == _TOP else _first_at_least(values, first_row, value_index, a, b, k + np.uint64(1))
         start[i] = s
         end[i] = max(e, s)
     return start, end

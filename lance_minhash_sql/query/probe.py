@@ -9,9 +9,11 @@ queries (``query/query_sign.py``) on segments whose rows can be read without a l
 the same answer as the kernels of ``kernels/lsh.py`` (docs/search.md):
 
 * a query's bucket in band ``j`` is the run of band rows whose key equals its key ``K``:
-  it starts in the first page whose last key is at least ``K`` and ends in the first page
-  whose last key is above ``K`` (the page table); inside each of the two pages a search
-  that reads 64 evenly spread keys a step finds the end in two steps (a 4,096-row page);
+  it starts in the first page whose last key is at least ``K`` (the page table); inside
+  that page a search that reads 64 evenly spread keys a step finds the start in two steps
+  (a 4,096-row page); the few rows after the start (:data:`END_ROWS`) show where the run
+  ends, and a longer run's end is searched for the same way in the first page whose last
+  key is above ``K``;
 * the candidates are the distinct docs of the query's buckets; their signatures and row
   ids are gathered from the map (or the memory), and rows that are deleted or fail the
   filter are dropped before the cut;
@@ -35,13 +37,13 @@ from typing import Callable
 import numpy as np
 
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.core.tuning import FANOUT, MAX_CANDIDATES
+from lance_minhash_sql.core.tuning import END_ROWS, FANOUT, MAX_CANDIDATES
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.io.mapped import values_at
 from lance_minhash_sql.kernels.probe import mapped_bucket_bounds
 from lance_minhash_sql.query.ranking import distances, first_of_each, rank_order
 
-__all__ = ["MAX_CANDIDATES", "probe_topk"]
+__all__ = ["MAX_CANDIDATES", "probe_topk", "reads_files"]
 
 
 def _rows_at(chunks, rows: np.ndarray) -> np.ndarray:
@@ -81,17 +83,28 @@ def _first_at_least(chunks, lo: np.ndarray, hi: np.ndarray, target: np.ndarray) 
 
 def bucket_bounds(chunks, page_table: np.ndarray, page_rows: int, num_rows: int, keys: np.ndarray):
     """``(start, end)`` rows of each key's bucket (``start == end``: no row has the key):
-    each end is searched for in the one page that holds it (the module doc). The end is
-    the first key at least ``K + 1``; no key is above the largest ``uint64``."""
-    n = keys.size
+    the start is searched for in the one page that holds it (the module doc); the end is
+    the first row after the start whose key is not ``K``, read from the :data:`END_ROWS`
+    rows from the start (a bucket holds a row or two), and searched for like the start,
+    in its own page, where the bucket runs past them."""
     first = np.searchsorted(page_table, keys, side="left")  # the page where the bucket starts
-    after = np.searchsorted(page_table, keys, side="right")  # the page where it ends
-    a = np.minimum(np.concatenate([first, after]).astype(np.int64) * page_rows, num_rows)
-    b = np.minimum(a + page_rows, num_rows)
-    top = keys == np.iinfo(np.uint64).max
-    pos = _first_at_least(chunks, a, b, np.concatenate([keys, np.where(top, keys, keys + np.uint64(1))]))
-    end = np.where(top, b[n:], pos[n:])
-    return pos[:n], np.maximum(end, pos[:n])
+    a = np.minimum(first.astype(np.int64) * page_rows, num_rows)
+    start = _first_at_least(chunks, a, np.minimum(a + page_rows, num_rows), keys)
+    width = min(END_ROWS, num_rows)
+    at = np.minimum(start, num_rows - width)  # the window, inside the file, holds the start
+    pos = at[:, None] + np.arange(width, dtype=np.int64)
+    equal = (_rows_at(chunks, pos.ravel()).reshape(pos.shape) == keys[:, None]) & (pos >= start[:, None])
+    end = start + np.count_nonzero(equal, axis=1)  # keys from the start ascend: the equal ones come first
+    left = np.flatnonzero((end >= at + width) & (at + width < num_rows))  # the bucket runs past the window
+    if left.size:
+        k = keys[left]
+        after = np.searchsorted(page_table, k, side="right")  # the page where the bucket ends
+        a = np.minimum(after.astype(np.int64) * page_rows, num_rows)
+        b = np.minimum(a + page_rows, num_rows)
+        top = k == np.iinfo(np.uint64).max  # no key is above it: the end is the page's end
+        found = _first_at_least(chunks, a, b, np.where(top, k, k + np.uint64(1)))
+        end[left] = np.maximum(np.where(top, b, found), start[left])
+    return start, end
 
 
 def _candidates(entry: SegmentEntry, qkeys: np.ndarray, compiled: bool):
@@ -120,6 +133,13 @@ def _candidates(entry: SegmentEntry, qkeys: np.ndarray, compiled: bool):
     query = np.repeat(np.arange(nq * nb, dtype=np.int64) // nb, sizes)
     pair = sorted_unique((query << 32) | docs)
     return pair >> 32, pair & 0xFFFFFFFF, total
+
+
+def reads_files(entries: list[SegmentEntry]) -> bool:
+    """True when a search would read some segment from its files (not held whole in
+    memory): where the probe's reads in place cost less than the batch kernels' windows
+    and pools, numba loaded (``query/topk.py``'s engine policy)."""
+    return any(not (entry.bands.full and entry.docs.full) for entry in entries)
 
 
 def probe_topk(entries: list[SegmentEntry], qsigs: np.ndarray, qkeys: np.ndarray, limit: int,

@@ -44,7 +44,7 @@ from lance_minhash_sql.io.arrow import as_string_array
 from lance_minhash_sql.kernels.lsh import search_kernels_loaded
 from lance_minhash_sql.query.empty_query import warn_empty_queries
 from lance_minhash_sql.query.kernel_topk import kernel_topk
-from lance_minhash_sql.query.probe import probe_topk
+from lance_minhash_sql.query.probe import probe_topk, reads_files
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_texts
 from lance_minhash_sql.query.scores import apply_scores, check_limit
 from lance_minhash_sql.runtime.cache import StateAccount
@@ -134,9 +134,11 @@ def _columns(opened: OpenedIndex, columns: Any) -> list[str]:
 # So a few short queries take numpy until the time this
 # process has spent on numpy answers reaches that cost, or until the kernels are loaded
 # anyway (a batch of queries, a join, a prewarmed search); then the kernels. With numba
-# loaded, a few queries still take query/probe.py's reads in place (no pools), their
-# bucket search compiled (kernels/probe.py): for one query it costs less than the batch
-# kernels' windows and pools; more queries, or a segment it cannot read, take the kernels.
+# loaded, a few queries on segments read from their files still take query/probe.py's
+# reads in place (no pools), their bucket search compiled (kernels/probe.py): for 1-16
+# queries it costs less than the batch kernels' windows and pools; more queries, segments
+# held whole in memory (there the kernels' lookups are faster), or a segment the probe
+# cannot read, take the kernels.
 
 ENGINES = ("auto", "numpy", "kernels")
 NUMPY_SECONDS = StateAccount("seconds the search spent answering with numpy")  # the policy's account
@@ -181,8 +183,8 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     elif few is not None:
         answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of)
         NUMPY_SECONDS.add(time.perf_counter() - t0)
-    elif engine == "auto" and active.size <= MAX_QUERIES:  # a few queries, numba loaded: in place
-        answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of, compiled=True)
+    elif engine == "auto" and active.size <= MAX_QUERIES and reads_files(view.entries):
+        answer = probe_topk(view.entries, qsigs, qkeys, limit, view.ok_of, compiled=True)  # numba loaded: in place
     if answer is None:
         answer = kernel_topk(view.entries, qsigs, qkeys, limit, view.ok_of, view.checked)
     q, rid, dist, counts = answer
@@ -242,9 +244,12 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
     _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, cut)
     ids = pa.array(rid, pa.uint64())
     if cols:
-        user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error
-        arrays = [user.column(c) for c in cols]
         fields = [opened.schema.field(c) for c in cols]
+        if rid.size:
+            user = opened.fetcher.take(rid, cols, "the search", opened.uri)  # a row deleted since the check: error
+            arrays = [user.column(c) for c in cols]
+        else:  # no hit: nothing to ask Lance for (a call into its reader costs tens of microseconds)
+            arrays = list(pa.schema(fields).empty_table().columns)
     else:
         arrays, fields = [], []
     fields += [pa.field("_rowid", pa.uint64()), pa.field("_distance", pa.float32())]
