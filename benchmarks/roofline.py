@@ -11,8 +11,9 @@ threads counted):
 * **scan + Arrow**: ``io/scan.scan_text`` over a Lance dataset of the corpus.
 * **tokenize**, **shingle hash**, **permutations + min**: three kernels of increasing
   reach over the same Arrow buffers: tokenizing only (``kernels/tokenize.tokenize_row``),
-  tokenizing and hashing every shingle (``kernels/xxh64.xxh64``), and the whole signing
-  kernel (``kernels/minhash.sign_range``); each stage is the difference to the one before.
+  tokenizing and hashing every shingle (``kernels/minhash.shingle_hashes_into``), and the
+  whole signing kernel (``kernels/minhash.sign_range``); each stage is the difference to the
+  one before.
 * **band keys**: ``kernels/similarity.band_keys_serial``.
 * **spill + sort**: ``index/band_sorter.BandSorter`` (in memory, as a 1M build with the default
   budget), keys added in scan batches, then every sorted chunk read.
@@ -57,7 +58,7 @@ sys.path.append(ROOT)  # after PYTHONPATH: another checkout of the package can b
 
 from lance_minhash_sql.core.params import MinHashParams  # noqa: E402
 from lance_minhash_sql.kernels.config import njit  # noqa: E402
-from lance_minhash_sql.kernels import tokenize  # noqa: E402
+from lance_minhash_sql.kernels import minhash, tokenize  # noqa: E402
 from lance_minhash_sql.kernels.tokenize import new_buffers  # noqa: E402
 from lance_minhash_sql.kernels.xxh64 import xxh64  # noqa: E402
 
@@ -67,6 +68,21 @@ JIT = dict(nogil=True)
 # what the signing kernels call per row (tokenize_doc in checkouts without tokenize_row)
 tokenize_row = getattr(tokenize, "tokenize_row", tokenize.tokenize_doc)
 VECTOR_LANES = 8  # 64-bit lanes of a 512-bit vector
+
+
+@njit(**JIT)
+def _each_shingle_xxh64(out, tok_start, tok_end, ntok, shingle, dest, pos):
+    """The shingle hashes of checkouts without ``minhash.shingle_hashes_into``."""
+    w = min(shingle, ntok)
+    for s in range(ntok - w + 1):
+        st = tok_start[s]
+        dest[pos] = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
+        pos += 1
+    return pos
+
+
+# what the signing kernels hash the shingles of a row with
+shingle_hashes_into = getattr(minhash, "shingle_hashes_into", _each_shingle_xxh64)
 
 
 @njit(**JIT)
@@ -83,16 +99,19 @@ def tokens_only(offsets, data, cfg, tables, lo, hi):
 @njit(**JIT)
 def tokens_and_hashes(offsets, data, cfg, tables, shingle, lo, hi):
     out, tok_start, tok_end, raw = new_buffers()
+    xs = np.empty(1 << 16, dtype=np.uint64)
     acc = np.uint64(0)
     shingles = 0
     for r in range(lo, hi):
         ntok, out, tok_start, tok_end, raw = tokenize_row(data, offsets[r], offsets[r + 1], cfg, tables,
                                                           out, tok_start, tok_end, raw)
-        w = min(shingle, ntok)
-        for s in range(ntok - w + 1):
-            st = tok_start[s]
-            acc ^= xxh64(out, st, tok_end[s + w - 1] - st, SEED)
-            shingles += 1
+        if ntok > xs.size:
+            xs = np.empty(2 * ntok, dtype=np.uint64)
+        if ntok > 0:
+            n = shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
+            for s in range(n):
+                acc ^= xs[s]
+            shingles += n
     return shingles, acc
 
 

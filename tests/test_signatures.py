@@ -63,6 +63,22 @@ def test_xxh64_small_inputs_match_xxhash():
         assert int(xxh64_u16_run(values, 1, count, np.uint64(42))) == want
 
 
+def test_xxh64_short_matches_xxhash_up_to_the_buffer_end():
+    """The shingles' branch-free XXH64 (8 to 31 bytes) equals xxhash at every length and
+    offset, on ranges that end at the buffer's last byte (its unused steps read inside
+    the range only) and on ranges inside a longer buffer."""
+    from lance_minhash_sql.kernels.xxh64 import xxh64_short
+
+    rng = np.random.default_rng(11)
+    for n in range(8, 32):
+        for start in (0, 1, 5, 8):
+            tight = rng.integers(0, 256, start + n, dtype=np.uint8)
+            loose = np.concatenate([tight, rng.integers(0, 256, 40, dtype=np.uint8)])
+            want = xxhash.xxh64_intdigest(tight[start:].tobytes(), seed=42)
+            for buf in (tight, loose):
+                assert int(xxh64_short(buf, start, n, np.uint64(42))) == want, (n, start, buf.size)
+
+
 def test_xxh64_matches_reference_for_every_length():
     rng = np.random.default_rng(7)
     for n in range(0, 101):
@@ -255,3 +271,27 @@ def test_shingle_sets_match_naive_reference(rows):
         ref = [] if text is None else naive.shingles(naive.lance_tokens(text, params.tokenizer), params.shingle_size)
         expect = sorted({xxhash.xxh64_intdigest(s, seed=42) for s in ref})
         assert hashes[offsets[i]:offsets[i + 1]].tolist() == expect, text
+
+
+def test_shingle_sets_of_ascii_rows_equal_the_general_kernels():
+    """``Signer.shingle_sets`` takes rows of ASCII text by a kernel of their own and the
+    others (non-ASCII text, a token of max_token_length bytes or more) by the general
+    one: the merged sets, in row order over several threads' chunks, equal those of the
+    general kernel over every row."""
+    from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS
+    from lance_minhash_sql.io.arrow import string_buffers
+    from lance_minhash_sql.kernels import minhash
+
+    signer = Signer(MinHashParams())
+    long_word = "x" * 45  # past the default max_token_length of 40
+    kinds = ["plain ascii words here and there", "caf\u00e9 cr\u00e8me br\u00fbl\u00e9e", None, "",
+             f"with a {long_word} token", "!!!", "one"]
+    texts = pa.array([f"{kinds[i % len(kinds)] or ''} row {i}" if i % 11 else kinds[i % len(kinds)]
+                      for i in range(PARALLEL_MIN_ROWS + 1500)], pa.string())
+    offsets, hashes = signer.shingle_sets(texts)
+    buf = string_buffers(texts)
+    sizes, want = minhash.shingle_sets_range(buf.offsets, buf.data, buf.valid, buf.valid_offset, signer.cfg,
+                                             signer.tables, signer.params.shingle_size, 0, len(texts))
+    assert np.array_equal(np.diff(offsets), sizes)
+    assert np.array_equal(hashes, want)
+    assert (sizes > 0).sum() > len(texts) // 2 and (sizes == 0).any()

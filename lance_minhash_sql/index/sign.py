@@ -339,20 +339,27 @@ class Signer:
         return keys
 
     def shingle_sets(self, texts) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``."""
+        """Sorted distinct XXH64 shingle hashes per row as CSR ``(offsets int64[n+1], hashes)``.
+
+        As :meth:`sign`, the ``simple`` tokenizer's rows of ASCII text first, by a kernel
+        without the general tokenizer (``kernels/minhash.py: shingle_sets_ascii_range``);
+        the rows it leaves then by the general kernel, and the two merged in row order."""
         buf, cfg = self.inputs(texts)
-        args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, self.tables,
-                self.params.shingle_size)
+        rows = (buf.offsets, buf.data, buf.valid, buf.valid_offset)
+        shingle = self.params.shingle_size
         n = len(buf.offsets) - 1
-        parts = chunk_results(lambda lo, hi: minhash.shingle_sets_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
-        if len(parts) == 1:
-            sizes, hashes = parts[0]
-        else:
-            sizes = np.concatenate([p[0] for p in parts])
-            hashes = np.concatenate([p[1] for p in parts])
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return offsets, hashes
+        if cfg[0] != tokenize.SIMPLE:
+            return _csr(chunk_results(lambda lo, hi: minhash.shingle_sets_range(*rows, cfg, self.tables, shingle, lo, hi),
+                                      n, SIGN_CHUNK_ROWS), n)
+        todo = np.zeros(n, dtype=np.bool_)
+        mine = _csr(chunk_results(lambda lo, hi: minhash.shingle_sets_ascii_range(
+            *rows, cfg[1], cfg[2], self.tables[0], shingle, todo, lo, hi), n, SIGN_CHUNK_ROWS), n)
+        if not todo.any():
+            return mine
+        rows = (buf.offsets, buf.data, readonly(np.packbits(todo, bitorder="little")), 0)  # only those rows
+        rest = _csr(chunk_results(lambda lo, hi: minhash.shingle_sets_range(*rows, cfg, self.tables, shingle, lo, hi),
+                                  n, SIGN_CHUNK_ROWS), n)
+        return _merged_sets(mine, rest)
 
     def pair_jaccard(self, texts, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
         """``float64[n]``: the exact Jaccard of the shingle sets (:meth:`shingle_sets`) of
@@ -368,6 +375,30 @@ class Signer:
             buf.data, buf.offsets[0], buf.offsets[1], cfg, self.tables, *tokenize.new_buffers())
         raw = out.tobytes()
         return [raw[starts[t]:ends[t]].decode("utf-8") for t in range(ntok)]
+
+
+def _csr(parts: list[tuple[np.ndarray, np.ndarray]], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets int64[n+1], hashes)`` of the ``(sizes, hashes)`` of consecutive row ranges."""
+    if len(parts) == 1:
+        sizes, hashes = parts[0]
+    else:
+        sizes = np.concatenate([p[0] for p in parts])
+        hashes = np.concatenate([p[1] for p in parts])
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets, hashes
+
+
+def _merged_sets(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One CSR of two over the same rows where each row's set is empty in one of them."""
+    (ao, ah), (bo, bh) = a, b
+    offsets = ao + bo
+    hashes = np.empty(int(offsets[-1]), dtype=np.uint64)
+    for off, vals in ((ao, ah), (bo, bh)):
+        sizes = np.diff(off)
+        row = np.repeat(np.arange(sizes.size), sizes)
+        hashes[offsets[row] + np.arange(vals.size) - off[row]] = vals
+    return offsets, hashes
 
 
 @memoized(32)

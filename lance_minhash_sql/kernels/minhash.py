@@ -39,7 +39,7 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
 from lance_minhash_sql.kernels.tokenize import ascii_simple, grow, is_valid, new_buffers, row_tokens
-from lance_minhash_sql.kernels.xxh64 import xxh64
+from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short
 
 SEED = np.uint64(lance_format.SEED)
 _MASK64 = (1 << 64) - 1
@@ -72,11 +72,18 @@ def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(**JIT, inline="always")
-def _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
+def shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
+    """XXH64 of each shingle's bytes in the token buffer ``out``, into ``dest[pos:]``:
+    those of 8 to 31 bytes (nearly all) by :func:`..kernels.xxh64.xxh64_short` in the
+    loop itself, the others by a call of :func:`..kernels.xxh64.xxh64`."""
     w = min(shingle, ntok)
     for s in range(ntok - w + 1):
         st = tok_start[s]
-        dest[pos] = xxh64(out, st, tok_end[s + w - 1] - st, SEED)
+        n = tok_end[s + w - 1] - st
+        if n >= 8 and n < 32:
+            dest[pos] = xxh64_short(out, st, n, SEED)
+        else:
+            dest[pos] = xxh64(out, st, n, SEED)
         pos += 1
     return pos
 
@@ -150,7 +157,7 @@ def minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
 
     Hashes are taken :data:`LANES` at a time (:func:`lane_minima`); the ``k % LANES``
     last hashes take the plain loop."""
-    n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
+    n = shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
     k = a.size
     top = k - k % LANES
     for i in range(0, top, LANES):
@@ -218,6 +225,26 @@ def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, 
             has[r] = True
 
 
+@njit(**JIT, inline="always")
+def _append_set(xs, n, tmp, counts, hashes, used):
+    """Sort the ``n`` shingle hashes ``xs[:n]`` and append the distinct ones to
+    ``hashes[used:]`` (grown, doubling, when full): ``(count appended, tmp, counts,
+    hashes)``."""
+    seg = xs[:n]
+    tmp, counts = sort_hashes(seg, tmp, counts)
+    if used + n > hashes.size:
+        grown = np.empty(max(2 * hashes.size, used + n), dtype=np.uint64)
+        for j in range(used):  # a loop: slice assignment compiles numba's broadcasting code
+            grown[j] = hashes[j]
+        hashes = grown
+    m = 0
+    for j in range(n):
+        if j == 0 or seg[j] != seg[j - 1]:
+            hashes[used + m] = seg[j]
+            m += 1
+    return m, tmp, counts, hashes
+
+
 @njit(**JIT)
 def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle, lo, hi):
     """Sorted distinct shingle hashes of rows ``lo:hi``: ``(sizes int64[hi - lo], hashes)``,
@@ -238,21 +265,45 @@ def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle,
                                                         out, tok_start, tok_end, raw)
         if ntok == 0:
             continue
-        if xs.size < ntok:
-            xs = np.empty(2 * ntok, dtype=np.uint64)
-        n = _shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
-        seg = xs[:n]
-        tmp, counts = sort_hashes(seg, tmp, counts)
-        if used + n > hashes.size:
-            grown = np.empty(max(2 * hashes.size, used + n), dtype=np.uint64)
-            for j in range(used):  # a loop: slice assignment compiles numba's broadcasting code
-                grown[j] = hashes[j]
-            hashes = grown
-        m = 0
-        for j in range(n):
-            if j == 0 or seg[j] != seg[j - 1]:
-                hashes[used + m] = seg[j]
-                m += 1
+        xs = grow(xs, ntok)
+        n = shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
+        m, tmp, counts, hashes = _append_set(xs, n, tmp, counts, hashes, used)
         sizes[r - lo] = m
         used += m
+    return sizes, hashes[:used]
+
+
+@njit(**JIT)
+def shingle_sets_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, shingle, todo, lo, hi):
+    """:func:`shingle_sets_range` for the ``simple`` tokenizer on rows of ASCII text, as
+    :func:`sign_ascii_range` signs them: a row :func:`ascii_simple` cannot take gets
+    ``todo[r] = True`` and size 0, and is left to :func:`shingle_sets_range`; the others
+    get the same set as :func:`shingle_sets_range` gives them. Without the general
+    tokenizer, as :func:`sign_ascii_range`."""
+    out = np.empty(4096, dtype=np.uint8)
+    tok_start = np.empty(512, dtype=np.int64)
+    tok_end = np.empty(512, dtype=np.int64)
+    tmp, counts = new_hash_scratch()
+    sizes = np.zeros(hi - lo, dtype=np.int64)
+    hashes = np.empty(1024, dtype=np.uint64)
+    xs = np.empty(1024, dtype=np.uint64)
+    used = 0
+    for r in range(lo, hi):
+        if not is_valid(valid, valid_offset, r):
+            continue
+        s = offsets[r]
+        e = offsets[r + 1]
+        nbytes = e - s
+        out = grow(out, nbytes + 1)
+        tok_start = grow(tok_start, nbytes // 2 + 1)
+        tok_end = grow(tok_end, nbytes // 2 + 1)
+        ntok = ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
+        if ntok < 0:
+            todo[r] = True
+        elif ntok > 0:
+            xs = grow(xs, ntok)
+            n = shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
+            m, tmp, counts, hashes = _append_set(xs, n, tmp, counts, hashes, used)
+            sizes[r - lo] = m
+            used += m
     return sizes, hashes[:used]

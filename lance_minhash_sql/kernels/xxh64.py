@@ -3,10 +3,11 @@
 All arithmetic stays in ``np.uint64`` (wrapping): numba promotes ``uint64`` mixed with a
 signed integer to ``float64``, so every constant and shift count here is ``uint64``.
 
-The helpers are ordinary jitted functions, not ``inline="always"``: LLVM inlines them
+The rounds are ordinary jitted functions, not ``inline="always"``: LLVM inlines them
 into :func:`xxh64` all the same (signing throughput unchanged), while numba's own inlining
 types a helper again at each of its call sites (a fresh install compiled ``xxh64`` in
-0.98 s of CPU with them inlined, 0.64 s without).
+0.98 s of CPU with them inlined, 0.64 s without). :func:`xxh64_short`, the shingles'
+hash, is inlined at numba's level into the loops that call it, without a branch.
 """
 
 from __future__ import annotations
@@ -81,6 +82,71 @@ def _merge(acc, val):
     return acc * P1 + P4
 
 
+# The tail's steps and the final mix, inline at numba's level: helpers of their own would
+# add compiled specializations to a first call, and these are a few instructions each.
+@njit(**JIT, inline="always")
+def _lane8(h, lane):
+    h = h ^ _round(np.uint64(0), lane)
+    return _rotl(h, _U27) * P1 + P4
+
+
+@njit(**JIT, inline="always")
+def _lane4(h, lane):
+    h = h ^ (lane * P1)
+    return _rotl(h, _U23) * P2 + P3
+
+
+@njit(**JIT, inline="always")
+def _byte(h, b):
+    h = h ^ (np.uint64(b) * P5)
+    return _rotl(h, _U11) * P1
+
+
+@njit(**JIT, inline="always")
+def _avalanche(h):
+    h = h ^ (h >> _U33)
+    h = h * P2
+    h = h ^ (h >> _U29)
+    h = h * P3
+    return h ^ (h >> _U32)
+
+
+@njit(**JIT, inline="always")
+def _pick(cond, x, y):
+    """``x`` if ``cond`` else ``y``, by a mask rather than a branch."""
+    m = np.uint64(0) - np.uint64(cond)
+    return (x & m) | (y & ~m)
+
+
+@njit(**JIT, inline="always")
+def xxh64_short(buf, start, length, seed):
+    """:func:`xxh64` of 8 to 31 bytes (a shingle's), without a branch.
+
+    Every step a length below 32 may take after the first 8 bytes (2 more of 8 bytes,
+    one of 4, 3 of 1) is computed on bytes read inside ``buf[start:start + length]`` (a
+    step the length does not take reads bytes of the range again), and its result kept
+    or dropped by a mask (:func:`_pick`). Shingle lengths vary from one to the next, so
+    the branches of :func:`xxh64`'s tail loops were mispredicted a few times a shingle;
+    without them the hashes of successive shingles overlap in the CPU's pipeline.
+    ``inline`` at numba's level: as a call it costs as much as its body (LLVM does not
+    inline it), and inlined with branches, numba's reference counting of ``buf`` stays
+    in the caller's loop."""
+    n = np.uint64(length)
+    last8 = start + length - 8
+    h = _lane8(np.uint64(seed) + P5 + n, read64(buf, start))
+    h = _pick(length >= 16, _lane8(h, read64(buf, min(start + 8, last8))), h)
+    h = _pick(length >= 24, _lane8(h, read64(buf, min(start + 16, last8))), h)
+    q = start + (length & 24)
+    h = _pick((length & 4) != 0, _lane4(h, _read32(buf, min(q, last8 + 4))), h)
+    q += length & 4
+    r = length & 3
+    last = np.uint64(last8 + 7)
+    h = _pick(r >= 1, _byte(h, buf[min(np.uint64(q), last)]), h)
+    h = _pick(r >= 2, _byte(h, buf[min(np.uint64(q + 1), last)]), h)
+    h = _pick(r >= 3, _byte(h, buf[min(np.uint64(q + 2), last)]), h)
+    return _avalanche(h)
+
+
 @njit(**JIT)
 def xxh64(buf, start, length, seed):
     """XXH64 of ``buf[start:start + length]`` with ``seed`` (all uint64 arithmetic)."""
@@ -108,23 +174,15 @@ def xxh64(buf, start, length, seed):
         h = seed + P5
     h = h + np.uint64(length)
     while p + 8 <= end:
-        h = h ^ _round(np.uint64(0), read64(buf, p))
-        h = _rotl(h, _U27) * P1 + P4
+        h = _lane8(h, read64(buf, p))
         p += 8
     if p + 4 <= end:
-        h = h ^ (_read32(buf, p) * P1)
-        h = _rotl(h, _U23) * P2 + P3
+        h = _lane4(h, _read32(buf, p))
         p += 4
     while p < end:
-        h = h ^ (np.uint64(buf[np.uint64(p)]) * P5)
-        h = _rotl(h, _U11) * P1
+        h = _byte(h, buf[np.uint64(p)])
         p += 1
-    h = h ^ (h >> _U33)
-    h = h * P2
-    h = h ^ (h >> _U29)
-    h = h * P3
-    h = h ^ (h >> _U32)
-    return h
+    return _avalanche(h)
 
 
 @njit(**JIT)
