@@ -185,7 +185,7 @@ print(json.dumps({"prepared": sorted(k for k, v in before.items() if v), "added"
 def test_demo_prepare_sql_covers_the_first_queries_kernels(tmp_path):
     got = json.loads(_run(_PREPARED, None, str(tmp_path)).stdout.splitlines()[-1])
     assert "lance_minhash_sql.kernels.minhash.sign_ascii_range" in got["prepared"]
-    assert "lance_minhash_sql.kernels.minhash.shingle_sets_range" in got["prepared"]
+    assert "lance_minhash_sql.kernels.minhash.shingle_sets_ascii_range" in got["prepared"]
     assert got["added"] == []
 
 
