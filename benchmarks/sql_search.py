@@ -148,7 +148,7 @@ def main() -> None:
         "plan call's Python alone (search_plan)": lambda i, q: search_plan(
             uri, "text", q, 10, None, False, "estimate", False, None, None, None),
         "dataset's latest version (search_target)": lambda i, q: search_target(uri, "text"),
-        "query signing alone (sign_texts)": lambda i, q: sign_texts(opened.params, pa.array([q], pa.large_string()),
+        "query signing alone (sign_texts)": lambda i, q: sign_texts(opened.signer, pa.array([q], pa.large_string()),
                                                                     None),
         "index search alone (topk)": lambda i, q: topk(opened, pa.array([q], pa.large_string()), 10),
         "row fetch alone (the search's take)": lambda i, q: opened.fetcher.take(hits[i], cols, "the benchmark"),
