@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from lance_minhash_sql.kernels.config import JIT, njit
 
-__all__ = ["gather_values", "gather_rows", "copy_range"]
+__all__ = ["gather_values", "gather_rows", "copy_range", "last_at_or_below"]
 
 
 @njit(**JIT)
-def _last_at_or_below(a, x):
+def last_at_or_below(a, x):
     """The last ``i`` with ``a[i] <= x`` (``a`` sorted, ``a[0] <= x``)."""
     lo, hi = 0, a.size
     while hi - lo > 1:
@@ -46,7 +46,7 @@ def gather_values(values, value_index, first_row, num_rows, rows, out):
             return False
         # sorted rows mostly stay in the chunk of the row before
         if r < first_row[c] or (c + 1 < nc and r >= first_row[c + 1]):
-            c = _last_at_or_below(first_row, r)
+            c = last_at_or_below(first_row, r)
         out[i] = values[value_index[c] + r - first_row[c]]
     return True
 
@@ -64,7 +64,7 @@ def gather_rows(items, first_item, starts, rows, out):
         r = rows[i]
         if r < 0 or r >= num_rows:
             return False, lowest, highest
-        p = _last_at_or_below(starts, r)
+        p = last_at_or_below(starts, r)
         base = first_item[p] + (r - starts[p]) * k
         for j in range(k):
             out[i, j] = items[base + j]
@@ -79,7 +79,7 @@ def copy_range(values, value_index, first_row, num_rows, start, out):
     the caller checks). Element loops, not slice assignment: numba's slice-copy code
     costs seconds to compile."""
     nc = first_row.size
-    c = _last_at_or_below(first_row, start)
+    c = last_at_or_below(first_row, start)
     at = start
     end = start + out.size
     while at < end:

@@ -19,6 +19,7 @@ import numpy as np
 
 from lance_minhash_sql.core.tuning import END_ROWS
 from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.gather import last_at_or_below
 
 __all__ = ["mapped_bucket_bounds"]
 
@@ -26,28 +27,15 @@ _TOP = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(**JIT)
-def _chunk_of(first_row, r):
-    """The last chunk ``c`` with ``first_row[c] <= r`` (``first_row[0] <= r``)."""
-    lo, hi = 0, first_row.size
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if first_row[mid] <= r:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-@njit(**JIT)
 def _first_at_least(values, first_row, value_index, lo, hi, target):
     """The first row in ``[lo, hi)`` whose key is at least ``target``; ``hi`` if none."""
     if lo >= hi:
         return lo
-    a = _chunk_of(first_row, lo)
+    a = last_at_or_below(first_row, lo)
     if values[value_index[a] + lo - first_row[a]] >= target:
         return lo
     # the last chunk of the range whose first row in the range holds a key below target
-    ca, cb = a, _chunk_of(first_row, hi - 1)
+    ca, cb = a, last_at_or_below(first_row, hi - 1)
     while ca < cb:
         m = (ca + cb + 1) >> 1
         if values[value_index[m]] < target:
@@ -84,7 +72,7 @@ def mapped_bucket_bounds(values, first_row, value_index, page_table, page_rows, 
         c = -1
         while e < stop:
             if c < 0 or (c + 1 < first_row.size and e >= first_row[c + 1]):
-                c = _chunk_of(first_row, e)
+                c = last_at_or_below(first_row, e)
             if values[value_index[c] + e - first_row[c]] != k:
                 break
             e += 1
