@@ -282,7 +282,7 @@ def _dedup(args, dist: str, limit) -> bool:
     figures = {}
     for executor in ("local", "ray"):
         c, t = time.process_time(), time.perf_counter()
-        figures[executor] = (con.execute(sql, [dist, budget, executor]).to_arrow_table(), time.perf_counter() - t,
+        figures[executor] = (con.sql(sql, params=[dist, budget, executor]).to_arrow_table(), time.perf_counter() - t,
                              time.process_time() - c)
     (d1, t1, cpu1), (d2, t2, cpu2) = figures["local"], figures["ray"]
     same = d1.equals(d2)
