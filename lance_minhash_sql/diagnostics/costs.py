@@ -19,7 +19,11 @@ each shard's band rows read (:func:`~lance_minhash_sql.selfjoin.pool.read_multi`
 rows' signatures fetched (:func:`~lance_minhash_sql.selfjoin.pool.pool`), its buckets
 laid out (:func:`~lance_minhash_sql.selfjoin.pool.shard_data`), and its pairs verified
 (:func:`~lance_minhash_sql.selfjoin.verify.pair_verifier`) at the lowest threshold asked
-and at 1.0 (the same visits, fewer pairs: the difference is the cost of a pair). Each
+then at 1.0 and at the threshold again (at 1.0 a visit stops at its first unequal hash
+and no pair passes: the difference of the last two, fitted over the shards to their
+visits and pairs, gives the cost of a pair; the first, less its pairs', fitted to the
+visits and candidate band rows, the cost of a visit on data just loaded, as the
+self-join's). Each
 step's CPU time over its count is a rate of this machine and this index (how the index's
 size fills the caches included). With ``verify="exact"`` two more: the shingle sets'
 prefetch of the sampled shards' candidate rows (:meth:`~lance_minhash_sql.selfjoin.
@@ -264,6 +268,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         out["visits"] = visits
         out["lo"] = verified(pair_verifier("estimate"), at[threshold][i], data)
         out["hi"] = verified(pair_verifier("estimate"), at[1.0][i], data)
+        out["again"] = verified(pair_verifier("estimate"), at[threshold][i], data)  # as warm as "hi"
         if exact:
             out["floor"] = verified(pair_verifier("estimate"), at[floor][i], data)
             out["exact"] = verified(exact_verify, at[threshold][i], data)
@@ -280,18 +285,29 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         was, cpu = SHINGLE_STATS["prefetched_rows"], time.process_time()
         exact_verify.prepare([at[threshold][i] for i in picks])
         prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
-    found = []
     try:
-        for j in range(CALIBRATION_REPEATS):  # each on its own shards, every third of them
-            wall, cpu = time.perf_counter(), time.process_time()
-            parts = list(run_ordered(picks[j::CALIBRATION_REPEATS], measure))
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            found.append(_rates(parts, wall, cpu, exact, prefetch, _serial(plan, limit)))
+        return _in_sets(picks, measure, lambda parts, wall, cpu: _rates(parts, wall, cpu, exact, prefetch,
+                                                                       _serial(plan, limit)))
     finally:
         if exact:
             exact_verify.shingles.close()
-    rates = Rates(**{f.name: float(np.median([getattr(r, f.name) for r in found])) for f in fields(Rates)})
-    return replace(rates, parallel=float(np.sqrt(rates.parallel * cores_now())))
+
+
+def _in_sets(picks: list, measure, rates_of) -> Rates:
+    """The :class:`Rates` of the shards ``picks`` measured in :data:`CALIBRATION_REPEATS`
+    sets (every third shard): the shards' rates over all of them (a fit over a set would
+    be another mix of buckets), the cores and the one-thread rates the median of the
+    sets'; ``rates_of(parts, wall, cpu)`` makes the rates of measured shards."""
+    found, parts = [], []
+    for j in range(CALIBRATION_REPEATS):
+        wall, cpu = time.perf_counter(), time.process_time()
+        part = list(run_ordered(picks[j::CALIBRATION_REPEATS], measure))
+        found.append(rates_of(part, time.perf_counter() - wall, time.process_time() - cpu))
+        parts += part
+    median = {f.name: float(np.median([getattr(r, f.name) for r in found])) for f in fields(Rates)}
+    pooled = rates_of(parts, 1.0, median["parallel"])
+    one_thread = {k: median[k] for k in ("union_link", "index_row", "table_row", "keep_row")}
+    return replace(pooled, parallel=float(np.sqrt(median["parallel"] * cores_now())), **one_thread)
 
 
 def _timed(counts) -> tuple[float, int]:
@@ -360,9 +376,9 @@ def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, prefetch: tu
     fetched = sum(1 for p in parts if "fetch" in p)
     dense = per(total("dense"), total("fetched"))
     group_fetch = per(max(0.0, total("fetch") - total("dense")), fetched)
-    lo_s, lo_n, hi_s, hi_n = total("lo", 0), total("lo", 1), total("hi", 0), total("hi", 1)
-    pair = per(max(0.0, lo_s - hi_s), lo_n - hi_n)
-    visit, bucket_row = _verify_rates([p for p in parts if "hi" in p], pair)
+    verified = [p for p in parts if "hi" in p]
+    pair = _pair_rates(verified)[1]
+    visit, bucket_row = _verify_rates(verified, pair)
     exact_pair = 0.0
     if exact:  # verified by exact Jaccard, less the same candidates' estimate
         exact_pair = per(max(0.0, total("exact", 0) - total("floor", 0)), total("floor", 1))
@@ -373,15 +389,39 @@ def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, prefetch: tu
                  link_row=per(sum(p["links"][0] for p in linked), sum(p["candidates"] for p in linked)), **serial)
 
 
+def _pair_rates(parts: list[dict]) -> tuple[float, float]:
+    """``(per visit, per pair)``: what verifying a shard at the threshold costs beyond
+    verifying it at 1.0, both right after each other (its data as warm in both), fitted by
+    least squares to its visits and its pairs beyond those at 1.0. At 1.0 a visit stops at
+    its first unequal hash; at the threshold it reads on (the visits' share), and the
+    pairs found are emitted (the pairs' share). Either alone when the fit gives the other
+    a negative cost."""
+    if not parts:
+        return 0.0, 0.0
+    x = np.array([[p["visits"], p["again"][1] - p["hi"][1]] for p in parts], dtype=np.float64)
+    y = np.array([max(0.0, p["again"][0] - p["hi"][0]) for p in parts])
+    if len(parts) >= 2:
+        coef = np.linalg.lstsq(x, y, rcond=None)[0]
+        if (coef >= 0).all():
+            return float(coef[0]), float(coef[1])
+    visits, pairs = x.sum(axis=0)
+    by_pairs = float(((y - (y.sum() / visits if visits > 0 else 0.0) * x[:, 0]) ** 2).sum())
+    by_visits = float(((y - (y.sum() / pairs if pairs > 0 else 0.0) * x[:, 1]) ** 2).sum())
+    if pairs > 0 and (visits <= 0 or by_visits <= by_pairs):
+        return 0.0, float(y.sum() / pairs)
+    return (float(y.sum() / visits) if visits > 0 else 0.0), 0.0
+
+
 def _verify_rates(parts: list[dict], pair: float) -> tuple[float, float]:
     """``(per visit, per candidate band row)``: the verification's CPU time of each shard
-    at 1.0, less its pairs', fitted by least squares to its visits and its candidate band
-    rows (a small bucket costs more per visit than a large one); the visits alone when the
-    fit gives either a negative cost."""
+    at the threshold, its first (as the self-join verifies each shard: once, its data
+    just loaded), less its pairs', fitted by least squares to its visits and its candidate
+    band rows (a small bucket costs more per visit than a large one); the visits alone when
+    the fit gives either a negative cost."""
     if not parts:
         return 0.0, 0.0
     x = np.array([[p["visits"], p["candidates"]] for p in parts], dtype=np.float64)
-    y = np.array([max(0.0, p["hi"][0] - pair * p["hi"][1]) for p in parts])
+    y = np.array([max(0.0, p["lo"][0] - pair * p["lo"][1]) for p in parts])
     if len(parts) >= 2:
         coef = np.linalg.lstsq(x, y, rcond=None)[0]
         if (coef >= 0).all():
