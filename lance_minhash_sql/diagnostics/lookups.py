@@ -11,8 +11,9 @@ searched row costs the same whatever the corpus's size:
 * **Buckets** of a local segment are searched in its band file's memory map
   (:meth:`~lance_minhash_sql.index.entries.SegmentEntry.mapped_buckets`): a few dozen key
   reads a bucket, where the pool would read each of a sample's scattered pages whole.
-* **Verification**: a row with more than :data:`ESTIMATE_VERIFY_ROWS` candidates has a
-  uniformly drawn subset of that many verified first. When the subset already holds
+* **Verification**: a row with more than
+  :data:`lance_minhash_sql.core.tuning.ESTIMATE_VERIFY_ROWS` candidates has a uniformly
+  drawn subset of that many verified first. When the subset already holds
   :data:`ENOUGH` neighbours (a component walk's cap less one) under every rule asked
   (``enough``), the row keeps that subset's hits: what the dry run needs of them holds
   (it has a neighbour; a walk reaching it fills its cap from its hits alone) and its
@@ -29,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly, sorted_unique
-from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS, ESTIMATE_VERIFY_ROWS
+from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS
 from lance_minhash_sql.index.opened import SearchView
 from lance_minhash_sql.kernels.lsh import bucket_pages, merge_candidates, score_topk
 from lance_minhash_sql.query.scores import NO_LIMIT
