@@ -38,7 +38,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
-from lance_minhash_sql.kernels.tokenize import ascii_simple, grow, is_valid, new_buffers, row_tokens
+from lance_minhash_sql.kernels.tokenize import ascii_row_tokens, grow, is_valid, new_buffers, row_tokens
 from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short
 
 SEED = np.uint64(lance_format.SEED)
@@ -196,7 +196,7 @@ def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, 
                      lo, hi):
     """:func:`sign_range` for the ``simple`` tokenizer (``max_len``, ``lower`` and the
     ``alnum`` table of its ``cfg`` and ``tables``) on rows of ASCII text: a row it cannot
-    take (a non-ASCII byte, or a token of ``>= max_len`` bytes: :func:`ascii_simple`
+    take (a non-ASCII byte, or a token of ``>= max_len`` bytes: :func:`ascii_row_tokens`
     answers ``-1``) gets ``todo[r] = True`` and is left to :func:`sign_range`. Other rows
     get the same signature as :func:`sign_range` gives them.
 
@@ -210,13 +210,8 @@ def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, 
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
-        s = offsets[r]
-        e = offsets[r + 1]
-        nbytes = e - s
-        out = grow(out, nbytes + 1)
-        tok_start = grow(tok_start, nbytes // 2 + 1)
-        tok_end = grow(tok_end, nbytes // 2 + 1)
-        ntok = ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
+        ntok, out, tok_start, tok_end = ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start,
+                                                         tok_end)
         if ntok < 0:
             todo[r] = True
         elif ntok > 0:
@@ -276,7 +271,7 @@ def shingle_sets_range(offsets, data, valid, valid_offset, cfg, tables, shingle,
 @njit(**JIT)
 def shingle_sets_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, shingle, todo, lo, hi):
     """:func:`shingle_sets_range` for the ``simple`` tokenizer on rows of ASCII text, as
-    :func:`sign_ascii_range` signs them: a row :func:`ascii_simple` cannot take gets
+    :func:`sign_ascii_range` signs them: a row :func:`ascii_row_tokens` cannot take gets
     ``todo[r] = True`` and size 0, and is left to :func:`shingle_sets_range`; the others
     get the same set as :func:`shingle_sets_range` gives them. Without the general
     tokenizer, as :func:`sign_ascii_range`."""
@@ -291,13 +286,8 @@ def shingle_sets_ascii_range(offsets, data, valid, valid_offset, max_len, lower,
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
-        s = offsets[r]
-        e = offsets[r + 1]
-        nbytes = e - s
-        out = grow(out, nbytes + 1)
-        tok_start = grow(tok_start, nbytes // 2 + 1)
-        tok_end = grow(tok_end, nbytes // 2 + 1)
-        ntok = ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
+        ntok, out, tok_start, tok_end = ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start,
+                                                         tok_end)
         if ntok < 0:
             todo[r] = True
         elif ntok > 0:

@@ -282,6 +282,22 @@ def row_tokens(offsets, data, valid, valid_offset, r, cfg, tables, out, tok_star
 
 
 @njit(**JIT, inline="always")
+def ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start, tok_end):
+    """The ``simple`` tokenizer's ASCII route (:func:`_ascii_simple`) on row ``r`` of Arrow
+    string buffers, its buffers grown for the row first: ``(ntok, out, tok_start,
+    tok_end)``, ``ntok = -1`` for a row that route cannot take (a non-ASCII byte, or a
+    token of ``>= max_len`` bytes). The row loop of the kernels that take ASCII rows
+    without the general tokenizer (``kernels/minhash.py``)."""
+    s = offsets[r]
+    e = offsets[r + 1]
+    nbytes = e - s
+    out = grow(out, nbytes + 1)
+    tok_start = grow(tok_start, nbytes // 2 + 1)
+    tok_end = grow(tok_end, nbytes // 2 + 1)
+    return _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end), out, tok_start, tok_end
+
+
+@njit(**JIT, inline="always")
 def _is_digit(b):
     return 48 <= b <= 57
 
@@ -573,6 +589,3 @@ def new_buffers():
     """Initial scratch buffers for :func:`tokenize_doc` (they grow as needed)."""
     return (np.empty(4096, dtype=np.uint8), np.empty(512, dtype=np.int64),
             np.empty(512, dtype=np.int64), np.empty(1024, dtype=np.int64))
-
-
-ascii_simple = _ascii_simple  # the signing kernel of ASCII text calls it too (kernels/minhash.py: sign_ascii_range)
