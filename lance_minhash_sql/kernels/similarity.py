@@ -118,19 +118,17 @@ def common_bound(counts, a, b):
     return bound if saturated == 0 else 1 << 40
 
 
-@njit(**JIT)
-def jaccard_if_at_least(a, a0, a1, b, b0, b1, threshold):
-    """:func:`sorted_jaccard` of the non-empty sorted distinct ``a[a0:a1]`` and
-    ``b[b0:b1]`` where it reaches ``threshold``, else ``-1.0``, settled early: sizes alone
-    (``min / max``) can put it under, and the merge (branch-free: both cursors advance on
-    equal values) stops once either side has more unmatched values than it may lose, a
-    value passed over in a sorted merge being in neither the intersection nor ever matched
-    later."""
+@njit(**JIT, inline="always")
+def merged_jaccard(a, a0, a1, b, b0, b1, need):
+    """``inter / union`` of the sorted distinct ``a[a0:a1]`` and ``b[b0:b1]`` when they share
+    at least ``need`` values (``need <= min`` of their sizes), else ``-1.0``. The merge is
+    branch-free (both cursors advance on equal values) and stops once either side has more
+    unmatched values than it may lose, a value passed over in a sorted merge being in
+    neither the intersection nor ever matched later. Inlined into its callers
+    (:func:`jaccard_if_at_least`, :func:`lance_minhash_sql.kernels.pairs.jaccard_at_least`):
+    a call per pair would cost a third more."""
     na = a1 - a0
     nb = b1 - b0
-    need = least_common(na, nb, threshold)
-    if need > min(na, nb):
-        return -1.0
     lose_a = a0 + na - need  # i - inter may reach this: the unmatched values a may lose
     lose_b = b0 + nb - need
     i = a0
@@ -147,6 +145,17 @@ def jaccard_if_at_least(a, a0, a1, b, b0, b1, threshold):
     if i - inter > lose_a or j - inter > lose_b:
         return -1.0
     return inter / (na + nb - inter)
+
+
+@njit(**JIT)
+def jaccard_if_at_least(a, a0, a1, b, b0, b1, threshold):
+    """:func:`sorted_jaccard` of the non-empty sorted distinct ``a[a0:a1]`` and
+    ``b[b0:b1]`` where it reaches ``threshold``, else ``-1.0``, settled early: sizes alone
+    (``min / max``) can put it under, else :func:`merged_jaccard`'s merge."""
+    need = least_common(a1 - a0, b1 - b0, threshold)
+    if need > min(a1 - a0, b1 - b0):
+        return -1.0
+    return merged_jaccard(a, a0, a1, b, b0, b1, need)
 
 
 def _set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
