@@ -16,7 +16,7 @@ import tempfile
 from lance_minhash_sql.kernels.ahead import PLAN, plan_entries
 from lance_minhash_sql.kernels.config import dispatchers_by_name
 
-__all__ = ["NICE", "helper_main"]
+__all__ = ["NICE", "LOCK_NAME", "helper_main"]
 
 NICE = 19  # the helper's priority: the lowest
 LOCK_NAME = ".lance-minhash-ahead.lock"  # in the numba cache folder the helper fills

@@ -23,8 +23,9 @@ self-join:
   keeps the members' signatures in a file beside) and its set's bucket counts
   (:func:`lance_minhash_sql.kernels.similarity.bucket_counts`: most candidate pairs are
   settled under the threshold by them, without reading their sets from the file), sorted
-  by row id (each fetch's rows merged in). It and what Lance's reader keeps are taken from the self-join's budget before the pairs
-  are verified (:meth:`ShingleSets.budget_bytes`).
+  by row id (each fetch's rows merged in). It and what Lance's reader keeps are taken
+  from the self-join's budget before the pairs are verified
+  (:meth:`ShingleSets.budget_bytes`).
 
 Shards run on threads: rows not held are fetched and merged under a lock (the fetch and
 the shingling use their own threads); a fetch replaces the index whole, so positions
