@@ -99,12 +99,12 @@ def _stage_lines(stats: dict) -> list[str]:
            f"{stats['objects']:,} objects; largest pool {stats['max_pool_rows']:,} of {stats['max_docs']:,} "
            f"(shards over the pool: {stats['over_pool_shards']})",
            f"  | {'stage':<9} | {'driver s':>8} | {'tasks':>5} | {'task s':>7} | {'task CPU s':>10} | "
-           f"{'start RSS':>9} | {'peak RSS':>8} | peak - start | shared (end) |"]
+           f"{'start RSS':>9} | {'peak RSS':>8} | peak - start | shared (end) | anon rise |"]
     for stage, t in stats["tasks"].items():
         out.append(f"  | {stage:<9} | {stats['stage_seconds'].get(stage, 0):8.2f} | {t['tasks']:5d} | "
                    f"{t['seconds']:7.2f} | {t['cpu_seconds']:10.2f} | {t['start_mb']:6.0f} MB | "
                    f"{t['peak_mb']:5.0f} MB | {t['peak_mb'] - t['start_mb']:8.0f} MB | "
-                   f"{t.get('shmem_mb', 0):9.0f} MB |")
+                   f"{t.get('shmem_mb', 0):9.0f} MB | {t.get('anon_mb', 0):6.0f} MB |")
     return out
 
 

@@ -3,6 +3,7 @@ estimate, side by side in one run, on each executor.
 
     python benchmarks/verify_modes.py --rows 1000000 --memory-limit 128MiB --repeat 3
     python benchmarks/verify_modes.py --rows 1000000 --ray-address 127.0.0.1:6379   # + the Ray executor
+    python benchmarks/verify_modes.py --rows 1000000 --sql   # + each mode through DuckDB SQL
 
 Uses the dataset of ``benchmarks/pairs.py`` (``bench-data/pairs-<rows>.lance``, written and
 indexed if missing). Every measurement runs in its own child process after the kernels
@@ -16,7 +17,8 @@ are loaded on a tiny dataset (the "baseline"), so each reports its own:
 
 Modes: ``pairs`` with ``verify := 'estimate'`` and ``'exact'``; ``dedup`` (the keep flags
 of ``minhash_dedup``) with components and the estimate, and with star and exact
-verification. Runs are interleaved (estimate, exact, estimate, ...) and medians compared;
+verification; with ``--sql`` each mode also through DuckDB (``minhash_pairs`` and
+``minhash_dedup`` with bound parameters, counted in SQL), against its Python twin. Runs are interleaved (estimate, exact, estimate, ...) and medians compared;
 the printed ratios are exact / estimate of the same run. State the machine's load
 (printed) with the figures.
 """
@@ -29,7 +31,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,33 +40,17 @@ sys.path.insert(0, HERE)
 from pairs import corpus_dataset, warm_kernels  # noqa: E402
 
 MODES = ("pairs-estimate", "pairs-exact", "dedup-components-estimate", "dedup-star-exact")
+SQL_MODES = tuple(f"sql-{m}" for m in MODES)  # the same through DuckDB: what a SQL user runs
+PAIRS_SQL = ("SELECT count(*) FROM minhash_pairs(?, 'text', ?, verify := ?, memory_limit := ?, executor := ?, "
+             "ray_address := ?)")
+DEDUP_SQL = ("SELECT count(*) FILTER (WHERE NOT keep) FROM minhash_dedup(?, 'text', ?, clustering := ?, verify := ?, "
+             "memory_limit := ?, executor := ?, ray_address := ?)")
 THRESHOLD = 0.8
-
-
-class AnonPeak:
-    """The peak ``RssAnon`` of this process while the ``with`` block runs (sampled)."""
-
-    def __enter__(self):
-        from lance_minhash_sql.core.usage import status_mb
-
-        self.status, self.peak, self.done = status_mb, 0.0, threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def _sample(self):
-        while not self.done.is_set():
-            self.peak = max(self.peak, self.status("RssAnon").get("RssAnon", 0.0))
-            self.done.wait(0.005)
-
-    def __exit__(self, *exc):
-        self.done.set()
-        self.thread.join()
 
 
 def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: str | None) -> dict:
     import lance_minhash_sql as lms
-    from lance_minhash_sql.core.usage import cpu_seconds, status_mb
+    from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, status_mb
 
     warm_kernels()
     stats: dict = {}
@@ -82,8 +67,13 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
         pairs_fn, flags_fn = lms.pairs, lms.keep_flags
     base = status_mb("RssAnon").get("RssAnon", 0.0)
     c0, t0 = cpu_seconds(), time.perf_counter()
-    with AnonPeak() as anon:
-        if mode.startswith("pairs"):
+    con = lms.connect() if mode.startswith("sql-") else None
+    with PeakSampler("RssAnon", every=0.005) as anon:
+        if con is not None:
+            parts = mode.split("-")[1:]
+            query, params = ((PAIRS_SQL, [parts[1]]) if parts[0] == "pairs" else (DEDUP_SQL, parts[1:]))
+            n = con.sql(query, params=[uri, THRESHOLD, *params, memory_limit, executor, ray_address]).fetchall()[0][0]
+        elif mode.startswith("pairs"):
             verify = mode.split("-")[1]
             n = sum(b.num_rows for b in pairs_fn(uri, "text", THRESHOLD, verify=verify, memory_limit=memory_limit))
         else:
@@ -91,10 +81,11 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
             t = flags_fn(uri, "text", THRESHOLD, clustering=clustering, verify=verify, memory_limit=memory_limit)
             n = t.num_rows - int(sum(t.column("keep").to_pylist()))
     out = {"mode": mode, "executor": executor, "rows_out": n, "seconds": time.perf_counter() - t0,
-           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.peak - base, "baseline_anon_mb": base}
+           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.peak["RssAnon"] - base, "baseline_anon_mb": base}
     if stats.get("tasks"):
         out["task_cpu_seconds"] = sum(s["cpu_seconds"] for s in stats["tasks"].values())
         out["task_peak_mb"] = max(s["peak_mb"] for s in stats["tasks"].values())
+        out["task_anon_mb"] = max(s.get("anon_mb", 0.0) for s in stats["tasks"].values())
     return out
 
 
@@ -113,7 +104,8 @@ def main() -> None:
     ap.add_argument("--ray-address", default=None, help="also run the Ray executor on this cluster")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--json", default=None)
-    ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--sql", action="store_true", help="also run each mode through DuckDB SQL")
+    ap.add_argument("--child", choices=MODES + SQL_MODES, help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     ap.add_argument("--executor", default="local", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -124,6 +116,7 @@ def main() -> None:
 
     budget_mb = parse_bytes(args.memory_limit, "memory_limit") / 2**20
     executors = ["local"] + (["ray"] if args.ray_address else [])
+    modes = MODES + (SQL_MODES if args.sql else ())
     results = []
     print(f"load average {os.getloadavg()}, cpu {_cpu()}, memory_limit {args.memory_limit}")
     for rows in args.rows:
@@ -131,25 +124,31 @@ def main() -> None:
         got: dict = {}
         for _ in range(args.repeat):
             for executor in executors:
-                for mode in MODES:
+                for mode in modes:
                     r = run_child(mode, uri, args, executor)
                     got.setdefault((executor, mode), []).append(r)
                     results.append({"rows": rows, **r})
         print(f"\n{rows:,} rows (medians of {args.repeat}; anon: peak above the baseline, budget {budget_mb:.0f} MB)")
-        print(f"{'executor':8} {'mode':28} {'rows out':>10} {'wall s':>8} {'cpu s':>8} {'task cpu s':>10} "
+        print(f"{'executor':8} {'mode':32} {'rows out':>10} {'wall s':>8} {'cpu s':>8} {'task cpu s':>10} "
               f"{'anon MB':>8}")
         med = {key: {f: statistics.median(r[f] for r in rs) for f in ("seconds", "cpu_seconds", "anon_mb")}
                for key, rs in got.items()}
         for (executor, mode), rs in got.items():
             m = med[(executor, mode)]
             task = statistics.median(r.get("task_cpu_seconds", float("nan")) for r in rs)
-            print(f"{executor:8} {mode:28} {rs[0]['rows_out']:>10,} {m['seconds']:>8.2f} {m['cpu_seconds']:>8.2f} "
+            print(f"{executor:8} {mode:32} {rs[0]['rows_out']:>10,} {m['seconds']:>8.2f} {m['cpu_seconds']:>8.2f} "
                   f"{task:>10.2f} {m['anon_mb']:>8.0f}")
         for executor in executors:
-            for slow, fast in (("pairs-exact", "pairs-estimate"), ("dedup-star-exact", "dedup-components-estimate")):
-                a, b = med[(executor, slow)], med[(executor, fast)]
-                print(f"{executor}: {slow} / {fast}: {a['seconds'] / b['seconds']:.2f}x wall, "
-                      f"{a['cpu_seconds'] / b['cpu_seconds']:.2f}x cpu")
+            for prefix in ("", "sql-")[:1 + args.sql]:
+                for slow, fast in (("pairs-exact", "pairs-estimate"), ("dedup-star-exact", "dedup-components-estimate")):
+                    a, b = med[(executor, prefix + slow)], med[(executor, prefix + fast)]
+                    print(f"{executor}: {prefix + slow} / {prefix + fast}: {a['seconds'] / b['seconds']:.2f}x wall, "
+                          f"{a['cpu_seconds'] / b['cpu_seconds']:.2f}x cpu")
+            if args.sql:
+                for mode in MODES:
+                    a, b = med[(executor, "sql-" + mode)], med[(executor, mode)]
+                    print(f"{executor}: sql-{mode} / {mode}: {a['seconds'] / b['seconds']:.2f}x wall, "
+                          f"{a['cpu_seconds'] / b['cpu_seconds']:.2f}x cpu")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -8,7 +8,10 @@ import sys
 
 import numpy as np
 
-from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, rss_mb, status_mb
+import mmap
+import time
+
+from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, peak_rss_mb, rss_mb, status_mb
 
 _CHILD = "import json; from lance_minhash_sql.core.usage import peak_rss_mb; print(json.dumps(peak_rss_mb()))"
 
@@ -47,3 +50,32 @@ def test_cpu_seconds_count_this_process_work():
     for _ in range(40):  # about 0.1-0.2 CPU s of arithmetic
         x = x * np.uint64(3) + np.uint64(1)
     assert cpu_seconds() - before >= 0.02
+
+
+def _until_sampled(sampler: PeakSampler, more: int = 3) -> None:
+    """Wait for the sampler's thread to take ``more`` readings (counted, not timed)."""
+    goal = sampler.samples + more
+    while sampler.samples < goal:
+        time.sleep(0.002)
+
+
+def test_the_sampler_splits_allocated_memory_from_mapped_file_pages(tmp_path):
+    """A budget bounds anonymous memory: 64 MiB allocated raise ``RssAnon``'s peak, 64 MiB of
+    a file read through a memory map raise ``RssFile``'s and leave ``RssAnon``'s alone; the
+    peaks stay after the memory is gone."""
+    path = tmp_path / "pages.bin"
+    path.write_bytes(b"\x01" * (64 << 20))
+    with PeakSampler("RssAnon", "RssFile", every=0.001) as s:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            assert sum(m[i] for i in range(0, len(m), 4096)) == (64 << 20) // 4096  # every page read
+            _until_sampled(s)
+        file_rise, anon_after_map = s.peak["RssFile"] - s.start["RssFile"], s.rise("RssAnon")
+        block = np.ones(64 << 20, dtype=np.uint8)
+        _until_sampled(s)
+        del block
+        _until_sampled(s)
+    assert file_rise >= 60, s.peak
+    assert anon_after_map < 16, s.peak
+    assert s.rise("RssAnon") >= 60, s.peak
+    assert status_mb("RssAnon")["RssAnon"] < s.peak["RssAnon"] - 40  # freed, the peak kept
+    assert s.samples >= 6

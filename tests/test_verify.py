@@ -233,6 +233,34 @@ def test_sql_and_cli_verify(corpus):
     assert f"{len(got):,} pairs at threshold 0.8" in run.stdout
 
 
+def test_sql_shards_share_one_fetch_of_the_shingle_sets(corpus, monkeypatch):
+    """A SQL statement's shards are independent calls (one per UNION ALL branch), yet with
+    ``verify := 'exact'`` they fetch and shingle the candidate rows once, at the first
+    call, as the Python self-join does; the sets are closed when the last shard is done,
+    and the statement run again fetches them again. The pairs equal brute force."""
+    from lance_minhash_sql.selfjoin import shingles
+    from lance_minhash_sql.selfjoin.executor import SharedSets
+
+    found = []
+    rows_of = shingles.candidate_rows
+    monkeypatch.setattr(shingles, "candidate_rows", lambda shards: found.append((len(shards), rows_of(shards)))
+                        or found[-1][1])
+    closed = []
+    close = shingles.ShingleSets.close
+    monkeypatch.setattr(shingles.ShingleSets, "close", lambda self: closed.append(self) or close(self))
+    con = lms.connect()
+    sql = "SELECT * FROM minhash_pairs(?, 'text', ?, verify := 'exact', memory_limit := '4MiB')"
+    for run in (1, 2):
+        before = dict(shingles.STATS)
+        got = {(a, b): (s, j) for a, b, s, j in con.sql(sql, params=[corpus, T]).fetchall()}
+        delta = {k: shingles.STATS[k] - before[k] for k in before}
+        shards, rows = found[-1]
+        assert len(found) == run and shards >= 3  # one fetch for all the statement's shards
+        assert delta["prefetched_rows"] == rows.size and delta["fetched_rows"] == 0
+        assert len(closed) == run and all(s.verifier is None for s in SharedSets._by_plan.values())
+        assert got.keys() == brute_force(corpus, T).keys()
+
+
 @pytest.fixture(scope="module")
 def two_sides(tmp_path_factory) -> tuple[str, str]:
     """The edited pairs split: originals on the left (not indexed), edits on the right."""

@@ -12,8 +12,9 @@ is the fallback.
 from __future__ import annotations
 
 import sys
+import threading
 
-__all__ = ["cpu_seconds", "peak_rss_mb", "reset_peak_rss", "rss_mb", "status_mb"]
+__all__ = ["PeakSampler", "cpu_seconds", "peak_rss_mb", "reset_peak_rss", "rss_mb", "status_mb"]
 
 _STATUS = "/proc/self/status"
 
@@ -68,3 +69,51 @@ def reset_peak_rss() -> bool:
         return True
     except OSError:
         return False
+
+
+class PeakSampler:
+    """The highest values of fields of ``/proc/self/status`` while a ``with`` block runs,
+    sampled from a thread every ``every`` seconds, in MB.
+
+    The kernel keeps a high-water mark of the whole RSS only (``VmHWM``), which counts the
+    pages of mapped files and of shared memory beside the memory a process allocated; the
+    peak of one part (``RssAnon``: what a budget bounds; ``RssFile``; ``RssShmem``) can only
+    be sampled. ``start`` holds the values at entry, ``peak`` the highest seen so far
+    (readable inside the block: :meth:`sample` takes one more first), ``samples`` how many
+    readings were taken. Without ``/proc`` both dicts stay empty.
+    """
+
+    def __init__(self, *keys: str, every: float = 0.01):
+        self.keys, self.every = keys or ("RssAnon",), every
+        self.start: dict[str, float] = {}
+        self.peak: dict[str, float] = {}
+        self.samples = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-sampler", daemon=True)
+
+    def sample(self) -> dict[str, float]:
+        """Read the fields now and fold them into ``peak``; returns ``peak``."""
+        for key, mb in status_mb(*self.keys).items():
+            if mb > self.peak.get(key, -1.0):
+                self.peak[key] = mb
+        self.samples += 1
+        return self.peak
+
+    def rise(self, key: str = "RssAnon") -> float:
+        """The peak of ``key`` over its value at entry, in MB (0 where unknown)."""
+        return max(0.0, self.sample().get(key, 0.0) - self.start.get(key, 0.0))
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> "PeakSampler":
+        self.start = status_mb(*self.keys)
+        self.peak = dict(self.start)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+        self.sample()

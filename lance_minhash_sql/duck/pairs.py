@@ -108,9 +108,12 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
     return shards
 
 
-def _shard_columns(fn: str, shard, verify: str, limit: int, run, storage: str | None) -> list[pa.Array] | None:
-    """The shard's pairs as one array per column, or ``None`` (:func:`.results.collect_columns`),
-    within ``limit`` bytes, computed by the executor ``run``."""
+def _shard_columns(fn: str, shards: list, index: int, verify: str, limit: int, run, storage: str | None
+                   ) -> list[pa.Array] | None:
+    """Shard ``shards[index]``'s pairs as one array per column, or ``None``
+    (:func:`.results.collect_columns`), within ``limit`` bytes, computed by the executor
+    ``run`` (the statement's calls share ``shards``: what they share is fetched once)."""
+    shard = shards[index]
 
     def too_many() -> ResourceLimitError:
         return ResourceLimitError(
@@ -120,7 +123,8 @@ def _shard_columns(fn: str, shard, verify: str, limit: int, run, storage: str | 
             "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
             "list all pairs")
 
-    return collect_columns(run.shard_pairs(shard, verify, limit, options_of(storage)), MAX_SQL_SHARD_PAIRS, too_many)
+    return collect_columns(run.shard_pairs(shards, index, verify, limit, options_of(storage)), MAX_SQL_SHARD_PAIRS,
+                           too_many)
 
 
 def _pair_shard(type_: pa.DataType, verify: str):
@@ -133,7 +137,7 @@ def _pair_shard(type_: pa.DataType, verify: str):
                                ray_address=ray_address):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
                                 int(row["num_shards"]), row["storage"])
-            out.append(_shard_columns(fn, shards[int(row["shard"])], verify, int(row["memory_limit"]),
+            out.append(_shard_columns(fn, shards, int(row["shard"]), verify, int(row["memory_limit"]),
                                       executor_of(fn, row["executor"], row["ray_address"]), row["storage"]))
         return lists_of_columns(out, type_)
 

@@ -64,8 +64,10 @@ class RayExecutor:
                    progress: bool = False) -> pa.Table:
         return shuffle_components(self.ray(), dataset, column, rule, limit, storage_options, self.stats, progress)
 
-    def shard_pairs(self, shard: Shard, verify: str, limit: int, storage_options) -> Iterator[pa.RecordBatch]:
-        """One shard's pairs computed by one task (module doc)."""
+    def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
+                    ) -> Iterator[pa.RecordBatch]:
+        """Shard ``shards[index]``'s pairs computed by one task (module doc)."""
+        shard = shards[index]
         ray = self.ray()
         task = remote_function(ray, _shard_pairs_task)
         ref = task.remote(shard.uri, int(shard.version), shard.column, shard.threshold, shard.num_shards,
@@ -112,7 +114,7 @@ def _shard_pairs_task(uri: str, version: int, column: str, threshold: float, num
     batches within ``limit`` bytes, verified by the local executor in this task."""
     ds = open_dataset(uri, storage_options, version)
     shard = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)[index]
-    return list(LOCAL.shard_pairs(shard, verify, limit, storage_options))
+    return list(LOCAL.shard_pairs([shard], 0, verify, limit, storage_options))
 
 
 def _join_task(spec: tuple, indices: list[int]) -> list:

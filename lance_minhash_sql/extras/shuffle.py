@@ -55,9 +55,10 @@ its workers' local disks when its object store is full.
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and
 rows per stage, bytes shuffled, signature rows read, the largest pool, and per stage the
 tasks' seconds, peak RSS (each task resets its process's high-water mark first,
-:func:`lance_minhash_sql.core.usage.reset_peak_rss`), RSS at its start, and the object
+:func:`lance_minhash_sql.core.usage.reset_peak_rss`), RSS at its start, the largest rise
+of a task's anonymous memory over its start (``anon_mb``, sampled), and the object
 store's shared pages resident in its process at its end (``RssShmem``: objects it wrote
-or read count in its RSS too).
+or read count in its RSS too, not in its anonymous memory).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE, SHUFFLE_CACHE_SHARE
-from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
+from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.kernels.components import new_marks
@@ -149,7 +150,9 @@ def _job(dataset, column: str, threshold, limit: int, storage_options, rule: Lin
 
 class _Task:
     """A task's meter (``with _Task(job) as meter:``): its seconds, CPU seconds, RSS at its
-    start and peak RSS (the high-water mark reset at the start). Meanwhile the worker's
+    start, peak RSS (the high-water mark reset at the start) and the peak of its anonymous
+    memory over its start (sampled: what the budget bounds, without the object store's
+    shared pages or mapped files). Meanwhile the worker's
     segment cache holds at most ``1 / SHUFFLE_CACHE_SHARE`` of the budget
     (:func:`lance_minhash_sql.runtime.cache.capped_cache`: no segment read whole beside
     it); at the end the heap's free pages go back to the OS."""
@@ -161,16 +164,19 @@ class _Task:
         self.cap.__enter__()
         reset_peak_rss()
         self.start_mb = rss_mb()
+        self.anon = PeakSampler("RssAnon").__enter__()
         self.t0, self.cpu0 = time.perf_counter(), cpu_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.anon.__exit__(*exc)
         self.cap.__exit__(*exc)
         release_memory()  # the heap's freed pages back to the OS: the worker's next task starts low
 
     def done(self, **counts) -> dict:
         return {"seconds": time.perf_counter() - self.t0, "cpu_seconds": cpu_seconds() - self.cpu0,
-                "start_mb": self.start_mb, "peak_mb": peak_rss_mb(), **status_mb("RssShmem"), **counts}
+                "start_mb": self.start_mb, "peak_mb": peak_rss_mb(), "anon_mb": self.anon.rise("RssAnon"),
+                **status_mb("RssShmem"), **counts}
 
 
 # --------------------------------------------------------------------------- tasks
@@ -387,6 +393,7 @@ class _Run:
         s["peak_mb"] = max(s["peak_mb"], info["peak_mb"])
         s["start_mb"] = max(s["start_mb"], info["start_mb"])
         s["shmem_mb"] = max(s.get("shmem_mb", 0.0), info.get("RssShmem", 0.0))
+        s["anon_mb"] = max(s.get("anon_mb", 0.0), info.get("anon_mb", 0.0))
 
     def _failed(self, stage: str, what: dict, exc: BaseException) -> DistributedTaskError:
         key, value = next(iter(what.items()))

@@ -540,7 +540,14 @@ def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: in
     """One shard's pairs within a budget of ``limit`` bytes, for callers that run shards
     as independent calls (a SQL statement, on DuckDB's threads): the shard's candidates
     pooled alone when they fit the pool share, else window by window (module doc, 5);
-    batches of at most :func:`chunk_pairs` rows."""
+    batches of at most :func:`chunk_pairs` rows. Runs with the self-join's heap thresholds
+    (module doc, 7)."""
+    with bounded_heap():
+        yield from _shard_batches(shard, limit, verify, most, exact)
+
+
+def _shard_batches(shard: Shard, limit: int, verify: PairVerifier, most: int, exact: bool
+                   ) -> Iterator[pa.RecordBatch]:
     plan = shard.plan
     got = read_multi(shard)
     if got is None:
