@@ -173,6 +173,35 @@ def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
     assert {(c, m) for c, _, m in seen} == {(1, n)}  # ... in a call of its own
 
 
+def test_shard_calls_pool_their_candidates_once_per_group(con, corpus, oracle_08, monkeypatch):
+    """The shards' calls of one statement share the Python self-join's pool: with shards
+    small and the pool large, the corpus is one group, so each candidate's signature is
+    fetched once for the statement (fewer than the shards' candidates counted call by
+    call); with a pool of a few rows, consecutive shards form several groups and a
+    signature is fetched once per group. The pairs do not change; a statement run again
+    fetches again."""
+    from lance_minhash_sql.selfjoin import pool as pools, shared
+    from lance_minhash_sql.core.arrays import sorted_unique
+    from lance_minhash_sql.selfjoin.shards import pair_shards
+
+    monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 5000)
+    shards = pair_shards(corpus, "text", 0.8, shard_rows=bounded.shard_rows(bounded.DEFAULT_SELF_JOIN_MEMORY))
+    per_shard = [sorted_unique(got[1]) for got in map(pools.read_multi, shards) if got is not None]
+    union = sorted_unique(np.concatenate(per_shard))
+    assert len(shards) > 10 and union.size < sum(u.size for u in per_shard)
+    for run in (1, 2):
+        before = pools.STATS["fetched_rows"]
+        assert sql_pairs(con, corpus) == oracle_08
+        assert pools.STATS["fetched_rows"] - before == union.size  # one group, fetched once a statement
+    most = (union.size + max(u.size for u in per_shard)) // 2  # every shard fits, not all together
+    monkeypatch.setattr(shared, "pool_rows", lambda limit, k: most)
+    shared.SharedShards.forget()  # (the groups are kept with the plan: planned again here)
+    before = pools.STATS["fetched_rows"]
+    assert sql_pairs(con, corpus) == oracle_08
+    fetched = pools.STATS["fetched_rows"] - before
+    assert union.size < fetched < sum(u.size for u in per_shard)  # several groups, each fetched once
+
+
 def test_evicted_plan_is_planned_again_for_its_version(con, corpus, oracle_08):
     plan = con.sql(f"SELECT _lms_pairs_plan({lit(corpus)}, 'text', 0.8, false, NULL, NULL, 'estimate', 'local', "
                    "NULL)").fetchall()[0][0]

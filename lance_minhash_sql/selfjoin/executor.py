@@ -9,9 +9,9 @@ with the corpus, and only those:
 * ``components(...)``: the components table of the links of a :class:`.links.LinkRule`;
 * ``shard_pairs(...)``: one shard's verified pairs, for a caller that runs shards as
   independent calls (SQL: one per ``UNION ALL`` branch, on DuckDB's threads). The calls
-  that pass the same list of shards share what the self-join shares: with
-  ``verify="exact"`` the local executor fetches and shingles the candidate rows of all
-  of them once, at the first call, as the whole self-join does (:class:`SharedSets`);
+  that pass the same list of shards share what one self-join shares: the local executor
+  pools the candidates of consecutive shards once, and with ``verify="exact"`` fetches
+  and shingles the candidate rows of all of them once (:mod:`.shared`);
 * ``join(...)``: the verified pairs of two datasets (:mod:`.join`), and
   ``join_shard(...)`` one shard's of them (for SQL).
 
@@ -28,24 +28,23 @@ imports Ray: the public entry (``api/entries.py``) picks the executor.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Iterator, Protocol
 
 import pyarrow as pa
 
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.runtime.cache import register_state
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.bounded import (bounded_clusters, bounded_pairs, bounded_shard_pairs, chunk_pairs,
+from lance_minhash_sql.selfjoin.bounded import (bounded_clusters, bounded_pairs, chunk_pairs,
                                                 memory_limit_bytes)
 from lance_minhash_sql.runtime.threads import num_threads
 from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_shards, shard_join
 from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
-from lance_minhash_sql.selfjoin.verify import Verifier, pair_verifier, prepare
+from lance_minhash_sql.selfjoin.verify import pair_verifier
+from lance_minhash_sql.selfjoin.shared import SharedShards
 from lance_minhash_sql.selfjoin.shards import Shard
 
-__all__ = ["Executor", "LocalExecutor", "LOCAL", "SharedSets"]
+__all__ = ["Executor", "LocalExecutor", "LOCAL"]
 
 
 class Executor(Protocol):
@@ -95,19 +94,9 @@ class LocalExecutor:
 
     def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
                     ) -> Iterator[pa.RecordBatch]:
-        """Shard ``shards[index]``'s pairs within ``limit`` bytes
-        (:func:`.bounded.bounded_shard_pairs`); with ``verify="exact"`` over the shingle
-        sets the calls of ``shards`` share (:class:`SharedSets`)."""
-        shard = shards[index]
-        if verify != "exact":
-            yield from bounded_shard_pairs(shard, limit, pair_verifier(verify), DEFAULT_CHUNK_PAIRS)
-            return
-        shared = SharedSets.of(shards)
-        verifier = shared.acquire()
-        try:
-            yield from bounded_shard_pairs(shard, limit, verifier, DEFAULT_CHUNK_PAIRS, exact=True)
-        finally:
-            shared.release()
+        """Shard ``shards[index]``'s pairs within ``limit`` bytes, sharing the pools and
+        shingle sets of the calls of ``shards`` (:class:`.shared.SharedShards`)."""
+        return SharedShards.of(shards, verify, limit).pairs(index)
 
     def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
@@ -123,63 +112,5 @@ class LocalExecutor:
         statement that keeps its order runs one shard at a time)."""
         return shard_join(shard, verify=verify, threads=num_threads())
 
-
-class SharedSets:
-    """Exact verification's shingle sets (:class:`.shingles.ShingleSets`) shared by the
-    independent calls of one list of shards (one SQL statement's branches), as one
-    self-join shares them: the first call fetches and shingles the candidate rows of every
-    shard in row order (:func:`.verify.prepare`) while the others wait, and every call
-    then verifies over them. The sets are closed when every shard has been called and none
-    is running; a later call (the statement run again) fetches them again. A list of
-    shards whose calls stop early (a ``LIMIT``) keeps its sets until its plan is dropped."""
-
-    _by_plan: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-    _lock = threading.Lock()
-
-    def __init__(self, shards: list[Shard]):
-        self.shards = shards
-        self.lock = threading.Lock()
-        self.verifier: Verifier | None = None
-        self.running = 0
-        self.called = 0
-
-    @classmethod
-    def of(cls, shards: list[Shard]) -> "SharedSets":
-        """The shared sets of ``shards`` (keyed by their plan: one per planned list)."""
-        plan = shards[0].plan
-        with cls._lock:
-            shared = cls._by_plan.get(plan)
-            if shared is None:
-                shared = cls._by_plan[plan] = cls(shards)
-            return shared
-
-    def acquire(self) -> Verifier:
-        """The verifier over the shared sets, prepared for every shard; pair with :meth:`release`."""
-        with self.lock:
-            if self.verifier is None:
-                verifier = pair_verifier("exact", self.shards[0].plan.opened)
-                prepare(verifier, self.shards)
-                self.verifier, self.called = verifier, 0
-            self.running += 1
-            return self.verifier
-
-    def release(self) -> None:
-        with self.lock:
-            self.running -= 1
-            self.called += 1
-            if self.running == 0 and self.called >= len(self.shards):
-                self.verifier.shingles.close()
-                self.verifier = None
-
-    @classmethod
-    def forget(cls) -> None:
-        """Drop every list's entry (for :func:`lance_minhash_sql.runtime.cache.clear_cache`);
-        sets in use stay with their calls, and close when collected."""
-        with cls._lock:
-            cls._by_plan.clear()
-
-
-register_state("exact verification's shingle sets shared by SQL shard calls", SharedSets._by_plan,
-               clear=SharedSets.forget)
 
 LOCAL = LocalExecutor()

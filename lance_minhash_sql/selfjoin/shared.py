@@ -1,0 +1,243 @@
+"""What the independent calls of one list of shards share: one SQL statement's branches.
+
+A SQL ``minhash_pairs`` runs each shard of its plan as a call of its own (one per
+``UNION ALL`` branch, on DuckDB's threads, in an order DuckDB chooses: ``duck/pairs.py``).
+The self-join of one call (:mod:`.bounded`) verifies consecutive shards in groups over one
+pool of their candidates' signatures and fetches exact verification's shingle sets once;
+calls that know nothing of each other would fetch a row's signature once for every shard
+it is a candidate in, and its shingle set likewise. :class:`SharedShards` gives the calls
+of one list of shards the same economy:
+
+* **groups**: at the first call, every shard's band rows are read once and consecutive
+  shards are grouped while their distinct candidates fit the budget's pool
+  (:func:`.bounded.pool_rows`), as the self-join of one call groups them;
+* **one pool at a time**: a group's pool (its candidates' signatures, row ids and
+  liveness, fetched in doc order: :func:`.pool.pool`) is fetched by the first of its
+  shards to run and kept until all of them ran. A call of another group waits until no
+  shard of the held group runs, then drops that pool and fetches its own; a shard whose
+  group's pool was dropped before it ran fetches it again. DuckDB runs the branches
+  nearly in order (the first, then the others from the last back), so calls running at
+  once are mostly of one group, and a pool is fetched about once. A shard whose
+  candidates alone outgrow a pool is verified window by window as a lone call is
+  (:func:`.bounded.bounded_shard_pairs`);
+* **exact verification's shingle sets** (:class:`.shingles.ShingleSets`) are fetched for
+  every shard at the first call, and closed when every shard has been called and none
+  runs.
+
+A call waits while another fetches what it needs. The state of one list of shards lives
+while its plan does (the SQL plan cache, ``duck/pairs.py``); a statement run again fetches
+again what was let go.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Iterator
+
+import pyarrow as pa
+
+from lance_minhash_sql.core.arrays import sorted_unique
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, READ_AHEAD, READ_ROW_BYTES
+from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
+from lance_minhash_sql.runtime.cache import register_state
+from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
+from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, pool_rows, shard_rows
+from lance_minhash_sql.selfjoin.pool import count, held, pool, read_multi, shard_data
+from lance_minhash_sql.selfjoin.shards import Shard
+from lance_minhash_sql.selfjoin.verify import Verifier, pair_verifier, prepare, remaining
+
+__all__ = ["SharedShards"]
+
+
+class _Group:
+    """Consecutive shards ``[lo, hi)`` verified over one pool (:class:`SharedShards` keeps it)."""
+
+    def __init__(self, lo: int, hi: int):
+        self.lo, self.hi = lo, hi
+        self.lock = threading.Lock()  # held while the pool is fetched
+        self.running = self.called = 0
+        self.pool = None  # (marks, prefix, ugids, sigs, rowids, alive)
+
+    def fill(self, shards: list[Shard]):
+        """The group's pool, fetched if not held: its docs as a bit set (a doc's pool row
+        is its rank, :func:`lance_minhash_sql.kernels.components.ranks`) and the docs'
+        signatures, row ids and liveness."""
+        with self.lock:
+            if self.pool is None:
+                plan = shards[0].plan
+                marks = new_marks(plan.total_docs)
+                for got in map(read_multi, shards[self.lo:self.hi]):
+                    if got is not None:
+                        set_marks(marks, sorted_unique(got[1]), True)
+                ugids, prefix = marked_ids(marks)
+                sigs, rowids, alive = pool(plan, ugids)
+                held(ugids.size)
+                count("fetched_rows", ugids.size)
+                self.pool = (marks, prefix, ugids, sigs, rowids, alive)
+            return self.pool
+
+
+class SharedShards:
+    """The shared state of the calls of one list of shards, for one ``verify`` mode and
+    budget (module doc); :meth:`pairs` is one shard's call."""
+
+    _by_plan: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self, shards: list[Shard], verify: str, limit: int):
+        self.shards, self.verify, self.limit = shards, verify, limit
+        self.lock = threading.Lock()
+        self.verifier: Verifier | None = None
+        self.groups: list[_Group | None] | None = None  # per shard: its group, None alone over a pool
+        self.turn = threading.Condition()
+        self.current: _Group | None = None  # the group whose pool is held
+        self.running = self.called = 0
+
+    @classmethod
+    def of(cls, shards: list[Shard], verify: str, limit: int) -> "SharedShards":
+        """The shared state of ``shards`` for ``verify`` and ``limit``: kept with their plan
+        (which the plans of other thresholds and shard counts share), under their
+        threshold and key ranges."""
+        key = (verify, limit, shards[0].threshold, tuple((s.lo, s.hi) for s in shards))
+        with cls._lock:
+            states = cls._by_plan.setdefault(shards[0].plan, {})
+            state = states.get(key)
+            if state is None:
+                state = states[key] = cls(shards, verify, limit)
+            return state
+
+    def pairs(self, index: int) -> Iterator[pa.RecordBatch]:
+        """Shard ``index``'s verified pairs, in batches of at most :func:`.bounded.chunk_pairs` rows."""
+        verifier, limit = self._enter()
+        try:
+            with bounded_heap():
+                yield from self._shard(index, verifier, limit)
+        finally:
+            self._leave()
+
+    def _shard(self, index: int, verifier: Verifier, limit: int) -> Iterator[pa.RecordBatch]:
+        shard, group = self.shards[index], self.groups[index]
+        exact = self.verify == "exact"
+        if group is None:
+            yield from bounded_shard_pairs(shard, limit, verifier, DEFAULT_CHUNK_PAIRS, exact)
+            return
+        got = read_multi(shard)
+        if got is None:
+            return
+        keys, gids = got
+        self._start(group)
+        try:
+            marks, prefix, ugids, sigs, rowids, alive = group.fill(self.shards)
+            data = shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+            del keys, gids
+            if data is not None:
+                yield from verifier(shard, data, chunk_pairs(limit, DEFAULT_CHUNK_PAIRS))
+        finally:
+            self._end(group)
+        if exact:
+            trim_heap()
+
+    def _start(self, group: _Group) -> None:
+        """``group`` runs one more shard, once no shard of another group that holds the
+        pool runs (one pool at a time); that group's pool is dropped then."""
+        with self.turn:
+            while self.current is not None and self.current is not group and self.current.running:
+                self.turn.wait()
+            if self.current is not group:
+                if self.current is not None:
+                    self.current.pool = None
+                self.current = group
+            group.running += 1
+
+    def _end(self, group: _Group) -> None:
+        with self.turn:
+            group.running -= 1
+            group.called += 1
+            if group.running == 0:
+                if group.called >= group.hi - group.lo:  # every shard of it ran
+                    group.pool = None
+                    self.current = None
+                self.turn.notify_all()
+
+    def _enter(self) -> tuple[Verifier, int]:
+        with self.lock:
+            if self.verifier is None:
+                self.verifier = pair_verifier(self.verify, self.shards[0].plan.opened)
+                prepare(self.verifier, self.shards)
+            limit = remaining(self.verifier, self.limit)
+            if self.groups is None:
+                self.groups = _grouped(self.shards, limit)
+            self.running += 1
+            return self.verifier, limit
+
+    def _leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+            self.called += 1
+            if self.running or self.called < len(self.shards):
+                return
+            self.called = 0
+            for group in self.groups:  # every shard ran: a statement run again starts afresh
+                if group is not None:
+                    group.called, group.pool = 0, None
+            self.current = None
+            if self.verifier.shingles is not None:
+                self.verifier.shingles.close()
+                self.verifier = None
+
+    @classmethod
+    def forget(cls) -> None:
+        """Drop every list's state (for :func:`lance_minhash_sql.runtime.cache.clear_cache`);
+        what runs keeps its own until it ends."""
+        with cls._lock:
+            cls._by_plan.clear()
+
+
+def _grouped(shards: list[Shard], limit: int) -> list[_Group | None]:
+    """Per shard its group of consecutive shards whose distinct candidates fit the pool of
+    a budget of ``limit`` bytes; ``None`` for a shard whose own candidates do not fit
+    (module doc)."""
+    plan = shards[0].plan
+    max_docs = pool_rows(limit, plan.params.num_hashes)
+    marks = new_marks(plan.total_docs)
+    out: list[_Group | None] = [None] * len(shards)
+    lo, distinct = None, 0
+
+    def close(hi: int) -> None:
+        group = _Group(lo, hi)
+        for i in range(lo, hi):
+            out[i] = group
+        marks.fill(0)
+
+    def read(item):
+        index, shard = item
+        got = read_multi(shard)
+        yield index, (None if got is None else sorted_unique(got[1]))
+
+    ahead = READ_AHEAD * shard_rows(limit) * READ_ROW_BYTES
+    reads = run_ordered(list(enumerate(shards)), read, ahead=ahead, weight=lambda r: 0 if r[1] is None else r[1].nbytes)
+    for index, u in reads:
+        if u is None:  # no candidates: nothing to pool
+            continue
+        if u.size > max_docs:
+            if lo is not None:
+                close(index)
+                lo, distinct = None, 0
+            continue
+        new = count_unmarked(marks, u)
+        if lo is not None and distinct + new > max_docs:
+            close(index)
+            lo, distinct, new = None, 0, u.size
+        if lo is None:
+            lo = index
+        set_marks(marks, u, True)
+        distinct += new
+    if lo is not None:
+        close(len(shards))
+    return out
+
+
+register_state("what the calls of one list of shards share (SQL branches)", SharedShards._by_plan,
+               clear=SharedShards.forget)
