@@ -34,6 +34,7 @@ from lance_minhash_sql.index.doc_reads import DocReader
 from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import sort_runs
+from lance_minhash_sql.io.handles import DatasetVersion
 from lance_minhash_sql.io.manifest import SegmentInfo, segment_dir
 from lance_minhash_sql.io.rowids import FragReuse
 from lance_minhash_sql.io.rowids import remap as remap_rowids
@@ -214,7 +215,10 @@ def needs_remap(info: SegmentInfo, reuse: FragReuse | None) -> bool:
     return reuse is not None and info.dataset_version < reuse.dataset_version
 
 
-def segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragReuse | None = None) -> SegmentEntry:
+def segment_entry(handle: DatasetVersion, info: SegmentInfo, reuse: FragReuse | None = None) -> SegmentEntry:
+    """The cached entry of the segment ``info`` of the dataset version ``handle`` (its files
+    opened on a miss, with the storage options the handle holds)."""
+    uri, ds = handle.uri, handle.ds
     stale = needs_remap(info, reuse)
     # remapped row ids belong to one fragment-reuse index (a new round has a new uuid)
     key = (uri, info.uuid, reuse.uuid) if stale else (uri, info.uuid)
@@ -222,7 +226,8 @@ def segment_entry(uri: str, info: SegmentInfo, ds, storage_options, reuse: FragR
     entry = cache.get(key)
     if entry is not None:
         return entry
-    files = open_segment(segment_dir(ds, info.uuid), storage_options=storage_options, total_bytes=info.size_bytes)
+    files = open_segment(segment_dir(ds, info.uuid), storage_options=handle.storage_options,
+                         total_bytes=info.size_bytes)
     bands = BandStore(files.page_table, files.page_rows, files.num_band_rows)
     docs = DocStore(files.num_docs, files.params.num_hashes)
     entry = SegmentEntry(key, f"segment {info.uuid}", files.params, files, bands, docs,

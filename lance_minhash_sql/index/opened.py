@@ -1,14 +1,16 @@
 """An opened MinHash LSH index: one dataset version and column.
 
-:func:`open_index` returns an :class:`OpenedIndex`: the column's segments (from the
-manifest), each segment's cache entry (:mod:`.entries`: files opened and validated by
-``io.segments.open_segment``), the parameters (identical across segments, or the index is
-refused), the fragments the segments cover and the dataset's current fragments (the rest
-are *unindexed* and are searched by signing them on the fly), and
-``io.liveness.Liveness``, which tells deleted row ids from live ones.
+:func:`open_index` turns the column as ``io/column.py: open_column`` opens it (the
+version, its storage options, the column's segments as the manifest records them) into
+an :class:`OpenedIndex`: each segment's cache entry (:mod:`.entries`: files opened and
+validated by ``io/segments.py: open_segment``), the parameters (identical across
+segments, or the index is refused), the fragments the segments cover and the dataset's
+current fragments (the rest are *unindexed* and are searched by signing them on the
+fly), ``io/liveness.py: Liveness``, which tells deleted row ids from live ones, and the
+signer of the index's parameters.
 
-Opened dataset handles and indexes are kept in caches of :mod:`..runtime.cache` (emptied with the
-segment data by :func:`clear_cache`).
+Opened indexes are kept in a cache of :mod:`..runtime.cache` (emptied with the segment
+data by :func:`clear_cache`).
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.errors import CorruptIndexError, DatasetError, IndexNotFoundError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import CorruptIndexError, UnsupportedIndexError
 from lance_minhash_sql.core.params import SIGNATURE_VERSION, MinHashParams
 from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.index.sign import Signer, signer_for
-from lance_minhash_sql.io.handles import DatasetVersion, open_version
+from lance_minhash_sql.io.column import IndexedColumn, open_column
+from lance_minhash_sql.io.handles import DatasetVersion
 from lance_minhash_sql.io.liveness import Liveness
-from lance_minhash_sql.io.manifest import ColumnIndex, SegmentInfo, column_index
+from lance_minhash_sql.io.manifest import ColumnIndex, SegmentInfo
 from lance_minhash_sql.io.rowids import FragReuse
-from lance_minhash_sql.io.scan import row_count, schema_of
 from lance_minhash_sql.io.takes import RowFetcher
 from lance_minhash_sql.runtime.cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity,
                                              cache_info, cache_usage, clear_cache, set_cache_capacity)
@@ -49,7 +51,6 @@ __all__ = [
     "Liveness",
     "OpenedIndex",
     "SearchView",
-    "missing_index",
     "open_index",
     "needs_remap",
     "DROPPED_ROWID",
@@ -98,7 +99,7 @@ class OpenedIndex:
 
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
-        return [segment_entry(self.uri, info, self.ds, self.storage_options, self.reuse) for info in self.segments]
+        return [segment_entry(self.handle, info, self.reuse) for info in self.segments]
 
     def unindexed_entry(self) -> SegmentEntry | None:
         if not self.unindexed:
@@ -147,54 +148,36 @@ _opened = ByteCache.for_objects("opened indexes", MAX_OPENED_INDEXES)
 _opened_lock = threading.Lock()
 
 
-def missing_index(ds, uri: str, column: str, purpose: str = "") -> Exception:
-    """The error for a column without a MinHash index: build one, or, when the dataset has
-    no rows (a build would refuse it), add rows first."""
-    if row_count(ds) == 0:
-        return DatasetError(f"dataset {uri!r} has no rows, so column {column!r} has no MinHash LSH index "
-                            f"{purpose or 'to answer from'} and nothing to index: add rows first, then build the index "
-                            f"with SELECT * FROM minhash_build('{uri}', '{column}')")
-    return IndexNotFoundError(
-        f"column {column!r} of dataset {uri!r} has no MinHash LSH index{' ' + purpose if purpose else ''}; "
-        f"build one with SELECT * FROM minhash_build('{uri}', '{column}') (or Lance's "
-        f"create_scalar_index('{column}', 'MINHASHLSH'))")
-
-
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version:
-    the version in one call (``io/handles.py: open_version``), and on that version's first
-    use the column's index read and checked (:func:`_read_index`)."""
-    handle = open_version(dataset, storage_options)
-    key = (handle.uri, handle.version, column, handle.options_key)
+    the version, the column and its manifest entry in one call (``io/column.py:
+    open_column``), and on that version's first use the index read from them
+    (:func:`_read_index`)."""
+    col = open_column(dataset, column, storage_options)
     with _opened_lock:
-        hit = _opened.get(key)
+        hit = _opened.get(col.key)
     if hit is not None:
         return hit
-    opened = _read_index(handle, column)
+    opened = _read_index(col)
     with _opened_lock:
-        _opened.put(key, opened)
+        _opened.put(col.key, opened)
     return opened
 
 
-def _read_index(handle: DatasetVersion, column: str) -> OpenedIndex:
-    """The column's index in the version ``handle``: its segments as the manifest records
-    them (``io/manifest.py: column_index``, which refuses another index version), each
-    segment's cache entry, and the checks of :func:`_index_params`."""
-    uri, ds = handle.uri, handle.ds
-    layout = column_index(ds, column, uri)
-    segments, reuse = layout.segments, layout.reuse
-    if not segments:
-        raise missing_index(ds, uri, column)
-    entries = [segment_entry(uri, info, ds, handle.storage_options, reuse) for info in segments]
-    params = _index_params(uri, column, layout, [entry.params for entry in entries])
-    covered = frozenset().union(*(s.fragment_ids for s in segments))
-    liveness = Liveness(ds, covered)
-    if any(needs_remap(info, reuse) for info in segments):
+def _read_index(col: IndexedColumn) -> OpenedIndex:
+    """The index of ``col``: each segment's cache entry, the parameters they share
+    (:func:`_index_params`), which rows count, and the signer of those parameters."""
+    handle, layout = col.handle, col.index
+    entries = [segment_entry(handle, info, layout.reuse) for info in layout.segments]
+    params = _index_params(handle.uri, col.column, layout, [entry.params for entry in entries])
+    covered = frozenset().union(*(s.fragment_ids for s in layout.segments))
+    liveness = Liveness(handle.ds, covered)
+    if any(needs_remap(info, layout.reuse) for info in layout.segments):
         liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
-    return OpenedIndex(handle, column, params, segments, covered, fragments, unindexed, liveness,
-                       signer_for(params), reuse, schema_of(ds), RowFetcher(ds, liveness.stable))
+    return OpenedIndex(handle, col.column, params, layout.segments, covered, fragments, unindexed, liveness,
+                       signer_for(params), layout.reuse, col.schema, RowFetcher(handle.ds, liveness.stable))
 
 
 def _index_params(uri: str, column: str, layout: ColumnIndex, files: list[MinHashParams]) -> MinHashParams:

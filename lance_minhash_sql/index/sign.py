@@ -90,11 +90,11 @@ class _Vocabulary:
     a slot in the table ``slots`` and the record ``records[i]`` (``vocab.RECORD``: its hash
     and leading bytes, and its filtered form's, whose bytes are also in ``fbytes``). A
     corpus's vocabulary grows much more slowly than its rows, so each batch asks Lance
-    about its new tokens only. Beyond ``TOKEN_MEMORY`` tokens it starts over. One batch
-    at a time (:attr:`lock`): threads signing with one signer share it."""
+    about its new tokens only, under the signer's tokenizer options (``options``, as
+    ``io/tokens.py: filtered_tokens`` takes them). Beyond ``TOKEN_MEMORY`` tokens it starts
+    over. One batch at a time (:attr:`lock`): threads signing with one signer share it."""
 
-    def __init__(self, options: dict):
-        self.options = options
+    def __init__(self):
         self.lock = threading.Lock()
         self.reset()
 
@@ -107,13 +107,13 @@ class _Vocabulary:
         self.fbytes = np.empty(0, dtype=np.uint8)
         self.fused = 0  # bytes of fbytes in use
 
-    def streams(self, buf: StringBuffers, cfg: tuple, tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def streams(self, buf: StringBuffers, cfg: tuple, tables: tuple, options: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(offsets, data)``: each row's ``TOKENS`` stream of filtered tokens."""
         with self.lock:
-            row_offsets, ids = self.add(buf, cfg, tables)
+            row_offsets, ids = self.add(buf, cfg, tables, options)
             return vocab.mapped_streams(row_offsets, ids, self.records, self.fbytes)
 
-    def add(self, buf: StringBuffers, cfg: tuple, tables: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def add(self, buf: StringBuffers, cfg: tuple, tables: tuple, options: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(row_offsets, ids)``: each row's base tokens as vocabulary ids, the new ones
         added with their filtered form; the caller holds :attr:`lock`."""
         row_offsets, nbytes = vocab.count_tokens(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, tables)
@@ -127,7 +127,7 @@ class _Vocabulary:
         new_nv, self.slots, self.records = vocab.assign_ids(buf.offsets, buf.data, cfg, tables, row_offsets,
                                                             self.slots, ids, self.vocab, self.voff, self.records, nv)
         if new_nv > nv:
-            self._map(nv, new_nv)
+            self._map(nv, new_nv, options)
         self.nv = new_nv
         return row_offsets, ids
 
@@ -135,13 +135,13 @@ class _Vocabulary:
         """The arrays :func:`..kernels.vocab_sign.sign_vocab_range` reads."""
         return self.slots, self.records, self.vocab, self.voff, self.fbytes
 
-    def _map(self, lo: int, hi: int) -> None:
+    def _map(self, lo: int, hi: int, options: dict) -> None:
         """Lance's filtered form of the new tokens ``lo:hi``."""
         base = int(self.voff[lo])
         raw = self.vocab[base:int(self.voff[hi])].tobytes()
         cuts = (self.voff[lo:hi + 1] - base).tolist()
         words = [raw[cuts[i]:cuts[i + 1]].decode("utf-8") for i in range(hi - lo)]
-        found = [None if t is None else t.encode("utf-8") for t in filtered_tokens(words, self.options)]
+        found = [None if t is None else t.encode("utf-8") for t in filtered_tokens(words, options)]
         sizes = np.array([-1 if t is None else len(t) for t in found], dtype=np.int64)
         added = b"".join(t for t in found if t is not None)
         rec = self.records[lo:hi]
@@ -169,11 +169,8 @@ class Signer:
     def __init__(self, params: MinHashParams):
         self.params = params
         tok = params.tokenizer
+        # the route, resolved once: which rows the kernels tokenize, under which cfg
         self.cfg = tokenizer_config(tok)
-        # what every route reads, resolved once: the signature coefficients and the options
-        # under which Lance's own tokenizer runs this pipeline (io/tokens.py)
-        self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
-        self.lance_options = tok.lance_tokenize_kwargs()
         # icu rows the simple tokenizer segments alike (kernels/vocab.icu_simple_rows) take
         # the kernel route of the same options with the simple base tokenizer
         self.icu = tok.base_tokenizer in ("icu", "icu/split")
@@ -188,10 +185,14 @@ class Signer:
         if self.per_token:
             self.base_cfg = tokenizer_config(replace(kernel_tok, max_token_length=None, lower_case=False,
                                                      ascii_folding=False, stem=False, remove_stop_words=False))
-            self.vocabulary = _Vocabulary(self.lance_options)
+            self.vocabulary = _Vocabulary()
         elif self.routed:
             self.kernel_cfg = tokenizer_config(kernel_tok)
             self.cfg = _TOKENS_CFG
+        # what every route reads: the signature coefficients and the options under which
+        # Lance's own tokenizer (and its filters) run this pipeline (io/tokens.py)
+        self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
+        self.lance_options = tok.lance_tokenize_kwargs()
 
     @cached_property
     def tables(self) -> tuple:
@@ -265,7 +266,7 @@ class Signer:
     def _mapped(self, buf: StringBuffers) -> StringBuffers:
         """``TOKENS`` streams of base tokens mapped through Lance's filters, each distinct
         token once (``kernels/vocab.py``, :class:`_Vocabulary`)."""
-        off, data = self.vocabulary.streams(buf, self.base_cfg, self.tables)
+        off, data = self.vocabulary.streams(buf, self.base_cfg, self.tables, self.lance_options)
         off, data = readonly(off), readonly(data)
         return StringBuffers(off, data, buf.valid, buf.valid_offset)
 
@@ -304,7 +305,7 @@ class Signer:
             if pending.any():
                 live = np.packbits(pending, bitorder="little")
                 live = readonly(live)
-                words.add(StringBuffers(buf.offsets, buf.data, live, 0), self.base_cfg, self.tables)
+                words.add(StringBuffers(buf.offsets, buf.data, live, 0), self.base_cfg, self.tables, self.lance_options)
                 if self._sign_known(buf.offsets, buf.data, live, 0, sigs, has).any():
                     raise LanceMinHashError("a token added to the vocabulary was not found in it: please report this")
         return sigs, has

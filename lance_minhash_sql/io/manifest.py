@@ -18,15 +18,15 @@ import lance
 from lance.commit import CommitConflictError
 from lance.dataset import Index, IndexFile, LanceOperation
 
-from lance_minhash_sql.core.errors import DatasetError, ParameterMismatchError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, ParameterMismatchError, UnsupportedIndexError
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
 from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
-from lance_minhash_sql.io.scan import text_field
+from lance_minhash_sql.io.scan import row_count
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 from lance_minhash_sql.io.store import is_remote, make_dir
 
-__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
+__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "missing_index", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
            "fragment_ids", "commit_replacing", "check_same_params"]
 
@@ -91,8 +91,8 @@ def segment_dir(ds: "lance.LanceDataset", seg_uuid: str) -> str:
 @dataclass(frozen=True)
 class ColumnIndex:
     """What a dataset version records of one column's MinHash LSH index: its segments in
-    manifest order, each segment's folder, and the fragment-reuse index of a deferred
-    compaction remap (None when none is pending, or when there is no segment)."""
+    manifest order (at least one), each segment's folder, and the fragment-reuse index of a
+    deferred compaction remap (None when none is pending)."""
 
     segments: tuple[SegmentInfo, ...]
     dirs: tuple[str, ...]
@@ -100,11 +100,12 @@ class ColumnIndex:
 
 
 def column_index(ds: "lance.LanceDataset", column: str, uri: str = "") -> ColumnIndex:
-    """The column's index as the manifest records it; the column must be a string column
-    of the version (:func:`.scan.text_field`), but it may have no segment. A segment of
-    another index version than this package reads is refused."""
-    text_field(ds, column, uri)
+    """The column's index as the manifest records it. A column without segments is
+    refused (:func:`missing_index`), and so is a segment of another index version than
+    this package reads."""
     segments = tuple(minhash_segments(ds, column))
+    if not segments:
+        raise missing_index(ds, uri or ds.uri, column)
     for info in segments:
         if info.index_version != INDEX_VERSION:
             raise UnsupportedIndexError(
@@ -112,7 +113,20 @@ def column_index(ds: "lance.LanceDataset", column: str, uri: str = "") -> Column
                 f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
                 f"rebuild it with minhash_build('{uri}', '{column}')")
     return ColumnIndex(segments, tuple(segment_dir(ds, s.uuid) for s in segments),
-                       frag_reuse(ds) if segments else None)
+                       frag_reuse(ds))
+
+
+def missing_index(ds, uri: str, column: str, purpose: str = "") -> Exception:
+    """The error for a column without a MinHash index: build one, or, when the dataset has
+    no rows (a build would refuse it), add rows first."""
+    if row_count(ds) == 0:
+        return DatasetError(f"dataset {uri!r} has no rows, so column {column!r} has no MinHash LSH index "
+                            f"{purpose or 'to answer from'} and nothing to index: add rows first, then build the index "
+                            f"with SELECT * FROM minhash_build('{uri}', '{column}')")
+    return IndexNotFoundError(
+        f"column {column!r} of dataset {uri!r} has no MinHash LSH index{' ' + purpose if purpose else ''}; "
+        f"build one with SELECT * FROM minhash_build('{uri}', '{column}') (or Lance's "
+        f"create_scalar_index('{column}', 'MINHASHLSH'))")
 
 
 def new_segment(ds: "lance.LanceDataset", fragment_ids, params: MinHashParams,

@@ -44,7 +44,7 @@ from lance_minhash_sql.core.checks import check_bool
 from lance_minhash_sql.core.errors import InvalidParameterError, ParameterMismatchError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.entries import needs_remap
-from lance_minhash_sql.index.opened import missing_index
+from lance_minhash_sql.io.manifest import missing_index
 from lance_minhash_sql.index.results import OptimizeResult
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import plan_sort
