@@ -189,6 +189,9 @@ class Signer:
         elif self.routed:
             self.kernel_cfg = tokenizer_config(kernel_tok)
             self.cfg = _TOKENS_CFG
+        # where the kernels' input comes from (:meth:`inputs`), one route per signer
+        self._inputs = (self._routed_inputs if self.routed else self._mapped_inputs if self.per_token
+                        else self._lance_inputs if tok.lance_made else self._text_inputs)
         # what every route reads: the signature coefficients and the options under which
         # Lance's own tokenizer (and its filters) run this pipeline (io/tokens.py)
         self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
@@ -201,15 +204,35 @@ class Signer:
         return tuple(load_tables())
 
     def inputs(self, texts) -> tuple[StringBuffers, tuple]:
-        """``(buffers, cfg)`` for the kernels: :meth:`buffers` and :attr:`cfg`, or, for
-        ``icu`` / ``icu/split`` without stemming or stop words and for a split ``code``
-        tokenizer, when every row takes the kernel route (:meth:`_kernel_rows`), the texts
-        themselves under the kernels' pipeline (no token streams to build)."""
-        if self.routed and not self.per_token:
-            buf = string_buffers(texts)
-            if self._kernel_rows(buf).all():
-                return buf, self.kernel_cfg
-        return self.buffers(texts), self.cfg
+        """``(buffers, cfg)``: what the kernels read for these texts, by the signer's one
+        route: the texts' Arrow buffers (:meth:`_text_inputs`), or ``TOKENS`` streams of
+        Lance's tokenizer (:meth:`_lance_inputs`), of base tokens mapped through Lance's
+        filters (:meth:`_mapped_inputs`), or of rows split between the kernels and Lance
+        (:meth:`_routed_inputs`)."""
+        return self._inputs(texts)
+
+    def _text_inputs(self, texts) -> tuple[StringBuffers, tuple]:
+        """The texts' Arrow buffers under :attr:`cfg`: the kernels tokenize them."""
+        return string_buffers(texts), self.cfg
+
+    def _lance_inputs(self, texts) -> tuple[StringBuffers, tuple]:
+        """A tokenizer whose tokens Lance makes: the token streams of Lance's tokenizer
+        (``io/tokens.py``)."""
+        return token_streams(texts, self.lance_options), self.cfg
+
+    def _mapped_inputs(self, texts) -> tuple[StringBuffers, tuple]:
+        """Stemming or stop-word removal after a kernel base tokenizer: :meth:`_mapped`."""
+        return self._mapped(string_buffers(texts)), self.cfg
+
+    def _routed_inputs(self, texts) -> tuple[StringBuffers, tuple]:
+        """``icu`` / ``icu/split`` and a split ``code`` tokenizer: :meth:`_routed`, or,
+        without stemming or stop words, when every row takes the kernel route
+        (:meth:`_kernel_rows`), the texts themselves under the kernels' pipeline (no token
+        streams to build)."""
+        buf = string_buffers(texts)
+        if not self.per_token and self._kernel_rows(buf).all():
+            return buf, self.kernel_cfg
+        return self._routed(texts, buf), self.cfg
 
     def _kernel_rows(self, buf: StringBuffers) -> np.ndarray:
         """``bool[n]``: the rows the kernels tokenize exactly as Lance: for ``icu``, rows of
@@ -219,23 +242,10 @@ class Signer:
             return vocab.icu_simple_rows(buf.offsets, buf.data, buf.valid, buf.valid_offset)
         return vocab.ascii_rows(buf.offsets, buf.data)
 
-    def buffers(self, texts) -> StringBuffers:
-        """What the kernels read for these texts: their Arrow buffers, or, for a tokenizer
-        whose tokens Lance makes, the token streams of Lance's tokenizer (``io/tokens.py``)."""
-        tok = self.params.tokenizer
-        if self.routed:
-            return self._routed(texts)
-        if self.per_token:
-            return self._mapped(string_buffers(texts))
-        if tok.lance_made:
-            return token_streams(texts, self.lance_options)
-        return string_buffers(texts)
-
-    def _routed(self, texts) -> StringBuffers:
-        """``TOKENS`` streams for ``icu`` / ``icu/split`` and a split ``code`` tokenizer:
-        the kernel route for the rows :meth:`_kernel_rows` picks, Lance's tokenizer for the
-        others."""
-        buf = string_buffers(texts)
+    def _routed(self, texts, buf: StringBuffers) -> StringBuffers:
+        """``TOKENS`` streams for ``icu`` / ``icu/split`` and a split ``code`` tokenizer
+        (``buf``: the texts' buffers): the kernel route for the rows :meth:`_kernel_rows`
+        picks, Lance's tokenizer for the others."""
         kernel_rows = self._kernel_rows(buf)
         everyone = bool(kernel_rows.all())
         valid, offset = buf.valid, buf.valid_offset
