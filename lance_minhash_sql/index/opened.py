@@ -15,7 +15,6 @@ data by :func:`clear_cache`).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,7 +144,6 @@ class SearchView:
 
 
 _opened = ByteCache.for_objects("opened indexes", MAX_OPENED_INDEXES)
-_opened_lock = threading.Lock()
 
 
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
@@ -154,13 +152,11 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     open_column``), and on that version's first use the index read from them
     (:func:`_read_index`)."""
     col = open_column(dataset, column, storage_options)
-    with _opened_lock:
-        hit = _opened.get(col.key)
+    hit = _opened.get(col.key)  # the cache locks each get and put: two first calls both read, alike
     if hit is not None:
         return hit
     opened = _read_index(col)
-    with _opened_lock:
-        _opened.put(col.key, opened)
+    _opened.put(col.key, opened)
     return opened
 
 

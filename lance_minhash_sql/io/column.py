@@ -11,7 +11,6 @@ returns is kept per version in a bounded cache of ``runtime/cache.py`` (emptied 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +36,11 @@ class IndexedColumn:
     column: str
     index: ColumnIndex
     schema: pa.Schema = field(repr=False)
-
-    @property
-    def key(self) -> tuple[str, int, str, Any]:
-        """``(uri, version, column, storage options key)``: names this column's index in caches."""
-        return self.handle.uri, self.handle.version, self.column, self.handle.options_key
+    # (uri, version, column, storage options key): names this column's index in caches
+    key: tuple[str, int, str, Any] = field(repr=False)
 
 
 _columns = ByteCache.for_objects("opened indexed columns", MAX_HANDLES)  # IndexedColumn.key -> IndexedColumn
-_lock = threading.Lock()
 
 
 def open_column(dataset, column: str, storage_options=None) -> IndexedColumn:
@@ -55,14 +50,12 @@ def open_column(dataset, column: str, storage_options=None) -> IndexedColumn:
     version."""
     handle = open_version(dataset, storage_options)
     key = (handle.uri, handle.version, column, handle.options_key)
-    with _lock:
-        hit = _columns.get(key)
+    hit = _columns.get(key)  # the cache locks each get and put: two first calls both read, alike
     if hit is not None:
         return hit
     text_field(handle.ds, column, handle.uri)
     index = column_index(handle.ds, column, handle.uri)
-    opened = IndexedColumn(handle, column, index, handle.ds.schema)
-    with _lock:
-        _columns.put(key, opened)
+    opened = IndexedColumn(handle, column, index, handle.ds.schema, key)
+    _columns.put(key, opened)
     return opened
 
