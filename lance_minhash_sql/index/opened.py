@@ -152,7 +152,7 @@ def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
     open_column``), and on that version's first use the index read from them
     (:func:`_read_index`)."""
     col = open_column(dataset, column, storage_options)
-    hit = _opened.get(col.key)  # the cache locks each get and put: two first calls both read, alike
+    hit = _opened.get(col.key)  # each get and put locks the cache; two first calls may both read
     if hit is not None:
         return hit
     opened = _read_index(col)

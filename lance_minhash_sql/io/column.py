@@ -3,10 +3,11 @@
 :func:`open_column` is the one call the index layer makes to open a dataset for a
 search (``index/opened.py``): the latest version with the storage options its files need
 (``io/handles.py: open_version``), the column checked to be a string column
-(``io/scan.py: text_field``) and its index as the manifest records it (``io/manifest.py: column_index``), and the version's
-schema. A column without segments is refused (``io/manifest.py: missing_index``). What it
-returns is kept per version in a bounded cache of ``runtime/cache.py`` (emptied by
-``clear_cache()``): a version never changes, so the manifest is read once per version.
+(``io/scan.py: text_field``), its index as the manifest records it
+(``io/manifest.py: column_index``; a column without segments is refused), and the
+version's schema. What it returns is kept per version in a bounded cache of
+``runtime/cache.py`` (emptied by ``clear_cache()``): a version never changes, so its
+manifest is read once.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def open_column(dataset, column: str, storage_options=None) -> IndexedColumn:
     version."""
     handle = open_version(dataset, storage_options)
     key = (handle.uri, handle.version, column, handle.options_key)
-    hit = _columns.get(key)  # the cache locks each get and put: two first calls both read, alike
+    hit = _columns.get(key)  # each get and put locks the cache; two first calls may both read
     if hit is not None:
         return hit
     text_field(handle.ds, column, handle.uri)

@@ -18,7 +18,8 @@ import lance
 from lance.commit import CommitConflictError
 from lance.dataset import Index, IndexFile, LanceOperation
 
-from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, ParameterMismatchError, UnsupportedIndexError
+from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, ParameterMismatchError,
+                                           UnsupportedIndexError)
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
 from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
@@ -26,7 +27,8 @@ from lance_minhash_sql.io.scan import row_count
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 from lance_minhash_sql.io.store import is_remote, make_dir
 
-__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "missing_index", "minhash_segments", "segment_dir", "new_segment", "commit_segments",
+__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "missing_index",
+           "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
            "fragment_ids", "commit_replacing", "check_same_params"]
 
