@@ -134,7 +134,7 @@ class _Trace:
 
     def install(self):
         from lance_minhash_sql.indexer import builder as build
-        from lance_minhash_sql.index import sign, spill
+        from lance_minhash_sql.index import band_sorter as spill, sign
         from lance_minhash_sql.io import segment_writers as segments
 
         self.wrap_gen(build, "scan_text", "scan")

@@ -525,6 +525,21 @@ def test_radix_sort_is_stable_and_sorted():
         assert np.array_equal(k, keys[o]) and np.array_equal(d, docs[o])
 
 
+def test_radix_sort_of_hash_keys_with_repeats_is_stable():
+    """Band keys are hashes: a bucket's rows spread over the next digit's groups and are
+    finished by an insertion sort, which must keep a repeated key's rows in their order."""
+    rng = np.random.default_rng(1)
+    for n, bits in ((300_000, 56), (50_000, 20), (5_000, 12)):
+        keys = (rng.integers(0, 1 << bits, size=n, dtype=np.uint64) | np.uint64(7 << 56))
+        repeat = rng.random(n) < 0.1
+        keys[repeat] = rng.choice(keys[:100], size=int(repeat.sum()))
+        docs = np.arange(n, dtype=np.uint32)
+        o = np.argsort(keys, kind="stable")
+        k, d = keys.copy(), docs.copy()
+        band_sorter.sort_runs(k, d, np.array([0], np.int64), np.array([n], np.int64), 2)
+        assert np.array_equal(k, keys[o]) and np.array_equal(d, docs[o])
+
+
 def test_parse_bytes():  # the rule itself: tests/test_sizes.py
     assert band_sorter.parse_bytes("512MiB", "x") == 512 << 20
     assert band_sorter.parse_bytes("2GB", "x") == 2 * 10**9

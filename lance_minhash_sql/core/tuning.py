@@ -158,6 +158,10 @@ MAX_SPILL_BUFFER_BYTES = 96 << 20
 IO_BUFFER_SHARE = 0.25
 MAX_IO_BUFFER = 64 << 20
 
+# a bucket of the band sort is finished by one counting pass and an insertion sort while no
+# digit of that pass holds more rows than this; else by LSD passes (kernels/sort.py)
+INSERTION_GROUP_ROWS = 32
+
 SCAN_FRAGMENTS = 1  # fragments the scanner reads at once (the scan is not the bottleneck)
 SCAN_BATCH_ROWS = 65_536  # rows per batch of a text-column scan and of a rewrite's scan (io/scan.py, io/rewrite.py)
 BAND_WRITE_ROWS = 1 << 20  # band rows per BandsWriter.write (the progress bar's granularity; indexer/builder.py)

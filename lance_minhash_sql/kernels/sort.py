@@ -13,7 +13,8 @@ order.
 by its highest varying bits (the band byte and the spill prefix bits are the same for the
 whole run and skipped) into buckets of about :data:`BUCKET_ROWS` rows; each bucket, in
 the CPU's cache, is then sorted by LSD passes of :data:`DIGIT_BITS`-bit digits on the
-bits below. Scratch is two arrays of the run's length per thread: ``12 * rows`` bytes.
+bits below (a counting pass on the next digit, then an insertion sort that only moves
+rows within a digit's group). Scratch is two arrays of the run's length per thread: ``12 * rows`` bytes.
 
 One pass over memory instead of one per digit: on 1,000,000 synthetic band keys about
 twice as fast as LSD passes over the whole run. Within the whole-run LSD sort, 8-bit digits beat wider ones,
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_minhash_sql.core.tuning import INSERTION_GROUP_ROWS
 from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["DIGIT_BITS", "BUCKET_ROWS", "radix_sort_run", "is_sorted_pairs",
@@ -71,6 +73,56 @@ def _lsd_range(src_k, src_d, dst_k, dst_d, lo, hi, nbits, bits, counts):
     return in_dst
 
 
+@njit(**JIT, inline="always")
+def _split_insert_range(src_k, src_d, dst_k, dst_d, lo, hi, nbits, bits, counts):
+    """Stable sort of ``src[lo:hi]`` on its low ``nbits`` bits into ``dst[lo:hi]``: one
+    counting scatter on the top ``bits`` of them, then an insertion sort on the whole key,
+    which only moves rows within a digit's group. False (nothing written) when a group has
+    more than :data:`..core.tuning.INSERTION_GROUP_ROWS` rows: the caller then takes
+    :func:`_lsd_range`. On hash keys a bucket's groups hold one or two rows, so this is
+    two passes over the bucket where :func:`_lsd_range` makes one per digit."""
+    b = min(bits, nbits)
+    shift = np.uint64(nbits - b)
+    mask = np.uint64((1 << b) - 1)
+    for v in range(1 << b):
+        counts[v] = 0
+    big = 0
+    for i in range(lo, hi):
+        v = (src_k[i] >> shift) & mask
+        c = counts[v] + 1
+        counts[v] = c
+        big = max(big, c)
+    if big > INSERTION_GROUP_ROWS:
+        return False
+    total = lo
+    for v in range(1 << b):
+        t = counts[v]
+        counts[v] = total
+        total += t
+    for i in range(lo, hi):
+        k = src_k[i]
+        v = (k >> shift) & mask
+        p = counts[v]
+        counts[v] = p + 1
+        dst_k[p] = k
+        dst_d[p] = src_d[i]
+    if shift == 0:
+        return True
+    for i in range(lo + 1, hi):
+        k = dst_k[i]
+        if k >= dst_k[i - 1]:
+            continue
+        d = dst_d[i]
+        j = i
+        while j > lo and dst_k[j - 1] > k:  # strictly greater: equal keys keep their order
+            dst_k[j] = dst_k[j - 1]
+            dst_d[j] = dst_d[j - 1]
+            j -= 1
+        dst_k[j] = k
+        dst_d[j] = d
+    return True
+
+
 @njit(**JIT)
 def radix_sort_run(keys, docs, tmp_keys, tmp_docs, bits):
     """Sort ``keys`` (u64) stably, permuting ``docs`` (u32) alongside, in place.
@@ -78,8 +130,9 @@ def radix_sort_run(keys, docs, tmp_keys, tmp_docs, bits):
     ``tmp_keys`` / ``tmp_docs`` are scratch of at least ``len(keys)`` elements; ``bits``
     is the digit width (1..16). One scatter pass on the highest bits that vary over the
     run (as many as leave about :data:`BUCKET_ROWS` rows a bucket) into the scratch, then
-    each bucket, now in the CPU's cache, sorted on its remaining bits by LSD passes back
-    into ``keys``: one pass over memory instead of one per digit.
+    each bucket, now in the CPU's cache, sorted on its remaining bits back into ``keys``
+    (:func:`_split_insert_range`, or LSD passes when a bucket's keys crowd one digit):
+    one pass over memory instead of one per digit.
     """
     n = keys.size
     if n < 2:
@@ -117,7 +170,8 @@ def radix_sort_run(keys, docs, tmp_keys, tmp_docs, bits):
     for v in range(1 << width):
         lo = bounds[v]
         hi = bounds[v + 1]
-        if hi - lo > 1 and low > 0 and _lsd_range(tmp_keys, tmp_docs, keys, docs, lo, hi, low, bits, counts):
+        if hi - lo > 1 and low > 0 and (_split_insert_range(tmp_keys, tmp_docs, keys, docs, lo, hi, low, bits, counts)
+                                         or _lsd_range(tmp_keys, tmp_docs, keys, docs, lo, hi, low, bits, counts)):
             continue  # sorted into keys / docs
         for i in range(lo, hi):  # a loop: slice assignment compiles numba's broadcasting code (seconds)
             keys[i] = tmp_keys[i]
