@@ -38,7 +38,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
-from lance_minhash_sql.kernels.tokenize import ascii_row_tokens, grow, is_valid, new_buffers, row_tokens
+from lance_minhash_sql.kernels.tokenize import ascii_buffers, ascii_row_tokens, grow, is_valid, new_buffers, row_tokens
 from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short
 
 SEED = np.uint64(lance_format.SEED)
@@ -89,24 +89,25 @@ def shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
 
 
 @intrinsic
-def lane_minima(typingctx, xs, n, a, b, c, i, sig):
-    """``sig[i + j] = (c[i + j] * m[j]) >> 48`` for ``j < LANES``, where ``m[j]`` is the
+def lane_minima(typingctx, xs, n, a, b, c, i, sigs, r):
+    """``sigs[r, i + j] = (c[i + j] * m[j]) >> 48`` for ``j < LANES``, where ``m[j]`` is the
     minimum over ``s < n`` of ``a[i + j] * xs[s] + b[i + j]`` (all u64, wrapping): one
     block of :func:`minhash_doc`, written as LLVM IR on ``LANES``-lane vectors. The caller
-    keeps ``i + LANES <= a.size`` and ``n <= xs.size``; the arrays must be contiguous
-    (typing refuses others)."""
+    keeps ``i + LANES <= a.size <= sigs.shape[1]``, ``r < sigs.shape[0]`` and ``n <=
+    xs.size``; the arrays must be contiguous (typing refuses others). Row ``r`` is an
+    index, not a view ``sigs[r]``: a view per row is a reference-counted object."""
     from llvmlite import ir
-    from numba.core import types
+    from numba.core import cgutils, types
 
     ok = (all(isinstance(t, types.Array) and t.dtype == types.uint64 and t.ndim == 1 and t.layout == "C"
               for t in (xs, a, b, c))
-          and isinstance(sig, types.Array) and sig.dtype == types.uint16 and sig.ndim == 1 and sig.layout == "C"
-          and isinstance(n, types.Integer) and isinstance(i, types.Integer))
+          and isinstance(sigs, types.Array) and sigs.dtype == types.uint16 and sigs.ndim == 2 and sigs.layout == "C"
+          and all(isinstance(t, types.Integer) for t in (n, i, r)))
     if not ok:
         return None
 
     def codegen(context, builder, signature, args):
-        xs_v, n_v, a_v, b_v, c_v, i_v, sig_v = args
+        xs_v, n_v, a_v, b_v, c_v, i_v, sig_v, r_v = args
         arrays = [context.make_array(t)(context, builder, v)
                   for t, v in zip((signature.args[0], signature.args[2], signature.args[3], signature.args[4],
                                    signature.args[6]), (xs_v, a_v, b_v, c_v, sig_v))]
@@ -115,6 +116,7 @@ def lane_minima(typingctx, xs, n, a, b, c, i, sig):
         vec = ir.VectorType(i64, LANES)
         n_v = context.cast(builder, n_v, signature.args[1], types.int64)
         i_v = context.cast(builder, i_v, signature.args[5], types.int64)
+        r_v = context.cast(builder, r_v, signature.args[7], types.int64)
 
         def lanes(arr):
             return builder.load(builder.bitcast(builder.gep(arr.data, [i_v]), vec.as_pointer()), align=8)
@@ -144,16 +146,18 @@ def lane_minima(typingctx, xs, n, a, b, c, i, sig):
         builder.position_at_end(done)
         top = builder.lshr(builder.mul(lanes(c_a), builder.load(acc)), ir.Constant(vec, [ir.Constant(i64, 48)] * LANES))
         out = builder.trunc(top, ir.VectorType(ir.IntType(16), LANES))
-        dest = builder.gep(sig_a.data, [i_v])
+        width = cgutils.unpack_tuple(builder, sig_a.shape, 2)[1]
+        dest = builder.gep(sig_a.data, [builder.add(builder.mul(r_v, width), i_v)])
         builder.store(out, builder.bitcast(dest, ir.VectorType(ir.IntType(16), LANES).as_pointer()), align=2)
         return context.get_dummy_value()
 
-    return types.void(xs, n, a, b, c, i, sig), codegen
+    return types.void(xs, n, a, b, c, i, sigs, r), codegen
 
 
 @njit(**JIT, inline="always")
-def minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
-    """Signature of one document's tokens into ``sig``; ``xs`` is scratch (>= ntok).
+def minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs, r):
+    """Signature of one document's tokens into row ``r`` of ``sigs``; ``xs`` is scratch
+    (>= ntok).
 
     Hashes are taken :data:`LANES` at a time (:func:`lane_minima`); the ``k % LANES``
     last hashes take the plain loop."""
@@ -161,7 +165,7 @@ def minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
     k = a.size
     top = k - k % LANES
     for i in range(0, top, LANES):
-        lane_minima(xs, n, a, b, c, i, sig)
+        lane_minima(xs, n, a, b, c, i, sigs, r)
     for i in range(top, k):
         ai = a[i]
         bi = b[i]
@@ -170,7 +174,7 @@ def minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sig):
             v = ai * xs[s] + bi
             if v < m:
                 m = v
-        sig[i] = np.uint16((c[i] * m) >> _U48)
+        sigs[r, i] = np.uint16((c[i] * m) >> _U48)
 
 
 @njit(**JIT)
@@ -187,7 +191,7 @@ def sign_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a, b, c
                                                         out, tok_start, tok_end, raw)
         if ntok > 0:
             xs = grow(xs, ntok)
-            minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
+            minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs, r)
             has[r] = True
 
 
@@ -203,20 +207,16 @@ def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, 
     A kernel of its own, which does not call the general tokenizer
     (``kernels/tokenize.py: tokenize_doc``): signing ASCII text never compiles it, which
     is most of the signing code's compile time on a fresh install."""
-    out = np.empty(4096, dtype=np.uint8)
-    tok_start = np.empty(512, dtype=np.int64)
-    tok_end = np.empty(512, dtype=np.int64)
-    xs = np.empty(1024, dtype=np.uint64)
+    out, tok_start, tok_end = ascii_buffers(offsets, lo, hi)
+    xs = np.empty(tok_start.size, dtype=np.uint64)
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
-        ntok, out, tok_start, tok_end = ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start,
-                                                         tok_end)
+        ntok = ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start, tok_end)
         if ntok < 0:
             todo[r] = True
         elif ntok > 0:
-            xs = grow(xs, ntok)
-            minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs[r])
+            minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs, r)
             has[r] = True
 
 
@@ -275,23 +275,19 @@ def shingle_sets_ascii_range(offsets, data, valid, valid_offset, max_len, lower,
     ``todo[r] = True`` and size 0, and is left to :func:`shingle_sets_range`; the others
     get the same set as :func:`shingle_sets_range` gives them. Without the general
     tokenizer, as :func:`sign_ascii_range`."""
-    out = np.empty(4096, dtype=np.uint8)
-    tok_start = np.empty(512, dtype=np.int64)
-    tok_end = np.empty(512, dtype=np.int64)
+    out, tok_start, tok_end = ascii_buffers(offsets, lo, hi)
+    xs = np.empty(tok_start.size, dtype=np.uint64)
     tmp, counts = new_hash_scratch()
     sizes = np.zeros(hi - lo, dtype=np.int64)
     hashes = np.empty(1024, dtype=np.uint64)
-    xs = np.empty(1024, dtype=np.uint64)
     used = 0
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
-        ntok, out, tok_start, tok_end = ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start,
-                                                         tok_end)
+        ntok = ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start, tok_end)
         if ntok < 0:
             todo[r] = True
         elif ntok > 0:
-            xs = grow(xs, ntok)
             n = shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, xs, np.int64(0))
             m, tmp, counts, hashes = _append_set(xs, n, tmp, counts, hashes, used)
             sizes[r - lo] = m

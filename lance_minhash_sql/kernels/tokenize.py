@@ -282,19 +282,26 @@ def row_tokens(offsets, data, valid, valid_offset, r, cfg, tables, out, tok_star
 
 
 @njit(**JIT, inline="always")
+def ascii_buffers(offsets, lo, hi):
+    """``(out, tok_start, tok_end)`` for :func:`ascii_row_tokens` on every row of
+    ``lo:hi``: sized once for the longest of them, so the row loop never grows (nor swaps)
+    a buffer."""
+    longest = 0
+    for r in range(lo, hi):
+        longest = max(longest, offsets[r + 1] - offsets[r])
+    return (np.empty(longest + 1, dtype=np.uint8), np.empty(longest // 2 + 1, dtype=np.int64),
+            np.empty(longest // 2 + 1, dtype=np.int64))
+
+
+@njit(**JIT, inline="always")
 def ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start, tok_end):
     """The ``simple`` tokenizer's ASCII route (:func:`_ascii_simple`) on row ``r`` of Arrow
-    string buffers, its buffers grown for the row first: ``(ntok, out, tok_start,
-    tok_end)``, ``ntok = -1`` for a row that route cannot take (a non-ASCII byte, or a
+    string buffers, into buffers from :func:`ascii_buffers` for a range of rows holding
+    ``r``: ``ntok``, or ``-1`` for a row that route cannot take (a non-ASCII byte, or a
     token of ``>= max_len`` bytes). The row loop of the kernels that take ASCII rows
-    without the general tokenizer (``kernels/minhash.py``)."""
-    s = offsets[r]
-    e = offsets[r + 1]
-    nbytes = e - s
-    out = grow(out, nbytes + 1)
-    tok_start = grow(tok_start, nbytes // 2 + 1)
-    tok_end = grow(tok_end, nbytes // 2 + 1)
-    return _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end), out, tok_start, tok_end
+    without the general tokenizer (``kernels/minhash.py``); no array is created or
+    returned per row (each would be reference-counted, an atomic operation)."""
+    return _ascii_simple(data, offsets[r], offsets[r + 1], max_len, lower, alnum, out, tok_start, tok_end)
 
 
 @njit(**JIT, inline="always")

@@ -99,5 +99,5 @@ def sign_vocab_range(offsets, data, valid, valid_offset, cfg, tables, shingle, a
                 mout[q] = SEPARATOR
                 q += 1
                 m += 1
-        minhash_doc(mout, mstart, mend, kept, shingle, a, b, c, xs, sigs[r])
+        minhash_doc(mout, mstart, mend, kept, shingle, a, b, c, xs, sigs, r)
         has[r] = True
