@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.core.tuning import INSERTION_GROUP_ROWS
+from lance_minhash_sql.core.tuning import BUCKET_ROWS, INSERTION_GROUP_ROWS
 from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["DIGIT_BITS", "BUCKET_ROWS", "radix_sort_run", "is_sorted_pairs",
@@ -34,7 +34,6 @@ __all__ = ["DIGIT_BITS", "BUCKET_ROWS", "radix_sort_run", "is_sorted_pairs",
            "empty_u64", "empty_u32"]
 
 DIGIT_BITS = 8
-BUCKET_ROWS = 512  # rows a bucket of radix_sort_run's first pass holds, about: its LSD passes stay in cache
 
 
 @njit(**JIT, inline="always")
