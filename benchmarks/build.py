@@ -34,7 +34,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb, status_mb  # noqa: E402
+from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, peak_rss_mb, status_mb  # noqa: E402
 
 
 def corpus(rows: int, data_dir: str) -> str:
@@ -49,33 +49,14 @@ def corpus(rows: int, data_dir: str) -> str:
     return uri
 
 
-class _Split:
-    """The highest anonymous and file-backed RSS, sampled from a thread every 20 ms.
+def _split(out: dict, sampler: PeakSampler) -> None:
+    """The highest anonymous and file-backed RSS of the build, sampled every 20 ms.
 
     ``VmHWM`` is exact but counts both: the private memory a build allocates (``RssAnon``)
     and the pages of mapped files (``RssFile``: shared libraries' code, which the kernel
     maps in whole large folios, and the page cache of files read through ``mmap``).
     """
-
-    def __init__(self):
-        import threading
-
-        self.peak = {"RssAnon": 0.0, "RssFile": 0.0}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while True:
-            for key, mb in status_mb("RssAnon", "RssFile").items():
-                self.peak[key] = max(self.peak[key], mb)
-            if self.stop.wait(0.02):
-                return
-
-    def report(self, out: dict) -> None:
-        self.stop.set()
-        self.thread.join()
-        out["peak_anon_mb"], out["peak_file_mb"] = self.peak["RssAnon"], self.peak["RssFile"]
+    out["peak_anon_mb"], out["peak_file_mb"] = sampler.peak.get("RssAnon", 0.0), sampler.peak.get("RssFile", 0.0)
 
 
 class _Trace:
@@ -171,15 +152,15 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, to
 
         ds = lance.dataset(uri)
         out["baseline_rss_mb"] = peak_rss_mb()
-        split = _Split()
         t0 = time.perf_counter()
         cpu0 = cpu_seconds()
-        ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {"tokenizer": tok} if tok else {}),
-                               name="bench_lance", replace=True)
+        with PeakSampler("RssAnon", "RssFile", every=0.02) as split:
+            ds.create_scalar_index("text", IndexConfig("MINHASHLSH", {"tokenizer": tok} if tok else {}),
+                                   name="bench_lance", replace=True)
         out["seconds"] = time.perf_counter() - t0
         out["cpu_s"] = cpu_seconds() - cpu0
         out["peak_rss_mb"] = peak_rss_mb()
-        split.report(out)
+        _split(out, split)
         ds = lance.dataset(uri)
         out["rows"] = ds.count_rows()
         out["bytes"] = sum(d.total_size_bytes or 0 for d in ds.describe_indices() if d.name == "bench_lance")
@@ -205,13 +186,13 @@ def child(peer: str, uri: str, memory_limit: str | None, trace: bool = False, to
         tracer = _Trace() if trace else None
         if tracer is not None:
             tracer.install()
-        split = _Split()
         cpu0 = cpu_seconds()
-        r = build_index(uri, "text", name="bench_ours", memory_limit=memory_limit, tokenizer=tok)
+        with PeakSampler("RssAnon", "RssFile", every=0.02) as split:
+            r = build_index(uri, "text", name="bench_ours", memory_limit=memory_limit, tokenizer=tok)
         out["cpu_s"] = cpu_seconds() - cpu0
         out["seconds"] = r.seconds
         out["peak_rss_mb"] = peak_rss_mb()
-        split.report(out)
+        _split(out, split)
         if tracer is not None:
             out["trace"] = tracer.report()
         out["rows"] = r.rows_indexed + r.rows_without_tokens
