@@ -29,36 +29,52 @@ def plain(tmp_path_factory) -> str:
     return uri
 
 
-def brute_loads(keys: np.ndarray):
+def brute_loads(keys: np.ndarray, classes=(2, 16, 256, 4096)):
     """Per row: bands whose bucket holds another row, those whose bucket is not within the
-    row's bucket of the band before, and ``sum (m - 1)`` over each set, from the band keys
-    of every row (a bucket: the rows of one band with equal keys)."""
+    row's bucket of the band before, ``sum (m - 1)`` over each set, and the same sums per
+    class of bucket size (a bucket of ``m`` rows in the last class whose bound is at most
+    ``m``), from the band keys of every row (a bucket: the rows of one band with equal
+    keys); and every bucket of two rows or more: ``{key: (rows, kept)}``."""
     n, b = keys.shape
     groups = [np.unique(keys[:, j], return_inverse=True)[1] for j in range(b)]
     bands, kept, visits, kept_visits = (np.zeros(n) for _ in range(4))
+    by_class, kept_by_class = np.zeros((n, len(classes))), np.zeros((n, len(classes)))
+    buckets = {}
     for i in range(n):
         for j in range(b):
             members = np.flatnonzero(groups[j] == groups[j][i])
             if members.size < 2:
                 continue
+            c = max(x for x in range(len(classes)) if classes[x] <= members.size)
             bands[i] += 1
             visits[i] += members.size - 1
-            if j == 0 or not (groups[j - 1][members] == groups[j - 1][i]).all():
+            by_class[i, c] += members.size - 1
+            inside = j > 0 and (groups[j - 1][members] == groups[j - 1][i]).all()
+            if not inside:
                 kept[i] += 1
                 kept_visits[i] += members.size - 1
-    return bands, kept, visits, kept_visits
+                kept_by_class[i, c] += members.size - 1
+            buckets[int(keys[i, j])] = (members, not inside)
+    return bands, kept, visits, kept_visits, by_class, kept_by_class, buckets
 
 
 def test_every_rows_loads_are_the_brute_force_counts(plain):
     opened = open_index(plain, "text")
     _, _, keys, _, texts = naive.signed(plain, opened.params)
     loads = sampled_loads(opened, texts)
-    bands, kept, visits, kept_visits = brute_loads(np.asarray(keys))
+    bands, kept, visits, kept_visits, by_class, kept_by_class, buckets = brute_loads(np.asarray(keys))
     assert visits.sum() > 0 and (kept_visits < visits).any()  # the corpus has buckets of both kinds
+    assert (by_class.sum(axis=0) > 0).sum() >= 2  # and of several classes of size
     np.testing.assert_array_equal(loads.bands, bands)
     np.testing.assert_array_equal(loads.kept_bands, kept)
     np.testing.assert_array_equal(loads.visits, visits)
     np.testing.assert_array_equal(loads.kept_visits, kept_visits)
+    np.testing.assert_array_equal(loads.class_visits, by_class)
+    np.testing.assert_array_equal(loads.kept_class_visits, kept_by_class)
+    # every bucket, once: its rows (the index's docs are the rows in order, none deleted)
+    assert loads.bucket_keys.tolist() == sorted(buckets)
+    for key, docs, kept_one in zip(loads.bucket_keys.tolist(), loads.bucket_docs, loads.bucket_kept.tolist()):
+        assert docs.tolist() == buckets[key][0].tolist() and kept_one == buckets[key][1]
 
 
 def test_work_of_one_group_is_what_the_self_join_fetches(plain):
@@ -73,7 +89,7 @@ def test_work_of_one_group_is_what_the_self_join_fetches(plain):
     pairs = sum(b.num_rows for b in lms.pairs(plain, "text", 0.8, memory_limit="256MiB"))
     assert pairs > 0 and STATS["groups"] == 1
     assert w.fetched_rows == pytest.approx(STATS["fetched_rows"])
-    assert w.visits == pytest.approx(loads.visits.sum() / 2)
+    assert w.visits == pytest.approx(loads.visits.sum() / 2) == pytest.approx(sum(w.class_visits))
     assert w.candidate_rows == pytest.approx(loads.bands.sum())
     assert w.band_rows == n * opened.params.num_bands and w.groups == 1
 
@@ -89,6 +105,9 @@ def test_work_under_a_small_budget_drops_the_labelled_buckets(plain):
     assert small.candidate_rows < loads.bands.sum()
     assert small.fetched_rows == small.candidate_rows > np.count_nonzero(loads.bands)
     assert small.groups > 1
+    kept = len(small.class_visits) // 2  # the kept buckets' visits by class, then the others' left
+    assert sum(small.class_visits) == pytest.approx(small.visits)
+    assert small.class_visits[:kept] == pytest.approx(loads.kept_class_visits.sum(axis=0) / 2)
 
 
 @pytest.mark.parametrize("verify", ["estimate", "exact"])
@@ -103,6 +122,26 @@ def test_calibration_measures_every_step(plain, verify):
         assert 0 < getattr(r, name) < 1.0, (name, r)
     if verify == "estimate":
         assert r.exact_pair == 0
+    assert r.by_threshold == ()  # no sampled buckets: no rate per class of bucket size
+
+
+def test_calibration_times_each_class_of_bucket_size(plain):
+    """With the sampled rows' buckets: a rate per class of bucket size and kind (kept or
+    not) at each threshold asked, positive for those the sample found buckets of."""
+    opened = open_index(plain, "text")
+    _, _, keys, _, texts = naive.signed(plain, opened.params)
+    loads = sampled_loads(opened, texts[:500])
+    r = calibrate(opened, 0.7, "estimate", 256 << 20, loads, [0.7, 0.9])
+    assert [t for t, _ in r.by_threshold] == [0.7, 0.9]
+    found = np.zeros(8, dtype=bool)
+    sizes = np.array([d.size for d in loads.bucket_docs])
+    classes = np.searchsorted([2, 16, 256, 4096], sizes, side="right") - 1 + 4 * ~loads.bucket_kept
+    found[classes] = True
+    assert found.sum() >= 2
+    for t, rates in r.by_threshold:
+        assert len(rates) == 8 and all(0 <= x < 1e-3 for x in rates)
+        assert all(rates[c] > 0 for c in np.flatnonzero(found))
+        assert r.at(t).class_visit == rates
 
 
 def test_projection_prices_each_step():
@@ -111,10 +150,19 @@ def test_projection_prices_each_step():
     w = Work(band_rows=1e6, candidate_rows=1e5, fetched_rows=1e4, groups=3, visits=1e7, pairs=1e3, exact_pairs=1e2,
              exact_rows=1e3, shingle_bytes=5e5)
     p = project(w, rates, 1000, 256 << 20)
-    cpu = 1e-3 + 2e-4 + 3e-5 + 2.1e-2 + 4e-2 + 8e-4 + 5e-6 + 6e-7 + 9e-6
-    assert p.cpu_seconds == pytest.approx(cpu)
-    assert p.seconds == pytest.approx(cpu / 2)
+    serial = 3e-5 + 2.1e-2  # the groups' pools filled, on the self-join's own thread
+    threads = 1e-3 + 2e-4 + 4e-2 + 8e-4 + 5e-6 + 6e-7 + 9e-6
+    assert p.cpu_seconds == pytest.approx(threads + serial)
+    assert p.seconds == pytest.approx(threads / 2 + serial)
     assert p.temp_disk == 5e5
+    # with a rate per class of bucket size (kept buckets, then the others): the visits of
+    # each class at its rate, in place of the visits', candidate band rows' and pairs' rates
+    by_class = Rates(**{**rates.__dict__, "by_threshold": ((0.8, (1e-9, 2e-9, 3e-9, 4e-9, 5e-9, 6e-9, 7e-9, 8e-9)),)})
+    assert by_class.at(0.9).class_visit == () and project(w, by_class.at(0.9), 1000, 256 << 20) == p
+    wc = Work(**{**w.__dict__, "class_visits": (1e6, 2e6, 3e6, 0.0, 4e5, 0.0, 0.0, 5e5)})
+    q = project(wc, by_class.at(0.8), 1000, 256 << 20)
+    visits = 1e-3 + 4e-3 + 9e-3 + 2e-3 + 4e-3
+    assert q.cpu_seconds == pytest.approx(threads - 4e-2 - 8e-4 - 5e-6 + visits + serial)
 
 
 def test_clusters_work_of_one_group_is_what_their_self_join_fetches(plain):
@@ -147,8 +195,8 @@ def test_projection_prices_the_clusters_steps():
                   index_row=3e-8, table_row=4e-8, keep_row=5e-8)
     w = Work(band_rows=1e6, candidate_rows=1e5, fetched_rows=1e4, groups=3, visits=1e7, pairs=1e3, exact_pairs=0,
              index_rows=1e6, clustered=1e4)
-    threads = 1e-3 + 2e-4 + 3e-5 + 2.1e-2 + 1e-3
-    one = 2e-3 + 3e-2 + 4e-4
+    threads = 1e-3 + 2e-4 + 1e-3
+    one = 3e-5 + 2.1e-2 + 2e-3 + 3e-2 + 4e-4  # the pools filled, then the one-thread steps
     c = project(w, rates, 1000, 256 << 20)
     assert c.cpu_seconds == pytest.approx(threads + one)
     assert c.seconds == pytest.approx(threads / 2 + one)

@@ -272,6 +272,14 @@ CALIBRATION_REPEATS = 3
 CALIBRATION_SERIAL_ROWS = 1 << 18  # rows the clusters' one-thread steps (union-find, table) are timed on
 CALIBRATION_SHARD_ROWS = 1 << 16
 CALIBRATION_VISITS = 1 << 24
+# The visits are priced by the size of their bucket: classes of buckets of at least
+# 2, 16, 256 and 4,096 rows (diagnostics/workload.py counts the full run's visits in each,
+# diagnostics/costs.py times each class on the sampled rows' own buckets of that class:
+# sets of about CALIBRATION_CLASS_VISITS visits, a bucket cut to a random subset of
+# CALIBRATION_CLASS_ROWS rows).
+BUCKET_CLASSES = (2, 16, 256, 4096)
+CALIBRATION_CLASS_VISITS = 1 << 20
+CALIBRATION_CLASS_ROWS = 512
 # Peak memory (VmHWM) of the pairs' self-join: 408-422 MB at 1M rows, 685-713 MB at 10M
 # under the default budget (benchmarks/estimate.py): a process with the engine loaded,
 # the pool's share of the budget, then ~35 bytes a row.

@@ -80,17 +80,19 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import exact_candidate_floor
-from lance_minhash_sql.core.tuning import (CALIBRATION_REPEATS, CALIBRATION_SERIAL_ROWS, CALIBRATION_SHARD_ROWS,
+from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROWS, CALIBRATION_CLASS_VISITS,
+                                           CALIBRATION_REPEATS, CALIBRATION_SERIAL_ROWS, CALIBRATION_SHARD_ROWS,
                                            CALIBRATION_SHARDS, CALIBRATION_VISITS, CLUSTERED_ROW_BYTES,
                                            DEFAULT_CHUNK_PAIRS, MAX_SHARDS, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
+from lance_minhash_sql.diagnostics.workload import size_class
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
@@ -99,7 +101,7 @@ from lance_minhash_sql.selfjoin.bounded import (chunk_pairs, clusters_table, com
                                                 pool_bytes, pool_rows)
 from lance_minhash_sql.selfjoin.links import data_links
 from lance_minhash_sql.selfjoin.parent import UnionFind, parent_bytes, spills
-from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data
+from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data, span_data
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, STATS as SHINGLE_STATS
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
 from lance_minhash_sql.selfjoin.verify import pair_verifier
@@ -140,6 +142,16 @@ class Rates:
     index_row: float = 0.0  # clusters: a row of the index through the union-find's members sweep (one thread)
     table_row: float = 0.0  # clusters: a clustered row's row id read and its place in the table (one thread)
     keep_row: float = 0.0  # dedup: a clustered row ordered and flagged, its cluster counted (one thread)
+    # a visit in a bucket of each size class (BUCKET_CLASSES) at one threshold, its
+    # bucket's rows' and its pairs' share included, in kept buckets then in the others
+    # (Work.class_visits); () when not measured (then visit, bucket_row and pair price the
+    # verification); per threshold: by_threshold, ((t, rates), ...)
+    class_visit: tuple = ()
+    by_threshold: tuple = ()
+
+    def at(self, threshold: float) -> "Rates":
+        """These rates with the class rates measured at ``threshold`` (if any)."""
+        return replace(self, class_visit=dict(self.by_threshold).get(threshold, ()))
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,9 @@ class Work:
     shingle_bytes: float = 0.0  # their sets' bytes on disk
     index_rows: float = 0.0  # clusters: the rows of the index (the union-find's)
     clustered: float = 0.0  # clusters: rows in a cluster of two or more
+    # the visits per class of bucket size (BUCKET_CLASSES) in kept buckets, then in the
+    # others (within their rows' bucket of the band before) that are not dropped
+    class_visits: tuple = ()
 
 
 def busy_factor() -> float:
@@ -192,19 +207,29 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     kept_candidates = n * float(np.mean(loads.kept_bands))
     visits = n / 2 * float(np.mean(loads.visits))
     kept_visits = n / 2 * float(np.mean(loads.kept_visits))
+    by_class = n / 2 * np.mean(loads.class_visits, axis=0)
+    kept_by_class = n / 2 * np.mean(loads.kept_class_visits, axis=0)
     if clustered is None:
         pruned, rows = pairs_pool(plan.total_docs, k, limit)
     else:  # the clusters prune the buckets already one component, whatever the budget
         pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(plan.total_docs, limit)))
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
-        return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs, **extra)
+        return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs,
+                    class_visits=_by_class(kept_by_class, by_class, 0.0), **extra)
     # band boundaries between groups: all of them when a band's candidates fill groups
     # of their own, else one in (bands a group holds); the buckets dropped there are those
     # within the band before's (for clusters: one component once that band is linked)
     dropped = min(1.0, candidates / nb / max(rows, 1)) if pruned else 0.0
     cand = candidates - dropped * (candidates - kept_candidates)
     return Work(plan.total_band_rows, cand, cand, float(np.ceil(cand / max(rows, 1))),
-                visits - dropped * (visits - kept_visits), pairs, exact_pairs, **extra)
+                visits - dropped * (visits - kept_visits), pairs, exact_pairs,
+                class_visits=_by_class(kept_by_class, by_class, dropped), **extra)
+
+
+def _by_class(kept: np.ndarray, every: np.ndarray, dropped: float) -> tuple:
+    """The visits per class of bucket size in the kept buckets, then in the others (those
+    within the band before's), of which the labels drop the share ``dropped``."""
+    return tuple(float(v) for v in kept) + tuple(float(v) for v in (1.0 - dropped) * (every - kept))
 
 
 def _choose(shards: list, count: int) -> list:
@@ -216,10 +241,17 @@ def _choose(shards: list, count: int) -> list:
     return [shards[int(i * step + step / 2)] for i in range(count)]
 
 
-def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) -> Rates:
+def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, loads=None,
+              thresholds: list[float] | None = None) -> Rates:
     """The :class:`Rates` of the self-join of ``opened`` at ``threshold`` under ``verify``
     and ``limit``, measured now (module doc): each rate the median of its measurements on
-    :data:`CALIBRATION_REPEATS` sets of shards."""
+    :data:`CALIBRATION_REPEATS` sets of shards; with ``loads`` (the sampled rows'
+    :class:`.workload.Loads`) the verification's rate per visit by class of bucket size
+    too, at each of ``thresholds`` (default ``[threshold]``; :meth:`Rates.at`), timed on
+    the buckets the sampled rows found (:func:`_class_sets`)."""
+    ts = [threshold] if thresholds is None else list(thresholds)
+    # the visits priced by the shards' verification only without the sampled buckets
+    by_shards = loads is None or not len(loads.bucket_docs)
     plan = plan_for(opened)
     num = int(min(MAX_SHARDS, max(CALIBRATION_SHARDS + 1, -(-plan.total_band_rows // CALIBRATION_SHARD_ROWS))))
     exact = verify == "exact"
@@ -260,15 +292,15 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         if data is None:
             yield out
             return
-        m = (data.ends - data.starts).astype(np.int64)
-        visits = int((m * (m - 1) // 2).sum())
+        visits = data_visits(data)
         if visits > CALIBRATION_VISITS:
             yield out
             return
         out["visits"] = visits
-        out["lo"] = verified(pair_verifier("estimate"), at[threshold][i], data)
-        out["hi"] = verified(pair_verifier("estimate"), at[1.0][i], data)
-        out["again"] = verified(pair_verifier("estimate"), at[threshold][i], data)  # as warm as "hi"
+        if by_shards:
+            out["lo"] = verified(pair_verifier("estimate"), at[threshold][i], data)
+            out["hi"] = verified(pair_verifier("estimate"), at[1.0][i], data)
+            out["again"] = verified(pair_verifier("estimate"), at[threshold][i], data)  # as warm as "hi"
         if exact:
             out["floor"] = verified(pair_verifier("estimate"), at[floor][i], data)
             out["exact"] = verified(exact_verify, at[threshold][i], data)
@@ -277,7 +309,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         yield out
 
     for i in range(-1, -num - 1, -max(1, num // WARM_TRIES)):  # the steps' kernels loaded (numba's cache), untimed
-        if "lo" in next(measure(num + i)):
+        if "links" in next(measure(num + i)):
             break
     _serial(plan, limit)  # (its kernels loaded too)
     prefetch = (0.0, 0)
@@ -286,8 +318,24 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int) ->
         exact_verify.prepare([at[threshold][i] for i in picks])
         prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
     try:
-        return _in_sets(picks, measure, lambda parts, wall, cpu: _rates(parts, wall, cpu, exact, prefetch,
-                                                                       _serial(plan, limit)))
+        rates = _in_sets(picks, measure, lambda parts, wall, cpu: _rates(parts, wall, cpu, exact, prefetch,
+                                                                        _serial(plan, limit)))
+        # (with verify="exact" the kernel verifies at the exact floor, the exact Jaccard after)
+        kernel_at = [exact_candidate_floor(t, plan.params.num_hashes) if exact else t for t in ts]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LowRecallWarning)
+            at.update({t: pair_shards(opened.ds, opened.column, t, num_shards=1) for t in kernel_at if t not in at})
+
+        def by_class(item):  # the first verification on data just loaded, as the self-join's
+            c, keys, gids = item
+            data = span_data(plan, keys, gids)
+            if data is not None:
+                yield c, data_visits(data), [verified(pair_verifier("estimate"), at[t][0], data)[0] for t in kernel_at]
+
+        found = list(run_ordered(_class_sets(loads), by_class))
+        if not found:
+            return rates
+        return replace(rates, by_threshold=tuple((t, _class_rates(found, i, rates)) for i, t in enumerate(ts)))
     finally:
         if exact:
             exact_verify.shingles.close()
@@ -304,10 +352,62 @@ def _in_sets(picks: list, measure, rates_of) -> Rates:
         part = list(run_ordered(picks[j::CALIBRATION_REPEATS], measure))
         found.append(rates_of(part, time.perf_counter() - wall, time.process_time() - cpu))
         parts += part
-    median = {f.name: float(np.median([getattr(r, f.name) for r in found])) for f in fields(Rates)}
-    pooled = rates_of(parts, 1.0, median["parallel"])
-    one_thread = {k: median[k] for k in ("union_link", "index_row", "table_row", "keep_row")}
-    return replace(pooled, parallel=float(np.sqrt(median["parallel"] * cores_now())), **one_thread)
+    median = {name: float(np.median([getattr(r, name) for r in found]))
+              for name in ("union_link", "index_row", "table_row", "keep_row")}
+    return replace(rates_of(parts, 1.0, 1.0), parallel=cores_now(), **median)
+
+
+def data_visits(data) -> int:
+    """The visits of a shard's loaded data: ``m (m - 1) / 2`` over its buckets."""
+    m = (data.ends - data.starts).astype(np.int64)
+    return int((m * (m - 1) // 2).sum())
+
+
+def _class_sets(loads) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """``(class, band keys, global docs)``: :data:`CALIBRATION_REPEATS` sets of buckets of
+    each class of bucket size (:data:`BUCKET_CLASSES`) among those the sampled rows
+    found (``loads``), drawn at random (seed 0), each of about
+    :data:`CALIBRATION_CLASS_VISITS` visits, sorted by ``(key, doc)`` as a shard's rows. A
+    bucket of more than :data:`CALIBRATION_CLASS_ROWS` rows is cut to a random subset of
+    that many (the share of its visits that pass, which costs more than one that fails,
+    kept in expectation). A class with fewer buckets than sets repeats them."""
+    if loads is None or not len(loads.bucket_docs):
+        return []
+    rng = np.random.default_rng(0)
+    sizes = np.array([d.size for d in loads.bucket_docs])
+    cls = size_class(sizes) + len(BUCKET_CLASSES) * ~loads.bucket_kept
+    out = []
+    for c in range(2 * len(BUCKET_CLASSES)):
+        mine = rng.permutation(np.flatnonzero(cls == c))
+        for j in range(CALIBRATION_REPEATS if mine.size else 0):
+            picked = mine[j::CALIBRATION_REPEATS] if mine.size >= CALIBRATION_REPEATS else mine[[j % mine.size]]
+            chosen, visits = [], 0
+            for i in picked.tolist():
+                docs = loads.bucket_docs[i]
+                if docs.size > CALIBRATION_CLASS_ROWS:
+                    docs = np.sort(rng.choice(docs, CALIBRATION_CLASS_ROWS, replace=False))
+                chosen.append((int(loads.bucket_keys[i]), docs))
+                visits += docs.size * (docs.size - 1) // 2
+                if visits >= CALIBRATION_CLASS_VISITS:
+                    break
+            chosen.sort(key=lambda kd: kd[0])
+            out.append((c, np.concatenate([np.full(d.size, k, dtype=np.uint64) for k, d in chosen]),
+                        np.concatenate([d for _, d in chosen])))
+    return out
+
+
+def _class_rates(found: list, i: int, rates: Rates) -> tuple:
+    """The verification's rate per visit of each class of bucket size at the ``i``-th
+    threshold: the CPU time of each set of the class's buckets (``found``: ``(class,
+    visits, [CPU seconds at each threshold])``, its data just loaded at the first), its
+    pairs' share included, over its visits; the median of the class's sets. A class
+    without a set (the sampled rows found no bucket of it, so the work counts no visit in
+    it): ``rates.visit``."""
+    per: dict[int, list[float]] = {}
+    for c, visits, seconds in found:
+        if visits > 0:
+            per.setdefault(c, []).append(seconds[i] / visits)
+    return tuple(float(np.median(per[c])) if c in per else rates.visit for c in range(2 * len(BUCKET_CLASSES)))
 
 
 def _timed(counts) -> tuple[float, int]:
@@ -434,23 +534,32 @@ def project(w: Work, rates: Rates, rows: int, memory_limit: int, dedup: bool = F
     rows under a budget of ``memory_limit`` bytes (module doc): ``minhash_pairs``, or for
     the work of the clusters' self-join (``w.index_rows``) ``minhash_clusters``, and with
     ``dedup`` a dry-run ``minhash_dedup``."""
-    cpu = (w.band_rows * rates.band_row + w.candidate_rows * rates.candidate_row
-           + w.fetched_rows * rates.fetched_row + w.groups * rates.group_fetch)
-    serial = 0.0  # the clusters' steps on one thread
+    # on the engine's threads: the shards read, laid out and verified
+    cpu = w.band_rows * rates.band_row + w.candidate_rows * rates.candidate_row
+    # on the self-join's own thread: each group's pool filled, the clusters' one-thread steps
+    serial = w.fetched_rows * rates.fetched_row + w.groups * rates.group_fetch
     if w.index_rows and not w.exact_rows:  # links to the buckets' representatives
         cpu += w.candidate_rows * rates.link_row
     else:  # every pair of a bucket visited (pairs; the exact components' links)
-        cpu += (w.visits * rates.visit + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
-                + max(w.exact_pairs, 0.0) * rates.exact_pair + w.exact_rows * rates.exact_row)
+        cpu += (_visits_cpu(w, rates) + max(w.exact_pairs, 0.0) * rates.exact_pair + w.exact_rows * rates.exact_row)
     if w.index_rows:
-        serial = (w.candidate_rows * rates.union_link + w.index_rows * rates.index_row
-                  + w.clustered * (rates.table_row + (rates.keep_row if dedup else 0.0)))
+        serial += (w.candidate_rows * rates.union_link + w.index_rows * rates.index_row
+                   + w.clustered * (rates.table_row + (rates.keep_row if dedup else 0.0)))
     peak = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
     peak += int(w.clustered * CLUSTERED_ROW_BYTES)
     if w.exact_rows > 0:  # exact verification's shingle sets: their index, Lance's text reader
         peak += int(w.exact_rows * INDEX_BYTES) + TEXT_READER_BYTES
     seconds = cpu / rates.parallel + serial / min(1.0, rates.parallel)
     return Projection(float(seconds), int(peak), int(w.shingle_bytes), float(cpu + serial))
+
+
+def _visits_cpu(w: Work, rates: Rates) -> float:
+    """The verification's CPU time: each class of bucket size's visits at its rate (its
+    pairs' share included), when both are known; else every visit at ``rates.visit``,
+    every candidate band row at ``rates.bucket_row`` and every pair at ``rates.pair``."""
+    if rates.class_visit and len(w.class_visits) == len(rates.class_visit):
+        return float(np.dot(w.class_visits, rates.class_visit))
+    return w.visits * rates.visit + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
 
 
 def clusters_spill(total_docs: int, memory_limit: int) -> int:

@@ -123,7 +123,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     # a row's buckets are looked up again only when its candidates hold a row besides itself
     loads = sampled_loads(opened, texts, among=candidates > 1)
     sample_seconds = time.perf_counter() - t0
-    rates = calibrate(opened, ts[0], verify, limit)
+    rates = calibrate(opened, ts[0], verify, limit, loads, ts)
     # with verify="exact" the self-join writes each candidate row's shingle set (8 bytes a shingle)
     set_bytes = np.array([8 * hoods.sets[r].size for r in rowids.tolist()], dtype=np.float64) if hoods.exact else None
     busy = busy_factor()
@@ -133,11 +133,12 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
         # with verify="exact" every candidate at the exact floor is emitted and verified
         pairs = s.pop("floor_pairs") if hoods.exact else s["pairs"]
         w = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes)
-        cost = project(w, rates, population, limit)
+        at = rates.at(t)
+        cost = project(w, at, population, limit)
         # the clusters' self-join (components): the rows in a pair are those in a cluster
         wc = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes,
                   clustered=population * s["duplicate_fraction"])
-        clusters, dedup = project(wc, rates, population, limit), project(wc, rates, population, limit, dedup=True)
+        clusters, dedup = project(wc, at, population, limit), project(wc, at, population, limit, dedup=True)
         s.update(threshold=t, verify=verify, live_rows=population, sampled_rows=n, seconds=cost.seconds,
                  peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=spill,
                  clusters_seconds=clusters.seconds, clusters_peak_memory=clusters.peak_memory,

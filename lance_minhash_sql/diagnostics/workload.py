@@ -25,6 +25,13 @@ bucket of a band verified in an earlier group (the pairs' labels,
 band ``b`` whose rows all lie in its bucket of band ``b - 1``: the buckets the labels
 drop once band ``b - 1`` was verified in a group before band ``b``'s.
 
+**Bucket sizes.** A visit costs more or less by the size of its bucket (a bucket of two
+rows is one visit beside its fixed costs; a large one streams its rows past each other):
+the visits are also counted per class of bucket size
+(:data:`~lance_minhash_sql.core.tuning.BUCKET_CLASSES`): ``1/2 sum_x sum_{b: m_b in c}
+(m_b - 1)`` for class ``c``, each unbiased as above. The distinct buckets the sampled rows
+found (their keys and rows) are what :func:`.costs.calibrate` times each class on.
+
 A row's buckets are those its own search reads (the same page-table search, in the band
 file's memory map where it has one: :meth:`lance_minhash_sql.index.entries.SegmentEntry.
 mapped_buckets`, else :meth:`~lance_minhash_sql.index.entries.SegmentEntry.buckets`), over
@@ -38,11 +45,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.tuning import BUCKET_CLASSES
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.lsh import bucket_pages
 
-__all__ = ["Loads", "sampled_loads"]
+__all__ = ["Loads", "sampled_loads", "size_class"]
 
 
 @dataclass(frozen=True)
@@ -50,12 +58,37 @@ class Loads:
     """Per sampled row (float arrays): the bands in which its bucket holds another row
     (``bands``) and those not contained in its bucket of the band before (``kept_bands``);
     ``sum_b (m_b - 1)`` over all its buckets (``visits``) and over the kept ones
-    (``kept_visits``)."""
+    (``kept_visits``); the same two sums per class of bucket size (``class_visits``,
+    ``kept_class_visits``: ``[rows, len(BUCKET_CLASSES)]``). And the distinct buckets of
+    two rows or more found: their band keys (``bucket_keys``, ascending) and global docs
+    (``bucket_docs``, ascending, the self-join's numbering: :class:`~lance_minhash_sql.
+    selfjoin.shards.Plan`'s), and whether each is kept (``bucket_kept``: not within its
+    rows' bucket of the band before)."""
 
     bands: np.ndarray
     kept_bands: np.ndarray
     visits: np.ndarray
     kept_visits: np.ndarray
+    class_visits: np.ndarray
+    kept_class_visits: np.ndarray
+    bucket_keys: np.ndarray
+    bucket_docs: list
+    bucket_kept: np.ndarray
+
+
+PER_ROW = ("bands", "kept_bands", "visits", "kept_visits", "class_visits", "kept_class_visits")
+
+
+def size_class(m):
+    """The class of buckets of ``m`` rows (``m >= 2``): the index of the last of
+    :data:`BUCKET_CLASSES` at most ``m``."""
+    return np.searchsorted(np.asarray(BUCKET_CLASSES), m, side="right") - 1
+
+
+def _empty(n: int) -> Loads:
+    c = len(BUCKET_CLASSES)
+    return Loads(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, c)), np.zeros((n, c)),
+                 np.empty(0, np.uint64), [], np.empty(0, np.bool_))
 
 
 def _bucket_docs(start, end, kind, page_slot, pool_docs, page_rows: int, win_docs, offset: int) -> np.ndarray:
@@ -75,14 +108,14 @@ def sampled_loads(opened: OpenedIndex, texts: pa.Array, among: np.ndarray | None
     their buckets are not looked up)."""
     n = len(texts)
     if among is not None:
-        full = Loads(*(np.zeros(n) for _ in range(4)))
+        full = _empty(n)
         pick = np.flatnonzero(among)
         if pick.size == 0:
             return full
         part = sampled_loads(opened, texts.take(pa.array(pick)))
-        for name in ("bands", "kept_bands", "visits", "kept_visits"):
+        for name in PER_ROW:
             getattr(full, name)[pick] = getattr(part, name)
-        return full
+        return Loads(*(getattr(full, name) for name in PER_ROW), part.bucket_keys, part.bucket_docs, part.bucket_kept)
     signer = signer_for(opened.params)
     sigs, has = signer.sign(texts)
     keys = np.ascontiguousarray(signer.band_keys(sigs)[has])
@@ -104,10 +137,8 @@ def sampled_loads(opened: OpenedIndex, texts: pa.Array, among: np.ndarray | None
         for i, b in zip(*np.nonzero((sizes >= 2) & (end > start))):
             buckets[i][b].append(_bucket_docs(int(start[i, b]), int(end[i, b]), int(kind[i, b]), page_slot,
                                               pool_docs, page_rows, win_docs, offset))
-    bands = np.zeros(n)
-    kept_bands = np.zeros(n)
-    visits = np.zeros(n)
-    kept_visits = np.zeros(n)
+    out = _empty(n)
+    found_keys: dict[int, tuple[np.ndarray, bool]] = {}
     for i, row in enumerate(rows.tolist()):
         before = None
         for b in range(nb):
@@ -115,13 +146,21 @@ def sampled_loads(opened: OpenedIndex, texts: pa.Array, among: np.ndarray | None
             docs = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else None)
             if docs is not None and docs.size >= 2:
                 others = docs.size - 1
-                bands[row] += 1
-                visits[row] += others
-                if before is None or before.size < docs.size or not _within(docs, before):
-                    kept_bands[row] += 1
-                    kept_visits[row] += others
+                c = size_class(docs.size)
+                out.bands[row] += 1
+                out.visits[row] += others
+                out.class_visits[row, c] += others
+                kept = before is None or before.size < docs.size or not _within(docs, before)
+                if kept:
+                    out.kept_bands[row] += 1
+                    out.kept_visits[row] += others
+                    out.kept_class_visits[row, c] += others
+                found_keys[int(keys[i, b])] = (docs, kept)
             before = docs
-    return Loads(bands, kept_bands, visits, kept_visits)
+    order = sorted(found_keys)
+    return Loads(*(getattr(out, name) for name in PER_ROW), np.array(order, dtype=np.uint64),
+                 [found_keys[k][0].astype(np.uint32) for k in order],
+                 np.array([found_keys[k][1] for k in order], dtype=np.bool_))
 
 
 def _within(docs: np.ndarray, outer: np.ndarray) -> bool:
