@@ -27,8 +27,8 @@ their ``peak_memory``) against the measured ones (ratio projected / measured); f
 also the temporary disk and the estimated pairs against the full run's, for dedup the
 estimated rows dropped (components) against those it removes. Last, the dry run's own
 wall and CPU seconds at each size (its first call in a process, which loads numba's
-cached kernels, and a second one). The machine is shared: the load average and the calibration's cores
-(``parallel``: CPU over wall of the engine's threads while it measured) are printed.
+cached kernels, and a second one). The machine is shared: the load average and the cores the
+projection gives the engine's threads (``parallel``, from the load average) are printed.
 """
 
 from __future__ import annotations

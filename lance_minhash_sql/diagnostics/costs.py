@@ -10,15 +10,20 @@ planner's own sizes (:func:`~lance_minhash_sql.selfjoin.bounded.pool_rows` under
 budget): when one pool holds every row with a candidate, each is fetched once and no
 bucket is dropped; otherwise a bucket is fetched per group and the labels drop the
 buckets contained in the band before's (``workload.py``), for the share of band
-boundaries that fall between groups.
+boundaries that fall between groups. The visits are counted per class of bucket size
+(:data:`BUCKET_CLASSES`), in the kept buckets and in the others (:attr:`Work.class_visits`).
 
 **Rates.** :func:`calibrate` runs the self-join's own steps on
 :data:`CALIBRATION_SHARDS` small key-range shards of this index (spread evenly over the
 bands, :func:`~lance_minhash_sql.selfjoin.shards.pair_shards`), on the engine's threads:
 each shard's band rows read (:func:`~lance_minhash_sql.selfjoin.pool.read_multi`), its
 rows' signatures fetched (:func:`~lance_minhash_sql.selfjoin.pool.pool`), its buckets
-laid out (:func:`~lance_minhash_sql.selfjoin.pool.shard_data`), and its pairs verified
-(:func:`~lance_minhash_sql.selfjoin.verify.pair_verifier`) at the lowest threshold asked
+laid out (:func:`~lance_minhash_sql.selfjoin.pool.shard_data`). The verification
+(:func:`~lance_minhash_sql.selfjoin.verify.pair_verifier`) is timed on the sampled rows'
+own buckets (:func:`_class_sets`: per class of bucket size and kind, sets read by their
+docs and verified on data just loaded, at each threshold asked), a rate per visit of each
+class with its pairs' share (:func:`_class_rates`); only without them are the shards'
+pairs verified, at the lowest threshold asked
 then at 1.0 and at the threshold again (at 1.0 a visit stops at its first unequal hash
 and no pair passes: the difference of the last two, fitted over the shards to their
 visits and pairs, gives the cost of a pair; the first, less its pairs', fitted to the
@@ -44,12 +49,12 @@ every row of the index and builds the clustered rows' table; a counting
 ``minhash_dedup`` adds the keep order of the clustered rows (:func:`project` with
 ``dedup``). The clustered rows are the rows with a pair.
 
-**Seconds.** The work times the rates is the full run's CPU time; its wall time is that
-over the cores the engine's threads get (:attr:`Rates.parallel`), measured twice: while
-the rates are measured (the process's CPU time over the wall time, the sets' median), and
-over the last minute (:func:`cores_now`, from the load average and the cores this
-process may run on); the projection takes their geometric mean. The clusters' one-thread
-steps get one core at most. A shard whose buckets hold more than :data:`CALIBRATION_VISITS` pairs is read and
+**Seconds.** The work times the rates is the full run's CPU time. The self-join reads,
+lays out and verifies its shards on all the engine's threads, and fills each group's
+pool on its own thread: the wall time is the threads' CPU over the cores they get
+(:attr:`Rates.parallel`: :func:`cores_now`, from the load average of the last minute and
+the cores this process may run on), plus the pool fills' and the clusters' one-thread
+steps' CPU over at most one core. A shard whose buckets hold more than :data:`CALIBRATION_VISITS` pairs is read and
 fetched but not verified (a giant bucket would cost the calibration more than the sample).
 
 **Memory.** Peak resident memory, a process that loaded the engine included:
@@ -365,8 +370,9 @@ def data_visits(data) -> int:
 
 def _class_sets(loads) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """``(class, band keys, global docs)``: :data:`CALIBRATION_REPEATS` sets of buckets of
-    each class of bucket size (:data:`BUCKET_CLASSES`) among those the sampled rows
-    found (``loads``), drawn at random (seed 0), each of about
+    each class of bucket size (:data:`BUCKET_CLASSES`) and kind (``class`` counts the
+    kept buckets' classes first, then the others', as :attr:`Work.class_visits`) among
+    those the sampled rows found (``loads``), drawn at random (seed 0), each of about
     :data:`CALIBRATION_CLASS_VISITS` visits, sorted by ``(key, doc)`` as a shard's rows. A
     bucket of more than :data:`CALIBRATION_CLASS_ROWS` rows is cut to a random subset of
     that many (the share of its visits that pass, which costs more than one that fails,
