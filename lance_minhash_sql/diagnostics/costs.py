@@ -254,9 +254,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
     :class:`.workload.Loads`) the verification's rate per visit by class of bucket size
     too, at each of ``thresholds`` (default ``[threshold]``; :meth:`Rates.at`), timed on
     the buckets the sampled rows found (:func:`_class_sets`)."""
-    ts = [threshold] if thresholds is None else list(thresholds)
-    # the visits priced by the shards' verification only without the sampled buckets
-    by_shards = loads is None or not len(loads.bucket_docs)
+    by_shards = loads is None or not len(loads.bucket_docs)  # (else the shards' pairs are not verified)
     plan = plan_for(opened)
     num = int(min(MAX_SHARDS, max(CALIBRATION_SHARDS + 1, -(-plan.total_band_rows // CALIBRATION_SHARD_ROWS))))
     exact = verify == "exact"
@@ -302,10 +300,8 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
             yield out
             return
         out["visits"] = visits
-        if by_shards:
-            out["lo"] = verified(pair_verifier("estimate"), at[threshold][i], data)
-            out["hi"] = verified(pair_verifier("estimate"), at[1.0][i], data)
-            out["again"] = verified(pair_verifier("estimate"), at[threshold][i], data)  # as warm as "hi"
+        for name, t in (("lo", threshold), ("hi", 1.0), ("again", threshold)) if by_shards else ():
+            out[name] = verified(pair_verifier("estimate"), at[t][i], data)  # ("again": as warm as "hi")
         if exact:
             out["floor"] = verified(pair_verifier("estimate"), at[floor][i], data)
             out["exact"] = verified(exact_verify, at[threshold][i], data)
@@ -325,25 +321,34 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
     try:
         rates = _in_sets(picks, measure, lambda parts, wall, cpu: _rates(parts, wall, cpu, exact, prefetch,
                                                                         _serial(plan, limit)))
-        # (with verify="exact" the kernel verifies at the exact floor, the exact Jaccard after)
-        kernel_at = [exact_candidate_floor(t, plan.params.num_hashes) if exact else t for t in ts]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LowRecallWarning)
-            at.update({t: pair_shards(opened.ds, opened.column, t, num_shards=1) for t in kernel_at if t not in at})
-
-        def by_class(item):  # the first verification on data just loaded, as the self-join's
-            c, keys, gids = item
-            data = span_data(plan, keys, gids)
-            if data is not None:
-                yield c, data_visits(data), [verified(pair_verifier("estimate"), at[t][0], data)[0] for t in kernel_at]
-
-        found = list(run_ordered(_class_sets(loads), by_class))
-        if not found:
-            return rates
-        return replace(rates, by_threshold=tuple((t, _class_rates(found, i, rates)) for i, t in enumerate(ts)))
+        return _by_classes(opened, rates, loads, [threshold] if thresholds is None else thresholds, exact, chunk)
     finally:
         if exact:
             exact_verify.shingles.close()
+
+
+def _by_classes(opened: OpenedIndex, rates: Rates, loads, ts: list[float], exact: bool, chunk: int) -> Rates:
+    """``rates`` with the verification's rates per class of bucket size at each threshold
+    of ``ts`` (:attr:`Rates.by_threshold`), timed on :func:`_class_sets` of ``loads`` on
+    the engine's threads (:func:`_class_rates`); ``rates`` alone without them."""
+    plan = plan_for(opened)
+    # (with verify="exact" the kernel verifies at the exact floor, the exact Jaccard after)
+    kernel_at = [exact_candidate_floor(t, plan.params.num_hashes) if exact else t for t in ts]
+    with warnings.catch_warnings():  # (the exact floor lies under the S-curve: the caller warned of its threshold)
+        warnings.simplefilter("ignore", LowRecallWarning)
+        shards = {t: pair_shards(opened.ds, opened.column, t, num_shards=1)[0] for t in set(kernel_at)}
+
+    def by_class(item):  # the first verification on data just loaded, as the self-join's
+        c, keys, gids = item
+        data = span_data(plan, keys, gids)
+        if data is not None:
+            yield c, data_visits(data), [_timed(b.num_rows for b in pair_verifier("estimate")(shards[t], data, chunk))[0]
+                                         for t in kernel_at]
+
+    found = list(run_ordered(_class_sets(loads), by_class))
+    if not found:
+        return rates
+    return replace(rates, by_threshold=tuple((t, _class_rates(found, i, rates)) for i, t in enumerate(ts)))
 
 
 def _in_sets(picks: list, measure, rates_of) -> Rates:
