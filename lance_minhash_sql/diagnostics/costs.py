@@ -338,12 +338,16 @@ def _by_classes(opened: OpenedIndex, rates: Rates, loads, ts: list[float], exact
         warnings.simplefilter("ignore", LowRecallWarning)
         shards = {t: pair_shards(opened.ds, opened.column, t, num_shards=1)[0] for t in set(kernel_at)}
 
-    def by_class(item):  # the first verification on data just loaded, as the self-join's
+    def by_class(item):  # each threshold on data just loaded, as the self-join verifies it
         c, keys, gids = item
-        data = span_data(plan, keys, gids)
-        if data is not None:
-            yield c, data_visits(data), [_timed(b.num_rows for b in pair_verifier("estimate")(shards[t], data, chunk))[0]
-                                         for t in kernel_at]
+        seconds, visits = [], 0
+        for t in kernel_at:
+            data = span_data(plan, keys, gids)
+            if data is None:
+                return
+            seconds.append(_timed(b.num_rows for b in pair_verifier("estimate")(shards[t], data, chunk))[0])
+            visits = data_visits(data)
+        yield c, visits, seconds
 
     found = list(run_ordered(_class_sets(loads), by_class))
     if not found:
