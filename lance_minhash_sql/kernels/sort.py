@@ -37,6 +37,25 @@ DIGIT_BITS = 8
 
 
 @njit(**JIT, inline="always")
+def _scatter(src_k, src_d, dst_k, dst_d, lo, hi, shift, mask, counts, radix):
+    """The counting scatter of ``src[lo:hi]`` into ``dst[lo:hi]`` by digit ``(key >> shift)
+    & mask``, stable; ``counts`` holds each of the ``radix`` digits' rows on entry (its
+    write positions after)."""
+    total = lo
+    for v in range(radix):
+        t = counts[v]
+        counts[v] = total
+        total += t
+    for i in range(lo, hi):
+        k = src_k[i]
+        v = (k >> shift) & mask
+        p = counts[v]
+        counts[v] = p + 1
+        dst_k[p] = k
+        dst_d[p] = src_d[i]
+
+
+@njit(**JIT, inline="always")
 def _lsd_range(src_k, src_d, dst_k, dst_d, lo, hi, nbits, bits, counts):
     """Stable LSD radix sort of ``src[lo:hi]`` on its low ``nbits`` bits, ``bits``-bit
     digits (``counts``: scratch of ``1 << bits``), passing between ``src`` and ``dst``;
@@ -54,18 +73,7 @@ def _lsd_range(src_k, src_d, dst_k, dst_d, lo, hi, nbits, bits, counts):
             counts[(a_k[i] >> shift) & mask] += 1
         if counts[(a_k[lo] >> shift) & mask] == n:
             continue
-        total = lo
-        for v in range(radix):
-            t = counts[v]
-            counts[v] = total
-            total += t
-        for i in range(lo, hi):
-            k = a_k[i]
-            v = (k >> shift) & mask
-            p = counts[v]
-            counts[v] = p + 1
-            b_k[p] = k
-            b_d[p] = a_d[i]
+        _scatter(a_k, a_d, b_k, b_d, lo, hi, shift, mask, counts, radix)
         a_k, b_k = b_k, a_k
         a_d, b_d = b_d, a_d
         in_dst = not in_dst
@@ -93,18 +101,7 @@ def _split_insert_range(src_k, src_d, dst_k, dst_d, lo, hi, nbits, bits, counts)
         big = max(big, c)
     if big > INSERTION_GROUP_ROWS:
         return False
-    total = lo
-    for v in range(1 << b):
-        t = counts[v]
-        counts[v] = total
-        total += t
-    for i in range(lo, hi):
-        k = src_k[i]
-        v = (k >> shift) & mask
-        p = counts[v]
-        counts[v] = p + 1
-        dst_k[p] = k
-        dst_d[p] = src_d[i]
+    _scatter(src_k, src_d, dst_k, dst_d, lo, hi, shift, mask, counts, 1 << b)
     if shift == 0:
         return True
     for i in range(lo + 1, hi):
