@@ -263,6 +263,14 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     the earlier bands, then this band's values; k = 128 is one block. The pairs and their
     order are those of testing the earlier bands first. Rows are indexed in two
     dimensions, not through a row view per visit.
+
+    The loop runs in two passes per row: its partners are verified first, all of them,
+    the ones that pass listed without a branch (which visits pass follows no pattern a
+    branch predictor learns, and a mispredicted branch costs about what a compare does);
+    then the listed partners alone go through the band conditions. Whole-word bands are
+    tested as the least of the earlier bands' differences, again without a branch per
+    band: a passing pair shares several bands, and which one is equal first is as
+    unpredictable.
     """
     r = k // num_bands
     q = r // 4
@@ -274,6 +282,12 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     bi = cursor[CUR_BUCKET]
     i = cursor[CUR_ROW]
     jj = cursor[CUR_PARTNER]
+    # the partners of one row that pass verification, and their mismatches
+    widest = 1
+    for b in range(bi, nb):
+        widest = max(widest, ends[b] - starts[b])
+    passed = np.empty(widest, dtype=np.int64)
+    passed_miss = np.empty(widest, dtype=np.int64)
     n_out = 0
     work = 0
     while bi < nb:
@@ -290,6 +304,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
             ida = rowids[ra]
             # visits never outnumber the pairs written: this many cannot overflow the output
             stop = min(m, jj + (cap - n_out))
+            n_passed = 0
             for t in range(jj, stop):
                 rb = _row(slot, docs[s + t])
                 # 1. verification (most visits fail it, so it comes first): equal positions
@@ -316,27 +331,42 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                     if miss <= max_miss:
                         for u in range(u0, nh):
                             miss += np.int64(halves[ra, u] != halves[rb, u])
-                if miss > max_miss:
-                    continue
+                # kept without a branch: a pass is too frequent and too irregular to predict
+                passed[n_passed] = t
+                passed_miss[n_passed] = miss
+                n_passed += np.int64(miss <= max_miss)
+            for p in range(n_passed):
+                rb = _row(slot, docs[s + passed[p]])
                 # 2. an earlier band with equal values reports the pair
-                shared = False
-                for j in range(band):
-                    same = True
-                    if whole_words:
-                        for u in range(j * q, j * q + q):
-                            if words[ra, u] != words[rb, u]:
-                                same = False
-                                break
+                if whole_words:
+                    # the least of the earlier bands' differences, without a branch per band
+                    # (which band of a passing pair is equal first is not predictable)
+                    least = ~np.uint64(0)
+                    if q == 2:  # k = 128 with 16 bands (the default): a band is two words
+                        for j in range(band):
+                            least = min(least, (words[ra, 2 * j] ^ words[rb, 2 * j])
+                                        | (words[ra, 2 * j + 1] ^ words[rb, 2 * j + 1]))
                     else:
+                        for j in range(band):
+                            d = np.uint64(0)
+                            for u in range(j * q, j * q + q):
+                                d |= words[ra, u] ^ words[rb, u]
+                            least = min(least, d)
+                    if least == 0:
+                        continue
+                else:
+                    shared = False
+                    for j in range(band):
+                        same = True
                         for u in range(j * r, j * r + r):
                             if halves[ra, u] != halves[rb, u]:
                                 same = False
                                 break
-                    if same:
-                        shared = True
-                        break
-                if shared:
-                    continue
+                        if same:
+                            shared = True
+                            break
+                    if shared:
+                        continue
                 # 3. the bucket is theirs: equal values in this band, or a key collision
                 # that no other band reports first
                 same = True
@@ -355,7 +385,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 else:
                     out_left[n_out] = idb
                     out_right[n_out] = ida
-                out_eq[n_out] = k - miss
+                out_eq[n_out] = k - passed_miss[p]
                 n_out += 1
             work += stop - jj
             jj = stop
