@@ -24,9 +24,10 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
 * **Verification**: ``eq`` = equal positions of the full signatures; the pair is kept when
   ``eq >= min_eq``, the smallest ``eq`` whose ``float32(eq) / float32(k)`` (Lance's
   similarity, ``1 - _distance``) reaches the threshold (:func:`min_matches`). The pair
-  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`); the link and
-  join kernels four at a time (SWAR over u64 words, :func:`count_matches`); both stop
-  once the mismatches exceed ``k - min_eq``.
+  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`), and so does the
+  link kernel at k = 128; the join kernel, and the link kernel at other k, four at a
+  time (SWAR over u64 words, :func:`count_matches`), stopping once the mismatches
+  exceed ``k - min_eq``.
 * **Bounded output**: :func:`pair_chunk` writes at most ``len(out_left)`` pairs and visits about
   ``budget`` pairs per call, then returns with a resumable ``cursor`` (bucket,
   row, column of the pair loop), so a bucket of 300,000 copies (4.5e10 pairs) streams in
@@ -407,12 +408,16 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
 
     Per bucket the first member is a rep; each later member is verified against every
     current rep and linked to each one it passes; one passing none becomes a rep while
-    fewer than ``max_reps`` are held. The pool is ``words`` as in :func:`pair_chunk`.
+    fewer than ``max_reps`` are held. The pool is ``words`` as in :func:`pair_chunk`;
+    at k = 128 a member and a rep are compared in one block of 16-bit lanes as there (no
+    early exit: the whole block costs less than the word loop's tests on the way).
     Writes local doc ids ``out_a`` (member) and ``out_b`` (rep); returns ``(count,
     done)``. ``reps`` (int64[max_reps]) and ``cursor`` keep a bucket's state across calls;
     the output needs room for ``max_reps`` links.
     """
     max_miss = k - min_eq
+    halves = words.view(np.uint16)  # the same memory, a value a lane
+    nh = halves.shape[1]
     cap = out_a.size
     nb = starts.size
     bi = cursor[CUR_BUCKET]
@@ -437,7 +442,15 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
             passed = False
             for q in range(nreps):
                 y = docs[reps[q]]
-                if count_matches(words, rx, _row(slot, y), k, max_miss) >= 0:
+                ry = _row(slot, y)
+                if nh == 128:  # k = 128 (the default): one block of vector compares, as pair_chunk's
+                    c16 = np.uint16(0)
+                    for u in range(128):
+                        c16 = np.uint16(c16 + np.uint16(halves[rx, u] != halves[ry, u]))
+                    ok = np.int64(c16) <= max_miss
+                else:
+                    ok = count_matches(words, rx, ry, k, max_miss) >= 0
+                if ok:
                     out_a[n_out] = x
                     out_b[n_out] = y
                     n_out += 1
