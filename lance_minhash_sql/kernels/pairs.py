@@ -283,10 +283,12 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     bi = cursor[CUR_BUCKET]
     i = cursor[CUR_ROW]
     jj = cursor[CUR_PARTNER]
-    # the partners of one row that pass verification, and their mismatches
+    # the partners of one row that pass verification, and their mismatches: no more than
+    # a bucket's rows, nor than the output holds (a row's partners stop there)
     widest = 1
     for b in range(bi, nb):
         widest = max(widest, ends[b] - starts[b])
+    widest = min(widest, max(cap, 1))
     passed = np.empty(widest, dtype=np.int64)
     passed_miss = np.empty(widest, dtype=np.int64)
     n_out = 0
