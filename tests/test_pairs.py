@@ -458,13 +458,14 @@ def test_union_find_matches_naive_components():
     assert all(r == min(g) for r, g in got.items())  # every root is its component's smallest id
 
 
-@pytest.mark.parametrize("num_bands", [4, 8])  # r = 4 (word compares), r = 2 (value compares)
+# r = 4 (one word a band), r = 2 (value compares), r = 8 at k = 128 (two words a band, the
+# default's one-block compare)
+@pytest.mark.parametrize("k, num_bands", [(16, 4), (16, 8), (128, 16)])
 @pytest.mark.parametrize("cap", [1, 3, 1 << 10])
-def test_kernel_reports_each_candidate_once_key_collisions_included(num_bands, cap):
+def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands, cap):
     from lance_minhash_sql.kernels.pairs import bucket_bounds, new_cursor, pair_chunk
     from lance_minhash_sql.kernels.similarity import band_keys
 
-    k = 16
     r = k // num_bands
     rng = np.random.default_rng(7)
     sigs = rng.integers(0, 60000, (6, k)).astype(np.uint16)

@@ -24,9 +24,10 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
 * **Verification**: ``eq`` = equal positions of the full signatures; the pair is kept when
   ``eq >= min_eq``, the smallest ``eq`` whose ``float32(eq) / float32(k)`` (Lance's
   similarity, ``1 - _distance``) reaches the threshold (:func:`min_matches`). The pair
-  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`); the link and
-  join kernels four at a time (SWAR over u64 words, :func:`count_matches`); both stop
-  once the mismatches exceed ``k - min_eq``.
+  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`), and so does the
+  link kernel at k = 128; the join kernel, and the link kernel at other k, four at a
+  time (SWAR over u64 words, :func:`count_matches`), stopping once the mismatches
+  exceed ``k - min_eq``.
 * **Bounded output**: :func:`pair_chunk` writes at most ``len(out_left)`` pairs and visits about
   ``budget`` pairs per call, then returns with a resumable ``cursor`` (bucket,
   row, column of the pair loop), so a bucket of 300,000 copies (4.5e10 pairs) streams in
@@ -263,6 +264,14 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     the earlier bands, then this band's values; k = 128 is one block. The pairs and their
     order are those of testing the earlier bands first. Rows are indexed in two
     dimensions, not through a row view per visit.
+
+    The loop runs in two passes per row: its partners are verified first, all of them,
+    the ones that pass listed without a branch (which visits pass follows no pattern a
+    branch predictor learns, and a mispredicted branch costs about what a compare does);
+    then the listed partners alone go through the band conditions. Whole-word bands are
+    tested as the least of the earlier bands' differences, again without a branch per
+    band: a passing pair shares several bands, and which one is equal first is as
+    unpredictable.
     """
     r = k // num_bands
     q = r // 4
@@ -274,6 +283,14 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     bi = cursor[CUR_BUCKET]
     i = cursor[CUR_ROW]
     jj = cursor[CUR_PARTNER]
+    # the partners of one row that pass verification, and their mismatches: no more than
+    # a bucket's rows, nor than the output holds (a row's partners stop there)
+    widest = 1
+    for b in range(bi, nb):
+        widest = max(widest, ends[b] - starts[b])
+    widest = min(widest, max(cap, 1))
+    passed = np.empty(widest, dtype=np.int64)
+    passed_miss = np.empty(widest, dtype=np.int64)
     n_out = 0
     work = 0
     while bi < nb:
@@ -290,6 +307,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
             ida = rowids[ra]
             # visits never outnumber the pairs written: this many cannot overflow the output
             stop = min(m, jj + (cap - n_out))
+            n_passed = 0
             for t in range(jj, stop):
                 rb = _row(slot, docs[s + t])
                 # 1. verification (most visits fail it, so it comes first): equal positions
@@ -316,27 +334,42 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                     if miss <= max_miss:
                         for u in range(u0, nh):
                             miss += np.int64(halves[ra, u] != halves[rb, u])
-                if miss > max_miss:
-                    continue
+                # kept without a branch: a pass is too frequent and too irregular to predict
+                passed[n_passed] = t
+                passed_miss[n_passed] = miss
+                n_passed += np.int64(miss <= max_miss)
+            for p in range(n_passed):
+                rb = _row(slot, docs[s + passed[p]])
                 # 2. an earlier band with equal values reports the pair
-                shared = False
-                for j in range(band):
-                    same = True
-                    if whole_words:
-                        for u in range(j * q, j * q + q):
-                            if words[ra, u] != words[rb, u]:
-                                same = False
-                                break
+                if whole_words:
+                    # the least of the earlier bands' differences, without a branch per band
+                    # (which band of a passing pair is equal first is not predictable)
+                    least = ~np.uint64(0)
+                    if q == 2:  # k = 128 with 16 bands (the default): a band is two words
+                        for j in range(band):
+                            least = min(least, (words[ra, 2 * j] ^ words[rb, 2 * j])
+                                        | (words[ra, 2 * j + 1] ^ words[rb, 2 * j + 1]))
                     else:
+                        for j in range(band):
+                            d = np.uint64(0)
+                            for u in range(j * q, j * q + q):
+                                d |= words[ra, u] ^ words[rb, u]
+                            least = min(least, d)
+                    if least == 0:
+                        continue
+                else:
+                    shared = False
+                    for j in range(band):
+                        same = True
                         for u in range(j * r, j * r + r):
                             if halves[ra, u] != halves[rb, u]:
                                 same = False
                                 break
-                    if same:
-                        shared = True
-                        break
-                if shared:
-                    continue
+                        if same:
+                            shared = True
+                            break
+                    if shared:
+                        continue
                 # 3. the bucket is theirs: equal values in this band, or a key collision
                 # that no other band reports first
                 same = True
@@ -355,7 +388,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 else:
                     out_left[n_out] = idb
                     out_right[n_out] = ida
-                out_eq[n_out] = k - miss
+                out_eq[n_out] = k - passed_miss[p]
                 n_out += 1
             work += stop - jj
             jj = stop
@@ -377,12 +410,16 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
 
     Per bucket the first member is a rep; each later member is verified against every
     current rep and linked to each one it passes; one passing none becomes a rep while
-    fewer than ``max_reps`` are held. The pool is ``words`` as in :func:`pair_chunk`.
+    fewer than ``max_reps`` are held. The pool is ``words`` as in :func:`pair_chunk`;
+    at k = 128 a member and a rep are compared in one block of 16-bit lanes as there (no
+    early exit: the whole block costs less than the word loop's tests on the way).
     Writes local doc ids ``out_a`` (member) and ``out_b`` (rep); returns ``(count,
     done)``. ``reps`` (int64[max_reps]) and ``cursor`` keep a bucket's state across calls;
     the output needs room for ``max_reps`` links.
     """
     max_miss = k - min_eq
+    halves = words.view(np.uint16)  # the same memory, a value a lane
+    nh = halves.shape[1]
     cap = out_a.size
     nb = starts.size
     bi = cursor[CUR_BUCKET]
@@ -407,7 +444,15 @@ def link_chunk(keys, docs, starts, ends, words, slot, k, min_eq, max_reps, curso
             passed = False
             for q in range(nreps):
                 y = docs[reps[q]]
-                if count_matches(words, rx, _row(slot, y), k, max_miss) >= 0:
+                ry = _row(slot, y)
+                if nh == 128:  # k = 128 (the default): one block of vector compares, as pair_chunk's
+                    c16 = np.uint16(0)
+                    for u in range(128):
+                        c16 = np.uint16(c16 + np.uint16(halves[rx, u] != halves[ry, u]))
+                    ok = np.int64(c16) <= max_miss
+                else:
+                    ok = count_matches(words, rx, ry, k, max_miss) >= 0
+                if ok:
                     out_a[n_out] = x
                     out_b[n_out] = y
                     n_out += 1
