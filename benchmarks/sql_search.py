@@ -113,7 +113,7 @@ def main() -> None:
         for name in names:
             peers[name](q)
     times = {name: [] for name in names}
-    numba_from = None  # the first query after which numba is loaded (query/topk.py: the engine policy)
+    numba_from = None  # the first query after which numba is loaded (query/engine.py: the engine policy)
     for i, q in enumerate(queries):  # rotate the order so no peer always runs first on a query
         for j in range(len(names)):
             name = names[(i + j) % len(names)]
@@ -129,7 +129,7 @@ def main() -> None:
     from lance_minhash_sql.query.query_sign import sign_texts
     from lance_minhash_sql.index.opened import open_index
     from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
-    from lance_minhash_sql.query.topk import topk
+    from lance_minhash_sql.query.engine import topk
 
     opened = open_index(uri, "text")
     cols = [c for c in ds.schema.names]
@@ -200,7 +200,7 @@ def main() -> None:
             print(f"  {name:40s} {p50:6.2f}ms {p95:6.2f}ms {lp50 / p50:14.2f}x")
     print(f"\nTable 1's engines: numpy until numba was loaded after query "
           f"{numba_from if numba_from is not None else len(queries)} of {len(queries)} (the ski rental of "
-          "query/topk.py), then the kernels")
+          "query/engine.py), then the kernels")
     print("\nComponents of one SQL minhash_search (same queries, same run, after table 1)")
     for name in parts:
         p50, p95 = pct(part_times[name])

@@ -321,7 +321,7 @@ def test_an_evicted_unindexed_segment_still_answers_its_holders(corpus, tmp_path
     import naive
 
     from lance_minhash_sql.index.opened import clear_cache, open_index
-    from lance_minhash_sql.query.topk import topk
+    from lance_minhash_sql.query.engine import topk
 
     uri = str(tmp_path / "appended.lance")
     lance.write_dataset(pa.table({"text": generate_texts(0, 500)}), uri)
@@ -355,7 +355,7 @@ def test_concurrent_openers_share_one_cached_entry(corpus):
     Eight threads open the index of a cold cache at once (a barrier releases them
     together): all get the same entry object per segment, cached, and Lance's answers."""
     from lance_minhash_sql.index.opened import clear_cache, open_index
-    from lance_minhash_sql.query.topk import topk
+    from lance_minhash_sql.query.engine import topk
 
     uri, queries = corpus
     want = _lance_topk(uri, queries[:4], 5)

@@ -347,7 +347,7 @@ def test_subset_hits_are_true_hits_and_enough(family, small_subsets):
     from lance_minhash_sql.index.opened import open_index
     from lance_minhash_sql.io.scan import take_offsets
     from lance_minhash_sql.query.scores import NO_LIMIT
-    from lance_minhash_sql.query.topk import topk
+    from lance_minhash_sql.query.engine import topk
 
     opened = open_index(family, "text", None)
     rowids, texts = take_offsets(opened.ds, "text", np.arange(800))

@@ -27,7 +27,7 @@ from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
 from lance_minhash_sql.query import probe as probe_mod
-from lance_minhash_sql.query import topk as search_mod
+from lance_minhash_sql.query import engine as search_mod
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_queries
 from lance_minhash_sql.query.topk import search, search_ids
 from lance_minhash_sql.runtime.cache import cache_capacity, clear_cache, set_cache_capacity
@@ -299,7 +299,7 @@ def test_the_search_tests_pass_through_the_probe(tmp_path, monkeypatch):
 
     calls = []
     real = probe_mod.probe_topk
-    monkeypatch.setattr(search_mod, "probe_topk", lambda *a: (calls.append(1), real(*a))[1])
+    monkeypatch.setattr(search_mod, "probe_topk", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
     ts.test_deletions_after_build_are_masked_before_the_cut(tmp_path / "del", "auto")
     ts.test_fully_deleted_fragment(tmp_path / "gone")
     ts.test_appended_unindexed_fragments(tmp_path / "app")
@@ -387,7 +387,8 @@ def test_both_engines_answer_alike_on_segments_out_of_row_id_order(tmp_path):
     lance.write_dataset(table.slice(2000, 1000), uri, mode="append")
     from lance_minhash_sql.lifecycle.optimize import optimize
     from lance_minhash_sql.query.probe import probe_topk
-    from lance_minhash_sql.query.topk import kernel_topk, topk
+    from lance_minhash_sql.query.engine import topk
+    from lance_minhash_sql.query.kernel_topk import kernel_topk
 
     optimize(uri, "text", merge=0)  # a second segment, over the later row ids
     queries = [same] + make_queries(table, 7, seed=5)
@@ -423,7 +424,7 @@ def test_both_engines_answer_alike_on_segments_out_of_row_id_order(tmp_path):
 
 def test_an_unknown_engine_is_refused_by_name(dup_ds):
     from lance_minhash_sql.core.errors import InvalidParameterError
-    from lance_minhash_sql.query.topk import topk
+    from lance_minhash_sql.query.engine import topk
 
     uri, table = dup_ds
     opened = open_index(uri, "text")

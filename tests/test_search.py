@@ -33,7 +33,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
 from lance_minhash_sql.kernels.lsh import sort_bands
 from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
-from lance_minhash_sql.query import topk as search_mod
+from lance_minhash_sql.query import engine as search_mod
 from lance_minhash_sql.query.topk import SEARCH_IDS_SCHEMA, search, search_ids
 from lance_minhash_sql.runtime import cache as cache_mod
 

@@ -87,14 +87,14 @@ def test_the_allowances_are_still_needed():
 
 def test_clear_cache_empties_the_state_it_may_and_keeps_the_rest():
     import lance_minhash_sql.duck.storage as storage
-    import lance_minhash_sql.query.topk as topk
+    import lance_minhash_sql.query.engine as engine
     from lance_minhash_sql.runtime.cache import clear_cache, process_caches
 
     token = storage.options_token({"region": "x"}, None)
     assert storage.options_of(token) == {"region": "x"}
-    topk.NUMPY_SECONDS.add(1.5)
+    engine.NUMPY_SECONDS.add(1.5)
     listed = {name: (unit, held) for name, unit, held, _ in process_caches()}
     assert listed["storage option tokens"][0] == "state" and listed["storage option tokens"][1] >= 1
     assert {"row id runs of segments", "callables handed to DuckDB", "warnings issued without a caller"} <= set(listed)
     clear_cache()
-    assert storage.tokens_held() == 0 and topk.NUMPY_SECONDS.value == 0.0
+    assert storage.tokens_held() == 0 and engine.NUMPY_SECONDS.value == 0.0

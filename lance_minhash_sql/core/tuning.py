@@ -47,10 +47,10 @@ def whole_read_pays(rent: float, partial: float, whole: float) -> bool:
     plus this read's estimate (``partial``) reaches the estimate of one whole read."""
     return rent + partial >= whole
 
-# ----------------------------------------------------------------------------- The search engine policy (query/topk.py)
+# ----------------------------------------------------------------------------- The search engine policy (query/engine.py)
 
 # What loading numba costs a process (its import, compiler set-up and the search kernels'
-# cache loads: about half a second of CPU): the ski rental's price in query/topk.py.
+# cache loads: about half a second of CPU): the ski rental's price in query/engine.py.
 KERNEL_LOAD_SECONDS = 0.5
 
 # ------------------------------------------------------------------- The numpy engine of a few queries (query/probe.py)

@@ -63,7 +63,8 @@ from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
 from lance_minhash_sql.diagnostics.workload import sampled_loads
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import ESTIMATE_SCHEMA
-from lance_minhash_sql.io.scan import options_for, row_count, take_offsets
+from lance_minhash_sql.io.handles import options_for
+from lance_minhash_sql.io.scan import row_count, take_offsets
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.shards import plan_for
 

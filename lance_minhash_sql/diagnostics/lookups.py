@@ -3,7 +3,7 @@ them or, for a row with many, of a random subset (``docs/estimate.md``, *What a 
 row costs*).
 
 A row's *candidates* are the live rows sharing a band key with it, as a threshold search
-finds them (:func:`lance_minhash_sql.query.topk.topk`): the same buckets, the same
+finds them (:func:`lance_minhash_sql.query.engine.topk`): the same buckets, the same
 distance ``1 - eq / k`` over the full signatures, the same rows counted
 (:meth:`~lance_minhash_sql.index.opened.SearchView.ok_of`). Two things differ, so that a
 searched row costs the same whatever the corpus's size:

@@ -2,7 +2,7 @@
 star walks around them (what :mod:`.estimate` counts; ``docs/estimate.md``).
 
 A row's *neighbours* are what a threshold search of its own text returns
-(:func:`lance_minhash_sql.query.topk.topk` with no limit; searched here by
+(:func:`lance_minhash_sql.query.engine.topk` with no limit; searched here by
 :mod:`.lookups`, whose cost per row does not grow with the corpus), its own hit removed:
 the live rows sharing a band key with it, scored over the full signatures. They are exactly the
 row's pairs in the self-join (same candidate rule, same verification:

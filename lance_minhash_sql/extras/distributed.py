@@ -61,7 +61,8 @@ from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameter
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
 from lance_minhash_sql.index.band_sorter import plan_sort
 from lance_minhash_sql.io import manifest, store
-from lance_minhash_sql.io.scan import fragment_rows, open_dataset, options_for, uri_of, version_of
+from lance_minhash_sql.io.handles import options_for
+from lance_minhash_sql.io.scan import fragment_rows, open_dataset, uri_of, version_of
 from lance_minhash_sql.lifecycle.optimize import optimize
 
 __all__ = ["build_distributed", "fragment_groups_of", "connect_ray", "remote_function", "task_cause", "RAY_INSTALL"]

@@ -40,7 +40,8 @@ from lance_minhash_sql.faces.estimate_section import section_html, section_table
 from lance_minhash_sql.faces.sinks import Ticker
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.outputs import prepare_output, written_beside
-from lance_minhash_sql.io.scan import options_for, schema_of
+from lance_minhash_sql.io.handles import options_for
+from lance_minhash_sql.io.scan import schema_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.selfjoin.dedup import check_keep
 

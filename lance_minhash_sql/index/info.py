@@ -9,8 +9,9 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.records import record_dict
 from lance_minhash_sql.index.results import IndexSegment
+from lance_minhash_sql.io.handles import options_for
 from lance_minhash_sql.io.manifest import minhash_segments, segment_dir
-from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
+from lance_minhash_sql.io.scan import open_dataset, schema_of, text_field, version_of
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 
 __all__ = ["index_segments", "search_target"]

@@ -60,8 +60,9 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import SPILL_PREFIX, BandSorter, plan_sort
 from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.details import TYPE_URL
-from lance_minhash_sql.io.scan import (fragment_objects, open_dataset, options_for, row_count, scan_text, text_field,
-                                       uri_of, version_of)
+from lance_minhash_sql.io.handles import options_for
+from lance_minhash_sql.io.scan import (fragment_objects, open_dataset, row_count, scan_text, text_field, uri_of,
+                                       version_of)
 from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE
 from lance_minhash_sql.runtime.memory import bounded_heap, release_memory

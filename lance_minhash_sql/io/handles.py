@@ -1,6 +1,9 @@
 """Dataset handles: a URI (with its storage options) opened once and kept, its latest
 version checked on each use (:func:`open_version`, the one call every reader opens a
-dataset through), and pinned versions for statements that must read exactly one version.
+dataset through), and pinned versions for statements that must read exactly one version;
+with them what a handle is made of: whether an object is a dataset (:func:`is_dataset`),
+the storage options that reach its files (:func:`options_for`) and its latest version
+(:func:`open_latest`).
 
 The handles live in two bounded caches of ``runtime/cache.py`` (emptied by
 ``clear_cache()``); every index, search, self-join and report opens its dataset here.
@@ -13,17 +16,55 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import lance
+
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import MAX_HANDLES
-from lance_minhash_sql.io.scan import is_dataset, open_dataset, open_latest, options_for
+from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.runtime.cache import ByteCache
 
-__all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key"]
+__all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key", "options_for", "is_dataset",
+           "latest_of", "open_latest"]
 
 
 _datasets = ByteCache.for_objects("opened datasets", MAX_HANDLES)  # (uri, options) -> latest handle
 _pinned = ByteCache.for_objects("pinned dataset versions", MAX_HANDLES)  # (uri, options, version) -> dataset
 _lock = threading.Lock()
+
+
+def is_dataset(obj) -> bool:
+    """True for an opened ``LanceDataset`` (or an object that reads like one)."""
+    return isinstance(obj, lance.LanceDataset) or (hasattr(obj, "_take_rows") and hasattr(obj, "uri"))
+
+
+def latest_of(ds):
+    """``ds`` checked out at its dataset's latest version (``ds`` itself when it is the
+    latest), or None when the version cannot be read (reopen the dataset then)."""
+    try:
+        latest = ds.latest_version
+        return ds if latest == ds.version else ds.checkout_version(latest)
+    except (ValueError, OSError, RuntimeError):
+        return None
+
+
+def open_latest(uri: str, held, storage_options: dict | None = None) -> "lance.LanceDataset":
+    """The latest version of the dataset at ``uri``: ``held`` (an opened version of it, or
+    None) checked out at it, or, when none is held or its version cannot be read, the
+    dataset opened anew (:func:`open_dataset`)."""
+    ds = None if held is None else latest_of(held)
+    return open_dataset(uri, storage_options) if ds is None else ds
+
+
+def options_for(dataset, storage_options: dict | None) -> dict | None:
+    """The storage options to reach ``dataset``'s files: ``storage_options`` when given,
+    else those a ``LanceDataset`` object was opened with (its index files live in the same
+    store)."""
+    if storage_options or not hasattr(dataset, "initial_storage_options"):
+        return storage_options
+    try:
+        return dataset.initial_storage_options or None
+    except (ValueError, OSError, RuntimeError):
+        return None
 
 
 def options_key(storage_options) -> Any:
@@ -58,7 +99,7 @@ class DatasetVersion:
 def open_version(dataset, storage_options=None) -> DatasetVersion:
     """The latest version of ``dataset`` (a URI, or a ``LanceDataset`` as given) with the
     storage options its files need: those given, else, for a dataset object, the ones it
-    was opened with (:func:`.scan.options_for`). An opened URI is kept (per URI and
+    was opened with (:func:`options_for`). An opened URI is kept (per URI and
     options); each call checks it for a newer version."""
     if isinstance(dataset, (str, os.PathLike)):
         key = (os.fspath(dataset), options_key(storage_options))

@@ -13,13 +13,8 @@ from lance_minhash_sql.core.tuning import SCAN_BATCH_ROWS
 from lance_minhash_sql.io.store import check_uri, open_error
 from lance_minhash_sql.io.takes import take_rows
 
-__all__ = ["open_dataset", "is_dataset", "latest_of", "open_latest", "fragments_of", "options_for", "uri_of", "version_of", "schema_of",
+__all__ = ["open_dataset", "fragments_of", "uri_of", "version_of", "schema_of",
            "row_count", "fragment_objects", "fragment_rows", "text_field", "scan_text", "read_rows", "take_offsets"]
-
-
-def is_dataset(obj) -> bool:
-    """True for an opened ``LanceDataset`` (or an object that reads like one)."""
-    return isinstance(obj, lance.LanceDataset) or (hasattr(obj, "_take_rows") and hasattr(obj, "uri"))
 
 
 def fragments_of(ds, fragment_ids) -> tuple[list, tuple]:
@@ -27,36 +22,6 @@ def fragments_of(ds, fragment_ids) -> tuple[list, tuple]:
     changes when a fragment is rewritten)."""
     frags = [ds.get_fragment(f) for f in fragment_ids]
     return frags, tuple((f.fragment_id, tuple(d.path for d in f.data_files())) for f in frags)
-
-
-def latest_of(ds):
-    """``ds`` checked out at its dataset's latest version (``ds`` itself when it is the
-    latest), or None when the version cannot be read (reopen the dataset then)."""
-    try:
-        latest = ds.latest_version
-        return ds if latest == ds.version else ds.checkout_version(latest)
-    except (ValueError, OSError, RuntimeError):
-        return None
-
-
-def open_latest(uri: str, held, storage_options: dict | None = None) -> "lance.LanceDataset":
-    """The latest version of the dataset at ``uri``: ``held`` (an opened version of it, or
-    None) checked out at it, or, when none is held or its version cannot be read, the
-    dataset opened anew (:func:`open_dataset`)."""
-    ds = None if held is None else latest_of(held)
-    return open_dataset(uri, storage_options) if ds is None else ds
-
-
-def options_for(dataset, storage_options: dict | None) -> dict | None:
-    """The storage options to reach ``dataset``'s files: ``storage_options`` when given,
-    else those a ``LanceDataset`` object was opened with (its index files live in the same
-    store)."""
-    if storage_options or not hasattr(dataset, "initial_storage_options"):
-        return storage_options
-    try:
-        return dataset.initial_storage_options or None
-    except (ValueError, OSError, RuntimeError):
-        return None
 
 
 def open_dataset(uri: str, storage_options: dict | None = None, version: int | None = None) -> "lance.LanceDataset":

@@ -51,7 +51,8 @@ from lance_minhash_sql.index.band_sorter import plan_sort
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.liveness import Liveness
 from lance_minhash_sql.io.rowids import frag_reuse, remap
-from lance_minhash_sql.io.scan import (fragment_objects, fragment_rows, options_for, scan_text, text_field, uri_of,
+from lance_minhash_sql.io.handles import options_for
+from lance_minhash_sql.io.scan import (fragment_objects, fragment_rows, scan_text, text_field, uri_of,
                                       version_of)
 from lance_minhash_sql.io.segments import iter_signatures, open_segment
 

@@ -12,7 +12,7 @@ hashed by ``xxhash`` again, as docs/signatures.md defines them. The values are
 bit-identical to the numba signer's (``index/sign.py``; the tests compare both with
 Lance), but it loads no numba, whose import and compiler set-up cost a new process about
 half a second even with every kernel cached. Which engine signs is the search's engine
-policy (``query/topk.py``).
+policy (``query/engine.py``).
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ import pyarrow as pa
 from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_threshold
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
-from lance_minhash_sql.io.handles import dataset_handle
-from lance_minhash_sql.io.scan import options_for
+from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.links import link_rule

@@ -40,9 +40,9 @@ from lance_minhash_sql.core.params import KEEP_POLICIES
 from lance_minhash_sql.core.tuning import TAKE_ROWS
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import DEDUP_SCHEMA, DEDUP_STAR_SCHEMA
-from lance_minhash_sql.io.handles import dataset_handle
+from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows, write_without
-from lance_minhash_sql.io.scan import open_dataset, options_for, schema_of, text_field, version_of
+from lance_minhash_sql.io.scan import open_dataset, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes

@@ -61,8 +61,8 @@ from lance_minhash_sql.index.entries import signed_entry, signed_rows
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import JOIN_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.handles import dataset_handle
-from lance_minhash_sql.io.scan import options_for, row_count, take_texts, text_field, version_of
+from lance_minhash_sql.io.handles import dataset_handle, options_for
+from lance_minhash_sql.io.scan import row_count, take_texts, text_field, version_of
 from lance_minhash_sql.kernels.join import join_chunk, new_join_cursor, shared_rows
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import min_matches, padded_hashes, pair_jaccard

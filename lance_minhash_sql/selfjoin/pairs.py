@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.checks import check_threshold, check_verify
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.io.scan import options_for
+from lance_minhash_sql.io.handles import options_for
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 
