@@ -26,7 +26,6 @@ from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches, vocabulary
 from lance_minhash_sql.core import tuning
 from lance_minhash_sql.index import band_reads, doc_reads
-from lance_minhash_sql.index import entries as entries_mod
 from lance_minhash_sql.index.opened import (cache_capacity, cache_info, cache_usage, clear_cache, open_index,
                                             set_cache_capacity)
 from lance_minhash_sql.index.sign import signer_for
