@@ -277,3 +277,23 @@ def test_loads_among_rows_with_a_candidate_are_the_same(plain):
     part = sampled_loads(opened, texts, among=among)
     for name in ("bands", "kept_bands", "visits", "kept_visits"):
         np.testing.assert_array_equal(getattr(part, name), getattr(whole, name))
+
+
+def test_cores_count_the_threads_runnable_now_when_fewer_than_the_minutes_average(tmp_path, monkeypatch):
+    """The last minute's load average still counts work that has ended (a full run just
+    before, the calibration itself): the threads runnable now, read from the running count
+    of ``/proc/loadavg`` less the reader, take its place when fewer."""
+    from lance_minhash_sql.diagnostics import costs
+
+    monkeypatch.setattr(costs, "num_threads", lambda: 2)
+    monkeypatch.setattr(costs.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(costs.os, "getloadavg", lambda: (1.8, 1.5, 1.0))
+    fake = tmp_path / "loadavg"
+    monkeypatch.setattr(costs, "LOADAVG", str(fake))
+    fake.write_text("1.80 1.50 1.00 1/345 6789\n")  # only the reader runs now
+    assert costs.runnable_others() == 0.0 and costs.cores_now() == 2.0
+    fake.write_text("1.80 1.50 1.00 5/345 6789\n")  # four others: the minute's 1.8 is fewer
+    assert costs.runnable_others() == 4.0
+    assert costs.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
+    fake.write_text("garbled\n")  # unreadable: the minute's average alone
+    assert costs.runnable_others() is None and costs.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))

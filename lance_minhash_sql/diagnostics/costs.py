@@ -52,8 +52,8 @@ every row of the index and builds the clustered rows' table; a counting
 **Seconds.** The work times the rates is the full run's CPU time. The self-join reads,
 lays out and verifies its shards on all the engine's threads, and fills each group's
 pool on its own thread: the wall time is the threads' CPU over the cores they get
-(:attr:`Rates.parallel`: :func:`cores_now`, from the load average of the last minute and
-the cores this process may run on), plus the pool fills' and the clusters' one-thread
+(:attr:`Rates.parallel`: :func:`cores_now`, from the load, the last minute's or the
+threads runnable now when fewer, and the cores this process may run on), plus the pool fills' and the clusters' one-thread
 steps' CPU over at most one core. A shard whose buckets hold more than :data:`CALIBRATION_VISITS` pairs is read and
 fetched but not verified (a giant bucket would cost the calibration more than the sample).
 
@@ -111,8 +111,10 @@ from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, STATS as SHINGLE_ST
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
 from lance_minhash_sql.selfjoin.verify import pair_verifier
 
-__all__ = ["Projection", "Rates", "Work", "calibrate", "cores_now", "work", "project", "clusters_spill", "busy_factor",
-           "PROBE_CPU_SECONDS"]
+__all__ = ["Projection", "Rates", "Work", "calibrate", "cores_now", "runnable_others", "work", "project", "clusters_spill",
+           "busy_factor", "PROBE_CPU_SECONDS"]
+
+LOADAVG = "/proc/loadavg"  # Linux: the load averages, then "running/total" threads
 
 
 PROBE_CPU_SECONDS = 0.1  # the busy factor's probe: CPU time of the calling thread (about 0.1 s idle)
@@ -469,13 +471,35 @@ def _serial(plan, limit: int) -> dict[str, float]:
 
 
 def cores_now() -> float:
-    """The cores the engine's threads get, from the load average of the last minute:
-    ``T`` threads among ``L`` runnable others on ``C`` cores get ``C T / (L + T)`` of
-    them, at most ``T`` (and ``C``, the cores this process may run on)."""
+    """The cores the engine's threads get: ``T`` threads among ``L`` runnable others on
+    ``C`` cores get ``C T / (L + T)`` of them, at most ``T`` (and ``C``, the cores this
+    process may run on). ``L`` is the load average of the last minute, or the others
+    runnable now when fewer (:func:`runnable_others`): the minute's average still counts
+    work that has ended, this process's own calibration and whatever ran just before it."""
     threads, cores = num_threads(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    now = runnable_others()
+    if now is not None:
+        load = min(load, now)
     return min(threads, cores, cores * threads / (load + threads))
+
+
+def runnable_others(readings: int = 5) -> float | None:
+    """The threads runnable on the machine now besides the one asking (``/proc/loadavg``'s
+    running count less one), the median of ``readings`` a few milliseconds apart; ``None``
+    where it cannot be read."""
+    seen = []
+    for i in range(readings):
+        try:
+            with open(LOADAVG) as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, IndexError, ValueError):
+            return None
+        seen.append(max(0, running - 1))
+        if i + 1 < readings:
+            time.sleep(0.002)
+    return float(sorted(seen)[len(seen) // 2])
 
 
 def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, prefetch: tuple[float, int],
