@@ -65,9 +65,9 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
         pairs_fn, flags_fn = partial(pairs, executor=ray_exec), partial(keep_flags, executor=ray_exec)
     else:
         pairs_fn, flags_fn = lms.pairs, lms.keep_flags
+    con = lms.connect() if mode.startswith("sql-") else None  # (a user's connection is open before the statement)
     base = status_mb("RssAnon").get("RssAnon", 0.0)
     c0, t0 = cpu_seconds(), time.perf_counter()
-    con = lms.connect() if mode.startswith("sql-") else None
     with PeakSampler("RssAnon", every=0.005) as anon:
         if con is not None:
             parts = mode.split("-")[1:]
