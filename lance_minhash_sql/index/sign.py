@@ -190,8 +190,10 @@ class Signer:
             self.kernel_cfg = tokenizer_config(kernel_tok)
             self.cfg = _TOKENS_CFG
         # where the kernels' input comes from (:meth:`inputs`), one route per signer
-        self._inputs = (self._routed_inputs if self.routed else self._mapped_inputs if self.per_token
-                        else self._lance_inputs if tok.lance_made else self._text_inputs)
+        # (the class's function, called with the signer: a bound method kept on the instance
+        # makes the signer a reference cycle, left to the garbage collector)
+        self._inputs = (Signer._routed_inputs if self.routed else Signer._mapped_inputs if self.per_token
+                        else Signer._lance_inputs if tok.lance_made else Signer._text_inputs)
         # what every route reads: the signature coefficients and the options under which
         # Lance's own tokenizer (and its filters) run this pipeline (io/tokens.py)
         self.a, self.b, self.c = minhash.coefficients(params.num_hashes)
@@ -209,7 +211,7 @@ class Signer:
         Lance's tokenizer (:meth:`_lance_inputs`), of base tokens mapped through Lance's
         filters (:meth:`_mapped_inputs`), or of rows split between the kernels and Lance
         (:meth:`_routed_inputs`)."""
-        return self._inputs(texts)
+        return self._inputs(self, texts)
 
     def _text_inputs(self, texts) -> tuple[StringBuffers, tuple]:
         """The texts' Arrow buffers under :attr:`cfg`: the kernels tokenize them."""
