@@ -180,6 +180,7 @@ def test_shard_calls_pool_their_candidates_once_per_group(con, corpus, oracle_08
     call); with a pool of a few rows, consecutive shards form several groups and a
     signature is fetched once per group. The pairs do not change; a statement run again
     fetches again."""
+    from lance_minhash_sql.runtime.cache import clear_cache
     from lance_minhash_sql.selfjoin import pool as pools, shared
     from lance_minhash_sql.core.arrays import sorted_unique
     from lance_minhash_sql.selfjoin.shards import pair_shards
@@ -195,7 +196,7 @@ def test_shard_calls_pool_their_candidates_once_per_group(con, corpus, oracle_08
         assert pools.STATS["fetched_rows"] - before == union.size  # one group, fetched once a statement
     most = (union.size + max(u.size for u in per_shard)) // 2  # every shard fits, not all together
     monkeypatch.setattr(shared, "pool_rows", lambda limit, k: most)
-    shared.SharedShards.forget()  # (the groups are kept with the plan: planned again here)
+    clear_cache()  # (the groups are kept with the statement's state: planned again here)
     before = pools.STATS["fetched_rows"]
     assert sql_pairs(con, corpus) == oracle_08
     fetched = pools.STATS["fetched_rows"] - before

@@ -239,8 +239,6 @@ def test_sql_shards_share_one_fetch_of_the_shingle_sets(corpus, monkeypatch):
     call, as the Python self-join does; the sets are closed when the last shard is done,
     and the statement run again fetches them again. The pairs equal brute force."""
     from lance_minhash_sql.selfjoin import shingles
-    from lance_minhash_sql.selfjoin.shared import SharedShards
-
     found = []
     rows_of = shingles.candidate_rows
     monkeypatch.setattr(shingles, "candidate_rows", lambda shards: found.append((len(shards), rows_of(shards)))
@@ -257,9 +255,43 @@ def test_sql_shards_share_one_fetch_of_the_shingle_sets(corpus, monkeypatch):
         shards, rows = found[-1]
         assert len(found) == run and shards >= 3  # one fetch for all the statement's shards
         assert delta["prefetched_rows"] == rows.size and delta["fetched_rows"] == 0
-        assert len(closed) == run and all(s.verifier is None for states in SharedShards._by_plan.values()
-                                          for s in states.values() if s.verify == "exact")
+        assert len(closed) == run  # closed once the statement's last shard ran
         assert got.keys() == brute_force(corpus, T).keys()
+
+
+def test_a_statement_stopped_early_lets_go_of_its_sets_when_evicted(corpus, monkeypatch):
+    """A statement stopped before its last branch (a LIMIT) leaves its shared state with
+    the shingle sets open; once SHARED_SHARD_STATES other lists of shards have taken its
+    place, the evicted state closes them (not while a call of it runs)."""
+    from lance_minhash_sql.core.tuning import SHARED_SHARD_STATES
+    from lance_minhash_sql.selfjoin import bounded, shingles
+    from lance_minhash_sql.selfjoin.shards import pair_shards
+    from lance_minhash_sql.selfjoin.shared import SharedShards
+
+    closed = []
+    close = shingles.ShingleSets.close
+    monkeypatch.setattr(shingles.ShingleSets, "close", lambda self: closed.append(self) or close(self))
+    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    limit = 4 << 20
+    shards = pair_shards(corpus, "text", T, shard_rows=bounded.shard_rows(limit))
+    assert len(shards) >= 3
+    state = SharedShards.of(shards, "exact", limit)
+    calls = [state.pairs(i) for i in range(len(shards))]
+    first = next((b for b in calls[0]), None)  # one shard's first batch, then the statement stops
+    assert first is not None and state.verifier is not None and not closed
+    calls[1].close()  # a call that never started: nothing changes
+    assert not closed and state.running == 1
+    others = [SharedShards.of(shards, "exact", limit + i) for i in range(1, SHARED_SHARD_STATES + 1)]
+    assert state.detached and not closed  # evicted while a call of it runs: its sets stay
+    calls[0].close()  # the statement stops
+    assert len(closed) == 1 and state.verifier is None  # the evicted state lets go
+    assert all(o.verifier is None for o in others)  # never called: nothing to close
+
+    again = SharedShards.of(shards, "exact", limit)  # a statement stopped early, not evicted
+    call = again.pairs(0)
+    assert next(call, None) is not None
+    call.close()
+    assert len(closed) == 1 and again.verifier is not None  # kept for the statement's other shards
 
 
 @pytest.fixture(scope="module")

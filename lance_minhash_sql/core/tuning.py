@@ -175,6 +175,7 @@ ROWID_CALL_ROWS = 1 << 20  # row ids per Lance call of a remap or a row-id scan 
 
 MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB; duck/pairs.py)
 SQL_PLANS = 64  # self-join and join plans kept for their statements (duck/pairs.py)
+SHARED_SHARD_STATES = 4  # statements' shared pools and shingle sets kept between their branches (selfjoin/shared.py)
 SQL_LAYOUTS = 256  # result layouts kept, one per result schema (duck/tables.py)
 AWAITING_BYTES = 64 << 20  # search results computed at plan time awaiting their statement (duck/tables.py)
 INLINE_MAX_CHARS = 1 << 16  # a search result longer than this as SQL text goes through _lms_search_rows (duck/tables.py)

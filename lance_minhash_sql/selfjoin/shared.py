@@ -24,23 +24,26 @@ of one list of shards the same economy:
   every shard at the first call, and closed when every shard has been called and none
   runs.
 
-A call waits while another fetches what it needs. The state of one list of shards lives
-while its plan does (the SQL plan cache, ``duck/pairs.py``); a statement run again fetches
-again what was let go.
+A call waits while another fetches what it needs. The states of the last
+:data:`SHARED_SHARD_STATES` lists of shards are kept (a registered cache of
+``runtime/cache.py``, keyed by dataset, version, column, threshold, key ranges, mode and
+budget); one evicted, or emptied by ``clear_cache()``, lets go of its pool and sets as
+soon as none of its calls runs. So a statement stopped before its last branch (a
+``LIMIT``) holds its group's pool until a few other statements have run, not for the
+life of the process; a statement run again fetches again what was let go.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Iterator
 
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, READ_AHEAD, READ_ROW_BYTES
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, READ_AHEAD, READ_ROW_BYTES, SHARED_SHARD_STATES
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
-from lance_minhash_sql.runtime.cache import register_state
+from lance_minhash_sql.runtime.cache import ByteCache
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, pool_rows, shard_rows
@@ -49,6 +52,9 @@ from lance_minhash_sql.selfjoin.shards import Shard
 from lance_minhash_sql.selfjoin.verify import Verifier, pair_verifier, prepare, remaining
 
 __all__ = ["SharedShards"]
+
+_STATES = ByteCache.for_objects("what the calls of one list of shards share (SQL branches)", SHARED_SHARD_STATES)
+_STATES_LOCK = threading.Lock()  # a state made and put once per key
 
 
 class _Group:
@@ -83,9 +89,6 @@ class SharedShards:
     """The shared state of the calls of one list of shards, for one ``verify`` mode and
     budget (module doc); :meth:`pairs` is one shard's call."""
 
-    _by_plan: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-    _lock = threading.Lock()
-
     def __init__(self, shards: list[Shard], verify: str, limit: int):
         self.shards, self.verify, self.limit = shards, verify, limit
         self.lock = threading.Lock()
@@ -94,19 +97,39 @@ class SharedShards:
         self.turn = threading.Condition()
         self.current: _Group | None = None  # the group whose pool is held
         self.running = self.called = 0
+        self.detached = False
 
     @classmethod
     def of(cls, shards: list[Shard], verify: str, limit: int) -> "SharedShards":
-        """The shared state of ``shards`` for ``verify`` and ``limit``: kept with their plan
-        (which the plans of other thresholds and shard counts share), under their
-        threshold and key ranges."""
-        key = (verify, limit, shards[0].threshold, tuple((s.lo, s.hi) for s in shards))
-        with cls._lock:
-            states = cls._by_plan.setdefault(shards[0].plan, {})
-            state = states.get(key)
+        """The shared state of ``shards`` for ``verify`` and ``limit`` (module doc)."""
+        s = shards[0]
+        key = (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, limit)
+        with _STATES_LOCK:
+            state = _STATES.get(key)
             if state is None:
-                state = states[key] = cls(shards, verify, limit)
+                state = cls(shards, verify, limit)
+                _STATES.put(key, state)
             return state
+
+    def detach(self) -> None:
+        """Evicted (or the caches cleared): let go of the pool and the sets now, or when
+        the last running call ends."""
+        with self.lock:
+            self.detached = True
+            if self.running == 0:
+                self._release()
+
+    def _release(self) -> None:
+        """Drop every group's pool and close the shingle sets; the caller holds :attr:`lock`
+        and no call runs."""
+        self.called = 0
+        for group in self.groups or ():
+            if group is not None:
+                group.called, group.pool = 0, None
+        self.current = None
+        if self.verifier is not None and self.verifier.shingles is not None:
+            self.verifier.shingles.close()
+            self.verifier = None
 
     def pairs(self, index: int) -> Iterator[pa.RecordBatch]:
         """Shard ``index``'s verified pairs, in batches of at most :func:`.bounded.chunk_pairs` rows."""
@@ -176,23 +199,9 @@ class SharedShards:
         with self.lock:
             self.running -= 1
             self.called += 1
-            if self.running or self.called < len(self.shards):
-                return
-            self.called = 0
-            for group in self.groups:  # every shard ran: a statement run again starts afresh
-                if group is not None:
-                    group.called, group.pool = 0, None
-            self.current = None
-            if self.verifier.shingles is not None:
-                self.verifier.shingles.close()
-                self.verifier = None
+            if self.running == 0 and (self.detached or self.called >= len(self.shards)):
+                self._release()  # every shard ran (a statement run again starts afresh), or evicted
 
-    @classmethod
-    def forget(cls) -> None:
-        """Drop every list's state (for :func:`lance_minhash_sql.runtime.cache.clear_cache`);
-        what runs keeps its own until it ends."""
-        with cls._lock:
-            cls._by_plan.clear()
 
 
 def _grouped(shards: list[Shard], limit: int) -> list[_Group | None]:
@@ -238,6 +247,3 @@ def _grouped(shards: list[Shard], limit: int) -> list[_Group | None]:
         close(len(shards))
     return out
 
-
-register_state("what the calls of one list of shards share (SQL branches)", SharedShards._by_plan,
-               clear=SharedShards.forget)
