@@ -91,7 +91,8 @@ from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData
 from lance_minhash_sql.selfjoin.verify import prepare, remaining
 
 __all__ = ["memory_limit_bytes", "shard_rows", "pairs_pool", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
-           "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links"]
+           "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links",
+           "shard_groups"]
 
 # what the engine verifies a loaded shard with: selfjoin/verify.py's pair_verifier and
 # selfjoin/links.py's link_verifier, passed by their callers and prepared here with the
@@ -144,8 +145,12 @@ def _read_bytes(read: tuple) -> int:
     return read[2][0].size * READ_ROW_BYTES
 
 
-def _groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarray, prune: Prune,
-            stamp: Callable[[], int] | None = None):
+def _unpruned(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return keys, gids
+
+
+def shard_groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarray, prune: Prune = _unpruned,
+                 stamp: Callable[[], int] | None = None):
     """Consecutive shards in groups whose distinct candidates number at most ``max_docs``,
     yielded as ``([(shard, rows or None), ...], None)`` with exactly their candidates set
     in ``marks`` (cleared when the consumer asks for the next group): a shard's rows as
@@ -205,10 +210,6 @@ def _joined(components: UnionFind) -> Prune:
     """The clusters' pruning: buckets already one component of the links found so far
     dropped (:meth:`.parent.UnionFind.prune`)."""
     return components.prune
-
-
-def _unpruned(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return keys, gids
 
 
 def fixed_bytes(total_docs: int, per_doc: int) -> int:
@@ -336,7 +337,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
 
         yield from run_ordered(items, produce, stop=stop, ahead=PAIRS_AHEAD)
 
-    groups = _groups(shards, limit, max_docs, marks, _unpruned if labels is None else labels.prune,
+    groups = shard_groups(shards, limit, max_docs, marks, _unpruned if labels is None else labels.prune,
                      None if labels is None else labels.given)
     with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
         try:
@@ -492,7 +493,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
         try:
             marks = new_marks(total)
             carried = CarriedPool(plan, max_docs)
-            groups = _groups(shards, limit, max_docs, marks, _joined(components))
+            groups = shard_groups(shards, limit, max_docs, marks, _joined(components))
             try:
                 for group, rows in groups:
                     count("groups")

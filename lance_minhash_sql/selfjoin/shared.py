@@ -8,9 +8,10 @@ calls that know nothing of each other would fetch a row's signature once for eve
 it is a candidate in, and its shingle set likewise. :class:`SharedShards` gives the calls
 of one list of shards the same economy:
 
-* **groups**: at the first call, every shard's band rows are read once and consecutive
-  shards are grouped while their distinct candidates fit the budget's pool
-  (:func:`.bounded.pool_rows`), as the self-join of one call groups them;
+* **groups**: at the first call, every shard's band rows are read once and the shards
+  grouped while their distinct candidates fit the budget's pool
+  (:func:`.bounded.pool_rows`), by the self-join's own rule
+  (:func:`.bounded.shard_groups`);
 * **one pool at a time**: a group's pool (its candidates' signatures, row ids and
   liveness, fetched in doc order: :func:`.pool.pool`) is fetched by the first of its
   shards to run and kept until all of them ran. A call of another group waits until no
@@ -41,12 +42,11 @@ from typing import Iterator
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, READ_AHEAD, READ_ROW_BYTES, SHARED_SHARD_STATES
-from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, SHARED_SHARD_STATES
+from lance_minhash_sql.kernels.components import marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.runtime.cache import ByteCache
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
-from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, pool_rows, shard_rows
+from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, pool_rows, shard_groups
 from lance_minhash_sql.selfjoin.pool import count, held, pool, read_multi, shard_data
 from lance_minhash_sql.selfjoin.shards import Shard
 from lance_minhash_sql.selfjoin.verify import Verifier, pair_verifier, prepare, remaining
@@ -58,10 +58,11 @@ _STATES_LOCK = threading.Lock()  # a state made and put once per key
 
 
 class _Group:
-    """Consecutive shards ``[lo, hi)`` verified over one pool (:class:`SharedShards` keeps it)."""
+    """Shards (their places in the list, ``members``) verified over one pool
+    (:class:`SharedShards` keeps it)."""
 
-    def __init__(self, lo: int, hi: int):
-        self.lo, self.hi = lo, hi
+    def __init__(self, members: list[int]):
+        self.members = members
         self.lock = threading.Lock()  # held while the pool is fetched
         self.running = self.called = 0
         self.pool = None  # (marks, prefix, ugids, sigs, rowids, alive)
@@ -74,7 +75,7 @@ class _Group:
             if self.pool is None:
                 plan = shards[0].plan
                 marks = new_marks(plan.total_docs)
-                for got in map(read_multi, shards[self.lo:self.hi]):
+                for got in (read_multi(shards[i]) for i in self.members):
                     if got is not None:
                         set_marks(marks, sorted_unique(got[1]), True)
                 ugids, prefix = marked_ids(marks)
@@ -179,7 +180,7 @@ class SharedShards:
             group.running -= 1
             group.called += 1
             if group.running == 0:
-                if group.called >= group.hi - group.lo:  # every shard of it ran
+                if group.called >= len(group.members):  # every shard of it ran
                     group.pool = None
                     self.current = None
                 self.turn.notify_all()
@@ -203,47 +204,20 @@ class SharedShards:
                 self._release()  # every shard ran (a statement run again starts afresh), or evicted
 
 
-
 def _grouped(shards: list[Shard], limit: int) -> list[_Group | None]:
-    """Per shard its group of consecutive shards whose distinct candidates fit the pool of
-    a budget of ``limit`` bytes; ``None`` for a shard whose own candidates do not fit
-    (module doc)."""
+    """Per shard its group (:func:`.bounded.shard_groups`, over the pool of a budget of
+    ``limit`` bytes); ``None`` for a shard whose own candidates do not fit, or that has
+    none (module doc)."""
     plan = shards[0].plan
-    max_docs = pool_rows(limit, plan.params.num_hashes)
-    marks = new_marks(plan.total_docs)
+    place = {id(s): i for i, s in enumerate(shards)}
     out: list[_Group | None] = [None] * len(shards)
-    lo, distinct = None, 0
-
-    def close(hi: int) -> None:
-        group = _Group(lo, hi)
-        for i in range(lo, hi):
-            out[i] = group
-        marks.fill(0)
-
-    def read(item):
-        index, shard = item
-        got = read_multi(shard)
-        yield index, (None if got is None else sorted_unique(got[1]))
-
-    ahead = READ_AHEAD * shard_rows(limit) * READ_ROW_BYTES
-    reads = run_ordered(list(enumerate(shards)), read, ahead=ahead, weight=lambda r: 0 if r[1] is None else r[1].nbytes)
-    for index, u in reads:
-        if u is None:  # no candidates: nothing to pool
-            continue
-        if u.size > max_docs:
-            if lo is not None:
-                close(index)
-                lo, distinct = None, 0
-            continue
-        new = count_unmarked(marks, u)
-        if lo is not None and distinct + new > max_docs:
-            close(index)
-            lo, distinct, new = None, 0, u.size
-        if lo is None:
-            lo = index
-        set_marks(marks, u, True)
-        distinct += new
-    if lo is not None:
-        close(len(shards))
+    groups = shard_groups(shards, limit, pool_rows(limit, plan.params.num_hashes), new_marks(plan.total_docs))
+    try:
+        for members, alone in groups:
+            if alone is None:
+                group = _Group([place[id(shard)] for shard, _ in members])
+                for i in group.members:
+                    out[i] = group
+    finally:
+        groups.close()
     return out
-
