@@ -18,9 +18,9 @@ are loaded on a tiny dataset (the "baseline"), so each reports its own:
 Modes: ``pairs`` with ``verify := 'estimate'`` and ``'exact'``; ``dedup`` (the keep flags
 of ``minhash_dedup``) with components and the estimate, and with star and exact
 verification; with ``--sql`` each mode also through DuckDB (``minhash_pairs`` and
-``minhash_dedup`` with bound parameters, counted in SQL), against its Python twin. Runs are interleaved (estimate, exact, estimate, ...) and medians compared;
-the printed ratios are exact / estimate of the same run. State the machine's load
-(printed) with the figures.
+``minhash_dedup`` with bound parameters, counted in SQL), against its Python twin. Runs
+are interleaved (estimate, exact, estimate, ...) and medians compared; the printed ratios
+are exact / estimate of the same run. State the machine's load (printed) with the figures.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ THRESHOLD = 0.8
 
 def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: str | None) -> dict:
     import lance_minhash_sql as lms
-    from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, status_mb
+    from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds
 
     warm_kernels()
     stats: dict = {}
@@ -66,7 +66,6 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
     else:
         pairs_fn, flags_fn = lms.pairs, lms.keep_flags
     con = lms.connect() if mode.startswith("sql-") else None  # (a user's connection is open before the statement)
-    base = status_mb("RssAnon").get("RssAnon", 0.0)
     c0, t0 = cpu_seconds(), time.perf_counter()
     with PeakSampler("RssAnon", every=0.005) as anon:
         if con is not None:
@@ -81,7 +80,8 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
             t = flags_fn(uri, "text", THRESHOLD, clustering=clustering, verify=verify, memory_limit=memory_limit)
             n = t.num_rows - int(sum(t.column("keep").to_pylist()))
     out = {"mode": mode, "executor": executor, "rows_out": n, "seconds": time.perf_counter() - t0,
-           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.peak["RssAnon"] - base, "baseline_anon_mb": base}
+           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.rise("RssAnon"),
+           "baseline_anon_mb": anon.start.get("RssAnon", 0.0)}
     if stats.get("tasks"):
         out["task_cpu_seconds"] = sum(s["cpu_seconds"] for s in stats["tasks"].values())
         out["task_peak_mb"] = max(s["peak_mb"] for s in stats["tasks"].values())
