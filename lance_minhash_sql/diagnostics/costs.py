@@ -109,7 +109,7 @@ from lance_minhash_sql.selfjoin.parent import UnionFind, parent_bytes, spills
 from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data, span_data
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, STATS as SHINGLE_STATS
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
-from lance_minhash_sql.selfjoin.verify import pair_verifier
+from lance_minhash_sql.selfjoin.verify import data_visits, pair_verifier
 
 __all__ = ["Projection", "Rates", "Work", "calibrate", "cores_now", "runnable_others", "work", "project", "clusters_spill",
            "busy_factor", "PROBE_CPU_SECONDS"]
@@ -371,12 +371,6 @@ def _in_sets(picks: list, measure, rates_of) -> Rates:
     median = {name: float(np.median([getattr(r, name) for r in found]))
               for name in ("union_link", "index_row", "table_row", "keep_row")}
     return replace(rates_of(parts, 1.0, 1.0), parallel=cores_now(), **median)
-
-
-def data_visits(data) -> int:
-    """The visits of a shard's loaded data: ``m (m - 1) / 2`` over its buckets."""
-    m = (data.ends - data.starts).astype(np.int64)
-    return int((m * (m - 1) // 2).sum())
 
 
 def _class_sets(loads) -> list[tuple[int, np.ndarray, np.ndarray]]:

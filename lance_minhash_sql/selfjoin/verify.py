@@ -26,7 +26,7 @@ from lance_minhash_sql.kernels.pairs import jaccard_at_least, min_matches, new_c
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
-__all__ = ["data_pairs", "pair_verifier", "Verifier", "prepare", "remaining"]
+__all__ = ["data_pairs", "data_visits", "pair_verifier", "Verifier", "prepare", "remaining"]
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
@@ -43,7 +43,9 @@ def _exact(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarra
     return snap.rowids(left[keep]), snap.rowids(right[keep]), sim[keep], jac[keep]
 
 
-def _pair_bound(data: ShardData) -> int:
+def data_visits(data: ShardData) -> int:
+    """The visits of a shard's loaded data, ``m (m - 1) / 2`` over its buckets: the most
+    pairs it can give."""
     m = (data.ends - data.starts).astype(np.int64)
     return int((m * (m - 1) // 2).sum())
 
@@ -64,7 +66,7 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
         snap = None
         if verify == "exact":
             data, snap = shingles.positioned(data)
-        cap = max(1, min(chunk, _pair_bound(data)))
+        cap = max(1, min(chunk, data_visits(data)))
         out_l = np.empty(cap, dtype=np.uint64)
         out_r = np.empty(cap, dtype=np.uint64)
         out_e = np.empty(cap, dtype=np.int32)
