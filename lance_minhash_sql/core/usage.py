@@ -11,10 +11,11 @@ is the fallback.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
-__all__ = ["PeakSampler", "cpu_seconds", "peak_rss_mb", "reset_peak_rss", "rss_mb", "status_mb"]
+__all__ = ["PeakSampler", "cpu_seconds", "peak_rss_mb", "reset_peak_rss", "rss_mb", "status_mb", "usable_cores"]
 
 _STATUS = "/proc/self/status"
 
@@ -32,6 +33,14 @@ def status_mb(*keys: str) -> dict[str, float]:
     except OSError:
         pass
     return out
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; all of them where that cannot
+    be read)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def cpu_seconds() -> float:

@@ -97,6 +97,7 @@ from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROW
                                            CALIBRATION_SHARDS, CALIBRATION_VISITS, CLUSTERED_ROW_BYTES,
                                            DEFAULT_CHUNK_PAIRS, MAX_SHARDS, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
+from lance_minhash_sql.core.usage import usable_cores
 from lance_minhash_sql.diagnostics.workload import size_class
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.index.opened import OpenedIndex
@@ -470,8 +471,7 @@ def cores_now() -> float:
     process may run on). ``L`` is the load average of the last minute, or the others
     runnable now when fewer (:func:`runnable_others`): the minute's average still counts
     work that has ended, this process's own calibration and whatever ran just before it."""
-    threads, cores = num_threads(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    threads, cores = num_threads(), usable_cores()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     now = runnable_others()
     if now is not None:

@@ -15,6 +15,8 @@ import gc
 import os
 import threading
 
+from lance_minhash_sql.core.usage import usable_cores
+
 __all__ = ["bounded_heap", "release_memory", "trim_heap", "limit_arenas", "arena_limit"]
 
 
@@ -118,8 +120,7 @@ def limit_arenas() -> None:
 
 def arena_limit() -> int:
     """The arenas :func:`limit_arenas` allows: one per core this process may run on, at least two."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(2, cores)
+    return max(2, usable_cores())
 
 
 limit_arenas()
