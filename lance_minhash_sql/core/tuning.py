@@ -232,7 +232,6 @@ TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
 MAX_SIGNED_LEFTS = 2  # left datasets whose signed rows are kept (one version each)
 DEFAULT_CHUNK_PAIRS = 1 << 20  # pairs per record batch
 VISIT_BUDGET = 1 << 26  # pairs a kernel call visits before Python gets control back
-EXACT_CHUNK = 1 << 16  # (left, right) pairs of a join whose rows are fetched and shingled at once
 SHARD_BAND_ROWS = 1 << 21  # band rows per shard by default (24 MiB of band data)
 MAX_SHARDS = 1 << 16  # shards of one self-join at the most
 BUCKET_WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered together (4 MiB at k=128)

@@ -69,6 +69,7 @@ __all__ = [
     "gather_rows",
     "pair_jaccard",
     "jaccard_at_least",
+    "jaccard_at_least_between",
 ]
 
 SEED = np.uint64(lance_format.SEED)
@@ -565,29 +566,35 @@ def pair_jaccard(offsets, hashes, ia, ib):
 
 @njit(**JIT)
 def jaccard_at_least(starts, ends, hashes, counts, ia, ib, threshold):
-    """Exact Jaccard of sets ``ia[i]`` and ``ib[i]`` (set ``r`` is the sorted distinct
-    ``hashes[starts[r]:ends[r]]``, ``counts[r]`` its
-    :func:`lance_minhash_sql.kernels.similarity.bucket_counts`) where it reaches
-    ``threshold``; ``-1.0`` where it does not, ``nan`` where either set is empty. The value
-    kept is ``inter / union`` as :func:`pair_jaccard` computes it. A pair is settled early
-    by the sizes, then by the bucket counts' bound on its common values (most candidates
-    under a threshold end there, without reading their sets), then in the merge of
-    :func:`lance_minhash_sql.kernels.similarity.merged_jaccard`."""
+    """:func:`jaccard_at_least_between` of sets ``ia[i]`` and ``ib[i]`` of one collection."""
+    return jaccard_at_least_between(starts, ends, hashes, counts, starts, ends, hashes, counts, ia, ib, threshold)
+
+
+@njit(**JIT)
+def jaccard_at_least_between(a_starts, a_ends, a_hashes, a_counts, b_starts, b_ends, b_hashes, b_counts, ia, ib,
+                             threshold):
+    """Exact Jaccard of set ``ia[i]`` of one collection (set ``r``: the sorted distinct
+    ``a_hashes[a_starts[r]:a_ends[r]]``, ``a_counts[r]`` its ``similarity.bucket_counts``)
+    and set ``ib[i]`` of another (``b_...``) where it reaches ``threshold``; ``-1.0`` where
+    not, ``nan`` where a set is empty. The value kept is ``inter / union`` as
+    :func:`pair_jaccard` computes it. A pair is settled by the sizes, then the bucket
+    counts' bound on its common values (most candidates under a threshold end there,
+    their sets unread), then in the merge of ``similarity.merged_jaccard``."""
     n = ia.size
     out = np.empty(n, dtype=np.float64)
     for p in range(n):
-        a0 = starts[ia[p]]
-        a1 = ends[ia[p]]
-        b0 = starts[ib[p]]
-        b1 = ends[ib[p]]
+        a0 = a_starts[ia[p]]
+        a1 = a_ends[ia[p]]
+        b0 = b_starts[ib[p]]
+        b1 = b_ends[ib[p]]
         na = a1 - a0
         nb = b1 - b0
         if na == 0 or nb == 0:
             out[p] = np.nan
             continue
         need = least_common(na, nb, threshold)
-        if need > min(na, nb) or common_bound(counts, ia[p], ib[p]) < need:
+        if need > min(na, nb) or common_bound(a_counts, ia[p], b_counts, ib[p]) < need:
             out[p] = -1.0
             continue
-        out[p] = merged_jaccard(hashes, a0, a1, hashes, b0, b1, need)
+        out[p] = merged_jaccard(a_hashes, a0, a1, b_hashes, b0, b1, need)
     return out

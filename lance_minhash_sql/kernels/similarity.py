@@ -104,15 +104,15 @@ def bucket_counts(offsets, hashes):
 
 
 @njit(**JIT, inline="always")
-def common_bound(counts, a, b):
-    """An upper bound of the common values of sets ``a`` and ``b`` from their
-    :func:`bucket_counts` rows; a large number when a bucket saturated in both. One pass
-    without branches over the 16 bytes (vector code)."""
+def common_bound(counts_a, a, counts_b, b):
+    """An upper bound of the common values of set ``a`` (row ``a`` of ``counts_a``) and set
+    ``b`` (row ``b`` of ``counts_b``) from their :func:`bucket_counts`; a large number when
+    a bucket saturated in both. One pass without branches over the 16 bytes (vector code)."""
     bound = 0
     saturated = 0
     for q in range(COUNT_BUCKETS):
-        ca = counts[a, q]
-        cb = counts[b, q]
+        ca = counts_a[a, q]
+        cb = counts_b[b, q]
         bound += min(ca, cb)
         saturated |= (ca & cb) == 255
     return bound if saturated == 0 else 1 << 40

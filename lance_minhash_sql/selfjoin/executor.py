@@ -27,18 +27,15 @@ imports Ray: the public entry (``api/entries.py``) picks the executor.
 
 from __future__ import annotations
 
-import threading
 from typing import Iterator, Protocol
 
 import pyarrow as pa
 
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.bounded import (bounded_clusters, bounded_pairs, chunk_pairs,
-                                                memory_limit_bytes)
+from lance_minhash_sql.selfjoin.bounded import bounded_clusters, bounded_pairs, memory_limit_bytes
 from lance_minhash_sql.runtime.threads import num_threads
-from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_shards, shard_join
+from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_shards, shared_shard_join
 from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
 from lance_minhash_sql.selfjoin.verify import pair_verifier
 from lance_minhash_sql.selfjoin.shared import SharedShards
@@ -102,15 +99,14 @@ class LocalExecutor:
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
         shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
                              left_storage_options=left_storage_options, right_storage_options=right_storage_options)
-        chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
-        stop = threading.Event()
-        return run_ordered(shards, lambda s: shard_join(s, verify=verify, chunk_pairs=chunk, stop=stop), stop=stop)
+        return join_all(shards, verify, memory_limit_bytes(memory_limit))
 
     def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
                    ) -> Iterator[pa.RecordBatch]:
         """One shard of the join, cut into parts joined on this process's threads (a SQL
-        statement that keeps its order runs one shard at a time)."""
-        return shard_join(shard, verify=verify, threads=num_threads())
+        statement that keeps its order runs one shard at a time); the calls of one plan
+        share exact verification's shingle sets (:func:`.join_shards.shared_shard_join`)."""
+        return shared_shard_join(shard, verify, num_threads())
 
 
 LOCAL = LocalExecutor()

@@ -22,8 +22,10 @@ What is reported, exactly:
 * ``verify="exact"``: candidates whose estimate reaches
   :func:`lance_minhash_sql.core.params.exact_candidate_floor` (4 standard deviations under
   the threshold) are kept iff ``jaccard``, the exact Jaccard of the two rows' shingle sets
-  (the right index's tokenizer and shingle size; texts fetched by row id), reaches the
-  threshold (as :func:`.pairs.pairs` does); otherwise ``jaccard`` is NULL.
+  (the right index's tokenizer and shingle size), reaches the threshold: the self-join's
+  verification step (``selfjoin/verify.py``), over each side's candidate rows fetched once,
+  in row order, before any pair is verified (:mod:`.join_sets`); otherwise ``jaccard`` is
+  NULL.
 
 How: the band-key space is cut into key-range shards (one per :data:`lance_minhash_sql.core.tuning.SHARD_BAND_ROWS`
 band rows of both sides). A shard takes the left rows of its key range (the left rows'
@@ -36,7 +38,7 @@ of a local segment's ``signatures.lance``) and runs :func:`kernels.join.join_chu
 the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
 independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
 function does: DuckDB runs an order-keeping statement's shard calls one at a time);
-:func:`join` runs them on a thread pool and yields their batches in shard order.
+:func:`join_all` runs them on a thread pool and yields their batches in shard order.
 """
 
 from __future__ import annotations
@@ -54,24 +56,29 @@ from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError
                                            ResourceLimitError, UnsupportedIndexError)
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, warn_if_low_recall
+from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.sizes import format_bytes
-from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, EXACT_CHUNK, MAX_SHARDS, MAX_SIGNED_LEFTS, VISIT_BUDGET
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, FETCH_ROWS, MAX_SHARDS, MAX_SIGNED_LEFTS, VISIT_BUDGET
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import JOIN_SCHEMA
-from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle, options_for
-from lance_minhash_sql.io.scan import row_count, take_texts, text_field, version_of
+from lance_minhash_sql.io.scan import row_count, text_field, version_of
 from lance_minhash_sql.kernels.join import join_chunk, new_join_cursor, shared_rows
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import min_matches, padded_hashes, pair_jaccard
+from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_marks
+from lance_minhash_sql.kernels.pairs import padded_hashes
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
+from lance_minhash_sql.selfjoin.bounded import chunk_pairs as chunk_pairs_of
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, pool_bytes, shard_rows
+from lance_minhash_sql.selfjoin.join_sets import JoinSets, SharedJoinSets
+from lance_minhash_sql.selfjoin.pool import row_ids
 from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, read_run, run_span
+from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept, verifying_limit
 
-__all__ = ["JOIN_SCHEMA", "JoinShard", "join_shards", "shard_join", "signed_bytes"]
+__all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
+           "signed_bytes"]
 
 
 
@@ -160,6 +167,14 @@ class JoinPlan:
     left: Side
     right: Side
     threshold: float
+    num_shards: int
+    shared: SharedJoinSets = field(repr=False)  # exact verification's sets of the plan's independent shard calls
+
+    def shards(self) -> list[JoinShard]:
+        """The plan's key-range shards, in key order."""
+        span = self.right.params.num_bands << BAND_SHIFT
+        bounds = [span * s // self.num_shards for s in range(self.num_shards + 1)]
+        return [JoinShard(s, self.num_shards, bounds[s], bounds[s + 1], self) for s in range(self.num_shards)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -213,10 +228,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
         num_shards = min(MAX_SHARDS, max(1, -(-total // shard_rows(limit))))
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
-    plan = JoinPlan(lside, rside, t)
-    span = opened.params.num_bands << BAND_SHIFT
-    bounds = [span * s // num_shards for s in range(num_shards + 1)]
-    return [JoinShard(s, num_shards, bounds[s], bounds[s + 1], plan) for s in range(num_shards)]
+    return JoinPlan(lside, rside, t, num_shards, SharedJoinSets(lside, rside, num_shards)).shards()
 
 
 # --------------------------------------------------------------------------- one shard
@@ -287,6 +299,48 @@ def _alive(side: Side, rowids: np.ndarray) -> np.ndarray | None:
     return None if live is None or live.trivial else live.alive(rowids)
 
 
+def _candidates(plan: JoinPlan, lo: int, hi: int):
+    """``(left keys, left global docs, right keys, right global docs)`` of the band rows
+    with keys in ``[lo, hi)`` that share their key with a row of the other side (deleted
+    rows not yet dropped); None when there are none."""
+    lk, lg = _side_rows(plan.left, lo, hi)
+    if lk.size == 0:
+        return None
+    lk = readonly(lk)
+    lm = np.zeros(lk.size, dtype=np.bool_)
+    rk, rg = _shared_rows(plan.right, lo, hi, lk, lm)
+    if rk.size == 0:
+        return None
+    return lk[lm], lg[lm], rk, rg
+
+
+def _live_rows(side: Side, gids: np.ndarray) -> np.ndarray:
+    """Ascending row ids of the live docs among sorted unique ``gids`` of ``side`` (whose
+    runs, offsets and parameters :func:`.pool.row_ids` reads as a self-join plan's)."""
+    rows = row_ids(side, gids, FETCH_ROWS)
+    alive = _alive(side, rows)
+    return sorted_unique(rows if alive is None else rows[alive])
+
+
+def candidate_rows(shards: list[JoinShard]) -> tuple[np.ndarray, np.ndarray]:
+    """``(left, right)``: ascending row ids of the live rows of each side that share a
+    band key with a row of the other in ``shards`` (every row of a candidate pair they can
+    give). Each shard's band rows read once (the next read while one is marked), marked in
+    a bit set of each side's docs."""
+    plan = shards[0].plan
+    lmarks, rmarks = new_marks(plan.left.total_docs), new_marks(plan.right.total_docs)
+
+    def read(shard: JoinShard):
+        got = _candidates(plan, shard.lo, shard.hi)
+        if got is not None:
+            yield sorted_unique(got[1]), sorted_unique(got[3])
+
+    for lu, ru in run_ordered(shards, read):
+        set_marks(lmarks, lu, True)
+        set_marks(rmarks, ru, True)
+    return _live_rows(plan.left, marked_ids(lmarks)[0]), _live_rows(plan.right, marked_ids(rmarks)[0])
+
+
 @dataclass
 class _ShardData:
     lkeys: np.ndarray
@@ -296,6 +350,7 @@ class _ShardData:
     words: np.ndarray
     halves: np.ndarray
     rowids: np.ndarray
+    nl: int  # the pool's left rows (then its right rows)
 
 
 def _load(shard: JoinShard) -> _ShardData | None:
@@ -303,15 +358,10 @@ def _load(shard: JoinShard) -> _ShardData | None:
     with them, the left rows sharing one with those, both sides' live rows only, and one
     signature pool: left docs first, then right docs."""
     plan = shard.plan
-    lk, lg = _side_rows(plan.left, shard.lo, shard.hi)
-    if lk.size == 0:
+    got = _candidates(plan, shard.lo, shard.hi)
+    if got is None:
         return None
-    lk = readonly(lk)
-    lm = np.zeros(lk.size, dtype=np.bool_)
-    rk, rg = _shared_rows(plan.right, shard.lo, shard.hi, lk, lm)
-    if rk.size == 0:
-        return None
-    lk, lg = lk[lm], lg[lm]
+    lk, lg, rk, rg = got
     lu, ru = sorted_unique(lg), sorted_unique(rg)
     k = plan.right.params.num_hashes
     nl = lu.size
@@ -330,15 +380,21 @@ def _load(shard: JoinShard) -> _ShardData | None:
     if lk.size == 0 or rk.size == 0:
         return None
     return _ShardData(readonly(lk), readonly(ldocs.astype(np.uint32)), readonly(rk), readonly(rdocs.astype(np.uint32)),
-                      readonly(pool.view(np.uint64)), readonly(pool), readonly(rowids))
+                      readonly(pool.view(np.uint64)), readonly(pool), readonly(rowids), nl)
 
 
 def shard_join(shard: JoinShard, *, verify: str = "estimate", chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
-               threads: int = 1, stop: threading.Event | None = None) -> Iterator[pa.RecordBatch]:
+               threads: int = 1, stop: threading.Event | None = None, sets: JoinSets | None = None
+               ) -> Iterator[pa.RecordBatch]:
     """The verified pairs of one shard as record batches of :data:`JOIN_SCHEMA` (at most
     ``chunk_pairs`` rows each); memory stays at one chunk of pairs plus the shard's rows
     and the signatures of its candidates. ``stop`` (set by a consumer that stopped early)
     is checked after every kernel call.
+
+    ``verify="exact"`` checks the candidates over ``sets`` (shared by the shards of one
+    join, the rows fetched before: :func:`join_all`, :func:`shared_shard_join`); without
+    it over sets of this shard's candidate rows, fetched once when the first batch is
+    asked for and closed after the last.
 
     ``threads > 1`` cuts the shard's key range into that many equal parts (at most
     :data:`MAX_WORKERS`), joined at once on as many threads (the kernels release the GIL), their batches yielded in key order:
@@ -349,67 +405,107 @@ def shard_join(shard: JoinShard, *, verify: str = "estimate", chunk_pairs: int =
     verify = check_verify(verify)
     chunk = check_int("chunk_pairs", chunk_pairs, "e.g. 1048576", 1, 1 << 30)
     threads = min(check_int("threads", threads, "e.g. 2", 1, 1 << 16), MAX_WORKERS)
+    if verify == "exact" and sets is None:
+        return _own_sets(shard, chunk, threads, stop)
+    return _parts(shard, verify, chunk, threads, stop, sets)
+
+
+def _own_sets(shard: JoinShard, chunk: int, threads: int, stop: threading.Event | None
+              ) -> Iterator[pa.RecordBatch]:
+    sets = JoinSets(shard.plan.left, shard.plan.right)
+    try:
+        sets.fetch(*candidate_rows([shard]))
+        yield from _parts(shard, "exact", chunk, threads, stop, sets)
+    finally:
+        sets.close()
+
+
+def _parts(shard: JoinShard, verify: str, chunk: int, threads: int, stop: threading.Event | None,
+           sets: JoinSets | None) -> Iterator[pa.RecordBatch]:
     if threads == 1:
-        return _shard_join(shard, verify, chunk, stop)
+        return _shard_join(shard, verify, chunk, stop, sets)
     parts = [JoinShard(shard.index, shard.num_shards, shard.lo + (shard.hi - shard.lo) * i // threads,
                        shard.lo + (shard.hi - shard.lo) * (i + 1) // threads, shard.plan) for i in range(threads)]
     stop = stop or threading.Event()
-    return run_ordered(parts, lambda p: _shard_join(p, verify, chunk, stop), workers=threads, stop=stop)
+    return run_ordered(parts, lambda p: _shard_join(p, verify, chunk, stop, sets), workers=threads, stop=stop)
 
 
-def _shard_join(shard: JoinShard, verify: str, chunk: int, stop: threading.Event | None = None
-                ) -> Iterator[pa.RecordBatch]:
+def _shard_join(shard: JoinShard, verify: str, chunk: int, stop: threading.Event | None = None,
+                sets: JoinSets | None = None) -> Iterator[pa.RecordBatch]:
     data = _load(shard)
     if data is None:
         return
     params = shard.params
     k = params.num_hashes
+    exact = verify == "exact"
+    rowids = data.rowids
+    if exact:  # the kernel writes positions among each side's sets (their snapshots)
+        rowids, lsnap, rsnap = sets.positioned(rowids, data.nl, data.ldocs, data.rdocs)
     cap = max(1, min(chunk, data.lkeys.size * data.rkeys.size))
     out_l = np.empty(cap, dtype=np.uint64)
     out_r = np.empty(cap, dtype=np.uint64)
     out_e = np.empty(cap, dtype=np.int32)
-    exact = verify == "exact"
-    min_eq = min_matches(exact_candidate_floor(shard.threshold, k) if exact else shard.threshold, k)
+    min_eq = candidate_matches(shard.threshold, k, verify)
     cursor = new_join_cursor()
     done = False
     while not done:
-        n, done = join_chunk(data.lkeys, data.ldocs, data.rkeys, data.rdocs, data.words, data.halves, data.rowids,
+        n, done = join_chunk(data.lkeys, data.ldocs, data.rkeys, data.rdocs, data.words, data.halves, rowids,
                              k, params.num_bands, min_eq, cursor, out_l, out_r, out_e, VISIT_BUDGET)
         if stop is not None and stop.is_set():
             return
-        if n:
-            batch = _batch(shard.plan, exact, out_l[:n].copy(), out_r[:n].copy(),
-                           lance_similarity(out_e[:n], k).astype(np.float64))
-            if batch is not None:
-                yield batch
-
-
-def _jaccard(plan: JoinPlan, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Exact shingle Jaccard of each (left, right) pair, :data:`EXACT_CHUNK` pairs at a time."""
-    signer = signer_for(plan.right.params)
-    out = np.empty(left.size, dtype=np.float64)
-    for s in range(0, left.size, EXACT_CHUNK):
-        lft, rgt = left[s:s + EXACT_CHUNK], right[s:s + EXACT_CHUNK]
-        lu, ru = sorted_unique(lft), sorted_unique(rgt)
-        texts = pa.concat_arrays([take_texts(plan.left.ds, plan.left.column, lu, plan.left.uri),
-                                  take_texts(plan.right.ds, plan.right.column, ru, plan.right.uri)])
-        offsets, hashes = signer.shingle_sets(texts)
-        ia = np.searchsorted(lu, lft)
-        ib = np.searchsorted(ru, rgt) + lu.size
-        out[s:s + lft.size] = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
-    return out
-
-
-def _batch(plan: JoinPlan, exact: bool, left, right, sim) -> pa.RecordBatch | None:
-    if exact:
-        jac = _jaccard(plan, left, right)
-        keep = np.flatnonzero(jac >= plan.threshold)
-        if keep.size == 0:
-            return None
-        left, right, sim, jac = left[keep], right[keep], sim[keep], pa.array(jac[keep])
-    else:
-        jac = pa.nulls(left.size, pa.float64())
-    return pa.record_batch([pa.array(left), pa.array(right), pa.array(sim), jac], schema=JOIN_SCHEMA)
+        if not n:
+            continue
+        left, right = out_l[:n].copy(), out_r[:n].copy()
+        sim = lance_similarity(out_e[:n], k).astype(np.float64)
+        if exact:
+            left, right, sim, jac = exact_kept(shard.threshold, left, right, sim, lsnap, rsnap)
+            if left.size == 0:
+                continue
+            jac = pa.array(jac)
+        else:
+            jac = pa.nulls(n, pa.float64())
+        yield pa.record_batch([pa.array(left), pa.array(right), pa.array(sim), jac], schema=JOIN_SCHEMA)
 
 
 # --------------------------------------------------------------------------- all shards
+
+
+def join_all(shards: list[JoinShard], verify: str, limit: int) -> Iterator[pa.RecordBatch]:
+    """The verified pairs of ``shards`` (of one plan) within ``limit`` bytes, on a thread
+    pool, their batches yielded in shard order. ``verify="exact"``: the candidate rows of
+    every shard fetched and shingled once, in row order, before any pair is verified
+    (:mod:`.join_sets`); the sets' share taken from ``limit`` before the batches are sized."""
+    stop = threading.Event()
+    sets = None
+    try:
+        if verify == "exact":
+            sets = JoinSets(shards[0].plan.left, shards[0].plan.right)
+            sets.fetch(*candidate_rows(shards))
+            limit = verifying_limit(limit, sets.budget_bytes())
+        chunk = chunk_pairs_of(limit, DEFAULT_CHUNK_PAIRS)
+        yield from run_ordered(shards, lambda s: shard_join(s, verify=verify, chunk_pairs=chunk, stop=stop, sets=sets),
+                               stop=stop)
+    finally:
+        if sets is not None:
+            sets.close()
+
+
+def shared_shard_join(shard: JoinShard, verify: str, threads: int) -> Iterator[pa.RecordBatch]:
+    """:func:`shard_join` of one of the independent calls over a plan's shards (SQL: one
+    per ``UNION ALL`` branch): with ``verify="exact"``, over the plan's
+    :class:`.join_sets.SharedJoinSets` (every shard's candidate rows fetched at the first
+    call, the sets closed once every shard has run)."""
+    if verify != "exact":
+        return shard_join(shard, verify=verify, threads=threads)
+    return _shared(shard, threads)
+
+
+def _shared(shard: JoinShard, threads: int) -> Iterator[pa.RecordBatch]:
+    plan = shard.plan
+    sets = plan.shared.enter(lambda: candidate_rows(plan.shards()))
+    finished = False
+    try:
+        yield from shard_join(shard, verify="exact", threads=threads, sets=sets)
+        finished = True
+    finally:
+        plan.shared.leave(shard.index, finished)

@@ -91,11 +91,12 @@ def _empty_index(sets: bool) -> Index:
 
 
 class ShingleSets:
-    """Shingle sets of rows of ``opened`` (an :class:`lance_minhash_sql.index.opened.OpenedIndex`)
-    by row id, each row fetched and shingled once (module doc); with ``signatures`` their
-    MinHash signatures too (signed from the same texts: bit-identical to the index's), and
-    without ``sets`` those alone. Call :meth:`close` when done (the files go with the
-    process anyway)."""
+    """Shingle sets of rows of ``opened`` (an :class:`lance_minhash_sql.index.opened.OpenedIndex`,
+    or a side of a cross-dataset join, ``selfjoin/join_sets.py``: its ``ds``, ``uri``,
+    ``column`` and ``params`` are read) by row id, each row fetched and shingled once
+    (module doc); with ``signatures`` their MinHash signatures too (signed from the same
+    texts: bit-identical to the index's), and without ``sets`` those alone. Call
+    :meth:`close` when done (the files go with the process anyway)."""
 
     def __init__(self, opened, signatures: bool = False, sets: bool = True):
         self.opened = opened
@@ -116,7 +117,7 @@ class ShingleSets:
         rows = data.rowids
         used = sorted_unique(data.docs if data.slot.size == 0 else data.slot[data.docs]).astype(np.int64)
         STATS.add("asked_rows", used.size)
-        snap, pos = self._placed(rows[used])
+        snap, pos = self.placed(rows[used])
         at = np.zeros(rows.size, dtype=np.uint64)
         at[used] = pos
         return replace(data, rowids=readonly(at)), snap
@@ -125,7 +126,7 @@ class ShingleSets:
         """``(signatures uint16[n, k] or None, offsets, hashes)`` of ``rows`` (row ids, held
         or fetched now), the sets as a CSR of their own (empty without ``sets``)."""
         rows = np.asarray(rows, dtype=np.uint64)
-        snap, pos = self._placed(rows)
+        snap, pos = self.placed(rows)
         index = snap.index
         sigs = None
         if self.signatures is not None:
@@ -135,7 +136,7 @@ class ShingleSets:
         offsets, hashes = spans_take(index.starts, index.ends, snap.hashes, pos)
         return sigs, offsets, hashes
 
-    def _placed(self, rows: np.ndarray) -> tuple[Snapshot, np.ndarray]:
+    def placed(self, rows: np.ndarray) -> tuple[Snapshot, np.ndarray]:
         """A snapshot holding every one of ``rows`` (the missing fetched first) and their
         positions in it."""
         snap = Snapshot(self.index, self.values.view())  # (the index first: the file holds its sets)

@@ -6,7 +6,10 @@ shares) is verified with the full signatures: ``similarity = float32(eq) / float
 (``verify="estimate"``). With ``verify="exact"`` candidates whose estimate reaches
 :func:`lance_minhash_sql.core.params.exact_candidate_floor` are kept iff the exact Jaccard
 of their shingle sets reaches the threshold (``jaccard`` filled). Links of clusters are
-verified in :mod:`.links`; both run on every executor (``selfjoin/executor.py``).
+verified in :mod:`.links`; both run on every executor (``selfjoin/executor.py``). The
+cross-dataset join verifies its candidates with the same floor and check
+(:func:`candidate_matches`, :func:`exact_kept`) over a set collection per side
+(``selfjoin/join_sets.py``).
 """
 
 from __future__ import annotations
@@ -22,25 +25,37 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import exact_candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.kernels.pairs import jaccard_at_least, min_matches, new_cursor, pair_chunk
+from lance_minhash_sql.kernels.pairs import jaccard_at_least_between, min_matches, new_cursor, pair_chunk
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
-__all__ = ["data_pairs", "data_visits", "pair_verifier", "Verifier", "prepare", "remaining"]
+__all__ = ["candidate_matches", "data_pairs", "data_visits", "exact_kept", "pair_verifier", "Verifier", "prepare",
+           "remaining", "verifying_limit"]
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
     return lance_similarity(eq, k).astype(np.float64)
 
 
-def _exact(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray, snap: Snapshot):
-    """The pairs of index positions ``left``/``right`` (of ``snap``) with ``jaccard >=
-    threshold``, as row ids, with their similarity and exact shingle Jaccard."""
-    index = snap.index
-    jac = jaccard_at_least(index.starts, index.ends, snap.hashes, index.counts, readonly(left.astype(np.int64)),
-                           readonly(right.astype(np.int64)), threshold)
+def exact_kept(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray, snap: Snapshot,
+               right_snap: Snapshot | None = None):
+    """The pairs of index positions ``left`` (of ``snap``) and ``right`` (of ``right_snap``,
+    else of ``snap`` too) with ``jaccard >= threshold``, as row ids, with their similarity
+    and exact shingle Jaccard: the one check of exact verification, the self-join's and
+    the cross-dataset join's (``selfjoin/join_sets.py``: a set collection per side)."""
+    other = snap if right_snap is None else right_snap
+    a, b = snap.index, other.index
+    jac = jaccard_at_least_between(a.starts, a.ends, snap.hashes, a.counts, b.starts, b.ends, other.hashes, b.counts,
+                                   readonly(left.astype(np.int64)), readonly(right.astype(np.int64)), threshold)
     keep = np.flatnonzero(jac >= threshold)
-    return snap.rowids(left[keep]), snap.rowids(right[keep]), sim[keep], jac[keep]
+    return snap.rowids(left[keep]), other.rowids(right[keep]), sim[keep], jac[keep]
+
+
+def candidate_matches(threshold: float, k: int, verify: str) -> int:
+    """The fewest equal positions of ``k`` a candidate pair needs to be verified: those of
+    ``threshold`` (``verify="estimate"``), or of :func:`exact_candidate_floor` (``"exact"``:
+    the rest are never fetched), for the self-join and the cross-dataset join alike."""
+    return min_matches(exact_candidate_floor(threshold, k) if verify == "exact" else threshold, k)
 
 
 def data_visits(data: ShardData) -> int:
@@ -70,8 +85,7 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
         out_l = np.empty(cap, dtype=np.uint64)
         out_r = np.empty(cap, dtype=np.uint64)
         out_e = np.empty(cap, dtype=np.int32)
-        floor = exact_candidate_floor(shard.threshold, k) if verify == "exact" else shard.threshold
-        min_eq = min_matches(floor, k)
+        min_eq = candidate_matches(shard.threshold, k, verify)
         schema = PAIRS_EXACT_SCHEMA if snap is not None else PAIRS_SCHEMA
         batches = _Batches(schema, chunk)
         fill = 0
@@ -101,7 +115,7 @@ def _verified(threshold: float, out_l, out_r, out_e, n: int, k: int, snap: Snaps
     the kernel), or with ``snap`` those whose exact Jaccard reaches ``threshold``."""
     left, right, sim = out_l[:n].copy(), out_r[:n].copy(), _similarity(out_e[:n], k)
     if snap is not None:
-        return list(_exact(threshold, left, right, sim, snap))
+        return list(exact_kept(threshold, left, right, sim, snap))
     return [left, right, sim]
 
 
@@ -165,8 +179,14 @@ def remaining(verifier, limit: int) -> int:
     prepared (its shingle sets' share, :meth:`.shingles.ShingleSets.budget_bytes`), at
     least half of it."""
     if isinstance(verifier, Verifier) and verifier.shingles is not None:
-        return max(limit // 2, limit - verifier.shingles.budget_bytes())
+        return verifying_limit(limit, verifier.shingles.budget_bytes())
     return limit
+
+
+def verifying_limit(limit: int, sets_bytes: int) -> int:
+    """What is left of ``limit`` bytes to verify in beside shingle sets taking
+    ``sets_bytes`` of it (their ``budget_bytes()``), at least half of it."""
+    return max(limit // 2, limit - sets_bytes)
 
 
 def pair_verifier(verify: str, opened=None) -> Verifier:
