@@ -3,6 +3,8 @@ row) and against our own ``LATERAL minhash_search_ids(..., threshold, k := NULL)
 
     python benchmarks/join.py                       # 100k left rows x 1M right rows, /work/bench-data
     python benchmarks/join.py --left-rows 20000 --right-rows 200000 --data-dir /tmp/bench
+    python benchmarks/join.py --exact                # verify := 'exact' beside the estimate
+    python benchmarks/join.py --exact --ours-only --repeat 3   # ours alone, alternated runs, medians
 
 Datasets (written once, reused, under ``--data-dir``):
 
@@ -34,6 +36,12 @@ once first), threshold 0.8:
   _distance >= 0.8``; ``L`` is the most matches any left row has in our result, doubled
   (so every match fits), at least 10. Its time is extrapolated to all left rows (said in
   the table). Its pairs on the sample must equal ours on the sample (checked).
+
+With ``--exact``, ``minhash_join(..., verify := 'exact')`` is timed the same way in its
+own children (the exact pairs: candidates down to the floor, kept by their exact Jaccard);
+``--ours-only`` leaves out LATERAL and Lance and runs the estimate's and the exact mode's
+children ``--repeat`` times, alternated, kernels loaded, printing the medians (each run's
+figures on stderr).
 
 All three answer the same question: their pair counts must agree (checked). Figures:
 seconds, CPU seconds of the process (both threads of ours and of DuckDB counted), pairs per
@@ -88,11 +96,13 @@ def datasets(data_dir: str, left_rows: int, right_rows: int) -> tuple[str, str]:
 
 
 def _small_statements(small: str) -> None:
-    """A join and a LATERAL threshold search on a small dataset: loads every kernel."""
+    """Joins (estimate and exact) and a LATERAL threshold search on a small dataset: loads
+    every kernel."""
     import lance_minhash_sql as lms
 
     con = lms.connect()
     con.execute(f"SELECT count(*) FROM minhash_join('{small}', '{small}', 'text')").fetchall()
+    con.execute(f"SELECT count(*) FROM minhash_join('{small}', '{small}', 'text', verify := 'exact')").fetchall()
     con.execute(f"SELECT count(*) FROM (SELECT 'a b c d' AS q) l, LATERAL minhash_search_ids('{small}', "
                 "'text', l.q, threshold := 0.8, k := NULL) s").fetchall()
 
@@ -110,7 +120,7 @@ def _warm(left: str, right: str, small: str) -> None:
     lms.connect().execute(f"SELECT count(*) FROM minhash_join('{left}', '{right}', 'text')").fetchall()
 
 
-def child_ours(left: str, right: str, out_path: str, small: str) -> dict:
+def child_ours(left: str, right: str, out_path: str, small: str, verify: str = "estimate") -> dict:
     """``small`` (else "-"): run the statements on it first, so the kernels are loaded."""
     import numpy as np
     import pyarrow.parquet as pq
@@ -121,7 +131,7 @@ def child_ours(left: str, right: str, out_path: str, small: str) -> dict:
         _small_statements(small)
     con = lms.connect()
     base = rss_mb()
-    sql = f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := {THRESHOLD})"
+    sql = f"SELECT * FROM minhash_join('{left}', '{right}', 'text', threshold := {THRESHOLD}, verify := '{verify}')"
     runs = {}
     for run in ("first statement", "second statement"):
         c0, t0 = cpu_seconds(), time.perf_counter()
@@ -202,6 +212,50 @@ def run_child(*args: str) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+def ours_alone(left: str, right: str, args, load) -> None:
+    """``--ours-only``: the estimate's and (``--exact``) the exact mode's children, kernels
+    loaded by a small statement first, ``--repeat`` times alternated; each run's figures
+    (the first statement, and the second with the right index cached) and the medians."""
+    import statistics
+
+    modes = ["estimate", "exact"] if args.exact else ["estimate"]
+    runs: dict = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory() as tmp:
+        small = os.path.join(tmp, "small.lance")
+        run_child("warm", left, right, small)
+        for r in range(args.repeat):
+            for m in modes:
+                got = run_child("ours", left, right, os.path.join(tmp, f"{m}.parquet"), small, m)
+                runs[m].append(got)
+                first, again = got["runs"]["first statement"], got["runs"]["second statement"]
+                _log(f"run {r + 1} {m}: {first['seconds']:.2f} s / {first['cpu_s']:.2f} CPU s first, "
+                     f"{again['seconds']:.2f} s / {again['cpu_s']:.2f} CPU s again, {again['pairs']:,} pairs, "
+                     f"peak RSS {again['peak_rss_mb']:.0f} MB; load {os.getloadavg()[0]:.2f}")
+    print(f"\n{args.left_rows:,} left rows x {args.right_rows:,} indexed right rows, threshold {THRESHOLD}, "
+          f"kernels loaded; medians of {args.repeat}; load average {load[0]:.2f} at start, "
+          f"{os.getloadavg()[0]:.2f} at the end on {os.cpu_count()} cores\n")
+    print(f"  {'minhash_join':36s} {'seconds':>8s} {'CPU s':>7s} {'again s':>8s} {'again CPU':>9s} {'pairs':>9s} "
+          f"{'peak RSS':>9s}")
+    med = {}
+    for m in modes:
+        firsts = [g["runs"]["first statement"] for g in runs[m]]
+        agains = [g["runs"]["second statement"] for g in runs[m]]
+        med[m] = {
+            "seconds": statistics.median(r["seconds"] for r in firsts),
+            "cpu_s": statistics.median(r["cpu_s"] for r in firsts),
+            "again_s": statistics.median(r["seconds"] for r in agains),
+            "again_cpu": statistics.median(r["cpu_s"] for r in agains),
+            "peak": statistics.median(r["peak_rss_mb"] for r in agains)}
+        x = med[m]
+        print(f"  {'verify := ' + repr(m):36s} {x['seconds']:8.2f} {x['cpu_s']:7.2f} {x['again_s']:8.2f} "
+              f"{x['again_cpu']:9.2f} {agains[0]['pairs']:9,d} {x['peak']:7.0f}MB")
+    if args.exact:
+        e, o = med["exact"], med["estimate"]
+        print(f"\n  exact / estimate: {e['seconds'] / o['seconds']:.2f}x wall, {e['cpu_s'] / o['cpu_s']:.2f}x CPU "
+              f"(first statement); {e['again_s'] / o['again_s']:.2f}x wall, {e['again_cpu'] / o['again_cpu']:.2f}x "
+              "CPU (again)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--left-rows", type=int, default=100_000)
@@ -209,6 +263,12 @@ def main() -> None:
     ap.add_argument("--lance-sample", type=int, default=3_000, help="left rows queried one by one in Lance")
     ap.add_argument("--data-dir", default="/work/bench-data")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    ap.add_argument("--exact", action="store_true",
+                    help="also time minhash_join(..., verify := 'exact') beside the estimate, in its own processes")
+    ap.add_argument("--ours-only", action="store_true", help="only minhash_join: no LATERAL or Lance peer")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --ours-only: run the estimate and exact children this many times, alternated, "
+                         "and print each run and the medians")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -225,6 +285,9 @@ def main() -> None:
     left, right = datasets(args.data_dir, args.left_rows, args.right_rows)
     load = os.getloadavg()
     _log(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)")
+    if args.ours_only:
+        ours_alone(left, right, args, load)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         small = os.path.join(tmp, "small.lance")
         run_child("warm", left, right, small)
@@ -232,6 +295,11 @@ def main() -> None:
         _log("ours ...")
         ours = run_child("ours", left, right, ours_pairs, "-")
         ours_k = run_child("ours", left, right, os.path.join(tmp, "ours2.parquet"), small)
+        exact = exact_k = None
+        if args.exact:
+            _log("ours, verify := 'exact' ...")
+            exact = run_child("ours", left, right, os.path.join(tmp, "exact.parquet"), "-", "exact")
+            exact_k = run_child("ours", left, right, os.path.join(tmp, "exact2.parquet"), small, "exact")
         limit = max(10, 2 * ours["max_per_left"])
         _log("LATERAL ...")
         lateral = run_child("lateral", left, right, "-")
@@ -269,6 +337,13 @@ def main() -> None:
     row("ours: minhash_join, new process (loads kernels)", o1, ours["baseline_rss_mb"])
     row("ours: minhash_join, kernels loaded, datasets not cached", ok, ours_k["baseline_rss_mb"])
     row("ours: minhash_join, again (right index cached)", o2, ours["baseline_rss_mb"])
+    if exact is not None:
+        row("ours: verify := 'exact', new process (loads kernels)", exact["runs"]["first statement"],
+            exact["baseline_rss_mb"])
+        row("ours: verify := 'exact', kernels loaded, datasets not cached", exact_k["runs"]["first statement"],
+            exact_k["baseline_rss_mb"])
+        row("ours: verify := 'exact', again (right index cached)", exact["runs"]["second statement"],
+            exact["baseline_rss_mb"])
     row("LATERAL minhash_search_ids, new process", l1, lateral["baseline_rss_mb"])
     row("LATERAL minhash_search_ids, kernels loaded, not cached", lk, lateral_k["baseline_rss_mb"])
     row("LATERAL minhash_search_ids, again (index cached)", l2, lateral["baseline_rss_mb"])
@@ -285,11 +360,15 @@ def main() -> None:
               f"{lance_v / ok[key]:.1f}x (kernels loaded), {lance_v / o2[key]:.1f}x (index cached) [target >= 50x]; "
               f"ours vs LATERAL {l1[key] / o1[key]:.2f}x, {lk[key] / ok[key]:.2f}x, {l2[key] / o2[key]:.2f}x "
               "[target >= 2x]")
+    if exact is not None:
+        e2 = exact["runs"]["second statement"]
+        print(f"  verify := 'exact' / estimate, index cached: {e2['seconds'] / o2['seconds']:.2f}x wall, "
+              f"{e2['cpu_s'] / o2['cpu_s']:.2f}x CPU; {e2['pairs']:,} exact pairs of {o2['pairs']:,}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"ours": ours, "ours_kernels_loaded": ours_k, "lateral": lateral,
-                       "lateral_kernels_loaded": lateral_k, "lance": lance_r, "load": load, "scale": scale}, f,
-                      indent=1)
+                       "lateral_kernels_loaded": lateral_k, "lance": lance_r, "exact": exact,
+                       "exact_kernels_loaded": exact_k, "load": load, "scale": scale}, f, indent=1)
     if not (same_count and same_sample):
         raise SystemExit("the peers disagree")
 
