@@ -1,4 +1,5 @@
-"""The exact-verification kernels (kernels/pairs.py: jaccard_at_least, and star's
+"""The exact-verification kernels (kernels/pairs.py: jaccard_at_least and the join's
+jaccard_at_least_between, and star's
 kernels/similarity.py: jaccard_if_at_least) against Python's
 own set arithmetic: every pair it keeps has the Jaccard ``len(a & b) / len(a | b)`` and
 reaches the threshold, every pair it drops does not, at thresholds where the sizes alone
@@ -9,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_minhash_sql.kernels.pairs import jaccard_at_least
+from lance_minhash_sql.kernels.pairs import jaccard_at_least, jaccard_at_least_between
 from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, bucket_counts, jaccard_if_at_least
 
 
@@ -71,6 +72,29 @@ def test_kept_pairs_and_their_jaccard_equal_set_arithmetic(threshold):
         else:
             assert got[p] == -1.0 == one
     assert kept > 0 and kept < ia.size - len(sets)  # both outcomes occur
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8])
+def test_sets_of_two_collections_equal_set_arithmetic(threshold):
+    """The join's sets: the left's in one collection, the right's in another of other
+    sizes, their sets in other orders (each pair's sides read from their own arrays)."""
+    rng = np.random.default_rng(int(threshold * 100))
+    sets = _sets(rng, 70)
+    left, right = sets[:25], sets[25:]
+    a, b = _layout(left), _layout(right)
+    ia, ib = (x.ravel().astype(np.int64) for x in np.meshgrid(np.arange(len(left)), np.arange(len(right)),
+                                                               indexing="ij"))
+    got = jaccard_at_least_between(*a, *b, ia, ib, threshold)
+    kept = 0
+    for p, (i, j) in enumerate(zip(ia, ib)):
+        sa, sb = left[i], right[j]
+        if not sa or not sb:
+            assert np.isnan(got[p])
+            continue
+        jac = len(sa & sb) / len(sa | sb)
+        assert got[p] == (jac if jac >= threshold else -1.0)
+        kept += jac >= threshold
+    assert 0 < kept < ia.size // 2
 
 
 def test_a_pair_exactly_at_the_threshold_is_kept():

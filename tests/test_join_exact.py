@@ -195,7 +195,8 @@ def test_each_candidate_row_is_fetched_once_per_side(planted, oracle, monkeypatc
     a band key with the other side's) once, in row order, before any pair is verified:
     none again for another band, shard or chunk of pairs, none asked for later. The same
     from SQL, whose shards are independent calls: one fetch at the statement's first
-    call, the sets closed after its last, fetched again by the next statement."""
+    call, the sets closed after its last, fetched again by the next statement. Python's
+    join closes its sets after its last batch."""
     from lance_minhash_sql.selfjoin import bounded, join_sets, shingles
 
     left, _, right = planted
@@ -206,18 +207,19 @@ def test_each_candidate_row_is_fetched_once_per_side(planted, oracle, monkeypatc
     live_left = set(live_signed(left)[0].tolist())
     live_right = set(live_signed(right)[0].tolist())
     takes = recorded_takes(monkeypatch)
+    closed = []
+    close = join_sets.JoinSets.close
+    monkeypatch.setattr(join_sets.JoinSets, "close", lambda self: closed.append(self) or close(self))
     before = dict(shingles.STATS)
     got = as_pairs(join(left, right, "text", T, verify="exact"))
     assert_equal(got, oracle)
+    assert len(closed) == 1  # the join's sets, closed after its last batch
     lf, rf = set(fetched(takes, left).tolist()), set(fetched(takes, right).tolist())
     assert lrows <= lf <= live_left and rrows <= rf <= live_right  # (rows keyed with deleted rows too)
     assert {a for a, _ in got} <= lf and {b for _, b in got} <= rf
     assert shingles.STATS["fetched_rows"] == before["fetched_rows"]  # nothing fetched once pairs were verified
     assert shingles.STATS["prefetched_rows"] - before["prefetched_rows"] == len(lf) + len(rf)
 
-    closed = []
-    close = join_sets.JoinSets.close
-    monkeypatch.setattr(join_sets.JoinSets, "close", lambda self: closed.append(self) or close(self))
     con = lms.connect()
     sql = "SELECT * FROM minhash_join(?, ?, 'text', 0.8, verify := 'exact')"
     for run in (1, 2):
@@ -225,7 +227,7 @@ def test_each_candidate_row_is_fetched_once_per_side(planted, oracle, monkeypatc
         rows = con.execute(sql, [left, right]).fetchall()
         assert {(a, b): (s, j) for a, b, s, j in rows} == got
         assert set(fetched(takes, left).tolist()) == lf and set(fetched(takes, right).tolist()) == rf
-        assert len(closed) == run  # the statement's sets, closed after its last shard
+        assert len(closed) == 1 + run  # the statement's sets, closed after its last shard
 
 
 def test_a_shard_alone_fetches_its_rows_once(planted, monkeypatch):
