@@ -202,13 +202,15 @@ def test_same_dataset_is_pairs_both_orders_plus_diagonal(right):
     assert got == want
 
 
-def exact_brute_join(left: str, right: str, threshold: float, params=PARAMS) -> dict:
+def exact_brute_join(left: str, right: str, threshold: float, params=PARAMS, left_options=None,
+                     right_options=None) -> dict:
     """``{(left_rowid, right_rowid): (similarity, jaccard)}`` of ``verify='exact'``: every
     candidate whose estimate reaches the floor (tests/naive.py), kept iff the exact Jaccard
     of its shingle sets (``lance.tokenize``) reaches ``threshold``."""
-    cand = brute_join(left, right, candidate_floor(threshold, params.num_hashes), params)
-    lt = lance.dataset(left).to_table(columns=["text"], with_row_id=True).to_pydict()
-    rt = lance.dataset(right).to_table(columns=["text"], with_row_id=True).to_pydict()
+    cand = brute_join(left, right, candidate_floor(threshold, params.num_hashes), params, left_options=left_options,
+                      right_options=right_options)
+    lt = lance.dataset(left, storage_options=left_options).to_table(columns=["text"], with_row_id=True).to_pydict()
+    rt = lance.dataset(right, storage_options=right_options).to_table(columns=["text"], with_row_id=True).to_pydict()
     ltext, rtext = dict(zip(lt["_rowid"], lt["text"])), dict(zip(rt["_rowid"], rt["text"]))
     out = {}
     for (x, y), sim in cand.items():
@@ -219,11 +221,16 @@ def exact_brute_join(left: str, right: str, threshold: float, params=PARAMS) -> 
     return out
 
 
+def assert_exact(got: dict, want: dict) -> None:
+    """The exact join's pairs are the oracle's, with its similarity and Jaccard."""
+    assert got.keys() == want.keys() and len(want) > 100
+    assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+
+
 def test_verify_exact_is_the_exact_rule(left, right, want_08):
     got = as_dict(join(left, right, "text", 0.8, verify="exact"), with_jaccard=True)
     want = exact_brute_join(left, right, 0.8)
-    assert got.keys() == want.keys() and len(want) > 100
-    assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12) for p in want)
+    assert_exact(got, want)
     assert set(want_08) - set(got), "some estimates >= 0.8 have a true Jaccard below"
     with pytest.warns(FutureWarning, match="exact=True is verify='exact'"):
         older = as_dict(lms.join(left, right, "text", 0.8, exact=True), with_jaccard=True)
@@ -304,6 +311,9 @@ def test_s3_each_side_with_its_own_options(s3, tmp_path, left, right, want_08):
     want = brute_join(left, r_uri, 0.8, right_options=opts)
     assert len(want) > 100
     assert as_dict(join(left, r_uri, "text", 0.8, right_storage_options=opts)) == want
+    exact = exact_brute_join(left, r_uri, 0.8, right_options=opts)  # the right's texts fetched from the store
+    assert_exact(as_dict(join(left, r_uri, "text", 0.8, verify="exact", right_storage_options=opts),
+                         with_jaccard=True), exact)
 
     l_uri = f"s3://{bucket}/left.lance"
     lance.write_dataset(lance.dataset(left).to_table(columns=["id", "text"]), l_uri, storage_options=opts,
@@ -312,6 +322,9 @@ def test_s3_each_side_with_its_own_options(s3, tmp_path, left, right, want_08):
     want = brute_join(l_uri, right, 0.8, left_options=opts)
     assert len(want) > 100
     assert as_dict(join(l_uri, right, "text", 0.8, left_storage_options=opts)) == want
+    exact = exact_brute_join(l_uri, right, 0.8, left_options=opts)
+    assert_exact(as_dict(join(l_uri, right, "text", 0.8, verify="exact", left_storage_options=opts),
+                         with_jaccard=True), exact)
 
     con = lms.connect()
     m = "MAP {" + ", ".join(f"'{k}': '{v}'" for k, v in opts.items()) + "}"
