@@ -383,6 +383,23 @@ def _load(shard: JoinShard) -> _ShardData | None:
                       readonly(pool.view(np.uint64)), readonly(pool), readonly(rowids), nl)
 
 
+def _key_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of sorted ``keys`` and how many times each occurs."""
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    return keys[starts], np.diff(np.append(starts, keys.size))
+
+
+def _visits(lkeys: np.ndarray, rkeys: np.ndarray) -> int:
+    """The (left, right) rows sharing a key of sorted ``lkeys`` and ``rkeys``, ``l r`` over
+    the keys both hold: the most pairs a shard can give (the join's twin of
+    :func:`.verify.data_visits`)."""
+    lu, lc = _key_runs(lkeys)
+    ru, rc = _key_runs(rkeys)
+    at = np.minimum(np.searchsorted(ru, lu), max(ru.size - 1, 0))
+    hit = ru[at] == lu
+    return int((lc[hit].astype(np.int64) * rc[at[hit]]).sum())
+
+
 def shard_join(shard: JoinShard, *, verify: str = "estimate", chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
                threads: int = 1, stop: threading.Event | None = None, sets: JoinSets | None = None
                ) -> Iterator[pa.RecordBatch]:
@@ -441,7 +458,7 @@ def _shard_join(shard: JoinShard, verify: str, chunk: int, stop: threading.Event
     rowids = data.rowids
     if exact:  # the kernel writes positions among each side's sets (their snapshots)
         rowids, lsnap, rsnap = sets.positioned(rowids, data.nl, data.ldocs, data.rdocs)
-    cap = max(1, min(chunk, data.lkeys.size * data.rkeys.size))
+    cap = max(1, min(chunk, _visits(data.lkeys, data.rkeys)))
     out_l = np.empty(cap, dtype=np.uint64)
     out_r = np.empty(cap, dtype=np.uint64)
     out_e = np.empty(cap, dtype=np.int32)
