@@ -19,11 +19,18 @@ loads the kernels on a tiny dataset first (not timed), then:
 
 ``--out-of-core``: for each ``--rows``, the corpus is written straight to
 ``ooc-<rows>.lance`` (no copy), then three children run one after the other: the build
-(``build_index``, ``memory_limit=--build-memory``, 512 MiB), ``clusters`` and the dedup plan
-(``dedup`` as a dry run: the clusters, the kept row of each, the rows to remove) under
-``memory_limit=--memory-limit`` (1 GiB). Each prints wall time, CPU seconds (all threads),
-peak RSS (``VmHWM``) and the most temporary disk it held (the size of its own temporary
-directory, sampled every 0.2 s from the parent). ``--keep`` keeps the dataset.
+(``build_index``, ``memory_limit=--build-memory``, 512 MiB; ``--reuse-index`` keeps an index
+already there), ``clusters`` and the dedup plan (``dedup`` as a dry run: the clusters, the
+kept row of each, the rows to remove) under ``memory_limit=--memory-limit`` (1 GiB). Before
+each self-join child the dataset's files are dropped from the OS page cache
+(``posix_fadvise(DONTNEED)``), so every size starts *cold*, reading its index from disk: a
+10M-row index fits this machine's page cache and a 50M-row one does not, and a warm 10M
+against a cold 50M would compare the caches, not the engine. ``clusters`` also runs a
+second call (*warm*: whatever the page cache kept). Each prints wall time, CPU seconds (all
+threads), the bytes it read from disk (``/proc/self/io``), peak RSS (``VmHWM``) and the most
+temporary disk it held (the size of its own temporary directory, sampled every 0.2 s from
+the parent); with two ``--rows``, the larger's time per row over the smaller's. ``--keep``
+keeps the dataset.
 
 CPU seconds (all threads) are printed beside wall time: the machine may be shared, and
 CPU time is what a core-count plan scales.
@@ -84,6 +91,7 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
     runs = ("cold",) if what == "dedup" else ("cold", "warm")
     for run in runs:
         pool.STATS.update(groups=0, pruned_rows=0)
+        read0 = _disk_read()
         c0, t0 = cpu_seconds(), time.perf_counter()
         if what == "clusters":
             result = clusters(uri, "text", THRESHOLD, memory_limit=memory_limit).num_rows
@@ -97,8 +105,32 @@ def child(what: str, uri: str, queries: int, memory_limit: str | None = None) ->
             out.update(clusters=r.clusters, clustered_rows=r.clustered_rows)
         out[run] = {"seconds": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0, "result": result,
                     "peak_mb": peak_rss_mb(), "groups": pool.STATS["groups"],
-                    "pruned_rows": pool.STATS["pruned_rows"]}
+                    "pruned_rows": pool.STATS["pruned_rows"], "read_gb": (_disk_read() - read0) / 1e9}
     return out
+
+
+def _disk_read() -> int:
+    """Bytes this process has read from disk (``/proc/self/io``; 0 where there is none)."""
+    try:
+        with open("/proc/self/io") as fh:
+            return next(int(line.split(":")[1]) for line in fh if line.startswith("read_bytes:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def drop_cached(path: str) -> None:
+    """Drop the files under ``path`` from the OS page cache (written back first), so the
+    next reader reads them from disk."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for root, _, files in os.walk(path):
+        for f in files:
+            fd = os.open(os.path.join(root, f), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 def build_child(uri: str, memory_limit: str | None) -> dict:
@@ -160,9 +192,12 @@ def out_of_core(rows: int, args) -> dict:
         write_corpus(uri, rows)
         out["corpus_s"] = time.perf_counter() - t0
     out["corpus_gb"] = _tree_bytes(os.path.join(uri, "data")) / 1e9
-    out["build"] = run_child("build", uri, 0, args.build_memory, temp)
+    indexed = os.path.isdir(os.path.join(uri, "_indices")) and os.listdir(os.path.join(uri, "_indices"))
+    if not (args.reuse_index and indexed):
+        out["build"] = run_child("build", uri, 0, args.build_memory, temp)
     out["index_gb"] = _tree_bytes(os.path.join(uri, "_indices")) / 1e9
     for what in ("clusters", "dedup"):
+        drop_cached(uri)
         out[what] = run_child(what, uri, 0, args.memory_limit, temp)
     if not args.keep:
         shutil.rmtree(uri)
@@ -174,14 +209,24 @@ def print_out_of_core(results: dict, args, load0: float) -> None:
     print(f"out of core (threshold {THRESHOLD}, k=128, b=16), {os.cpu_count()} CPUs, build memory_limit="
           f"{args.build_memory}, self-join memory_limit={args.memory_limit}; load average {load0:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end")
-    print(f"  {'rows':>11s} {'what':9s} {'seconds':>8s} {'cpu s':>8s} {'us/row':>7s} {'result':>12s} "
-          f"{'peak RSS':>9s} {'temp disk':>10s}")
+    print(f"  {'rows':>11s} {'what':9s} {'run':5s} {'seconds':>8s} {'cpu s':>8s} {'us/row':>7s} {'result':>12s} "
+          f"{'read':>8s} {'groups':>6s} {'peak RSS':>9s} {'temp disk':>10s}")
     for rows, r in results.items():
         print(f"  {rows:11,d} corpus: {r['corpus_gb']:.1f} GB of data files, index {r['index_gb']:.1f} GB")
         for what in ("build", "clusters", "dedup"):
-            x = r[what]["cold"]
-            print(f"  {rows:11,d} {what:9s} {x['seconds']:8.1f} {x['cpu_s']:8.1f} {x['seconds'] / rows * 1e6:7.2f} "
-                  f"{x['result']:12,d} {x['peak_mb']:7.0f}MB {r[what]['temp_mb']:8.0f}MB")
+            for run in ("cold", "warm"):
+                x = r.get(what, {}).get(run)
+                if x is None:
+                    continue
+                print(f"  {rows:11,d} {what:9s} {run:5s} {x['seconds']:8.1f} {x['cpu_s']:8.1f} "
+                      f"{x['seconds'] / rows * 1e6:7.2f} {x['result']:12,d} {x.get('read_gb', 0):6.1f}GB "
+                      f"{x.get('groups', 0):6d} {x['peak_mb']:7.0f}MB {r[what]['temp_mb']:8.0f}MB")
+    if len(results) == 2:
+        (n0, a), (n1, b) = results.items()
+        for what in ("clusters", "dedup"):
+            x, y = a[what]["cold"], b[what]["cold"]
+            print(f"  {what}, cold: time per row at {n1:,} rows / at {n0:,}: {y['seconds'] / n1 / (x['seconds'] / n0):.2f}x "
+                  f"wall, {y['cpu_s'] / n1 / (x['cpu_s'] / n0):.2f}x CPU")
 
 
 def main() -> None:
@@ -196,6 +241,7 @@ def main() -> None:
     ap.add_argument("--out-of-core", action="store_true", help="corpus, build, clusters, dedup plan (module doc)")
     ap.add_argument("--build-memory", default="512MiB")
     ap.add_argument("--keep", action="store_true", help="--out-of-core: keep the dataset")
+    ap.add_argument("--reuse-index", action="store_true", help="--out-of-core: keep an index already built")
     ap.add_argument("--child", choices=("clusters", "pairs", "search", "build", "dedup"), help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()
