@@ -29,10 +29,9 @@ from typing import Iterator
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DistributedTaskError
-from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
 from lance_minhash_sql.io.scan import open_dataset
-from lance_minhash_sql.selfjoin.bounded import chunk_pairs, memory_limit_bytes
-from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_shards, shard_join
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_shards
 from lance_minhash_sql.selfjoin.executor import LOCAL
 from lance_minhash_sql.selfjoin.links import LinkRule
 from lance_minhash_sql.selfjoin.shards import Shard, pair_shards
@@ -119,13 +118,13 @@ def _shard_pairs_task(uri: str, version: int, column: str, threshold: float, num
 
 def _join_task(spec: tuple, indices: list[int]) -> list:
     """The record batches of the join's shards ``indices`` (in order), planned again at the
-    driver's versions."""
+    driver's versions, joined as the local executor joins a list of shards (with
+    ``verify="exact"``, each candidate row's text fetched once for the task)."""
     (luri, lver, ruri, rver, column, right_column, threshold, verify, memory_limit, lopt, ropt, n) = spec
     left, right = open_dataset(luri, lopt, lver), open_dataset(ruri, ropt, rver)
     shards = join_shards(left, right, column, threshold, right_column=right_column, num_shards=n,
                          memory_limit=memory_limit, left_storage_options=lopt, right_storage_options=ropt)
-    chunk = chunk_pairs(memory_limit_bytes(memory_limit), DEFAULT_CHUNK_PAIRS)
-    return [b for i in indices for b in shard_join(shards[i], verify=verify, chunk_pairs=chunk)]
+    return list(join_all([shards[i] for i in indices], verify, memory_limit_bytes(memory_limit)))
 
 
 def _joined(ray, spec: tuple, ranges: list[list[int]], in_flight: int) -> Iterator[pa.RecordBatch]:
