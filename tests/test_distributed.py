@@ -30,8 +30,11 @@ from lance_minhash_sql.indexer.builder import build_index, marker_dir  # noqa: E
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError, MissingDependencyError  # noqa: E402
 from lance_minhash_sql.core.params import MinHashParams  # noqa: E402
 from lance_minhash_sql.extras.distributed import build_distributed, fragment_groups_of  # noqa: E402
+from lance_minhash_sql.extras.ray_executor import ShardTasks  # noqa: E402
 from lance_minhash_sql.io import manifest  # noqa: E402
 from lance_minhash_sql.query.topk import search  # noqa: E402
+from lance_minhash_sql.selfjoin.bounded import shard_rows  # noqa: E402
+from lance_minhash_sql.selfjoin.shards import pair_shards  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FRAGMENT_ROWS = 750  # 3000 rows: 4 fragments
@@ -300,7 +303,7 @@ def test_sql_star_exact_dedup_on_ray_equals_the_local_answer(mixed):
 
 
 def test_sql_pairs_and_clusters_on_ray(mixed, oracles):
-    """SQL runs each shard of minhash_pairs as one Ray task, and minhash_clusters' components
+    """SQL runs minhash_pairs' shards as Ray tasks of ranges of shards, and minhash_clusters' components
     as the shuffle: the oracles' answers."""
     con = lms.connect()
     rows = con.execute("SELECT left_rowid, right_rowid, similarity FROM minhash_pairs(?, 'text', 0.7, "
@@ -309,6 +312,37 @@ def test_sql_pairs_and_clusters_on_ray(mixed, oracles):
     rows = con.execute("SELECT _rowid, cluster_id FROM minhash_clusters(?, 'text', 0.7, executor := 'ray')",
                        [mixed]).fetchall()
     assert dict(rows) == oracles["components"]
+
+
+def test_sql_pairs_on_ray_run_one_task_per_range_of_shards(tmp_path):
+    """SQL minhash_pairs on Ray runs its shards in at most twice the cluster's CPUs tasks,
+    each a range of consecutive shards verified as one local self-join shares them; the
+    pairs equal brute force in both modes, and a statement run again submits again."""
+    uri = str(tmp_path / "many.lance")
+    lance.write_dataset(corpus_table(8000), uri, max_rows_per_file=2000)
+    build_index(uri, "text")
+    limit = 4 << 20
+    shards = pair_shards(lance.dataset(uri), "text", T, shard_rows=shard_rows(limit))
+    cpus = int(ray.cluster_resources()["CPU"])
+    assert len(shards) > 2 * cpus
+    con = lms.connect()
+    sql = ("SELECT left_rowid, right_rowid, similarity, jaccard FROM minhash_pairs(?, 'text', ?, verify := ?, "
+           "memory_limit := '4MiB', executor := 'ray', ray_address := ?)")
+    for verify, want in (("estimate", oracle_pairs(uri, T, PARAMS)), ("exact", exact_pairs(uri, T, PARAMS))):
+        for _ in range(2):
+            rows = con.execute(sql, [uri, T, verify, RAY_ADDRESS[0]]).fetchall()
+            got = {(a, b): s if verify == "estimate" else (s, j) for a, b, s, j in rows}
+            assert len(got) == len(rows) and len(want) > 100
+            if verify == "estimate":
+                assert got == want
+            else:
+                assert got.keys() == want.keys()
+                assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12)
+                           for p in want)
+        tasks = ShardTasks.of(ray, shards, verify, limit, None, None)
+        assert len(tasks.ranges) == 2 * cpus
+        assert tasks.submitted == 2 * len(tasks.ranges)  # each statement: one task per range
+        assert all(ref is None for ref in tasks.refs) and not tasks.done  # every object taken, the round over
 
 
 def test_join_on_ray_equals_the_local_join(mixed, tmp_path):

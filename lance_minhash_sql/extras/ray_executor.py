@@ -10,8 +10,12 @@ answer on both:
   :class:`~lance_minhash_sql.selfjoin.links.LinkRule` (estimate or exact) are verified in
   the tasks, and the driver unions them;
 * **one shard's pairs** (:meth:`RayExecutor.shard_pairs`, for SQL, where DuckDB calls one
-  shard per branch): one task that plans the same shards at the driver's version and
-  verifies that shard within the budget, as the local executor verifies it;
+  shard per branch): the shards cut into contiguous ranges, one task per range
+  (:class:`ShardTasks`) that plans the same shards at the driver's version and verifies
+  its range as the local executor verifies a statement's shards (one pool per group of
+  them, exact verification's texts fetched once for the range:
+  :class:`~lance_minhash_sql.selfjoin.shared.SharedShards`), each shard's batches one
+  object that the shard's call takes;
 * **join**: the join's key-range shards, a contiguous range of them per task, yielded in
   shard order;
 * **build**: one task per fragment group, one commit (:mod:`.distributed`).
@@ -24,12 +28,15 @@ something (:func:`.distributed.connect_ray`: this process's Ray, else ``address`
 
 from __future__ import annotations
 
+import threading
 from typing import Iterator
 
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DistributedTaskError
+from lance_minhash_sql.core.tuning import SHARED_SHARD_STATES
 from lance_minhash_sql.io.scan import open_dataset
+from lance_minhash_sql.runtime.cache import ByteCache
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_shards
 from lance_minhash_sql.selfjoin.executor import LOCAL
@@ -38,7 +45,10 @@ from lance_minhash_sql.selfjoin.shards import Shard, pair_shards
 from lance_minhash_sql.extras.distributed import build_distributed, connect_ray, remote_function, task_cause
 from lance_minhash_sql.extras.shuffle import shuffle_components, shuffle_pairs
 
-__all__ = ["RayExecutor"]
+__all__ = ["RayExecutor", "ShardTasks"]
+
+_TASKS = ByteCache.for_objects("the Ray tasks of a SQL statement's self-join shards", SHARED_SHARD_STATES)
+_TASKS_LOCK = threading.Lock()  # a state made and put once per key
 
 
 class RayExecutor:
@@ -65,20 +75,10 @@ class RayExecutor:
 
     def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
                     ) -> Iterator[pa.RecordBatch]:
-        """Shard ``shards[index]``'s pairs computed by one task (module doc)."""
-        shard = shards[index]
-        ray = self.ray()
-        task = remote_function(ray, _shard_pairs_task)
-        ref = task.remote(shard.uri, int(shard.version), shard.column, shard.threshold, shard.num_shards,
-                          shard.index, verify, limit, storage_options)
-        try:
-            batches = ray.get(ref)
-        except Exception as exc:
-            raise DistributedTaskError(
-                f"the task of shard {shard.index} of {shard.num_shards} of the self-join on {shard.column!r} of "
-                f"{shard.uri!r} (version {shard.version}) failed ({task_cause(exc)}); fix the cause and run again",
-                {(shard.index,): task_cause(exc)}) from None
-        yield from batches
+        """Shard ``shards[index]``'s pairs, computed by the task of its range of shards
+        (:class:`ShardTasks`, module doc)."""
+        tasks = ShardTasks.of(self.ray(), shards, verify, limit, storage_options, self.max_in_flight)
+        yield from tasks.take(index)
 
     def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
@@ -107,13 +107,119 @@ class RayExecutor:
         return build_distributed(dataset, column, ray_address=self.address, **kwargs)
 
 
-def _shard_pairs_task(uri: str, version: int, column: str, threshold: float, num_shards: int, index: int,
-                      verify: str, limit: int, storage_options) -> list:
-    """Shard ``index`` of the ``num_shards`` of the self-join at ``version``: its record
-    batches within ``limit`` bytes, verified by the local executor in this task."""
+class ShardTasks:
+    """The Ray tasks behind the independent calls of one list of shards (SQL's branches;
+    module doc). The shards are cut into at most twice the cluster's CPUs ranges of
+    consecutive shards; a range is one task that returns each shard's record batches as
+    an object of its own. A call submits its range's task when no object of its shard is
+    held, then the ranges DuckDB calls next (it runs the first branch, then the others
+    from the last back) while fewer than ``in_flight`` ranges (default: all) hold objects;
+    it waits for its shard's object and lets go of it. A *round* ends when every shard
+    was taken, or when a shard is called again (a statement run again after one stopped
+    early): the next submits again. The objects of a statement stopped early are held
+    until its state is evicted from a registered cache of :data:`SHARED_SHARD_STATES`
+    entries (``runtime/cache.py``)."""
+
+    def __init__(self, ray, shards: list[Shard], verify: str, limit: int, storage_options, in_flight: int | None):
+        self.ray, self.shards, self.verify, self.limit = ray, shards, verify, limit
+        self.storage_options = storage_options
+        n = len(shards)
+        count = min(n, max(1, 2 * int(ray.cluster_resources().get("CPU", 1))))
+        self.ranges = [range(n * t // count, n * (t + 1) // count) for t in range(count)]
+        self.range_of = [t for t, r in enumerate(self.ranges) for _ in r]
+        self.in_flight = max(1, in_flight or count)
+        self.refs: list = [None] * n  # per shard: the object of its batches, while submitted and not taken
+        self.done: set[int] = set()  # shards taken this round
+        self.submitted = 0  # tasks submitted (for tests and stats)
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, ray, shards: list[Shard], verify: str, limit: int, storage_options, in_flight: int | None
+           ) -> "ShardTasks":
+        """The state of the calls of ``shards`` for ``verify`` and ``limit`` on ``ray``."""
+        s = shards[0]
+        key = (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, limit)
+        with _TASKS_LOCK:
+            state = _TASKS.get(key)
+            if state is None:
+                state = cls(ray, shards, verify, limit, storage_options, in_flight)
+                _TASKS.put(key, state)
+            return state
+
+    def take(self, index: int) -> Iterator[pa.RecordBatch]:
+        """Shard ``index``'s record batches (the class doc)."""
+        with self.lock:
+            if index in self.done:  # called again: a new round
+                self.done.clear()
+            t = self.range_of[index]
+            if self.refs[index] is None:
+                self._submit(t)
+            self._submit_ahead(t)
+            ref = self.refs[index]
+        shard = self.shards[index]
+        try:
+            batches = self.ray.get(ref)
+        except Exception as exc:
+            with self.lock:
+                if self.refs[index] is ref:
+                    self.refs[index] = None  # (a call again submits again)
+            r = self.ranges[t]
+            raise DistributedTaskError(
+                f"the task of shards {r.start}-{r.stop - 1} of {shard.num_shards} of the self-join on "
+                f"{shard.column!r} of {shard.uri!r} (version {shard.version}) failed ({task_cause(exc)}); fix the "
+                "cause and run again", {(shard.index,): task_cause(exc)}) from None
+        with self.lock:
+            if self.refs[index] is ref:
+                self.refs[index] = None
+            self.done.add(index)
+            if len(self.done) == len(self.shards):
+                self.done.clear()
+        del ref
+        yield from batches
+
+    def _submit(self, t: int) -> None:
+        """Submit range ``t``'s task: objects for its shards not taken this round."""
+        r = self.ranges[t]
+        s = self.shards[r.start]
+        task = remote_function(self.ray, _shard_range_task, num_returns=len(r))
+        refs = task.remote(s.uri, int(s.version), s.column, s.threshold, s.num_shards, list(r), self.verify,
+                           self.limit, self.storage_options)
+        for i, ref in zip(r, [refs] if len(r) == 1 else refs):
+            if i not in self.done:
+                self.refs[i] = ref
+        self.submitted += 1
+
+    def _submit_ahead(self, t: int) -> None:
+        """Submit the ranges after ``t`` in DuckDB's order (``t - 1`` down to 0, then from
+        the last) that hold no object and gave none this round, while fewer than
+        ``in_flight`` ranges hold objects."""
+        count = len(self.ranges)
+        holding = sum(1 for r in self.ranges if any(self.refs[i] is not None for i in r))
+        for step in range(1, count):
+            if holding >= self.in_flight:
+                return
+            u = (t - step) % count
+            if all(self.refs[i] is None and i not in self.done for i in self.ranges[u]):
+                self._submit(u)
+                holding += 1
+
+    def detach(self) -> None:
+        """Evicted (or the caches cleared): let go of the objects not taken."""
+        with self.lock:
+            self.refs = [None] * len(self.shards)
+            self.done.clear()
+
+
+def _shard_range_task(uri: str, version: int, column: str, threshold: float, num_shards: int,
+                      indices: list[int], verify: str, limit: int, storage_options):
+    """Shards ``indices`` (consecutive) of the ``num_shards`` of the self-join at
+    ``version``: each one's record batches within ``limit`` bytes, verified as the local
+    executor verifies a statement's shards (one object per shard)."""
     ds = open_dataset(uri, storage_options, version)
-    shard = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)[index]
-    return list(LOCAL.shard_pairs([shard], 0, verify, limit, storage_options))
+    shards = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)
+    part = [shards[i] for i in indices]
+    out = [list(LOCAL.shard_pairs(part, j, verify, limit, storage_options)) for j in range(len(part))]
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def _join_task(spec: tuple, indices: list[int]) -> list:
