@@ -35,8 +35,7 @@ from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import sort_runs
 from lance_minhash_sql.io.handles import DatasetVersion
-from lance_minhash_sql.io.manifest import SegmentInfo, segment_dir
-from lance_minhash_sql.io.rowids import FragReuse
+from lance_minhash_sql.io.manifest import FragReuse, SegmentInfo, segment_dir
 from lance_minhash_sql.io.rowids import remap as remap_rowids
 from lance_minhash_sql.io.scan import fragments_of, scan_text
 from lance_minhash_sql.io.segments import SegmentFiles, open_segment

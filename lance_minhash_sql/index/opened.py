@@ -1,16 +1,19 @@
 """An opened MinHash LSH index: one dataset version and column.
 
-:func:`open_index` turns the column as ``io/column.py: open_column`` opens it (the
-version, its storage options, the column's segments as the manifest records them) into
-an :class:`OpenedIndex`: each segment's cache entry (:mod:`.entries`: files opened and
+:func:`open_index` is the one call a search opens its dataset through. It opens the
+latest version (``io/handles.py: open_version``: the URI, the version and the storage
+options, which no other record holds) and returns the :class:`OpenedIndex` kept for that
+version, column and storage options in one bounded cache of :mod:`..runtime.cache`
+(emptied with the segment data by :func:`clear_cache`): a version never changes, so its
+manifest is read once. On a version's first use it checks the column (a string column,
+``io/scan.py: text_field``), reads its index as the manifest records it
+(``io/manifest.py: column_index``; a column without segments is refused) and turns that
+into the opened index: each segment's cache entry (:mod:`.entries`: files opened and
 validated by ``io/segments.py: open_segment``), the parameters (identical across
 segments, or the index is refused), the fragments the segments cover and the dataset's
 current fragments (the rest are *unindexed* and are searched by signing them on the
-fly), ``io/liveness.py: Liveness``, which tells deleted row ids from live ones, and the
-signer of the index's parameters.
-
-Opened indexes are kept in a cache of :mod:`..runtime.cache` (emptied with the segment
-data by :func:`clear_cache`).
+fly), ``io/liveness.py: Liveness``, which tells deleted row ids from live ones, the
+signer of the index's parameters and the fetcher of result rows.
 """
 
 from __future__ import annotations
@@ -26,11 +29,10 @@ from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
 from lance_minhash_sql.index.pools import BandStore, DocStore
 from lance_minhash_sql.index.sign import Signer, signer_for
-from lance_minhash_sql.io.column import IndexedColumn, open_column
-from lance_minhash_sql.io.handles import DatasetVersion
+from lance_minhash_sql.io.handles import DatasetVersion, open_version
 from lance_minhash_sql.io.liveness import Liveness
-from lance_minhash_sql.io.manifest import ColumnIndex, SegmentInfo
-from lance_minhash_sql.io.rowids import FragReuse
+from lance_minhash_sql.io.manifest import ColumnIndex, FragReuse, SegmentInfo, column_index
+from lance_minhash_sql.io.scan import text_field
 from lance_minhash_sql.io.takes import RowFetcher
 from lance_minhash_sql.runtime.cache import (CACHE_ENV, DEFAULT_CACHE_BYTES, ByteCache, CacheInfo, cache_capacity,
                                              cache_info, cache_usage, clear_cache, set_cache_capacity)
@@ -65,7 +67,7 @@ class OpenedIndex:
     ``io/handles.py`` opened it (:attr:`handle`, which alone holds the storage options), the
     index's parameters and segments, and what a search reads beside them, resolved once
     here: the signer of those parameters (``index/sign.py``), which rows count
-    (:attr:`liveness`), the schema and the row fetcher."""
+    (:attr:`liveness`) and the row fetcher; the version's schema is the handle's."""
 
     handle: DatasetVersion
     column: str
@@ -77,7 +79,6 @@ class OpenedIndex:
     liveness: Liveness
     signer: Signer = field(repr=False)  # the index's parameters resolved for signing (queries, unindexed rows)
     reuse: FragReuse | None = None  # a deferred compaction remap to apply to old segments
-    schema: pa.Schema | None = field(default=None, repr=False)  # the dataset version's schema
     fetcher: RowFetcher | None = field(default=None, repr=False)  # the user's columns of result rows
 
     @property
@@ -95,6 +96,11 @@ class OpenedIndex:
     @property
     def storage_options(self) -> dict | None:
         return self.handle.storage_options
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The dataset version's schema (``io/handles.py: DatasetVersion.schema``)."""
+        return self.handle.schema
 
     def segment_entries(self) -> list[SegmentEntry]:
         """Each segment's cache entry (re-opened if it was evicted)."""
@@ -143,37 +149,41 @@ class SearchView:
         return self.liveness.rows_ok(ids, self.filter)
 
 
-_opened = ByteCache.for_objects("opened indexes", MAX_OPENED_INDEXES)
+_opened = ByteCache.for_objects("opened indexes", MAX_OPENED_INDEXES)  # (uri, version, column, options) -> index
 
 
 def open_index(dataset, column: str, storage_options=None) -> OpenedIndex:
-    """Open (or reuse) the MinHash LSH index of ``column`` in the dataset's current version:
-    the version, the column and its manifest entry in one call (``io/column.py:
-    open_column``), and on that version's first use the index read from them
-    (:func:`_read_index`)."""
-    col = open_column(dataset, column, storage_options)
-    hit = _opened.get(col.key)  # each get and put locks the cache; two first calls may both read
+    """The MinHash LSH index of ``column`` in the latest version of ``dataset`` (a URI, or
+    a ``LanceDataset`` as given): the one kept for that version, else, on the version's
+    first use, the index read from its manifest and segments (:func:`_read_index`).
+    ``io/manifest.py: missing_index``'s error when the column has no segment, a
+    :class:`DatasetError` when it is not a string column of the version."""
+    handle = open_version(dataset, storage_options)
+    key = (handle.uri, handle.version, column, handle.options_key)
+    hit = _opened.get(key)  # each get and put locks the cache; two first calls may both read
     if hit is not None:
         return hit
-    opened = _read_index(col)
-    _opened.put(col.key, opened)
+    text_field(handle.ds, column, handle.uri)
+    layout = column_index(handle.ds, column, handle.uri)
+    opened = _read_index(handle, column, layout)
+    _opened.put(key, opened)
     return opened
 
 
-def _read_index(col: IndexedColumn) -> OpenedIndex:
-    """The index of ``col``: each segment's cache entry, the parameters they share
-    (:func:`_index_params`), which rows count, and the signer of those parameters."""
-    handle, layout = col.handle, col.index
+def _read_index(handle: DatasetVersion, column: str, layout: ColumnIndex) -> OpenedIndex:
+    """The index of ``column`` whose segments the version ``handle`` records (``layout``):
+    each segment's cache entry, the parameters they share (:func:`_index_params`), which
+    rows count, and the signer of those parameters."""
     entries = [segment_entry(handle, info, layout.reuse) for info in layout.segments]
-    params = _index_params(handle.uri, col.column, layout, [entry.params for entry in entries])
+    params = _index_params(handle.uri, column, layout, [entry.params for entry in entries])
     covered = frozenset().union(*(s.fragment_ids for s in layout.segments))
     liveness = Liveness(handle.ds, covered)
     if any(needs_remap(info, layout.reuse) for info in layout.segments):
         liveness.trivial = False  # rows a compaction dropped carry DROPPED_ROWID
     fragments = tuple(int(f) for f in liveness.current)
     unindexed = tuple(f for f in fragments if f not in covered)
-    return OpenedIndex(handle, col.column, params, layout.segments, covered, fragments, unindexed, liveness,
-                       signer_for(params), layout.reuse, col.schema, RowFetcher(handle.ds, liveness.stable))
+    return OpenedIndex(handle, column, params, layout.segments, covered, fragments, unindexed, liveness,
+                       signer_for(params), layout.reuse, RowFetcher(handle.ds, liveness.stable))
 
 
 def _index_params(uri: str, column: str, layout: ColumnIndex, files: list[MinHashParams]) -> MinHashParams:

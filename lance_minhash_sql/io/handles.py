@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import lance
+import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import MAX_HANDLES
@@ -88,6 +90,11 @@ class DatasetVersion:
     ds: Any = field(repr=False)
     version: int
     storage_options: dict | None = field(default=None, repr=False)
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The version's Arrow schema, read on first use (a search of row ids needs none)."""
+        return self.ds.schema
 
     @property
     def options_key(self) -> Any:

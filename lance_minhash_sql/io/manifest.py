@@ -1,4 +1,5 @@
-"""MinHash LSH index segments in the dataset manifest (``docs/index-format.md``).
+"""MinHash LSH index segments in the dataset manifest (``docs/index-format.md``), and the
+fragment-reuse index of a deferred compaction remap beside them (``io/rowids.py``).
 
 A segment is registered as a ``lance.dataset.Index`` whose ``index_details`` is
 ``(TYPE_URL, details protobuf)``; its ``fragment_ids`` bitmap is authoritative (Lance does
@@ -22,12 +23,12 @@ from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, Par
                                            UnsupportedIndexError)
 from lance_minhash_sql.core.params import INDEX_VERSION, MinHashParams
 from lance_minhash_sql.io.details import TYPE_URL, encode_details
-from lance_minhash_sql.io.rowids import FragReuse, frag_reuse
 from lance_minhash_sql.io.scan import row_count
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, open_segment
 from lance_minhash_sql.io.store import is_remote, make_dir
 
-__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "missing_index",
+__all__ = ["SegmentInfo", "NewSegment", "ColumnIndex", "column_index", "missing_index", "FragReuse", "frag_reuse",
+           "FRAG_REUSE_NAME", "FRAG_REUSE_TYPE_URL",
            "minhash_segments", "segment_dir", "new_segment", "commit_segments",
            "default_index_name", "IndexEntry", "is_lance_dataset", "index_entries", "referenced_index_uuids",
            "fragment_ids", "commit_replacing", "check_same_params"]
@@ -69,8 +70,13 @@ def default_index_name(column: str) -> str:
 
 def minhash_segments(ds: "lance.LanceDataset", column: str | None = None) -> list[SegmentInfo]:
     """Every MinHash LSH segment of the dataset (of one column if given), in manifest order."""
+    return _segments(ds.describe_indices(), column)
+
+
+def _segments(described: list, column: str | None) -> list[SegmentInfo]:
+    """:func:`minhash_segments` of the manifest's indexes as ``describe_indices()`` lists them."""
     out: list[SegmentInfo] = []
-    for desc in ds.describe_indices():
+    for desc in described:
         if desc.type_url != TYPE_URL:
             continue
         col = desc.field_names[0] if desc.field_names else ""
@@ -84,6 +90,33 @@ def minhash_segments(ds: "lance.LanceDataset", column: str | None = None) -> lis
                 index_version=int(seg.index_version), size_bytes=int(seg.size_bytes or 0),
                 details=getattr(desc, "details", None) or None))
     return out
+
+
+FRAG_REUSE_NAME = "__lance_frag_reuse"
+FRAG_REUSE_TYPE_URL = "/lance.table.FragmentReuseIndexDetails"
+
+
+@dataclass(frozen=True)
+class FragReuse:
+    """The fragment-reuse index of a dataset version (``io/rowids.py``): its uuid changes
+    with every round."""
+
+    uuid: str
+    dataset_version: int  # the version of its latest round
+
+
+def frag_reuse(ds: "lance.LanceDataset") -> FragReuse | None:
+    """The dataset version's fragment-reuse index, or None (no deferred remap pending)."""
+    return _frag_reuse(ds.describe_indices())
+
+
+def _frag_reuse(described: list) -> FragReuse | None:
+    """:func:`frag_reuse` of the manifest's indexes as ``describe_indices()`` lists them."""
+    for desc in described:
+        if desc.type_url == FRAG_REUSE_TYPE_URL or desc.name == FRAG_REUSE_NAME:
+            seg = desc.segments[0]
+            return FragReuse(str(seg.uuid), int(seg.dataset_version_at_last_update))
+    return None
 
 
 def segment_dir(ds: "lance.LanceDataset", seg_uuid: str) -> str:
@@ -102,10 +135,11 @@ class ColumnIndex:
 
 
 def column_index(ds: "lance.LanceDataset", column: str, uri: str = "") -> ColumnIndex:
-    """The column's index as the manifest records it. A column without segments is
-    refused (:func:`missing_index`), and so is a segment of another index version than
-    this package reads."""
-    segments = tuple(minhash_segments(ds, column))
+    """The column's index as the manifest records it (its list of indexes read once). A
+    column without segments is refused (:func:`missing_index`), and so is a segment of
+    another index version than this package reads."""
+    described = ds.describe_indices()
+    segments = tuple(_segments(described, column))
     if not segments:
         raise missing_index(ds, uri or ds.uri, column)
     for info in segments:
@@ -114,8 +148,7 @@ def column_index(ds: "lance.LanceDataset", column: str, uri: str = "") -> Column
                 f"segment {info.uuid} of the MinHash LSH index on {column!r} has index_version "
                 f"{info.index_version}, but this package reads version {INDEX_VERSION} (pylance 14.0.x); "
                 f"rebuild it with minhash_build('{uri}', '{column}')")
-    return ColumnIndex(segments, tuple(segment_dir(ds, s.uuid) for s in segments),
-                       frag_reuse(ds))
+    return ColumnIndex(segments, tuple(segment_dir(ds, s.uuid) for s in segments), _frag_reuse(described))
 
 
 def missing_index(ds, uri: str, column: str, purpose: str = "") -> Exception:

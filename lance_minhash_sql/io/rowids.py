@@ -21,13 +21,12 @@ rewrites fragments:
   trimmed is no longer remapped.
 
 So a reader of this package maps a segment's row ids through :func:`remap` whenever the
-dataset version has a fragment-reuse index, and a rewrite (optimize, merge) writes the
-remapped ids. With stable row ids a compaction keeps every row id and nothing is remapped.
+dataset version has a fragment-reuse index (``io/manifest.py: frag_reuse``, read with the
+index's segments), and a rewrite (optimize, merge) writes the remapped ids. With stable
+row ids a compaction keeps every row id and nothing is remapped.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import lance
 import numpy as np
@@ -35,27 +34,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.tuning import ROWID_CALL_ROWS
 
-__all__ = ["FRAG_REUSE_NAME", "FRAG_REUSE_TYPE_URL", "FragReuse", "frag_reuse", "remap", "live_rowids"]
-
-FRAG_REUSE_NAME = "__lance_frag_reuse"
-FRAG_REUSE_TYPE_URL = "/lance.table.FragmentReuseIndexDetails"
-
-
-@dataclass(frozen=True)
-class FragReuse:
-    """The fragment-reuse index of a dataset version: its uuid changes with every round."""
-
-    uuid: str
-    dataset_version: int  # the version of its latest round
-
-
-def frag_reuse(ds: "lance.LanceDataset") -> FragReuse | None:
-    """The dataset version's fragment-reuse index, or None (no deferred remap pending)."""
-    for desc in ds.describe_indices():
-        if desc.type_url == FRAG_REUSE_TYPE_URL or desc.name == FRAG_REUSE_NAME:
-            seg = desc.segments[0]
-            return FragReuse(str(seg.uuid), int(seg.dataset_version_at_last_update))
-    return None
+__all__ = ["remap", "live_rowids"]
 
 
 def remap(ds: "lance.LanceDataset", rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import plan_sort
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.liveness import Liveness
-from lance_minhash_sql.io.rowids import frag_reuse, remap
+from lance_minhash_sql.io.rowids import remap
 from lance_minhash_sql.io.handles import options_for
 from lance_minhash_sql.io.scan import (fragment_objects, fragment_rows, scan_text, text_field, uri_of,
                                       version_of)
@@ -168,7 +168,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     current = manifest.fragment_ids(ds)
     covered = set().union(*(s.fragment_ids for s in segments))
     new_frags = [f for f in current if f not in covered]
-    reuse = frag_reuse(ds)
+    reuse = manifest.frag_reuse(ds)
     stale = any(needs_remap(s, reuse) for s in selected)
     action = "merge" if selected else "delta"
     if not new_frags and len(selected) < 2 and not stale:
