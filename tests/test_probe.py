@@ -22,9 +22,11 @@ from torture import TORTURE_TEXTS
 
 from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.tuning import END_ROWS, FANOUT
 from lance_minhash_sql.faces.corpus import CorpusSpec, generate_batches
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.kernels import gather as gather_mod
 from lance_minhash_sql.lifecycle.prewarm import warm as prewarm_index
 from lance_minhash_sql.query import probe as probe_mod
 from lance_minhash_sql.query import engine as search_mod
@@ -117,7 +119,7 @@ def _lance(uri, q, k, **kw):
 
 def _probed(uri, q, k, monkeypatch, compiled=False, **kw):
     """The answer, and whether each probe of the kind asked (``compiled``: the bucket search
-    of kernels/probe.py, else numpy) answered."""
+    of kernels/gather.py, else numpy) answered."""
     calls = []
     real = probe_mod.probe_topk
 
@@ -175,7 +177,7 @@ def test_with_numba_loaded_a_few_queries_take_the_compiled_probe(dup_ds, monkeyp
 
 
 def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
-    from lance_minhash_sql.kernels.probe import mapped_bucket_bounds
+    from lance_minhash_sql.kernels.gather import mapped_bucket_bounds, mapped_bucket_bounds_numpy, values_at
 
     uri, table = dup_ds
     entry = open_index(uri, "text").segment_entries()[0]
@@ -183,7 +185,7 @@ def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
     for _ in range(2):  # the memory map, then the keys held whole (one chunk)
         values, first_row, value_index, _docs = entry.band_chunks()
         store = entry.bands
-        present = probe_mod.values_at(values, first_row, value_index, rng.integers(0, store.num_rows, 400))
+        present = values_at(values, first_row, value_index, rng.integers(0, store.num_rows, 400))
         spread = (rng.integers(0, 16, 400, dtype=np.uint64) << np.uint64(56)) | rng.integers(0, 1 << 56, 400,
                                                                                                dtype=np.uint64)
         edges = np.concatenate([store.page_table, store.page_table + np.uint64(1), store.page_table - np.uint64(1),
@@ -191,10 +193,10 @@ def test_the_compiled_bucket_search_finds_the_numpy_bounds(dup_ds):
         keys = np.concatenate([present, spread, edges])
         got = mapped_bucket_bounds(values, first_row, value_index, store.page_table, store.page_rows,
                                    store.num_rows, keys)
-        want = probe_mod.bucket_bounds((values, first_row, value_index), store.page_table, store.page_rows,
-                                       store.num_rows, keys)
+        want = mapped_bucket_bounds_numpy(values, first_row, value_index, store.page_table, store.page_rows,
+                                          store.num_rows, keys)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-        every = probe_mod.values_at(values, first_row, value_index, np.arange(store.num_rows))  # the obvious way
+        every = values_at(values, first_row, value_index, np.arange(store.num_rows))  # the obvious way
         assert np.array_equal(got[0], np.searchsorted(every, keys, side="left"))
         assert np.array_equal(got[1], np.searchsorted(every, keys, side="right"))
         assert (got[1] - got[0]).max() > store.page_rows  # the 5,000-row bucket spans pages
@@ -253,14 +255,15 @@ def test_the_kernels_take_over_when_the_probe_cannot(dup_ds, monkeypatch):
 def test_a_probe_reads_a_few_keys_per_band(dup_ds, monkeypatch):
     uri, table = dup_ds
     read = []
-    real = probe_mod._rows_at
-    monkeypatch.setattr(probe_mod, "_rows_at", lambda chunks, rows: (read.append(rows.size), real(chunks, rows))[1])
+    real = gather_mod.values_at
+    monkeypatch.setattr(gather_mod, "values_at", lambda *chunks_rows: (read.append(chunks_rows[-1].size),
+                                                                       real(*chunks_rows))[1])
     q = table.column("text")[17].as_py()
     got = search(uri, "text", q, 5, columns=["id"])
     assert got["id"].to_pylist()[0] == 17
     # a band's start in one page of 4,096 rows: two steps of 64 keys; its end from the
     # rows after the start (a bucket of one row)
-    assert read == [16 * probe_mod.FANOUT] * 2 + [16 * probe_mod.END_ROWS]
+    assert read == [16 * FANOUT] * 2 + [16 * END_ROWS]
 
 
 FIRST_QUERY = textwrap.dedent("""

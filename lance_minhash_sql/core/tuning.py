@@ -56,7 +56,7 @@ KERNEL_LOAD_SECONDS = 0.5
 # ------------------------------------------------------------------- The numpy engine of a few queries (query/probe.py)
 
 MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even counting numba's load)
-FANOUT = 64  # keys read per lane and step of the bucket search (a 4,096-row page: two steps)
+FANOUT = 64  # keys read per lane and step of numpy's bucket search (kernels/gather.py; a 4,096-row page: two steps)
 END_ROWS = 8  # rows read from a bucket's start for its end (most buckets hold a row or two)
 
 # ------------------------------------------------------------ Signing a few queries with numpy (query/query_sign.py)

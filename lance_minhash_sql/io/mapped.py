@@ -23,9 +23,9 @@ from lance_minhash_sql.core.tuning import (FAULT_AROUND_BYTES, PAGEWISE_RELEASE_
                                           RELEASE_SPAN_BYTES, SMALL_GATHER_ROWS)
 from lance_minhash_sql.io.chunks import CHUNK_HEADER, chunk_bounds, layout_problem, pages_of_layout, row_pages, rows_problem
 from lance_minhash_sql.io.lancefile import FileLayout
-from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values
+from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values, values_at
 
-__all__ = ["MappedColumn", "MappedRows", "mapped_column", "mapped_rows", "map_file", "values_at", "hand_back", "RELEASE_BYTES"]
+__all__ = ["MappedColumn", "MappedRows", "mapped_column", "mapped_rows", "map_file", "hand_back", "RELEASE_BYTES"]
 
 
 
@@ -66,12 +66,6 @@ def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The mapping as an array of ``dtype`` (little-endian), from byte 0."""
     width = dtype.itemsize
     return mm[: mm.size - mm.size % width].view(dtype.newbyteorder("<"))
-
-
-def values_at(values: np.ndarray, first_row: np.ndarray, value_index: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Values of global ``rows`` of the chunks of :meth:`MappedColumn.chunks`, by numpy indexing."""
-    c = np.searchsorted(first_row, rows, side="right") - 1
-    return values[value_index[c] + rows - first_row[c]]
 
 
 class MappedColumn:
