@@ -292,14 +292,21 @@ class Signer:
         has = np.zeros(n, dtype=np.bool_)
         rows = (buf.offsets, buf.data, buf.valid, buf.valid_offset)
         hashes = (self.params.shingle_size, self.a, self.b, self.c, sigs, has)
-        if cfg[0] == tokenize.SIMPLE:  # ASCII text first, by a kernel without the general tokenizer
-            todo = np.zeros(n, dtype=np.bool_)
-            in_chunks(lambda lo, hi: minhash.sign_ascii_range(*rows, cfg[1], cfg[2], self.tables[0], *hashes, todo,
-                                                              lo, hi), n, SIGN_CHUNK_ROWS)
-            if not todo.any():
-                return sigs, has
-            rows = (buf.offsets, buf.data, readonly(np.packbits(todo, bitorder="little")), 0)  # only those rows
-        in_chunks(lambda lo, hi: minhash.sign_range(*rows, cfg, self.tables, *hashes, lo, hi), n, SIGN_CHUNK_ROWS)
+        if cfg[0] != tokenize.SIMPLE:
+            in_chunks(lambda lo, hi: minhash.sign_range(*rows, cfg, self.tables, *hashes, lo, hi), n, SIGN_CHUNK_ROWS)
+            return sigs, has
+        todo = np.zeros(n, dtype=np.bool_)
+
+        def ascii_first(lo: int, hi: int) -> None:
+            """Rows ``lo:hi``: ASCII text by a kernel without the general tokenizer, then the
+            rows it leaves (``todo``) by the general kernel, their bitmap starting at row ``lo``."""
+            minhash.sign_ascii_range(*rows, cfg[1], cfg[2], self.tables[0], *hashes, todo, lo, hi)
+            left = todo[lo:hi]
+            if left.any():
+                minhash.sign_range(buf.offsets, buf.data, readonly(np.packbits(left, bitorder="little")), -lo, cfg,
+                                   self.tables, *hashes, lo, hi)
+
+        in_chunks(ascii_first, n, SIGN_CHUNK_ROWS)
         return sigs, has
 
     def _sign_through_vocab(self, buf: StringBuffers) -> tuple[np.ndarray, np.ndarray]:
