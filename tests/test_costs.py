@@ -297,3 +297,65 @@ def test_cores_count_the_threads_runnable_now_when_fewer_than_the_minutes_averag
     assert costs.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
     fake.write_text("garbled\n")  # unreadable: the minute's average alone
     assert costs.runnable_others() is None and costs.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory) -> str:
+    """6,000 rows, 90% of them near-duplicates: more candidate band rows than a small
+    budget's group keeps from its marking pass."""
+    uri = str(tmp_path_factory.mktemp("costs") / "crowded.lance")
+    write_corpus(uri, 6000, CorpusSpec(seed=7, duplicate_fraction=0.9), rows_per_fragment=2000)
+    lms.build_index(uri, "text")
+    return uri
+
+
+def test_band_rows_read_again(crowded, monkeypatch):
+    """The band rows the self-join reads a second time (a group's shards past the rows it
+    keeps), counted from its own reads of each shard's key range, against the work's."""
+    from lance_minhash_sql.selfjoin import bounded
+
+    opened = open_index(crowded, "text")
+    _, _, keys, _, texts = naive.signed(crowded, opened.params)
+    keys = np.sort(np.asarray(keys).ravel())
+    loads = sampled_loads(opened, texts)
+    read = bounded.read_multi
+    for limit in (4 << 20, 5 << 20, 6 << 20, 256 << 20):
+        seen, again = set(), []
+
+        def counted(shard):
+            if shard.index in seen:
+                again.append(int(np.searchsorted(keys, shard.hi) - np.searchsorted(keys, shard.lo)))
+            seen.add(shard.index)
+            return read(shard)
+
+        monkeypatch.setattr(bounded, "read_multi", counted)
+        assert sum(b.num_rows for b in lms.pairs(crowded, "text", 0.8, memory_limit=limit)) > 0
+        w = work(opened, len(texts), loads, 0.0, 0.0, limit)
+        if limit == 256 << 20:
+            assert sum(again) == w.read_again == 0
+        else:
+            assert sum(again) > 0
+            assert w.read_again == pytest.approx(sum(again), rel=0.25)
+
+
+def test_calibration_lays_out_a_shard_as_its_own_pool_does(plain):
+    """A calibration shard laid out over the bit set's ranks (as the self-join lays out a
+    group's shard) is the shard over a pool of its own rows: the same buckets, each band
+    row on its own row's signature; over as many rows back to back, the same layout."""
+    from lance_minhash_sql.diagnostics.costs import _loaded
+    from lance_minhash_sql.selfjoin.pool import read_multi, span_data
+    from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
+
+    opened = open_index(plain, "text")
+    plan = plan_for(opened)
+    shard = next(s for s in pair_shards(opened.ds, opened.column, 0.8, num_shards=4) if read_multi(s) is not None)
+    keys, gids = read_multi(shard)
+    want = span_data(plan, keys, gids)
+    for own in (True, False):
+        out: dict = {}
+        got = _loaded(plan, keys, gids, own, out)
+        for name in ("keys", "docs", "starts", "ends", "gids"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        assert ("fetch" in out) == own and out["candidates"] == keys.size and out["lay"] >= 0
+        if own:  # each band row on its own row's signature
+            np.testing.assert_array_equal(got.sigs[got.docs], want.sigs[want.docs])

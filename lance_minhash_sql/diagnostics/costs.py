@@ -12,18 +12,27 @@ bucket is dropped; otherwise a bucket is fetched per group and the labels drop t
 buckets contained in the band before's (``workload.py``), for the share of band
 boundaries that fall between groups. The visits are counted per class of bucket size
 (:data:`BUCKET_CLASSES`), in the kept buckets and in the others (:attr:`Work.class_visits`).
+A group's shards past the band rows it keeps from its marking pass
+(:func:`~lance_minhash_sql.selfjoin.bounded.keep_rows`) are read again
+(:attr:`Work.read_again`).
 
 **Rates.** :func:`calibrate` runs the self-join's own steps on
 :data:`CALIBRATION_SHARDS` small key-range shards of this index (spread evenly over the
 bands, :func:`~lance_minhash_sql.selfjoin.shards.pair_shards`), on the engine's threads:
 each shard's band rows read (:func:`~lance_minhash_sql.selfjoin.pool.read_multi`), its
-rows' signatures fetched (:func:`~lance_minhash_sql.selfjoin.pool.pool`), its buckets
-laid out (:func:`~lance_minhash_sql.selfjoin.pool.shard_data`). The verification
+buckets laid out as the self-join lays out a group's shard (its candidates marked in a bit
+set of every doc, a band row's pool row its doc's rank among the marked ones:
+:func:`~lance_minhash_sql.kernels.components.ranks`,
+:func:`~lance_minhash_sql.selfjoin.pool.shard_data`), as many rows' signatures fetched
+back to back (:func:`~lance_minhash_sql.selfjoin.pool.pool`); the first set's shards
+(every third) also fetch their own rows, spread over the signatures' file, and are
+linked (below): such a fetch costs more the larger the file. The verification
 (:func:`~lance_minhash_sql.selfjoin.verify.pair_verifier`) is timed on the sampled rows'
 own buckets (:func:`_class_sets`: per class of bucket size and kind, sets read by their
 docs and verified on data just loaded, at each threshold asked), a rate per visit of each
-class with its pairs' share (:func:`_class_rates`); only without them are the shards'
-pairs verified, at the lowest threshold asked
+class with its pairs' share, less a call's own cost (:func:`_class_rates`); only without
+them (or with ``verify="exact"``) do all the shards fetch their own rows, and only
+without them are the shards' pairs verified, at the lowest threshold asked
 then at 1.0 and at the threshold again (at 1.0 a visit stops at its first unequal hash
 and no pair passes: the difference of the last two, fitted over the shards to their
 visits and pairs, gives the cost of a pair; the first, less its pairs', fitted to the
@@ -34,7 +43,7 @@ size fills the caches included). With ``verify="exact"`` two more: the shingle s
 prefetch of the sampled shards' candidate rows (:meth:`~lance_minhash_sql.selfjoin.
 shingles.ShingleSets.prefetch`: taken, shingled and written once), over those rows, and
 the exact verification's CPU time beyond the estimate's, over the pairs at the exact
-floor. For the clusters, the links of each shard to its buckets' representatives
+floor. For the clusters, the links of each linked shard to its buckets' representatives
 (:func:`~lance_minhash_sql.selfjoin.links.data_links`), over its candidate band rows, and
 their one-thread steps on :data:`CALIBRATION_SERIAL_ROWS` rows (:func:`_serial`). The
 shards are measured in :data:`CALIBRATION_REPEATS` sets (every third shard), and each
@@ -99,12 +108,12 @@ from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROW
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
 from lance_minhash_sql.core.usage import usable_cores
 from lance_minhash_sql.diagnostics.workload import size_class
-from lance_minhash_sql.kernels.components import new_marks
+from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import num_threads
-from lance_minhash_sql.selfjoin.bounded import (chunk_pairs, clusters_table, components_bytes, pairs_pool,
-                                                pool_bytes, pool_rows)
+from lance_minhash_sql.selfjoin.bounded import (chunk_pairs, clusters_table, components_bytes, keep_rows, pairs_pool,
+                                                pool_bytes, pool_rows, shard_rows)
 from lance_minhash_sql.selfjoin.links import data_links
 from lance_minhash_sql.selfjoin.parent import UnionFind, parent_bytes, spills
 from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data, span_data
@@ -119,6 +128,7 @@ LOADAVG = "/proc/loadavg"  # Linux: the load averages, then "running/total" thre
 
 
 PROBE_CPU_SECONDS = 0.1  # the busy factor's probe: CPU time of the calling thread (about 0.1 s idle)
+CALL_TRIES = 3  # calls on one bucket of two rows timed for a verification call's own cost (the least)
 WARM_TRIES = 4  # shards tried (from the last) until one has pairs to verify: the kernels' first calls, untimed
 
 
@@ -180,6 +190,9 @@ class Work:
     # the visits per class of bucket size (BUCKET_CLASSES) in kept buckets, then in the
     # others (within their rows' bucket of the band before) that are not dropped
     class_visits: tuple = ()
+    # band rows read a second time: a group's shards past the rows it keeps from the
+    # marking pass (selfjoin/bounded.py: keep_rows) are read again to be verified
+    read_again: float = 0.0
 
 
 def busy_factor() -> float:
@@ -223,15 +236,29 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
         pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(plan.total_docs, limit)))
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
         return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs,
-                    class_visits=_by_class(kept_by_class, by_class, 0.0), **extra)
+                    class_visits=_by_class(kept_by_class, by_class, 0.0),
+                    read_again=_read_again(plan.total_band_rows, candidates, 1.0, limit), **extra)
     # band boundaries between groups: all of them when a band's candidates fill groups
     # of their own, else one in (bands a group holds); the buckets dropped there are those
     # within the band before's (for clusters: one component once that band is linked)
     dropped = min(1.0, candidates / nb / max(rows, 1)) if pruned else 0.0
     cand = candidates - dropped * (candidates - kept_candidates)
-    return Work(plan.total_band_rows, cand, cand, float(np.ceil(cand / max(rows, 1))),
-                visits - dropped * (visits - kept_visits), pairs, exact_pairs,
-                class_visits=_by_class(kept_by_class, by_class, dropped), **extra)
+    groups = float(np.ceil(cand / max(rows, 1)))
+    return Work(plan.total_band_rows, cand, cand, groups, visits - dropped * (visits - kept_visits), pairs,
+                exact_pairs, class_visits=_by_class(kept_by_class, by_class, dropped),
+                read_again=_read_again(plan.total_band_rows, cand, groups, limit), **extra)
+
+
+def _read_again(band_rows: float, candidates: float, groups: float, limit: int) -> float:
+    """The band rows read again: in each of ``groups`` groups of an equal share of the
+    ``candidates`` band rows, the shards past the first :func:`keep_rows` of them (the
+    shards' band rows in proportion to their candidates; a shard that does not fit whole is
+    read again, half a shard's candidates short of the rows kept on average)."""
+    per_group = candidates / max(groups, 1.0)
+    if per_group <= 0 or band_rows <= 0:
+        return 0.0
+    kept = keep_rows(limit) - candidates * min(1.0, shard_rows(limit) / band_rows) / 2
+    return band_rows * min(1.0, max(0.0, 1.0 - kept / per_group))
 
 
 def _by_class(kept: np.ndarray, every: np.ndarray, dropped: float) -> tuple:
@@ -274,6 +301,12 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
     def verified(verifier, shard, data) -> tuple[float, int]:
         return _timed(batch.num_rows for batch in verifier(shard, data, chunk))
 
+    # the shards whose own rows are fetched and linked: every one when their pairs are
+    # verified (no sampled bucket, or exact verification), else the first set's (a fetch
+    # of rows spread over the signatures' file costs more the larger the file)
+    real = by_shards or exact
+    linked = set(picks[0::CALIBRATION_REPEATS])
+
     def measure(i: int):
         c = time.thread_time
         t0 = c()
@@ -283,19 +316,8 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
         if got is None:
             yield out
             return
-        keys, gids = got
-        ugids = sorted_unique(gids)
-        t2 = c()
-        sigs, rowids, alive = pool(plan, ugids)
-        t3 = c()
-        data = shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
-        t4 = c()
-        first = min(int(ugids[0]), plan.total_docs - ugids.size)
-        pool(plan, np.arange(first, first + ugids.size, dtype=ugids.dtype))  # as many rows, back to back
-        t5 = c()
-        out.update(candidates=keys.size, fetched=ugids.size, lay=(t2 - t1) + (t4 - t3), fetch=t3 - t2,
-                   dense=t5 - t4)
-        if data is None:
+        data = _loaded(plan, *got, real or i in linked, out)
+        if data is None or "fetch" not in out:  # ("fetch": its own rows, to be linked)
             yield out
             return
         visits = data_visits(data)
@@ -313,7 +335,10 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
         yield out
 
     for i in range(-1, -num - 1, -max(1, num // WARM_TRIES)):  # the steps' kernels loaded (numba's cache), untimed
-        if "links" in next(measure(num + i)):
+        linked.add(num + i)
+        found = "links" in next(measure(num + i))
+        linked.discard(num + i)
+        if found:
             break
     _serial(plan, limit)  # (its kernels loaded too)
     prefetch = (0.0, 0)
@@ -322,12 +347,45 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
         exact_verify.prepare([at[threshold][i] for i in picks])
         prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
     try:
-        rates = _in_sets(picks, measure, lambda parts, wall, cpu: _rates(parts, wall, cpu, exact, prefetch,
-                                                                        _serial(plan, limit)))
+        rates = _in_sets(picks, measure, lambda parts, wall, cpu, serial=True: _rates(
+            parts, wall, cpu, exact, prefetch, _serial(plan, limit) if serial else {}))
         return _by_classes(opened, rates, loads, [threshold] if thresholds is None else thresholds, exact, chunk)
     finally:
         if exact:
             exact_verify.shingles.close()
+
+
+def _loaded(plan, keys: np.ndarray, gids: np.ndarray, own: bool, out: dict):
+    """A calibration shard's rows ``(keys, gids)`` laid out as the self-join lays out a
+    group's shard (selfjoin/bounded.py: shard_groups, _group_data: its candidates marked in
+    a bit set of every doc, each band row's pool row its doc's rank among the marked ones)
+    over the shard's ``own`` rows' signatures (spread over the file: what they are linked
+    with) or only as many rows back to back (the layout costs the same); the CPU times in
+    ``out``: ``lay``, ``dense`` (rows back to back) and for ``own`` ``fetch`` (its rows)."""
+    c = time.thread_time
+    marks = new_marks(plan.total_docs)
+    marks.fill(0)  # (its pages touched: the self-join's bit set is mapped once)
+    t1 = c()
+    ugids = sorted_unique(gids)
+    count_unmarked(marks, ugids)
+    set_marks(marks, ugids, True)
+    t2 = c()
+    first = min(int(ugids[0]), plan.total_docs - ugids.size)
+    dense = np.arange(first, first + ugids.size, dtype=ugids.dtype)  # as many rows, back to back
+    sigs, rowids, alive = pool(plan, ugids if own else dense)
+    t3 = c()
+    prefix = marked_ids(marks)[1]  # (once per group in the self-join: not the shard's)
+    t3b = c()
+    data = shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+    t4 = c() - (t3b - t3)
+    out.update(candidates=keys.size, fetched=ugids.size, lay=(t2 - t1) + (t4 - t3))
+    if not own:
+        out["dense"] = t3 - t2
+        return data
+    t5 = c()
+    pool(plan, dense)
+    out.update(fetch=t3 - t2, dense=c() - t5)
+    return data
 
 
 def _by_classes(opened: OpenedIndex, rates: Rates, loads, ts: list[float], exact: bool, chunk: int) -> Rates:
@@ -341,14 +399,24 @@ def _by_classes(opened: OpenedIndex, rates: Rates, loads, ts: list[float], exact
         warnings.simplefilter("ignore", LowRecallWarning)
         shards = {t: pair_shards(opened.ds, opened.column, t, num_shards=1)[0] for t in set(kernel_at)}
 
+    def verified(t: float, data) -> float:
+        return _timed(b.num_rows for b in pair_verifier("estimate")(shards[t], data, chunk))[0]
+
     def by_class(item):  # each threshold on data just loaded, as the self-join verifies it
         c, keys, gids = item
         seconds, visits = [], 0
+        # a call's own cost (its set-up, its batch of pairs), which the self-join pays once
+        # a shard of thousands of buckets: the least of a few calls on the set's first
+        # bucket cut to two rows, taken off the set's (a set of small buckets holds only
+        # those the sample found, a few thousand visits)
+        one = span_data(plan, keys[:2], gids[:2])
         for t in kernel_at:
             data = span_data(plan, keys, gids)
             if data is None:
                 return
-            seconds.append(_timed(b.num_rows for b in pair_verifier("estimate")(shards[t], data, chunk))[0])
+            spent = verified(t, data)
+            fixed = min(verified(t, one) for _ in range(CALL_TRIES)) if one is not None else 0.0
+            seconds.append((spent, fixed))
             visits = data_visits(data)
         yield c, visits, seconds
 
@@ -362,7 +430,8 @@ def _in_sets(picks: list, measure, rates_of) -> Rates:
     """The :class:`Rates` of the shards ``picks`` measured in :data:`CALIBRATION_REPEATS`
     sets (every third shard): the shards' rates over all of them (a fit over a set would
     be another mix of buckets), the cores and the one-thread rates the median of the
-    sets'; ``rates_of(parts, wall, cpu)`` makes the rates of measured shards."""
+    sets'; ``rates_of(parts, wall, cpu, serial=True)`` makes the rates of measured shards
+    (with ``serial`` the one-thread steps timed once more)."""
     found, parts = [], []
     for j in range(CALIBRATION_REPEATS):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -371,7 +440,7 @@ def _in_sets(picks: list, measure, rates_of) -> Rates:
         parts += part
     median = {name: float(np.median([getattr(r, name) for r in found]))
               for name in ("union_link", "index_row", "table_row", "keep_row")}
-    return replace(rates_of(parts, 1.0, 1.0), parallel=cores_now(), **median)
+    return replace(rates_of(parts, 1.0, 1.0, False), parallel=cores_now(), **median)
 
 
 def _class_sets(loads) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -411,15 +480,24 @@ def _class_sets(loads) -> list[tuple[int, np.ndarray, np.ndarray]]:
 def _class_rates(found: list, i: int, rates: Rates) -> tuple:
     """The verification's rate per visit of each class of bucket size at the ``i``-th
     threshold: the CPU time of each set of the class's buckets (``found``: ``(class,
-    visits, [CPU seconds at each threshold])``, its data just loaded at the first), its
-    pairs' share included, over its visits; the median of the class's sets. A class
+    visits, [(CPU seconds, a call's own CPU seconds) at each threshold])``, its data just
+    loaded at the first), its pairs' share included, less a verification call's own cost,
+    over its visits; the median of the class's sets (a class whose sets take no longer than
+    a call, which the median would price at nothing, keeps the calls' cost). A class
     without a set (the sampled rows found no bucket of it, so the work counts no visit in
     it): ``rates.visit``."""
-    per: dict[int, list[float]] = {}
+    net: dict[int, list[float]] = {}
+    gross: dict[int, list[float]] = {}
     for c, visits, seconds in found:
         if visits > 0:
-            per.setdefault(c, []).append(seconds[i] / visits)
-    return tuple(float(np.median(per[c])) if c in per else rates.visit for c in range(2 * len(BUCKET_CLASSES)))
+            spent, fixed = seconds[i]
+            net.setdefault(c, []).append(max(0.0, spent - fixed) / visits)
+            gross.setdefault(c, []).append(spent / visits)
+    out = []
+    for c in range(2 * len(BUCKET_CLASSES)):
+        rate = float(np.median(net[c])) if c in net else rates.visit
+        out.append(rate if rate > 0 or c not in net else float(np.median(gross[c])))
+    return tuple(out)
 
 
 def _timed(counts) -> tuple[float, int]:
@@ -439,7 +517,11 @@ def _serial(plan, limit: int) -> dict[str, float]:
     n = int(min(CALIBRATION_SERIAL_ROWS, plan.total_docs))
     rng = np.random.default_rng(0)
     a = rng.integers(0, n, n // 2).astype(np.uint32)
-    b = np.minimum(a + rng.integers(1, 8, a.size), n - 1).astype(np.uint32)  # near links, as near-duplicates'
+    b = np.minimum(a + rng.integers(1, 8, a.size), n - 1).astype(np.uint32)  # small clusters, as near-duplicates'
+    # whose members lie anywhere in the index, as a near-duplicate's copies do (the union-find
+    # and the clusters' table then read and sort in no order)
+    spread = rng.permutation(n).astype(np.uint32)
+    a, b = spread[a], spread[b]
     c = time.thread_time
     uf = UnionFind(n, pool_bytes(limit))
     try:
@@ -506,9 +588,9 @@ def _rates(parts: list[dict], wall: float, cpu: float, exact: bool, prefetch: tu
     per = lambda a, b: a / b if b > 0 else 0.0  # noqa: E731
     # a shard's rows lie spread over the signatures' file, as a group's do: what fetching
     # them costs beyond as many rows back to back is the group's, whatever its rows
-    fetched = sum(1 for p in parts if "fetch" in p)
+    spread = [p for p in parts if "fetch" in p]
     dense = per(total("dense"), total("fetched"))
-    group_fetch = per(max(0.0, total("fetch") - total("dense")), fetched)
+    group_fetch = per(max(0.0, sum(p["fetch"] - p["dense"] for p in spread)), len(spread))
     verified = [p for p in parts if "hi" in p]
     pair = _pair_rates(verified)[1]
     visit, bucket_row = _verify_rates(verified, pair)
@@ -568,7 +650,7 @@ def project(w: Work, rates: Rates, rows: int, memory_limit: int, dedup: bool = F
     the work of the clusters' self-join (``w.index_rows``) ``minhash_clusters``, and with
     ``dedup`` a dry-run ``minhash_dedup``."""
     # on the engine's threads: the shards read, laid out and verified
-    cpu = w.band_rows * rates.band_row + w.candidate_rows * rates.candidate_row
+    cpu = (w.band_rows + w.read_again) * rates.band_row + w.candidate_rows * rates.candidate_row
     # on the self-join's own thread: each group's pool filled, the clusters' one-thread steps
     serial = w.fetched_rows * rates.fetched_row + w.groups * rates.group_fetch
     if w.index_rows and not w.exact_rows:  # links to the buckets' representatives
