@@ -42,6 +42,7 @@ from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_sha
 from lance_minhash_sql.selfjoin.executor import LOCAL
 from lance_minhash_sql.selfjoin.links import LinkRule
 from lance_minhash_sql.selfjoin.shards import Shard, pair_shards
+from lance_minhash_sql.selfjoin.shared import calls_key
 from lance_minhash_sql.extras.distributed import build_distributed, connect_ray, remote_function, task_cause
 from lance_minhash_sql.extras.shuffle import shuffle_components, shuffle_pairs
 
@@ -137,8 +138,7 @@ class ShardTasks:
     def of(cls, ray, shards: list[Shard], verify: str, limit: int, storage_options, in_flight: int | None
            ) -> "ShardTasks":
         """The state of the calls of ``shards`` for ``verify`` and ``limit`` on ``ray``."""
-        s = shards[0]
-        key = (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, limit)
+        key = calls_key(shards, verify, limit)
         with _TASKS_LOCK:
             state = _TASKS.get(key)
             if state is None:

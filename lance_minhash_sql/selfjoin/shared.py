@@ -51,10 +51,17 @@ from lance_minhash_sql.selfjoin.pool import count, held, pool, read_multi, shard
 from lance_minhash_sql.selfjoin.shards import Shard
 from lance_minhash_sql.selfjoin.verify import Verifier, pair_verifier, prepare, remaining
 
-__all__ = ["SharedShards"]
+__all__ = ["SharedShards", "calls_key"]
 
 _STATES = ByteCache.for_objects("what the calls of one list of shards share (SQL branches)", SHARED_SHARD_STATES)
 _STATES_LOCK = threading.Lock()  # a state made and put once per key
+
+
+def calls_key(shards: list[Shard], verify: str, limit: int) -> tuple:
+    """What names the independent calls of one list of shards (a statement's branches) for
+    a ``verify`` mode and budget: the dataset, version, column, threshold and key ranges."""
+    s = shards[0]
+    return (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, limit)
 
 
 class _Group:
@@ -103,8 +110,7 @@ class SharedShards:
     @classmethod
     def of(cls, shards: list[Shard], verify: str, limit: int) -> "SharedShards":
         """The shared state of ``shards`` for ``verify`` and ``limit`` (module doc)."""
-        s = shards[0]
-        key = (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, limit)
+        key = calls_key(shards, verify, limit)
         with _STATES_LOCK:
             state = _STATES.get(key)
             if state is None:
