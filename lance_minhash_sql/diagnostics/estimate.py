@@ -69,7 +69,7 @@ from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.shards import plan_for
 
 __all__ = ["ESTIMATE_SCHEMA", "DEFAULT_THRESHOLDS", "DEFAULT_SAMPLE_ROWS", "MAX_SAMPLE_ROWS", "estimate",
-           "check_thresholds", "describe"]
+           "check_thresholds", "sample_offsets", "describe"]
 
 DEFAULT_THRESHOLDS = (0.7, 0.8, 0.9)
 DEFAULT_SAMPLE_ROWS = 2000
@@ -86,6 +86,12 @@ def check_thresholds(thresholds: Any) -> list[float]:
             f"thresholds={thresholds!r} must be a non-empty list of similarity thresholds in (0, 1], "
             "e.g. [0.7, 0.8, 0.9]")
     return sorted({check_threshold(t, "thresholds") for t in thresholds})
+
+
+def sample_offsets(population: int, n: int, seed: int) -> np.ndarray:
+    """The positions among the ``population`` live rows of the ``n`` rows sampled with
+    ``seed``: drawn uniformly without replacement, in ascending order."""
+    return np.sort(np.random.default_rng(seed).choice(population, n, replace=False))
 
 
 def _sample_rows(sample_rows: Any) -> int:
@@ -115,8 +121,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     if population == 0:
         raise DatasetError(f"dataset {opened.uri!r} has no live rows: there is nothing to estimate; add rows first")
     n = min(n_asked, population)
-    rng = np.random.default_rng(seed)
-    offsets = np.sort(rng.choice(population, n, replace=False))
+    offsets = sample_offsets(population, n, seed)
     rowids, texts = take_offsets(opened.ds, opened.column, offsets)
     hoods = Neighbourhoods(opened, ts, verify, seed)
     candidates = hoods.add(rowids, texts)
