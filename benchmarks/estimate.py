@@ -43,11 +43,11 @@ import time
 _CHILD_ESTIMATE = r"""
 import json, sys, time
 import lance_minhash_sql as lms
-from lance_minhash_sql.diagnostics import costs
+from lance_minhash_sql.diagnostics import calibration, costs
 import lance_minhash_sql.diagnostics.estimate as E
 uri, t, limit, verify = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
 seen = {}
-calibrate, project = costs.calibrate, costs.project
+calibrate, project = calibration.calibrate, costs.project
 def spy_calibrate(*a, **k):
     seen["rates"] = r = calibrate(*a, **k)
     return r

@@ -1,4 +1,5 @@
-"""The dry run's cost model (``diagnostics/workload.py``, ``diagnostics/costs.py``).
+"""The dry run's cost model (``diagnostics/workload.py``, ``diagnostics/costs.py``,
+``diagnostics/calibration.py``, ``diagnostics/machine_load.py``).
 
 Oracles: the self-join's work counted by brute force from every row's band keys
 (``tests/naive.py``: the signatures and band keys of each row, buckets as groups of equal
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.diagnostics.costs import Rates, Work, calibrate, project, work
+from lance_minhash_sql.diagnostics.calibration import calibrate
+from lance_minhash_sql.diagnostics.costs import Rates, Work, project, work
 from lance_minhash_sql.diagnostics.workload import sampled_loads
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.selfjoin.pool import STATS
@@ -283,20 +285,20 @@ def test_cores_count_the_threads_runnable_now_when_fewer_than_the_minutes_averag
     """The last minute's load average still counts work that has ended (a full run just
     before, the calibration itself): the threads runnable now, read from the running count
     of ``/proc/loadavg`` less the reader, take its place when fewer."""
-    from lance_minhash_sql.diagnostics import costs
+    from lance_minhash_sql.diagnostics import machine_load
 
-    monkeypatch.setattr(costs, "num_threads", lambda: 2)
-    monkeypatch.setattr(costs.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(costs.os, "getloadavg", lambda: (1.8, 1.5, 1.0))
+    monkeypatch.setattr(machine_load, "num_threads", lambda: 2)
+    monkeypatch.setattr(machine_load.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(machine_load.os, "getloadavg", lambda: (1.8, 1.5, 1.0))
     fake = tmp_path / "loadavg"
-    monkeypatch.setattr(costs, "LOADAVG", str(fake))
+    monkeypatch.setattr(machine_load, "LOADAVG", str(fake))
     fake.write_text("1.80 1.50 1.00 1/345 6789\n")  # only the reader runs now
-    assert costs.runnable_others() == 0.0 and costs.cores_now() == 2.0
+    assert machine_load.runnable_others() == 0.0 and machine_load.cores_now() == 2.0
     fake.write_text("1.80 1.50 1.00 5/345 6789\n")  # four others: the minute's 1.8 is fewer
-    assert costs.runnable_others() == 4.0
-    assert costs.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
+    assert machine_load.runnable_others() == 4.0
+    assert machine_load.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
     fake.write_text("garbled\n")  # unreadable: the minute's average alone
-    assert costs.runnable_others() is None and costs.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
+    assert machine_load.runnable_others() is None and machine_load.cores_now() == pytest.approx(2 * 2 / (1.8 + 2))
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +344,7 @@ def test_calibration_lays_out_a_shard_as_its_own_pool_does(plain):
     """A calibration shard laid out over the bit set's ranks (as the self-join lays out a
     group's shard) is the shard over a pool of its own rows: the same buckets, each band
     row on its own row's signature; over as many rows back to back, the same layout."""
-    from lance_minhash_sql.diagnostics.costs import _loaded
+    from lance_minhash_sql.diagnostics.calibration import _loaded
     from lance_minhash_sql.selfjoin.pool import read_multi, span_data
     from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
 

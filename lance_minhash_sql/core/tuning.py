@@ -251,7 +251,7 @@ PARENT_SHARE = 0.75
 SPILLED_PARENT_SHARE = 0.25
 MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, whatever its share
 
-# ------------------------------------------------------------------- The dry run (diagnostics/estimate.py, costs.py)
+# ------------------------------------------------------------------- The dry run (diagnostics/estimate.py, costs.py, calibration.py)
 
 # The component walk around a sampled row stops at this many rows: the rows dropped of a
 # larger component are then counted as 1 - 1 / ESTIMATE_COMPONENT_ROWS per row at least
@@ -261,7 +261,7 @@ ESTIMATE_COMPONENT_ROWS = 64
 # first, kept when it holds ESTIMATE_COMPONENT_ROWS - 1 neighbours under every rule asked
 # (diagnostics/lookups.py): a row's verification then costs the same whatever the corpus.
 ESTIMATE_VERIFY_ROWS = 1024
-# The full self-join's projection (diagnostics/costs.py): its steps' rates measured on
+# The full self-join's projection (diagnostics/costs.py): its steps' rates measured (diagnostics/calibration.py) on
 # CALIBRATION_SHARDS key-range shards of the index of about CALIBRATION_SHARD_ROWS band
 # rows each (together a 10th of a 1M-row index at b=16, a 100th of 10M: the same work
 # whatever the index), in CALIBRATION_REPEATS sets of shards spread over the bands, each
@@ -274,7 +274,7 @@ CALIBRATION_SHARD_ROWS = 1 << 16
 CALIBRATION_VISITS = 1 << 24
 # The visits are priced by the size of their bucket: classes of buckets of at least
 # 2, 16, 256 and 4,096 rows (diagnostics/workload.py counts the full run's visits in each,
-# diagnostics/costs.py times each class on the sampled rows' own buckets of that class:
+# diagnostics/calibration.py times each class on the sampled rows' own buckets of that class:
 # sets of about CALIBRATION_CLASS_VISITS visits, a bucket cut to a random subset of
 # CALIBRATION_CLASS_ROWS rows).
 BUCKET_CLASSES = (2, 16, 256, 4096)

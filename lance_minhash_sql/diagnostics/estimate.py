@@ -57,8 +57,10 @@ import pyarrow as pa
 from lance_minhash_sql.core.checks import check_int, check_threshold, check_verify
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS
-from lance_minhash_sql.diagnostics.costs import busy_factor, calibrate, clusters_spill, project, work
+from lance_minhash_sql.diagnostics.calibration import calibrate
+from lance_minhash_sql.diagnostics.costs import clusters_spill, project, work
 from lance_minhash_sql.diagnostics.intervals import mean_interval, wilson
+from lance_minhash_sql.diagnostics.machine_load import busy_factor
 from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
 from lance_minhash_sql.diagnostics.workload import sampled_loads
 from lance_minhash_sql.index.opened import open_index

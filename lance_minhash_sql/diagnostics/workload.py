@@ -30,7 +30,7 @@ rows is one visit beside its fixed costs; a large one streams its rows past each
 the visits are also counted per class of bucket size
 (:data:`~lance_minhash_sql.core.tuning.BUCKET_CLASSES`): ``1/2 sum_x sum_{b: m_b in c}
 (m_b - 1)`` for class ``c``, each unbiased as above. The distinct buckets the sampled rows
-found (their keys and rows) are what :func:`.costs.calibrate` times each class on.
+found (their keys and rows) are what :func:`.calibration.calibrate` times each class on.
 
 A row's buckets are those its own search reads (the same page-table search, in the band
 file's memory map where it has one: :meth:`lance_minhash_sql.index.entries.SegmentEntry.
