@@ -58,7 +58,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
 from lance_minhash_sql.core.arrays import readonly  # noqa: E402
-from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor  # noqa: E402
+from lance_minhash_sql.core.banding import exact_candidate_floor  # noqa: E402
+from lance_minhash_sql.core.params import MinHashParams  # noqa: E402
 from lance_minhash_sql.core.usage import cpu_seconds  # noqa: E402
 
 EXACT_CHUNK = 1 << 16

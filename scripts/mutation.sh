@@ -2,10 +2,11 @@
 # Mutation testing with mutmut (pip install -e ".[mutation]"), outside the default suite; run it
 # with the environment that has the package and mutmut active (its python is used).
 #
-#   scripts/mutation.sh [target ...]     targets: params args udfs dedup xxh64 (default: all)
+#   scripts/mutation.sh [target ...]     targets: params banding args udfs dedup xxh64 (default: all)
 #   MUTANTS="name ..." scripts/mutation.sh target    only these mutants (e.g. a run's survivors)
 #
 #   params  lance_minhash_sql/core/params.py         the parameter rules
+#   banding lance_minhash_sql/core/banding.py        the S-curve and the choice of bands
 #   args    lance_minhash_sql/duck/args.py      SQL argument decoding
 #   udfs    lance_minhash_sql/duck/udfs.py      the scalar UDFs' chunk handling
 #   dedup   lance_minhash_sql/selfjoin/dedup.py    the keep policies and the dedup writes
@@ -22,13 +23,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(params args udfs dedup xxh64)
+[ ${#targets[@]} -gt 0 ] || targets=(params banding args udfs dedup xxh64)
 children="${MUTATION_CHILDREN:-2}"
 
 for target in "${targets[@]}"; do
     isolation=fork  # mutmut forks each mutant's run from its main process (fast)
     case "$target" in
         params) module=lance_minhash_sql/core/params.py; tests=(tests/test_params.py) ;;
+        banding) module=lance_minhash_sql/core/banding.py; tests=(tests/test_params.py) ;;
         args) module=lance_minhash_sql/duck/args.py; tests=(tests/test_duck_args.py tests/test_duck.py) ;;
         udfs) module=lance_minhash_sql/duck/udfs.py; tests=(tests/test_duck_udfs.py tests/test_duck.py) ;;
         dedup) module=lance_minhash_sql/selfjoin/dedup.py

@@ -9,7 +9,8 @@ import re
 import pyarrow as pa
 import pytest
 
-from lance_minhash_sql.core.params import MinHashParams, lsh_probability, optimal_bands, recall_bands
+from lance_minhash_sql.core.banding import lsh_probability, optimal_bands, recall_bands
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.minhash import coefficients

@@ -16,7 +16,8 @@ import pytest
 from torture import TORTURE_TEXTS
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.core.params import MinHashParams, TokenizerParams, lsh_probability
+from lance_minhash_sql.core.banding import lsh_probability
+from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
 from lance_minhash_sql.duck import udfs
 from lance_minhash_sql.duck.install import ALL_UDFS, macro_files
 from lance_minhash_sql.index.sign import Signer

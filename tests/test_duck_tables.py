@@ -12,7 +12,7 @@ from lance.indices import IndexConfig
 from lance.query import MinHashQuery
 
 import lance_minhash_sql as lms
-from lance_minhash_sql.core.params import recall_bands
+from lance_minhash_sql.core.banding import recall_bands
 from lance_minhash_sql.core.records import record_schema
 from lance_minhash_sql.diagnostics import tables as report_tables
 from lance_minhash_sql.duck import join, lifecycle, pairs, report, tables, udfs

@@ -7,10 +7,12 @@ import math
 
 import pytest
 
+import lance_minhash_sql.core.banding as banding_module
 import lance_minhash_sql.core.params as params_module
 from lance_minhash_sql.core.errors import InvalidParameterError, LanceMinHashError
-from lance_minhash_sql.core.params import (MinHashParams, TokenizerParams, false_negative_area, false_positive_area,
-                                           lsh_probability, optimal_bands, recall_bands, scurve_threshold)
+from lance_minhash_sql.core.banding import (false_negative_area, false_positive_area, lsh_probability, optimal_bands,
+                                            recall_bands, scurve_threshold)
+from lance_minhash_sql.core.params import MinHashParams, TokenizerParams
 
 
 def test_defaults_are_lance_defaults():
@@ -164,7 +166,9 @@ def test_one_threshold_rule_and_message_everywhere(bad):
 
 
 def test_docstring_examples():
-    assert doctest.testmod(params_module).failed == 0
+    for module in (params_module, banding_module):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 @pytest.mark.parametrize("k", [1, 64, 128, 4096])

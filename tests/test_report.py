@@ -22,8 +22,9 @@ import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import (DatasetError, IndexNotFoundError, InvalidParameterError,
                                            MissingDependencyError)
-from lance_minhash_sql.core.params import (MinHashParams, false_negative_area, false_positive_area, lsh_probability,
-                                           recall_bands, scurve_threshold)
+from lance_minhash_sql.core.banding import (false_negative_area, false_positive_area, lsh_probability, recall_bands,
+                                            scurve_threshold)
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.diagnostics.report import DEFAULT_BINS, largest_buckets, percentile, report
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus

@@ -181,7 +181,7 @@ def test_components_page_shows_the_chain_of_verified_links(corpus, verify):
     """Every dropped row shown has a chain from its cluster's kept row: consecutive links
     between rows of the cluster, each a verified link (a shared band; the estimate, or
     with exact the exact Jaccard, reaching the threshold), each with its exact Jaccard."""
-    from lance_minhash_sql.core.params import exact_candidate_floor
+    from lance_minhash_sql.core.banding import exact_candidate_floor
     from lance_minhash_sql.index.sign import signer_for
     from lance_minhash_sql.index.opened import open_index
 

@@ -20,7 +20,8 @@ from test_pairs import as_clusters, components, signed
 import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.errors import InvalidParameterError
-from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor
+from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA
 from lance_minhash_sql.selfjoin.clusters import clusters

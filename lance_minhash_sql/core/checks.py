@@ -156,7 +156,7 @@ def check_clustering(value: Any) -> str:
                         "(every dropped row is similar to the kept row named as its twin)")
 
 
-VERIFY_MODES = ("estimate", "exact")  # core/params.py: exact_candidate_floor
+VERIFY_MODES = ("estimate", "exact")  # core/banding.py: exact_candidate_floor
 
 
 def check_verify(value: Any) -> str:

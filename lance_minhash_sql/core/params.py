@@ -1,7 +1,8 @@
-"""Parameters, limits and the LSH math, written once (``docs/parameters.md``).
+"""The index's parameters and limits, written once (``docs/parameters.md``).
 
-The format's constants come from :mod:`.lance_format` and the argument checks
-from :mod:`.checks`; both are re-used here, not restated.
+The format's constants come from :mod:`.lance_format`, the argument checks from
+:mod:`.checks` and the S-curve's arithmetic from :mod:`.banding`; all are re-used here,
+not restated.
 
 The index parameters and their validation follow pylance 14.0.2's
 ``MinHashLshIndexParams::validate()`` (``rust/lance-index/src/scalar/minhash_lsh/mod.rs``):
@@ -10,17 +11,10 @@ The index parameters and their validation follow pylance 14.0.2's
 ``InvertedIndexParams`` that change MinHash signatures, with MinHash's defaults
 (no stemming, no stop words).
 
-The S-curve: a pair of similarity ``s`` shares at least one of ``b`` bands of ``r`` rows
-with probability ``P(s) = 1 - (1 - s**r)**b``; its steepest point is near
-``(1/b)**(1/r)``. :func:`recall_bands` picks the fewest bands that make a pair at a target
-threshold a candidate with probability >= :data:`CANDIDATE_PROBABILITY` (what a build
-with ``threshold`` uses: candidates are verified, so recall at the threshold is what
-counts); :func:`optimal_bands` instead minimises the weighted false-positive and
-false-negative areas around the threshold, as datasketch does, restricted to ``b``
-dividing ``num_hashes`` (it puts the threshold mid-curve: at 0.8 it gives 8 x 16, under
-which a pair of similarity 0.8 is a candidate with probability 0.2 only).
+An index's parameters against a threshold: :func:`warn_if_low_recall` warns when its
+bands make a pair at the threshold a candidate too rarely, and :func:`threshold_cut`
+resolves what a search keeps of its hits.
 """
-
 from __future__ import annotations
 
 import json
@@ -28,7 +22,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
-from lance_minhash_sql.core.checks import check_bool, check_int, check_real, check_similarity, check_threshold
+from lance_minhash_sql.core.banding import exact_candidate_floor, recall_bands, scurve, scurve_threshold
+from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning, warn
 from lance_minhash_sql.core.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS,
                                                  MAX_NUM_HASHES, SHINGLE_SEPARATOR, SIGNATURE_VERSION, min_matches)
@@ -36,8 +31,6 @@ from lance_minhash_sql.core.lance_format import SEED as SIGNATURE_SEED
 
 __all__ = [
     "KEEP_POLICIES",
-    "VERIFY_SIGMAS",
-    "exact_candidate_floor",
     "MAX_NUM_HASHES",
     "MAX_NUM_BANDS",
     "SIGNATURE_SEED",
@@ -56,14 +49,6 @@ __all__ = [
     "LANGUAGES",
     "TokenizerParams",
     "MinHashParams",
-    "scurve",
-    "lsh_probability",
-    "scurve_threshold",
-    "false_positive_area",
-    "false_negative_area",
-    "optimal_bands",
-    "recall_bands",
-    "CANDIDATE_PROBABILITY",
     "LOW_RECALL_PROBABILITY",
     "warn_if_low_recall",
     "ThresholdCut",
@@ -74,8 +59,6 @@ __all__ = [
 KEEP_POLICIES = ("first", "longest")  # which row of a near-duplicate cluster dedup keeps
 
 MAX_SHINGLE_SIZE = 2**31 - 1
-# a build with threshold := t makes a pair of similarity t a candidate at least this often
-CANDIDATE_PROBABILITY = 0.9
 # a threshold at which a pair is a candidate less often than this warns LowRecallWarning
 LOW_RECALL_PROBABILITY = 0.5
 MAX_SEGMENT_ROWS = 1 << (8 * DOC_ID_BYTES)  # doc ids are u32
@@ -429,113 +412,7 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------- LSH math
-
-
-def scurve(similarity, num_bands, rows_per_band):
-    """``1 - (1 - s**r)**b``, the S-curve, unchecked: for floats and NumPy arrays (the
-    one place the formula is written; :func:`lsh_probability` checks its arguments)."""
-    return 1.0 - (1.0 - similarity**rows_per_band) ** num_bands
-
-
-def lsh_probability(similarity: float, num_bands: int, rows_per_band: int) -> float:
-    """Probability that a pair of Jaccard ``similarity`` shares at least one band."""
-    s = check_similarity("similarity", similarity)
-    b = check_int("num_bands", num_bands, "use a positive integer")
-    r = check_int("rows_per_band", rows_per_band, "use a positive integer")
-    if b < 1 or r < 1:
-        raise InvalidParameterError(f"num_bands={b}, rows_per_band={r} must both be >= 1")
-    return scurve(s, b, r)
-
-
-def scurve_threshold(num_bands: int, rows_per_band: int) -> float:
-    """The similarity where the S-curve rises steepest, approximately ``(1/b)**(1/r)``."""
-    return (1.0 / num_bands) ** (1.0 / rows_per_band)
-
-
-def _integrate(f, a: float, b: float, steps: int = 200) -> float:
-    """Composite Simpson's rule (steps even)."""
-    if b <= a:
-        return 0.0
-    h = (b - a) / steps
-    total = f(a) + f(b)
-    for i in range(1, steps):
-        total += (4 if i % 2 else 2) * f(a + i * h)
-    return total * h / 3.0
-
-
-def false_positive_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
-    """Integral of P(s) over s in [0, threshold]: weight of candidates below the threshold."""
-    return _integrate(lambda s: scurve(s, num_bands, rows_per_band), 0.0, threshold)
-
-
-def false_negative_area(threshold: float, num_bands: int, rows_per_band: int) -> float:
-    """Integral of 1 - P(s) over s in [threshold, 1]: weight of pairs the index misses."""
-    return _integrate(lambda s: 1.0 - scurve(s, num_bands, rows_per_band), threshold, 1.0)
-
-
-def _threshold_and_hashes(threshold: Any, num_hashes: Any) -> tuple[float, int]:
-    return check_threshold(threshold), check_int("num_hashes", num_hashes, "e.g. 128", 1, MAX_NUM_HASHES)
-
-
-def recall_bands(threshold: float, num_hashes: int = 128,
-                 probability: float = CANDIDATE_PROBABILITY) -> tuple[int, int]:
-    """``(num_bands, rows_per_band)``: the fewest bands (``b`` dividing ``num_hashes``,
-    ``b <= 256``) under which a pair of similarity ``threshold`` becomes a candidate with
-    at least ``probability``; the most bands if none reaches it.
-
-    Fewer bands mean a smaller index and fewer false candidates to verify; every
-    candidate is then verified on the full signature, so what matters at the threshold
-    is recall. This is what ``minhash_build(..., threshold := t)`` uses.
-
-    >>> recall_bands(0.8, 128)
-    (16, 8)
-    >>> recall_bands(0.5, 128)
-    (64, 2)
-    """
-    t, k = _threshold_and_hashes(threshold, num_hashes)
-    return _recall_bands(t, k, check_similarity("probability", probability))
-
-
-def _recall_bands(t: float, k: int, p: float) -> tuple[int, int]:
-    """:func:`recall_bands` of checked arguments."""
-    bands = [b for b in range(1, min(k, MAX_NUM_BANDS) + 1) if k % b == 0]
-    for b in bands:
-        if scurve(t, b, k // b) >= p:
-            return b, k // b
-    return bands[-1], k // bands[-1]
-
-
-def optimal_bands(
-    threshold: float,
-    num_hashes: int = 128,
-    false_positive_weight: float = 0.5,
-    false_negative_weight: float = 0.5,
-) -> tuple[int, int]:
-    """``(num_bands, rows_per_band)`` with ``b * r == num_hashes`` and ``b <= 256`` minimising
-    ``fp_weight * false_positive_area + fn_weight * false_negative_area`` at ``threshold``.
-
-    >>> optimal_bands(0.8, 128)
-    (8, 16)
-    >>> optimal_bands(0.5, 128)
-    (32, 4)
-    """
-    t, k = _threshold_and_hashes(threshold, num_hashes)
-    for name, w in (("false_positive_weight", false_positive_weight), ("false_negative_weight", false_negative_weight)):
-        check_real(name, w, "e.g. 0.5", lo=0)
-    if false_positive_weight + false_negative_weight <= 0:
-        raise InvalidParameterError("false_positive_weight and false_negative_weight must not both be 0")
-    best: tuple[float, int, int] | None = None
-    for b in range(1, min(k, MAX_NUM_BANDS) + 1):
-        if k % b:
-            continue
-        r = k // b
-        err = (false_positive_weight * false_positive_area(t, b, r)
-               + false_negative_weight * false_negative_area(t, b, r))
-        if best is None or err < best[0] - 1e-15:
-            best = (err, b, r)
-    assert best is not None
-    return best[1], best[2]
+# --------------------------------------------------------------------------- an index against a threshold
 
 
 def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
@@ -546,7 +423,7 @@ def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
     p = scurve(threshold, b, r)
     if p >= LOW_RECALL_PROBABILITY or threshold >= 1.0:
         return
-    b2, r2 = _recall_bands(threshold, params.num_hashes, CANDIDATE_PROBABILITY)
+    b2, r2 = recall_bands(threshold, params.num_hashes)
     warn(LowRecallWarning(
         f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
         f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
@@ -555,36 +432,6 @@ def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
         f"{scurve(threshold, b2, r2):.3f}), e.g. "
         f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
         f"or minhash_build(dataset, column, threshold := {threshold:g})"))
-
-
-VERIFY_SIGMAS = 4.0  # verify := 'exact': candidates down to this many standard deviations under the threshold
-
-
-def exact_candidate_floor(threshold: float, num_hashes: int) -> float:
-    """The MinHash estimate a candidate pair must reach to be verified by its exact Jaccard
-    (``verify := 'exact'``): ``threshold - VERIFY_SIGMAS * sqrt(t (1 - t) / k)``, at least 0.
-
-    Why: the estimate of a pair of Jaccard ``J`` is ``eq / k``, ``eq`` the equal values of
-    ``k`` independent min-hashes, each equal with probability ``J``: ``eq`` is binomial,
-    the estimate has mean ``J`` and standard deviation ``sqrt(J (1 - J) / k)`` (0.035 at
-    ``J = 0.8, k = 128``). Verifying the estimate alone drops about half of the pairs
-    whose Jaccard is just at the threshold. A pair at ``J = t`` falls more than
-    :data:`VERIFY_SIGMAS` (4) standard deviations under its mean with probability about
-    3e-5 (normal tail), and a pair above ``t`` (for ``t >= 0.5``: a smaller deviation, a
-    mean further up) less often; so every candidate whose exact Jaccard reaches ``t`` is
-    kept but for that fraction, while the candidates far below (most of the band
-    collisions that are not near-duplicates) are never fetched and shingled. The margin
-    is 0.141 at ``t = 0.8, k = 128`` (floor 0.659) and 0.106 at ``t = 0.9``.
-
-    >>> round(exact_candidate_floor(0.8, 128), 3), exact_candidate_floor(1.0, 128)
-    (0.659, 1.0)
-    """
-    return _candidate_floor(check_threshold(threshold), check_int("num_hashes", num_hashes, "e.g. 128", 1))
-
-
-def _candidate_floor(t: float, k: int) -> float:
-    """:func:`exact_candidate_floor` of checked arguments."""
-    return max(0.0, t - VERIFY_SIGMAS * (t * (1.0 - t) / k) ** 0.5)
 
 
 class ThresholdCut(NamedTuple):
@@ -599,7 +446,7 @@ class ThresholdCut(NamedTuple):
 
 def threshold_cut(params: MinHashParams, threshold: float | None, verify: str) -> ThresholdCut:
     """The cut of a search of ``params``' index: a hit's estimate must reach ``threshold``,
-    or under ``verify="exact"`` its :func:`exact_candidate_floor` (the exact Jaccard then
+    or under ``verify="exact"`` its :func:`.banding.exact_candidate_floor` (the exact Jaccard then
     decides), as :func:`min_matches` equal values; warns once when the index cannot
     reach such pairs (:func:`warn_if_low_recall`). ``threshold`` and ``verify`` are checked
     at the boundary already."""
@@ -608,4 +455,5 @@ def threshold_cut(params: MinHashParams, threshold: float | None, verify: str) -
     if threshold is None:
         return ThresholdCut(None, k, 0, exact)
     warn_if_low_recall(params, threshold)
-    return ThresholdCut(threshold, k, min_matches(_candidate_floor(threshold, k) if exact else threshold, k), exact)
+    floor = exact_candidate_floor(threshold, k) if exact else threshold
+    return ThresholdCut(threshold, k, min_matches(floor, k), exact)

@@ -52,7 +52,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.errors import LowRecallWarning
-from lance_minhash_sql.core.params import exact_candidate_floor
+from lance_minhash_sql.core.banding import exact_candidate_floor
 from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROWS, CALIBRATION_CLASS_VISITS,
                                            CALIBRATION_REPEATS, CALIBRATION_SERIAL_ROWS, CALIBRATION_SHARD_ROWS,
                                            CALIBRATION_SHARDS, CALIBRATION_VISITS, DEFAULT_CHUNK_PAIRS, MAX_SHARDS)

@@ -26,7 +26,7 @@ from types import MappingProxyType
 import numpy as np
 
 from lance_minhash_sql.core.errors import InvalidParameterError, MissingDependencyError
-from lance_minhash_sql.core.params import scurve
+from lance_minhash_sql.core.banding import scurve
 from lance_minhash_sql.diagnostics.intervals import Z95, wilson
 from lance_minhash_sql.io.outputs import prepare_output, written_beside
 

@@ -12,7 +12,7 @@ no segment covers, signed as a search signs them) and one scan of the text colum
 
 **Theory.** With ``k`` hashes in ``b`` bands of ``r`` rows, a pair of Jaccard ``J``
 becomes a candidate (shares at least one band key) with probability
-``P(J) = 1 - (1 - J**r)**b`` (:func:`..core.params.lsh_probability`), steepest near
+``P(J) = 1 - (1 - J**r)**b`` (:func:`..core.banding.lsh_probability`), steepest near
 ``(1/b)**(1/r)``; the MinHash estimate ``eq / k`` has standard deviation
 ``sqrt(J (1 - J) / k)`` (it is ``Binomial(k, J) / k`` for an ideal hash family).
 
@@ -68,8 +68,9 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import (CANDIDATE_PROBABILITY, MinHashParams, false_negative_area,
-                                           false_positive_area, lsh_probability, recall_bands, scurve, scurve_threshold)
+from lance_minhash_sql.core.banding import (CANDIDATE_PROBABILITY, false_negative_area, false_positive_area,
+                                            lsh_probability, recall_bands, scurve, scurve_threshold)
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.tuning import CANDIDATE_ROWS, MAX_CACHED_REPORTS, REPORT_IO_BUFFER, SCAN_READAHEAD
 from lance_minhash_sql.diagnostics.buckets import BucketRuns, bucket_runs, largest_table, sizes_table
 from lance_minhash_sql.diagnostics.rows import Rows, index_entries, index_rows, signatures_of, take_texts

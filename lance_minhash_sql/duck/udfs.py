@@ -38,8 +38,9 @@ import pyarrow.compute as pc
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import MAX_NUM_HASHES, MinHashParams, scurve
-from lance_minhash_sql.core.params import lsh_probability as _lsh_probability_scalar
+from lance_minhash_sql.core.banding import lsh_probability as _lsh_probability_scalar
+from lance_minhash_sql.core.banding import scurve
+from lance_minhash_sql.core.params import MAX_NUM_HASHES, MinHashParams
 from lance_minhash_sql.duck.args import Udf, check_text_types, number, prefixed
 from lance_minhash_sql.duck.args import column as column_array
 from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
@@ -295,7 +296,7 @@ def shingle_jaccard(text_a, type_a, text_b, type_b, shingle_size, tokenizer) -> 
 def lsh_probability(similarity_, num_bands, rows_per_band) -> pa.Array:
     """``_lms_lsh_probability(similarity, num_bands, rows_per_band)``: ``1 - (1 - s**r)**b``.
 
-    Vectorised :func:`lance_minhash_sql.core.params.lsh_probability`; the first invalid row is
+    Vectorised :func:`lance_minhash_sql.core.banding.lsh_probability`; the first invalid row is
     passed to it so that the messages are the same.
     """
     fn = "lsh_probability"

@@ -3,7 +3,7 @@ from the kept row to a dropped one, each link with its exact Jaccard.
 
 A link is what the self-join verifies (``selfjoin/``, ``kernels/pairs.py``): the two rows
 share an LSH band and their MinHash estimate reaches the threshold (``verify="estimate"``),
-or their estimate reaches :func:`lance_minhash_sql.core.params.exact_candidate_floor` and
+or their estimate reaches :func:`lance_minhash_sql.core.banding.exact_candidate_floor` and
 their exact shingle Jaccard reaches the threshold (``verify="exact"``). The rows are signed
 again with the index's own parameters (the same signatures, bit for bit), and a
 breadth-first search from the kept row finds a shortest chain to every member.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.params import exact_candidate_floor
+from lance_minhash_sql.core.banding import exact_candidate_floor
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
 

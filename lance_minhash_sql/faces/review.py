@@ -34,7 +34,7 @@ import pyarrow as pa
 from lance_minhash_sql.api.entries import keep_flags
 from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_int
 from lance_minhash_sql.core.errors import DatasetError
-from lance_minhash_sql.core.params import lsh_probability
+from lance_minhash_sql.core.banding import lsh_probability
 from lance_minhash_sql.faces.chains import CHAIN_ROWS, chains
 from lance_minhash_sql.faces.estimate_section import section_html, section_table
 from lance_minhash_sql.faces.sinks import Ticker

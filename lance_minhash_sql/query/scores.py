@@ -27,7 +27,8 @@ from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import min_matches
-from lance_minhash_sql.core.params import ThresholdCut, exact_candidate_floor
+from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.params import ThresholdCut
 from lance_minhash_sql.index.opened import OpenedIndex
 
 __all__ = ["NO_LIMIT", "check_limit", "equal_values", "at_threshold", "candidate_cut", "verified", "exact_scores",
@@ -62,7 +63,7 @@ def at_threshold(distance: np.ndarray, num_hashes: int, threshold: float) -> np.
 
 def candidate_cut(threshold: float, num_hashes: int, verify: str) -> float:
     """The MinHash estimate a hit must reach under ``verify``: the threshold itself, or for
-    ``"exact"`` :func:`lance_minhash_sql.core.params.exact_candidate_floor` (the exact
+    ``"exact"`` :func:`lance_minhash_sql.core.banding.exact_candidate_floor` (the exact
     Jaccard then decides)."""
     return exact_candidate_floor(threshold, num_hashes) if verify == "exact" else threshold
 

@@ -126,7 +126,7 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     ``threshold`` keeps only the hits whose similarity (``1 - _distance``) reaches it, and
     ``k=None`` then means no limit. ``verify="exact"`` adds ``_jaccard`` (float64), the
     exact shingle Jaccard of each hit; with a threshold, the hits whose estimate reaches
-    :func:`lance_minhash_sql.core.params.exact_candidate_floor` are kept iff their exact
+    :func:`lance_minhash_sql.core.banding.exact_candidate_floor` are kept iff their exact
     Jaccard reaches it (:mod:`.scores`). ``exact=True`` is the older spelling of
     ``verify="exact"``. ``query_rows``: the row each query comes from, counted from 1, by
     which warnings name it (SQL); without it, its position.

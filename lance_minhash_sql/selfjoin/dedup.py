@@ -172,7 +172,7 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
       kept row. ``cluster_id`` and ``cluster_size`` stay the component's. With
       ``verify="exact"``, *similar* is the exact shingle Jaccard reaching the threshold
       (``twin_jaccard``, NULL otherwise), over components linked down to the estimate
-      floor of :func:`lance_minhash_sql.core.params.exact_candidate_floor`.
+      floor of :func:`lance_minhash_sql.core.banding.exact_candidate_floor`.
     """
     check_threshold(threshold)
     limit = memory_limit_bytes(memory_limit)

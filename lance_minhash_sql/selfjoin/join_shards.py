@@ -20,7 +20,7 @@ What is reported, exactly:
 * When both sides are the same dataset and column, every pair of the self-join appears in
   both orders, and each row pairs with itself (similarity 1).
 * ``verify="exact"``: candidates whose estimate reaches
-  :func:`lance_minhash_sql.core.params.exact_candidate_floor` (4 standard deviations under
+  :func:`lance_minhash_sql.core.banding.exact_candidate_floor` (4 standard deviations under
   the threshold) are kept iff ``jaccard``, the exact Jaccard of the two rows' shingle sets
   (the right index's tokenizer and shingle size), reaches the threshold: the self-join's
   verification step (``selfjoin/verify.py``), over each side's candidate rows fetched once,

@@ -43,7 +43,7 @@ pair, i.e. the components of the graph of :func:`.pairs.pairs`):
 
 **Exact verification** (``verify="exact"``): for ``clustering="components"`` the links are
 every candidate pair of a bucket whose estimate reaches
-:func:`lance_minhash_sql.core.params.exact_candidate_floor` and whose exact shingle Jaccard
+:func:`lance_minhash_sql.core.banding.exact_candidate_floor` and whose exact shingle Jaccard
 reaches the threshold (:func:`exact_links`): the components of the exact pairs. For
 ``clustering="star"`` the links are the representatives' links verified down to that floor
 (a wider component, inside which the star walk compares exact Jaccard).
@@ -59,7 +59,8 @@ from typing import Iterator
 import numpy as np
 
 from lance_minhash_sql.core.errors import LowRecallWarning
-from lance_minhash_sql.core.params import MinHashParams, exact_candidate_floor, warn_if_low_recall
+from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets

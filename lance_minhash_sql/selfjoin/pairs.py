@@ -19,7 +19,7 @@ What is reported, exactly:
 * Rows deleted after the build never appear (``OpenedIndex.liveness``).
 * ``verify="exact"`` replaces the estimate by the exact Jaccard of the two rows' shingle
   sets (same tokenizer and shingle size as the index): candidates whose estimate reaches
-  :func:`lance_minhash_sql.core.params.exact_candidate_floor` (4 standard deviations of
+  :func:`lance_minhash_sql.core.banding.exact_candidate_floor` (4 standard deviations of
   the estimate under the threshold) are kept iff their ``jaccard >= threshold``. It finds
   the pairs at the threshold whose estimate fell under it (``verify="estimate"`` drops
   them); the ``jaccard`` column is filled.

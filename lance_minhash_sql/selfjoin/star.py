@@ -46,7 +46,7 @@ and a forced spill).
 
 ``verify="exact"``: *similar* is the exact Jaccard of the two rows' shingle sets (same
 tokenizer and shingle size as the index) reaching the threshold, and the components are
-those of links verified down to :func:`lance_minhash_sql.core.params.exact_candidate_floor`
+those of links verified down to :func:`lance_minhash_sql.core.banding.exact_candidate_floor`
 (:func:`.clusters.linked_components`), so pairs whose estimate fell just under the
 threshold can still be twins. Every dropped row's exact Jaccard to its twin then reaches
 the threshold.

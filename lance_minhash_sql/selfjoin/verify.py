@@ -4,7 +4,7 @@ A candidate pair (two live rows sharing a band key, each pair once from the firs
 shares) is verified with the full signatures: ``similarity = float32(eq) / float32(k)``
 (``eq`` equal positions; Lance's ``1 - _distance``), kept when it reaches the threshold
 (``verify="estimate"``). With ``verify="exact"`` candidates whose estimate reaches
-:func:`lance_minhash_sql.core.params.exact_candidate_floor` are kept iff the exact Jaccard
+:func:`lance_minhash_sql.core.banding.exact_candidate_floor` are kept iff the exact Jaccard
 of their shingle sets reaches the threshold (``jaccard`` filled). Links of clusters are
 verified in :mod:`.links`; both run on every executor (``selfjoin/executor.py``). The
 cross-dataset join verifies its candidates with the same floor and check
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.params import exact_candidate_floor
+from lance_minhash_sql.core.banding import exact_candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.kernels.pairs import jaccard_at_least_between, min_matches, new_cursor, pair_chunk
