@@ -24,7 +24,9 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
 * **Verification**: ``eq`` = equal positions of the full signatures; the pair is kept when
   ``eq >= min_eq``, the smallest ``eq`` whose ``float32(eq) / float32(k)`` (Lance's
   similarity, ``1 - _distance``) reaches the threshold (:func:`min_matches`). The pair
-  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`), and so does the
+  kernel compares blocks of 128 values as vectors (:func:`pair_chunk`; at the default
+  k = 128 with 16 bands, one compare giving the count and the equal bands as well,
+  ``kernels/lanes.py``), and so does the
   link kernel at k = 128; the join kernel, and the link kernel at other k, four at a
   time (SWAR over u64 words, :func:`count_matches`), stopping once the mismatches
   exceed ``k - min_eq``.
@@ -51,6 +53,7 @@ import numpy as np
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.lance_format import min_matches  # its home; the pair kernels' callers take it here too
 from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.lanes import BAND_VALUES, WIDTH, verified_partners
 from lance_minhash_sql.kernels.order import order_by_pair
 from lance_minhash_sql.kernels.similarity import common_bound, least_common, merged_jaccard, sorted_jaccard
 from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
@@ -273,11 +276,20 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     tested as the least of the earlier bands' differences, again without a branch per
     band: a passing pair shares several bands, and which one is equal first is as
     unpredictable.
+
+    At k = 128 with 16 bands (the default) the first pass is
+    :func:`.lanes.verified_partners`: one 128-value compare per partner gives both the
+    count and the bands whose values are equal, so the partners listed are those that
+    pass verification *and* share no earlier band (a pair sharing several bands is
+    skipped in all of them but its first, where before each visit listed it); the row's
+    own values are read once for all its partners.
     """
     r = k // num_bands
     q = r // 4
     whole_words = r % 4 == 0
     nh = halves.shape[1]
+    # k = 128 with 16 bands (the default): one compare gives the count and the equal bands
+    one_compare = nh == WIDTH and r == BAND_VALUES
     max_miss = k - min_eq
     cap = out_left.size
     nb = starts.size
@@ -298,6 +310,8 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
         s = starts[bi]
         m = ends[bi] - s
         band = np.int64(keys[s] >> _U56)
+        # the bits of the bands before this one (verified_partners' mask of equal bands)
+        earlier = (np.int64(1) << band) - 1 if one_compare else np.int64(0)
         while i < m - 1:
             if work >= budget or n_out == cap:
                 cursor[CUR_BUCKET] = bi
@@ -308,41 +322,49 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
             ida = rowids[ra]
             # visits never outnumber the pairs written: this many cannot overflow the output
             stop = min(m, jj + (cap - n_out))
-            n_passed = 0
-            for t in range(jj, stop):
-                rb = _row(slot, docs[s + t])
-                # 1. verification (most visits fail it, so it comes first): equal positions
-                # in blocks of 128 values, a fixed trip count that LLVM turns into vector
-                # compares, stopping once the mismatches exceed max_miss
-                if nh == 128:  # k = 128 (the default): one block, no block loop around it
-                    c16 = np.uint16(0)
-                    for u in range(128):
-                        # 16-bit lanes, as the values: the compares' masks add without widening
-                        c16 = np.uint16(c16 + np.uint16(halves[ra, u] != halves[rb, u]))
-                    miss = np.int64(c16)
-                else:
-                    miss = 0
-                    u0 = 0
-                    while u0 + 128 <= nh:
-                        c = np.uint8(0)
+            if one_compare:
+                # 1 and 2 at once: verified, and no earlier band with equal values
+                n_passed = verified_partners(halves, docs, slot, s, ra, jj, stop, min_eq, earlier, passed,
+                                             passed_miss)
+            else:
+                n_passed = 0
+                for t in range(jj, stop):
+                    rb = _row(slot, docs[s + t])
+                    # 1. verification (most visits fail it, so it comes first): equal positions
+                    # in blocks of 128 values, a fixed trip count that LLVM turns into vector
+                    # compares, stopping once the mismatches exceed max_miss
+                    if nh == 128:  # k = 128 (the default): one block, no block loop around it
+                        c16 = np.uint16(0)
                         for u in range(128):
-                            # truncated each step: numba would add in int64, four lanes a vector
-                            c = np.uint8(c + np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u]))
-                        miss += np.int64(c)
-                        u0 += 128
-                        if miss > max_miss:
-                            break
-                    if miss <= max_miss:
-                        for u in range(u0, nh):
-                            miss += np.int64(halves[ra, u] != halves[rb, u])
-                # kept without a branch: a pass is too frequent and too irregular to predict
-                passed[n_passed] = t
-                passed_miss[n_passed] = miss
-                n_passed += np.int64(miss <= max_miss)
+                            # 16-bit lanes, as the values: the compares' masks add without widening
+                            c16 = np.uint16(c16 + np.uint16(halves[ra, u] != halves[rb, u]))
+                        miss = np.int64(c16)
+                    else:
+                        miss = 0
+                        u0 = 0
+                        while u0 + 128 <= nh:
+                            c = np.uint8(0)
+                            for u in range(128):
+                                # truncated each step: numba would add in int64, four lanes a vector
+                                c = np.uint8(c + np.uint8(halves[ra, u0 + u] != halves[rb, u0 + u]))
+                            miss += np.int64(c)
+                            u0 += 128
+                            if miss > max_miss:
+                                break
+                        if miss <= max_miss:
+                            for u in range(u0, nh):
+                                miss += np.int64(halves[ra, u] != halves[rb, u])
+                    # kept without a branch: a pass is too frequent and too irregular to predict
+                    passed[n_passed] = t
+                    passed_miss[n_passed] = miss
+                    n_passed += np.int64(miss <= max_miss)
             for p in range(n_passed):
                 rb = _row(slot, docs[s + passed[p]])
-                # 2. an earlier band with equal values reports the pair
-                if whole_words:
+                # 2. an earlier band with equal values reports the pair (tested in the
+                # first pass when one_compare)
+                if one_compare:
+                    pass
+                elif whole_words:
                     # the least of the earlier bands' differences, without a branch per band
                     # (which band of a passing pair is equal first is not predictable)
                     least = ~np.uint64(0)
