@@ -395,11 +395,15 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                         continue
                 # 3. the bucket is theirs: equal values in this band, or a key collision
                 # that no other band reports first
-                same = True
-                for u in range(band * r, band * r + r):
-                    if halves[ra, u] != halves[rb, u]:
-                        same = False
-                        break
+                if whole_words and q == 2:  # two words a band, compared without a branch
+                    same = ((words[ra, 2 * band] ^ words[rb, 2 * band])
+                            | (words[ra, 2 * band + 1] ^ words[rb, 2 * band + 1])) == 0
+                else:
+                    same = True
+                    for u in range(band * r, band * r + r):
+                        if halves[ra, u] != halves[rb, u]:
+                            same = False
+                            break
                 if not same and not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
                     continue
                 idb = rowids[rb]
