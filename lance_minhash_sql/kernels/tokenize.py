@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
-from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
+from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, has_byte_compress, target_has
 
 SIMPLE = 0
 WHITESPACE = 1
@@ -197,20 +198,149 @@ def _ascii_words(data, s, e, kind, max_len, lower, alnum, out, tok_start, tok_en
     return ntok
 
 
-@njit(**JIT)
-def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
-    """:func:`tokenize_doc` for the ``simple`` tokenizer in two branch-free passes, or
-    ``-1`` when the text is not all ASCII or some token has ``>= max_len`` bytes (the
-    caller then takes the general path). First every byte goes to ``out[q]`` (its
+BLOCK = 64  # bytes of text one vector step of _ascii_simple reads
+ASCII_OUT_SLACK = BLOCK  # bytes of out past a text's tokens that _ascii_simple's vector stores may write
+
+
+@intrinsic
+def _bit_count(typingctx, x):
+    """Set bits of the u64 ``x`` (``popcnt``)."""
+    from numba.core import types
+
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return types.uint64(x), codegen
+
+
+@intrinsic
+def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
+    """One :data:`BLOCK` of :func:`_ascii_simple`'s vector route: the ``count`` (1 to 64)
+    bytes ``data[p:p + count]`` classified and mapped in one vector, the kept ones
+    compressed into ``out[q:]``. Returns ``(inside, high)``, bit ``i`` of each for byte
+    ``p + i``: inside a token (an ASCII letter or digit, or ``_`` when ``underscore``), and
+    a byte ``>= 0x80``. A byte is kept when it or the one before it is inside a token
+    (``carry``: the byte before the block was); a kept byte is its lower-cased value
+    (``lower``) inside a token and the separator outside, so the block adds its tokens
+    and one separator after each, and ``out[q:q + 64]`` is written (callers keep
+    :data:`ASCII_OUT_SLACK` bytes of ``out`` past the tokens). Written as LLVM IR on a
+    64-byte vector: a masked load (no byte past ``count`` read), compares, and
+    ``llvm.x86.avx512.mask.compress`` into a register (the memory form is slow on
+    some CPUs); only compiled in where :func:`..kernels.cpu.has_byte_compress` holds."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    ok = (isinstance(data, types.Array) and data.dtype == types.uint8 and data.ndim == 1 and data.layout == "C"
+          and isinstance(out, types.Array) and out.dtype == types.uint8 and out.ndim == 1 and out.layout == "C"
+          and out.mutable and carry == types.uint64 and lower == types.boolean and underscore == types.boolean
+          and all(isinstance(t, types.Integer) for t in (p, count, q)))
+    if not ok:
+        return None
+
+    def codegen(context, builder, signature, args):
+        data_v, p_v, count_v, carry_v, lower_v, us_v, out_v, q_v = args
+        da = context.make_array(signature.args[0])(context, builder, data_v)
+        oa = context.make_array(signature.args[6])(context, builder, out_v)
+        i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+        v8 = ir.VectorType(i8, BLOCK)
+        v1 = ir.VectorType(i1, BLOCK)
+
+        def splat(c):
+            return ir.Constant(v8, [ir.Constant(i8, c)] * BLOCK)
+
+        def flag(b):
+            return builder.select(b, ir.Constant(v1, [ir.Constant(i1, 1)] * BLOCK),
+                                  ir.Constant(v1, [ir.Constant(i1, 0)] * BLOCK))
+
+        p = context.cast(builder, p_v, signature.args[1], types.int64)
+        count = context.cast(builder, count_v, signature.args[2], types.int64)
+        q = context.cast(builder, q_v, signature.args[7], types.int64)
+        src = builder.gep(da.data, [p])
+        cnt = builder.insert_element(ir.Constant(v8, ir.Undefined), builder.trunc(count, i8), ir.Constant(i32, 0))
+        cnt = builder.shuffle_vector(cnt, ir.Constant(v8, ir.Undefined),
+                                     ir.Constant(ir.VectorType(i32, BLOCK), [0] * BLOCK))
+        valid = builder.icmp_unsigned("<", ir.Constant(v8, [ir.Constant(i8, j) for j in range(BLOCK)]), cnt)
+        load = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [src.type, i32, v1, v8]),
+                                              f"llvm.masked.load.v{BLOCK}i8.p0")
+        x = builder.call(load, [src, ir.Constant(i32, 1), valid, splat(0)])
+        high = builder.bitcast(builder.icmp_signed("<", x, splat(0)), i64)
+        digit = builder.icmp_unsigned("<", builder.sub(x, splat(0x30)), splat(10))
+        folded = builder.or_(x, splat(0x20))  # A-Z read as a-z
+        letter = builder.icmp_unsigned("<", builder.sub(folded, splat(0x61)), splat(26))
+        us = builder.and_(builder.icmp_unsigned("==", x, splat(_UNDERSCORE)), flag(us_v))
+        inside = builder.or_(builder.or_(digit, letter), us)
+        lowered = builder.select(builder.and_(letter, flag(lower_v)), folded, x)
+        mapped = builder.select(inside, lowered, splat(lance_format.SHINGLE_SEPARATOR))
+        m = builder.bitcast(inside, i64)
+        keep = builder.or_(m, builder.or_(builder.shl(m, ir.Constant(i64, 1)), carry_v))
+        dest = builder.gep(oa.data, [q])
+        if target_has(context, *BYTE_COMPRESS):
+            compress = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8, v1]),
+                                                      f"llvm.x86.avx512.mask.compress.v{BLOCK}i8")
+            packed = builder.call(compress, [mapped, splat(0), builder.bitcast(keep, v1)])
+            builder.store(packed, builder.bitcast(dest, v8.as_pointer()), align=1)
+        else:  # never run (has_byte_compress is false), but valid IR for any CPU
+            store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [v8, dest.type, v1]),
+                                                   f"llvm.masked.compressstore.v{BLOCK}i8")
+            builder.call(store, [mapped, dest, builder.bitcast(keep, v1)])
+        return context.make_tuple(builder, signature.return_type, [m, high])
+
+    return types.UniTuple(types.uint64, 2)(data, p, count, carry, lower, underscore, out, q), codegen
+
+
+@njit(**JIT, inline="always")
+def _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
+    """:func:`_ascii_simple` by :func:`_ascii_block`, 64 bytes a step: token ``t`` ends
+    where the ``t``-th falling edge of the inside-a-token bits falls in ``out``, the kept
+    bytes before it in its block counted by ``popcnt``; so only the tokens loop, not the
+    bytes."""
+    n = e - s
+    underscore = alnum[_UNDERSCORE] != 0
+    one = np.uint64(1)
+    carry = np.uint64(0)
+    high = np.uint64(0)
+    q = np.uint64(0)
+    ntok = 0
+    for base in range(0, n, BLOCK):
+        m, h = _ascii_block(data, s + base, min(BLOCK, n - base), carry, lower, underscore, out, q)
+        high |= h
+        before = (m << one) | carry
+        keep = m | before
+        ends = before & ~m
+        while ends:
+            tok_end[ntok] = q + _bit_count(keep & ((ends & (np.uint64(0) - ends)) - one))
+            ntok += 1
+            ends &= ends - one
+        q += _bit_count(keep)
+        carry = m >> np.uint64(BLOCK - 1)
+    if high:
+        return np.int64(-1)
+    if carry:  # the text ends inside a token, at a block's end
+        out[q] = SEPARATOR
+        tok_end[ntok] = q
+        ntok += 1
+    longest = np.int64(0)
+    for t in range(ntok):
+        st = 0 if t == 0 else tok_end[t - 1] + 1
+        tok_start[t] = st
+        longest = max(longest, tok_end[t] - st)
+    if max_len >= 0 and longest >= max_len:
+        return np.int64(-1)
+    return np.int64(ntok)
+
+
+@njit(**JIT, inline="always")
+def _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
+    """:func:`_ascii_simple` in two branch-free passes over the bytes, where the CPU has no
+    byte compress (:func:`..kernels.cpu.has_byte_compress`). First every byte goes to ``out[q]`` (its
     lower-cased value inside a token, the separator outside) and ``q`` advances when the
     byte or the one before it is inside a token, so a run of separators leaves one and the
     leading ones none. Then token ``t`` ends at the ``t``-th separator of ``out`` (no
     alphanumeric byte is the separator). Indices are unsigned: no negative-index
-    wraparound per byte. 4x faster than :func:`_ascii_words` on the synthetic corpus
-    (``benchmarks/roofline.py``). Buffers: ``out`` ``nbytes + 1``, ``tok_start`` /
-    ``tok_end`` ``nbytes // 2 + 1``. A function of its own, not inlined: in a loop that
-    also calls :func:`tokenize_doc` (which returns new buffers) its byte loop ran 2.5x
-    slower."""
+    wraparound per byte. 4x faster than :func:`_ascii_words` on the synthetic corpus."""
     q = np.uint64(0)
     prev = np.uint64(0)
     high = np.uint8(0)
@@ -241,6 +371,21 @@ def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
     return np.int64(ntok)
 
 
+@njit(**JIT)
+def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
+    """:func:`tokenize_doc` for the ``simple`` tokenizer (and the ``code`` tokenizer without
+    operators or splitting: ``alnum`` holds ``_``) on an all-ASCII text, or ``-1`` when the
+    text is not all ASCII or some token has ``>= max_len`` bytes (the caller then takes
+    the general path): by 64-byte vectors (:func:`_ascii_vector`) where the CPU compresses
+    bytes, else by a loop over the bytes (:func:`_ascii_bytes`). Buffers: ``out`` ``nbytes
+    + ASCII_OUT_SLACK``, ``tok_start`` / ``tok_end`` ``nbytes // 2 + 1``. A function of its
+    own, not inlined: in a loop that also calls :func:`tokenize_doc` (which returns new
+    buffers) the byte loop ran 2.5x slower."""
+    if has_byte_compress():
+        return _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
+    return _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
+
+
 @njit(**JIT, inline="always")
 def tokenize_row(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     """:func:`tokenize_doc`, with the all-ASCII texts of the ``simple`` tokenizer and of the
@@ -251,7 +396,7 @@ def tokenize_row(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     plain_code = cfg[0] == CODE and (cfg[7] & (CODE_OPERATORS | CODE_SPLIT)) == 0
     if cfg[0] == SIMPLE or plain_code:
         nbytes = e - s
-        out = grow(out, nbytes + 1)
+        out = grow(out, nbytes + ASCII_OUT_SLACK)
         tok_start = grow(tok_start, nbytes // 2 + 1)
         tok_end = grow(tok_end, nbytes // 2 + 1)
         ntok = _ascii_simple(data, s, e, cfg[1], cfg[2], _IDENT_ASCII if plain_code else tables[0], out,
@@ -289,7 +434,7 @@ def ascii_buffers(offsets, lo, hi):
     longest = 0
     for r in range(lo, hi):
         longest = max(longest, offsets[r + 1] - offsets[r])
-    return (np.empty(longest + 1, dtype=np.uint8), np.empty(longest // 2 + 1, dtype=np.int64),
+    return (np.empty(longest + ASCII_OUT_SLACK, dtype=np.uint8), np.empty(longest // 2 + 1, dtype=np.int64),
             np.empty(longest // 2 + 1, dtype=np.int64))
 
 
