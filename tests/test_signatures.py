@@ -295,3 +295,65 @@ def test_shingle_sets_of_ascii_rows_equal_the_general_kernels():
     assert np.array_equal(np.diff(offsets), sizes)
     assert np.array_equal(hashes, want)
     assert (sizes > 0).sum() > len(texts) // 2 and (sizes == 0).any()
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"lower_case": False}, {"max_token_length": 6}, {"max_token_length": None},
+])
+def test_ascii_route_tokens_match_lance_across_vector_blocks(options):
+    """The ``simple`` tokenizer's ASCII route (``kernels/tokenize.py: ascii_row_tokens``,
+    64 bytes a step where the CPU compresses bytes) gives Lance's tokens on texts of 0 to
+    300 bytes, tokens crossing the 64-byte blocks and texts ending on one; a text it
+    cannot take (a non-ASCII byte, a token too long) answers -1."""
+    from lance_minhash_sql.io.arrow import string_buffers
+    from lance_minhash_sql.kernels.tokenize import ascii_buffers, ascii_row_tokens
+
+    params = MinHashParams().with_tokenizer(**options)
+    unlimited = params.with_tokenizer(max_token_length=None).tokenizer
+    signer = Signer(params)
+    cfg = signer.cfg
+    rng = np.random.default_rng(5)
+    alphabet = list("aZ9 _-.\t\x1f\x7f@[`{/:0Yq") + ["abcdefgh", "  ", "XXXXXXXXXXX", ", "]
+    texts = ["", "a", "x" * 64, "y" * 63 + " ", " " + "z" * 64, "ab " * 43, "Q" * 128, "é", "ok é"]
+    while len(texts) < 300:
+        t = "".join(rng.choice(alphabet, size=int(rng.integers(0, 60))))[:300]
+        texts.append(t[:int(rng.choice([len(t), 64, 128, 192]))])
+    buf = string_buffers(pa.array(texts, type=pa.string()))
+    out, starts, ends = ascii_buffers(buf.offsets, 0, len(texts))
+    taken = 0
+    for r, text in enumerate(texts):
+        ntok = ascii_row_tokens(buf.offsets, buf.data, r, cfg[1], cfg[2], signer.tables[0], out, starts, ends)
+        want = naive.lance_tokens(text, params.tokenizer)
+        limit = cfg[1] if cfg[1] >= 0 else len(text) + 1
+        if not text.isascii() or any(len(t) >= limit for t in naive.lance_tokens(text, unlimited)):
+            assert ntok == -1, text
+            continue
+        raw = out.tobytes()
+        assert [raw[starts[t]:ends[t]].decode() for t in range(ntok)] == want, text
+        assert all(raw[ends[t]] == 0x1F for t in range(ntok)), text
+        taken += ntok
+    assert taken > 100
+
+
+def test_shingle_hashes_match_xxhash_for_every_length():
+    """The shingles' hashes (``kernels/minhash.py: shingle_hashes_into``, eight at a time
+    where the CPU multiplies 64-bit lanes) equal xxhash's XXH64 for shingles of 1 to 60
+    bytes, in every lane of a block of eight and in a last block of fewer, with nothing
+    written outside ``dest[pos:pos + count]``."""
+    from lance_minhash_sql.kernels.minhash import shingle_hashes_into
+
+    rng = np.random.default_rng(13)
+    for trial in range(400):
+        ntok = int(rng.integers(1, 21))
+        lengths = rng.integers(1, 16 if trial % 2 else 6, ntok)
+        out = rng.integers(0, 256, int(lengths.sum()) + ntok, dtype=np.uint8)
+        ends = np.cumsum(lengths + 1) - 1
+        starts = ends - lengths
+        shingle = int(rng.integers(1, 5))
+        w = min(shingle, ntok)
+        count = ntok - w + 1
+        dest = np.zeros(count + 4, dtype=np.uint64)
+        assert shingle_hashes_into(out, starts, ends, ntok, shingle, dest, np.int64(2)) == 2 + count
+        want = [xxhash.xxh64_intdigest(out[starts[s]:ends[s + w - 1]].tobytes(), seed=42) for s in range(count)]
+        assert [int(v) for v in dest[2:2 + count]] == want, trial
+        assert not dest[:2].any() and not dest[2 + count:].any()

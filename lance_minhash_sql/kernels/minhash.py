@@ -37,9 +37,10 @@ import numpy as np
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
+from lance_minhash_sql.kernels.cpu import has_wide_multiply
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
 from lance_minhash_sql.kernels.tokenize import ascii_buffers, ascii_row_tokens, grow, is_valid, new_buffers, row_tokens
-from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short
+from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short, xxh64_short8
 
 SEED = np.uint64(lance_format.SEED)
 _MASK64 = (1 << 64) - 1
@@ -74,10 +75,23 @@ def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @njit(**JIT, inline="always")
 def shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
     """XXH64 of each shingle's bytes in the token buffer ``out``, into ``dest[pos:]``:
-    those of 8 to 31 bytes (nearly all) by :func:`..kernels.xxh64.xxh64_short` in the
-    loop itself, the others by a call of :func:`..kernels.xxh64.xxh64`."""
+    those of 8 to 31 bytes (nearly all) by :func:`..kernels.xxh64.xxh64_short8`, eight
+    shingles at once, where the CPU multiplies eight 64-bit lanes in one instruction
+    (``kernels/cpu.py: has_wide_multiply``), else one at a time by
+    :func:`..kernels.xxh64.xxh64_short` in the loop itself; the others by a call of
+    :func:`..kernels.xxh64.xxh64`."""
     w = min(shingle, ntok)
-    for s in range(ntok - w + 1):
+    count = ntok - w + 1
+    if has_wide_multiply():
+        for s0 in range(0, count, 8):
+            others = xxh64_short8(out, tok_start, tok_end, s0, w, min(8, count - s0), SEED, dest, pos + s0)
+            if others != 0:
+                for j in range(8):
+                    if (others >> j) & 1:
+                        st = tok_start[s0 + j]
+                        dest[pos + s0 + j] = xxh64(out, st, tok_end[s0 + j + w - 1] - st, SEED)
+        return pos + count
+    for s in range(count):
         st = tok_start[s]
         n = tok_end[s + w - 1] - st
         if n >= 8 and n < 32:

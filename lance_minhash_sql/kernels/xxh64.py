@@ -7,14 +7,16 @@ The rounds are ordinary jitted functions, not ``inline="always"``: LLVM inlines 
 into :func:`xxh64` all the same (signing throughput unchanged), while numba's own inlining
 types a helper again at each of its call sites (a fresh install compiled ``xxh64`` in
 0.98 s of CPU with them inlined, 0.64 s without). :func:`xxh64_short`, the shingles'
-hash, is inlined at numba's level into the loops that call it, without a branch.
+hash, is inlined at numba's level into the loops that call it, without a branch;
+:func:`xxh64_short8` is the same on eight shingles at once, in 8-lane vectors (LLVM IR),
+for CPUs that multiply 64-bit lanes in one instruction.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 
 P1 = np.uint64(0x9E3779B185EBCA87)
 P2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -194,3 +196,133 @@ def xxh64_u16_run(values, start, count, seed):
         buf[2 * i] = np.uint8(v & 0xFF)
         buf[2 * i + 1] = np.uint8(v >> 8)
     return xxh64(buf, np.int64(0), 2 * count, seed)  # not a literal 0: one specialization of xxh64
+
+
+class _Lanes:
+    """LLVM IR on vectors of eight 64-bit lanes, for :func:`xxh64_short8`."""
+
+    n = 8
+
+    def __init__(self, builder):
+        from llvmlite import ir
+
+        self.ir, self.b = ir, builder
+        self.i32, self.i64 = ir.IntType(32), ir.IntType(64)
+        self.vec = ir.VectorType(self.i64, self.n)
+
+    def const(self, c):
+        c = int(c)
+        return self.ir.Constant(self.vec, [self.ir.Constant(self.i64, c - (1 << 64) if c >= 1 << 63 else c)] * self.n)
+
+    def splat(self, x):
+        """Every lane ``x`` (an i64 value)."""
+        ir = self.ir
+        one = self.b.insert_element(ir.Constant(self.vec, ir.Undefined), x, ir.Constant(self.i32, 0))
+        return self.b.shuffle_vector(one, ir.Constant(self.vec, ir.Undefined),
+                                     ir.Constant(ir.VectorType(self.i32, self.n), [0] * self.n))
+
+    def call(self, name, ret, args):
+        from numba.core import cgutils
+
+        fn = cgutils.get_or_insert_function(self.b.module, self.ir.FunctionType(ret, [a.type for a in args]), name)
+        return self.b.call(fn, args)
+
+    def rotl(self, x, r):
+        return self.call(f"llvm.fshl.v{self.n}i64", self.vec, [x, x, self.const(r)])
+
+    def mul(self, x, c):
+        return self.b.mul(x, self.const(c))
+
+    def lane8(self, h, lane):
+        """:func:`_lane8` in every lane."""
+        k = self.mul(self.rotl(self.mul(lane, P2), 31), P1)
+        return self.b.add(self.mul(self.rotl(self.b.xor(h, k), 27), P1), self.const(P4))
+
+    def bytes_at(self, word, offset):
+        """The bytes of ``word`` from byte ``offset`` (0 to 7; others give any value) on."""
+        b = self.b
+        return b.lshr(word, b.and_(b.mul(offset, self.const(8)), self.const(63)))
+
+
+def _xxh64_lanes(v, seed, n, w0, w1, w2, tail):
+    """:func:`xxh64_short` in every lane of ``v`` (:class:`_Lanes`) whose length ``n`` is 8 to
+    31: ``w0``, ``w1``, ``w2`` the shingle's words at bytes 0, ``min(8, n - 8)`` and
+    ``min(16, n - 8)``, ``tail`` its last 8 bytes. The 4-byte step reads bytes ``n & 24``
+    on, ``8 - (n & 7)`` bytes into ``tail``; 1-byte step ``k`` byte ``8 - (n & 3) + k``."""
+    b = v.b
+    h = v.lane8(b.add(b.add(seed, v.const(P5)), n), w0)
+    h = b.select(b.icmp_unsigned(">=", n, v.const(16)), v.lane8(h, w1), h)
+    h = b.select(b.icmp_unsigned(">=", n, v.const(24)), v.lane8(h, w2), h)
+    four = b.and_(v.bytes_at(tail, b.sub(v.const(8), b.and_(n, v.const(7)))), v.const(0xFFFFFFFF))
+    step = b.add(v.mul(v.rotl(b.xor(h, v.mul(four, P1)), 23), P2), v.const(P3))
+    h = b.select(b.icmp_unsigned("!=", b.and_(n, v.const(4)), v.const(0)), step, h)
+    r = b.and_(n, v.const(3))
+    for k in range(3):
+        byte = b.and_(v.bytes_at(tail, b.add(b.sub(v.const(8), r), v.const(k))), v.const(0xFF))
+        step = v.mul(v.rotl(b.xor(h, v.mul(byte, P5)), 11), P1)
+        h = b.select(b.icmp_unsigned(">", r, v.const(k)), step, h)
+    for shift, prime in ((33, P2), (29, P3)):
+        h = v.mul(b.xor(h, b.lshr(h, v.const(shift))), prime)
+    return b.xor(h, b.lshr(h, v.const(32)))
+
+
+def _short8_codegen(context, builder, signature, args):
+    """The code of :func:`xxh64_short8`: loads, :func:`_xxh64_lanes`, the masked store."""
+    from llvmlite import ir
+    from numba.core import types
+
+    ta = signature.args
+    buf, starts, ends, dest = (context.make_array(ta[i])(context, builder, args[i]) for i in (0, 1, 2, 7))
+    s0, w, count, pos = (context.cast(builder, args[i], ta[i], types.int64) for i in (3, 4, 5, 8))
+    v = _Lanes(builder)
+    i32, i64, vec = v.i32, v.i64, v.vec
+    valid = builder.icmp_signed("<", ir.Constant(vec, [ir.Constant(i64, j) for j in range(v.n)]), v.splat(count))
+    st = v.call(f"llvm.masked.load.v{v.n}i64.p0", vec,
+                [builder.gep(starts.data, [s0]), ir.Constant(i32, 8), valid, v.const(0)])
+    en = v.call(f"llvm.masked.load.v{v.n}i64.p0", vec,
+                [builder.gep(ends.data, [builder.add(s0, builder.sub(w, ir.Constant(i64, 1)))]),
+                 ir.Constant(i32, 8), valid, v.const(0)])
+    n = builder.sub(en, st)
+    short = builder.and_(valid, builder.icmp_unsigned("<", builder.sub(n, v.const(8)), v.const(24)))
+    base = v.splat(builder.ptrtoint(buf.data, i64))
+    pointers = ir.VectorType(i64.as_pointer(), v.n)
+
+    def word(offsets):  # the 8 bytes at buf[offsets], little-endian, in the short lanes
+        at = builder.inttoptr(builder.add(base, offsets), pointers)
+        return v.call(f"llvm.masked.gather.v{v.n}i64.v{v.n}p0", vec, [at, ir.Constant(i32, 1), short, v.const(0)])
+
+    last8 = builder.add(st, builder.sub(n, v.const(8)))
+
+    def word_at(k):
+        return word(v.call(f"llvm.umin.v{v.n}i64", vec, [builder.add(st, v.const(k)), last8]))
+
+    h = _xxh64_lanes(v, v.splat(context.cast(builder, args[6], ta[6], types.uint64)), n, word(st), word_at(8),
+                     word_at(16), word(last8))
+    v.call(f"llvm.masked.store.v{v.n}i64.p0", ir.VoidType(), [h, builder.gep(dest.data, [pos]), ir.Constant(i32, 8), valid])
+    return builder.zext(builder.bitcast(builder.xor(valid, short), ir.IntType(v.n)), i64)
+
+
+@intrinsic
+def xxh64_short8(typingctx, buf, starts, ends, s0, w, count, seed, dest, pos):
+    """:func:`xxh64_short` of up to eight shingles at once, in 8-lane vectors of 64-bit
+    integers: shingle ``s0 + j`` (``j < count <= 8``) is ``buf[starts[s0 + j]:ends[s0 + j +
+    w - 1]]`` and its hash goes to ``dest[pos + j]``. Returns a bit mask of the lanes whose
+    shingle is shorter than 8 or longer than 31 bytes: their ``dest`` is not their hash
+    (the caller takes :func:`xxh64` for them). Each lane reads its shingle's first three
+    8-byte words and its last one (gathers, masked to the lanes that read); the last word
+    holds the 4-byte and 1-byte steps of the tail, shifted out of it. Every step a length
+    below 32 may take is computed, and kept by a lane select, as :func:`xxh64_short`
+    does. Callers take it where the CPU multiplies 64-bit lanes in one instruction
+    (``kernels/cpu.py: has_wide_multiply``)."""
+    from numba.core import types
+
+    def arr(t, dtype, mutable=False):
+        return (isinstance(t, types.Array) and t.dtype == dtype and t.ndim == 1 and t.layout == "C"
+                and (t.mutable or not mutable))
+
+    ok = (arr(buf, types.uint8) and arr(starts, types.int64) and arr(ends, types.int64)
+          and arr(dest, types.uint64, mutable=True) and seed == types.uint64
+          and all(isinstance(t, types.Integer) for t in (s0, w, count, pos)))
+    if not ok:
+        return None
+    return types.int64(buf, starts, ends, s0, w, count, seed, dest, pos), _short8_codegen
