@@ -36,6 +36,7 @@ import numpy as np
 
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.kernels.borrow import borrowed, keep_alive
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.cpu import has_wide_multiply
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
@@ -221,8 +222,12 @@ def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, 
     A kernel of its own, which does not call the general tokenizer
     (``kernels/tokenize.py: tokenize_doc``): signing ASCII text never compiles it, which
     is most of the signing code's compile time on a fresh install."""
-    out, tok_start, tok_end = ascii_buffers(offsets, lo, hi)
-    xs = np.empty(tok_start.size, dtype=np.uint64)
+    held = ascii_buffers(offsets, lo, hi)
+    xs_held = np.empty(held[1].size, dtype=np.uint64)
+    # the row loop on borrowed views (kernels/borrow.py): no atomic reference counts per row
+    out, tok_start, tok_end, xs = borrowed(held[0]), borrowed(held[1]), borrowed(held[2]), borrowed(xs_held)
+    offsets, data, valid, alnum = borrowed(offsets), borrowed(data), borrowed(valid), borrowed(alnum)
+    a, b, c, sigs, has, todo = borrowed(a), borrowed(b), borrowed(c), borrowed(sigs), borrowed(has), borrowed(todo)
     for r in range(lo, hi):
         if not is_valid(valid, valid_offset, r):
             continue
@@ -232,6 +237,7 @@ def sign_ascii_range(offsets, data, valid, valid_offset, max_len, lower, alnum, 
         elif ntok > 0:
             minhash_doc(out, tok_start, tok_end, ntok, shingle, a, b, c, xs, sigs, r)
             has[r] = True
+    keep_alive((held, xs_held))
 
 
 @njit(**JIT, inline="always")
