@@ -11,9 +11,9 @@ threads counted):
 * **scan + Arrow**: ``io/scan.scan_text`` over a Lance dataset of the corpus.
 * **tokenize**, **shingle hash**, **permutations + min**: three kernels of increasing
   reach over the same Arrow buffers: tokenizing only (``kernels/tokenize.tokenize_row``),
-  tokenizing and hashing every shingle (``kernels/minhash.shingle_hashes_into``), and the
-  whole signing kernel (``kernels/minhash.sign_range``); each stage is the difference to the
-  one before.
+  tokenizing and hashing every shingle (``kernels/minhash.shingle_hashes_into``), and
+  signing as the build does (``index/sign.Signer.sign``: for the default tokenizer
+  ``kernels/minhash.sign_ascii_range``); each stage is the difference to the one before.
 * **band keys**: ``kernels/similarity.band_keys_serial``.
 * **spill + sort**: ``index/band_sorter.BandSorter`` (in memory, as a 1M build with the default
   budget), keys added in scan batches, then every sorted chunk read.
@@ -182,7 +182,7 @@ def build_rows(uri: str, rows: int, repeat: int, hz: float) -> tuple[list, dict]
     from lance_minhash_sql.io.arrow import string_buffers
     from lance_minhash_sql.io.scan import scan_text
     from lance_minhash_sql.io.segment_writers import BandsWriter, SignaturesWriter
-    from lance_minhash_sql.kernels import minhash, similarity
+    from lance_minhash_sql.kernels import similarity
 
     params = MinHashParams()
     k, nb = params.num_hashes, params.num_bands
@@ -201,12 +201,8 @@ def build_rows(uri: str, rows: int, repeat: int, hz: float) -> tuple[list, dict]
     t_hash, (nsh, _) = best(lambda: tokens_and_hashes(buf.offsets, buf.data, cfg, tables,
                                                       params.shingle_size, 0, n), repeat)
 
-    def sign():
-        sigs = np.zeros((n, k), dtype=np.uint16)
-        has = np.zeros(n, dtype=np.bool_)
-        minhash.sign_range(buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg, tables, params.shingle_size,
-                           signer.a, signer.b, signer.c, sigs, has, 0, n)
-        return sigs
+    def sign():  # as the build signs: the ASCII kernel first for the simple tokenizer (index/sign.py)
+        return signer.sign(texts)[0]
 
     t_sign, sigs = best(sign, repeat)
     sig_bytes = sigs.view(np.uint8).reshape(n, -1)

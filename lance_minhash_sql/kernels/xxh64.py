@@ -326,3 +326,58 @@ def xxh64_short8(typingctx, buf, starts, ends, s0, w, count, seed, dest, pos):
     if not ok:
         return None
     return types.int64(buf, starts, ends, s0, w, count, seed, dest, pos), _short8_codegen
+
+
+def _pairs8_codegen(context, builder, signature, args):
+    """The code of :func:`xxh64_16x8`: one masked load of 16 words, split into each
+    range's first and second word, two 8-byte steps and the final mix in every lane."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    ta = signature.args
+    buf, dest = (context.make_array(ta[i])(context, builder, args[i]) for i in (0, 5))
+    r, start, count, pos = (context.cast(builder, args[i], ta[i], types.int64) for i in (1, 2, 3, 6))
+    v = _Lanes(builder)
+    i8, i32, i64 = ir.IntType(8), v.i32, v.i64
+
+    def row_at(arr, index, itemsize):  # the address of arr[r, index] (bytes of strides)
+        stride = cgutils.unpack_tuple(builder, arr.strides, 2)[0]
+        base = builder.bitcast(arr.data, i8.as_pointer())
+        return builder.gep(base, [builder.add(builder.mul(r, stride), builder.mul(index, ir.Constant(i64, itemsize)))])
+
+    wide = ir.VectorType(i64, 2 * v.n)
+    lane = ir.Constant(wide, [ir.Constant(i64, j // 2) for j in range(2 * v.n)])
+    words_valid = builder.icmp_signed("<", lane, builder.shuffle_vector(
+        v.splat(count), ir.Constant(v.vec, ir.Undefined), ir.Constant(ir.VectorType(i32, 2 * v.n), [0] * (2 * v.n))))
+    words = v.call(f"llvm.masked.load.v{2 * v.n}i64.p0", wide,
+                   [builder.bitcast(row_at(buf, start, 1), i64.as_pointer()), ir.Constant(i32, 1), words_valid,
+                    ir.Constant(wide, [ir.Constant(i64, 0)] * (2 * v.n))])
+    first = builder.shuffle_vector(words, words, ir.Constant(ir.VectorType(i32, v.n), list(range(0, 2 * v.n, 2))))
+    second = builder.shuffle_vector(words, words, ir.Constant(ir.VectorType(i32, v.n), list(range(1, 2 * v.n, 2))))
+    seed = v.splat(context.cast(builder, args[4], ta[4], types.uint64))
+    h = v.lane8(v.lane8(builder.add(seed, v.const(P5 + _U16)), first), second)
+    for shift, prime in ((33, P2), (29, P3)):
+        h = v.mul(builder.xor(h, builder.lshr(h, v.const(shift))), prime)
+    h = builder.xor(h, builder.lshr(h, v.const(32)))
+    valid = builder.icmp_signed("<", ir.Constant(v.vec, [ir.Constant(i64, j) for j in range(v.n)]), v.splat(count))
+    v.call(f"llvm.masked.store.v{v.n}i64.p0", ir.VoidType(),
+           [h, builder.bitcast(row_at(dest, pos, 8), i64.as_pointer()), ir.Constant(i32, 8), valid])
+    return context.get_dummy_value()
+
+
+@intrinsic
+def xxh64_16x8(typingctx, buf, r, start, count, seed, dest, pos):
+    """:func:`xxh64` of ``count`` (1 to 8) consecutive 16-byte ranges of row ``r`` of
+    ``buf``, ``buf[r, start + 16 * j:start + 16 * j + 16]``, into ``dest[r, pos + j]``, in
+    8-lane vectors (band keys' hashes where a band is 16 bytes: ``kernels/similarity.py``);
+    rows addressed by their stride, no row views (``buf``'s rows must be contiguous). Callers take it where the CPU
+    multiplies 64-bit lanes in one instruction (``kernels/cpu.py: has_wide_multiply``)."""
+    from numba.core import types
+
+    ok = (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 2 and buf.layout in ("C", "A")
+          and isinstance(dest, types.Array) and dest.dtype == types.uint64 and dest.ndim == 2
+          and dest.layout == "C" and dest.mutable and seed == types.uint64
+          and all(isinstance(t, types.Integer) for t in (r, start, count, pos)))
+    if not ok:
+        return None
+    return types.none(buf, r, start, count, seed, dest, pos), _pairs8_codegen
