@@ -375,3 +375,58 @@ def test_band_keys_match_xxhash(num_bands, num_hashes):
                         dtype=np.uint64)
         assert (similarity.band_keys_serial(rows, num_bands) == want).all()
         assert (similarity.band_keys(rows, num_bands) == want).all()
+
+
+_OTHER_CPU = r"""
+import sys
+import numpy as np
+import pyarrow as pa
+from numba.core.registry import cpu_target
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.index.sign import Signer
+from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, WIDE_MULTIPLY, target_has
+
+routes = [target_has(cpu_target.target_context, *f) for f in (BYTE_COMPRESS, WIDE_MULTIPLY)]
+texts = np.load(sys.argv[1], allow_pickle=True)["texts"].tolist()
+out = {}
+for name, options in (("simple", {}), ("stem", {"stem": True, "remove_stop_words": True})):
+    signer = Signer(MinHashParams().with_tokenizer(**options))
+    sigs, has = signer.sign(pa.array(texts, type=pa.string()))
+    out[name + "_sigs"], out[name + "_has"], out[name + "_keys"] = sigs, has, signer.band_keys(sigs[has])
+np.savez(sys.argv[2], routes=np.array(routes), **out)
+"""
+
+
+def test_cpus_without_avx512_sign_the_same():
+    """The vector routes (``kernels/cpu.py``: the 64-byte tokenizer blocks, the eight-lane
+    shingle and band key hashes) are compiled only for a CPU that has their features; a
+    process compiled for an AVX2-only CPU (``NUMBA_CPU_NAME=haswell``, every AVX-512
+    feature off) takes the scalar routes and must give the same signatures and band keys,
+    on mixed ASCII and non-ASCII texts, with and without stemming."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from llvmlite import binding
+
+    features = ",".join(("-" + f[1:]) if ("avx512" in f or "amx" in f or "evex512" in f) else f
+                        for f in binding.get_host_cpu_features().flatten().split(","))
+    rng = np.random.default_rng(17)
+    words = ["the", "quick", "brown", "fox", "Jumps", "over", "lazy", "dogs", "naïve", "café", "東京", "x" * 70,
+             "running", "runs", "a", "it's", "e-mail", "42", "über", "data_set"]
+    texts = [" ".join(rng.choice(words, int(rng.integers(0, 60)))) for _ in range(3000)]
+    texts += [t for t in TORTURE_TEXTS if isinstance(t, str)]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "texts.npz"), os.path.join(tmp, "other.npz")
+        np.savez(src, texts=np.array(texts, dtype=object))
+        env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=features)
+        subprocess.run([sys.executable, "-c", _OTHER_CPU, src, dst], check=True, env=env)
+        other = dict(np.load(dst))
+    assert other["routes"].tolist() == [False, False]  # the scalar routes were compiled there
+    for name, options in (("simple", {}), ("stem", {"stem": True, "remove_stop_words": True})):
+        signer = Signer(MinHashParams().with_tokenizer(**options))
+        sigs, has = signer.sign(pa.array(texts, type=pa.string()))
+        assert np.array_equal(has, other[name + "_has"]) and has.sum() > 2500
+        assert np.array_equal(sigs[has], other[name + "_sigs"][has])
+        assert np.array_equal(signer.band_keys(sigs[has]), other[name + "_keys"])
