@@ -324,7 +324,7 @@ CODE_EDGES = [
 
 @pytest.mark.parametrize("tok", CODE_CONFIGS, ids=_id)
 def test_code_tokenizer_kernel_is_lances(tok):
-    """The numba ``code`` tokenizer (``kernels/tokenize._code_tokens``) against Lance on
+    """The numba ``code`` tokenizer (``kernels/code_tokens.py: code_tokens``) against Lance on
     the identifier edges (``_`` runs, case and digit boundaries, operators, non-ASCII
     letters, empty) and on random texts over the characters at stake: every row's tokens
     and signature are Lance's, batch by batch as row by row; ASCII rows take the kernel

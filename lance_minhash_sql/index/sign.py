@@ -27,7 +27,7 @@ from lance_minhash_sql.core.tuning import SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import minhash, pairs, similarity, tokenize, vocab, vocab_sign
+from lance_minhash_sql.kernels import code_tokens, minhash, pairs, similarity, tokenize, vocab, vocab_sign
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
 
@@ -47,9 +47,10 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
     (``TokenizerParams.lance_made``) takes its final tokens as they are."""
     if tok.lance_made:
         return _TOKENS_CFG
-    code = ((tokenize.CODE_OPERATORS if tok.index_operators else 0) | (tokenize.CODE_SPLIT if tok.split_identifiers else 0)
-            | (tokenize.CODE_NUMERICS if tok.split_on_numerics else 0)
-            | (tokenize.CODE_ORIGINAL if tok.preserve_original else 0))
+    code = ((code_tokens.CODE_OPERATORS if tok.index_operators else 0)
+            | (code_tokens.CODE_SPLIT if tok.split_identifiers else 0)
+            | (code_tokens.CODE_NUMERICS if tok.split_on_numerics else 0)
+            | (code_tokens.CODE_ORIGINAL if tok.preserve_original else 0))
     return (
         int(_KINDS[tok.base_tokenizer]),
         -1 if tok.max_token_length is None else int(tok.max_token_length),
@@ -174,7 +175,7 @@ class Signer:
         # icu rows the simple tokenizer segments alike (kernels/vocab.icu_simple_rows) take
         # the kernel route of the same options with the simple base tokenizer
         self.icu = tok.base_tokenizer in ("icu", "icu/split")
-        # the kernels cut identifiers by ASCII letter case (kernels/tokenize._code_tokens):
+        # the kernels cut identifiers by ASCII letter case (kernels/code_tokens.py: code_tokens):
         # a split code tokenizer takes the kernel route on rows of ASCII text only
         code_split = tok.base_tokenizer == "code" and tok.split_identifiers
         kernel_tok = replace(tok, base_tokenizer="simple") if self.icu else tok

@@ -4,7 +4,7 @@ Pipeline, in Lance's order: base tokenizer (``simple``: runs of alphanumeric cod
 ``whitespace``: split on the bytes ``" \\t\\n\\x0c\\r"``; ``raw``: the whole text, even
 empty; ``ngram``: character n-grams of the whole text; ``code``: identifiers, runs of
 alphanumeric code points and ``_``, with operators and identifier parts as its flags ask
-(:func:`_code_tokens`); ``TOKENS``: a final token stream Lance's tokenizer made, each
+(:mod:`lance_minhash_sql.kernels.code_tokens`); ``TOKENS``: a final token stream Lance's tokenizer made, each
 token a little-endian u32 byte length and its bytes, taken as it is), then drop tokens whose
 *original* UTF-8 length is ``>= max_len`` bytes, then per-code-point lower-casing, then
 per-code-point ASCII folding of the lower-cased token.
@@ -24,8 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.core import lance_format
+from lance_minhash_sql.kernels.code_tokens import CODE_OPERATORS, CODE_SPLIT, IDENT_ASCII, UNDERSCORE, code_tokens
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
 from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, has_byte_compress, target_has
+from lance_minhash_sql.kernels.utf8 import decode, encode
 
 SIMPLE = 0
 WHITESPACE = 1
@@ -34,73 +36,6 @@ NGRAM = 3
 TOKENS = 4  # a token stream made by Lance's tokenizer (io/tokens.py): u32 length + bytes per token
 CODE = 5
 SEPARATOR = np.uint8(lance_format.SHINGLE_SEPARATOR)
-# the code tokenizer's flags (Lance's "code analyzer flags"), bits of cfg[7]
-CODE_OPERATORS = 1  # index_operators: operators are tokens (longest match among _OPERATORS, else one char)
-CODE_SPLIT = 2  # split_identifiers: an identifier of several parts is followed by its parts
-CODE_NUMERICS = 4  # split_on_numerics: a part ends where ASCII digits start or stop
-CODE_ORIGINAL = 8  # preserve_original: a split identifier is kept before its parts
-_UNDERSCORE = 0x5F
-# ASCII bytes of identifiers: the ASCII alphanumerics (Rust's char::is_alphanumeric on
-# ASCII) and "_"; non-ASCII bytes 0 (the caller checks for them)
-_IDENT_ASCII = np.zeros(256, dtype=np.uint8)
-for _b in b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_":
-    _IDENT_ASCII[_b] = 1
-# Lance's operator characters, and its multi-character operators, longest first (the
-# lance-tokenizer crate of pylance 14.0.2, CodeLexTokenizer): one per row, zero-padded
-_OPERATOR_CHARS = np.zeros(256, dtype=np.uint8)
-for _b in b"!%&*+-/:<=>?^|~":
-    _OPERATOR_CHARS[_b] = 1
-_OPERATOR_LIST = tuple(sorted([
-    ">>>=", "<<=", ">>=", "&&=", "||=", "??=", "**=", "//=", "===", "!==", ">>>", "<=>", "::",
-    "->", "=>", "==", "!=", "<=", ">=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=",
-    "|=", "^=", "<<", ">>", "**", "//", "??", ":=", "<-", "|>", "~=",
-], key=len, reverse=True))
-_OPERATORS = np.zeros((len(_OPERATOR_LIST), 4), dtype=np.uint8)
-_OPERATOR_LENGTHS = np.array([len(o) for o in _OPERATOR_LIST], dtype=np.int64)
-for _i, _o in enumerate(_OPERATOR_LIST):
-    _OPERATORS[_i, :len(_o)] = np.frombuffer(_o.encode(), dtype=np.uint8)
-del _b, _i, _o
-
-
-@njit(**JIT, inline="always")
-def decode(data, p, end):
-    """The code point starting at byte ``p`` and the position after it (lenient UTF-8)."""
-    b0 = np.int64(data[p])
-    if b0 < 0x80:
-        return b0, p + 1
-    if b0 < 0xE0 and p + 1 < end:
-        return ((b0 & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F), p + 2
-    if b0 < 0xF0 and p + 2 < end:
-        return (((b0 & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6)
-                | (np.int64(data[p + 2]) & 0x3F)), p + 3
-    if p + 3 < end:
-        cp = (((b0 & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12)
-              | ((np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F))
-        if cp > 0x10FFFF:
-            cp = 0xFFFD
-        return cp, p + 4
-    return 0xFFFD, end
-
-
-@njit(**JIT, inline="always")
-def _encode(cp, out, q):
-    if cp < 0x80:
-        out[q] = cp
-        return q + 1
-    if cp < 0x800:
-        out[q] = 0xC0 | (cp >> 6)
-        out[q + 1] = 0x80 | (cp & 0x3F)
-        return q + 2
-    if cp < 0x10000:
-        out[q] = 0xE0 | (cp >> 12)
-        out[q + 1] = 0x80 | ((cp >> 6) & 0x3F)
-        out[q + 2] = 0x80 | (cp & 0x3F)
-        return q + 3
-    out[q] = 0xF0 | (cp >> 18)
-    out[q + 1] = 0x80 | ((cp >> 12) & 0x3F)
-    out[q + 2] = 0x80 | ((cp >> 6) & 0x3F)
-    out[q + 3] = 0x80 | (cp & 0x3F)
-    return q + 4
 
 
 @njit(**JIT, inline="always")
@@ -113,7 +48,7 @@ def _emit_folded(cp, fold, tables, out, q):
                 out[q] = fold_values[j]
                 q += 1
             return q
-    return _encode(cp, out, q)
+    return encode(cp, out, q)
 
 
 @njit(**JIT, inline="always")
@@ -270,7 +205,7 @@ def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
         digit = builder.icmp_unsigned("<", builder.sub(x, splat(0x30)), splat(10))
         folded = builder.or_(x, splat(0x20))  # A-Z read as a-z
         letter = builder.icmp_unsigned("<", builder.sub(folded, splat(0x61)), splat(26))
-        us = builder.and_(builder.icmp_unsigned("==", x, splat(_UNDERSCORE)), flag(us_v))
+        us = builder.and_(builder.icmp_unsigned("==", x, splat(UNDERSCORE)), flag(us_v))
         inside = builder.or_(builder.or_(digit, letter), us)
         lowered = builder.select(builder.and_(letter, flag(lower_v)), folded, x)
         mapped = builder.select(inside, lowered, splat(lance_format.SHINGLE_SEPARATOR))
@@ -298,7 +233,7 @@ def _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
     bytes before it in its block counted by ``popcnt``; so only the tokens loop, not the
     bytes."""
     n = e - s
-    underscore = alnum[_UNDERSCORE] != 0
+    underscore = alnum[UNDERSCORE] != 0
     one = np.uint64(1)
     carry = np.uint64(0)
     high = np.uint64(0)
@@ -399,7 +334,7 @@ def tokenize_row(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
         out = grow(out, nbytes + ASCII_OUT_SLACK)
         tok_start = grow(tok_start, nbytes // 2 + 1)
         tok_end = grow(tok_end, nbytes // 2 + 1)
-        ntok = _ascii_simple(data, s, e, cfg[1], cfg[2], _IDENT_ASCII if plain_code else tables[0], out,
+        ntok = _ascii_simple(data, s, e, cfg[1], cfg[2], IDENT_ASCII if plain_code else tables[0], out,
                              tok_start, tok_end)
         if ntok >= 0:
             return ntok, out, tok_start, tok_end, raw
@@ -448,155 +383,6 @@ def ascii_row_tokens(offsets, data, r, max_len, lower, alnum, out, tok_start, to
     returned per row (each would be reference-counted, an atomic operation)."""
     return _ascii_simple(data, offsets[r], offsets[r + 1], max_len, lower, alnum, out, tok_start, tok_end)
 
-
-@njit(**JIT, inline="always")
-def _is_digit(b):
-    return 48 <= b <= 57
-
-
-@njit(**JIT, inline="always")
-def _is_lower(b):
-    return 97 <= b <= 122
-
-
-@njit(**JIT, inline="always")
-def _is_upper(b):
-    return 65 <= b <= 90
-
-
-@njit(**JIT, inline="always")
-def _operator_length(data, p, e):
-    """Bytes of the operator token at ``data[p]`` (an operator character): the longest of
-    ``_OPERATORS`` there, else 1."""
-    for o in range(_OPERATORS.shape[0]):
-        m = _OPERATOR_LENGTHS[o]
-        if p + m <= e:
-            same = True
-            for j in range(m):
-                if data[p + j] != _OPERATORS[o, j]:
-                    same = False
-                    break
-            if same:
-                return m
-    return np.int64(1)
-
-
-@njit(**JIT)
-def _code_tokens(data, s, e, flags, alnum, raw):
-    """The ``code`` base tokenizer's tokens of ``data[s:e]`` as ranges in ``raw`` (the
-    layout of :func:`tokenize_doc`'s first phase; ``raw`` holds ``2 * (e - s) + 2``
-    items, twice that under :data:`CODE_SPLIT`): returns their count.
-
-    Lance's ``CodeLexTokenizer``: an identifier is a maximal run of alphanumeric code
-    points and ``_``; with :data:`CODE_OPERATORS`, an operator character starts a token of
-    the longest operator of ``_OPERATORS`` there, else of that character alone; all else
-    separates. With :data:`CODE_SPLIT` the tokens go to ``raw`` from entry
-    ``base = e - s + 1`` on, and :func:`_code_split` rewrites them from entry 0."""
-    split = (flags & CODE_SPLIT) != 0
-    base = e - s + 1 if split else 0
-    n = base
-    ts = -1
-    ascii = True
-    p = s
-    while p < e:
-        b0 = data[p]
-        if b0 < 0x80:
-            ident = _IDENT_ASCII[b0] != 0
-            nxt = p + 1
-        else:
-            cp, nxt = decode(data, p, e)
-            ident = alnum[cp] != 0
-        if ident:
-            if ts < 0:
-                ts = p
-                ascii = True
-            if b0 >= 0x80:
-                ascii = False
-            p = nxt
-            continue
-        if ts >= 0:
-            raw[2 * n] = ts
-            raw[2 * n + 1] = p if ascii else -p - 1
-            n += 1
-            ts = -1
-        if (flags & CODE_OPERATORS) != 0 and b0 < 0x80 and _OPERATOR_CHARS[b0] != 0:
-            nxt = p + _operator_length(data, p, e)
-            raw[2 * n] = p
-            raw[2 * n + 1] = nxt
-            n += 1
-        p = nxt
-    if ts >= 0:
-        raw[2 * n] = ts
-        raw[2 * n + 1] = e if ascii else -e - 1
-        n += 1
-    return _code_split(data, raw, base, n, flags) if split else n
-
-
-@njit(**JIT)
-def _code_split(data, raw, base, n, flags):
-    """Lance's ``WordDelimiterFilter`` on the ``code`` tokens ``raw`` entries
-    ``base..n``, written from entry 0: returns their new count.
-
-    An identifier is cut at ``_`` into segments, and a segment before a character where
-    ASCII digits start or stop (:data:`CODE_NUMERICS`), where an upper-case letter follows
-    a lower-case one, or where an upper-case letter followed by a lower-case one follows
-    an upper-case one (``XMLHttp``: ``XML``, ``Http``). An identifier of at most one part
-    stays whole; one of several becomes itself (:data:`CODE_ORIGINAL`) and then its parts;
-    an operator stays as it is. Letter case is read by the ASCII rules: an identifier
-    with a non-ASCII character raises (``index/sign.py`` hands such rows to Lance's
-    tokenizer). An identifier of ``L`` bytes becomes at most ``L + 1`` tokens and the
-    tokens up to the ``i``-th span at most ``base - 1`` bytes, so the entries written for
-    it stay at or below ``base + i``, the one just read."""
-    numerics = (flags & CODE_NUMERICS) != 0
-    original = (flags & CODE_ORIGINAL) != 0
-    w = 0
-    for i in range(base, n):
-        ts = raw[2 * i]
-        te = raw[2 * i + 1]
-        b0 = data[ts]
-        if b0 < 0x80 and _IDENT_ASCII[b0] == 0:  # an operator: no identifier character
-            raw[2 * w] = ts
-            raw[2 * w + 1] = te
-            w += 1
-            continue
-        if te < 0:
-            raise ValueError("split_identifiers reads letter case by ASCII rules: an identifier with a "
-                             "non-ASCII character goes to Lance's tokenizer")
-        k = w  # the original's entry; the parts from k + 1
-        parts = 0
-        q = ts
-        while q < te:
-            if data[q] == _UNDERSCORE:
-                q += 1
-                continue
-            seg = q
-            while q < te and data[q] != _UNDERSCORE:
-                q += 1
-            piece = seg
-            for j in range(seg + 1, q):
-                prev = data[j - 1]
-                cur = data[j]
-                cut = numerics and _is_digit(prev) != _is_digit(cur)
-                cut = cut or (_is_lower(prev) and _is_upper(cur))
-                cut = cut or (_is_upper(prev) and _is_upper(cur) and j + 1 < q and _is_lower(data[j + 1]))
-                if cut:
-                    raw[2 * (k + 1 + parts)] = piece
-                    raw[2 * (k + 1 + parts) + 1] = j
-                    parts += 1
-                    piece = j
-            raw[2 * (k + 1 + parts)] = piece
-            raw[2 * (k + 1 + parts) + 1] = q
-            parts += 1
-        if parts <= 1 or original:
-            raw[2 * k] = ts
-            raw[2 * k + 1] = te
-            w = k + 1 + (parts if parts > 1 else 0)
-        else:
-            for j in range(parts):
-                raw[2 * (k + j)] = raw[2 * (k + 1 + j)]
-                raw[2 * (k + j) + 1] = raw[2 * (k + 1 + j) + 1]
-            w = k + parts
-    return w
 
 
 # One function of this length on purpose: a single pass over a document's bytes (decode,
@@ -649,7 +435,7 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
         times = 2 if (cfg[7] & CODE_SPLIT) != 0 else 1
         raw = grow(raw, times * (2 * nbytes + 2))
         out = grow(out, times * 6 * nbytes + 1)
-        nraw = _code_tokens(data, s, e, cfg[7], tables[0], raw)
+        nraw = code_tokens(data, s, e, cfg[7], tables[0], raw)
     elif kind == TOKENS:
         raw = grow(raw, nbytes // 2 + 2)
         out = grow(out, nbytes + 1)
