@@ -25,7 +25,7 @@ of ``benchmarks/real_text.py``.
 corpus whose exact shingle Jaccard reaches the threshold (``benchmarks/allpairs.py``: a
 prefix-filtered all-pairs join, exact, not from LSH), plus every pair any mode reports;
 a reference pair is *positive* when its exact Jaccard reaches the threshold. Exact
-Jaccard is the package's own (``Signer.shingle_sets`` and ``kernels.pairs.pair_jaccard``),
+Jaccard is the package's own (``Signer.shingle_sets`` and ``kernels.similarity.pair_jaccard``),
 which tests/test_verify.py checks against ``lance.tokenize`` and Python sets; the join's
 count of positives is checked against it.
 
@@ -106,7 +106,7 @@ class Texts:
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Exact shingle Jaccard of position pairs."""
         from lance_minhash_sql.core.arrays import sorted_unique
-        from lance_minhash_sql.kernels.pairs import pair_jaccard
+        from lance_minhash_sql.kernels.similarity import pair_jaccard
 
         out = np.empty(a.size, dtype=np.float64)
         for s in range(0, a.size, EXACT_CHUNK):

@@ -1,4 +1,4 @@
-"""The exact-verification kernels (kernels/pairs.py: jaccard_at_least and the join's
+"""The exact-verification kernels (kernels/similarity.py: jaccard_at_least and the join's
 jaccard_at_least_between, and star's
 kernels/similarity.py: jaccard_if_at_least) against Python's
 own set arithmetic: every pair it keeps has the Jaccard ``len(a & b) / len(a | b)`` and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_minhash_sql.kernels.pairs import jaccard_at_least, jaccard_at_least_between
+from lance_minhash_sql.kernels.similarity import jaccard_at_least, jaccard_at_least_between
 from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, bucket_counts, jaccard_if_at_least
 
 

@@ -30,7 +30,7 @@ from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import CorpusSpec, write_corpus
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.manifest import minhash_segments
-from lance_minhash_sql.kernels.pairs import pair_jaccard
+from lance_minhash_sql.kernels.similarity import pair_jaccard
 
 ROWS = 4000
 SPEC = CorpusSpec(seed=3, duplicate_fraction=0.5, source_skew=1.0, edit_weights=(0.0, 0.9, 0.1),

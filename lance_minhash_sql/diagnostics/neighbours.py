@@ -31,7 +31,8 @@ from lance_minhash_sql.diagnostics.lookups import ENOUGH, candidates, verify_som
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
-from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
+from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.kernels.similarity import pair_jaccard
 from lance_minhash_sql.query.scores import at_threshold, candidate_cut, exact_scores, verified
 
 __all__ = ["Neighbourhoods", "Component"]

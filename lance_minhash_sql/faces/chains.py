@@ -21,7 +21,8 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.banding import exact_candidate_floor
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.kernels.pairs import min_matches, pair_jaccard
+from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.kernels.similarity import pair_jaccard
 
 __all__ = ["CHAIN_ROWS", "Link", "chains"]
 

@@ -27,7 +27,7 @@ from lance_minhash_sql.core.tuning import SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.kernels import code_tokens, minhash, pairs, similarity, tokenize, vocab, vocab_sign
+from lance_minhash_sql.kernels import code_tokens, minhash, similarity, tokenize, vocab, vocab_sign
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
 
@@ -384,10 +384,10 @@ class Signer:
 
     def pair_jaccard(self, texts, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
         """``float64[n]``: the exact Jaccard of the shingle sets (:meth:`shingle_sets`) of
-        rows ``ia[i]`` and ``ib[i]`` of ``texts`` (``kernels/pairs.py: pair_jaccard``), NaN
+        rows ``ia[i]`` and ``ib[i]`` of ``texts`` (``kernels/similarity.py: pair_jaccard``), NaN
         where either has no shingles."""
         offsets, hashes = self.shingle_sets(texts)
-        return pairs.pair_jaccard(offsets, hashes, np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64))
+        return similarity.pair_jaccard(offsets, hashes, np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64))
 
     def tokens(self, text: str) -> list[str]:
         """The final token stream of one text, as Lance's tokenizer produces it."""

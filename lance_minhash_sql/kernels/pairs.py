@@ -55,7 +55,6 @@ from lance_minhash_sql.core.lance_format import min_matches  # its home; the pai
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.lanes import BAND_VALUES, WIDTH, verified_partners
 from lance_minhash_sql.kernels.order import order_by_pair
-from lance_minhash_sql.kernels.similarity import common_bound, least_common, merged_jaccard, sorted_jaccard
 from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
 
 __all__ = [
@@ -70,9 +69,6 @@ __all__ = [
     "order_buckets",
     "windows",
     "gather_rows",
-    "pair_jaccard",
-    "jaccard_at_least",
-    "jaccard_at_least_between",
 ]
 
 SEED = np.uint64(lance_format.SEED)
@@ -575,52 +571,3 @@ def gather_rows(docs, lo, hi, sigs, slot, rowids, out_sigs, out_rowids):
         out_rowids[i] = rowids[r]
         for t in range(k):
             out_sigs[i, t] = sigs[r, t]
-
-
-@njit(**JIT)
-def pair_jaccard(offsets, hashes, ia, ib):
-    """Exact Jaccard of CSR sets ``ia[i]`` and ``ib[i]`` (``nan`` if either is empty)."""
-    n = ia.size
-    out = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        a = hashes[offsets[ia[i]]:offsets[ia[i] + 1]]
-        b = hashes[offsets[ib[i]]:offsets[ib[i] + 1]]
-        out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
-    return out
-
-
-
-@njit(**JIT)
-def jaccard_at_least(starts, ends, hashes, counts, ia, ib, threshold):
-    """:func:`jaccard_at_least_between` of sets ``ia[i]`` and ``ib[i]`` of one collection."""
-    return jaccard_at_least_between(starts, ends, hashes, counts, starts, ends, hashes, counts, ia, ib, threshold)
-
-
-@njit(**JIT)
-def jaccard_at_least_between(a_starts, a_ends, a_hashes, a_counts, b_starts, b_ends, b_hashes, b_counts, ia, ib,
-                             threshold):
-    """Exact Jaccard of set ``ia[i]`` of one collection (set ``r``: the sorted distinct
-    ``a_hashes[a_starts[r]:a_ends[r]]``, ``a_counts[r]`` its ``similarity.bucket_counts``)
-    and set ``ib[i]`` of another (``b_...``) where it reaches ``threshold``; ``-1.0`` where
-    not, ``nan`` where a set is empty. The value kept is ``inter / union`` as
-    :func:`pair_jaccard` computes it. A pair is settled by the sizes, then the bucket
-    counts' bound on its common values (most candidates under a threshold end there,
-    their sets unread), then in the merge of ``similarity.merged_jaccard``."""
-    n = ia.size
-    out = np.empty(n, dtype=np.float64)
-    for p in range(n):
-        a0 = a_starts[ia[p]]
-        a1 = a_ends[ia[p]]
-        b0 = b_starts[ib[p]]
-        b1 = b_ends[ib[p]]
-        na = a1 - a0
-        nb = b1 - b0
-        if na == 0 or nb == 0:
-            out[p] = np.nan
-            continue
-        need = least_common(na, nb, threshold)
-        if need > min(na, nb) or common_bound(a_counts, ia[p], b_counts, ib[p]) < need:
-            out[p] = -1.0
-            continue
-        out[p] = merged_jaccard(a_hashes, a0, a1, b_hashes, b0, b1, need)
-    return out

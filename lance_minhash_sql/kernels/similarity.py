@@ -1,5 +1,10 @@
 """Similarity of signatures and of shingle sets, and LSH band keys.
 
+The exact Jaccard of shingle sets: of two sorted sets (:func:`sorted_jaccard`), of pairs of
+sets of a CSR collection (:func:`pair_jaccard`), and exact verification's check of
+candidate pairs against a threshold (:func:`jaccard_at_least_between`, one collection:
+:func:`jaccard_at_least`), settled by the sets' sizes and bucket counts before any merge.
+
 Band key of band ``j`` (``r`` rows per band)::
 
     key[j] = (j << 56) | (XXH64(le_u16_bytes(sig[j*r:(j+1)*r]), seed=42) & 0x00FFFFFFFFFFFFFF)
@@ -99,7 +104,7 @@ def bucket_counts(offsets, hashes):
     (a hash's top bits), saturating at 255.
 
     Two sets share a value only within one bucket, so ``sum_q min(a_q, b_q)`` bounds their
-    common values from above (:func:`lance_minhash_sql.kernels.pairs.jaccard_at_least`
+    common values from above (:func:`jaccard_at_least`
     settles most pairs under a threshold with it, 16 bytes a set, without reading the
     sets); a saturated bucket bounds nothing and makes the bound void
     (:func:`common_bound`)."""
@@ -135,7 +140,7 @@ def merged_jaccard(a, a0, a1, b, b0, b1, need):
     branch-free (both cursors advance on equal values) and stops once either side has more
     unmatched values than it may lose, a value passed over in a sorted merge being in
     neither the intersection nor ever matched later. Inlined into its callers
-    (:func:`jaccard_if_at_least`, :func:`lance_minhash_sql.kernels.pairs.jaccard_at_least`):
+    (:func:`jaccard_if_at_least`, :func:`jaccard_at_least`):
     a call per pair would cost a third more."""
     na = a1 - a0
     nb = b1 - b0
@@ -181,3 +186,52 @@ def _set_jaccard(left_offsets, left_hashes, right_offsets, right_hashes):
 
 # set_jaccard_serial: on the calling thread, for a DuckDB chunk (at most 2,048 rows)
 set_jaccard, set_jaccard_serial = jit_twins(_set_jaccard)
+
+
+@njit(**JIT)
+def pair_jaccard(offsets, hashes, ia, ib):
+    """Exact Jaccard of CSR sets ``ia[i]`` and ``ib[i]`` (``nan`` if either is empty)."""
+    n = ia.size
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        a = hashes[offsets[ia[i]]:offsets[ia[i] + 1]]
+        b = hashes[offsets[ib[i]]:offsets[ib[i] + 1]]
+        out[i] = np.nan if a.size == 0 or b.size == 0 else sorted_jaccard(a, b)
+    return out
+
+
+
+@njit(**JIT)
+def jaccard_at_least(starts, ends, hashes, counts, ia, ib, threshold):
+    """:func:`jaccard_at_least_between` of sets ``ia[i]`` and ``ib[i]`` of one collection."""
+    return jaccard_at_least_between(starts, ends, hashes, counts, starts, ends, hashes, counts, ia, ib, threshold)
+
+
+@njit(**JIT)
+def jaccard_at_least_between(a_starts, a_ends, a_hashes, a_counts, b_starts, b_ends, b_hashes, b_counts, ia, ib,
+                             threshold):
+    """Exact Jaccard of set ``ia[i]`` of one collection (set ``r``: the sorted distinct
+    ``a_hashes[a_starts[r]:a_ends[r]]``, ``a_counts[r]`` its ``similarity.bucket_counts``)
+    and set ``ib[i]`` of another (``b_...``) where it reaches ``threshold``; ``-1.0`` where
+    not, ``nan`` where a set is empty. The value kept is ``inter / union`` as
+    :func:`pair_jaccard` computes it. A pair is settled by the sizes, then the bucket
+    counts' bound on its common values (most candidates under a threshold end there,
+    their sets unread), then in the merge of ``similarity.merged_jaccard``."""
+    n = ia.size
+    out = np.empty(n, dtype=np.float64)
+    for p in range(n):
+        a0 = a_starts[ia[p]]
+        a1 = a_ends[ia[p]]
+        b0 = b_starts[ib[p]]
+        b1 = b_ends[ib[p]]
+        na = a1 - a0
+        nb = b1 - b0
+        if na == 0 or nb == 0:
+            out[p] = np.nan
+            continue
+        need = least_common(na, nb, threshold)
+        if need > min(na, nb) or common_bound(a_counts, ia[p], b_counts, ib[p]) < need:
+            out[p] = -1.0
+            continue
+        out[p] = merged_jaccard(a_hashes, a0, a1, b_hashes, b0, b1, need)
+    return out

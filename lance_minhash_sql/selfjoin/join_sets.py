@@ -5,7 +5,7 @@ A join's candidate pair is a left row and a right row; exact verification checks
 the self-join checks its pairs (``selfjoin/verify.py``): candidates whose estimate reaches
 :func:`lance_minhash_sql.core.banding.exact_candidate_floor` are kept iff
 :func:`.verify.exact_kept` (the kernel
-:func:`lance_minhash_sql.kernels.pairs.jaccard_at_least_between`: sizes, bucket counts,
+:func:`lance_minhash_sql.kernels.similarity.jaccard_at_least_between`: sizes, bucket counts,
 then the merge) finds their exact Jaccard at the threshold. What differs is only where
 the sets come from:
 
