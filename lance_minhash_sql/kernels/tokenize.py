@@ -137,6 +137,21 @@ BLOCK = 64  # bytes of text one vector step of _ascii_simple reads
 ASCII_OUT_SLACK = BLOCK  # bytes of out past a text's tokens that _ascii_simple's vector stores may write
 
 
+@njit(**JIT, inline="always")
+def _starts_within(ntok, max_len, tok_start, tok_end):
+    """The ASCII routes' last step: each token starts after the previous one's separator
+    (``tok_start`` from ``tok_end``); ``ntok``, or -1 when a token has ``max_len`` bytes or
+    more (the general tokenizer then takes the text)."""
+    longest = np.int64(0)
+    for t in range(ntok):
+        st = 0 if t == 0 else tok_end[t - 1] + 1
+        tok_start[t] = st
+        longest = max(longest, tok_end[t] - st)
+    if max_len >= 0 and longest >= max_len:
+        return np.int64(-1)
+    return ntok
+
+
 @intrinsic
 def _bit_count(typingctx, x):
     """Set bits of the u64 ``x`` (``popcnt``)."""
@@ -257,14 +272,7 @@ def _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
         out[q] = SEPARATOR
         tok_end[ntok] = q
         ntok += 1
-    longest = np.int64(0)
-    for t in range(ntok):
-        st = 0 if t == 0 else tok_end[t - 1] + 1
-        tok_start[t] = st
-        longest = max(longest, tok_end[t] - st)
-    if max_len >= 0 and longest >= max_len:
-        return np.int64(-1)
-    return np.int64(ntok)
+    return _starts_within(np.int64(ntok), max_len, tok_start, tok_end)
 
 
 @njit(**JIT, inline="always")
@@ -296,14 +304,7 @@ def _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
     for i in range(q):
         tok_end[ntok] = i
         ntok += np.uint64(1) if out[i] == SEPARATOR else np.uint64(0)
-    longest = np.int64(0)
-    for t in range(np.int64(ntok)):
-        st = 0 if t == 0 else tok_end[t - 1] + 1
-        tok_start[t] = st
-        longest = max(longest, tok_end[t] - st)
-    if max_len >= 0 and longest >= max_len:
-        return np.int64(-1)
-    return np.int64(ntok)
+    return _starts_within(np.int64(ntok), max_len, tok_start, tok_end)
 
 
 @njit(**JIT)
