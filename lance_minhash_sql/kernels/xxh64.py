@@ -238,6 +238,19 @@ class _Lanes:
         k = self.mul(self.rotl(self.mul(lane, P2), 31), P1)
         return self.b.add(self.mul(self.rotl(self.b.xor(h, k), 27), P1), self.const(P4))
 
+    def below(self, count):
+        """The lanes ``j < count`` (an i64 value), as an ``<8 x i1>`` mask."""
+        ir = self.ir
+        lanes = ir.Constant(self.vec, [ir.Constant(self.i64, j) for j in range(self.n)])
+        return self.b.icmp_signed("<", lanes, self.splat(count))
+
+    def avalanche(self, h):
+        """XXH64's final mix in every lane."""
+        b = self.b
+        for shift, prime in ((33, P2), (29, P3)):
+            h = self.mul(b.xor(h, b.lshr(h, self.const(shift))), prime)
+        return b.xor(h, b.lshr(h, self.const(32)))
+
     def bytes_at(self, word, offset):
         """The bytes of ``word`` from byte ``offset`` (0 to 7; others give any value) on."""
         b = self.b
@@ -261,9 +274,7 @@ def _xxh64_lanes(v, seed, n, w0, w1, w2, tail):
         byte = b.and_(v.bytes_at(tail, b.add(b.sub(v.const(8), r), v.const(k))), v.const(0xFF))
         step = v.mul(v.rotl(b.xor(h, v.mul(byte, P5)), 11), P1)
         h = b.select(b.icmp_unsigned(">", r, v.const(k)), step, h)
-    for shift, prime in ((33, P2), (29, P3)):
-        h = v.mul(b.xor(h, b.lshr(h, v.const(shift))), prime)
-    return b.xor(h, b.lshr(h, v.const(32)))
+    return v.avalanche(h)
 
 
 def _short8_codegen(context, builder, signature, args):
@@ -276,7 +287,7 @@ def _short8_codegen(context, builder, signature, args):
     s0, w, count, pos = (context.cast(builder, args[i], ta[i], types.int64) for i in (3, 4, 5, 8))
     v = _Lanes(builder)
     i32, i64, vec = v.i32, v.i64, v.vec
-    valid = builder.icmp_signed("<", ir.Constant(vec, [ir.Constant(i64, j) for j in range(v.n)]), v.splat(count))
+    valid = v.below(count)
     st = v.call(f"llvm.masked.load.v{v.n}i64.p0", vec,
                 [builder.gep(starts.data, [s0]), ir.Constant(i32, 8), valid, v.const(0)])
     en = v.call(f"llvm.masked.load.v{v.n}i64.p0", vec,
@@ -355,13 +366,9 @@ def _pairs8_codegen(context, builder, signature, args):
     first = builder.shuffle_vector(words, words, ir.Constant(ir.VectorType(i32, v.n), list(range(0, 2 * v.n, 2))))
     second = builder.shuffle_vector(words, words, ir.Constant(ir.VectorType(i32, v.n), list(range(1, 2 * v.n, 2))))
     seed = v.splat(context.cast(builder, args[4], ta[4], types.uint64))
-    h = v.lane8(v.lane8(builder.add(seed, v.const(P5 + _U16)), first), second)
-    for shift, prime in ((33, P2), (29, P3)):
-        h = v.mul(builder.xor(h, builder.lshr(h, v.const(shift))), prime)
-    h = builder.xor(h, builder.lshr(h, v.const(32)))
-    valid = builder.icmp_signed("<", ir.Constant(v.vec, [ir.Constant(i64, j) for j in range(v.n)]), v.splat(count))
+    h = v.avalanche(v.lane8(v.lane8(builder.add(seed, v.const(P5 + _U16)), first), second))
     v.call(f"llvm.masked.store.v{v.n}i64.p0", ir.VoidType(),
-           [h, builder.bitcast(row_at(dest, pos, 8), i64.as_pointer()), ir.Constant(i32, 8), valid])
+           [h, builder.bitcast(row_at(dest, pos, 8), i64.as_pointer()), ir.Constant(i32, 8), v.below(count)])
     return context.get_dummy_value()
 
 
