@@ -21,7 +21,8 @@ from lance_minhash_sql.core.errors import *  # noqa: F403  (the exception tree: 
 from lance_minhash_sql.runtime import memory as _memory  # noqa: F401  (malloc arenas limited before any thread: limit_arenas)
 
 if TYPE_CHECKING:
-    from lance_minhash_sql.api.entries import build_index, clusters, dedup, join, keep_flags, pairs
+    from lance_minhash_sql.api.entries import build_index, clusters, dedup, ingest, ingest_plan, join, keep_flags, pairs
+    from lance_minhash_sql.lifecycle.cleanup import cleanup
     from lance_minhash_sql.duck.install import connect, install
     from lance_minhash_sql.faces.warmup import warmup
     from lance_minhash_sql.query.topk import search, search_ids
@@ -48,6 +49,9 @@ __all__ = [
     "join",
     "keep_flags",
     "optimize",
+    "ingest_plan",
+    "ingest",
+    "cleanup",
     "prewarm",
     "report",
     "estimate",
@@ -73,6 +77,9 @@ _LAZY = MappingProxyType({
     "warmup": "lance_minhash_sql.faces.warmup",
     "keep_flags": "lance_minhash_sql.api.entries",
     "optimize": "lance_minhash_sql.lifecycle.optimize",
+    "ingest_plan": "lance_minhash_sql.api.entries",
+    "ingest": "lance_minhash_sql.api.entries",
+    "cleanup": "lance_minhash_sql.lifecycle.cleanup",
     "prewarm": "lance_minhash_sql.lifecycle.prewarm",
     "report": "lance_minhash_sql.diagnostics.report",
     "estimate": "lance_minhash_sql.diagnostics.estimate",

@@ -267,3 +267,67 @@ def oracle_clusters(uri: str, column: str, threshold: float, params, verify: str
     a, b = representative_link_positions(rowids, sigs, keys, min_equal(threshold, params.num_hashes), REPS)
     smallest, size = component_labels(rowids.size, a, b)
     return dict(zip(rowids[size > 1].tolist(), rowids[smallest[size > 1]].tolist()))
+
+
+def ingest_oracle(corpus_uri: str, batch_uri: str, threshold: float, params, verify: str = "estimate",
+                  order=None, column: str = "text") -> dict:
+    """The ingest plan's rule (``selfjoin/ingest.py``), row by row in plain Python:
+    ``{batch rowid: (keep, twin rowid, twin_in, similarity, jaccard)}``. Batch rows are
+    walked by row id (or in ``order``, a list of row ids); a row is similar to a corpus
+    row or a kept batch row when they share a band key and the estimate reaches the
+    threshold (exact: the candidate floor, and the exact shingle Jaccard the threshold);
+    its twin is the most similar (the Jaccard with exact), ties to the corpus, then the
+    lowest corpus row id or the batch row kept first."""
+    k = params.num_hashes
+    exact = verify == "exact"
+    c_ids, c_sigs, c_keys, _, c_texts = signed(corpus_uri, params, column)
+    b_all, _, _ = live_rows(batch_uri, column)
+    b_ids, b_sigs, b_keys, _, b_texts = signed(batch_uri, params, column)
+    c_texts, b_texts = c_texts.to_pylist(), b_texts.to_pylist()
+    by_key: dict = {}
+    for i, keys in enumerate(c_keys.tolist()):
+        for key in keys:
+            by_key.setdefault(key, []).append(i)
+    floor = candidate_floor(threshold, k) if exact else threshold
+
+    def score(sa, ta, sb, tb):
+        est = float(np.float32((sa == sb).sum()) / np.float32(k))
+        if est < floor:
+            return None
+        if not exact:
+            return (est, est, None)
+        a, b = shingle_set(ta, params), shingle_set(tb, params)
+        if not a or not b:
+            return None
+        jac = len(a & b) / len(a | b)
+        return (jac, est, jac) if jac >= threshold else None
+
+    pos = {int(r): i for i, r in enumerate(b_ids)}
+    walk = sorted(int(r) for r in b_all) if order is None else [int(r) for r in order]
+    kept: list = []  # batch positions kept, in walk order
+    out = {}
+    for rid in walk:
+        i = pos.get(rid)
+        if i is None:  # no tokens: similar to nothing
+            out[rid] = (True, None, None, None, None)
+            kept.append(None)
+            continue
+        best = None  # (score, tie, twin rowid, twin_in, similarity, jaccard)
+        mine = set(b_keys[i].tolist())
+        for c in sorted({c for key in mine for c in by_key.get(key, [])}):
+            s = score(b_sigs[i], b_texts[i], c_sigs[c], c_texts[c])
+            if s is not None and (best is None or (s[0], 0, -int(c_ids[c])) > best[:3]):
+                best = (s[0], 0, -int(c_ids[c]), int(c_ids[c]), "corpus", s[1], s[2])
+        for rank, j in enumerate(kept):
+            if j is None or not mine & set(b_keys[j].tolist()):
+                continue
+            s = score(b_sigs[i], b_texts[i], b_sigs[j], b_texts[j])
+            if s is not None and (best is None or (s[0], -1, -rank) > best[:3]):
+                best = (s[0], -1, -rank, int(b_ids[j]), "batch", s[1], s[2])
+        if best is None:
+            out[rid] = (True, None, None, None, None)
+            kept.append(i)
+        else:
+            out[rid] = (False, best[3], best[4], best[5], best[6])
+            kept.append(None)
+    return out

@@ -26,10 +26,13 @@ from lance_minhash_sql.selfjoin import dedup as _dedup
 from lance_minhash_sql.selfjoin import join as _join
 from lance_minhash_sql.selfjoin import pairs as _pairs
 from lance_minhash_sql.selfjoin.dedup import DedupResult
+from lance_minhash_sql.selfjoin import ingest as _ingest_plan
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
+from lance_minhash_sql.lifecycle import ingest as _ingest
+from lance_minhash_sql.lifecycle.ingest import IngestResult
 from lance_minhash_sql.extras.ray_executor import RayExecutor
 
-__all__ = ["executor_of", "build_index", "pairs", "clusters", "keep_flags", "dedup", "join"]
+__all__ = ["executor_of", "build_index", "pairs", "clusters", "keep_flags", "dedup", "join", "ingest_plan", "ingest"]
 
 
 def executor_of(executor: str = "local", ray_address: str | None = None) -> Executor:
@@ -117,3 +120,26 @@ def join(left, right, column: str, threshold: float = 0.8, *, verify: str = "est
                       right_column=right_column, memory_limit=memory_limit,
                       left_storage_options=left_storage_options, right_storage_options=right_storage_options,
                       executor=executor_of(executor, ray_address))
+
+
+def ingest_plan(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = "estimate",
+                order_by: str | None = None, memory_limit=None, corpus_storage_options: dict | None = None,
+                batch_storage_options: dict | None = None, executor: str = "local",
+                ray_address: str | None = None) -> pa.Table:
+    """One row per batch row: whether the corpus takes it, and its twin (``selfjoin/ingest.py``)."""
+    return _ingest_plan.ingest_plan(corpus, batch, column, threshold, verify=verify, order_by=order_by,
+                                    memory_limit=memory_limit, corpus_storage_options=corpus_storage_options,
+                                    batch_storage_options=batch_storage_options,
+                                    executor=executor_of(executor, ray_address))
+
+
+def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = "estimate",
+           order_by: str | None = None, memory_limit=None, corpus_storage_options: dict | None = None,
+           batch_storage_options: dict | None = None, progress: bool = False, executor: str = "local",
+           ray_address: str | None = None) -> IngestResult:
+    """Append the batch rows the plan keeps to the corpus, its index extended over them, in
+    one new version (``lifecycle/ingest.py``)."""
+    return _ingest.ingest(corpus, batch, column, threshold, verify=verify, order_by=order_by,
+                          memory_limit=memory_limit, corpus_storage_options=corpus_storage_options,
+                          batch_storage_options=batch_storage_options, progress=progress,
+                          executor=executor_of(executor, ray_address))

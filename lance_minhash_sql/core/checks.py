@@ -10,6 +10,9 @@ The rules:
 * an **integer** is an integral number; a float with no fraction counts (SQL hands
   integer arguments over as ``DOUBLE``, JSON writes ``128.0``), ``True``/``False`` do not;
 * a **real** is a finite number (``True``/``False`` are not), within the bounds given;
+* a **duration** (how old a version must be to be removed) is a ``timedelta``, a number
+  of seconds, or a text ``"<number> <unit>"`` (``s``, ``m``, ``h``, ``d``, ``w`` and their
+  long names: ``"7 days"``, ``"12h"``), at least 0;
 * a **similarity** (an argument of the S-curve) is a number in ``[0, 1]``;
 * a **threshold** (the MinHash similarity a pair must reach, and the similarity a build
   chooses ``(b, r)`` for or a report measures at) is a number with
@@ -23,6 +26,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
+from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -30,7 +36,8 @@ import numpy as np
 from lance_minhash_sql.core.errors import InvalidParameterError, warn
 
 __all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
-           "check_choice", "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify"]
+           "check_choice", "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify",
+           "check_duration"]
 
 THRESHOLD_RULE = "requires 0 < threshold <= 1 (the MinHash similarity a pair must reach; 1: identical signatures)"
 
@@ -101,6 +108,34 @@ def check_real(name: str, value: Any, fix: str, lo: float | None = None, hi: flo
     if (lo is not None and (x <= lo if lo_open else x < lo)) or (hi is not None and (x >= hi if hi_open else x > hi)):
         raise InvalidParameterError(f"{name}={value!r} is out of range: requires {rule}; {fix}")
     return x
+
+
+_UNITS = MappingProxyType({"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60, "minute": 60,
+          "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
+          "w": 604800, "week": 604800, "weeks": 604800})
+
+
+def check_duration(name: str, value: Any) -> timedelta:
+    """A duration (module doc) as a ``timedelta``.
+
+    >>> check_duration("older_than", "7 days"), check_duration("older_than", 0)
+    (datetime.timedelta(days=7), datetime.timedelta(0))
+    """
+    fix = "e.g. '7 days', '12 hours', '0 seconds' (a number of seconds, or a timedelta in Python)"
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]+)\s*", value)
+        if m is None or m.group(2).lower() not in _UNITS:
+            raise InvalidParameterError(f"{name}={value!r} is not a duration; {fix}")
+        seconds = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    else:
+        seconds = _real(value)
+        if seconds is None:
+            raise InvalidParameterError(f"{name}={value!r} must be a duration; {fix}")
+    if seconds < 0:
+        raise InvalidParameterError(f"{name}={value!r} is out of range: requires a duration of at least 0; {fix}")
+    return timedelta(seconds=seconds)
 
 
 def check_similarity(name: str, value: Any) -> float:

@@ -229,6 +229,11 @@ MIN_WINDOW_ROWS = 64  # rows of a window (and of a giant bucket's chunk) at the 
 GIANT_LINKS = 1 << 20  # links per kernel call in a giant bucket's chunk
 LINK_CHUNK = 1 << 20  # links per kernel call
 TAKE_ROWS = 1 << 16  # clustered rows fetched per Lance take
+# An ingest extends the corpus index by a delta segment; when the index would then hold more
+# than this many segments, the new rows and every segment but the largest are merged into
+# one instead (lifecycle/ingest.py): a search reads each segment's page table, and the
+# merge rewrites only the small segments' stored signatures, never the largest one's.
+INGEST_MAX_SEGMENTS = 8
 MAX_SIGNED_LEFTS = 2  # left datasets whose signed rows are kept (one version each)
 DEFAULT_CHUNK_PAIRS = 1 << 20  # pairs per record batch
 VISIT_BUDGET = 1 << 26  # pairs a kernel call visits before Python gets control back

@@ -29,6 +29,9 @@ __all__ = [
     "DEDUP_STAR_SCHEMA",
     "JOIN_SCHEMA",
     "ESTIMATE_SCHEMA",
+    "INGEST_PLAN_SCHEMA",
+    "IngestResult",
+    "CleanupResult",
 ]
 
 
@@ -140,6 +143,38 @@ JOIN_SCHEMA = pa.schema([
     pa.field("similarity", pa.float64(), nullable=False),
     pa.field("jaccard", pa.float64()),
 ])
+
+# the ingest plan (selfjoin/ingest.py): one row per live batch row, in row id order; the
+# twin's columns are NULL for a kept row, jaccard also without exact verification
+INGEST_PLAN_SCHEMA = pa.schema([
+    pa.field("_rowid", pa.uint64(), nullable=False),
+    pa.field("keep", pa.bool_(), nullable=False),
+    pa.field("twin_rowid", pa.uint64()),
+    pa.field("twin_in", pa.string()),
+    pa.field("similarity", pa.float64()),
+    pa.field("jaccard", pa.float64()),
+])
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ``minhash_ingest`` returns as one row."""
+
+    rows_offered: int  # the batch's live rows
+    rows_appended: int  # the plan's kept rows, appended to the corpus
+    rows_dropped: int  # the plan's dropped rows
+    dataset_version: int  # the corpus's version after the ingest (the version read when nothing changed)
+    index_action: str  # "none", "delta", "merge", or "build" (the corpus had no index)
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    """What ``minhash_cleanup`` returns as one row."""
+
+    versions_removed: int
+    bytes_removed: int
+
 
 # the dry run of the self-join (diagnostics/estimate.py): one row per threshold
 ESTIMATE_SCHEMA = pa.schema([

@@ -215,8 +215,9 @@ def check_same_params(ds: "lance.LanceDataset", name: str, column: str, new: lis
 
 def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
                     removed: list[SegmentInfo] = (), removed_params: MinHashParams | None = None,
-                    storage_options: dict | None = None) -> "lance.LanceDataset":
-    """Register ``new`` (and unregister ``removed``) in one commit on top of ``ds.version``."""
+                    storage_options: dict | None = None, detached: bool = False) -> "lance.LanceDataset":
+    """Register ``new`` (and unregister ``removed``) in one commit on top of ``ds.version``;
+    ``detached``: as a detached version, outside the dataset's history (``io/append.py``)."""
     field = ds.lance_schema.field(column)
     if field is None:
         raise DatasetError(f"column {column!r} is not in dataset {ds.uri!r}")
@@ -229,7 +230,8 @@ def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[
     old = [_index(s.uuid, s.name, s.field_id, s.dataset_version, s.fragment_ids,
                   removed_params or new[0].params, None) for s in removed]
     op = LanceOperation.CreateIndex(new_indices=new_indices, removed_indices=old)
-    return lance.LanceDataset.commit(ds.uri, op, read_version=ds.version, storage_options=storage_options)
+    return lance.LanceDataset.commit(ds.uri, op, read_version=ds.version, storage_options=storage_options,
+                                     detached=detached)
 
 
 # --------------------------------------------------------------------------- used by the build
@@ -279,10 +281,12 @@ def fragment_ids(ds: "lance.LanceDataset") -> list[int]:
 
 
 def commit_replacing(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
-                     removed: list[SegmentInfo] = (), storage_options: dict | None = None) -> "lance.LanceDataset":
+                     removed: list[SegmentInfo] = (), storage_options: dict | None = None,
+                     detached: bool = False) -> "lance.LanceDataset":
     """:func:`commit_segments`, with a conflicting concurrent commit as a :class:`DatasetError`."""
     try:
-        return commit_segments(ds, name, column, new, removed=removed, storage_options=storage_options)
+        return commit_segments(ds, name, column, new, removed=removed, storage_options=storage_options,
+                               detached=detached)
     except CommitConflictError as exc:
         msg = str(exc).split(", /")[0]
         raise DatasetError(

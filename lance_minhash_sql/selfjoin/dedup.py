@@ -50,7 +50,8 @@ from lance_minhash_sql.selfjoin.clusters import linked_components
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.star import star_twins
 
-__all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "keep_order", "keep_flags", "dedup"]
+__all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "order_by_columns",
+           "keep_order", "keep_flags", "dedup"]
 
 _CLUSTER = "__lms_cluster"  # the cluster column's name while ranking (cannot clash with user columns)
 _POS = "__lms_pos"  # a row's position in the clusters table while ranking
@@ -111,6 +112,13 @@ def _check_order_by(ds, uri: str, order_by: str) -> list[str]:
                       + [schema_of(ds).field(c) for c in cols]).empty_table()
     _order_by_sql(empty, order_by, uri, schema_of(ds).names)
     return cols
+
+
+def order_by_columns(ds, uri: str, order_by: str | None) -> list[str]:
+    """The dataset columns an ``order_by`` list (checked by :func:`check_keep`) reads,
+    after binding it against the dataset's schema (:class:`InvalidParameterError` if it
+    does not bind); ``[]`` without one. What :func:`keep_order` takes as ``cols``."""
+    return [] if order_by is None else _check_order_by(ds, uri, order_by)
 
 
 def _take(ds, rowids: np.ndarray, columns: list[str]):
@@ -189,7 +197,7 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
     """:func:`keep_flags` of checked arguments (``limit``: the budget in bytes)."""
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
-    cols = _check_order_by(ds, uri, order_by) if order_by is not None else []
+    cols = order_by_columns(ds, uri, order_by)
     table = linked_components(ds, column, threshold, verify, limit, storage_options, clustering, executor, progress)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()

@@ -1,0 +1,107 @@
+"""The ingest walk: which rows of a batch are kept, and each dropped row's twin among the
+rows kept before it (``selfjoin/ingest.py`` has the rule and its guarantees).
+
+Rows are walked in keep order. A row is compared only with the rows already kept that
+share one of its band buckets (each kept row is listed in its buckets as it is kept), so a
+batch of many copies of one text costs one comparison a copy, never all its pairs.
+
+>>> import numpy as np
+>>> sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 9], [7, 8, 9, 9]], dtype=np.uint16)
+>>> buckets = np.array([[0, 1], [0, 2], [3, 4]], dtype=np.int64)
+>>> none = np.zeros(3, dtype=np.bool_)
+>>> no_sets = np.zeros(3, np.int64)
+>>> kept, twin, eq, jac = ingest_walk(np.arange(3), sigs, buckets, np.int64(5), ~none, none, np.int64(3),
+...                                   no_sets, no_sets, np.zeros(0, np.uint64), 0.75, False)
+>>> kept.tolist(), twin.tolist(), eq.tolist()
+([True, False, True], [-1, 0, -1], [0, 3, 0])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_minhash_sql.kernels.config import JIT, njit
+from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
+
+__all__ = ["ingest_walk"]
+
+
+@njit(**JIT)
+def ingest_walk(order, sigs, buckets, num_buckets, has_sig, blocked, min_eq, starts, ends, hashes, threshold, exact):
+    """Walk the rows ``order`` (positions, keep order). ``sigs`` (``uint16[n, k]``) and
+    ``buckets`` (``int64[n, b]``: the bucket id of each band of a row, ids below
+    ``num_buckets``) are read where ``has_sig``; a row without a signature has no twin.
+    ``blocked`` rows are never kept (their twin is looked for all the same).
+
+    A row's candidates are the kept rows sharing one of its buckets with at least
+    ``min_eq`` equal values; with ``exact``, those whose exact Jaccard (row ``i``'s shingle
+    set: the sorted distinct ``hashes[starts[i]:ends[i]]``) also reaches ``threshold``. Its twin is the best
+    candidate: the most equal values (``exact``: the highest Jaccard), ties to the row kept
+    first. A row is kept unless it is blocked or has a twin.
+
+    Returns ``(kept bool[n], twin int64[n] (-1: none), eq int64[n], jaccard float64[n]
+    (NaN without exact or twin))``."""
+    n = order.size
+    k = sigs.shape[1]
+    b = buckets.shape[1]
+    head = np.full(num_buckets, -1, dtype=np.int64)
+    nxt = np.empty(max(n * b, 1), dtype=np.int64)
+    member = np.empty(max(n * b, 1), dtype=np.int64)
+    rank = np.zeros(n, dtype=np.int64)
+    seen = np.full(n, -1, dtype=np.int64)
+    kept = np.zeros(n, dtype=np.bool_)
+    twin = np.full(n, -1, dtype=np.int64)
+    eq = np.zeros(n, dtype=np.int64)
+    jac = np.full(n, np.nan, dtype=np.float64)
+    used = 0
+    for w in range(n):
+        r = order[w]
+        if not has_sig[r]:
+            kept[r] = not blocked[r]
+            continue
+        best = -1
+        best_eq = -1
+        best_jac = -1.0
+        for j in range(b):
+            e = head[buckets[r, j]]
+            while e >= 0:
+                c = member[e]
+                e = nxt[e]
+                if seen[c] == r:
+                    continue
+                seen[c] = r
+                same = 0
+                for h in range(k):
+                    if sigs[r, h] == sigs[c, h]:
+                        same += 1
+                if same < min_eq:
+                    continue
+                x = -1.0
+                if exact:
+                    if ends[r] == starts[r] or ends[c] == starts[c]:
+                        continue
+                    x = jaccard_if_at_least(hashes, starts[r], ends[r], hashes, starts[c], ends[c], threshold)
+                    if x < threshold:
+                        continue
+                    better = best < 0 or x > best_jac or (x == best_jac and rank[c] < rank[best])
+                else:
+                    better = best < 0 or same > best_eq or (same == best_eq and rank[c] < rank[best])
+                if better:
+                    best = c
+                    best_eq = same
+                    best_jac = x
+        if best >= 0:
+            twin[r] = best
+            eq[r] = best_eq
+            if exact:
+                jac[r] = best_jac
+        elif not blocked[r]:
+            kept[r] = True
+            rank[r] = w
+            for j in range(b):
+                q = buckets[r, j]
+                member[used] = r
+                nxt[used] = head[q]
+                head[q] = used
+                used += 1
+    return kept, twin, eq, jac

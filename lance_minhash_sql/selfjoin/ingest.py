@@ -1,0 +1,271 @@
+"""The ingest plan (``docs/pipelines.md``): which rows of a new batch a corpus takes.
+
+>>> import lance_minhash_sql as lms
+>>> lms.ingest_plan("corpus.lance", "batch.lance", "text", 0.8)  # doctest: +SKIP
+pyarrow.Table
+_rowid: uint64 not null
+keep: bool not null
+twin_rowid: uint64
+twin_in: string
+similarity: double
+jaccard: double
+
+The rule, for every live row of the batch: walked in keep order (lowest row id first, or
+the first in ``order_by``, a SQL ``ORDER BY`` list over the batch's columns read as
+``minhash_dedup`` reads it, ties by row id), a row is **kept** when it is similar to no
+row of the corpus and to no batch row kept before it. Otherwise it is dropped, and its
+**twin** is the most similar of those rows (``twin_in``: ``'corpus'`` or ``'batch'``): the
+highest similarity (``verify="exact"``: the highest exact Jaccard), ties to the corpus
+row, then to the lowest corpus row id or the batch row kept first. ``similarity`` is the
+MinHash estimate of the row and its twin (Lance's ``1 - _distance``), ``jaccard`` their
+exact shingle Jaccard with ``verify="exact"`` (NULL otherwise).
+
+*Similar* is the cross-dataset join's rule (:mod:`.join_shards`), for corpus rows and
+batch rows alike: the two rows share a band key of the corpus index, and their estimate
+reaches ``threshold`` (``verify="estimate"``), or reaches the estimate floor of
+:func:`lance_minhash_sql.core.banding.exact_candidate_floor` and their exact Jaccard
+reaches ``threshold`` (``verify="exact"``). The corpus index's parameters and tokenizer
+sign the batch (bit-identical to an index build with them); the batch needs no index.
+A batch row without tokens is similar to nothing and is kept.
+
+How: the corpus side is :func:`.join.join` of the batch against the corpus index, on the
+chosen executor, reduced on the fly to each batch row's best corpus row (memory follows
+the batch, never the pairs). The batch side is :func:`kernels.ingest.ingest_walk`: the
+batch's signatures and band buckets in memory, each row compared only with the kept rows
+that share one of its buckets, so a batch holding many copies of a text costs one
+comparison a copy. With ``verify="exact"`` the shingle sets of the batch rows that share
+a bucket with another batch row are computed once, from one read of their texts in row
+order, and held in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_minhash_sql.core.checks import check_threshold, check_verify
+from lance_minhash_sql.core.lance_format import similarity as lance_similarity
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.index.results import INGEST_PLAN_SCHEMA
+from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.io.handles import dataset_handle, options_for
+from lance_minhash_sql.io.scan import scan_text, take_texts, text_field, uri_of, version_of
+from lance_minhash_sql.kernels.ingest import ingest_walk
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
+from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
+from lance_minhash_sql.selfjoin.verify import candidate_matches
+
+__all__ = ["INGEST_PLAN_SCHEMA", "IngestPlan", "ingest_plan", "plan_ingest"]
+
+CORPUS, BATCH = "corpus", "batch"
+_REDUCE_ROWS = 1 << 22  # join pairs gathered before they are reduced to one per batch row
+
+
+@dataclass(frozen=True)
+class IngestPlan:
+    """An ingest plan and what it was computed on."""
+
+    table: pa.Table  # INGEST_PLAN_SCHEMA, one row per live batch row, by row id
+    corpus: object  # the corpus dataset at the version planned on
+    batch: object  # the batch dataset at the version planned on
+    params: MinHashParams  # the corpus index's
+
+    @property
+    def kept_rowids(self) -> np.ndarray:
+        """The batch row ids the plan keeps, ascending."""
+        keep = self.table.column("keep").to_numpy(zero_copy_only=False)
+        return self.table.column("_rowid").to_numpy()[keep]
+
+    @property
+    def corpus_version(self) -> int:
+        return version_of(self.corpus)
+
+
+def _batch_rows(ds, column: str, params: MinHashParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row ids, signatures, has)`` of every live batch row, in scan order; ``has``
+    marks the rows with tokens (their signature rows are meaningful)."""
+    signer = signer_for(params)
+    ids, sigs, has = [], [], []
+    for rowids, texts in scan_text(ds, column):
+        s, h = signer.sign(texts)
+        ids.append(np.asarray(rowids, dtype=np.uint64))
+        sigs.append(s)
+        has.append(np.asarray(h, dtype=np.bool_))
+    if not ids:
+        return np.empty(0, np.uint64), np.empty((0, params.num_hashes), np.uint16), np.empty(0, np.bool_)
+    return np.concatenate(ids), np.concatenate(sigs), np.concatenate(has)
+
+
+def _best_corpus(pairs, verify: str) -> tuple[np.ndarray, ...]:
+    """Each batch row's best corpus row among the join's pairs: ``(left, right, similarity,
+    jaccard)``, one per left row id, ascending; best by the score (the Jaccard with exact
+    verification, else the estimate), ties to the lowest corpus row id."""
+    held: list[tuple[np.ndarray, ...]] = []
+    size = 0
+
+    def reduce(parts):
+        left, right, sim, jac = (np.concatenate(c) for c in zip(*parts))
+        score = jac if verify == "exact" else sim
+        order = np.lexsort((right, -score, left))
+        left, right, sim, jac = left[order], right[order], sim[order], jac[order]
+        first = np.ones(left.size, dtype=np.bool_)
+        first[1:] = left[1:] != left[:-1]
+        return left[first], right[first], sim[first], jac[first]
+
+    for batch in pairs:
+        if batch.num_rows == 0:
+            continue
+        jac = batch.column("jaccard")
+        held.append((batch.column("left_rowid").to_numpy(), batch.column("right_rowid").to_numpy(),
+                     batch.column("similarity").to_numpy(),
+                     jac.to_numpy(zero_copy_only=False).astype(np.float64) if jac.null_count < len(jac)
+                     else np.full(len(jac), np.nan)))
+        size += batch.num_rows
+        if size >= _REDUCE_ROWS:
+            held = [reduce(held)]
+            size = held[0][0].size
+    if not held:
+        empty = np.empty(0)
+        return np.empty(0, np.uint64), np.empty(0, np.uint64), empty, empty
+    return reduce(held)
+
+
+def _bucket_ids(signer, sigs: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(int64[n, b] bucket id of each band of each row, number of buckets)``: rows with
+    equal band keys share a bucket (keys of band j start with byte j, so no two bands
+    share one); rows without tokens get bucket ids never looked at."""
+    n = has.size
+    b = signer.params.num_bands
+    buckets = np.zeros((n, b), dtype=np.int64)
+    if has.any():
+        keys = signer.band_keys(sigs[has])
+        uniq, inverse = np.unique(keys.ravel(), return_inverse=True)
+        buckets[has] = inverse.reshape(-1, b)
+        return buckets, int(uniq.size)
+    return buckets, 1
+
+
+def _shared_rows(buckets: np.ndarray, has: np.ndarray, num_buckets: int) -> np.ndarray:
+    """Positions of the rows with tokens that share a bucket with another row."""
+    counts = np.bincount(buckets[has].ravel(), minlength=num_buckets)
+    shared = np.zeros(has.size, dtype=np.bool_)
+    shared[has] = (counts[buckets[has]] >= 2).any(axis=1)
+    return np.flatnonzero(shared)
+
+
+def _sets_of(ds, column: str, signer, rowids: np.ndarray, rows: np.ndarray, uri: str
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, ends, hashes)``: the shingle set of each batch position (empty but for
+    ``rows``, whose texts are read once, in row-id order)."""
+    starts = np.zeros(rowids.size, dtype=np.int64)
+    ends = np.zeros(rowids.size, dtype=np.int64)
+    if rows.size == 0:
+        return starts, ends, np.empty(0, np.uint64)
+    by_id = rows[np.argsort(rowids[rows], kind="stable")]
+    offsets, hashes = signer.shingle_sets(take_texts(ds, column, rowids[by_id], uri))
+    starts[by_id] = offsets[:-1]
+    ends[by_id] = offsets[1:]
+    return starts, ends, hashes
+
+
+def _positions(rowids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions in ``rowids`` of the row ids ``wanted`` (all present)."""
+    order = np.argsort(rowids, kind="stable")
+    return order[np.searchsorted(rowids[order], wanted)]
+
+
+def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str, order_by: str | None, limit: int,
+                corpus_options, batch_options, executor: Executor) -> IngestPlan:
+    """:func:`ingest_plan` of checked arguments on opened datasets (their versions pinned)."""
+    batch_uri = uri_of(batch_ds)
+    text_field(batch_ds, column, batch_uri)
+    cols = order_by_columns(batch_ds, batch_uri, order_by)
+    params = open_index(corpus_ds, column, corpus_options).params
+    signer = signer_for(params)
+    pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
+                          left_storage_options=batch_options, right_storage_options=corpus_options)
+    c_left, c_right, c_sim, c_jac = _best_corpus(pairs, verify)
+
+    rowids, sigs, has = _batch_rows(batch_ds, column, params)
+    n = rowids.size
+    blocked = np.zeros(n, dtype=np.bool_)
+    at = _positions(rowids, c_left)
+    blocked[at] = True
+    if order_by is None:
+        order = np.argsort(rowids, kind="stable")
+    else:
+        order = keep_order(batch_ds, batch_uri, column, "first", order_by, cols, rowids, np.zeros(n, np.uint64))
+    buckets, num_buckets = _bucket_ids(signer, sigs, has)
+    exact = verify == "exact"
+    if exact:
+        starts, ends, hashes = _sets_of(batch_ds, column, signer, rowids, _shared_rows(buckets, has, num_buckets),
+                                        batch_uri)
+    else:
+        starts = ends = np.zeros(n, dtype=np.int64)
+        hashes = np.empty(0, np.uint64)
+    k = params.num_hashes
+    kept, twin, eq, jac = ingest_walk(order.astype(np.int64), np.ascontiguousarray(sigs), buckets,
+                                      np.int64(num_buckets), has, blocked,
+                                      np.int64(candidate_matches(threshold, k, verify)), starts, ends, hashes,
+                                      float(threshold), exact)
+
+    # each dropped row's twin: the batch's (the walk's) or the corpus's, whichever scores higher
+    b_sim = lance_similarity(eq, k).astype(np.float64)
+    b_score = jac if exact else b_sim
+    c_score = np.full(n, -np.inf)
+    c_score[at] = c_jac if exact else c_sim
+    from_batch = (twin >= 0) & (b_score > c_score)
+    from_corpus = blocked & ~from_batch
+    twin_rowid = np.zeros(n, dtype=np.uint64)
+    sim = np.zeros(n)
+    jaccard = np.full(n, np.nan)
+    twin_rowid[from_batch] = rowids[twin[from_batch]]
+    sim[from_batch] = b_sim[from_batch]
+    jaccard[from_batch] = jac[from_batch]
+    corpus_at = np.zeros(n, dtype=np.int64)
+    corpus_at[at] = np.arange(at.size)
+    sel = corpus_at[from_corpus]
+    twin_rowid[from_corpus] = c_right[sel]
+    sim[from_corpus] = c_sim[sel]
+    jaccard[from_corpus] = c_jac[sel]
+
+    dropped = ~kept
+    twin_in = np.where(from_batch, BATCH, CORPUS).astype(object)
+    by_id = np.argsort(rowids, kind="stable")
+    no_jac = dropped & np.isnan(jaccard) | kept
+    table = pa.Table.from_arrays([
+        pa.array(rowids[by_id], pa.uint64()),
+        pa.array(kept[by_id], pa.bool_()),
+        pa.array(twin_rowid[by_id], pa.uint64(), mask=kept[by_id]),
+        pa.array(twin_in[by_id], pa.string(), mask=kept[by_id]),
+        pa.array(sim[by_id], pa.float64(), mask=kept[by_id]),
+        pa.array(np.nan_to_num(jaccard[by_id]), pa.float64(), mask=no_jac[by_id] | (not exact)),
+    ], schema=INGEST_PLAN_SCHEMA)
+    return IngestPlan(table, corpus_ds, batch_ds, params)
+
+
+def ingest_plan(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = "estimate",
+                order_by: str | None = None, memory_limit=None, corpus_storage_options: dict | None = None,
+                batch_storage_options: dict | None = None, executor: Executor = LOCAL) -> pa.Table:
+    """One row per live row of ``batch`` (:data:`INGEST_PLAN_SCHEMA`, by row id): whether
+    the corpus takes it, and the twin it is dropped for (the module doc has the rule).
+
+    ``corpus`` must have a MinHash index on ``column`` (its parameters and tokenizer are
+    used); ``batch`` needs none. ``memory_limit`` sizes the join with the corpus (on
+    ``executor``) as in :func:`.join.join`. Raises :class:`IndexNotFoundError` (no corpus
+    index), :class:`InvalidParameterError`, :class:`DatasetError` (a missing or non-text
+    column)."""
+    threshold = check_threshold(threshold)
+    verify = check_verify(verify)
+    _, order_by = check_keep("first", order_by)
+    limit = memory_limit_bytes(memory_limit)
+    corpus_options = options_for(corpus, corpus_storage_options)
+    batch_options = options_for(batch, batch_storage_options)
+    _, corpus_ds = dataset_handle(corpus, corpus_options)
+    _, batch_ds = dataset_handle(batch, batch_options)
+    return plan_ingest(corpus_ds, batch_ds, column, threshold, verify, order_by, limit, corpus_options,
+                       batch_options, executor).table
