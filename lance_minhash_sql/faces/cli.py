@@ -217,6 +217,44 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def cmd_ingest(args) -> int:
+    from lance_minhash_sql.api.entries import ingest, ingest_plan
+
+    if args.output:
+        check_output(args.output)
+    common = dict(verify=args.verify, order_by=args.order_by, memory_limit=args.memory_limit,
+                  corpus_storage_options=storage_options(args.corpus_storage_option),
+                  batch_storage_options=storage_options(args.batch_storage_option), executor=args.executor,
+                  ray_address=args.ray_address)
+    before = _compile_seconds()
+    if args.dry_run or args.output:
+        with Ticker("planning the ingest", bars(args)):
+            plan = ingest_plan(args.corpus, args.batch, args.column, args.threshold, **common)
+        if args.output:
+            stream_rows(plan.to_batches(), plan.schema, args, unit="rows")
+        keep = plan.column("keep").to_numpy(zero_copy_only=False)
+        twin_in = plan.column("twin_in").to_pylist()
+        print(f"plan for {args.batch} into {args.corpus}: {plan.num_rows:,} rows offered, {int(keep.sum()):,} to "
+              f"append, {twin_in.count('corpus'):,} dropped for a corpus row, {twin_in.count('batch'):,} for an "
+              f"earlier batch row{_compiled_since(before)}" + (f"; plan written to {args.output}" if args.output else "")
+              + ("" if args.dry_run or not args.output else "; nothing appended (the plan only)"))
+        return 0
+    with Ticker("ingesting", bars(args)):
+        r = ingest(args.corpus, args.batch, args.column, args.threshold, progress=bars(args), **common)
+    print(f"ingested {args.batch} into {args.corpus}: {r.rows_appended:,} of {r.rows_offered:,} rows appended "
+          f"({r.rows_dropped:,} near-duplicates dropped); index: {r.index_action}; dataset version "
+          f"{r.dataset_version}; {r.seconds:.2f}s{_compiled_since(before)}")
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    from lance_minhash_sql.lifecycle.cleanup import cleanup
+
+    r = cleanup(args.dataset, args.older_than, storage_options=storage_options(args.storage_option))
+    print(f"{args.dataset}: {r.versions_removed:,} old version(s) removed, {r.bytes_removed / 2**20:,.1f} MiB freed")
+    return 0
+
+
 def cmd_search(args) -> int:
     from lance_minhash_sql.query.topk import search
 
@@ -431,6 +469,7 @@ def _run(args, options: frozenset = frozenset()) -> int:
 
 COMMANDS = MappingProxyType({
     "demo": cmd_demo, "bench": cmd_bench, "warmup": cmd_warmup, "build": cmd_build, "optimize": cmd_optimize,
+    "ingest": cmd_ingest, "cleanup": cmd_cleanup,
     "search": cmd_search, "pairs": cmd_pairs, "join": cmd_join, "clusters": cmd_clusters, "dedup": cmd_dedup,
     "review": cmd_review, "report": cmd_report, "sql": cmd_sql, "estimate": cmd_estimate})
 

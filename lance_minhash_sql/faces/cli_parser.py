@@ -19,6 +19,8 @@ EXAMPLES = r"""
     lance-minhash join eval.lance corpus.lance text --threshold 0.8 --output contaminated.parquet
     lance-minhash dedup corpus.lance text --keep longest --output deduped.lance   # dry run without --output
     lance-minhash optimize corpus.lance text --merge all   # index appended rows, merge segments
+    lance-minhash ingest corpus.lance batch.lance text --verify exact   # append the batch's new rows, index them
+    lance-minhash cleanup corpus.lance --older-than "7 days"   # remove old versions and the files only they use
     lance-minhash report corpus.lance text --out report/   # S-curve, buckets, error; PNG plots
     lance-minhash estimate corpus.lance text --thresholds 0.7 0.8 0.9   # dry run: what dedup would drop, and its cost
     lance-minhash review corpus.lance text --out review.html   # a page to review what dedup drops
@@ -70,7 +72,8 @@ def build_parser() -> CommandParser:
         description="Near-duplicate detection for text in Lance datasets, in SQL.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_tool_commands, _index_commands, _self_join_commands, _estimate_command, _page_commands):
+    for add in (_tool_commands, _index_commands, _pipeline_commands, _self_join_commands, _estimate_command,
+                _page_commands):
         add(sub)
     parser.commands = dict(sub.choices)
     return parser
@@ -170,6 +173,37 @@ def _index_commands(sub) -> None:
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
     p.add_argument("--quiet", action="store_true", help="no compile notice")
+    storage_flag(p)
+
+
+def _pipeline_commands(sub) -> None:
+    """ingest, cleanup"""
+    p = command(sub, "ingest", "append a batch's rows that have no near-duplicate in the corpus (nor earlier in the "
+                               "batch) to the corpus, and index them, in one new version")
+    p.add_argument("corpus", help="path or URI of the indexed Lance dataset that takes the rows")
+    p.add_argument("batch", help="path or URI of the Lance dataset of new rows (same columns; needs no index)")
+    p.add_argument("column", help="the text column")
+    p.add_argument("--threshold", type=float, default=0.8, help="similarity that makes a row a near-duplicate "
+                   "(default 0.8)")
+    verify_flag(p)
+    p.add_argument("--order-by", default=None, help="SQL ORDER BY over the batch's columns: the order batch rows "
+                   "are taken in (default: row id)")
+    p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+    p.add_argument("--dry-run", action="store_true", help="only plan: count what would be appended, write nothing")
+    p.add_argument("--output", default=None, help="write the plan (one row per batch row) to this .parquet or "
+                   ".csv file")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    executor_flag(p)
+    p.add_argument("--corpus-storage-option", action="append", default=None, metavar="KEY=VALUE",
+                   help="object-store option of CORPUS; " + STORAGE_OPTION_HELP)
+    p.add_argument("--batch-storage-option", action="append", default=None, metavar="KEY=VALUE",
+                   help="object-store option of BATCH")
+
+    p = command(sub, "cleanup", "remove a dataset's versions older than a retention, and the files (index "
+                                "segments included) that only they use; the latest version is always kept")
+    p.add_argument("dataset", help="path or URI of the Lance dataset")
+    p.add_argument("--older-than", default="7 days", help="retention: versions older than this go, e.g. '7 days', "
+                   "'12 hours', '0 seconds' (default 7 days)")
     storage_flag(p)
 
 
