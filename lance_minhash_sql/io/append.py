@@ -5,7 +5,7 @@ An ingest appends rows and extends the index over them: two Lance commits (an
 ``Append``, then a ``CreateIndex``). Committed one after the other on the dataset, a run
 killed between them would leave a version whose rows no index segment covers. So both
 are committed *detached* (:func:`append_detached`, and the index's commit with
-``detached=True``): versions outside the dataset's history, which no reader sees. The
+``detached_as``, ``io/manifest.py``): versions outside the dataset's history, which no reader sees. The
 last of them becomes the dataset's next version in one ``Restore`` commit
 (:func:`publish`): readers see the version before the ingest, or the one after it with
 rows and index together. A run killed before that step leaves the dataset as it was (the

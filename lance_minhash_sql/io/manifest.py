@@ -215,9 +215,10 @@ def check_same_params(ds: "lance.LanceDataset", name: str, column: str, new: lis
 
 def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
                     removed: list[SegmentInfo] = (), removed_params: MinHashParams | None = None,
-                    storage_options: dict | None = None, detached: bool = False) -> "lance.LanceDataset":
+                    storage_options: dict | None = None, detached_as: int | None = None) -> "lance.LanceDataset":
     """Register ``new`` (and unregister ``removed``) in one commit on top of ``ds.version``;
-    ``detached``: as a detached version, outside the dataset's history (``io/append.py``)."""
+    ``detached_as``: as a detached version, outside the dataset's history, that will be
+    published as version ``detached_as`` (``io/append.py``), the version the new segments record."""
     field = ds.lance_schema.field(column)
     if field is None:
         raise DatasetError(f"column {column!r} is not in dataset {ds.uri!r}")
@@ -226,12 +227,13 @@ def commit_segments(ds: "lance.LanceDataset", name: str, column: str, new: list[
     new_indices = []
     for seg in new:
         files = [IndexFile(path=f, size_bytes=segment_file_size(seg, f)) for f in (SIGNATURES_FILE, BANDS_FILE)]
-        new_indices.append(_index(seg.uuid, name, field_id, ds.version, seg.fragment_ids, seg.params, files))
+        made_at = ds.version if detached_as is None else detached_as
+        new_indices.append(_index(seg.uuid, name, field_id, made_at, seg.fragment_ids, seg.params, files))
     old = [_index(s.uuid, s.name, s.field_id, s.dataset_version, s.fragment_ids,
                   removed_params or new[0].params, None) for s in removed]
     op = LanceOperation.CreateIndex(new_indices=new_indices, removed_indices=old)
     return lance.LanceDataset.commit(ds.uri, op, read_version=ds.version, storage_options=storage_options,
-                                     detached=detached)
+                                     detached=detached_as is not None)
 
 
 # --------------------------------------------------------------------------- used by the build
@@ -282,11 +284,11 @@ def fragment_ids(ds: "lance.LanceDataset") -> list[int]:
 
 def commit_replacing(ds: "lance.LanceDataset", name: str, column: str, new: list[NewSegment],
                      removed: list[SegmentInfo] = (), storage_options: dict | None = None,
-                     detached: bool = False) -> "lance.LanceDataset":
+                     detached_as: int | None = None) -> "lance.LanceDataset":
     """:func:`commit_segments`, with a conflicting concurrent commit as a :class:`DatasetError`."""
     try:
         return commit_segments(ds, name, column, new, removed=removed, storage_options=storage_options,
-                               detached=detached)
+                               detached_as=detached_as)
     except CommitConflictError as exc:
         msg = str(exc).split(", /")[0]
         raise DatasetError(

@@ -115,7 +115,7 @@ def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = 
         segments = [s for s in manifest.minhash_segments(appended, column)]
         segments = [s for s in segments if s.name == segments[0].name]
         update = optimize(appended, column, merge=merge_choice(segments), memory_limit=memory_limit,
-                          storage_options=corpus_options, progress=progress, detached=True)
+                          storage_options=corpus_options, progress=progress, detached_as=read_version + 1)
         if update.action == "none" and not kept.size:
             return IngestResult(offered, 0, offered, read_version, action or "none",
                                 round(time.perf_counter() - t0, 3))

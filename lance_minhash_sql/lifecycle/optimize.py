@@ -137,15 +137,16 @@ def _stored_rows(ds, segments, files: dict, reuse, stats: dict):
 
 
 def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_dir: str | None = None,
-             storage_options: dict | None = None, progress: bool = False, detached: bool = False) -> OptimizeResult:
+             storage_options: dict | None = None, progress: bool = False, detached_as: int | None = None) -> OptimizeResult:
     """Bring the MinHash LSH index of ``column`` up to date; see the module docstring.
 
     ``merge``: 0 adds a delta segment for the fragments no segment covers; N (default 1,
     as Lance) rewrites the newest N segments together with those rows into one segment;
     ``"all"`` every segment; a list of segment uuids those segments. New rows are signed
     with the parameters stored in the index. ``memory_limit`` / ``temp_dir`` bound the band
-    sort as in :func:`~..indexer.builder.build_index`. ``detached``: the commit is a detached
-    version (``io/append.py``), whose number the result's ``dataset_version`` gives.
+    sort as in :func:`~..indexer.builder.build_index`. ``detached_as``: the commit is a detached
+    version (``io/append.py``: :func:`~..io.append.publish` makes it version ``detached_as``),
+    whose number the result's ``dataset_version`` gives.
 
     Raises :class:`IndexNotFoundError` (no index on the column), :class:`ParameterMismatchError`
     (segments with different parameters), :class:`InvalidParameterError`, :class:`DatasetError`;
@@ -198,7 +199,7 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
 
     def commit(seg):
         return manifest.commit_replacing(ds, name, column, [seg], removed=selected, storage_options=storage_options,
-                                         detached=detached)
+                                         detached_as=detached_as)
 
     w = write_segment(ds, params, fragments, plan, rows(), commit=commit, progress_rows=total,
                       progress=progress, storage_options=storage_options,

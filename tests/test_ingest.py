@@ -1,0 +1,330 @@
+"""The pipeline of a growing corpus: the ingest plan against its brute-force oracle
+(``tests/naive.py: ingest_oracle``), the ingest's append and index update as one version
+(Lance's own index query and a fresh index as oracles), kill -9 at counted moments, two
+ingests at once, the cleanup of old versions; in Python, SQL and on the command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from lance.query import MinHashQuery
+
+import lance_minhash_sql as lms
+from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError
+from lance_minhash_sql.index.opened import open_index
+from lance_minhash_sql.lifecycle import ingest as ingest_module
+
+from conftest import groups_table
+from naive import ingest_oracle
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T = 0.8
+
+
+def _table(seed: int) -> pa.Table:
+    """Near-duplicate groups and unrelated rows (tests/conftest.py), shuffled, with an id."""
+    return groups_table(np.random.default_rng(seed), ["", "a", None], 120, 6, 2, 600)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict:
+    """A corpus (two thirds, indexed, a few rows deleted) and a batch (the rest, with copies
+    of corpus rows, rows without tokens, and a deleted row)."""
+    root = tmp_path_factory.mktemp("ingest")
+    t = _table(3)
+    n = t.num_rows
+    cut = 2 * n // 3
+    corpus = str(root / "corpus.lance")
+    batch = str(root / "batch.lance")
+    lance.write_dataset(t.slice(0, cut), corpus, max_rows_per_file=500)
+    lance.dataset(corpus).delete("id < 5")
+    lms.build_index(corpus, "text", threshold=T)
+    copies = t.slice(10, 30)  # rows of the corpus, offered again
+    lance.write_dataset(pa.concat_tables([t.slice(cut), copies]), batch)
+    lance.dataset(batch).delete(f"id = {cut + 1}")
+    return {"root": root, "corpus": corpus, "batch": batch, "table": t}
+
+
+def _copy(src: str, dst) -> str:
+    shutil.copytree(src, str(dst))
+    return str(dst)
+
+
+def _plan_rows(plan: pa.Table) -> dict:
+    return {r["_rowid"]: (r["keep"], r["twin_rowid"], r["twin_in"], r["similarity"], r["jaccard"])
+            for r in plan.to_pylist()}
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_the_plan_is_the_rule_of_its_oracle(data, verify):
+    params = open_index(data["corpus"], "text").params
+    plan = lms.ingest_plan(data["corpus"], data["batch"], "text", T, verify=verify)
+    oracle = ingest_oracle(data["corpus"], data["batch"], T, params, verify)
+    got = _plan_rows(plan)
+    assert set(got) == set(oracle)
+    assert plan.column("_rowid").to_pylist() == sorted(got)
+    for rid, (keep, twin, where, sim, jac) in got.items():
+        o = oracle[rid]
+        assert (keep, twin, where) == o[:3], rid
+        if not keep:
+            assert sim == pytest.approx(o[3], abs=1e-12)
+            if verify == "exact":
+                assert jac == pytest.approx(o[4], abs=1e-12) and jac >= T
+            else:
+                assert jac is None and sim >= T
+        else:
+            assert twin is None and where is None and sim is None and jac is None
+    wheres = [v[2] for v in got.values()]
+    assert wheres.count("corpus") >= 30 and wheres.count("batch") > 0  # both kinds of twin are exercised
+
+
+def test_order_by_walks_the_batch_in_that_order(data):
+    params = open_index(data["corpus"], "text").params
+    plan = lms.ingest_plan(data["corpus"], data["batch"], "text", T, order_by="quality DESC, id DESC")
+    t = lance.dataset(data["batch"]).to_table(columns=["id", "quality"], with_row_id=True).to_pylist()
+    order = [r["_rowid"] for r in sorted(t, key=lambda r: (-r["quality"], -r["id"], r["_rowid"]))]
+    oracle = ingest_oracle(data["corpus"], data["batch"], T, params, order=order)
+    assert {k: v[:3] for k, v in _plan_rows(plan).items()} == {k: v[:3] for k, v in oracle.items()}
+    assert plan.to_pylist() != lms.ingest_plan(data["corpus"], data["batch"], "text", T).to_pylist()
+
+
+def _ids(uri: str) -> list:
+    return sorted(lance.dataset(uri).to_table(columns=["id"]).column("id").to_pylist())
+
+
+def _covered(uri: str) -> bool:
+    ds = lance.dataset(uri)
+    frags = {f.fragment_id for f in ds.get_fragments()}
+    segs = lms.connect().sql(f"SELECT fragment_ids FROM minhash_indexes('{uri}')").fetchall()
+    covered = set().union(*(set(s[0]) for s in segs))
+    return frags <= covered
+
+
+def test_ingest_appends_the_plans_kept_rows_and_indexes_them(data, tmp_path):
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    before = lance.dataset(corpus)
+    plan = lms.ingest_plan(corpus, data["batch"], "text", T, verify="exact")
+    kept_rowids = [r["_rowid"] for r in plan.to_pylist() if r["keep"]]
+    kept_ids = sorted(lance.dataset(data["batch"]).to_table(columns=["id"], with_row_id=True)
+                      .filter(pc.is_in(pc.field("_rowid"), pa.array(kept_rowids, pa.uint64())))
+                      .column("id").to_pylist())
+
+    r = lms.ingest(corpus, data["batch"], "text", T, verify="exact")
+    assert r.rows_offered == plan.num_rows == r.rows_appended + r.rows_dropped
+    assert r.rows_appended == len(kept_rowids) and r.index_action == "delta"
+    after = lance.dataset(corpus)
+    assert r.dataset_version == after.version == before.version + 1  # one visible step
+    assert _ids(corpus) == sorted(_ids(data["corpus"]) + kept_ids)
+    assert after.schema == before.schema
+    assert _covered(corpus)
+
+    # Lance's own query reads the extended index, and finds an appended row as itself
+    t = after.to_table(columns=["id", "text"], with_row_id=True)
+    appended = t.filter(pc.is_in(t.column("id"), pa.array(kept_ids)))
+    row = next(x for x in appended.to_pylist() if x["text"] and len(x["text"].split()) > 5)
+    hits = after.to_table(nearest=MinHashQuery(row["text"], "text"), limit=1, with_row_id=True, columns=["id"])
+    assert hits.column("_distance")[0].as_py() == 0.0
+
+    # the corpus's pairs equal those of a fresh copy of its rows with a fresh index
+    fresh = str(tmp_path / "fresh.lance")
+    lance.write_dataset(after.to_table(columns=["id", "text", "quality"]), fresh)
+    lms.build_index(fresh, "text", threshold=T)
+    ids_of = {x["_rowid"]: x["id"] for x in t.select(["id", "_rowid"]).to_pylist()}
+    fresh_ids = {x["_rowid"]: x["id"] for x in lance.dataset(fresh).to_table(columns=["id"], with_row_id=True)
+                 .to_pylist()}
+
+    def pairs(uri, ids):
+        out = set()
+        for b in lms.pairs(uri, "text", T):
+            for a, c in zip(b.column("left_rowid").to_pylist(), b.column("right_rowid").to_pylist()):
+                out.add(tuple(sorted((ids[a], ids[c]))))
+        return out
+
+    assert pairs(corpus, ids_of) == pairs(fresh, fresh_ids)
+
+    # a rerun appends nothing: every batch row is now in the corpus as its own twin
+    again = lms.ingest(corpus, data["batch"], "text", T, verify="exact")
+    assert again.rows_appended == 0 and again.index_action == "none"
+    assert again.dataset_version == after.version and _ids(corpus) == sorted(_ids(data["corpus"]) + kept_ids)
+
+
+def test_a_corpus_without_an_index_is_indexed_first(data, tmp_path):
+    corpus = str(tmp_path / "bare.lance")
+    lance.write_dataset(lance.dataset(data["corpus"]).to_table(columns=["id", "text", "quality"]), corpus)
+    with pytest.raises(IndexNotFoundError, match="build_index"):
+        lms.ingest_plan(corpus, data["batch"], "text", T)
+    r = lms.ingest(corpus, data["batch"], "text", T)
+    assert r.index_action == "build" and r.rows_appended > 0 and _covered(corpus)
+
+
+def test_columns_that_differ_are_refused_and_nothing_is_written(data, tmp_path):
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    version = lance.dataset(corpus).version
+    other = str(tmp_path / "other.lance")
+    lance.write_dataset(pa.table({"id": pa.array([1, 2], pa.int32()), "text": ["x y z", "a b c"],
+                                  "lang": ["en", "fr"]}), other)
+    with pytest.raises(DatasetError) as e:
+        lms.ingest(corpus, other, "text", T)
+    msg = str(e.value)
+    assert "missing from the batch: ['quality']" in msg and "not in the corpus: ['lang']" in msg
+    assert "id (int32 in the batch, int64 in the corpus)" in msg and "nothing was written" in msg
+    assert lance.dataset(corpus).version == version and lance.dataset(corpus).count_rows() == \
+        lance.dataset(data["corpus"]).count_rows()
+
+
+def test_bad_arguments_are_refused_before_any_work(data):
+    for kwargs, what in [({"threshold": 1.5}, "threshold=1.5"), ({"verify": "exakt"}, "verify='exakt'"),
+                         ({"order_by": "  "}, "order_by="), ({"memory_limit": "lots"}, "memory_limit")]:
+        with pytest.raises(InvalidParameterError, match=what):
+            lms.ingest(data["corpus"], data["batch"], "text", **kwargs)
+    with pytest.raises(InvalidParameterError, match="order_by="):
+        lms.ingest_plan(data["corpus"], data["batch"], "text", order_by="no_such_column")
+
+
+def test_many_deltas_are_merged_and_the_largest_segment_is_kept(data, tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest_module, "INGEST_MAX_SEGMENTS", 3)
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    base = lms.connect().sql(f"SELECT segment_uuid FROM minhash_indexes('{corpus}')").fetchall()
+    t = _table(7).slice(0, 300)
+    actions = []
+    for i in range(4):
+        b = str(tmp_path / f"b{i}.lance")
+        lance.write_dataset(t.slice(75 * i, 75), b)
+        actions.append(lms.ingest(corpus, b, "text", T).index_action)
+    assert actions == ["delta", "delta", "merge", "delta"]
+    segs = [s[0] for s in lms.connect().sql(f"SELECT segment_uuid FROM minhash_indexes('{corpus}')").fetchall()]
+    assert base[0][0] in segs and len(segs) == 3 and _covered(corpus)
+
+
+def test_two_ingests_at_once_both_land(data, tmp_path):
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    t = _table(11)
+    batches = []
+    for i in range(2):
+        b = str(tmp_path / f"b{i}.lance")
+        part = t.slice(400 * i, 400)
+        lance.write_dataset(part.set_column(0, "id", pa.array(np.arange(400) + 10_000 * (i + 1))), b)
+        batches.append(b)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda b: lms.ingest(corpus, b, "text", T), batches))
+    ds = lance.dataset(corpus)
+    ids = _ids(corpus)
+    assert len(ids) == len(set(ids)) == lance.dataset(data["corpus"]).count_rows() + sum(
+        r.rows_appended for r in results)
+    assert sorted(r.dataset_version for r in results) == [ds.version - 1, ds.version] and _covered(corpus)
+
+
+def test_another_write_during_the_ingest_fails_it_cleanly(data, tmp_path, monkeypatch):
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    real = ingest_module.plan_ingest
+
+    def plan_then_write(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        lance.dataset(corpus).delete("id = 7")  # a write that lands while the ingest runs
+        return plan
+
+    monkeypatch.setattr(ingest_module, "plan_ingest", plan_then_write)
+    version = lance.dataset(corpus).version
+    with pytest.raises(DatasetError, match="changed while the ingest ran"):
+        lms.ingest(corpus, data["batch"], "text", T)
+    assert lance.dataset(corpus).version == version + 1  # the delete, and nothing else
+    assert lance.dataset(corpus).count_rows() == lance.dataset(data["corpus"]).count_rows() - 1
+
+
+def test_killed_at_any_moment_the_corpus_is_whole_and_a_rerun_completes(data, tmp_path):
+    script = os.path.join(HERE, "kill_during_ingest.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+
+    def run(corpus, kill_at):
+        return subprocess.run([sys.executable, script, corpus, data["batch"], str(kill_at)], capture_output=True,
+                              text=True, env=env, timeout=600)
+
+    full = run(_copy(data["corpus"], tmp_path / "full.lance"), 0)
+    assert full.returncode == 0, full.stderr
+    total = int(full.stdout.split()[-1])
+    expected = _ids(str(tmp_path / "full.lance"))
+    rng = np.random.default_rng(5)
+    moments = sorted({1, total, *rng.integers(2, total, 3).tolist()})
+    for i, at in enumerate(moments):
+        corpus = _copy(data["corpus"], tmp_path / f"k{i}.lance")
+        version = lance.dataset(corpus).version
+        killed = run(corpus, at)
+        assert killed.returncode == -9, (at, killed.stderr)
+        ds = lance.dataset(corpus)
+        assert ds.version in (version, version + 1) and _covered(corpus)
+        assert _ids(corpus) in (_ids(data["corpus"]), expected)
+        rerun = run(corpus, 0)
+        assert rerun.returncode == 0, rerun.stderr
+        assert _ids(corpus) == expected and _covered(corpus)
+
+
+def test_cleanup_removes_old_versions_and_their_files(data, tmp_path):
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+
+    def size():
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(corpus) for f in fs)
+
+    for _ in range(2):
+        lms.build_index(corpus, "text", threshold=T)  # each rebuild keeps the old segment on disk
+    lms.ingest(corpus, data["batch"], "text", T)
+    latest = lance.dataset(corpus).version
+    assert lms.cleanup(corpus) == lms.cleanup(corpus, "7 days")  # nothing is a week old
+    big = size()
+    r = lms.cleanup(corpus, 0)
+    assert r.versions_removed == latest - 1 and r.bytes_removed > 0
+    assert big - size() == r.bytes_removed
+    ds = lance.dataset(corpus)
+    assert ds.version == latest and [v["version"] for v in ds.versions()] == [latest]
+    segments = lms.connect().sql(f"SELECT segment_uuid FROM minhash_indexes('{corpus}')").fetchall()
+    assert sorted(os.listdir(os.path.join(corpus, "_indices"))) == sorted(s[0] for s in segments)  # the index's own
+    assert lms.search_ids(corpus, "text", [ds.take([3], columns=["text"]).column("text")[0].as_py()], k=1) \
+        .column("_distance")[0].as_py() == 0.0
+    with pytest.raises(InvalidParameterError, match="older_than='a while' is not a duration"):
+        lms.cleanup(corpus, "a while")
+
+
+def test_sql_gives_the_python_answers(data, tmp_path):
+    con = lms.connect()
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    sql = con.sql("SELECT * FROM minhash_ingest_plan(?, ?, 'text', verify := 'exact') ORDER BY _rowid",
+                  params=[corpus, data["batch"]]).arrow().read_all()
+    assert sql.to_pylist() == lms.ingest_plan(corpus, data["batch"], "text", verify="exact").to_pylist()
+    row = con.sql("SELECT * FROM minhash_ingest(?, ?, 'text', verify := 'exact')", params=[corpus, data["batch"]]
+                  ).fetchall()
+    kept = sum(sql.column("keep").to_pylist())
+    assert row[0][:5] == (sql.num_rows, kept, sql.num_rows - kept, lance.dataset(corpus).version, "delta")
+    assert con.sql("SELECT versions_removed FROM minhash_cleanup(?, older_than := INTERVAL '0 seconds')",
+                   params=[corpus]).fetchall() == [(lance.dataset(corpus).version - 1,)]
+    with pytest.raises(Exception, match="minhash_cleanup: older_than := "):
+        con.sql("SELECT * FROM minhash_cleanup(?, older_than := INTERVAL '-1 day')", params=[corpus]).fetchall()
+
+
+def test_the_command_line_ingests_and_cleans_up(data, tmp_path):
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    cli = [sys.executable, "-m", "lance_minhash_sql.faces.cli"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    plan_file = str(tmp_path / "plan.parquet")
+    dry = subprocess.run(cli + ["ingest", corpus, data["batch"], "text", "--output", plan_file, "--quiet"],
+                         capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr
+    kept = sum(pq.read_table(plan_file).column("keep").to_pylist())
+    assert f"{kept:,} to append" in dry.stdout and "nothing appended" in dry.stdout
+    run = subprocess.run(cli + ["ingest", corpus, data["batch"], "text", "--quiet"], capture_output=True, text=True,
+                         env=env)
+    assert run.returncode == 0, run.stderr
+    assert f"{kept:,} of " in run.stdout and "index: delta" in run.stdout
+    clean = subprocess.run(cli + ["cleanup", corpus, "--older-than", "0 seconds"], capture_output=True, text=True,
+                           env=env)
+    assert clean.returncode == 0 and "old version(s) removed" in clean.stdout
+    bad = subprocess.run(cli + ["cleanup", corpus, "--older-than", "soon"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--older-than 'soon'" in bad.stderr
