@@ -72,38 +72,42 @@ def test_notebook(tmp_path):
     assert f"keep {plan.kept:,} of {plan.rows:,} rows" in text
 
 
-def test_dbt_project_builds(tmp_path):
+def test_dbt_project_runs_two_days_of_the_pipeline(tmp_path):
     pytest.importorskip("dbt.adapters.duckdb")
     project = tmp_path / "dbt_project"
     shutil.copytree(os.path.join(EXAMPLES, "dbt_project"), project)
     corpus = str(tmp_path / "corpus.lance")
     write_corpus(corpus, 3000)
+    lms.build_index(corpus, "text", threshold=0.8)
     # later rows of the same generator: near-duplicates of corpus rows and of each other
-    eval_set, batch = str(tmp_path / "eval.lance"), str(tmp_path / "batch.lance")
+    eval_set = str(tmp_path / "eval.lance")
     write_corpus(eval_set, 400, start=3000)
-    write_corpus(batch, 800, start=3400)
+    batches = [str(tmp_path / f"batch{d}.lance") for d in (1, 2)]
+    write_corpus(batches[0], 800, start=3400)
+    write_corpus(batches[1], 800, start=4200)
     db = str(tmp_path / "dbt.duckdb")
-    out = run([os.path.join(BIN, "dbt"), "build", "--profiles-dir", ".", "--project-dir", "."], cwd=project,
-              env={"LMS_CORPUS": corpus, "LMS_EVAL_SET": eval_set, "LMS_NEW_BATCH": batch, "DBT_DUCKDB_PATH": db,
-                   "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
-    assert "Completed successfully" in out and "ERROR=0" in out
-    con = duckdb.connect(db, read_only=True)
-    kept = con.execute("SELECT count(*) FROM deduplicated_corpus").fetchone()[0]
-    pairs = con.execute("SELECT count(*) FROM near_duplicate_pairs").fetchone()[0]
-    contaminated = {r for (r,) in con.execute("SELECT eval_rowid FROM decontamination_report").fetchall()}
-    ingested = {r for (r,) in con.execute("SELECT _rowid FROM ingest_batch").fetchall()}
-    con.close()
-    # the two jobs, from the Python API
-    want = {r for b in lms.join(eval_set, corpus, "text", 0.8, verify="exact") for r in b.column("left_rowid").to_pylist()}
-    assert contaminated == want and 0 < len(want) < 400
-    dropped = {r for b in lms.join(batch, corpus, "text", 0.8) for r in b.column("left_rowid").to_pylist()}
-    dropped |= {r for b in lms.pairs(batch, "text", 0.8) for r in b.column("right_rowid").to_pylist()}
-    batch_rows = set(lance.dataset(batch).to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
-    assert ingested == batch_rows - dropped and 0 < len(ingested) < 800
-    plan = lms.dedup(corpus, "text", threshold=0.8, keep="longest")
-    assert kept == plan.kept and 0 < plan.removed < plan.rows
-    exact = sum(b.num_rows for b in lms.pairs(corpus, "text", 0.8, verify="exact"))
-    assert pairs == exact > 0
+    rows = lance.dataset(corpus).count_rows()
+    for day, batch in enumerate(batches, 1):
+        version = lance.dataset(corpus).version
+        plan = lms.ingest_plan(corpus, batch, "text", 0.8, verify="exact")  # the oracle: the Python API
+        out = run([os.path.join(BIN, "dbt"), "build", "--profiles-dir", ".", "--project-dir", "."], cwd=project,
+                  env={"LMS_CORPUS": corpus, "LMS_EVAL_SET": eval_set, "LMS_NEW_BATCH": batch, "DBT_DUCKDB_PATH": db,
+                       "LMS_RETENTION": "0 seconds", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+        assert "Completed successfully" in out and "ERROR=0" in out and "WARN=0" in out, out[-3000:]
+        con = duckdb.connect(db, read_only=True)
+        ingested = con.execute("SELECT rows_appended, index_action, dataset_version FROM corpus_ingest").fetchone()
+        dbt_plan = con.execute("SELECT _rowid, keep, twin_rowid FROM ingest_plan ORDER BY _rowid").fetchall()
+        contaminated = {r for (r,) in con.execute("SELECT eval_rowid FROM decontamination_report").fetchall()}
+        con.close()
+        assert dbt_plan == [(r["_rowid"], r["keep"], r["twin_rowid"]) for r in plan.to_pylist()]
+        kept = sum(plan.column("keep").to_pylist())
+        assert 0 < kept < 800 and ingested == (kept, "delta", version + 1)
+        rows += kept
+        ds = lance.dataset(corpus)
+        assert ds.count_rows() == rows and [v["version"] for v in ds.versions()] == [version + 1]  # cleaned
+        want = {r for b in lms.join(eval_set, corpus, "text", 0.8, verify="exact")
+                for r in b.column("left_rowid").to_pylist()}
+        assert contaminated == want and 0 < len(want) < 400
 
 
 # --------------------------------------------------------------- each example's README, verbatim

@@ -72,9 +72,9 @@ def cmd_demo(args) -> int:
         written = write_demo_corpus(tmp, args.rows, "create", False, lambda: con.sql(PREPARE_SQL).fetchall())
     clear_cache()  # handles opened on an earlier corpus at this path (same versions, other files) are stale
     print(f"wrote {args.rows:,} synthetic rows to {uri}{written.describe()}")
-    eval_set, batch = write_demo_neighbours(args.dir, args.rows)
-    print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set) and {BATCH_ROWS:,} to {batch} "
-          "(a new batch), for examples/dbt_project")
+    eval_set, batch, batch2 = write_demo_neighbours(args.dir, args.rows)
+    print(f"wrote {EVAL_ROWS:,} later rows to {eval_set} (an evaluation set), {BATCH_ROWS:,} to {batch} and "
+          f"{BATCH_ROWS:,} to {batch2} (the new batches of two days), for examples/dbt_project")
     con.execute("SET enable_progress_bar = false")  # the tables below are the output
     con.register("corpus", open_dataset(uri))
     for title, sql in DEMO_QUERIES:

@@ -98,17 +98,19 @@ def write_demo_corpus(uri: str, rows: int, mode: str, progress: bool, prepare: C
 EVAL_ROWS, BATCH_ROWS = 1000, 2000  # the evaluation set and the new batch beside the corpus
 
 
-def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str]:
-    """Write ``eval.lance`` and ``batch.lance`` beside the demo corpus: the generator's
-    next rows after the corpus's ``rows`` (some are near-duplicates of corpus rows and of
-    each other), the evaluation set and the new batch that examples/dbt_project checks
-    against the corpus. Returns their paths."""
+def write_demo_neighbours(folder: str, rows: int) -> tuple[str, str, str]:
+    """Write ``eval.lance``, ``batch.lance`` and ``batch2.lance`` beside the demo corpus:
+    the generator's next rows after the corpus's ``rows`` (some are near-duplicates of
+    corpus rows and of each other): the evaluation set that examples/dbt_project checks
+    against the corpus, and the batches of two days that its pipeline ingests. Returns
+    their paths."""
     from lance_minhash_sql.faces.corpus import write_corpus
 
-    paths = (os.path.join(folder, "eval.lance"), os.path.join(folder, "batch.lance"))
-    for path, n, start in ((paths[0], EVAL_ROWS, rows), (paths[1], BATCH_ROWS, rows + EVAL_ROWS)):
+    paths = tuple(os.path.join(folder, f) for f in ("eval.lance", "batch.lance", "batch2.lance"))
+    for path, n, start in ((paths[0], EVAL_ROWS, rows), (paths[1], BATCH_ROWS, rows + EVAL_ROWS),
+                           (paths[2], BATCH_ROWS, rows + EVAL_ROWS + BATCH_ROWS)):
         with replacing_dir(path) as tmp:  # a fresh dataset each run: the same row ids, no old versions
-            write_corpus(tmp, n, start=start)
+            write_corpus(tmp, n, start=start, with_truth=True)  # the corpus's columns: the batches are appended to it
     return paths
 
 

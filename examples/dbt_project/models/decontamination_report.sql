@@ -1,4 +1,4 @@
--- depends_on: {{ ref('corpus_index') }}
+-- depends_on: {{ ref('corpus_ingest') }}
 -- Decontamination: every row of the evaluation set that has a near-duplicate in the corpus
 -- (through the corpus index; verified on the exact shingle Jaccard), with how many corpus
 -- rows it matches and its closest one. Evaluation rows not listed are clean.

@@ -1,3 +1,2 @@
--- Every reported evaluation row has a corpus match at or above the threshold.
-SELECT * FROM {{ ref('decontamination_report') }}
-WHERE corpus_matches < 1 OR best_jaccard < {{ var("threshold") }}
+-- Every evaluation row reported as contaminated has a corpus match at or above the threshold.
+SELECT * FROM {{ ref('decontamination_report') }} WHERE best_jaccard < {{ var("threshold") }}
