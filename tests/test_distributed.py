@@ -466,3 +466,26 @@ def test_importing_the_package_does_not_import_ray():
             "assert 'ray' not in sys.modules, 'ray imported'")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_the_ingest_on_ray_plans_and_appends_as_the_local_one(mixed, tmp_path, verify):
+    """The ingest plan's join with the corpus as Ray tasks equals the local plan and the
+    brute-force rule (tests/naive.py: ingest_oracle); the ingest appends its kept rows."""
+    from naive import ingest_oracle
+
+    batch = str(tmp_path / "batch.lance")
+    lance.write_dataset(lance.dataset(mixed).to_table(columns=["id", "text"]).slice(0, 300), batch)
+    lance.write_dataset(corpus_table(200).slice(0, 200), batch, mode="append")
+    local = lms.ingest_plan(mixed, batch, "text", T, verify=verify)
+    on_ray = lms.ingest_plan(mixed, batch, "text", T, verify=verify, executor="ray")
+    assert on_ray.to_pylist() == local.to_pylist()
+    oracle = ingest_oracle(mixed, batch, T, PARAMS, verify)
+    assert {r["_rowid"]: (r["keep"], r["twin_rowid"], r["twin_in"]) for r in local.to_pylist()} == \
+        {k: v[:3] for k, v in oracle.items()}
+    kept = sum(local.column("keep").to_pylist())
+    assert 0 < kept < local.num_rows
+    corpus = str(tmp_path / "corpus.lance")
+    shutil.copytree(mixed, corpus)
+    r = lms.ingest(corpus, batch, "text", T, verify=verify, executor="ray")
+    assert (r.rows_appended, r.rows_dropped) == (kept, local.num_rows - kept)
