@@ -26,7 +26,8 @@ from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_STAR_SCHEMA
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.selfjoin import star as star_mod
-from lance_minhash_sql.selfjoin.clusters import clusters
+from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.selfjoin.clusters import clusters, linked_components
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 
 PARAMS = MinHashParams()
@@ -112,6 +113,13 @@ def reference_star(uri: str, rows, policy: str) -> dict:
     return out
 
 
+def in_stars(ref: dict) -> dict:
+    """The rows of :func:`reference_star` that are in a star cluster: a kept row some row is
+    dropped for, and the dropped rows."""
+    centers = set(ref.values())
+    return {r: t for r, t in ref.items() if t is not None or r in centers}
+
+
 def policy_kw(policy: str) -> dict:
     return {"keep": policy} if policy in ("first", "longest") else {"order_by": policy}
 
@@ -129,7 +137,14 @@ def as_twins(table: pa.Table) -> dict:
 def test_star_equals_the_longhand_walk(starred, rows, policy, self_join_budget):
     got = keep_flags(starred, "text", T, clustering="star", **policy_kw(policy))
     assert got.schema.equals(DEDUP_STAR_SCHEMA)
-    assert as_twins(got) == reference_star(starred, rows, policy)
+    want = in_stars(reference_star(starred, rows, policy))
+    assert as_twins(got) == want
+    d = got.to_pydict()
+    center = {r: r if t is None else t for r, t in want.items()}
+    size = {c: list(center.values()).count(c) for c in center.values()}
+    assert d["cluster_id"] == [center[r] for r in d["_rowid"]]
+    assert d["cluster_size"] == [size[c] for c in d["cluster_id"]] and min(d["cluster_size"]) >= 2
+    assert list(zip(d["cluster_id"], d["_rowid"])) == sorted(zip(d["cluster_id"], d["_rowid"]))
 
 
 @pytest.mark.parametrize("policy", ["first", "longest", "quality DESC"])
@@ -138,23 +153,25 @@ def test_every_dropped_row_has_a_similar_kept_twin_and_kept_rows_are_apart(starr
     got = keep_flags(starred, "text", T, clustering="star", **policy_kw(policy)).to_pydict()
     keep = dict(zip(got["_rowid"], got["keep"]))
     cluster = dict(zip(got["_rowid"], got["cluster_id"]))
+    comp = keep_flags(starred, "text", T, **policy_kw(policy)).to_pydict()
+    component = dict(zip(comp["_rowid"], comp["cluster_id"]))
     key = KEYS[policy](text, quality)
     dropped = 0
     for r, twin, s in zip(got["_rowid"], got["twin_rowid"], got["twin_similarity"]):
         if twin is None:
+            assert cluster[r] == r
             continue
         dropped += 1
-        assert keep[twin] and cluster[twin] == cluster[r]
+        assert keep[twin] and cluster[r] == twin and component[twin] == component[r]
         assert key(twin) < key(r)  # the twin comes first in keep order
         assert s == sim(sig, r, twin) >= T  # recomputed from the signatures
     assert dropped > 50
     kept = {}
     for r in sorted((r for r in keep if keep[r]), key=key):
-        assert not any(similar(sig, r, c) for c in kept.get(cluster[r], [])), "a kept row duplicates an earlier one"
-        kept.setdefault(cluster[r], []).append(r)
-    # the first row of each cluster in keep order is the row components keep
-    comp = keep_flags(starred, "text", T, **policy_kw(policy)).to_pydict()
-    assert {r for r, k in zip(comp["_rowid"], comp["keep"]) if k} == {min(v, key=key) for v in kept.values()}
+        assert not any(similar(sig, r, c) for c in kept.get(component[r], [])), "a kept row duplicates an earlier one"
+        kept.setdefault(component[r], []).append(r)
+    # the first row of each component in keep order is the row components keep
+    assert {r for r, k in zip(comp["_rowid"], comp["keep"]) if k} == {v[0] for v in kept.values()}
 
 
 def test_chains_keep_their_far_ends(starred, rows):
@@ -174,14 +191,14 @@ def test_chains_keep_their_far_ends(starred, rows):
     star_twin = dict(zip(star["_rowid"], star["twin_rowid"]))
     checked = 0
     for r in far:
-        twin = star_twin[r]
+        twin = star_twin.get(r)  # None: a kept row (in a star of its own or not)
         if twin is None:
             continue
         ref = [signature(text[x], PARAMS) for x in (r, twin)]
         assert ref[0] == sig[r].tolist()
         assert float(np.float32(sum(a == b for a, b in zip(*ref))) / np.float32(PARAMS.num_hashes)) >= T
         checked += 1
-    assert checked or all(star_twin[r] is None for r in far)
+    assert checked or all(star_twin.get(r) is None for r in far)
 
 
 def test_star_is_deterministic_and_chunks_do_not_change_it(starred, monkeypatch):
@@ -200,11 +217,12 @@ def test_spilled_centers_and_small_chunks_give_the_same_twins(starred, rows, mon
     monkeypatch.setattr(star_mod, "CHUNK_SHARE", 0.0)  # one member a chunk
     monkeypatch.setattr(star_mod, "CENTERS_SHARE", 0.0)  # no center held in memory
     got = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
-    assert star_mod.STATS["chunks"] - before["chunks"] == whole.num_rows
+    walked = linked_components(starred, "text", T, verify, memory_limit_bytes(None), None, "star").num_rows
+    assert star_mod.STATS["chunks"] - before["chunks"] == walked >= whole.num_rows
     assert star_mod.STATS["spilled_blocks"] - before["spilled_blocks"] > 20
     assert got.equals(whole)
     if verify == "estimate":
-        assert as_twins(got) == reference_star(starred, rows, "longest")
+        assert as_twins(got) == in_stars(reference_star(starred, rows, "longest"))
     monkeypatch.setattr(star_mod, "CHUNK_SHARE", 0.003)  # chunks of a few rows
     assert keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify).equals(whole)
 
@@ -240,6 +258,33 @@ def test_dedup_removes_the_dropped_rows(starred):
     assert sorted(r.removed_rowids.tolist()) == sorted(x for x, k in zip(flags["_rowid"], flags["keep"]) if not k)
 
 
+def star_sets(table: pa.Table) -> dict:
+    """``{cluster_id: set of its rows}``."""
+    out: dict = {}
+    for r, c in zip(table.column("_rowid").to_pylist(), table.column("cluster_id").to_pylist()):
+        out.setdefault(c, set()).add(r)
+    return out
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_clusters_and_dedup_report_the_same_stars(starred, verify):
+    """One meaning of a star cluster: clusters() and keep_flags() give the same rows per
+    cluster; each cluster keeps exactly its cluster_id, every dropped row's twin is it,
+    cluster_size counts the rows; dedup's counts are those clusters."""
+    c = clusters(starred, "text", T, clustering="star", verify=verify)
+    flags = keep_flags(starred, "text", T, clustering="star", verify=verify)
+    assert star_sets(c) == star_sets(flags) and len(star_sets(c)) > 20
+    assert c.equals(flags.select(c.schema.names).cast(c.schema))
+    d = flags.to_pydict()
+    for cid, rows in star_sets(flags).items():
+        kept = [r for r, x, k in zip(d["_rowid"], d["cluster_id"], d["keep"]) if x == cid and k]
+        assert kept == [cid] and len(rows) >= 2
+    assert all(t == x for x, t, k in zip(d["cluster_id"], d["twin_rowid"], d["keep"]) if not k)
+    assert all(n == len(star_sets(flags)[x]) for x, n in zip(d["cluster_id"], d["cluster_size"]))
+    r = dedup(starred, "text", T, clustering="star", verify=verify)
+    assert (r.clusters, r.clustered_rows, r.removed) == (len(star_sets(c)), c.num_rows, c.num_rows - r.clusters)
+
+
 def test_one_text_many_times_keeps_one_row(tmp_path):
     """A giant bucket: 20,000 copies of one text among other rows; one comparison a copy."""
     uri = str(tmp_path / "giant.lance")
@@ -267,21 +312,24 @@ def test_exact_twins_reach_the_threshold_by_exact_jaccard(starred, rows, policy,
     key = KEYS[policy](text, quality)
     keep = dict(zip(got["_rowid"], got["keep"]))
     cluster = dict(zip(got["_rowid"], got["cluster_id"]))
+    linked = linked_components(starred, "text", T, "exact", memory_limit_bytes(None), None, "star").to_pydict()
+    component = dict(zip(linked["_rowid"], linked["cluster_id"]))
     dropped = 0
     for r, twin, s, j in zip(got["_rowid"], got["twin_rowid"], got["twin_similarity"], got["twin_jaccard"]):
         if twin is None:
             assert s is None and j is None
             continue
         dropped += 1
-        assert keep[twin] and cluster[twin] == cluster[r] and key(twin) < key(r)
+        assert keep[twin] and cluster[r] == twin and component[twin] == component[r] and key(twin) < key(r)
         assert j == pytest.approx(exact_jaccard(text[r], text[twin], PARAMS), abs=1e-12) and j >= T
         assert s == sim(sig, r, twin)
     assert dropped > 50
     kept: dict = {}
     for r in sorted((r for r in keep if keep[r]), key=key):
-        for c in kept.get(cluster[r], []):
+        for c in kept.get(component[r], []):
             assert exact_jaccard(text[r], text[c], PARAMS) < T
-        kept.setdefault(cluster[r], []).append(r)
+        kept.setdefault(component[r], []).append(r)
+    assert any(len(v) > 1 for v in kept.values()), "some component keeps several rows"
     assert keep_flags(starred, "text", T, clustering="star", verify="exact", **policy_kw(policy)).to_pydict() == got
 
 
@@ -370,6 +418,23 @@ def test_clustering_errors_name_the_value(con, starred):
                functools.partial(dedup, starred, "text")):
         with pytest.raises(InvalidParameterError, match="clustering='one' is not a clustering"):
             fn(clustering="one")
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_cli_dedup_and_clusters_print_the_same_counts(starred, verify, tmp_path):
+    def summary(command, *extra):
+        run = subprocess.run([sys.executable, "-m", "lance_minhash_sql.faces.cli", command, starred, "text",
+                              "--threshold", str(T), "--clustering", "star", "--verify", verify, "--quiet", *extra],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    c = clusters(starred, "text", T, clustering="star", verify=verify)
+    n = len(star_sets(c))
+    want = f"{n:,} clusters holding {c.num_rows:,} rows"
+    assert want in summary("clusters", "--output", str(tmp_path / "c.parquet"))
+    out = summary("dedup")
+    assert want in out and f"{c.num_rows - n:,} duplicates" in out
 
 
 def test_cli_clustering(starred):

@@ -77,9 +77,8 @@ class ReviewCluster:
     cluster_id: int
     size: int
     kind: str
-    members: tuple[Member, ...]  # the first kept row, the dropped ones by Jaccard to their kept row (lowest first), other kept rows
+    members: tuple[Member, ...]  # the kept row (one a cluster), then the dropped ones by Jaccard to it (lowest first)
     why: str  # why the kept row is the one kept
-    kept_rows: int = 1  # rows of the cluster kept (1 with components; star may keep several)
 
     @property
     def kept(self) -> Member:
@@ -277,11 +276,11 @@ def _sample(ids, sizes, plan: _Plan, per_kind: int, seed: int) -> list[tuple[int
     return picks
 
 
-def _why(keep: str, order_by: str | None, kept: Member, n: int, kept_rows: int) -> str:
+def _why(keep: str, order_by: str | None, kept: Member, n: int, star: bool) -> str:
     who = f"id {kept.id}"
-    if kept_rows > 1:
-        return (f"{kept_rows} of the {n} rows, each not similar to a row kept before it in keep order "
-                f"(first: {who})")
+    if star:
+        return (f"{who}: each of the other {n - 1} rows is similar to it and to no row kept before it in keep "
+                "order")
     if order_by is not None:
         return f"{who}: it comes first of the {n} by ORDER BY {order_by}"
     if keep == "longest":
@@ -303,12 +302,10 @@ def _cluster(plan: _Plan, cid: int, kind: str, keep, order_by, max_members: int)
     pos = {int(r): i for i, r in enumerate(rows.tolist())}
     ri = np.array([pos[int(r)] for r in ref.tolist()], dtype=np.int64)
     j = plan.jaccard(texts, ri, np.arange(rows.size, dtype=np.int64))
-    kept_at = [int(i) for i in np.flatnonzero(flags)]
-    first = kept_at[0] if plan.clustering == "star" else int(ri[0])
-    kept_at.sort(key=lambda i: (i != first, i))
+    (first,) = np.flatnonzero(flags).tolist()  # a cluster keeps one row (dedup.keep_flags)
     dropped = sorted((i for i in range(rows.size) if not flags[i]),
                      key=lambda i: (np.nan_to_num(j[i], nan=-1), rows[i]))
-    shown = (kept_at[:1] + dropped + kept_at[1:])[:max_members]
+    shown = ([first] + dropped)[:max_members]
     searched = plan.clustering == "components" and rows.size <= CHAIN_ROWS
     links = _chains(plan, texts, ids, first) if searched else {}
     text_list = texts.to_pylist()
@@ -321,8 +318,8 @@ def _cluster(plan: _Plan, cid: int, kind: str, keep, order_by, max_members: int)
         members.append(Member(int(rows[i]), ids[i], text_list[i], False, float(j[i]), int(rows[r]), ids[r],
                               text_list[r], links.get(i, ()), i in links))
     members = tuple(members)
-    why = _why(keep, order_by, members[0], int(rows.size), len(kept_at))
-    return ReviewCluster(cid, int(rows.size), kind, members, why, len(kept_at))
+    why = _why(keep, order_by, members[0], int(rows.size), plan.clustering == "star")
+    return ReviewCluster(cid, int(rows.size), kind, members, why)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -477,7 +474,7 @@ def _cluster_html(c: ReviewCluster, number: int, star: bool) -> str:
     low_text = "" if low != low else f"; lowest Jaccard of a dropped row to its kept row {low:.3f}"
     return (f'<article class="cluster" data-cluster-id="{c.cluster_id}" data-kind="{c.kind}" data-size="{c.size}">'
             f'<h3>Cluster {number} · {c.size} rows<span class="kind {c.kind}">{c.kind}</span></h3>'
-            f'<p class="why">Keeps {html.escape(c.why)}; drops the other {c.size - c.kept_rows}{low_text}.</p>'
+            f'<p class="why">Keeps {html.escape(c.why)}; drops the other {c.size - 1}{low_text}.</p>'
             f'<div class="members">{members}</div>{more}</article>')
 
 

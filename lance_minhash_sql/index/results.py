@@ -125,14 +125,19 @@ PAIRS_SCHEMA = pa.schema([
     pa.field("similarity", pa.float64(), nullable=False),
 ])
 PAIRS_EXACT_SCHEMA = PAIRS_SCHEMA.append(pa.field("jaccard", pa.float64(), nullable=False))
+# a row of a cluster of two or more. clustering='components': a linked component, cluster_id its
+# smallest row id; clustering='star': one kept row and the rows dropped for it (selfjoin/star.py,
+# star_members), cluster_id the kept row's id, cluster_size 1 + the rows dropped for it
 CLUSTERS_SCHEMA = pa.schema([
     pa.field("_rowid", pa.uint64(), nullable=False),
     pa.field("cluster_id", pa.uint64(), nullable=False),
     pa.field("cluster_size", pa.int64(), nullable=False),
 ])
+# the clusters of CLUSTERS_SCHEMA (the same clusters as minhash_clusters with the same arguments
+# and keep='first'), each with exactly one keep = true
 DEDUP_SCHEMA = CLUSTERS_SCHEMA.append(pa.field("keep", pa.bool_(), nullable=False))
-# star clustering (selfjoin/star.py): a dropped row's twin, the kept row it duplicates, their
-# MinHash similarity and (verify='exact') their exact Jaccard; NULL for a kept row
+# star clustering (selfjoin/star.py): a dropped row's twin, the kept row it duplicates (its
+# cluster_id), their MinHash similarity and (verify='exact') their exact Jaccard; NULL for a kept row
 DEDUP_STAR_SCHEMA = DEDUP_SCHEMA.append(pa.field("twin_rowid", pa.uint64())).append(
     pa.field("twin_similarity", pa.float64())).append(pa.field("twin_jaccard", pa.float64()))
 

@@ -516,10 +516,10 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
 
 
 def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
-    """The clusters table (the one builder of every clustering) of the members of clusters
+    """The components table (the one builder of every components clustering) of the members of clusters
     of two or more: ``roots`` names each member's cluster (any integer, e.g. the flattened
-    union-find's root, or a star's center), ``rowid`` its row id, in any order; the
-    ``cluster_id`` is the cluster's smallest row id."""
+    union-find's root), ``rowid`` its row id, in any order; the ``cluster_id`` is the
+    cluster's smallest row id. (Star clusters: :func:`lance_minhash_sql.selfjoin.star.star_members`.)"""
     # components are contiguous once sorted by root (a stable sort keeps the members
     # ascending within)
     order = np.argsort(roots, kind="stable")

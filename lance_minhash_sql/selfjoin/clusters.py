@@ -1,4 +1,5 @@
-"""Clusters of near-duplicates: connected components over verified links.
+"""Clusters of near-duplicates: connected components over verified links, or
+(``clustering="star"``) the stars each component splits into (:mod:`.star`).
 
 >>> import lance_minhash_sql as lms
 >>> lms.clusters("corpus.lance", "text", 0.8)  # doctest: +SKIP
@@ -45,9 +46,10 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     process (:mod:`.bounded`); the table does not depend on it.
 
     ``clustering="star"``: each component split into stars (:mod:`.star`, members walked
-    by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows similar
-    to it that are similar to no kept row before it; with ``verify="exact"`` similar by
-    exact Jaccard. ``executor`` runs the components (:mod:`.executor`); the star walk runs
+    by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows dropped
+    for it, those similar to it and to no kept row before it
+    (:func:`.star.star_members`: the clusters of :func:`.dedup.keep_flags` with the same
+    arguments and ``keep="first"``); with ``verify="exact"`` similar by exact Jaccard. ``executor`` runs the components (:mod:`.executor`); the star walk runs
     here, on every executor. ``progress``: progress bars on stderr, the shards linked and
     the rows the star walk visited."""
     clustering, verify = check_clustering_verify(clustering, verify)

@@ -9,9 +9,9 @@ cluster_size: int64 not null
 keep: bool not null
 >>> lms.dedup("corpus.lance", "text", 0.8, output="deduped.lance")  # doctest: +SKIP
 
-Clusters are :func:`.clusters.clusters` (verified links, see its module doc). In every
-cluster exactly one row is kept: the first in the keep order, ties broken by the lowest
-row id. The keep order is
+Clusters are :func:`.clusters.clusters` (verified links, see its module doc; with
+``clustering="star"`` the stars of a walk in the keep order). In every cluster exactly one
+row is kept: the first in the keep order, ties broken by the lowest row id. The keep order is
 
 * ``keep="first"`` (default): the lowest row id (= ``cluster_id``);
 * ``keep="longest"``: the longest text of the indexed column (Unicode code points);
@@ -48,7 +48,7 @@ from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.clusters import linked_components
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
-from lance_minhash_sql.selfjoin.star import star_twins
+from lance_minhash_sql.selfjoin.star import star_members, star_twins
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "order_by_columns",
            "keep_order", "keep_flags", "dedup"]
@@ -173,11 +173,15 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
     * ``clustering="components"``: :data:`DEDUP_SCHEMA`, one ``keep = true`` per cluster;
       with ``verify="exact"`` the clusters are the components of the exact pairs
       (:func:`.links.exact_links`);
-    * ``clustering="star"`` (:mod:`.star`): :data:`DEDUP_STAR_SCHEMA`; each cluster is
-      walked in keep order and a row is kept unless it is similar to a row kept before it
-      in its cluster; a dropped row's ``twin_rowid`` is the first such kept row and
-      ``twin_similarity`` their MinHash similarity (``>= threshold``); both NULL for a
-      kept row. ``cluster_id`` and ``cluster_size`` stay the component's. With
+    * ``clustering="star"`` (:mod:`.star`): :data:`DEDUP_STAR_SCHEMA`; each linked
+      component is walked in keep order and a row is kept unless it is similar to a row
+      kept before it in its component; a dropped row's ``twin_rowid`` is the first such
+      kept row and ``twin_similarity`` their MinHash similarity (``>= threshold``); both
+      NULL for a kept row. A cluster is a star (:func:`.star.star_members`): one kept row
+      and the rows dropped for it, ``cluster_id`` the kept row's id, ``cluster_size`` ``1 +``
+      the rows dropped for it; a kept row nobody is dropped for is in no cluster (not
+      listed). So each cluster keeps exactly one row, and these are the clusters of
+      :func:`.clusters.clusters` with the same arguments (``keep="first"``). With
       ``verify="exact"``, *similar* is the exact shingle Jaccard reaching the threshold
       (``twin_jaccard``, NULL otherwise), over components linked down to the estimate
       floor of :func:`lance_minhash_sql.core.banding.exact_candidate_floor`.
@@ -210,13 +214,16 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
     twin, sim, jac = star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
                                 limit, progress)
+    pos, star_id, star_size = star_members(rowid, twin)
+    twin, sim, jac = twin[pos], sim[pos], jac[pos]
     flags = twin < 0
     twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
     twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)
     no_jac = flags | np.isnan(jac)
     twin_jac = pa.array(np.where(no_jac, 0.0, jac), pa.float64(), mask=no_jac)
-    return pa.Table.from_arrays(list(table.columns) + [pa.array(flags, pa.bool_()), twin_rowid, twin_sim, twin_jac],
-                                schema=DEDUP_STAR_SCHEMA)
+    return pa.Table.from_arrays([pa.array(rowid[pos], pa.uint64()), pa.array(star_id, pa.uint64()),
+                                 pa.array(star_size, pa.int64()), pa.array(flags, pa.bool_()), twin_rowid, twin_sim,
+                                 twin_jac], schema=DEDUP_STAR_SCHEMA)
 
 
 @dataclass(frozen=True)

@@ -66,15 +66,15 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
 from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
 from lance_minhash_sql.core.tuning import STAR_ROWS
+from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
 from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.progress import progress_bar
-from lance_minhash_sql.selfjoin.bounded import clusters_table
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
-__all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_clusters"]
+__all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_members", "star_clusters"]
 
 SPILL_PREFIX = "lance-minhash-star-"
 STATS = Counters("star clustering's chunks and spilled centers", "spilled_blocks", "chunks")
@@ -233,17 +233,34 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
     return csr_take(offsets, hashes, rows)
 
 
+def star_members(rowid: np.ndarray, twin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The star clusters of a walk (``twin`` of :func:`star_twins` over rows ``rowid``):
+    ``(pos, cluster_id, cluster_size)`` of every row of a star of two rows or more, a star
+    being one center (a kept row) and the rows dropped for it (their twin). ``pos`` is the
+    row's position in the walked table, ``cluster_id`` its center's row id and
+    ``cluster_size`` ``1 +`` the rows dropped for that center; ordered by ``(cluster_id,
+    row id)``. A center no row is dropped for is in no cluster. This is the one meaning of a
+    star cluster: :func:`star_clusters` and :func:`lance_minhash_sql.selfjoin.dedup.keep_flags`
+    both take it from here."""
+    center = np.where(twin < 0, np.arange(rowid.size), twin)
+    size = np.bincount(center, minlength=rowid.size)[center].astype(np.int64)
+    pos = np.flatnonzero(size >= 2)
+    cid = rowid[center[pos]]
+    pos = pos[np.lexsort((rowid[pos], cid))]
+    return pos, rowid[center[pos]], size[pos]
+
+
 def star_clusters(opened, threshold: float, components: pa.Table, verify: str, limit: int,
                   progress: bool = False) -> pa.Table:
-    """The star clusters of a components table (:data:`lance_minhash_sql.index.results.CLUSTERS_SCHEMA`), members walked by
-    lowest row id: each center with the rows it is the twin of, ``cluster_id`` the center's
-    row id (the smallest of its cluster), ``cluster_size`` its rows; clusters of two rows or
-    more, ordered by ``(cluster_id, _rowid)``; ``progress``: a bar of the rows walked."""
+    """The star clusters (:func:`star_members`) of a components table
+    (:data:`lance_minhash_sql.index.results.CLUSTERS_SCHEMA`), members walked by lowest row
+    id (``keep="first"``), as a table of that schema: ``cluster_id`` the center's row id
+    (the smallest of its star, a center coming first in its star's walk), ordered by
+    ``(cluster_id, _rowid)``; ``progress``: a bar of the rows walked."""
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
     order = np.lexsort((rowid, cluster))
     twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, limit, progress)
-    center = np.where(twin < 0, np.arange(rowid.size), twin)
-    member = np.bincount(center, minlength=rowid.size)[center] >= 2
-    # a center comes first in its star's walk (lowest row id): the star's smallest row id
-    return clusters_table(center[member], rowid[member])
+    pos, cid, size = star_members(rowid, twin)
+    return pa.Table.from_arrays([pa.array(rowid[pos], pa.uint64()), pa.array(cid, pa.uint64()),
+                                 pa.array(size, pa.int64())], schema=CLUSTERS_SCHEMA)

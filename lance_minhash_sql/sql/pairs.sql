@@ -24,7 +24,9 @@ CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, 
 -- clustering := 'components' (default): connected components of the verified links (they
 -- chain: A ~ B ~ C puts A and C together); 'star': each component walked by row id, a row
 -- joins the first earlier kept row ("center") it is similar to, else becomes one; a
--- cluster is a center (its cluster_id) and its twins, every member similar to the center.
+-- cluster is a center (its cluster_id) and the rows dropped for it (cluster_size = 1 + those),
+-- every member similar to the center; a center nobody is dropped for is in no cluster.
+-- These are minhash_dedup's clusters with the same arguments (keep := 'first').
 -- verify := 'exact': components are those of the exact pairs (as minhash_pairs gives them);
 -- for star, similar means exact shingle Jaccard >= threshold, over components linked down
 -- to 4 standard deviations of the estimate under threshold. executor := 'ray': the
@@ -43,8 +45,9 @@ CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.
 -- keep := 'first' (lowest row id) or 'longest' (longest text), or by order_by := a SQL
 -- ORDER BY over the dataset's columns (ties: lowest row id). Rows not listed are in no
 -- cluster and always kept; the duplicates to remove are WHERE NOT keep.
--- clustering := 'star': each cluster walked in that keep order, a row is kept unless it
--- is similar to a row kept before it; two more columns name each dropped row's kept twin
+-- clustering := 'star': each component walked in that keep order, a row is kept unless it
+-- is similar to a row kept before it; a cluster is a kept row (its cluster_id) and the rows
+-- dropped for it, as in minhash_clusters; two more columns name each dropped row's kept twin
 -- (twin_rowid UBIGINT), their MinHash similarity (twin_similarity DOUBLE, >= threshold) and,
 -- with verify := 'exact', their exact shingle Jaccard (twin_jaccard DOUBLE, >= threshold:
 -- similar then means exact, as in minhash_clusters); NULL for kept rows. executor := 'ray':
