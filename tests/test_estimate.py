@@ -26,15 +26,21 @@ THRESHOLDS = [0.7, 0.8, 0.9]
 TIMES = ("sample_seconds", "busy_factor", "seconds", "clusters_seconds", "dedup_seconds")  # measured now
 
 
-def components_dropped(left: np.ndarray, right: np.ndarray) -> int:
-    """Rows in the connected components of the pairs, less one per component (scipy)."""
+def pair_components(left: np.ndarray, right: np.ndarray) -> dict:
+    """``{row id: component label}`` of the connected components of the pairs (scipy)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
     nodes, idx = np.unique(np.concatenate([left, right]), return_inverse=True)
     m = left.size
     graph = coo_matrix((np.ones(m), (idx[:m], idx[m:])), shape=(nodes.size, nodes.size))
-    return int(nodes.size - connected_components(graph, directed=False)[0])
+    return dict(zip(nodes.tolist(), connected_components(graph, directed=False)[1].tolist()))
+
+
+def components_dropped(left: np.ndarray, right: np.ndarray) -> int:
+    """Rows in the connected components of the pairs, less one per component."""
+    label = pair_components(left, right)
+    return len(label) - len(set(label.values()))
 
 
 def full_run(uri: str, threshold: float, verify: str = "estimate") -> dict:
@@ -48,7 +54,7 @@ def full_run(uri: str, threshold: float, verify: str = "estimate") -> dict:
     left, right = np.concatenate(left), np.concatenate(right)
     rows = np.unique(np.concatenate([left, right]))
     out = {"fraction": rows.size / n, "rows": rows, "pairs": left.size,
-           "components": components_dropped(left, right)}
+           "components": components_dropped(left, right), "component_of": pair_components(left, right)}
     c = lms.clusters(uri, "text", threshold, clustering="star", verify=verify)
     out["star"] = c.num_rows - len(set(c.column("cluster_id").to_pylist()))
     return out
@@ -407,3 +413,59 @@ def test_subset_counts_cover_the_pairs(family, small_subsets):
                     assert row["pairs_high"] > row["pairs_low"]
                 inside += row["pairs_low"] <= want["pairs"] <= row["pairs_high"]
         assert inside >= 32, (rows, inside)
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact"])
+def test_whole_population_bounds_what_the_self_join_clusters(corpus, truth, verify):
+    """Sampling every live row gives the graph of ``minhash_pairs`` exactly (above). The
+    clusters of ``minhash_clusters`` / ``minhash_dedup`` are components of links to each
+    bucket's representatives (``selfjoin/links.py``), which refine that graph's components:
+    no more rows are clustered than are in a pair, each cluster lies in one component of
+    the pairs, and a components dedup drops no more rows than the dry run counts; with
+    ``verify="exact"`` every exact pair is a link, so the figures are the self-join's."""
+    n = lance.dataset(corpus).count_rows()
+    gaps = 0
+    for row in estimate(corpus, "text", THRESHOLDS, sample_rows=n, verify=verify).to_pylist():
+        t, want = row["threshold"], truth[(row["threshold"], verify)]
+        c = lms.clusters(corpus, "text", t, verify=verify).to_pydict()
+        removed = lms.dedup(corpus, "text", t, verify=verify).removed
+        assert removed == len(c["_rowid"]) - len(set(c["cluster_id"]))
+        assert row["duplicate_rows"] == want["rows"].size >= len(c["_rowid"])
+        assert set(c["_rowid"]) <= set(want["rows"].tolist())
+        assert row["rows_dropped_components"] == pytest.approx(want["components"])
+        assert want["components"] >= removed
+        gaps += want["components"] - removed
+        roots = {}  # every cluster lies in one component of the pairs' graph
+        for r, cid in zip(c["_rowid"], c["cluster_id"]):
+            roots.setdefault(cid, set()).add(want["component_of"][r])
+        assert all(len(v) == 1 for v in roots.values())
+        if verify == "exact":  # components link every exact pair (selfjoin/links.py): the pairs' components
+            assert row["duplicate_rows"] == len(c["_rowid"])
+            assert row["rows_dropped_components"] == pytest.approx(removed)
+    if verify == "estimate":  # the fixture has components of the pairs that the representatives' links split
+        assert gaps > 0
+
+
+def test_whole_population_equals_the_dedup_when_buckets_hold_cliques(tmp_path):
+    """Groups of identical copies among unrelated rows: in every bucket the verified pairs
+    form disjoint cliques, so the representatives' links give the components of the pairs
+    (``selfjoin/links.py``, *Exactness*) and a sample of every row gives exactly what
+    ``minhash_dedup`` drops (components and star), the rows it clusters and the pairs."""
+    from conftest import groups_table
+
+    uri = str(tmp_path / "cliques.lance")
+    lance.write_dataset(groups_table(np.random.default_rng(4), [], groups=80, max_copies=9, change_every=1,
+                                     unrelated=600), uri, max_rows_per_file=300)
+    lms.build_index(uri, "text")
+    n = lance.dataset(uri).count_rows()
+    for verify in ("estimate", "exact"):
+        for row in estimate(uri, "text", [0.7, 0.9], sample_rows=n, verify=verify).to_pylist():
+            t = row["threshold"]
+            pairs = sum(b.num_rows for b in lms.pairs(uri, "text", t, verify=verify))
+            flags = lms.keep_flags(uri, "text", t, verify=verify)
+            star = lms.dedup(uri, "text", t, clustering="star", verify=verify)
+            assert row["pairs"] == pairs > 100
+            assert row["duplicate_rows"] == flags.num_rows
+            removed = lms.dedup(uri, "text", t, verify=verify).removed
+            assert row["rows_dropped_components"] == pytest.approx(removed) and removed > 100
+            assert row["rows_dropped_star"] == star.removed

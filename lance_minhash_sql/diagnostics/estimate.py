@@ -17,14 +17,20 @@ threshold under ``verify``.
   ``duplicate_fraction_low`` / ``_high``: the Wilson score interval with continuity
   correction and the finite-population correction, 95 %;
 * ``rows_dropped_components``: ``N`` times the mean over sampled rows of
-  ``1 - 1 / s`` (``s`` the size of the row's component; 0 outside a cluster): the sum of
-  ``1 - 1 / s`` over all rows is exactly the rows a components dedup drops (a component of
-  ``s`` rows keeps one). The component is walked breadth first from the sampled row up to
+  ``1 - 1 / s`` (``s`` the size of the row's component in the graph of the pairs; 0
+  outside one): the sum of ``1 - 1 / s`` over all rows is exactly the rows a dedup over
+  those components drops (a component of ``s`` rows keeps one). ``minhash_dedup``'s
+  clusters refine them (links to each bucket's representatives,
+  :mod:`lance_minhash_sql.selfjoin.links`), so it drops at most that many, and the rows it
+  clusters are at most those in a pair; equal when every bucket's verified pairs form
+  disjoint cliques, and with ``verify="exact"`` (whose components link every exact pair)
+  (``docs/estimate.md``, *What the dry run counts*). The component is walked breadth first from the sampled row up to
   :data:`~lance_minhash_sql.core.tuning.ESTIMATE_COMPONENT_ROWS` rows; a larger one counts
   ``1 - 1 / cap`` (a bias of at most ``1 / cap`` per row of such components, downwards);
 * ``rows_dropped_star``: ``N`` times the share of sampled rows the star walk drops
   (keep ``'first'``: the component's rows walked by row id, a row dropped when similar to
-  a kept row before it), decided on the walked component;
+  a kept row before it), decided on the walked component of the pairs (``minhash_dedup``
+  walks its own clusters' components: the same where those are the same);
 * both with the Wilson interval as above (for ``components`` the values lie in
   ``[0, 1]``, and the interval uses the largest variance of such a mean);
 * ``pairs``: ``N / 2`` times the sampled rows' mean number of neighbours, with the normal
