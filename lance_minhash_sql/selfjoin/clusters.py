@@ -49,8 +49,9 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows dropped
     for it, those similar to it and to no kept row before it
     (:func:`.star.star_members`: the clusters of :func:`.dedup.keep_flags` with the same
-    arguments and ``keep="first"``); with ``verify="exact"`` similar by exact Jaccard. ``executor`` runs the components (:mod:`.executor`); the star walk runs
-    here, on every executor. ``progress``: progress bars on stderr, the shards linked and
+    arguments and ``keep="first"``); with ``verify="exact"`` similar by exact Jaccard.
+    ``executor`` runs the components (:mod:`.executor`); the star walk runs here, on every
+    executor. ``progress``: progress bars on stderr, the shards linked and
     the rows the star walk visited."""
     clustering, verify = check_clustering_verify(clustering, verify)
     limit = memory_limit_bytes(memory_limit)
