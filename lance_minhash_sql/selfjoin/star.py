@@ -241,7 +241,13 @@ def star_members(rowid: np.ndarray, twin: np.ndarray) -> tuple[np.ndarray, np.nd
     ``cluster_size`` ``1 +`` the rows dropped for that center; ordered by ``(cluster_id,
     row id)``. A center no row is dropped for is in no cluster. This is the one meaning of a
     star cluster: :func:`star_clusters` and :func:`lance_minhash_sql.selfjoin.dedup.keep_flags`
-    both take it from here."""
+    both take it from here.
+
+    >>> rowid = np.array([10, 11, 12, 13, 14], dtype=np.uint64)
+    >>> pos, cluster_id, size = star_members(rowid, np.array([-1, 0, -1, -1, 2]))  # 13: kept, alone
+    >>> pos.tolist(), cluster_id.tolist(), size.tolist()
+    ([0, 1, 2, 4], [10, 10, 12, 12], [2, 2, 2, 2])
+    """
     center = np.where(twin < 0, np.arange(rowid.size), twin)
     size = np.bincount(center, minlength=rowid.size)[center].astype(np.int64)
     pos = np.flatnonzero(size >= 2)
