@@ -176,7 +176,10 @@ def test_star_exact_page_shows_each_dropped_row_with_its_twin(corpus):
             assert abs(m.jaccard - want) < 1e-12 and m.jaccard >= 0.8
             assert abs(m.jaccard - flags[m.rowid]["twin_jaccard"]) < 1e-12
     assert dropped > 0
-    assert 'dropped for its twin, id' in r.html()
+    page = r.html()
+    assert 'dropped for its twin, id' in page
+    for i, c in enumerate(r.clusters, 1):  # a heading's rows are the star's: its kept row and those dropped for it
+        assert f"Cluster {i} · {c.size} rows" in page and f"; drops the other {c.size - 1}" in page
 
 
 @pytest.mark.parametrize("verify", ["estimate", "exact"])

@@ -277,16 +277,18 @@ def _sample(ids, sizes, plan: _Plan, per_kind: int, seed: int) -> list[tuple[int
 
 
 def _why(keep: str, order_by: str | None, kept: Member, n: int, star: bool) -> str:
-    who = f"id {kept.id}"
-    if star:
-        return (f"{who}: each of the other {n - 1} rows is similar to it and to no row kept before it in keep "
-                "order")
+    """Why the kept row is kept: it comes first of its cluster in keep order (with star, a
+    center comes before every row dropped for it, selfjoin/star.py)."""
     if order_by is not None:
-        return f"{who}: it comes first of the {n} by ORDER BY {order_by}"
-    if keep == "longest":
+        why = f"it comes first of the {n} by ORDER BY {order_by}"
+    elif keep == "longest":
         length = len(kept.text) if kept.text is not None else 0
-        return f"{who}: it has the longest text of the {n} ({length:,} characters; ties: the first in the dataset)"
-    return f"{who}: it comes first in the dataset of the {n} (lowest row id)"
+        why = f"it has the longest text of the {n} ({length:,} characters; ties: the first in the dataset)"
+    else:
+        why = f"it comes first in the dataset of the {n} (lowest row id)"
+    if star:
+        why += ", and each of the others is similar to it and to no row kept before it in that order"
+    return f"id {kept.id}: {why}"
 
 
 def _chains(plan: _Plan, texts: pa.Array, ids: list, k: int) -> dict[int, tuple]:
