@@ -495,12 +495,14 @@ def test_stable_row_ids_nulls_and_empty_texts(tmp_path):
 
 def test_shared_rows_walks_a_chunked_column_like_numpy():
     """The kernel that finds a shard's right rows in place, against numpy on a column
-    stored in uneven chunks with gaps between them (as a mapped file's mini-blocks)."""
-    from lance_minhash_sql.kernels.join import shared_rows
+    stored in uneven chunks with gaps between them (as a mapped file's mini-blocks), both
+    by its merge pass and by its search from key to key (long runs, few left keys)."""
+    from lance_minhash_sql.kernels.join import GALLOP_RATIO, shared_rows
 
     rng = np.random.default_rng(5)
-    for trial in range(60):
-        n = int(rng.integers(0, 400))
+    galloped = 0
+    for trial in range(120):
+        n = int(rng.integers(0, 400)) if trial % 2 else int(rng.integers(0, 4000))
         keys = np.sort(rng.integers(0, 60, n).astype(np.uint64))
         sizes = rng.integers(1, 40, n + 1)
         first_row = np.concatenate(([0], np.cumsum(sizes)))
@@ -511,6 +513,7 @@ def test_shared_rows_walks_a_chunked_column_like_numpy():
         values[value_index[c] + np.arange(n) - first_row[c]] = keys
         lkeys = np.sort(rng.integers(0, 60, int(rng.integers(0, 50))).astype(np.uint64))
         start, stop = sorted(int(x) for x in rng.integers(0, n + 1, 2))
+        galloped += stop - start > GALLOP_RATIO * lkeys.size > 0  # searched from key to key, not walked
         lo, last = sorted(int(x) for x in rng.integers(0, 61, 2))
         lmask = np.zeros(lkeys.size, dtype=np.bool_)
         ro = [a.copy() for a in (lkeys, values, first_row, value_index)]
@@ -522,3 +525,4 @@ def test_shared_rows_walks_a_chunked_column_like_numpy():
         assert rows.tolist() == want.tolist(), trial
         assert got.tolist() == keys[want].tolist()
         assert lmask.tolist() == np.isin(lkeys, keys[want]).tolist()
+    assert 10 < galloped < 110  # both ways of finding the rows, against the same oracle

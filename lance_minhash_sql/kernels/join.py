@@ -26,7 +26,7 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.pairs import reported_here
 
-__all__ = ["JOIN_CURSOR_SIZE", "new_join_cursor", "shared_rows", "join_chunk"]
+__all__ = ["JOIN_CURSOR_SIZE", "GALLOP_RATIO", "new_join_cursor", "shared_rows", "join_chunk"]
 
 _U56 = np.uint64(56)
 
@@ -40,14 +40,50 @@ def new_join_cursor() -> np.ndarray:
     return np.zeros(JOIN_CURSOR_SIZE, dtype=np.int64)
 
 
+# A right run this many times longer than the left keys is searched (galloping from each
+# left key to the next), not walked row by row: a small batch against a large index then
+# reads a few rows per left key instead of the whole run.
+GALLOP_RATIO = 16
+
+
+@njit(**JIT, inline="always")
+def _key_at(values, first_row, value_index, r):
+    c = np.searchsorted(first_row, r, side="right") - 1
+    return values[value_index[c] + r - first_row[c]]
+
+
+@njit(**JIT, inline="always")
+def _first_at_least(values, first_row, value_index, r, stop, x):
+    """The first row in ``[r, stop)`` whose key is ``>= x`` (``stop`` if none): steps that
+    double from ``r``, then a binary search in the last step."""
+    if r >= stop or _key_at(values, first_row, value_index, r) >= x:
+        return r
+    below, step = r, 1
+    above = r + 1
+    while above < stop and _key_at(values, first_row, value_index, above) < x:
+        below = above
+        step *= 2
+        above = below + step
+    a, b = below + 1, min(above, stop)
+    while a < b:
+        mid = (a + b) // 2
+        if _key_at(values, first_row, value_index, mid) < x:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
 @njit(**JIT)
 def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lmask):
     """Rows ``r`` in ``[start, stop)`` of a key column sorted by key and stored in chunks
     (row ``r`` of chunk ``c`` at ``values[value_index[c] + r - first_row[c]]``; chunks in
     row order) whose key lies in ``[lo, last]`` and is one of the sorted ``lkeys``:
     ``(rows int64[m], keys u64[m])``. Sets ``lmask[i]`` for every ``lkeys[i]`` found.
-    One merge pass; nothing of the column is copied but the rows found (the outputs are
-    allocated for every row, and only the pages written are touched)."""
+    One merge pass, or, when the rows outnumber the left keys :data:`GALLOP_RATIO` times,
+    a search from each left key to the next (the same rows); nothing of the column is
+    copied but the rows found (the outputs are allocated for every row, and only the
+    pages written are touched)."""
     nl = lkeys.size
     nc = first_row.size
     rows = np.empty(max(stop - start, 0), dtype=np.int64)
@@ -55,6 +91,30 @@ def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lm
     m = 0
     if nl == 0 or start >= stop:
         return rows[:0], keys[:0]
+    if stop - start > GALLOP_RATIO * nl:
+        r = start
+        i = 0
+        while i < nl and r < stop:
+            x = lkeys[i]
+            if x > last:
+                break
+            if x >= lo:
+                r = _first_at_least(values, first_row, value_index, r, stop, x)
+                found = False
+                while r < stop and _key_at(values, first_row, value_index, r) == x:
+                    rows[m] = r
+                    keys[m] = x
+                    m += 1
+                    r += 1
+                    found = True
+                if found:
+                    j = i
+                    while j < nl and lkeys[j] == x:
+                        lmask[j] = True
+                        j += 1
+            while i < nl and lkeys[i] == x:
+                i += 1
+        return rows[:m], keys[:m]
     c = np.searchsorted(first_row, start, side="right") - 1
     i = 0
     r = start

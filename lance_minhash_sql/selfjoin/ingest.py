@@ -54,6 +54,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.scan import scan_text, take_texts, text_field, uri_of, version_of
 from lance_minhash_sql.kernels.ingest import ingest_walk
+from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
@@ -149,7 +150,7 @@ def _bucket_ids(signer, sigs: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, 
     return buckets, 1
 
 
-def _shared_rows(buckets: np.ndarray, has: np.ndarray, num_buckets: int) -> np.ndarray:
+def _bucketed_rows(buckets: np.ndarray, has: np.ndarray, num_buckets: int) -> np.ndarray:
     """Positions of the rows with tokens that share a bucket with another row."""
     counts = np.bincount(buckets[has].ravel(), minlength=num_buckets)
     shared = np.zeros(has.size, dtype=np.bool_)
@@ -186,9 +187,11 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     cols = order_by_columns(batch_ds, batch_uri, order_by)
     params = open_index(corpus_ds, column, corpus_options).params
     signer = signer_for(params)
-    pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
-                          left_storage_options=batch_options, right_storage_options=corpus_options)
-    c_left, c_right, c_sim, c_jac = _best_corpus(pairs, verify)
+    with bounded_heap():  # (the join's freed buffers handed back as it goes, as in a self-join)
+        pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
+                              left_storage_options=batch_options, right_storage_options=corpus_options)
+        c_left, c_right, c_sim, c_jac = _best_corpus(pairs, verify)
+    trim_heap()
 
     rowids, sigs, has = _batch_rows(batch_ds, column, params)
     n = rowids.size
@@ -202,7 +205,7 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     buckets, num_buckets = _bucket_ids(signer, sigs, has)
     exact = verify == "exact"
     if exact:
-        starts, ends, hashes = _sets_of(batch_ds, column, signer, rowids, _shared_rows(buckets, has, num_buckets),
+        starts, ends, hashes = _sets_of(batch_ds, column, signer, rowids, _bucketed_rows(buckets, has, num_buckets),
                                         batch_uri)
     else:
         starts = ends = np.zeros(n, dtype=np.int64)
