@@ -489,3 +489,26 @@ def test_the_ingest_on_ray_plans_and_appends_as_the_local_one(mixed, tmp_path, v
     shutil.copytree(mixed, corpus)
     r = lms.ingest(corpus, batch, "text", T, verify=verify, executor="ray")
     assert (r.rows_appended, r.rows_dropped) == (kept, local.num_rows - kept)
+
+
+def test_relative_paths_reach_the_ray_workers_absolute(mixed, oracles, tmp_path, monkeypatch):
+    """A relative dataset path names the dataset under the driver's working directory on
+    every executor: the Ray workers run in the folder the cluster was started from, so
+    the path leaves the driver absolute. SQL's pairs, the Python star dedup with exact
+    verification and the build on Ray, each from another folder than the cluster's."""
+    monkeypatch.chdir(os.path.dirname(mixed))
+    rel = os.path.basename(mixed)
+    assert os.getcwd() != str(ROOT) and not os.path.exists(ROOT / rel)
+    con = lms.connect()
+    got = con.execute("SELECT count(*) FROM minhash_pairs(?, 'text', 0.7, executor := 'ray', ray_address := ?)",
+                      [rel, RAY_ADDRESS[0]]).fetchone()[0]
+    assert got == len(oracles["pairs"]) > 100
+    star = lms.keep_flags(rel, "text", T, clustering="star", verify="exact", executor="ray")
+    assert star.equals(lms.keep_flags(mixed, "text", T, clustering="star", verify="exact"))
+    out = tmp_path / "kept.lance"
+    lms.dedup(rel, "text", T, clustering="star", verify="exact", output=str(out), executor="ray")
+    dropped = star.column("keep").to_pylist().count(False)
+    assert lance.dataset(str(out)).count_rows() == lance.dataset(mixed).count_rows() - dropped and dropped > 50
+    write(str(tmp_path / "fresh.lance"))
+    monkeypatch.chdir(tmp_path)
+    assert build_index_distributed("fresh.lance", "text").segments == 4

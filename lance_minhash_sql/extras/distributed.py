@@ -267,6 +267,7 @@ def build_distributed(dataset, column: str, *, fragment_groups=None, num_hashes:
         if rows > MAX_SEGMENT_ROWS:
             check_segment_rows(ds, rows)
     plan_sort(1, params.num_bands, memory_limit, temp_dir, num_hashes=params.num_hashes)  # checks the options
+    temp_dir = None if temp_dir is None else store.absolute_uri(os.fspath(temp_dir))  # as the driver names it
     ray = connect_ray(ray_address)
     cleanup_leftovers(uri_of(ds), storage_options)
 

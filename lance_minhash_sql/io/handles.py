@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import MAX_HANDLES
-from lance_minhash_sql.io.scan import open_dataset
+from lance_minhash_sql.io.scan import open_dataset, uri_of
+from lance_minhash_sql.io.store import absolute_uri
 from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key", "options_for", "is_dataset",
@@ -106,10 +107,11 @@ class DatasetVersion:
 def open_version(dataset, storage_options=None) -> DatasetVersion:
     """The latest version of ``dataset`` (a URI, or a ``LanceDataset`` as given) with the
     storage options its files need: those given, else, for a dataset object, the ones it
-    was opened with (:func:`options_for`). An opened URI is kept (per URI and
-    options); each call checks it for a newer version."""
+    was opened with (:func:`options_for`). An opened URI is kept (per absolute URI and
+    options); each call checks it for a newer version. The version's ``uri`` is absolute
+    (``io/store.py:absolute_uri``): it is what every reader, task and message names."""
     if isinstance(dataset, (str, os.PathLike)):
-        key = (os.fspath(dataset), options_key(storage_options))
+        key = (absolute_uri(os.fspath(dataset)), options_key(storage_options))
         with _lock:
             held = _datasets.get(key)
         ds = open_latest(key[0], held, storage_options)
@@ -120,7 +122,7 @@ def open_version(dataset, storage_options=None) -> DatasetVersion:
         ds, storage_options = dataset, options_for(dataset, storage_options)
     else:
         raise DatasetError(f"dataset={dataset!r} must be a path or URI of a Lance dataset (or a LanceDataset)")
-    return DatasetVersion(str(ds.uri).rstrip("/"), ds, int(ds.version), storage_options)
+    return DatasetVersion(uri_of(ds), ds, int(ds.version), storage_options)
 
 
 def dataset_at(dataset: str, version: int, storage_options=None):
@@ -129,7 +131,7 @@ def dataset_at(dataset: str, version: int, storage_options=None):
 
     A SQL search plans its columns on one version and runs on exactly that version.
     """
-    uri = os.fspath(dataset)
+    uri = absolute_uri(os.fspath(dataset))
     opts = options_key(storage_options)
     with _lock:
         ds = _datasets.get((uri, opts))

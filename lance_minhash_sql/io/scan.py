@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import SCAN_BATCH_ROWS
-from lance_minhash_sql.io.store import check_uri, open_error
+from lance_minhash_sql.io.store import absolute_uri, check_uri, open_error
 from lance_minhash_sql.io.takes import take_rows
 
 __all__ = ["open_dataset", "fragments_of", "uri_of", "version_of", "schema_of",
@@ -25,12 +25,14 @@ def fragments_of(ds, fragment_ids) -> tuple[list, tuple]:
 
 
 def open_dataset(uri: str, storage_options: dict | None = None, version: int | None = None) -> "lance.LanceDataset":
-    """``lance.dataset(uri)`` with a clear error when it is missing or unreadable."""
+    """``lance.dataset(uri)`` with a clear error when it is missing or unreadable; a local
+    path is opened absolute (``io/store.py:absolute_uri``), so the dataset's ``uri`` names it
+    from any working directory."""
     if not isinstance(uri, str) or not uri:
         raise DatasetError(f"dataset={uri!r} must be a non-empty path or URI of a Lance dataset")
     check_uri(uri)
     try:
-        return lance.dataset(uri, version=version, storage_options=storage_options)
+        return lance.dataset(absolute_uri(uri), version=version, storage_options=storage_options)
     except (ValueError, OSError, RuntimeError) as exc:
         raise open_error(uri, exc, storage_options) from None
 
@@ -40,8 +42,9 @@ def open_dataset(uri: str, storage_options: dict | None = None, version: int | N
 
 
 def uri_of(ds: "lance.LanceDataset") -> str:
-    """The dataset's URI, as Lance gives it."""
-    return ds.uri
+    """The dataset's URI, a local path made absolute (``io/store.py:absolute_uri``: a
+    ``LanceDataset`` opened by the caller keeps the path it was opened with)."""
+    return absolute_uri(str(ds.uri)).rstrip("/")
 
 
 def version_of(ds: "lance.LanceDataset") -> int:

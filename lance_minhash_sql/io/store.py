@@ -18,7 +18,7 @@ from lance.file import LanceFileSession
 
 from lance_minhash_sql.core.errors import DatasetError
 
-__all__ = ["SCHEMES", "is_remote", "check_uri", "redact", "lance_message", "open_error", "make_dir", "remove_dir",
+__all__ = ["SCHEMES", "is_remote", "absolute_uri", "check_uri", "redact", "lance_message", "open_error", "make_dir", "remove_dir",
            "dir_exists", "SECRET_KEYS"]
 
 # URI schemes Lance 14 opens (file:// and memory:// are local to the process)
@@ -37,6 +37,15 @@ def _scheme(uri: str) -> str | None:
 def is_remote(uri: str) -> bool:
     """True for an object-store URI (anything with a scheme other than ``file://``)."""
     return _scheme(uri) not in (None, "file", "file+uring")
+
+
+def absolute_uri(uri: str) -> str:
+    """``uri`` as it names the same dataset from any working directory and any machine's
+    process: a local path made absolute against this process's working directory, a URI
+    with a scheme (``s3://``, ``file://``, ``memory://``...) as given. The one rule every
+    dataset path follows before it is opened, kept or handed to another process (a Ray
+    worker runs in the folder its cluster was started from, not the driver's)."""
+    return uri if _scheme(uri) is not None else os.path.abspath(uri)
 
 
 def local_path(uri: str) -> str:
