@@ -271,9 +271,13 @@ def test_readme_opens_with_what_it_is_then_the_two_commands():
     assert len(commands) == 2 and commands[0].endswith("lance-minhash demo")
     with open(os.path.join(root, ".ci", "run"), encoding="utf-8") as fh:
         ci = fh.read()
-    # CI runs the README's test command (pip quietly)
+    # CI runs the README's test command (pip quietly), after the README's notebook example as a user runs it
     assert commands[1].split(" && ", 2)[2] == 'pip install -e ".[test]" && python -m pytest -q'
-    assert 'pip install -q -e ".[test]" && python -m pytest -q' in ci
+    steps = [line.strip() for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    notebook = "jupyter execute examples/quickstart.ipynb"
+    assert f"`{notebook}`" in readme
+    at = steps.index('pip install -q -e ".[test]"')
+    assert steps[at:at + 3] == ['pip install -q -e ".[test]"', notebook, "python -m pytest -q"], steps
     # a guide that points to the reference, not the reference itself
     assert len(readme.splitlines()) < 300
     for page in ("docs/sql.md", "docs/python.md", "docs/cli.md", "docs/object-storage.md", "docs/distributed.md",

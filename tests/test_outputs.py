@@ -152,20 +152,36 @@ def test_a_killed_write_straight_into_the_path_is_recognised_and_replaced(corpus
     assert not uncommitted_lance(str(mine))
 
 
-def test_what_the_docs_commands_write_into_the_clone_is_git_ignored():
-    """Every --output / --out / -o path of the README, docs and examples, written from the
-    clone's root (and the temporaries beside them), is ignored by git."""
-    import glob
-    import re
+def git_root() -> str:
+    """The clone's root (the test is skipped outside a git clone)."""
     import shutil
 
     root = os.path.dirname(HERE)
     if shutil.which("git") is None or not os.path.exists(os.path.join(root, ".git")):
         pytest.skip("not a git clone")
-    pages = [os.path.join(root, "README.md")] + glob.glob(os.path.join(root, "docs", "*.md")) + \
-        glob.glob(os.path.join(root, "examples", "**", "*.*"), recursive=True)
+    return root
+
+
+def doc_pages(root: str) -> list[str]:
+    """The pages whose commands a user runs: the README, ``docs/*.md`` and every file of
+    ``examples/``, as git tracks them (what running the examples writes beside them, a
+    ``corpus.lance`` folder for instance, is not a page)."""
+    proc = subprocess.run(["git", "ls-files", "-z", "--", "README.md", "docs", "examples"], cwd=root,
+                          capture_output=True, text=True, check=True)
+    names = [n for n in proc.stdout.split("\0") if n]
+    keep = [n for n in names if n == "README.md" or (n.startswith("docs/") and n.count("/") == 1 and n.endswith(".md"))
+            or (n.startswith("examples/") and "." in os.path.basename(n))]
+    return [os.path.join(root, n) for n in keep if os.path.isfile(os.path.join(root, n))]
+
+
+def test_what_the_docs_commands_write_into_the_clone_is_git_ignored():
+    """Every --output / --out / -o path of the README, docs and examples, written from the
+    clone's root (and the temporaries beside them), is ignored by git."""
+    import re
+
+    root = git_root()
     names = set()
-    for page in pages:
+    for page in doc_pages(root):
         with open(page, encoding="utf-8", errors="replace") as fh:
             for m in re.finditer(r"(?:--output|--out|-o) ([^\s`\]]+)", fh.read()):
                 names |= {n for n in m.group(1).split("|") if "." in n or n.endswith("/")}
@@ -174,3 +190,37 @@ def test_what_the_docs_commands_write_into_the_clone_is_git_ignored():
     paths.append(".result.parquet.partial-123.parquet")
     proc = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=root, capture_output=True, text=True)
     assert sorted(proc.stdout.split()) == sorted(paths), proc.stdout
+
+
+def test_what_the_examples_write_is_git_ignored_and_no_page():
+    """The README's steps (``jupyter execute examples/quickstart.ipynb``, then the suite):
+    the notebook writes ``examples/notebook/corpus.lance`` (the path it names, from
+    ``examples/``), a folder whose name reads like a file's. That folder and everything in
+    it are ignored by git, and the pages read for commands are files only."""
+    import json
+    import re
+    import tempfile
+
+    root = git_root()
+    with open(os.path.join(root, "examples", "quickstart.ipynb"), encoding="utf-8") as fh:
+        cells = "".join("".join(c["source"]) for c in json.load(fh)["cells"])
+    written = re.findall(r"write_corpus\('([^']+)'", cells)
+    assert written == ["notebook/corpus.lance"], written
+    folder = os.path.join(root, "examples", os.path.dirname(written[0]))
+    os.makedirs(folder, exist_ok=True)
+    made = tempfile.mkdtemp(suffix=".lance", dir=folder)  # what the notebook writes: a folder named *.lance
+    try:
+        open(os.path.join(made, "x.manifest"), "w").close()
+        pages = doc_pages(root)
+        assert os.path.join(root, "examples", "quickstart.ipynb") in pages
+        assert all(os.path.isfile(p) for p in pages) and not [p for p in pages if p.startswith(made)]
+        rel = [os.path.relpath(p, root) for p in (folder, made, os.path.join(made, "x.manifest"))]
+        rel.append("examples/quickstart/corpus.lance/_versions/1.manifest")  # quickstart.py run from examples/
+        proc = subprocess.run(["git", "check-ignore", "--no-index", *rel], cwd=root, capture_output=True, text=True)
+        assert sorted(proc.stdout.split()) == sorted(rel), proc.stdout
+    finally:
+        import shutil
+
+        shutil.rmtree(made, ignore_errors=True)
+        if not os.listdir(folder):
+            os.rmdir(folder)
