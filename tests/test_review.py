@@ -230,3 +230,39 @@ def test_review_command_takes_every_mode_in_any_case(corpus, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "clustering='star', verify='exact'" in out and "keep='longest'" in out
     assert "dropped for its twin" in open(page, encoding="utf-8").read()
+
+
+@pytest.fixture(scope="module")
+def demo_corpus(tmp_path_factory):
+    """The demo's corpus (faces/demo.py writes it so, 20,000 rows by default), where the
+    components of star clustering hold several stars."""
+    uri = str(tmp_path_factory.mktemp("review_demo") / "corpus.lance")
+    lms.write_corpus(uri, 20_000, with_truth=True)
+    lms.build_index(uri, "text")
+    return uri
+
+
+@pytest.mark.parametrize("verify, keep, max_members", [("estimate", "first", 8), ("exact", "longest", 8),
+                                                       ("exact", "first", 3), ("estimate", "first", 2)])
+def test_star_page_shows_every_twin_it_names(demo_corpus, verify, keep, max_members):
+    """Every id the page names as a dropped row's twin is a row the page shows in that
+    cluster (the page's HTML read back: each ``data-twin-rowid`` of a cluster is the
+    ``data-rowid`` of one of its rows, and each named twin id one of its shown ids), and
+    each shown row is one of the cluster's."""
+    r = lms.review(demo_corpus, "text", 0.8, keep=keep, clustering="star", verify=verify, max_members=max_members,
+                   per_kind=10)
+    flags = lms.keep_flags(demo_corpus, "text", 0.8, keep=keep, clustering="star", verify=verify).to_pylist()
+    cluster_of = {f["_rowid"]: f["cluster_id"] for f in flags}
+    page = r.html()
+    articles = re.findall(r'<article class="cluster".*?</article>', page, re.S)
+    assert len(articles) == len(r.clusters) > 0
+    named = 0
+    for c, article in zip(r.clusters, articles):
+        assert len(c.members) <= max_members and {cluster_of[m.rowid] for m in c.members} == {c.cluster_id}
+        shown = set(map(int, re.findall(r'data-rowid="(\d+)"', article)))
+        shown_ids = set(re.findall(r'<div class="member [^"]*" data-rowid="\d+" data-id="([^"]*)"', article))
+        twins = set(map(int, re.findall(r'data-twin-rowid="(\d+)"', article)))
+        assert twins <= shown, (c.cluster_id, twins - shown)
+        assert set(re.findall(r"dropped for its twin, id ([^ ]+) \(kept\)", article)) <= shown_ids
+        named += len(twins)
+    assert named > 0
