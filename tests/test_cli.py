@@ -211,7 +211,7 @@ def test_a_status_line_gives_way_to_a_progress_bar():
         wait_for(lambda: "finding the clusters ..." in out.getvalue(), "the status line")
         bar = progress_bar(True, 10, "dedup write", unit="rows")
         erased = out.getvalue()
-        assert erased.endswith("\r") and erased.rstrip("\r ").endswith("s")
+        assert erased.endswith("\r") and erased.rstrip("\r ").endswith("s\x1b[K")  # the line, cleared to its end
         wait_for(lambda: True, "")
         bar.close()
         assert out.getvalue() == erased  # the line stays erased while the bar runs
@@ -254,4 +254,4 @@ def test_long_self_join_steps_show_a_status_line_on_a_terminal_only(tmp_path, ca
     import re
 
     status, rest = tty.getvalue().rsplit("finding the clusters ... ", 1)
-    assert re.match(r"\d+s\r +\r", rest), rest  # erased before the rows are counted
+    assert re.match(r"\d+s\x1b\[K\r +\r", rest), rest  # erased before the rows are counted

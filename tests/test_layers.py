@@ -200,9 +200,10 @@ def test_the_package_keeps_every_rule():
     assert found == []
 
 
-# from core: Lance's format constants, the tuning constants and the arrays' helpers (numpy only)
+# from core: Lance's format constants, the tuning constants and the arrays' helpers (numpy only), and
+# the status line config.py shows while numba compiles (the standard library only)
 KERNEL_IMPORTS = ("lance_minhash_sql.kernels", "lance_minhash_sql.core.lance_format", "lance_minhash_sql.core.tuning",
-                  "lance_minhash_sql.core.arrays")
+                  "lance_minhash_sql.core.arrays", "lance_minhash_sql.core.status")
 
 
 def test_kernels_are_pure():

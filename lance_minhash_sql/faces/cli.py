@@ -92,7 +92,7 @@ def cmd_warmup(args) -> int:
 
     print("compiling every numba kernel into numba's cache (a minute or two on a fresh install; nothing "
           "when the cache is already full) ...", file=sys.stderr)
-    print(warmup().format())
+    print(warmup(progress=bars(args)).format())
     return 0
 
 
@@ -123,18 +123,23 @@ def cmd_sql(args) -> int:
     else:
         text = args.query
     con = connect()
+    if bars(args):
+        con.execute("SET enable_progress_bar = false")  # the status line shows each statement's wait
     statements = [s.query for s in con.extract_statements(text)]
     if not statements:
         raise InvalidParameterError("lance-minhash sql: no SQL statement given; pass SQL, a .sql file or - for stdin")
     last = len(statements) - 1
     for i, sql in enumerate(statements):
         if args.output and i == last:
-            _copy_result(con, sql, args.output)
+            with Ticker(f"writing {args.output}", bars(args)):
+                _copy_result(con, sql, args.output)
             print(f"wrote {args.output}", file=sys.stderr)
             continue
-        result = con.sql(sql)
-        if result is not None:
-            print(str(result).rstrip())
+        with Ticker(f"running statement {i + 1} of {last + 1}" if last else "running the statement", bars(args)):
+            result = con.sql(sql)
+            text = None if result is None else str(result).rstrip()  # the rows are computed here
+        if text is not None:
+            print(text)
     return 0
 
 
@@ -376,8 +381,10 @@ def cmd_report(args) -> int:
 def cmd_estimate(args) -> int:
     from lance_minhash_sql.diagnostics.estimate import describe, estimate
 
-    table = estimate(args.dataset, args.column, args.thresholds, args.sample_rows, verify=args.verify, seed=args.seed,
-                     memory_limit=args.memory_limit, storage_options=storage_options(args.storage_option))
+    with Ticker(f"estimating from a sample of {args.sample_rows:,} rows", bars(args)):
+        table = estimate(args.dataset, args.column, args.thresholds, args.sample_rows, verify=args.verify,
+                         seed=args.seed, memory_limit=args.memory_limit,
+                         storage_options=storage_options(args.storage_option))
     print("\n".join(describe(table)))
     return 0
 

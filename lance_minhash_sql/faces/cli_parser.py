@@ -127,6 +127,7 @@ def _tool_commands(sub) -> None:
 
     p = command(sub, "warmup", "compile every numba kernel into numba's on-disk cache (for container "
                        "images and CI caches): later processes then compile nothing")
+    p.add_argument("--quiet", action="store_true", help="no status line")
 
 
 def _index_commands(sub) -> None:
@@ -278,6 +279,7 @@ def _estimate_command(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
     p.add_argument("--memory-limit", default=None, help="the budget of the self-join whose cost is projected, "
                    f"bytes or e.g. 1GiB (default {DEFAULT_SELF_JOIN_MEMORY >> 20} MiB)")
+    p.add_argument("--quiet", action="store_true", help="no status line")
     storage_flag(p)
 
 
@@ -323,3 +325,4 @@ def _page_commands(sub) -> None:
                    help="SQL text (one or more statements), a .sql FILE, or - to read SQL from stdin (default -)")
     p.add_argument("--output", "-o", default=None,
                    help="write the last statement's rows to this file (.csv, .parquet or .json lines)")
+    p.add_argument("--quiet", action="store_true", help="no status line")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
 
 from lance_minhash_sql.core.errors import InvalidParameterError
-from lance_minhash_sql.runtime.progress import when_a_bar_starts
+from lance_minhash_sql.core.status import StatusLine as Ticker  # the commands' status line (core/status.py)
 
 __all__ = ["Ticker", "bars", "check_output", "stream_rows"]
 
@@ -44,54 +42,7 @@ def _show(table, limit: int) -> None:
 def bars(args) -> bool:
     """The command line's progress bars: unless --quiet, and only on a terminal (never
     into a pipe or a file)."""
-    return not args.quiet and sys.stderr.isatty()
-
-
-class Ticker:
-    """While a long step runs, one status line on the terminal, rewritten every second
-    (``  writing the corpus ... 4s``) so that a wait is never silent; erased when the
-    step ends, or when a progress bar starts (``runtime/progress.py``), which then shows
-    the rest. Nothing when not ``enabled`` or for a step shorter than a second."""
-
-    def __init__(self, what: str, enabled: bool, stream=None, every: float = 1.0):
-        self.what, self.enabled, self.every = what, enabled, every
-        self.stream = sys.stderr if stream is None else stream
-        self.shown = 0
-
-    def _run(self) -> None:
-        t0 = time.perf_counter()
-        while not self._stop.wait(self.every):
-            line = f"  {self.what} ... {time.perf_counter() - t0:.0f}s"
-            with self._lock:
-                if self._stop.is_set():
-                    break
-                self.stream.write("\r" + line)
-                self.stream.flush()
-                self.shown = len(line)
-
-    def __enter__(self) -> "Ticker":
-        if self.enabled:
-            self._stop = threading.Event()
-            self._lock = threading.Lock()
-            self._thread = threading.Thread(target=self._run, name="lance-minhash-ticker", daemon=True)
-            self._thread.start()
-            self._forget = when_a_bar_starts(self.stop)
-        return self
-
-    def stop(self) -> None:
-        """Stop ticking and erase the line (the step's end, or a bar taking over)."""
-        with self._lock:
-            self._stop.set()
-            if self.shown:
-                self.stream.write("\r" + " " * self.shown + "\r")
-                self.stream.flush()
-                self.shown = 0
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self._forget()
-            self.stop()
-            self._thread.join()
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
 
 
 def stream_rows(batches, schema, args, unit: str = "pairs") -> int:

@@ -112,19 +112,29 @@ def _run_all(tmp: str) -> None:
     con.close()
 
 
-def warmup(progress: bool = False) -> WarmupResult:
+WARMING = "compiling every numba kernel into numba's cache (a minute or two on a fresh install)"
+
+
+def warmup(progress: bool | None = None) -> WarmupResult:
     """Compile every kernel into numba's on-disk cache (see the module doc); a second
-    call, or a later process, compiles nothing. Returns what was compiled and where."""
+    call, or a later process, compiles nothing. Returns what was compiled and where.
+    ``progress``: a status line on stderr with the seconds spent (``core/status.py``);
+    default: when stderr is a terminal. The one-line compile notice stays off: the
+    status line says what runs."""
+    from lance_minhash_sql.core.checks import check_bool
     from lance_minhash_sql.core.errors import EmptySearchWarning
+    from lance_minhash_sql.core.status import StatusLine, on_terminal
     from lance_minhash_sql.kernels.config import COMPILES
     from lance_minhash_sql.core.errors import LowRecallWarning
 
+    progress = on_terminal() if progress is None else check_bool("progress", progress)
     t0 = time.perf_counter()
     count0, seconds0 = COMPILES.count, COMPILES.seconds
     notice = COMPILES.notice
-    COMPILES.notice = progress and notice
+    COMPILES.notice = False
     try:
-        with tempfile.TemporaryDirectory(prefix="lance-minhash-warmup-") as tmp, warnings.catch_warnings():
+        with tempfile.TemporaryDirectory(prefix="lance-minhash-warmup-") as tmp, warnings.catch_warnings(), \
+                StatusLine(WARMING, progress):
             # its own calls' warnings (a low threshold, a query without a match) are not the user's
             warnings.simplefilter("ignore", EmptySearchWarning)
             warnings.simplefilter("ignore", LowRecallWarning)

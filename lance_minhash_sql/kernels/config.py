@@ -43,7 +43,9 @@ asks the placeholder for ``_numba_type_``, which loads numba and answers for it)
 :data:`COMPILES` listens to numba's ``numba:compile`` events (fired for real
 compilations only, never for cache loads) for this package's kernels: how many, how
 long, which. The first compilation in a process prints one line on stderr saying what
-is happening and that it happens once (``LANCE_MINHASH_COMPILE_NOTICE=0`` silences it).
+is happening and that it happens once (``LANCE_MINHASH_COMPILE_NOTICE=0`` silences it);
+while any compilation runs, a terminal shows a status line with its seconds
+(``core/status.py``: a compile wait is never silent), under the same switch.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import threading
 import time
 import types
 
+from lance_minhash_sql.core.status import StatusLine, on_terminal
 from lance_minhash_sql.kernels.ahead import start_helper
 
 CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
@@ -219,6 +222,8 @@ COMPILE_NOTICE = ("lance-minhash: compiling the numba kernels for this machine: 
                   "load them from numba's cache{where}; `lance-minhash warmup` compiles them all ahead of time)")
 
 
+COMPILING = "compiling numba kernels for this machine (once; later runs load them from numba's cache)"
+
 HELPER_NOTE = ", a second process compiling the next calls' kernels meanwhile on an idle core"
 
 
@@ -264,6 +269,8 @@ class CompileLog:
         self._announced = False
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._running = 0  # outermost compilations running, on any thread
+        self._line: StatusLine | None = None  # shown while one runs (on a terminal, with the notice on)
 
     @staticmethod
     def _ours(ev) -> str | None:
@@ -292,6 +299,11 @@ class CompileLog:
             fresh_line = "\r\033[K" if sys.stderr.isatty() else ""  # over a status line the terminal shows
             print(fresh_line + COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"]),
                                                      helper=HELPER_NOTE if helped else ""), file=sys.stderr, flush=True)
+        if depth == 0:
+            with self._lock:
+                self._running += 1
+                if self._running == 1 and self.notice:
+                    self._line = StatusLine(COMPILING, on_terminal()).start()
 
     def notify(self, ev) -> None:
         if ev.is_start:
@@ -305,8 +317,14 @@ class CompileLog:
         self._local.depth -= 1
         if self._local.depth == 0:
             elapsed = time.perf_counter() - self._local.t0
+            line = None
             with self._lock:
                 self.seconds += elapsed
+                self._running -= 1
+                if self._running == 0:
+                    line, self._line = self._line, None
+            if line is not None:
+                line.stop()
 
 
 def _cache_place(dispatcher) -> str:

@@ -36,7 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from lance_minhash_sql.core import errors
+from lance_minhash_sql.core import errors, status
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.kernels import ahead as kernel_ahead
 from lance_minhash_sql.kernels import config as kernel_config
@@ -408,6 +408,7 @@ def _forget_no_caller_warnings() -> None:
 register_state("warnings issued without a caller", errors.NO_CALLER_WARNINGS, clear=_forget_no_caller_warnings)
 register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # emptied by the load
 register_state("the compile-ahead helper this process started", kernel_ahead.HELPERS)  # ends with the process
+register_state("status lines shown on the terminal", status.SHOWN)  # each removed as it ends or a bar starts
 
 
 def is_registered_state(obj) -> bool:
