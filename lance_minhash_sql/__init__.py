@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.diagnostics.plots import save_plots
     from lance_minhash_sql.faces.review import review
+    from lance_minhash_sql.faces.review_ingest import review_ingest
 
 __all__ = [
     "__version__",
@@ -61,6 +62,7 @@ __all__ = [
     "write_corpus",
     "save_plots",
     "review",
+    "review_ingest",
 ] + errors.__all__
 
 # each public name and the module that holds it (imported on first access)
@@ -89,6 +91,7 @@ _LAZY = MappingProxyType({
     "write_corpus": "lance_minhash_sql.faces.corpus",
     "save_plots": "lance_minhash_sql.diagnostics.plots",
     "review": "lance_minhash_sql.faces.review",
+    "review_ingest": "lance_minhash_sql.faces.review_ingest",
 })
 _AS_IS = frozenset({"install", "connect", "clear_cache", "cache_info"})  # connect/install: SQL gives SQL advice
 

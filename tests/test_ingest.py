@@ -328,3 +328,30 @@ def test_the_command_line_ingests_and_cleans_up(data, tmp_path):
     assert clean.returncode == 0 and "old version(s) removed" in clean.stdout
     bad = subprocess.run(cli + ["cleanup", corpus, "--older-than", "soon"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--older-than 'soon'" in bad.stderr
+
+
+def test_the_review_page_shows_each_dropped_row_beside_its_twin(data, tmp_path):
+    plan = {r["_rowid"]: r for r in lms.ingest_plan(data["corpus"], data["batch"], "text", T, verify="exact")
+            .to_pylist()}
+    out = str(tmp_path / "pages" / "ingest.html")
+    r = lms.review_ingest(data["corpus"], data["batch"], "text", T, verify="exact", sample=4, out=out)
+    page = open(out, encoding="utf-8").read()
+    assert page.startswith("<!DOCTYPE html>") and r.offered == len(plan) and r.kept == sum(
+        p["keep"] for p in plan.values())
+    assert len(r.rows) == 8 and {d.kind for d in r.rows} == {"borderline", "random"}
+    params = open_index(data["corpus"], "text").params
+    texts = {}
+    for name in ("corpus", "batch"):
+        t = lance.dataset(data[name]).to_table(columns=["text"], with_row_id=True)
+        texts[name] = dict(zip(t.column("_rowid").to_pylist(), t.column("text").to_pylist()))
+    from naive import exact_jaccard
+
+    for d in r.rows:
+        p = plan[d.rowid]
+        assert not p["keep"] and (d.twin_rowid, d.twin_in) == (p["twin_rowid"], p["twin_in"])
+        assert d.text == texts["batch"][d.rowid] and d.twin_text == texts[d.twin_in][d.twin_rowid]
+        assert d.jaccard == pytest.approx(exact_jaccard(d.text, d.twin_text, params), abs=1e-12)
+        assert f'data-rowid="{d.rowid}" data-twin-rowid="{d.twin_rowid}" data-twin-in="{d.twin_in}"' in page
+    borderline = [d.jaccard for d in r.rows if d.kind == "borderline"]
+    others = [p["jaccard"] for p in plan.values() if not p["keep"]]
+    assert borderline == sorted(others)[:4]  # the least similar dropped rows

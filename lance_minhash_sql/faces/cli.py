@@ -352,6 +352,15 @@ def cmd_dedup(args) -> int:
 def cmd_review(args) -> int:
     from lance_minhash_sql.faces.review import review
 
+    if args.batch is not None:
+        from lance_minhash_sql.faces.review_ingest import review_ingest
+
+        r = review_ingest(args.dataset, args.batch, args.column, args.threshold, verify=args.verify,
+                          order_by=args.order_by, memory_limit=args.memory_limit, id_column=args.id_column,
+                          sample=args.per_kind, seed=args.seed, out=args.out, progress=bars(args),
+                          corpus_storage_options=storage_options(args.storage_option))
+        print(f"wrote {args.out}: {r.describe()}")
+        return 0
     r = review(args.dataset, args.column, args.threshold, keep=args.keep, order_by=args.order_by,
                clustering=args.clustering, verify=args.verify, memory_limit=args.memory_limit,
                id_column=args.id_column, per_kind=args.per_kind, max_members=args.max_members, seed=args.seed,

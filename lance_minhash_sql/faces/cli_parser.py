@@ -302,6 +302,9 @@ def _page_commands(sub) -> None:
                    help="the column that names rows on the page (default: a column named id, doc_id, uuid, ... "
                         "or *_id, else _rowid, the row ids)")
     p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)
+    p.add_argument("--batch", default=None, help="review the plan of ingesting this dataset into DATASET instead: "
+                   "each dropped batch row beside its twin, a corpus row or an earlier batch row (--per-kind "
+                   "rows of each kind: borderline, random)")
     p.add_argument("--quiet", action="store_true", help="no progress")
     clustering_flag(p)
     storage_flag(p)

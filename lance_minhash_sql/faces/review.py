@@ -45,7 +45,8 @@ from lance_minhash_sql.io.scan import schema_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.selfjoin.dedup import check_keep
 
-__all__ = ["POOL_ROWS", "ID_NAMES", "id_column_of", "Member", "ReviewCluster", "Review", "review"]
+__all__ = ["POOL_ROWS", "ID_NAMES", "ROWID", "id_column_of", "Member", "ReviewCluster", "Review", "review",
+           "PAGE_STYLE", "marked_html", "words_of", "scurve_svg"]
 
 POOL_ROWS = 50_000  # clustered rows whose Jaccard is computed to find borderline clusters
 ID_NAMES = ("id", "doc_id", "document_id", "uuid", "uid", "key")  # then any other column named *_id
@@ -326,7 +327,7 @@ def _cluster(plan: _Plan, cid: int, kind: str, keep, order_by, max_members: int)
 
 # --------------------------------------------------------------------------- HTML
 
-_STYLE = """
+PAGE_STYLE = """
 .lms-review{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1d232b;max-width:1200px;
  margin:0 auto;padding:20px 24px}
 .lms-review h1{font-size:22px;margin:0 0 4px}
@@ -368,7 +369,7 @@ def _fold(word: str) -> str:
     return _FOLD.sub("", word.lower())
 
 
-def _marked(text: str | None, kept_words: set[str]) -> str:
+def marked_html(text: str | None, kept_words: set[str]) -> str:
     """``text`` as HTML, words the kept row lacks in <mark>."""
     if text is None:
         return "<em>NULL</em>"
@@ -383,11 +384,11 @@ def _marked(text: str | None, kept_words: set[str]) -> str:
     return "".join(out)
 
 
-def _words(text: str | None) -> list[str]:
+def words_of(text: str | None) -> list[str]:
     return [] if text is None else [w for w in (_fold(x) for x in _WORD.findall(text)) if w]
 
 
-def _scurve_svg(params, threshold: float) -> str:
+def scurve_svg(params, threshold: float) -> str:
     w, h, left, bottom, top, right = 600, 360, 64, 52, 16, 20
     pw, ph = w - left - right, h - top - bottom
     grey, red = "#5b6673", "#c62828"
@@ -449,11 +450,11 @@ def _member_html(m: Member, star: bool) -> str:
     cls = "kept" if m.kept else "dropped"
     badge = "KEPT" if m.kept else "DROPPED"
     score = "kept row" if m.kept else ("J = n/a (no shingles)" if m.jaccard != m.jaccard else f"J = {m.jaccard:.3f}")
-    ref_list = _words(m.twin_text)
-    body = html.escape(m.text) if m.kept and m.text is not None else _marked(m.text, set(ref_list))
+    ref_list = words_of(m.twin_text)
+    body = html.escape(m.text) if m.kept and m.text is not None else marked_html(m.text, set(ref_list))
     extra = ""
     if not m.kept:
-        mine = set(_words(m.text))
+        mine = set(words_of(m.text))
         lost = list(dict.fromkeys(w for w in ref_list if w not in mine))
         if lost:
             extra = ('<div class="missing">not in this row: '
@@ -509,12 +510,12 @@ def _render(r: Review) -> str:
                 or "<p>No near-duplicates at this threshold.</p>")
     compared = ("its twin (the kept row it is dropped for)" if star else
                 "the kept row, and the chain of verified links that joins them")
-    return (f'<div class="lms-review"><style>{_STYLE}</style>'
+    return (f'<div class="lms-review"><style>{PAGE_STYLE}</style>'
             f'<h1>Near-duplicate review</h1><p class="sub">{html.escape(r.dataset)} · {html.escape(r.column)} · '
             f'threshold {r.threshold:g} · {html.escape(policy)}</p>'
             f'<section id="parameters"><h2>Parameters and the S-curve</h2><div class="top">'
             f'<table class="kv">{kv_html}</table>'
-            f'<figure style="margin:0">{_scurve_svg(p, r.threshold)}<figcaption class="sub">The probability '
+            f'<figure style="margin:0">{scurve_svg(p, r.threshold)}<figcaption class="sub">The probability '
             f'that a pair of a given similarity shares a band and becomes a candidate.</figcaption></figure>'
             f'</div></section>'
             f'<section id="sizes"><h2>Cluster sizes</h2><table class="sizes"><tr><th>size</th><th>clusters</th>'
