@@ -355,3 +355,27 @@ def test_the_review_page_shows_each_dropped_row_beside_its_twin(data, tmp_path):
     borderline = [d.jaccard for d in r.rows if d.kind == "borderline"]
     others = [p["jaccard"] for p in plan.values() if not p["keep"]]
     assert borderline == sorted(others)[:4]  # the least similar dropped rows
+
+
+def test_an_ingest_into_an_object_store_corpus(data, s3):
+    """Both datasets on S3 (a local server): the plan is the local one, and the ingest
+    appends its kept rows with the index extended, each side with its own options."""
+    bucket = s3.make_bucket("lms-ingest")
+    opts = s3.storage_options()
+    corpus, batch = f"s3://{bucket}/corpus.lance", f"s3://{bucket}/batch.lance"
+    lance.write_dataset(lance.dataset(data["corpus"]).to_table(columns=["id", "text", "quality"]), corpus,
+                        storage_options=opts)
+    lms.build_index(corpus, "text", threshold=T, storage_options=opts)
+    lance.write_dataset(lance.dataset(data["batch"]).to_table(columns=["id", "text", "quality"]), batch,
+                        storage_options=opts)
+    plan = lms.ingest_plan(corpus, batch, "text", T, corpus_storage_options=opts, batch_storage_options=opts)
+    r = lms.ingest(corpus, batch, "text", T, corpus_storage_options=opts, batch_storage_options=opts)
+    kept = sum(plan.column("keep").to_pylist())
+    ds = lance.dataset(corpus, storage_options=opts)
+    assert (r.rows_appended, r.index_action, r.dataset_version) == (kept, "delta", ds.version)
+    assert ds.count_rows() == lance.dataset(data["corpus"]).count_rows() + kept
+    from lance_minhash_sql.io.manifest import minhash_segments
+
+    frags = {f.fragment_id for f in ds.get_fragments()}
+    assert frags <= set().union(*(s.fragment_ids for s in minhash_segments(ds, "text")))
+    assert lms.cleanup(corpus, 0, storage_options=opts).versions_removed == ds.version - 1
