@@ -46,7 +46,7 @@ from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.selfjoin.dedup import check_keep
 
 __all__ = ["POOL_ROWS", "ID_NAMES", "ROWID", "id_column_of", "Member", "ReviewCluster", "Review", "review",
-           "PAGE_STYLE", "marked_html", "words_of", "scurve_svg"]
+           "Page", "PAGE_STYLE", "marked_html", "words_of", "scurve_svg"]
 
 POOL_ROWS = 50_000  # clustered rows whose Jaccard is computed to find borderline clusters
 ID_NAMES = ("id", "doc_id", "document_id", "uuid", "uid", "key")  # then any other column named *_id
@@ -91,8 +91,36 @@ class ReviewCluster:
         return min(values) if values else float("nan")
 
 
+class Page:
+    """An HTML page of a review: :meth:`html` the whole document around :meth:`fragment`
+    (the body with its own scoped style), :meth:`save` writes it, notebooks display the
+    fragment. A page class gives ``fragment()`` and ``title``."""
+
+    title: str
+
+    def fragment(self) -> str:
+        raise NotImplementedError
+
+    def html(self) -> str:
+        """The whole page: one HTML document that needs nothing else."""
+        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(self.title)}"
+                f"</title><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head>"
+                f"<body style=\"margin:0;background:#fff\">{self.fragment()}</body></html>\n")
+
+    def save(self, path: str) -> str:
+        """Write the page to ``path`` (through a temporary file beside it: never half-written;
+        missing folders are created)."""
+        prepare_output(path, "out")
+        with written_beside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(self.html())
+        return path
+
+    def _repr_html_(self) -> str:
+        return self.fragment()
+
+
 @dataclass
-class Review:
+class Review(Page):
     """What :func:`review` found; :meth:`save` writes the page, notebooks display it."""
 
     dataset: str
@@ -114,27 +142,13 @@ class Review:
     def num_clusters(self) -> int:
         return sum(n for _, n in self.sizes)
 
+    @property
+    def title(self) -> str:
+        return f"Near-duplicate review: {self.dataset} · {self.column}"
+
     def fragment(self) -> str:
         """The page's body, with its own scoped style (what a notebook shows)."""
         return _render(self)
-
-    def html(self) -> str:
-        """The whole page: one HTML document that needs nothing else."""
-        title = html.escape(f"Near-duplicate review: {self.dataset} · {self.column}")
-        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
-                f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head>"
-                f"<body style=\"margin:0;background:#fff\">{self.fragment()}</body></html>\n")
-
-    def save(self, path: str) -> str:
-        """Write the page to ``path`` (through a temporary file beside it: never half-written;
-        missing folders are created)."""
-        prepare_output(path, "out")
-        with written_beside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(self.html())
-        return path
-
-    def _repr_html_(self) -> str:
-        return self.fragment()
 
     def describe(self) -> str:
         kinds = ", ".join(f"{sum(c.kind == k for c in self.clusters)} {k}" for k in _KINDS)

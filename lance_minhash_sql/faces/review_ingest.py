@@ -24,12 +24,12 @@ import pyarrow as pa
 
 from lance_minhash_sql.api.entries import ingest_plan
 from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold, check_verify
-from lance_minhash_sql.faces.review import (PAGE_STYLE, ROWID, id_column_of, marked_html, scurve_svg,
+from lance_minhash_sql.faces.review import (PAGE_STYLE, ROWID, Page, id_column_of, marked_html, scurve_svg,
                                             words_of)
 from lance_minhash_sql.faces.sinks import Ticker
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.handles import dataset_handle, options_for
-from lance_minhash_sql.io.outputs import prepare_output, written_beside
+from lance_minhash_sql.io.outputs import prepare_output
 from lance_minhash_sql.io.scan import schema_of
 from lance_minhash_sql.io.takes import take_rows
 
@@ -53,7 +53,7 @@ class DroppedRow:
 
 
 @dataclass
-class IngestReview:
+class IngestReview(Page):
     """What :func:`review_ingest` found; :meth:`save` writes the page, notebooks display it."""
 
     corpus: str
@@ -69,24 +69,12 @@ class IngestReview:
     for_batch: int  # rows dropped for an earlier batch row
     rows: list[DroppedRow] = field(default_factory=list)
 
+    @property
+    def title(self) -> str:
+        return f"Ingest review: {self.batch} into {self.corpus} · {self.column}"
+
     def fragment(self) -> str:
         return _render(self)
-
-    def html(self) -> str:
-        title = html.escape(f"Ingest review: {self.batch} into {self.corpus} · {self.column}")
-        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
-                f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head>"
-                f"<body style=\"margin:0;background:#fff\">{self.fragment()}</body></html>\n")
-
-    def save(self, path: str) -> str:
-        """Write the page to ``path`` (through a temporary file beside it: never half-written)."""
-        prepare_output(path, "out")
-        with written_beside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(self.html())
-        return path
-
-    def _repr_html_(self) -> str:
-        return self.fragment()
 
     def describe(self) -> str:
         return (f"{self.offered:,} batch rows offered: {self.kept:,} kept, {self.for_corpus:,} dropped for a corpus "
