@@ -28,8 +28,8 @@ fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
 
 **numba itself loads on the first kernel call, not on import.** Importing numba and
 setting up its compiler costs about half a second of CPU (its implementation registries,
-and scipy's BLAS bindings when scipy is installed), even when every kernel then comes
-from the cache. Kernels are declared with this module's :func:`njit` and ``prange``:
+and scipy's BLAS bindings when scipy is installed, which :func:`load_numba` skips:
+:func:`_set_up_without_blas_probe`), even when every kernel then comes from the cache. Kernels are declared with this module's :func:`njit` and ``prange``:
 until some kernel is called they are :class:`Kernel` placeholders, so the package's
 modules import without numba, and a path that calls no kernel (a single search, see
 ``query/probe.py``) never loads it. The first call of any kernel loads numba once
@@ -153,6 +153,8 @@ def load_numba():
         import numba
         from numba.core import event
 
+        _set_up_without_blas_probe()
+
         event.Listener.register(CompileLog)
         event.register("numba:compile", COMPILES)
         from numba.core.extending import intrinsic as numba_intrinsic
@@ -175,6 +177,36 @@ def load_numba():
         _numba = numba
         DECLARED_KERNELS.clear()
         return numba
+
+
+def _set_up_without_blas_probe() -> None:
+    """Import numba's array implementations without its BLAS probe.
+
+    At set-up numba imports ``scipy.linalg`` (its BLAS bindings) once, only to decide
+    whether ``np.correlate`` and ``np.convolve`` compiled later take BLAS's dot product
+    (``numba/np/arraymath.py: _HAVE_BLAS``); that import is most of the probe's cost and
+    no kernel here uses linear algebra. So the module is imported with the probe answering
+    "not yet", and the flag is then set to whether scipy is installed, which is what the
+    probe finds where numba's own BLAS check passes (``import numba`` has imported scipy
+    when it is installed); numba's linear algebra imports ``scipy.linalg`` itself when
+    first compiled, as it always does. Done only when numba's set-up has not run yet
+    (nothing to save otherwise)."""
+    if "numba.np.arraymath" in sys.modules:
+        return
+    import numba.np.linalg as linalg
+
+    probe = linalg.ensure_blas
+
+    def not_yet():
+        raise ImportError("numba's BLAS probe is deferred to the first linear algebra")
+
+    linalg.ensure_blas = not_yet
+    try:
+        import numba.np.arraymath as arraymath
+    finally:
+        linalg.ensure_blas = probe
+    arraymath.ensure_blas = probe
+    arraymath._HAVE_BLAS = "scipy" in sys.modules
 
 
 def dispatchers_by_name(modules) -> dict:

@@ -16,12 +16,13 @@ whose freed batches stayed resident).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from lance_minhash_sql.core.tuning import PARALLEL_MIN_ROWS
-from lance_minhash_sql.kernels.config import load_numba
+from lance_minhash_sql.kernels.config import load_numba, numba_loaded
 
 __all__ = ["chunk_results", "in_chunks", "num_threads", "run_chunks"]
 
@@ -31,8 +32,16 @@ _pool_lock = threading.Lock()
 
 def num_threads() -> int:
     """Threads for parallel work: numba's setting (``NUMBA_NUM_THREADS``, or
-    ``numba.set_num_threads``), at least 1 (loads numba: the work is about to run kernels)."""
-    return max(1, int(load_numba().get_num_threads()))
+    ``numba.set_num_threads``), at least 1. Before numba is imported (a small build signed
+    by numpy plans its sort here) it is read as numba reads it, without loading numba:
+    ``NUMBA_NUM_THREADS``, else the CPUs this process may run on (``numba/core/config.py``)."""
+    if numba_loaded() or "numba" in sys.modules:
+        return max(1, int(load_numba().get_num_threads()))
+    configured = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if configured:
+        return max(1, int(configured))
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
 
 
 def _helpers() -> ThreadPoolExecutor:
