@@ -318,10 +318,11 @@ AFTER_BUILD = textwrap.dedent("""
     warnings.simplefilter("ignore")
     import lance_minhash_sql as lms
     from lance_minhash_sql.faces.corpus import write_corpus
-    from lance_minhash_sql.kernels.config import COMPILES, numba_loaded
+    from lance_minhash_sql.kernels.config import COMPILES, load_numba, numba_loaded
     from lance_minhash_sql.kernels.lsh import search_kernels_loaded
     uri = sys.argv[1]
     write_corpus(uri, 3000)
+    load_numba()  # a build by the kernels (a small one would take numpy: index/numpy_sign.py)
     lms.build_index(uri, "text")
     loaded = numba_loaded()
     one = lms.search_ids(uri, "text", "Cc rg goq uh ezi onozr avu sk uh", 5).num_rows

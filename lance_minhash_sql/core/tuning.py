@@ -59,11 +59,14 @@ MAX_CANDIDATES = 1 << 17  # bucket rows above which the kernels are faster (even
 FANOUT = 64  # keys read per lane and step of numpy's bucket search (kernels/gather.py; a 4,096-row page: two steps)
 END_ROWS = 8  # rows read from a bucket's start for its end (most buckets hold a row or two)
 
-# ------------------------------------------------------------ Signing a few queries with numpy (query/query_sign.py)
+# ------------------------------ Signing with numpy (index/numpy_sign.py; a few queries: query/query_sign.py)
 
+# CPU seconds per byte of text of signing with numpy (index/numpy_sign.py: Lance's tokenizer,
+# the shingles' XXH64 and minima in numpy): its estimate in the ski rental against KERNEL_LOAD_SECONDS
+NUMPY_SIGN_SECONDS_PER_BYTE = 150e-9
 MAX_QUERIES = 16  # more queries than this are signed (and searched) by the numba kernels
 MAX_TEXT_CHARS = 1 << 16  # a longer text is signed by the numba kernels (a shingle costs ~0.3 us there)
-SHINGLE_BLOCK = 2048  # shingles per block of the numpy minima (a block holds 2048 x k uint64)
+SHINGLE_BLOCK = 8192  # shingles per block of the numpy minima (a block holds k x 8192 uint64: 8 MiB at k = 128)
 
 # ---------------------------------------------------------------------------------- Batches of queries (kernels/lsh.py)
 

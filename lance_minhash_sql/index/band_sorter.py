@@ -80,6 +80,7 @@ from lance_minhash_sql.core.tuning import (HEAP_BOUND_MIN_ROWS, IO_BUFFER_SHARE,
                                            PIPELINE_SHARE, SCAN_READAHEAD, SPILL_APPEND_BYTES, TEXT_BYTES,
                                            WRITER_DEPTH, WRITER_SHARE)
 from lance_minhash_sql.kernels import sort as ks
+from lance_minhash_sql.kernels.config import numba_loaded
 from lance_minhash_sql.runtime.threads import in_chunks, num_threads, run_chunks
 
 __all__ = [
@@ -316,7 +317,7 @@ class BandSorter:
         self.spill_dir: str | None = None
         b = plan.bands
         if plan.in_memory:
-            self._keys = ks.empty_u64(b * plan.rows)
+            self._keys = None  # allocated at the first batch (:meth:`_numpy` decides by whom)
         else:
             self.spill_dir = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=plan.temp_dir)
             self._nparts = b << plan.prefix_bits
@@ -347,11 +348,16 @@ class BandSorter:
         if self.plan.in_memory:
             keys = np.ascontiguousarray(keys, dtype=np.uint64)
             at = self.rows
+            if self._keys is None:
+                size = self.plan.bands * self.plan.rows
+                self._keys = np.empty(size, dtype=np.uint64) if self._numpy() else ks.empty_u64(size)
+            if self._numpy():
+                self._keys.reshape(self.plan.bands, self.plan.rows)[:, at:at + n] = keys.T
+            else:
+                def scatter(lo: int, hi: int) -> None:
+                    ks.scatter_bands(keys[lo:hi], self._keys, self.plan.rows, at + lo)
 
-            def scatter(lo: int, hi: int) -> None:
-                ks.scatter_bands(keys[lo:hi], self._keys, self.plan.rows, at + lo)
-
-            in_chunks(scatter, n)  # one chunk of rows a thread
+                in_chunks(scatter, n)  # one chunk of rows a thread
         else:
             keys = np.ascontiguousarray(keys, dtype=np.uint64)
             cap = self.plan.spill_rows
@@ -413,11 +419,23 @@ class BandSorter:
                      for p in range(self._nparts) if self._counts[p]]
             yield from self._emit(parts)
 
+    def _numpy(self) -> bool:
+        """An in-memory sort by numpy rather than the kernels: while numba is not loaded
+        (the batches were signed by numpy: a small build, ``index/numpy_sign.py``), whose
+        load would cost more than sorting its few rows. Same order: ``(band_key, doc_id)``."""
+        return self.plan.in_memory and not numba_loaded()
+
     def _in_memory(self):
         """Bands sorted ``threads`` at a time; each group's doc ids get a fresh buffer, so a
         consumer may still hold the previous group while the next one is sorted."""
         b, cap, n = self.plan.bands, self.plan.rows, self.rows
         if n == 0:
+            return
+        if self._numpy():
+            for j in range(b):
+                keys = self._keys[j * cap:j * cap + n]
+                docs = np.argsort(keys, kind="stable").astype(np.uint32)  # doc ids in arrival order
+                yield keys[docs], docs
             return
         t = self.plan.threads
         for g in range(0, b, t):

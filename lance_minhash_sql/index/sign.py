@@ -27,7 +27,9 @@ from lance_minhash_sql.core.tuning import SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
+from lance_minhash_sql.index.numpy_sign import band_keys_numpy
 from lance_minhash_sql.kernels import code_tokens, minhash, similarity, tokenize, vocab, vocab_sign
+from lance_minhash_sql.kernels.config import numba_loaded
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
 
@@ -347,7 +349,11 @@ class Signer:
         return sigs, has, self.band_keys(sigs)
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
-        """``uint64[n, num_bands]`` band keys of a signature matrix."""
+        """``uint64[n, num_bands]`` band keys of a signature matrix: by the kernels, or by
+        numpy (``index/numpy_sign.py``) while numba is not loaded (signatures signed
+        there, a small build's)."""
+        if not numba_loaded():
+            return band_keys_numpy(signatures, self.params.num_bands)
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)
         rows = sig.view(np.uint8).reshape(sig.shape[0], -1)
         nb = self.params.num_bands

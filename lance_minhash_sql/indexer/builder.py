@@ -8,8 +8,9 @@ one, never a mix.
 
 Steps: validate everything (dataset, column, parameters, names, limits, room for spill
 files) before writing anything; stream ``scan_text`` batches in scan order, sign them
-(parallel numba kernel), keep the rows with a signature (doc id = running count),
-append them to ``signatures.lance`` and hand their band keys to the sorter
+(parallel numba kernel, or numpy in a small build: :func:`signed_batches`), keep the
+rows with a signature (doc id = running count), append them to ``signatures.lance``
+and hand their band keys to the sorter
 (:mod:`..index.band_sorter`); write the band rows in global ``(band_key, doc_id)`` order to
 ``bands.lance``; commit.
 
@@ -56,6 +57,7 @@ from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, Inval
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
 from lance_minhash_sql.core.tuning import BAND_WRITE_ROWS, SCAN_FRAGMENTS
 from lance_minhash_sql.index.results import BuildResult
+from lance_minhash_sql.index.numpy_sign import NUMPY_SECONDS, numpy_pays, sign_numpy, text_seconds
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import SPILL_PREFIX, BandSorter, plan_sort
 from lance_minhash_sql.io import manifest, store
@@ -394,9 +396,18 @@ def _write_bands(sorter: BandSorter, bands_writer: BandsWriter, plan, bar) -> No
 
 def signed_batches(signer, batches, stats: dict | None = None):
     """``(row ids, signatures, rows scanned)`` of scanned ``(row ids, texts)`` batches,
-    keeping the rows with a signature; counts ``scanned`` and ``nulls`` into ``stats``."""
+    keeping the rows with a signature; counts ``scanned`` and ``nulls`` into ``stats``.
+
+    Each batch is signed by the kernels, or by numpy while that costs less than loading
+    numba (``index/numpy_sign.py: numpy_pays``, the ski rental of a small build in a
+    process that has not loaded numba); both give the same signatures."""
     for rowids, texts in batches:
-        sigs, has = signer.sign(texts)
+        if numpy_pays(text_seconds(texts)):
+            t0 = time.perf_counter()
+            sigs, has = sign_numpy(signer, texts)
+            NUMPY_SECONDS.add(time.perf_counter() - t0)
+        else:
+            sigs, has = signer.sign(texts)
         n = len(texts)
         if stats is not None:
             stats["scanned"] = stats.get("scanned", 0) + n

@@ -17,6 +17,8 @@ from lance_minhash_sql.core.params import DEFAULT_PAGE_ROWS, INDEX_VERSION, MinH
 from lance_minhash_sql.io.details import details_hex
 from lance_minhash_sql.io.segments import (BANDS_FILE, FILE_VERSION, KEY_DETAILS, KEY_NUM_DOCS, KEY_PAGE_ROWS,
                                            KEY_PAGE_TABLE, KEY_VERSION, SIGNATURES_FILE)
+from lance_minhash_sql.kernels.config import numba_loaded
+from lance_minhash_sql.kernels.sort import is_sorted_pairs
 
 __all__ = ["signatures_schema", "BANDS_SCHEMA", "SignaturesWriter", "BandsWriter"]
 
@@ -73,6 +75,16 @@ class SignaturesWriter:
         self.size_bytes = int(self._w.size_bytes)
 
 
+def _sorted(keys: np.ndarray, docs: np.ndarray) -> bool:
+    """Whether ``(keys[i], docs[i])`` is strictly ascending: by the kernel once numba is
+    loaded (one pass without the GIL and without temporaries: the writer runs on a
+    thread), by numpy before (a small build signed by numpy, ``index/numpy_sign.py``)."""
+    if numba_loaded():
+        return is_sorted_pairs(keys, docs)
+    k0, k1 = keys[:-1], keys[1:]
+    return bool(np.all((k0 < k1) | ((k0 == k1) & (docs[:-1] < docs[1:]))))
+
+
 class BandsWriter:
     """Streams sorted ``(band_key, doc_id)`` runs into ``bands.lance`` and builds the page table.
 
@@ -95,13 +107,10 @@ class BandsWriter:
         n = len(keys)
         if n == 0:
             return
-        from lance_minhash_sql.kernels.sort import is_sorted_pairs  # numba: loaded by the first write
-
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         docs = np.ascontiguousarray(docs, dtype=np.uint32)
         first = (int(keys[0]), int(docs[0]))
-        # one pass without the GIL and without temporaries (the writer runs on a thread)
-        if first <= self._last or not is_sorted_pairs(keys, docs):
+        if first <= self._last or not _sorted(keys, docs):
             raise CorruptIndexError(f"{self.path}: band rows are not sorted by (band_key, doc_id)")
         self._last = (int(keys[-1]), int(docs[-1]))
         self._pages.append(keys[page_ends(self.rows, n, self.page_rows)])

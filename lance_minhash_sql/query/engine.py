@@ -30,19 +30,18 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.checks import check_choice
 from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS, whole_read_pays
+from lance_minhash_sql.index.numpy_sign import NUMPY_SECONDS
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.kernels.lsh import search_kernels_loaded
 from lance_minhash_sql.query.empty_query import warn_empty_queries
 from lance_minhash_sql.query.kernel_topk import kernel_topk
 from lance_minhash_sql.query.probe import probe_topk, reads_files
 from lance_minhash_sql.query.query_sign import MAX_QUERIES, fits, sign_texts
-from lance_minhash_sql.runtime.cache import StateAccount
 
 __all__ = ["topk", "numpy_texts", "check_engine", "ENGINES", "NUMPY_SECONDS"]
 
 
 ENGINES = ("auto", "numpy", "kernels")
-NUMPY_SECONDS = StateAccount("seconds the search spent answering with numpy")  # the policy's account
 
 
 def check_engine(engine: Any) -> str:
