@@ -52,7 +52,8 @@ def _texts() -> list:
     without tokens, fewer tokens than a shingle, tokens at and around the length limit."""
     table = corpus_table(400)
     edge = [None, "", "!!! ...", "one", "two words", "x" * 100 + " yy " + "z" * 39 + " " + "w" * 40,
-            "Café naïve ½ ÆØÅ 日本語のテキスト", "a b c d", "MiXeD CaSe 123abc 4_5-6", "tab\tand\nnewline\x1fsep"]
+            "Café naïve ½ ÆØÅ 日本語のテキスト", "a b c d", "MiXeD CaSe 123abc 4_5-6",
+            "tab\tand\nnewline\x1fsep"]
     return edge + [t for t in TORTURE_TEXTS] + table.column("text").to_pylist()
 
 
@@ -75,7 +76,8 @@ def test_numpy_signatures_and_band_keys_equal_the_kernels(params):
 
 def test_rows_split_between_the_ascii_route_and_lances_tokenizer_stay_in_order():
     signer = Signer(MinHashParams())
-    texts = ["plain ascii words here", "ünïcode wörds here", None, "more ascii words", "日本 語", "end words"] * 50
+    texts = ["plain ascii words here", "ünïcode wörds here", None, "more ascii words", "日本 語",
+             "end words"] * 50
     sigs, has = numpy_sign.sign_numpy(signer, texts)
     ref, ref_has = signer.sign(pa.array(texts, pa.string()))
     assert has.tolist() == ref_has.tolist() and np.array_equal(sigs[has], ref[has])

@@ -81,11 +81,15 @@ def _ascii_route(signer) -> bool:
     return signer.cfg[0] == tokenize.SIMPLE and not (signer.per_token or signer.routed)
 
 
-# per byte: an ASCII letter or digit; the byte lower-cased
-_ALNUM = readonly(np.isin(np.arange(256), np.frombuffer(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-                                                        dtype=np.uint8)))
-_LOWER = readonly(np.arange(256, dtype=np.uint8) + np.where((np.arange(256) >= 65) & (np.arange(256) <= 90), 32, 0)
-                  .astype(np.uint8))
+def _byte_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per byte: whether it is an ASCII letter or digit, and the byte lower-cased."""
+    byte = np.arange(256)
+    upper = (byte >= ord("A")) & (byte <= ord("Z"))
+    alnum = upper | ((byte >= ord("a")) & (byte <= ord("z"))) | ((byte >= ord("0")) & (byte <= ord("9")))
+    return readonly(alnum), readonly((byte + 32 * upper).astype(np.uint8))
+
+
+_ALNUM, _LOWER = _byte_tables()
 
 
 def _tokens(signer, texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -394,20 +394,25 @@ def _write_bands(sorter: BandSorter, bands_writer: BandsWriter, plan, bar) -> No
         writer.close()
 
 
-def signed_batches(signer, batches, stats: dict | None = None):
+def signed_batches(signer, batches, stats: dict | None = None, rows: int = 0):
     """``(row ids, signatures, rows scanned)`` of scanned ``(row ids, texts)`` batches,
     keeping the rows with a signature; counts ``scanned`` and ``nulls`` into ``stats``.
 
     Each batch is signed by the kernels, or by numpy while that costs less than loading
-    numba (``index/numpy_sign.py: numpy_pays``, the ski rental of a small build in a
-    process that has not loaded numba); both give the same signatures."""
+    numba (``index/numpy_sign.py: numpy_pays``: a small build in a process that has not
+    loaded numba); both give the same signatures. The cost weighed is the rest of the scan
+    (``rows`` expected in all, e.g. the dataset's count), priced at this batch's bytes a
+    row: a scan too large for numpy takes the kernels from its first batch."""
+    left = rows
     for rowids, texts in batches:
-        if numpy_pays(text_seconds(texts)):
+        n = len(texts)
+        if numpy_pays(text_seconds(texts) * max(n, left) / max(n, 1)):
             t0 = time.perf_counter()
             sigs, has = sign_numpy(signer, texts)
             NUMPY_SECONDS.add(time.perf_counter() - t0)
         else:
             sigs, has = signer.sign(texts)
+        left -= n
         n = len(texts)
         if stats is not None:
             stats["scanned"] = stats.get("scanned", 0) + n
@@ -459,7 +464,8 @@ def sign_fragments(ds, column: str, params: MinHashParams, fragment_ids, plan, *
                 f"column {column!r} of dataset {uri!r}{what} {what_rows}: the index would be empty and "
                 "answer nothing; index a column with text (or another tokenizer)")
 
-    w = write_segment(ds, params, fragment_ids, plan, signed_batches(signer_for(params), batches, stats),
+    signed = signed_batches(signer_for(params), batches, stats, plan.rows)
+    w = write_segment(ds, params, fragment_ids, plan, signed,
                       commit=commit, check=check, progress_rows=progress_rows, progress=progress,
                       storage_options=storage_options, seg_uuid=seg_uuid)
     return w, stats
