@@ -111,7 +111,7 @@ def _tokens(signer, texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray
         ascii_rows = valid.copy()
         wide = np.flatnonzero(data >= 128)
         if wide.size:
-            ascii_rows[np.unique(np.searchsorted(offsets, wide, side="right") - 1)] = False
+            ascii_rows[np.searchsorted(offsets, wide, side="right") - 1] = False  # not np.unique: it imports numpy.ma
         parts.append(_ascii_tokens(data, offsets, ascii_rows, signer.cfg[1], signer.cfg[2]))
         lance_rows = np.flatnonzero(valid & ~ascii_rows)
     if lance_rows.size:
@@ -175,7 +175,8 @@ def _lance_tokens(texts: pa.Array, rows: np.ndarray, options: dict):
     """Lance's tokens of the rows ``rows`` of ``texts`` (``io/tokens.py``)."""
     words: list[str] = []
     counts = np.zeros(rows.size, dtype=np.int64)
-    for i, text in enumerate(texts.take(pa.array(rows)).to_pylist()):
+    # row numbers from a list: pyarrow converting a numpy array imports numpy.ma (~0.1 s)
+    for i, text in enumerate(texts.take(pa.array(rows.tolist(), pa.int64())).to_pylist()):
         row = lance_tokens(text, options)
         counts[i] = len(row)
         words += row
