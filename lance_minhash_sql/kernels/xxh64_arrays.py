@@ -1,12 +1,12 @@
 """XXH64 of many byte ranges at once, in numpy array arithmetic: no numba.
 
 The numpy twin of ``kernels/xxh64.py: xxh64`` for signing without the kernels
-(``index/numpy_sign.py``): every step of XXH64 runs on all the ranges that take it, as a
-few whole-array operations (``uint64`` arrays wrap on overflow, as XXH64 needs). Ranges
-of 32 bytes and more first go through the four-lane stripes, all such ranges' stripe
-``i`` at once; then every range's 8-byte lanes, its 4-byte lane and its last bytes, each
-step computed for every range and kept where the remaining length takes it. ``tests/test_numpy_sign.py`` checks
-it against the ``xxhash`` package and the kernels on the same inputs.
+(``index/numpy_sign.py``), in whole-array operations (``uint64`` arrays wrap on
+overflow, as XXH64 needs). Ranges of 32 bytes and more first go through the four-lane
+stripes, all such ranges' stripe ``i`` at once; then every range's 8-byte lanes, its
+4-byte lane and its last bytes, each step computed for every range and kept where the
+remaining length takes it. ``tests/test_numpy_sign.py`` checks it against the ``xxhash``
+package and the kernels on the same inputs.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def xxh64_ranges(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed
     if longs.size:
         h[longs] = _stripes(w64, p, end, longs, seed64)
     h += lengths.astype(np.uint64)
-    left = end - p  # below 32 now
+    left = end - p  # below 32 after the stripes
     # each step on every range, kept where the remaining length takes it: whole-array
     # operations without gathering the ranges that take it
     for _ in range(3):  # 8-byte lanes
