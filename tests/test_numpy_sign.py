@@ -25,7 +25,7 @@ from torture import TORTURE_TEXTS
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.index import numpy_sign
-from lance_minhash_sql.index import sign as sign_mod
+from lance_minhash_sql.io import segment_writers as writers
 from lance_minhash_sql.index.sign import Signer
 from lance_minhash_sql.indexer import builder as build_mod
 from lance_minhash_sql.kernels.xxh64_arrays import xxh64_ranges
@@ -86,7 +86,7 @@ def test_rows_split_between_the_ascii_route_and_lances_tokenizer_stay_in_order()
 def _numpy_route(monkeypatch, on: bool):
     """The build's route forced: numpy as in a process without numba, or the kernels."""
     if on:
-        for module in (numpy_sign, band_sorter, sign_mod):
+        for module in (numpy_sign, band_sorter, writers):
             monkeypatch.setattr(module, "numba_loaded", lambda: False)
         monkeypatch.setattr(numpy_sign, "KERNEL_LOAD_SECONDS", float("inf"))
     else:

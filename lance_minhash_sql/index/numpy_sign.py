@@ -29,8 +29,8 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_HASH_MASK, BAND_SHIFT, SEED, SHINGLE_SEPARATOR
-from lance_minhash_sql.core.tuning import KERNEL_LOAD_SECONDS, NUMPY_SIGN_SECONDS_PER_BYTE, SHINGLE_BLOCK, \
-    whole_read_pays
+from lance_minhash_sql.core.tuning import (KERNEL_LOAD_SECONDS, NUMPY_BAND_KEY_SECONDS, NUMPY_SIGN_SECONDS_PER_BYTE,
+                                          SHINGLE_BLOCK, whole_read_pays)
 from lance_minhash_sql.io.arrow import as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import lance_tokens
 from lance_minhash_sql.kernels import tokenize
@@ -38,7 +38,7 @@ from lance_minhash_sql.kernels.config import numba_loaded
 from lance_minhash_sql.kernels.xxh64_arrays import xxh64_ranges
 from lance_minhash_sql.runtime.cache import StateAccount
 
-__all__ = ["NUMPY_SECONDS", "numpy_pays", "sign_numpy", "band_keys_numpy"]
+__all__ = ["NUMPY_SECONDS", "numpy_pays", "text_seconds", "band_key_seconds", "sign_numpy", "band_keys_numpy"]
 
 # the ski rental's account: seconds this process spent answering with numpy (signing and
 # the search's numpy engine, query/engine.py) while numba was not loaded
@@ -56,6 +56,11 @@ def numpy_pays(estimate: float) -> bool:
 def text_seconds(texts: pa.Array) -> float:
     """Estimated seconds of :func:`sign_numpy` over ``texts`` (by their bytes)."""
     return texts.nbytes * NUMPY_SIGN_SECONDS_PER_BYTE
+
+
+def band_key_seconds(rows: int, num_bands: int) -> float:
+    """Estimated seconds of :func:`band_keys_numpy` over ``rows`` signatures."""
+    return rows * num_bands * NUMPY_BAND_KEY_SECONDS
 
 
 def sign_numpy(signer, texts) -> tuple[np.ndarray, np.ndarray]:

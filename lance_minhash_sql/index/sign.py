@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import replace
 from functools import cached_property
 from types import MappingProxyType
@@ -27,9 +28,8 @@ from lance_minhash_sql.core.tuning import SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.index.numpy_sign import band_keys_numpy
+from lance_minhash_sql.index.numpy_sign import NUMPY_SECONDS, band_key_seconds, band_keys_numpy, numpy_pays
 from lance_minhash_sql.kernels import code_tokens, minhash, similarity, tokenize, vocab, vocab_sign
-from lance_minhash_sql.kernels.config import numba_loaded
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
 
@@ -350,10 +350,13 @@ class Signer:
 
     def band_keys(self, signatures: np.ndarray) -> np.ndarray:
         """``uint64[n, num_bands]`` band keys of a signature matrix: by the kernels, or by
-        numpy (``index/numpy_sign.py``) while numba is not loaded (signatures signed
-        there, a small build's)."""
-        if not numba_loaded():
-            return band_keys_numpy(signatures, self.params.num_bands)
+        numpy (``index/numpy_sign.py``) while that costs less than loading numba (a small
+        build's signatures, signed there)."""
+        if numpy_pays(band_key_seconds(signatures.shape[0], self.params.num_bands)):
+            t0 = time.perf_counter()
+            keys = band_keys_numpy(signatures, self.params.num_bands)
+            NUMPY_SECONDS.add(time.perf_counter() - t0)
+            return keys
         sig = np.ascontiguousarray(signatures, dtype=np.uint16)
         rows = sig.view(np.uint8).reshape(sig.shape[0], -1)
         nb = self.params.num_bands
