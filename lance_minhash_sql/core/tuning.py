@@ -64,6 +64,7 @@ END_ROWS = 8  # rows read from a bucket's start for its end (most buckets hold a
 # CPU seconds per byte of text of signing with numpy (index/numpy_sign.py: Lance's tokenizer,
 # the shingles' XXH64 and minima in numpy): its estimate in the ski rental against KERNEL_LOAD_SECONDS
 NUMPY_SIGN_SECONDS_PER_BYTE = 150e-9
+FEW_RANGES = 256  # fewer byte ranges than this are hashed one by one by the xxhash package (index/numpy_sign.py)
 NUMPY_BAND_KEY_SECONDS = 100e-9  # CPU seconds per band key by numpy (index/numpy_sign.py: band_keys_numpy)
 MAX_QUERIES = 16  # more queries than this are signed (and searched) by the numba kernels
 MAX_TEXT_CHARS = 1 << 16  # a longer text is signed by the numba kernels (a shingle costs ~0.3 us there)

@@ -10,7 +10,8 @@ and a small build's batches (``indexer/builder.py``) are signed here:
   (``io/tokens.py``), for every tokenizer;
 * each shingle (``shingle_size`` consecutive tokens joined by
   ``core/lance_format.py: SHINGLE_SEPARATOR``, or all of a row's tokens when it has fewer)
-  hashed by XXH64 in whole-array numpy arithmetic (``kernels/xxh64_arrays.py``);
+  hashed by XXH64 in whole-array numpy arithmetic (``kernels/xxh64_arrays.py``; a few
+  shingles by the ``xxhash`` package);
 * a row's ``k`` minima of ``a * x + b`` over its shingles (wrapping ``uint64``), each reduced
   to its top 16 bits by ``c``: the signature (docs/signatures.md);
 * band keys: ``(j << 56) | (XXH64(band j's values as little-endian u16) & (2**56 - 1))``.
@@ -26,11 +27,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_HASH_MASK, BAND_SHIFT, SEED, SHINGLE_SEPARATOR
-from lance_minhash_sql.core.tuning import (KERNEL_LOAD_SECONDS, NUMPY_BAND_KEY_SECONDS, NUMPY_SIGN_SECONDS_PER_BYTE,
-                                          SHINGLE_BLOCK, whole_read_pays)
+from lance_minhash_sql.core.tuning import (FEW_RANGES, KERNEL_LOAD_SECONDS, NUMPY_BAND_KEY_SECONDS,
+                                          NUMPY_SIGN_SECONDS_PER_BYTE, SHINGLE_BLOCK, whole_read_pays)
 from lance_minhash_sql.io.arrow import as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import lance_tokens
 from lance_minhash_sql.kernels import tokenize
@@ -210,7 +212,7 @@ def _shingle_hashes(joined: np.ndarray, at: np.ndarray, lengths: np.ndarray, cou
     first_token += np.arange(first_token.size)
     last_token = first_token + np.repeat(width - 1, per_row)
     begin = at[first_token]
-    x = xxh64_ranges(joined, begin, at[last_token] + lengths[last_token] - begin, SEED)
+    x = _xxh64(joined, begin, at[last_token] + lengths[last_token] - begin)
     return x, firsts
 
 
@@ -235,6 +237,19 @@ def _minima(x: np.ndarray, firsts: np.ndarray, a: np.ndarray, b: np.ndarray, c: 
     return ((c[:, None] * m) >> _U48).astype(np.uint16).T
 
 
+def _xxh64(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``uint64[n]``: XXH64 (``SEED``) of the ranges ``(starts, lengths)`` of ``data``: in
+    whole-array steps (``kernels/xxh64_arrays.py``), or, fewer than
+    :data:`~lance_minhash_sql.core.tuning.FEW_RANGES` of them (a query's shingles, its band
+    keys), by the ``xxhash`` package one range at a time, which costs less than the
+    steps' fixed cost per numpy call."""
+    if len(starts) >= FEW_RANGES:
+        return xxh64_ranges(data, starts, lengths, SEED)
+    raw = data.tobytes()
+    return np.array([xxhash.xxh64_intdigest(raw[s:s + n], SEED) for s, n in zip(starts.tolist(), lengths.tolist())],
+                    dtype=np.uint64)
+
+
 def band_keys_numpy(signatures: np.ndarray, num_bands: int) -> np.ndarray:
     """``uint64[n, num_bands]`` band keys of a signature matrix (as ``index/sign.py:
     Signer.band_keys``)."""
@@ -242,6 +257,6 @@ def band_keys_numpy(signatures: np.ndarray, num_bands: int) -> np.ndarray:
     n, k = sig.shape
     width = 2 * k // num_bands
     starts = (np.arange(n, dtype=np.int64)[:, None] * (2 * k) + np.arange(num_bands) * width).reshape(-1)
-    h = xxh64_ranges(sig.view(np.uint8).reshape(-1), starts, np.full(starts.size, width, np.int64), SEED)
+    h = _xxh64(sig.view(np.uint8).reshape(-1), starts, np.full(starts.size, width, np.int64))
     bands = np.arange(num_bands, dtype=np.uint64) << np.uint64(BAND_SHIFT)
     return (h.reshape(n, num_bands) & np.uint64(BAND_HASH_MASK)) | bands
