@@ -29,10 +29,11 @@ fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
 **numba itself loads on the first kernel call, not on import.** Importing numba and
 setting up its compiler costs about half a second of CPU (its implementation registries,
 and scipy's BLAS bindings when scipy is installed, which :func:`load_numba` skips:
-:func:`_set_up_without_blas_probe`), even when every kernel then comes from the cache. Kernels are declared with this module's :func:`njit` and ``prange``:
-until some kernel is called they are :class:`Kernel` placeholders, so the package's
-modules import without numba, and a path that calls no kernel (a single search, see
-``query/probe.py``) never loads it. The first call of any kernel loads numba once
+:func:`_set_up_without_blas_probe`), even when every kernel then comes from the cache.
+Kernels are declared with this module's :func:`njit` and ``prange``: until some kernel is
+called they are :class:`Kernel` placeholders, so the package's modules import without
+numba, and a path that calls no kernel (a single search, see ``query/probe.py``; a small
+build, ``index/numpy_sign.py``) never loads it. The first call of any kernel loads numba once
 (:func:`load_numba`): every declared kernel becomes numba's own dispatcher, in the
 namespace of each module that declared or imported it (the kernels' modules, and any
 other module declaring kernels here), so kernels calling kernels are typed by numba as
