@@ -5,6 +5,8 @@ Tokens come from ``lance.tokenize`` itself; hashing from the ``xxhash`` package.
 
 from __future__ import annotations
 
+import math
+
 import lance
 import numpy as np
 import xxhash
@@ -254,17 +256,18 @@ def components(nodes, edges) -> dict:
     return {v: nodes[s] for v, s, c in zip(nodes, smallest.tolist(), size.tolist()) if c > 1}
 
 
-def oracle_clusters(uri: str, column: str, threshold: float, params, verify: str = "estimate") -> dict:
+def oracle_clusters(uri: str, column: str, threshold: float, params, verify: str = "estimate",
+                    reps: int = REPS) -> dict:
     """``{rowid: cluster_id}`` of ``clusters(..., clustering='components', verify=verify)``:
     the connected components of the representatives' links (:func:`representative_links`,
-    :data:`REPS` a bucket) at ``threshold``, or with ``verify='exact'`` of
+    ``reps`` a bucket) at ``threshold``, or with ``verify='exact'`` of
     :func:`exact_pairs`; the cluster id is the smallest row id of the component."""
     if verify == "exact":
         return components([], list(exact_pairs(uri, threshold, params, column)))
     rowids, sigs, keys, _, _ = signed(uri, params, column)
     order = np.argsort(rowids)  # positions in row id order: the smallest position is the smallest row id
     rowids, sigs, keys = rowids[order], sigs[order], keys[order]
-    a, b = representative_link_positions(rowids, sigs, keys, min_equal(threshold, params.num_hashes), REPS)
+    a, b = representative_link_positions(rowids, sigs, keys, min_equal(threshold, params.num_hashes), reps)
     smallest, size = component_labels(rowids.size, a, b)
     return dict(zip(rowids[size > 1].tolist(), rowids[smallest[size > 1]].tolist()))
 
@@ -331,3 +334,73 @@ def ingest_oracle(corpus_uri: str, batch_uri: str, threshold: float, params, ver
             out[rid] = (False, best[3], best[4], best[5], best[6])
             kept.append(None)
     return out
+
+
+# --------------------------------------------------------------------------- star clustering
+
+
+def star_walk(sigs, comp, matched, min_eq):
+    """``(twin, eq)`` of the star walk of ``kernels/star.py`` (the rule of
+    ``selfjoin/star.py``), longhand: row by row, each row not ``matched`` joins the first
+    earlier centre of its own component (``comp``) sharing at least ``min_eq`` values, or
+    becomes a centre; ``-1`` and ``0`` for a centre or a matched row."""
+    sigs = np.asarray(sigs)
+    twin, eq, centres = [-1] * len(comp), [0] * len(comp), {}
+    for i in range(len(comp)):
+        if matched[i]:
+            continue
+        mine = centres.setdefault(int(comp[i]), [])
+        same = (sigs[mine] == sigs[i]).sum(axis=1)  # equal values with each centre, in walk order
+        first = np.flatnonzero(same >= min_eq)
+        if first.size:
+            twin[i], eq[i] = mine[first[0]], int(same[first[0]])
+        else:
+            mine.append(i)
+    return twin, eq
+
+
+def star_walk_exact(sets, comp, matched, threshold):
+    """``twin`` of the exact star walk, longhand over Python sets: the first earlier centre
+    of the row's component whose Jaccard reaches ``threshold`` (an empty set matches
+    nothing and is a centre)."""
+    twin, centres = [-1] * len(comp), {}
+    for i in range(len(comp)):
+        if matched[i]:
+            continue
+        mine = centres.setdefault(int(comp[i]), [])
+        for c in mine:
+            if sets[i] and sets[c] and len(sets[i] & sets[c]) / len(sets[i] | sets[c]) >= threshold:
+                twin[i] = c
+                break
+        else:
+            mine.append(i)
+    return twin
+
+
+# --------------------------------------------------------------------------- the dry run's intervals
+
+
+def finite_population_correction(n: int, population: int) -> float:
+    """The variance of a mean of ``n`` of ``population`` units drawn without replacement,
+    over the same drawn with replacement: ``(N - n) / (N - 1)``."""
+    return (population - n) / (population - 1)
+
+
+def corrected_wilson(successes: float, n: int, population: int, z: float = 1.959963984540054) -> tuple:
+    """``(low, high)`` of the dry run: Newcombe's (1998) method 4, the Wilson score interval
+    with continuity correction, of ``successes / n``, its sample size the binomial one of
+    the same variance, ``m = n / finite_population_correction(n, population)``; the point
+    itself for the whole population; clipped to ``[0, 1]``."""
+    p = successes / n
+    if n >= population:
+        return p, p
+    m = n / finite_population_correction(n, population)
+    if p <= 0:
+        low = 0.0
+    else:
+        low = (2 * m * p + z * z - 1 - z * math.sqrt(z * z - 2 - 1 / m + 4 * p * (m * (1 - p) + 1))) / (2 * (m + z * z))
+    if p >= 1:
+        high = 1.0
+    else:
+        high = (2 * m * p + z * z + 1 + z * math.sqrt(z * z + 2 - 1 / m + 4 * p * (m * (1 - p) - 1))) / (2 * (m + z * z))
+    return min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0)

@@ -15,11 +15,12 @@ import pyarrow as pa
 import pytest
 
 from conftest import SPILL_BUDGET, indexed_corpus
+import naive
 from naive import oracle_clusters
 from test_pairs import PARAMS, as_clusters, as_dict, components, oracle
 
 from lance_minhash_sql.indexer.builder import build_index
-from lance_minhash_sql.core.errors import InvalidParameterError, ResourceLimitError
+from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning, ResourceLimitError
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import generate_batches, write_corpus
 from lance_minhash_sql.index import rowid_runs
@@ -33,6 +34,7 @@ from lance_minhash_sql.kernels.components import (count_unmarked, flatten_roots,
                                                   new_marks, ranks, set_marks, union_min)
 
 COPIES = 200_000
+CROWD_T = 0.5  # the crowded bucket's threshold: its texts share about 45 % of their values
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +212,73 @@ def test_a_giant_bucket_is_never_held_whole(giant):
     assert np.array_equal(np.sort(cid[keep]), np.unique(cid))  # exactly one kept per cluster
     r = dedup(giant, "text", 0.8, memory_limit="4MiB")
     assert r.removed == len(by_cluster) - len(set(by_cluster.values())) and r.removed >= len(dup) - 1
+
+
+def crowded_texts(seed: int = 11) -> list[str]:
+    """Texts in row order whose clusters need every representative of one giant bucket
+    (``naive.REPS``): variants of one text (a block of 20 of its 60 words replaced) that
+    share the key of one band, pairwise under :data:`CROWD_T`; after the ``REPS``-th of
+    them (``x``) a text similar to ``x`` alone and sharing no other bucket with it, then
+    more of the crowd. With one representative fewer, ``x`` is no representative and its
+    similar text finds nothing to link to."""
+    from lance_minhash_sql.faces.corpus import vocabulary
+    from lance_minhash_sql.index.sign import signer_for
+
+    rng = np.random.default_rng(seed)
+    vocab = np.array(vocabulary().to_pylist())
+    signer = signer_for(PARAMS)
+    min_eq = naive.min_equal(CROWD_T, PARAMS.num_hashes)
+
+    def variants(words, n, block):
+        out = []
+        for _ in range(n):
+            w = words.copy()
+            p = int(rng.integers(0, w.size - block + 1))
+            w[p:p + block] = rng.choice(vocab, block)
+            out.append(w)
+        sigs, _ = signer.sign(pa.array([" ".join(w) for w in out]))
+        return out, sigs, signer.band_keys(sigs)
+
+    base = rng.choice(vocab, 60)
+    words, sigs, keys = variants(base, 4000, 20)
+    band = int(np.argmax([np.unique(keys[:, j], return_counts=True)[1].max() for j in range(keys.shape[1])]))
+    values, counts = np.unique(keys[:, band], return_counts=True)
+    crowd: list[int] = []
+    for i in np.flatnonzero(keys[:, band] == values[np.argmax(counts)]):
+        if all((sigs[i] == sigs[j]).sum() < min_eq for j in crowd):
+            crowd.append(int(i))
+    x = crowd[naive.REPS - 1]
+    near, near_sigs, near_keys = variants(words[x], 4000, 6)
+    for w, s, k in zip(near, near_sigs, near_keys):
+        others = np.delete(sigs[crowd], naive.REPS - 1, axis=0)
+        if ((s == sigs[x]).sum() >= min_eq and k[band] == keys[x, band]
+                and (k == keys[x]).sum() == 1 and ((others == s).sum(axis=1) < min_eq).all()):
+            break
+    else:
+        raise AssertionError("no text similar to the crowd's representative alone")
+    order = [" ".join(words[i]) for i in crowd]
+    return order[:naive.REPS] + [" ".join(w)] + order[naive.REPS:]
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("crowded") / "crowded.lance")
+    lance.write_dataset(pa.table({"text": crowded_texts()}), uri)
+    build_index(uri, "text")
+    return uri
+
+
+def test_a_giant_bucket_keeps_every_representative(crowded, monkeypatch):
+    """A bucket linked in chunks of rows (windows of 20 rows under a 20 KiB budget) keeps
+    all ``naive.REPS`` representatives: the clusters equal the rule's, which here differ
+    from those of one representative fewer."""
+    want = oracle_clusters(crowded, "text", CROWD_T, PARAMS)
+    assert want != oracle_clusters(crowded, "text", CROWD_T, PARAMS, reps=naive.REPS - 1) == {}
+    monkeypatch.setattr(bounded, "MIN_WINDOW_ROWS", 20)
+    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 20 << 10)
+    reset_stats()
+    with pytest.warns(LowRecallWarning):
+        got = as_clusters(clusters(crowded, "text", CROWD_T))
+    assert pool.STATS["streamed_shards"] >= 1 and pool.STATS["max_pool_rows"] < 40  # the bucket in chunks
+    assert got == want and len(want) == 2
 
 
 def test_the_budget_of_a_pairs_shard_through_sql_and_the_cli(corpus, tmp_path, capsys):

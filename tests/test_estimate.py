@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import naive
+
 import lance_minhash_sql as lms
 from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError
 from lance_minhash_sql.diagnostics.estimate import ESTIMATE_SCHEMA, describe, estimate, sample_offsets
@@ -336,6 +338,26 @@ def test_wilson_against_reference():
     wide = wilson(50, 100, population=10**9)
     assert narrow[1] - narrow[0] < wide[1] - wide[0]
     assert wide == pytest.approx(wilson(50, 100), abs=1e-6)
+
+
+def test_the_dry_runs_intervals_are_the_corrected_wilson_intervals(corpus):
+    """The dry run's intervals of shares of rows are Newcombe's continuity-corrected Wilson
+    intervals on the sample size of the finite-population correction, as tests/naive.py
+    writes them out: on known counts, and on the dry run's own counts."""
+    assert fpc(100, 1000) == naive.finite_population_correction(100, 1000) == 900 / 999
+    for x, n, population in ((81, 263, 1000), (0, 20, 100), (15, 148, 149), (1, 29, 10**6), (29, 29, 60),
+                             (12.5, 40, 90)):
+        got = tuple(float(v) for v in wilson(x, n, population=population, continuity=True))
+        assert got == pytest.approx(naive.corrected_wilson(x, n, population), abs=1e-12)
+    for row in estimate(corpus, "text", THRESHOLDS, sample_rows=400, seed=1).to_pylist():
+        n, population = row["sampled_rows"], row["live_rows"]
+        assert n < population
+        want = naive.corrected_wilson(row["duplicate_rows"], n, population)
+        assert (row["duplicate_fraction_low"], row["duplicate_fraction_high"]) == pytest.approx(want, abs=1e-12)
+        for name in ("components", "star"):
+            lo, hi = naive.corrected_wilson(row[f"rows_dropped_{name}"] * n / population, n, population)
+            assert row[f"rows_dropped_{name}_low"] == pytest.approx(population * lo, rel=1e-9, abs=1e-9)
+            assert row[f"rows_dropped_{name}_high"] == pytest.approx(population * hi, rel=1e-9)
 
 
 @pytest.fixture(scope="module")

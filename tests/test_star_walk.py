@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import naive
+
 import lance_minhash_sql as lms
 from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
@@ -59,6 +61,41 @@ def test_a_member_at_exactly_the_jaccard_threshold_is_a_twin_in_the_exact_walk_a
 
 
 # --------------------------------------------------------------------------- centres per component
+
+
+def test_a_chunk_forgets_the_centres_of_the_component_before():
+    """Two identical rows of two components in one chunk: two centres, by both walks."""
+    sigs = np.array([[1, 2, 3, 4]] * 2, np.uint16)
+    comp, matched = np.array([0, 1]), np.zeros(2, bool)
+    twin, eq = star_walk(sigs, comp, matched, np.int64(3))
+    assert twin.tolist() == [-1, -1] == naive.star_walk(sigs, comp, matched, 3)[0]
+    offsets, hashes = _csr([[1, 2, 3], [1, 2, 3]])
+    twin, _, _ = star_walk_exact(sigs, offsets, hashes, comp, matched, 0.5)
+    assert twin.tolist() == [-1, -1] == naive.star_walk_exact([{1, 2, 3}] * 2, comp, matched, 0.5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_walks_equal_the_longhand_walk(seed):
+    """Random chunks of several components, some rows matched already: both walks give
+    the twins (and equal counts, and Jaccards) of tests/naive.py's walk."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    sigs = rng.integers(0, 3, (n, 8)).astype(np.uint16)
+    comp = np.sort(rng.integers(0, 12, n))
+    matched = rng.random(n) < 0.1
+    twin, eq = star_walk(sigs, comp, matched, np.int64(5))
+    want_twin, want_eq = naive.star_walk(sigs, comp, matched, 5)
+    assert twin.tolist() == want_twin and eq.tolist() == want_eq
+    assert 20 < (twin >= 0).sum() < n - 20  # twins and centres both
+    sets = [set(rng.choice(12, int(rng.integers(0, 8)), replace=False).tolist()) for _ in range(n)]
+    offsets, hashes = _csr([list(x) for x in sets])
+    twin, eq, jac = star_walk_exact(sigs, offsets, hashes, comp, matched, 0.5)
+    assert twin.tolist() == naive.star_walk_exact(sets, comp, matched, 0.5)
+    assert 20 < (twin >= 0).sum() < n - 20
+    has = twin >= 0
+    assert jac[has].tolist() == [len(sets[i] & sets[j]) / len(sets[i] | sets[j]) for i, j in
+                                 zip(np.flatnonzero(has), twin[has])]
+    assert eq[has].tolist() == [int((sigs[i] == sigs[j]).sum()) for i, j in zip(np.flatnonzero(has), twin[has])]
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +163,50 @@ def test_exact_verification_fetches_each_row_once_in_row_order_and_holds_its_ind
     assert np.unique(fetched).size == fetched.size == sets.index.ids.size  # each row once
     assert sets.values.size * 8 > QUARTER * LIMIT  # the sets do not fit the share: they live in the file
     assert sets.held_bytes() == shingles_mod.INDEX_BYTES * fetched.size
+
+
+@pytest.fixture(scope="module")
+def unrelated(tmp_path_factory):
+    """1,500 unrelated texts, indexed: walked as one component, every row is a centre."""
+    import lance
+
+    from lance_minhash_sql.faces.corpus import vocabulary
+    from lance_minhash_sql.index.opened import open_index
+
+    rng = np.random.default_rng(4)
+    vocab = np.array(vocabulary().to_pylist())
+    uri = str(tmp_path_factory.mktemp("centres") / "unrelated.lance")
+    lance.write_dataset(pa.table({"text": [" ".join(rng.choice(vocab, 30)) for _ in range(1500)]}), uri)
+    lms.build_index(uri, "text")
+    return open_index(uri, "text")
+
+
+def test_star_holds_its_centres_within_a_quarter_of_the_budget(unrelated, monkeypatch):
+    """A component whose centres' signatures outgrow a quarter of the budget: the walk
+    writes the older blocks to disk, so at the end of the walk what it holds (the
+    centres' bytes less those written) is at most a quarter of the budget; the twins are
+    the longhand walk's over the rows' signatures (tests/naive.py)."""
+    limit = 256 << 10
+    spilled = []
+    savez = np.savez
+
+    def recorded(path, *arrays):
+        spilled.append(sum(a.nbytes for a in arrays))
+        return savez(path, *arrays)
+
+    monkeypatch.setattr(star_mod.np, "savez", recorded)
+    rowid, sigs = naive.signed(unrelated.uri, unrelated.params)[:2]
+    cluster = np.zeros(rowid.size, dtype=np.uint64)
+    chunks = star_mod.STATS["chunks"]
+    twin, _, _ = star_mod.star_twins(unrelated, 0.8, rowid, cluster, np.arange(rowid.size), "estimate", limit)
+    chunks = star_mod.STATS["chunks"] - chunks
+    k = unrelated.params.num_hashes
+    assert twin.tolist() == naive.star_walk(sigs, np.zeros(rowid.size), np.zeros(rowid.size, bool),
+                                            naive.min_equal(0.8, k))[0]
+    centres = int((twin < 0).sum())
+    added = centres * (8 + 2 * k + 8) + 8 * chunks  # each centre's position, signature and offset; a block's end
+    assert added > 4 * QUARTER * limit  # the centres do not fit the share
+    assert added - sum(spilled) <= QUARTER * limit + 8 * chunks
 
 
 def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):
