@@ -404,3 +404,21 @@ def corrected_wilson(successes: float, n: int, population: int, z: float = 1.959
     else:
         high = (2 * m * p + z * z + 1 + z * math.sqrt(z * z + 2 - 1 / m + 4 * p * (m * (1 - p) - 1))) / (2 * (m + z * z))
     return min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0)
+
+
+def star_twins(uri: str, threshold: float, params, key, column: str = "text") -> dict:
+    """``{rowid: twin rowid or None}`` of every row of star clustering (``selfjoin/star.py``)
+    at ``threshold``: the components of :func:`oracle_pairs` (scipy), each walked in the
+    keep order ``key`` (a sort key of a row id) by :func:`star_walk` over the rows'
+    signatures."""
+    rowids, sigs, _, _, _ = signed(uri, params, column)
+    sig = dict(zip(rowids.tolist(), sigs))
+    pairs = oracle_pairs(uri, threshold, params, column)
+    members: dict = {}
+    for r, c in components([x for p in pairs for x in p], list(pairs)).items():
+        members.setdefault(c, []).append(r)
+    walk = [r for group in members.values() for r in sorted(group, key=key)]
+    comp = [c for c, group in enumerate(members.values()) for _ in group]
+    twin, _ = star_walk(np.array([sig[r] for r in walk]).reshape(len(walk), -1), comp, [False] * len(walk),
+                        min_equal(threshold, params.num_hashes))
+    return {r: None if t < 0 else walk[t] for r, t in zip(walk, twin)}

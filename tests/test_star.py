@@ -1,6 +1,6 @@
 """Star clustering (``selfjoin/star.py``): every dropped row names a kept twin it is similar
-to. Oracles: brute-force pairs and scipy components (tests/test_pairs.py), a walk written
-out longhand here over signatures signed again, and the rule's properties checked pair by
+to. Oracles: the star walk of tests/naive.py (brute-force pairs, scipy components, each
+walked longhand over signatures signed again), and the rule's properties checked pair by
 pair."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import copies_table, groups_table
+import naive
 from naive import exact_jaccard, signature
-from test_pairs import components, oracle, signed
+from test_pairs import signed
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
@@ -93,24 +94,10 @@ KEYS = {
 
 
 def reference_star(uri: str, rows, policy: str) -> dict:
-    """``{row: twin or None}`` of every clustered row: the brute-force components walked in
-    keep order, longhand."""
-    sig, text, quality = rows
-    pairs = oracle(uri, T)
-    cluster_of = components([x for p in pairs for x in p], list(pairs))
-    members: dict = {}
-    for r, c in cluster_of.items():
-        members.setdefault(c, []).append(r)
-    key = KEYS[policy](text, quality)
-    out = {}
-    for group in members.values():
-        centers = []
-        for r in sorted(group, key=key):
-            twin = next((c for c in centers if similar(sig, r, c)), None)
-            out[r] = twin
-            if twin is None:
-                centers.append(r)
-    return out
+    """``{row: twin or None}`` of every clustered row: tests/naive.py's star oracle at
+    :data:`T` in the keep order of ``policy``."""
+    _, text, quality = rows
+    return naive.star_twins(uri, T, PARAMS, KEYS[policy](text, quality))
 
 
 def in_stars(ref: dict) -> dict:
