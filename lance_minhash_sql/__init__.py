@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lance_minhash_sql.core import errors
 from lance_minhash_sql.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 from lance_minhash_sql.runtime import memory as _memory  # noqa: F401  (malloc arenas limited before any thread: limit_arenas)
+from lance_minhash_sql.core import sql_order as _sql_order
 
 if TYPE_CHECKING:
     from lance_minhash_sql.api.entries import build_index, clusters, dedup, ingest, ingest_plan, join, keep_flags, pairs
@@ -94,6 +95,17 @@ _LAZY = MappingProxyType({
     "review_ingest": "lance_minhash_sql.faces.review_ingest",
 })
 _AS_IS = frozenset({"install", "connect", "clear_cache", "cache_info"})  # connect/install: SQL gives SQL advice
+
+
+def _sorted_values(table, column: str, order_by: str):
+    """``order_by`` evaluated by DuckDB (``duck/order_by.py``, imported on the first call):
+    what the engine sorts rows by SQL with (``core/sql_order.py``)."""
+    from lance_minhash_sql.duck.order_by import sorted_values
+
+    return sorted_values(table, column, order_by)
+
+
+_sql_order.install(_sorted_values)
 
 
 def _version() -> str:

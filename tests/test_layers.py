@@ -9,6 +9,8 @@
   ``LanceDataset`` or ``LanceFragment`` (``count_rows``, ``schema``, ``version``, ``uri``,
   ``get_fragment``, ...) used on a dataset or fragment object (a name such as ``ds``,
   ``dataset``, ``new_ds``, ``frag``, or an attribute ``.ds``): io/ has a function for each;
+* only duck/ and faces/ speak DuckDB: no ``import duckdb`` elsewhere (the engine sorts by
+  ``order_by`` through ``core/sql_order.py``);
 * no module uses another module's private names (``from .x import _y``, ``x._y``);
 * a module over :data:`MAX_LINES` lines is listed (a warning, not a failure: modules are cut
   by responsibility, not by length); so is a long definition, which must be one of
@@ -136,6 +138,11 @@ def violations(source: str, rel: str) -> list[str]:
                 if owner is not None and LANCE_OBJECT.match(owner):
                     out.append(f"{rel}:{node.lineno}: uses Lance member {owner}.{node.attr} (only io/ touches Lance; "
                                "ask through an io/ function)")
+    # only duck/ and faces/ speak DuckDB
+    if not name.startswith(("duck/", "faces/")):
+        for mod in imports_of(tree, rel):
+            if mod.split(".")[0] == "duckdb":
+                out.append(f"{rel}: imports {mod} (only duck/ and faces/ speak DuckDB)")
     # no private names of other modules
     aliases = {}  # local name -> package module it names
     for node in ast.walk(tree):
@@ -241,6 +248,8 @@ def test_kernels_are_pure():
      "uses Lance member ds.get_fragments"),
     ("lance_minhash_sql/index/x.py", "def f(frag):\n    return frag.deletion_file()\n",
      "uses Lance member frag.deletion_file"),
+    ("lance_minhash_sql/selfjoin/x.py", "def f():\n    import duckdb\n", "only duck/ and faces/ speak DuckDB"),
+    ("lance_minhash_sql/kernels/x.py", "from duckdb import connect\n", "only duck/ and faces/ speak DuckDB"),
     ("lance_minhash_sql/index/x.py", "from .build import _bar\n", "imports private _bar"),
     ("lance_minhash_sql/duck/x.py", "from .tables import _scalars, search_sql\n", "imports private _scalars"),
     ("lance_minhash_sql/index/x.py", "from . import opened\n\ndef f():\n    return opened._the_cache()\n",
@@ -273,6 +282,8 @@ def test_checker_accepts_what_the_rules_allow():
         ("lance_minhash_sql/index/x.py", "from .cache import ByteCache\n\nclass A:\n    def _own(self):\n"
                                          "        return self._x\n"),
         ("lance_minhash_sql/faces/bench.py", "import lance\n"),
+        ("lance_minhash_sql/duck/x.py", "import duckdb\n"),
+        ("lance_minhash_sql/faces/x.py", "def f():\n    import duckdb\n"),
     ]
     for rel, source in ok:
         assert violations(source, rel) == [], rel

@@ -36,7 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from lance_minhash_sql.core import errors, status
+from lance_minhash_sql.core import errors, sql_order, status
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.kernels import ahead as kernel_ahead
 from lance_minhash_sql.kernels import config as kernel_config
@@ -409,6 +409,7 @@ register_state("warnings issued without a caller", errors.NO_CALLER_WARNINGS, cl
 register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # emptied by the load
 register_state("the compile-ahead helper this process started", kernel_ahead.HELPERS)  # ends with the process
 register_state("status lines shown on the terminal", status.SHOWN)  # each removed as it ends or a bar starts
+register_state("what sorts rows by a SQL ORDER BY (the package root installs it)", sql_order.SORTER)
 
 
 def is_registered_state(obj) -> bool:

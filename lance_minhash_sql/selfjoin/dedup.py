@@ -16,8 +16,9 @@ row is kept: the first in the keep order, ties broken by the lowest row id. The 
 * ``keep="first"`` (default): the lowest row id (= ``cluster_id``);
 * ``keep="longest"``: the longest text of the indexed column (Unicode code points);
 * ``order_by="quality DESC, length(text)"``: a SQL ``ORDER BY`` list over the dataset's
-  columns (and ``_rowid``), evaluated by DuckDB on the clustered rows' values (fetched with
-  a Lance ``take`` of only the columns the text names); ``keep`` stays ``"first"``: the
+  columns (and ``_rowid``), evaluated by DuckDB (``duck/order_by.py``, through
+  ``core/sql_order.py``) on the clustered rows' values (fetched with a Lance ``take`` of
+  only the columns the text names); ``keep`` stays ``"first"``: the
   first row in that order.
 
 Rows in no cluster are always kept. :func:`keep_flags` returns one row per clustered row
@@ -37,6 +38,7 @@ import pyarrow.compute as pc
 from lance_minhash_sql.core.checks import check_bool, check_choice, check_clustering_verify, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import KEEP_POLICIES
+from lance_minhash_sql.core.sql_order import sorted_values
 from lance_minhash_sql.core.tuning import TAKE_ROWS
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import DEDUP_SCHEMA, DEDUP_STAR_SCHEMA
@@ -77,10 +79,6 @@ def check_keep(keep, order_by) -> tuple[str, str | None]:
     return keep, order_by.strip()
 
 
-def _order_sql(order_by: str) -> str:
-    return f"SELECT {_POS} FROM t ORDER BY {_CLUSTER}, {order_by}, _rowid"
-
-
 def _referenced(schema: pa.Schema, order_by: str) -> list[str]:
     """The dataset columns whose name occurs in the text (a superset of those it uses)."""
     text = order_by.lower()
@@ -88,21 +86,14 @@ def _referenced(schema: pa.Schema, order_by: str) -> list[str]:
 
 
 def _order_by_sql(table: pa.Table, order_by: str, uri: str, columns: list[str]) -> np.ndarray:
-    """The rows' positions sorted by cluster, then ``order_by``, then row id (DuckDB,
-    private connection)."""
-    import duckdb
-
-    con = duckdb.connect()
+    """The rows' positions sorted by cluster, then ``order_by``, then row id (the SQL
+    engine of ``core/sql_order.py``)."""
     try:
-        con.register("t", table)
-        return np.asarray(con.execute(_order_sql(order_by)).fetchnumpy()[_POS], dtype=np.int64)
-    except duckdb.Error as exc:
-        msg = str(exc).splitlines()[0][:300]
+        return np.asarray(sorted_values(table, _POS, f"{_CLUSTER}, {order_by}, _rowid"), dtype=np.int64)
+    except InvalidParameterError as exc:
         raise InvalidParameterError(
-            f"order_by={order_by!r} is not a valid SQL ORDER BY over the columns of {uri!r} ({msg}); its columns "
+            f"order_by={order_by!r} is not a valid SQL ORDER BY over the columns of {uri!r} ({exc}); its columns "
             f"are {columns} (plus _rowid); e.g. order_by := 'length(text) DESC'") from None
-    finally:
-        con.close()
 
 
 def _check_order_by(ds, uri: str, order_by: str) -> list[str]:
