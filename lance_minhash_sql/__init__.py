@@ -20,6 +20,7 @@ from lance_minhash_sql.core import errors
 from lance_minhash_sql.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 from lance_minhash_sql.runtime import memory as _memory  # noqa: F401  (malloc arenas limited before any thread: limit_arenas)
 from lance_minhash_sql.core import sql_order as _sql_order
+from lance_minhash_sql.runtime import compile_ahead as _compile_ahead  # noqa: F401  (the helper process the first compilation starts)
 
 if TYPE_CHECKING:
     from lance_minhash_sql.api.entries import build_index, clusters, dedup, ingest, ingest_plan, join, keep_flags, pairs

@@ -59,7 +59,7 @@ MAX_CLASS_LINES = 250
 # loop, a writer's one sequence of steps); the list only shrinks
 LONG_DEFINITIONS = frozenset({
     "lance_minhash_sql/indexer/builder.py:write_segment",
-    "lance_minhash_sql/kernels/corpus.py:build_vocabulary",
+    "lance_minhash_sql/faces/corpus_kernels.py:build_vocabulary",
     "lance_minhash_sql/kernels/pairs.py:pair_chunk",
     "lance_minhash_sql/kernels/tokenize.py:tokenize_doc",
 })
@@ -215,10 +215,10 @@ KERNEL_IMPORTS = ("lance_minhash_sql.kernels", "lance_minhash_sql.core.lance_for
 
 def test_kernels_are_pure():
     # sys, threading, time: config.py's log of numba compilations and its one-line notice;
-    # llvmlite (numba's own IR builder): minhash.py's vector intrinsic; atexit, hashlib,
-    # subprocess, tempfile (and fcntl, imported where it exists): ahead.py's helper process
+    # llvmlite (numba's own IR builder): minhash.py's vector intrinsic. No process is
+    # started here (runtime/compile_ahead.py starts the compile-ahead helper)
     allowed_roots = {"numpy", "numba", "llvmlite", "math", "os", "functools", "typing", "types", "__future__",
-                     "dataclasses", "sys", "threading", "time", "atexit", "hashlib", "subprocess", "tempfile", "fcntl"}
+                     "dataclasses", "sys", "threading", "time"}
     for path in (PKG / "kernels").glob("*.py"):
         for mod in imports_of(ast.parse(path.read_text()), _rel(path)):
             root = mod.split(".")[0]
@@ -226,6 +226,21 @@ def test_kernels_are_pure():
                 assert mod == "lance_minhash_sql.core" or mod.startswith(KERNEL_IMPORTS), (path.name, mod)
             else:
                 assert root in allowed_roots, (path.name, mod)
+        for node in ast.walk(ast.parse(path.read_text())):  # nor through os
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+                assert not node.attr.startswith(("fork", "spawn", "exec", "posix_spawn", "system", "popen")), \
+                    (path.name, node.attr)
+
+
+def test_the_corpus_generator_lives_beside_the_demo():
+    """The synthetic corpus (the demo's, the tests' and the benchmarks') is no engine
+    kernel: its generator and the generator's kernels live in faces/, and no engine layer
+    imports them."""
+    assert not (PKG / "kernels" / "corpus.py").exists()
+    assert (PKG / "faces" / "corpus.py").exists() and (PKG / "faces" / "corpus_kernels.py").exists()
+    for path in modules():
+        if _own_layer(_rel(path)) not in (None, "faces"):
+            assert not {m for m in imports_of(ast.parse(path.read_text()), _rel(path)) if "corpus" in m}, path
 
 
 # --------------------------------------------------------------------------- the checker itself

@@ -95,7 +95,7 @@ def test_a_process_after_warmup_compiles_nothing(tmp_path):
 def test_compile_notice_is_printed_once_per_process(capsys, monkeypatch):
     from numba.core import event
 
-    from lance_minhash_sql.kernels import ahead
+    from lance_minhash_sql.runtime import compile_ahead as ahead
 
     monkeypatch.setenv(ahead.ENV, "0")  # no helper process from this one
 
@@ -178,7 +178,7 @@ for _, sql in DEMO_QUERIES:
     con.sql(sql).fetchall()
 after = specializations()
 print(json.dumps({"prepared": sorted(k for k, v in before.items() if v), "added": sorted(
-    k for k, v in after.items() if v != before.get(k, 0) and not k.startswith("lance_minhash_sql.kernels.corpus."))}))
+    k for k, v in after.items() if v != before.get(k, 0) and not k.startswith("lance_minhash_sql.faces.corpus_kernels."))}))
 """
 
 
@@ -222,13 +222,13 @@ print(json.dumps(sorted(f"{d.py_func.__module__}.{d.py_func.__name__}\t{tuple(s)
 
 
 def test_the_compile_ahead_plan_names_the_first_calls_specializations(tmp_path, monkeypatch):
-    """kernels/ahead.py's plan is what the first calls use: every specialization of the
+    """runtime/compile_ahead.py's plan is what the first calls use: every specialization of the
     package's kernels a new process holds after them is in it, and each other line is a
     kernel called only from kernels (a caller loaded from the cache holds its callees'
     code, so with a warm cache they get no specialization of their own)."""
     from lance_minhash_sql.faces.corpus import write_corpus
     from lance_minhash_sql.faces.warmup import FIRST_CALLS_ROWS
-    from lance_minhash_sql.kernels import ahead
+    from lance_minhash_sql.runtime import compile_ahead as ahead
 
     uri = str(tmp_path / "c.lance")
     write_corpus(uri, FIRST_CALLS_ROWS)
@@ -243,7 +243,7 @@ def test_the_compile_ahead_plan_names_the_first_calls_specializations(tmp_path, 
 
 _HELPER = r"""
 import os, sys
-from lance_minhash_sql.kernels.helper import helper_main
+from lance_minhash_sql.runtime.compile_helper import helper_main
 helper_main(str(os.getppid()), sys.argv[2], sys.argv[1])
 print(os.nice(0))  # the helper's priority
 """
@@ -264,7 +264,7 @@ _PLAN = ("# a plan\n"
 
 
 def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tmp_path, monkeypatch):
-    from lance_minhash_sql.kernels import ahead
+    from lance_minhash_sql.runtime import compile_ahead as ahead
 
     monkeypatch.setenv(ahead.ENV, "0")
     plan = tmp_path / "plan.txt"
@@ -279,7 +279,7 @@ def test_the_helper_compiles_the_plan_after_the_parents_kernel_into_the_cache(tm
 
 _HELD = r"""
 import fcntl, os, sys
-from lance_minhash_sql.kernels.helper import LOCK_NAME, helper_main
+from lance_minhash_sql.runtime.compile_helper import LOCK_NAME, helper_main
 with open(os.path.join(sys.argv[1], LOCK_NAME), "a") as f:  # a helper of this cache folder runs
     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     helper_main(str(os.getppid()), "no kernel of the plan", sys.argv[2])
@@ -289,7 +289,7 @@ with open(os.path.join(sys.argv[1], LOCK_NAME), "a") as f:  # a helper of this c
 def test_one_helper_per_cache_folder_and_its_lock_lives_there(tmp_path, monkeypatch):
     import tempfile
 
-    from lance_minhash_sql.kernels import ahead
+    from lance_minhash_sql.runtime import compile_ahead as ahead
 
     monkeypatch.setenv(ahead.ENV, "0")
     plan = tmp_path / "plan.txt"
@@ -301,14 +301,14 @@ def test_one_helper_per_cache_folder_and_its_lock_lives_there(tmp_path, monkeypa
     assert not list(cache.rglob("*.nbi"))  # it compiled nothing
     _run(_HELPER, str(cache), str(plan), "no kernel of the plan")  # released: this one compiles the plan
     assert json.loads(_run(_CACHED, str(cache)).stdout.splitlines()[-1]) == [True, True, True]
-    from lance_minhash_sql.kernels.helper import LOCK_NAME
+    from lance_minhash_sql.runtime.compile_helper import LOCK_NAME
 
     assert (cache / LOCK_NAME).exists()  # removed with the folder it guards
     assert not {n for n in set(os.listdir(tempfile.gettempdir())) - before if "lance-minhash-ahead" in n}
 
 
 def test_the_helper_stops_where_it_meets_what_the_parent_compiled(tmp_path, monkeypatch):
-    from lance_minhash_sql.kernels import ahead
+    from lance_minhash_sql.runtime import compile_ahead as ahead
 
     monkeypatch.setenv(ahead.ENV, "0")
     plan = tmp_path / "plan.txt"
@@ -322,7 +322,8 @@ def test_the_helper_stops_where_it_meets_what_the_parent_compiled(tmp_path, monk
 _STARTS = r"""
 import json, os
 import numpy as np
-from lance_minhash_sql.kernels import ahead, order
+from lance_minhash_sql.kernels import order
+from lance_minhash_sql.runtime import compile_ahead as ahead
 order.sort_values(np.array([3, 1, 2], dtype=np.uint64))  # the process's first compilation
 p = ahead.helper_process()
 print(json.dumps(None if p is None else p.pid))
@@ -331,7 +332,7 @@ print(json.dumps(None if p is None else p.pid))
 
 @pytest.mark.parametrize("enabled", ["1", "0"])
 def test_a_first_compilation_starts_one_helper_that_ends_with_its_parent(tmp_path, monkeypatch, enabled):
-    from lance_minhash_sql.kernels import ahead
+    from lance_minhash_sql.runtime import compile_ahead as ahead
 
     monkeypatch.setenv(ahead.ENV, enabled)
     pid = json.loads(_run(_STARTS, str(tmp_path / "numba-cache")).stdout.splitlines()[-1])

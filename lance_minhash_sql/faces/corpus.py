@@ -5,7 +5,7 @@ pseudo-word vocabulary, texts of 6-240 words (30 % snippets, 60 % paragraphs, 10
 articles, about 40 words on average), a third of the texts carrying one of 200 shared
 boilerplate phrases, and 20 % near-duplicates of earlier originals with heavy-tailed
 cluster sizes, exact copies, up to 30 % of words replaced, or a prefix or suffix of up to
-20 % dropped. The exact rules are in :mod:`lance_minhash_sql.kernels.corpus`.
+20 % dropped. The exact rules are in :mod:`lance_minhash_sql.faces.corpus_kernels`.
 
 Every document is a pure function of ``(spec, id)``: ``generate_texts(500, 600)`` equals
 ``generate_texts(0, 1000)[500:600]``, and the source of every near-duplicate is known
@@ -41,7 +41,7 @@ from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.checks import check_int, check_real
 from lance_minhash_sql.core.errors import InvalidParameterError
-from lance_minhash_sql.kernels import corpus as _k
+from lance_minhash_sql.faces import corpus_kernels as _k
 from lance_minhash_sql.runtime.threads import run_chunks
 
 __all__ = [

@@ -62,10 +62,11 @@ def _write(uri: str, rows: int, mode: str, progress: bool) -> tuple[float, float
 
 def both_compile() -> bool:
     """Whether the generator's and the signing kernels are both missing from numba's cache."""
-    from lance_minhash_sql.kernels import corpus, minhash
+    from lance_minhash_sql.faces import corpus_kernels
+    from lance_minhash_sql.kernels import minhash
     from lance_minhash_sql.kernels.config import in_cache
 
-    return not in_cache(corpus.render_range) and not in_cache(minhash.sign_range)
+    return not in_cache(corpus_kernels.render_range) and not in_cache(minhash.sign_range)
 
 
 def write_demo_corpus(uri: str, rows: int, mode: str, progress: bool, prepare: Callable[[], object],

@@ -145,7 +145,7 @@ def warmup(progress: bool | None = None) -> WarmupResult:
 
 
 # The first calls of a session, as benchmarks/cold_start.py times them ({q}: the dataset
-# as a SQL literal); the kernels they compile are the plan of kernels/ahead.py.
+# as a SQL literal); the kernels they compile are the plan of runtime/compile_ahead.py.
 FIRST_CALLS = (
     "SELECT minhash_signature('The quick brown fox jumps over the lazy dog')",
     "SELECT * FROM minhash_build({q}, 'text')",
@@ -191,7 +191,7 @@ print(json.dumps(lines))
 
 
 def first_use_plan() -> list[str]:
-    """The lines of ``kernels/ahead.py``'s plan: the kernel specializations
+    """The lines of ``runtime/compile_ahead.py``'s plan: the kernel specializations
     :data:`FIRST_CALLS` compile on an empty numba cache, in the order they finish
     compiling (callees first), recorded in a new process without the helper. About a
     minute (the corpus is written here, as the benchmark writes it in its own process)."""
@@ -200,7 +200,7 @@ def first_use_plan() -> list[str]:
     import sys
 
     from lance_minhash_sql.faces.corpus import write_corpus
-    from lance_minhash_sql.kernels.ahead import ENV
+    from lance_minhash_sql.runtime.compile_ahead import ENV
 
     with tempfile.TemporaryDirectory(prefix="lance-minhash-plan-") as tmp:
         uri = os.path.join(tmp, "corpus.lance")
@@ -215,12 +215,12 @@ def first_use_plan() -> list[str]:
 
 
 def write_first_use_plan(path: str | None = None) -> str:
-    """Record :func:`first_use_plan` into ``kernels/ahead.py``'s plan file (or ``path``)."""
-    from lance_minhash_sql.kernels.ahead import PLAN
+    """Record :func:`first_use_plan` into ``runtime/compile_ahead.py``'s plan file (or ``path``)."""
+    from lance_minhash_sql.runtime.compile_ahead import PLAN
 
     path = path or PLAN
     lines = first_use_plan()
     with open(path, "w", encoding="utf-8") as f:
-        f.write("# written by lance_minhash_sql/faces/warmup.py: write_first_use_plan (see kernels/ahead.py)\n")
+        f.write("# written by lance_minhash_sql/faces/warmup.py: write_first_use_plan (see runtime/compile_ahead.py)\n")
         f.writelines(line + "\n" for line in lines)
     return path

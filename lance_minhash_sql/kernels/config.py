@@ -58,13 +58,16 @@ import time
 import types
 
 from lance_minhash_sql.core.status import StatusLine, on_terminal
-from lance_minhash_sql.kernels.ahead import start_helper
 
 CACHE = os.environ.get("LANCE_MINHASH_NUMBA_CACHE", "1") != "0"
 JIT = types.MappingProxyType(dict(nogil=True, cache=CACHE))
 JIT_PARALLEL = types.MappingProxyType(dict(nogil=True, cache=CACHE, parallel=True))
 
 _PACKAGE = __name__.split(".")[0]
+# what the first compilation of a kernel of the package in this process calls with the
+# kernel's name, true if it started a helper process compiling ahead: the kernels start no
+# process; runtime/compile_ahead.py installs its start_helper here (on_first_compile)
+FIRST_COMPILE: list = []
 
 _LOCK = threading.RLock()
 DECLARED_KERNELS: list["Kernel"] = []  # declared before numba was loaded, in order
@@ -136,6 +139,12 @@ def intrinsic(func):
         kernel = Kernel(func, None)  # no flags: an intrinsic
         DECLARED_KERNELS.append(kernel)
         return kernel
+
+
+def on_first_compile(hook) -> None:
+    """Make ``hook(name)`` what the first compilation in this process calls (see
+    :data:`FIRST_COMPILE`)."""
+    FIRST_COMPILE[:] = [hook]
 
 
 def numba_loaded() -> bool:
@@ -326,8 +335,8 @@ class CompileLog:
             self._announced = True
         if depth == 0:
             self._local.t0 = time.perf_counter()
-        # a helper compiles the next first calls' kernels meanwhile (kernels/ahead.py)
-        helped = first and CACHE and start_helper(name)
+        # a helper compiles the next first calls' kernels meanwhile (runtime/compile_ahead.py)
+        helped = first and CACHE and bool(FIRST_COMPILE) and FIRST_COMPILE[0](name)
         if first and self.notice:
             fresh_line = "\r\033[K" if sys.stderr.isatty() else ""  # over a status line the terminal shows
             print(fresh_line + COMPILE_NOTICE.format(where=_cache_place(ev.data["dispatcher"]),

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator
 
 from lance_minhash_sql.core import errors, sql_order, status
 from lance_minhash_sql.core.sizes import parse_bytes
-from lance_minhash_sql.kernels import ahead as kernel_ahead
+from lance_minhash_sql.runtime import compile_ahead
 from lance_minhash_sql.kernels import config as kernel_config
 
 __all__ = [
@@ -407,8 +407,9 @@ def _forget_no_caller_warnings() -> None:
 # the state of the layers below this one, which cannot import it
 register_state("warnings issued without a caller", errors.NO_CALLER_WARNINGS, clear=_forget_no_caller_warnings)
 register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # emptied by the load
-register_state("the compile-ahead helper this process started", kernel_ahead.HELPERS)  # ends with the process
+register_state("the compile-ahead helper this process started", compile_ahead.HELPERS)  # ends with the process
 register_state("status lines shown on the terminal", status.SHOWN)  # each removed as it ends or a bar starts
+register_state("what the first compilation calls (runtime/compile_ahead.py installs it)", kernel_config.FIRST_COMPILE)
 register_state("what sorts rows by a SQL ORDER BY (the package root installs it)", sql_order.SORTER)
 
 

@@ -1,7 +1,9 @@
 """Kernels of the synthetic corpus generator: vocabulary, document plans, text buffers.
 
-Pure numpy + numba, no I/O. The public wrapper is :mod:`lance_minhash_sql.faces.corpus`, which
-validates the spec, caches the tables and builds Arrow arrays from the buffers returned here.
+Pure numpy + numba, no I/O; beside the generator (the corpus of the demo, the tests and
+the benchmarks), not among the engine's kernels. The public wrapper is
+:mod:`lance_minhash_sql.faces.corpus`, which validates the spec, caches the tables and
+builds Arrow arrays from the buffers returned here.
 
 Randomness is counter based, never a sequential stream: every draw is
 ``splitmix64(key(seed, stream, doc) + (counter + 1) * golden)``, so document ``i`` is a pure

@@ -4,7 +4,8 @@ numba compiles one kernel at a time in a process (its compiler holds a process-w
 lock), and compilation is CPU work, so on a fresh install the first calls of a session
 (a signature, a build, a search, pairs, clusters) wait for one core to compile every
 kernel they meet. When this process first compiles a kernel of the package
-(``kernels/config.py``: :class:`~lance_minhash_sql.kernels.config.CompileLog`), it starts
+(``kernels/config.py``: :class:`~lance_minhash_sql.kernels.config.CompileLog`, which calls
+what this module installs there, :func:`start_helper`: the kernels start no process), it starts
 one helper process (a new interpreter, never a fork: Lance is not fork-safe) that
 compiles the kernels those first calls need into numba's on-disk cache, from the far
 end of the list (:data:`PLAN`), while this process compiles from the near end. Each
@@ -20,7 +21,7 @@ compile them on an empty cache, callees before their callers. ``faces/warmup.py`
 ``write_first_use_plan`` records it again after a kernel's arguments change;
 ``tests/test_warmup.py`` checks that it holds every specialization those calls use.
 
-The helper is ``kernels/helper.py``. It runs at the lowest priority, on time this process
+The helper is ``runtime/compile_helper.py``. It runs at the lowest priority, on time this process
 leaves (its module doc says why), and at most one runs per numba cache folder (a lock it holds while it runs).
 It stops at the end of the list, when this process exits (``atexit``), or when it finds
 its parent gone. ``LANCE_MINHASH_COMPILE_AHEAD=0`` turns it off; so does a disabled
@@ -34,6 +35,8 @@ import os
 import subprocess
 import sys
 import threading
+
+from lance_minhash_sql.kernels.config import on_first_compile
 
 __all__ = ["PLAN", "ENV", "plan_entries", "start_helper", "helper_process"]
 
@@ -72,7 +75,7 @@ def start_helper(first: str) -> bool:
             return False
         env = dict(os.environ, **{ENV: "0", "LANCE_MINHASH_COMPILE_NOTICE": "0"})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)
-        code = "import sys; from lance_minhash_sql.kernels.helper import helper_main; helper_main(*sys.argv[1:])"
+        code = "import sys; from lance_minhash_sql.runtime.compile_helper import helper_main; helper_main(*sys.argv[1:])"
         try:
             proc = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), first], env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -96,3 +99,6 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+on_first_compile(start_helper)  # installed on import (the package root imports this module)

@@ -1,4 +1,4 @@
-"""The compile-ahead helper process (``kernels/ahead.py`` starts it and explains it).
+"""The compile-ahead helper process (``runtime/compile_ahead.py`` starts it and explains it).
 
 It runs at the lowest priority (``nice`` 19), so it takes only time its parent leaves:
 an idle core. On a busy machine it would otherwise not run beside its parent but instead
@@ -13,7 +13,7 @@ import hashlib
 import os
 import tempfile
 
-from lance_minhash_sql.kernels.ahead import PLAN, plan_entries
+from lance_minhash_sql.runtime.compile_ahead import PLAN, plan_entries
 from lance_minhash_sql.kernels.config import dispatchers_by_name
 
 __all__ = ["NICE", "LOCK_NAME", "helper_main"]
