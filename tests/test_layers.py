@@ -11,6 +11,8 @@
   ``dataset``, ``new_ds``, ``frag``, or an attribute ``.ds``): io/ has a function for each;
 * only duck/ and faces/ speak DuckDB: no ``import duckdb`` elsewhere (the engine sorts by
   ``order_by`` through ``core/sql_order.py``);
+* no generator yields a string-tagged tuple (``yield "links", a, b``): what a generator
+  yields is a value or a small named record;
 * no module uses another module's private names (``from .x import _y``, ``x._y``);
 * a module over :data:`MAX_LINES` lines is listed (a warning, not a failure: modules are cut
   by responsibility, not by length); so is a long definition, which must be one of
@@ -143,6 +145,12 @@ def violations(source: str, rel: str) -> list[str]:
         for mod in imports_of(tree, rel):
             if mod.split(".")[0] == "duckdb":
                 out.append(f"{rel}: imports {mod} (only duck/ and faces/ speak DuckDB)")
+    # no generator yields a string-tagged tuple
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Yield) and isinstance(node.value, ast.Tuple) and node.value.elts
+                and isinstance(node.value.elts[0], ast.Constant) and isinstance(node.value.elts[0].value, str)):
+            out.append(f"{rel}:{node.lineno}: yields a tuple tagged {node.value.elts[0].value!r} (yield a named "
+                       "record: a NamedTuple or a dataclass)")
     # no private names of other modules
     aliases = {}  # local name -> package module it names
     for node in ast.walk(tree):
@@ -265,6 +273,8 @@ def test_the_corpus_generator_lives_beside_the_demo():
      "uses Lance member frag.deletion_file"),
     ("lance_minhash_sql/selfjoin/x.py", "def f():\n    import duckdb\n", "only duck/ and faces/ speak DuckDB"),
     ("lance_minhash_sql/kernels/x.py", "from duckdb import connect\n", "only duck/ and faces/ speak DuckDB"),
+    ("lance_minhash_sql/selfjoin/x.py", "def f(a, b):\n    yield \"links\", a, b\n", "yields a tuple tagged 'links'"),
+    ("lance_minhash_sql/selfjoin/x.py", "def f(a):\n    yield ('links', *a)\n", "yields a tuple tagged 'links'"),
     ("lance_minhash_sql/index/x.py", "from .build import _bar\n", "imports private _bar"),
     ("lance_minhash_sql/duck/x.py", "from .tables import _scalars, search_sql\n", "imports private _scalars"),
     ("lance_minhash_sql/index/x.py", "from . import opened\n\ndef f():\n    return opened._the_cache()\n",
@@ -298,6 +308,7 @@ def test_checker_accepts_what_the_rules_allow():
                                          "        return self._x\n"),
         ("lance_minhash_sql/faces/bench.py", "import lance\n"),
         ("lance_minhash_sql/duck/x.py", "import duckdb\n"),
+        ("lance_minhash_sql/selfjoin/x.py", "def f(a, b):\n    yield a, b\n    yield Links(a, b)\n"),
         ("lance_minhash_sql/faces/x.py", "def f():\n    import duckdb\n"),
     ]
     for rel, source in ok:

@@ -141,7 +141,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
             out["floor"] = verified(pair_verifier("estimate"), at[floor][i], data)
             out["exact"] = verified(exact_verify, at[threshold][i], data)
         # (last: it orders the buckets' rows in place)
-        out["links"] = _timed(a.size for _, a, _ in data_links(at[threshold][i], data))
+        out["links"] = _timed(link.a.size for link in data_links(at[threshold][i], data))
         yield out
 
     for i in range(-1, -num - 1, -max(1, num // WARM_TRIES)):  # the steps' kernels loaded (numba's cache), untimed

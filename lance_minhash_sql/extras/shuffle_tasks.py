@@ -34,10 +34,11 @@ from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.kernels.pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
-from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, pool_rows, shard_links, shard_rows
+from lance_minhash_sql.selfjoin.bounded import (GroupShard, ShardGroup, bounded_shard_pairs, chunk_pairs, pool_rows,
+                                                shard_links, shard_rows)
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
-from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
+from lance_minhash_sql.selfjoin.links import LinkRule, Links, link_verifier, planning
 from lance_minhash_sql.selfjoin.verify import pair_verifier, prepare
 from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
 
@@ -265,8 +266,8 @@ def _verified(meter: _Task, job: ShuffleJob, indices: list, rows: list, infos: l
         else:
             items = _over_pool_links(shard, job, links_of)
         for item in items:
-            out += item.num_rows if what == "pairs" else int(item[1].size)
-            yield item if what == "pairs" else (item[1], item[2])
+            out += item.num_rows if what == "pairs" else int(item.a.size)
+            yield item if what == "pairs" else (item.a, item.b)
     elif blocks:
         ugids = np.empty(bound, dtype=np.uint32)
         sigs = np.empty((bound, job.k), dtype=np.uint16)
@@ -296,21 +297,22 @@ def _verified(meter: _Task, job: ShuffleJob, indices: list, rows: list, infos: l
                     out += batch.num_rows
                     yield batch
             else:
-                for _, a, b in links_of(shard, data):
-                    out += int(a.size)
-                    yield a, b
+                for link in links_of(shard, data):
+                    out += int(link.a.size)
+                    yield link.a, link.b
             del data
     yield meter.done(pool=max(pool, POOL_STATS["max_pool_rows"]), out=out, over=over)
 
 
-def _over_pool_links(shard: Shard, job: ShuffleJob, links_of) -> Iterator[tuple]:
+def _over_pool_links(shard: Shard, job: ShuffleJob, links_of) -> Iterator[Links]:
     """Links of a shard whose candidates exceed a pool, window by window as the single
     process takes such a shard (its candidates read where they lie, a bucket larger than
     a window linked in chunks of rows)."""
     got = read_multi(shard)
     if got is not None:
         prepare(links_of, [shard], got[1])
-        yield from shard_links(shard.plan, [(shard, None)], got, None, job.max_docs, links_of, job.rule.max_reps)
+        yield from shard_links(shard.plan, ShardGroup([GroupShard(shard, None)], got), None, job.max_docs, links_of,
+                               job.rule.max_reps)
 
 
 def rowid_task(job: ShuffleJob, gids: np.ndarray) -> tuple:

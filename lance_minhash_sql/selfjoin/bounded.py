@@ -64,7 +64,7 @@ giant bucket is never held whole).
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -88,17 +88,18 @@ from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, UnionFind
 from lance_minhash_sql.selfjoin.pool import (count, fetch_signatures, held, read_multi, row_ids,
                                              span_data, CarriedPool)
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, plan_shards
+from lance_minhash_sql.selfjoin.links import Links
 from lance_minhash_sql.selfjoin.verify import prepare, remaining
 
 __all__ = ["memory_limit_bytes", "shard_rows", "pairs_pool", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links",
-           "shard_groups"]
+           "shard_groups", "GroupShard", "ShardGroup"]
 
 # what the engine verifies a loaded shard with: selfjoin/verify.py's pair_verifier and
 # selfjoin/links.py's link_verifier, passed by their callers and prepared here with the
 # shards they will verify (verify.prepare)
 PairVerifier = Callable[..., Iterator[pa.RecordBatch]]  # (shard, data, chunk, stop=None)
-LinkVerifier = Callable[[Shard, ShardData], Iterator[tuple]]
+LinkVerifier = Callable[[Shard, ShardData], Iterator[Links]]
 Prune = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (keys, gids) -> kept (keys, gids)
 
 
@@ -149,15 +150,32 @@ def _unpruned(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return keys, gids
 
 
+class GroupShard(NamedTuple):
+    """A shard of a group, and its band rows ``(keys, gids)`` kept from the marking pass,
+    or None: read again when verified."""
+
+    shard: Shard
+    rows: tuple | None
+
+
+class ShardGroup(NamedTuple):
+    """What :func:`shard_groups` yields: consecutive ``shards`` verified over one pool;
+    or, with ``alone`` (its band rows ``(keys, gids)`` as pruned), one shard whose
+    candidates exceed a pool, taken alone window by window."""
+
+    shards: list[GroupShard]
+    alone: tuple | None = None
+
+
 def shard_groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarray, prune: Prune = _unpruned,
-                 stamp: Callable[[], int] | None = None):
+                 stamp: Callable[[], int] | None = None) -> Iterator[ShardGroup]:
     """Consecutive shards in groups whose distinct candidates number at most ``max_docs``,
-    yielded as ``([(shard, rows or None), ...], None)`` with exactly their candidates set
+    yielded as a :class:`ShardGroup` of no ``alone`` with exactly their candidates set
     in ``marks`` (cleared when the consumer asks for the next group): a shard's rows as
     read, less the buckets ``prune`` drops, are kept while the group's kept rows number at
     most :func:`keep_rows` (else None: read again, and only the buckets whose docs are all
-    marked verified). A shard alone over ``max_docs`` is yielded as
-    ``([(shard, None)], (keys, gids))``, its rows as pruned. ``prune`` runs here, once the
+    marked verified). A shard alone over ``max_docs`` is yielded as a group of that shard
+    with ``alone`` its rows as pruned. ``prune`` runs here, once the
     groups before are verified; with ``stamp`` (a count that changes when what ``prune``
     drops may grow) it may run on the reading threads too, while a group is still
     verified, and runs here again only when the stamp moved since."""
@@ -189,20 +207,20 @@ def shard_groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarr
         u = sorted_unique(got[1]) if u is None else u
         new = count_unmarked(marks, u)
         if group and distinct + new > max_docs:
-            yield group, None
+            yield ShardGroup(group)
             marks.fill(0)
             group, distinct, kept, new = [], 0, 0, u.size
         if u.size > max_docs:
-            yield [(shard, None)], got
+            yield ShardGroup([GroupShard(shard, None)], got)
             continue
         set_marks(marks, u, True)
         keep = kept + got[0].size <= keep_most
-        group.append((shard, got if keep else None))
+        group.append(GroupShard(shard, got if keep else None))
         kept += got[0].size if keep else 0
         distinct += new
         del got, u
     if group:
-        yield group, None
+        yield ShardGroup(group)
         marks.fill(0)
 
 
@@ -341,16 +359,16 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
                      None if labels is None else labels.given)
     with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
         try:
-            for group, rows in groups:
+            for group in groups:
                 count("groups")
-                last = group[-1][0] is shards[-1]
-                if rows is None:
-                    yield from run(group, _group_data(carried, marks), last)
+                last = group.shards[-1].shard is shards[-1]
+                if group.alone is None:
+                    yield from run(group.shards, _group_data(carried, marks), last)
                     continue
                 carried.drop()
                 count("streamed_shards")
-                keys, gids = rows
-                spans = [(group[0][0], r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
+                keys, gids = group.alone
+                spans = [(group.shards[0].shard, r0, r1) for r0, r1 in _spans(keys, _window_rows(max_docs))]
                 yield from run(spans, lambda sp: span_data(plan, keys[sp[1]:sp[2]], gids[sp[1]:sp[2]]), last)
         finally:
             groups.close()  # its readers stop now, not when collected
@@ -360,7 +378,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
 # --------------------------------------------------------------------------- clusters
 
 
-def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_reps: int) -> Iterator[tuple]:
+def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_reps: int) -> Iterator[Links]:
     """Links of one bucket of sorted ``gids`` larger than ``max_rows``, in chunks of rows
     in row-id order with the representatives carried (see the module doc, 5)."""
     k = plan.params.num_hashes
@@ -406,30 +424,30 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
             m, done = link_chunk(keys, docs, starts, ends, words, EMPTY_SLOT, k, min_eq, max_reps, cursor, reps,
                                  out_a, out_b)
             if m:
-                yield "links", pool_gids[out_a[:m]], pool_gids[out_b[:m]]
+                yield Links(pool_gids[out_a[:m]], pool_gids[out_b[:m]])
         kept = reps[reps >= 0]
         rep_sigs = pool[kept].copy()
         rep_gids = pool_gids[kept]
 
 
-def shard_links(plan: Plan, group: list, rows, marks: np.ndarray, max_docs: int, links: LinkVerifier,
-                 max_reps: int, carried: CarriedPool | None = None) -> Iterator[tuple]:
+def shard_links(plan: Plan, group: ShardGroup, marks: np.ndarray | None, max_docs: int, links: LinkVerifier,
+                 max_reps: int, carried: CarriedPool | None = None) -> Iterator[Links]:
     """Links of a group's shards on threads over the pool ``carried`` holds for them, or of
     a shard over the pool alone window by window (``carried``'s buffer let go first)."""
-    if rows is None:
+    if group.alone is None:
         load = _group_data(carried, marks)
 
-        def produce(item):
+        def produce(item: GroupShard):
             data = load(item)
             if data is not None:
-                yield from links(item[0], data)
+                yield from links(item.shard, data)
 
-        yield from run_ordered(group, produce, ahead=LINKS_AHEAD)
+        yield from run_ordered(group.shards, produce, ahead=LINKS_AHEAD)
         return
     if carried is not None:
         carried.drop()
     count("streamed_shards")
-    shard, (keys, gids) = group[0][0], rows
+    shard, (keys, gids) = group.shards[0].shard, group.alone
     max_rows = _window_rows(max_docs)
     for r0, r1 in _spans(keys, max_rows):
         if r1 - r0 > max_rows and max_reps:  # max_reps 0: links of every pair, the bucket read whole
@@ -495,12 +513,12 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             carried = CarriedPool(plan, max_docs)
             groups = shard_groups(shards, limit, max_docs, marks, _joined(components))
             try:
-                for group, rows in groups:
+                for group in groups:
                     count("groups")
-                    for _, a, b in shard_links(plan, group, rows, marks, max_docs, links, max_reps, carried):
-                        components.union(a, b)
+                    for link in shard_links(plan, group, marks, max_docs, links, max_reps, carried):
+                        components.union(link.a, link.b)
                     if bar is not None:  # the shards up to the group's last are linked (empty ones are skipped)
-                        bar.update(group[-1][0].index + 1 - bar.n)
+                        bar.update(group.shards[-1].shard.index + 1 - bar.n)
             finally:
                 groups.close()
                 carried.drop()  # (the pool's buffer is not held beside the members' arrays)

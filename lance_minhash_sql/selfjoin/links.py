@@ -54,7 +54,7 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -68,9 +68,17 @@ from lance_minhash_sql.selfjoin.verify import Verifier, data_pairs
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
 
-__all__ = ["MAX_REPS", "LinkRule", "link_rule", "link_verifier", "planning", "data_links", "exact_links"]
+__all__ = ["MAX_REPS", "Links", "LinkRule", "link_rule", "link_verifier", "planning", "data_links", "exact_links"]
 
 MAX_REPS = 16  # representatives per bucket: a member is verified against at most this many
+
+
+class Links(NamedTuple):
+    """A chunk of links, as global doc ids: ``a[i]`` is linked to ``b[i]`` (a member and
+    the representative it passed, or the two rows of an exact pair)."""
+
+    a: np.ndarray
+    b: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -115,8 +123,8 @@ def planning(rule: LinkRule | None) -> Iterator[None]:
         yield
 
 
-def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterator[tuple[np.ndarray, ...]]:
-    """``("links", a, b)`` chunks of a shard's loaded data (a shard, or a part of one,
+def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterator[Links]:
+    """:class:`Links` chunks of a shard's loaded data (a shard, or a part of one,
     loaded over its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`), as
     global doc ids."""
     if not data.rowids_ascend():
@@ -138,17 +146,17 @@ def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterat
             if not n:
                 continue
             if count + n > chunk and held:
-                yield "links", *_joined(held)
+                yield _joined(held)
                 held, count = [], 0
             held.append((w.global_ids(data, out_a[:n]), w.global_ids(data, out_b[:n])))
             count += n
     if held:
-        yield "links", *_joined(held)
+        yield _joined(held)
 
 
 def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS, shingles: ShingleSets | None = None
-                ) -> Iterator[tuple[np.ndarray, ...]]:
-    """``("links", a, b)`` chunks of a shard's loaded data for ``verify="exact"``
+                ) -> Iterator[Links]:
+    """:class:`Links` chunks of a shard's loaded data for ``verify="exact"``
     components: every candidate pair of a bucket whose estimate reaches
     :func:`exact_candidate_floor` and whose exact shingle Jaccard reaches the threshold
     (:func:`.verify.data_pairs`, the pairs of ``verify := 'exact'``), as global doc ids.
@@ -162,8 +170,8 @@ def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS,
     for batch in data_pairs(shard, data, chunk, verify="exact", shingles=shingles):
         left = batch.column(0).to_numpy()
         right = batch.column(1).to_numpy()
-        yield "links", gid[np.searchsorted(rowid, left)], gid[np.searchsorted(rowid, right)]
+        yield Links(gid[np.searchsorted(rowid, left)], gid[np.searchsorted(rowid, right)])
 
 
-def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    return np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held])
+def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> Links:
+    return Links(np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held]))

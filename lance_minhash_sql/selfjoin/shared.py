@@ -219,9 +219,9 @@ def _grouped(shards: list[Shard], limit: int) -> list[_Group | None]:
     out: list[_Group | None] = [None] * len(shards)
     groups = shard_groups(shards, limit, pool_rows(limit, plan.params.num_hashes), new_marks(plan.total_docs))
     try:
-        for members, alone in groups:
-            if alone is None:
-                group = _Group([place[id(shard)] for shard, _ in members])
+        for found in groups:
+            if found.alone is None:
+                group = _Group([place[id(member.shard)] for member in found.shards])
                 for i in group.members:
                     out[i] = group
     finally:
