@@ -66,3 +66,15 @@ def test_sorted_unique():
     for n in (0, 1, 2, 1000):
         a = rng.integers(0, 50, n).astype(np.uint32)
         assert sorted_unique(a).tolist() == np.unique(a).tolist()
+
+
+def test_each_rule_is_chosen_in_one_home():
+    """The candidate floor (the estimate a candidate must reach to be verified) is chosen
+    by core/banding.py: candidate_floor alone, its margin written once; star's "first
+    center wins" is kernels/star.py: _first_similar, which its four kernels call."""
+    assert defined("candidate_floor") == {"core/banding.py"}
+    assert where(r"VERIFY_SIGMAS \*") == {"core/banding.py"}
+    assert where(r"exact_candidate_floor\([^)]*\) if ") == {"core/banding.py"}  # no caller chooses again
+    assert defined("_first_similar") == {"kernels/star.py"}
+    star = sources()["kernels/star.py"]
+    assert star.count("_first_similar(") == 5 and "break" not in star  # its definition and the four kernels' calls

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import copies_table, indexed_corpus
+import naive
 from naive import candidate_floor, candidate_pairs, exact_jaccard, exact_pairs
 from test_pairs import as_clusters, components, signed
 
@@ -83,6 +84,35 @@ def test_the_floor_is_four_standard_deviations():
         assert exact_candidate_floor(t, k) == pytest.approx(candidate_floor(t, k))
     with pytest.raises(InvalidParameterError, match="threshold=1.5"):
         exact_candidate_floor(1.5, 128)
+
+
+@pytest.mark.parametrize("k", [16, 64, 128, 256])
+def test_every_caller_verifies_candidates_down_to_the_oracles_floor(k):
+    """The estimate a candidate must reach is chosen in one place (core/banding.py:
+    candidate_floor): the threshold, or with verify='exact' four standard deviations
+    under it (tests/naive.py: candidate_floor). The equal values the self-join and the
+    join (candidate_matches), the search (threshold_cut) and exact star's links
+    (link_rule) ask of a candidate are those of that floor."""
+    import warnings
+
+    from lance_minhash_sql.core.banding import candidate_floor as floor_of
+    from lance_minhash_sql.core.params import threshold_cut
+    from lance_minhash_sql.selfjoin.links import link_rule
+    from lance_minhash_sql.selfjoin.verify import candidate_matches
+
+    params = MinHashParams(num_hashes=k, num_bands=8)
+    assert floor_of(0.8, 128, "exact") == pytest.approx(0.8 - 4 * (0.8 * 0.2 / 128) ** 0.5) == pytest.approx(0.65858,
+                                                                                                         abs=1e-5)
+    for t in (0.5, 0.7, 0.8, 0.9, 0.95, 1.0):
+        for verify, want in (("estimate", t), ("exact", candidate_floor(t, k))):
+            assert floor_of(t, k, verify) == pytest.approx(want, abs=1e-12)
+            need = naive.min_equal(want, k)
+            assert candidate_matches(t, k, verify) == need
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (low recall at some of these thresholds)
+                assert threshold_cut(params, t, verify).min_eq == need
+                if verify == "exact":
+                    assert link_rule(params, t, verify, "star").threshold == pytest.approx(want, abs=1e-12)
 
 
 @pytest.mark.parametrize("threshold", [0.8, 0.7])

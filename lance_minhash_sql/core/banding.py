@@ -33,6 +33,7 @@ __all__ = [
     "CANDIDATE_PROBABILITY",
     "VERIFY_SIGMAS",
     "exact_candidate_floor",
+    "candidate_floor",
 ]
 
 # a build with threshold := t makes a pair of similarity t a candidate at least this often
@@ -164,3 +165,19 @@ def exact_candidate_floor(threshold: float, num_hashes: int) -> float:
     t = check_threshold(threshold)
     k = check_int("num_hashes", num_hashes, "e.g. 128", 1)
     return max(0.0, t - VERIFY_SIGMAS * (t * (1.0 - t) / k) ** 0.5)
+
+
+def candidate_floor(threshold: float, num_hashes: int, verify: str) -> float:
+    """The MinHash estimate a candidate (a hit, a pair, a link) must reach to be verified
+    under ``verify``: ``threshold`` itself (``"estimate"``), or
+    :func:`exact_candidate_floor` (``"exact"``: the exact Jaccard then decides at the
+    threshold). The one home of that choice: the search's cut (``core/params.py:
+    threshold_cut``, ``query/scores.py: verified``), the self-join and the join
+    (``selfjoin/verify.py: candidate_matches``), exact star's links (``selfjoin/links.py:
+    link_rule``), the review's chains (``faces/chains.py``), the dry run's neighbours and
+    the calibration (``diagnostics/``) all take it from here.
+
+    >>> candidate_floor(0.8, 128, "estimate"), round(candidate_floor(0.8, 128, "exact"), 3)
+    (0.8, 0.659)
+    """
+    return exact_candidate_floor(threshold, num_hashes) if verify == "exact" else threshold

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
-from lance_minhash_sql.core.banding import exact_candidate_floor, recall_bands, scurve, scurve_threshold
+from lance_minhash_sql.core.banding import candidate_floor, recall_bands, scurve, scurve_threshold
 from lance_minhash_sql.core.checks import check_bool, check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning, warn
 from lance_minhash_sql.core.lance_format import (DEFAULT_PAGE_ROWS, DOC_ID_BYTES, INDEX_VERSION, MAX_NUM_BANDS,
@@ -446,8 +446,8 @@ class ThresholdCut(NamedTuple):
 
 def threshold_cut(params: MinHashParams, threshold: float | None, verify: str) -> ThresholdCut:
     """The cut of a search of ``params``' index: a hit's estimate must reach ``threshold``,
-    or under ``verify="exact"`` its :func:`.banding.exact_candidate_floor` (the exact Jaccard then
-    decides), as :func:`min_matches` equal values; warns once when the index cannot
+    or under ``verify="exact"`` its floor (:func:`.banding.candidate_floor`: the exact Jaccard
+    then decides), as :func:`min_matches` equal values; warns once when the index cannot
     reach such pairs (:func:`warn_if_low_recall`). ``threshold`` and ``verify`` are checked
     at the boundary already."""
     exact = verify == "exact"
@@ -455,5 +455,4 @@ def threshold_cut(params: MinHashParams, threshold: float | None, verify: str) -
     if threshold is None:
         return ThresholdCut(None, k, 0, exact)
     warn_if_low_recall(params, threshold)
-    floor = exact_candidate_floor(threshold, k) if exact else threshold
-    return ThresholdCut(threshold, k, min_matches(floor, k), exact)
+    return ThresholdCut(threshold, k, min_matches(candidate_floor(threshold, k, verify), k), exact)

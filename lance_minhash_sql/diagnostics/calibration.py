@@ -52,7 +52,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.errors import LowRecallWarning
-from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.banding import candidate_floor, exact_candidate_floor
 from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROWS, CALIBRATION_CLASS_VISITS,
                                            CALIBRATION_REPEATS, CALIBRATION_SERIAL_ROWS, CALIBRATION_SHARD_ROWS,
                                            CALIBRATION_SHARDS, CALIBRATION_VISITS, DEFAULT_CHUNK_PAIRS, MAX_SHARDS)
@@ -204,7 +204,7 @@ def _by_classes(opened: OpenedIndex, rates: Rates, loads, ts: list[float], exact
     the engine's threads (:func:`_class_rates`); ``rates`` alone without them."""
     plan = plan_for(opened)
     # (with verify="exact" the kernel verifies at the exact floor, the exact Jaccard after)
-    kernel_at = [exact_candidate_floor(t, plan.params.num_hashes) if exact else t for t in ts]
+    kernel_at = [candidate_floor(t, plan.params.num_hashes, "exact" if exact else "estimate") for t in ts]
     with warnings.catch_warnings():  # (the exact floor lies under the S-curve: the caller warned of its threshold)
         warnings.simplefilter("ignore", LowRecallWarning)
         shards = {t: pair_shards(opened.ds, opened.column, t, num_shards=1)[0] for t in set(kernel_at)}

@@ -33,7 +33,8 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.similarity import pair_jaccard
-from lance_minhash_sql.query.scores import at_threshold, candidate_cut, exact_scores, verified
+from lance_minhash_sql.core.banding import candidate_floor
+from lance_minhash_sql.query.scores import at_threshold, exact_scores, verified
 
 __all__ = ["Neighbourhoods", "Component"]
 
@@ -61,7 +62,7 @@ class Neighbourhoods:
         self.k = opened.params.num_hashes
         self.verify = verify
         self.exact = verify == "exact"
-        self.cut = min(candidate_cut(t, self.k, verify) for t in thresholds)
+        self.cut = min(candidate_floor(t, self.k, verify) for t in thresholds)
         self.signer = signer_for(opened.params)
         # the hits of each searched batch (row ids, distances, exact Jaccard or None), and
         # each searched row's span in its batch; masks per (batch, threshold, kind), lazily
@@ -97,7 +98,7 @@ class Neighbourhoods:
             counts = [np.bincount(q[verified(dist, jac, self.k, t, self.verify)], minlength=active.size)
                       for t in self.thresholds]
             if self.exact:  # the star walk's links, down to the exact floor
-                counts += [np.bincount(q[at_threshold(dist, self.k, candidate_cut(t, self.k, "exact"))],
+                counts += [np.bincount(q[at_threshold(dist, self.k, candidate_floor(t, self.k, "exact"))],
                                        minlength=active.size) for t in self.thresholds]
             return np.minimum.reduce(counts) >= ENOUGH
 
@@ -141,7 +142,7 @@ class Neighbourhoods:
             if kind == "pair":
                 mask = verified(dist, jac, self.k, threshold, self.verify)
             else:
-                mask = at_threshold(dist, self.k, candidate_cut(threshold, self.k, "exact"))
+                mask = at_threshold(dist, self.k, candidate_floor(threshold, self.k, "exact"))
             self.masks[(block, threshold, kind)] = mask
         return self.blocks[block][0][a:b][mask[a:b]]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.kernels.similarity import pair_jaccard
@@ -49,8 +49,7 @@ def chains(params, texts: pa.Array, start: int, threshold: float, verify: str) -
     keys = signer.band_keys(sigs)
     offsets, hashes = signer.shingle_sets(texts)
     k = params.num_hashes
-    floor = exact_candidate_floor(threshold, k) if verify == "exact" else threshold
-    need = min_matches(floor, k)
+    need = min_matches(candidate_floor(threshold, k, verify), k)
     parent = np.full(sigs.shape[0], -1, dtype=np.int64)
     parent[start] = start
     found: dict[int, tuple[Link, ...]] = {start: ()}

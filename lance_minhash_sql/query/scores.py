@@ -9,7 +9,8 @@
   from Lance's float32 ``_distance = 1 - eq / k``: :func:`equal_values`), i.e.
   ``eq >= min_matches(threshold, k)``. Cutting at the top ``k`` by distance and then at the
   threshold is the same as the other way round: the order is by distance.
-  :func:`at_threshold`, :func:`candidate_cut` and :func:`verified` state the same rule for
+  :func:`at_threshold` and :func:`verified` (its floor from ``core/banding.py:
+  candidate_floor``) state the same rule for
   one threshold at a time.
 * :func:`exact_scores`: the exact Jaccard of each query's shingle set and its hit's (the
   index's tokenizer and shingle size; the hits' texts fetched by row id), NaN when either
@@ -27,11 +28,11 @@ from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.checks import check_int, check_threshold
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.lance_format import min_matches
-from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.params import ThresholdCut
 from lance_minhash_sql.index.opened import OpenedIndex
 
-__all__ = ["NO_LIMIT", "check_limit", "equal_values", "at_threshold", "candidate_cut", "verified", "exact_scores",
+__all__ = ["NO_LIMIT", "check_limit", "equal_values", "at_threshold", "verified", "exact_scores",
            "apply_scores"]
 
 NO_LIMIT = 1 << 40  # the cut for k = None: more rows than any dataset has
@@ -61,19 +62,12 @@ def at_threshold(distance: np.ndarray, num_hashes: int, threshold: float) -> np.
     return equal_values(distance, num_hashes) >= min_matches(threshold, num_hashes)
 
 
-def candidate_cut(threshold: float, num_hashes: int, verify: str) -> float:
-    """The MinHash estimate a hit must reach under ``verify``: the threshold itself, or for
-    ``"exact"`` :func:`lance_minhash_sql.core.banding.exact_candidate_floor` (the exact
-    Jaccard then decides)."""
-    return exact_candidate_floor(threshold, num_hashes) if verify == "exact" else threshold
-
-
 def verified(distance: np.ndarray, jaccard: np.ndarray | None, num_hashes: int, threshold: float,
              verify: str) -> np.ndarray:
     """Mask of the hits a threshold search (and the self-join) keeps at ``threshold`` under
-    ``verify``: the estimate reaches :func:`candidate_cut`, and for ``"exact"`` the exact
+    ``verify``: the estimate reaches :func:`lance_minhash_sql.core.banding.candidate_floor`, and for ``"exact"`` the exact
     Jaccard (``jaccard``) reaches the threshold."""
-    keep = at_threshold(distance, num_hashes, candidate_cut(threshold, num_hashes, verify))
+    keep = at_threshold(distance, num_hashes, candidate_floor(threshold, num_hashes, verify))
     if verify == "exact":
         keep &= jaccard >= threshold
     return keep

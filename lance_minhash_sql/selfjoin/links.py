@@ -59,7 +59,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from lance_minhash_sql.core.errors import LowRecallWarning
-from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
 from lance_minhash_sql.core.arrays import sorted_unique
@@ -99,7 +99,7 @@ def link_rule(params: MinHashParams, threshold: float, verify: str, clustering: 
         return LinkRule(threshold, True, 0)
     if verify == "exact":
         warn_if_low_recall(params, threshold)
-        return LinkRule(exact_candidate_floor(threshold, params.num_hashes), False, MAX_REPS, floor=True)
+        return LinkRule(candidate_floor(threshold, params.num_hashes, verify), False, MAX_REPS, floor=True)
     return LinkRule(threshold, False, MAX_REPS)
 
 
@@ -158,7 +158,8 @@ def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS,
                 ) -> Iterator[Links]:
     """:class:`Links` chunks of a shard's loaded data for ``verify="exact"``
     components: every candidate pair of a bucket whose estimate reaches
-    :func:`exact_candidate_floor` and whose exact shingle Jaccard reaches the threshold
+    :func:`lance_minhash_sql.core.banding.exact_candidate_floor` and whose exact shingle
+    Jaccard reaches the threshold
     (:func:`.verify.data_pairs`, the pairs of ``verify := 'exact'``), as global doc ids.
     Not the representatives' rule: a pair verified by exact Jaccard is a link whatever
     the other members of its bucket, so the components are those of all the exact pairs.

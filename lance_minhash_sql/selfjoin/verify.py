@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.banding import exact_candidate_floor
+from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk
@@ -54,9 +54,10 @@ def exact_kept(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.nd
 
 def candidate_matches(threshold: float, k: int, verify: str) -> int:
     """The fewest equal positions of ``k`` a candidate pair needs to be verified: those of
-    ``threshold`` (``verify="estimate"``), or of :func:`exact_candidate_floor` (``"exact"``:
-    the rest are never fetched), for the self-join and the cross-dataset join alike."""
-    return min_matches(exact_candidate_floor(threshold, k) if verify == "exact" else threshold, k)
+    :func:`lance_minhash_sql.core.banding.candidate_floor` (the threshold, or under
+    ``verify="exact"`` the exact floor: the rest are never fetched), for the self-join
+    and the cross-dataset join alike."""
+    return min_matches(candidate_floor(threshold, k, verify), k)
 
 
 def data_visits(data: ShardData) -> int:
@@ -70,7 +71,7 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
                verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
     """The verified pairs of a shard's loaded data (a shard, or a part of one, loaded over
     its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`). ``verify="exact"``: candidates
-    down to :func:`exact_candidate_floor`, kept by their exact Jaccard, the kernel writing the rows' positions among ``shingles``' sets
+    down to :func:`lance_minhash_sql.core.banding.exact_candidate_floor`, kept by their exact Jaccard, the kernel writing the rows' positions among ``shingles``' sets
     (:meth:`.shingles.ShingleSets.positioned`; the rows' shingle sets, shared by the
     shards of one self-join: :func:`pair_verifier`; a set of its own when ``None``)."""
     plan = shard.plan
