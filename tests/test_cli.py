@@ -6,6 +6,8 @@ import argparse
 import subprocess
 import sys
 
+import pytest
+
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.bench import PeerResult, format_table
 
@@ -255,3 +257,31 @@ def test_long_self_join_steps_show_a_status_line_on_a_terminal_only(tmp_path, ca
 
     status, rest = tty.getvalue().rsplit("finding the clusters ... ", 1)
     assert re.match(r"\d+s\x1b\[K\r +\r", rest), rest  # erased before the rows are counted
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["pairs", "corpus.lance", "text", "--threshold", "abc"], "--threshold abc"),
+    (["dedup", "corpus.lance", "text", "--keep", "bogus"], "--keep bogus"),
+    (["clusters", "corpus.lance", "text", "--clustering", "stars"], "--clustering stars"),
+    (["search", "corpus.lance", "text", "a b c", "-k", "abc"], "-k abc"),
+    (["review", "corpus.lance", "text"], "--out"),
+    (["pairs", "corpus.lance", "text", "--memory-limit", "-1GiB"], "--memory-limit '-1GiB'"),
+    (["pairs", "corpus.lance", "text", "--threshold"], "--threshold"),
+    (["pairs", "corpus.lance", "text", "--bogus"], "--bogus"),
+    (["estimate", "corpus.lance", "text", "--thresholds", "0.8", "x"], "--thresholds x"),
+    (["nosuchcommand"], "nosuchcommand"),
+])
+def test_a_usage_error_is_one_line_naming_the_argument(argv, named, capsys):
+    """A usage error: exit status 2, one error line naming the argument as typed on the
+    command line (and at most one hint line), never argparse's usage block."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as done:
+        code = done.code
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert code == 2, err
+    assert 1 <= len(lines) <= 2 and lines[0].startswith("lance-minhash") and "error: " in lines[0], err
+    assert named in lines[0], err
+    assert "usage:" not in err and "expected one argument" not in err
+    assert len(lines) == 1 or lines[1].startswith("hint: ")

@@ -134,7 +134,7 @@ def test_advice_in_the_syntax_of_the_interface_used(capsys, indexed, tmp_path):
     assert "or None for no limit with a threshold" in str(py.value) and "NULL" not in str(py.value)
     with pytest.raises(SystemExit):  # the command line lists its choices itself
         cli.main(["dedup", indexed, "text", "--keep", "shortest"])
-    assert "choose from 'first', 'longest'" in capsys.readouterr().err
+    assert "--keep shortest: must be one of first, longest" in capsys.readouterr().err
     assert cli.cli_advice("keep := 'first' with order_by := 'quality DESC'") == \
         "--keep 'first' with --order-by 'quality DESC'"
     code, _, err = run(capsys, "search", indexed, "text", "a b c", "-k", "-1")

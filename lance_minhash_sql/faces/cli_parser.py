@@ -6,6 +6,10 @@ The commands themselves are in ``faces/cli.py``.
 from __future__ import annotations
 
 import argparse
+import ast
+import re
+import shlex
+from types import MappingProxyType
 
 from lance_minhash_sql.core.checks import CLUSTERINGS, EXECUTORS, VERIFY_MODES
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, KEEP_POLICIES
@@ -46,12 +50,26 @@ def rows_arg(value: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of rows; pass e.g. 10, or all") from None
+        raise argparse.ArgumentTypeError(f"{shlex.quote(value)}: must be a whole number of rows or all; pass e.g. "
+                                         "-k 10, or -k all with --threshold") from None
+
+
+# argparse's own messages (Python 3.11's wording), rewritten by CommandParser.usage_error
+_ARGUMENT = re.compile(r"argument (?P<name>[^:]+): (?P<message>.*)", re.S)
+_INVALID_TYPE = re.compile(r"invalid (?P<type>\w+) value: (?P<value>.*)", re.S)
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>.*) \(choose from .*\)", re.S)
+_RULES = MappingProxyType({"int": "must be a whole number", "float": "must be a number"})
 
 
 class CommandParser(argparse.ArgumentParser):
     """An argument parser that lists its own option strings (``options``), and, for the
-    top-level parser, its commands' parsers by name (``commands``)."""
+    top-level parser, its commands' parsers by name (``commands``).
+
+    A usage error is one line on stderr, ``lance-minhash CMD: error: --option value: rule;
+    fix``, and at most one ``hint:`` line, exit status 2 (:meth:`usage_error`). A value
+    that starts with ``-`` (``--memory-limit -1GiB``) is taken as the value of the option
+    before it unless it is one of the command's options, so that the command's own check
+    judges it."""
 
     def __init__(self, *args, **kwargs):
         self.options: set[str] = set()
@@ -62,6 +80,100 @@ class CommandParser(argparse.ArgumentParser):
         action = super().add_argument(*args, **kwargs)
         self.options.update(action.option_strings)
         return action
+
+    def _action(self, name: str) -> argparse.Action | None:
+        """The action named ``name`` in argparse's messages (``--output/-o``, ``dataset``)."""
+        for action in self._actions:
+            if name in ("/".join(action.option_strings), action.metavar, action.dest):
+                return action
+        return None
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args is not None:
+            args = list(args)
+            takes_value = {o for a in self._actions if a.nargs is None and a.option_strings for o in a.option_strings}
+            for i in range(len(args) - 1):
+                if args[i] in takes_value and args[i + 1].startswith("-") and args[i + 1] not in self.options \
+                        and args[i + 1] not in ("-", "--"):
+                    args[i:i + 2] = [f"{args[i]}={args[i + 1]}", None]
+            args = [a for a in args if a is not None]
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        args, extras = self.parse_known_args(args, namespace)
+        if extras:  # named by the command they were given to
+            command = self.commands.get(getattr(args, "command", None), self)
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return args
+
+    def usage_error(self, message: str) -> tuple[str, str]:
+        """argparse's ``message`` as one line in the command line's terms, naming the
+        argument, the rule and a fix, and a hint ('' for none)."""
+        more = f"{self.prog} --help lists every argument"
+        if message.startswith("the following arguments are required: "):
+            names = message.split(": ", 1)[1].split(", ")
+            action = self._action(names[0])
+            shown = [n.upper() if not n.startswith("-") else n for n in names]
+            what = f" ({action.help})" if action is not None and action.help else ""
+            return f"missing {' '.join(shown)}{what}", more
+        if message.startswith("unrecognized arguments: "):
+            extras = message.split(": ", 1)[1]
+            return f"{extras}: {'no such option' if extras.startswith('-') else 'one argument too many'} of {self.prog}", more
+        m = _ARGUMENT.fullmatch(message)
+        if m is None:
+            return message, more
+        name, message = m["name"], m["message"]
+        action = self._action(name)
+        flag = action.option_strings[0] if action is not None and action.option_strings else name
+        if action is not None and action.dest == "command" and not action.option_strings:  # the subcommand
+            choice = _INVALID_CHOICE.fullmatch(message)
+            if choice:
+                return (f"{_value(choice['value'])}: no such command; choose one of {', '.join(action.choices)}",
+                        f"{self.prog} --help describes each")
+        example = _example(flag, action)
+        fix = f"; pass e.g. {flag} {example}" if example else ""
+        hint = f"{flag}: {action.help}" if action is not None and action.help else more
+        choice, typed = _INVALID_CHOICE.fullmatch(message), _INVALID_TYPE.fullmatch(message)
+        if choice:
+            return (f"{flag} {_value(choice['value'])}: must be one of {', '.join(map(str, action.choices))}{fix}",
+                    hint)
+        if typed:
+            return f"{flag} {_value(typed['value'])}: {_RULES.get(typed['type'], 'is not a ' + typed['type'])}{fix}", hint
+        if message.startswith("expected "):
+            return f"{flag} needs a value{fix}", hint
+        if message.startswith("ignored explicit argument "):
+            return f"{flag} takes no value ({message.split(' ', 3)[3]} given)", hint
+        return f"{flag} {message}", hint  # a type of this file, whose message starts with the value
+
+    def error(self, message: str):
+        line, hint = self.usage_error(message)
+        self.exit(2, f"{self.prog}: error: {line}\n" + (f"hint: {hint}\n" if hint else ""))
+
+
+def _value(text: str) -> str:
+    """A value argparse quotes with repr(), as typed on the command line."""
+    try:
+        return shlex.quote(str(ast.literal_eval(text)))
+    except (ValueError, SyntaxError):
+        return text
+
+
+# example values of options without a default (used in the fixes of usage errors)
+_EXAMPLES = MappingProxyType({"--threshold": "0.8", "--num-bands": "16", "-k": "10", "--memory-limit": "1GiB",
+                              "--out": "review.html"})
+
+
+def _example(flag: str, action: argparse.Action | None) -> str:
+    """An example value of an option, for the fix of a usage error ('' for none)."""
+    if action is None or not action.option_strings or action.nargs == 0:
+        return ""
+    if action.choices:
+        return str(next(iter(action.choices)) if action.default is None else action.default)
+    if isinstance(action.default, (int, float)) and not isinstance(action.default, bool):
+        return f"{action.default:g}" if isinstance(action.default, float) else str(action.default)
+    if isinstance(action.default, list):
+        return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in action.default)
+    return _EXAMPLES.get(flag, "")
 
 
 def build_parser() -> CommandParser:
