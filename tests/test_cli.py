@@ -106,7 +106,8 @@ def test_every_command_says_what_it_does_and_lists_its_choices(capsys):
     assert "{" + ",".join(KEEP_POLICIES) + "}" in sub.choices["dedup"].format_help()
     assert "default ./bench-data" in sub.choices["bench"].format_help()
     search_help = sub.choices["search"].format_help()
-    assert all(flag in search_help for flag in ("--threshold", "--exact", "--quiet", "all"))
+    assert all(flag in search_help for flag in ("--threshold", "--verify", "--quiet", "all"))
+    assert "--exact" not in search_help  # an older spelling: accepted, never shown
 
 
 def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch):

@@ -14,6 +14,11 @@ SQL_DIR = ROOT / "lance_minhash_sql" / "sql"
 # documented once for every table function that takes a dataset (docs/sql.md, docs/cli.md)
 SQL_EVERYWHERE = {"storage_options"}
 CLI_EVERYWHERE = {"-h", "--help", "--storage-option", "--quiet"}
+# older spellings, still accepted (with a DeprecatedSpellingWarning) and never documented
+SQL_OLDER = {"exact"}
+CLI_OLDER = {"--exact"}
+# an older spelling written out, as SQL, Python or a command-line option
+OLDER_SPELLINGS = re.compile(r"(?<![\w-])--exact\b|\bexact\s*:=\s*true\b|\bexact\s*=\s*True\b", re.I)
 
 
 def split_arguments(text: str) -> list[tuple[str, str | None]]:
@@ -38,14 +43,14 @@ def macros() -> dict[str, list]:
     for path in SQL_DIR.glob("*.sql"):
         for m in re.finditer(r"MACRO (\w+)\((.*?)\) AS\b", path.read_text(encoding="utf-8"), re.S):
             if not m.group(1).startswith("_"):
-                found[m.group(1)] = [a for a in split_arguments(m.group(2)) if a[0] not in SQL_EVERYWHERE]
+                found[m.group(1)] = [a for a in split_arguments(m.group(2))
+                                     if a[0] not in SQL_EVERYWHERE | SQL_OLDER]
     return found
 
 
 def documented_sql() -> dict[str, tuple[list, dict, set]]:
     """Each function row of docs/sql.md: its positional arguments, its named ones with
-    their defaults, and the named arguments its row mentions elsewhere (an older spelling,
-    ``exact := true``)."""
+    their defaults, and the named arguments its row mentions elsewhere."""
     found = {}
     for line in (ROOT / "docs" / "sql.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| `(\w+)\((.*?)\)` \|", line)
@@ -99,7 +104,7 @@ def synopsis() -> dict[str, set[str]]:
 
 
 def parser_options() -> dict[str, set[str]]:
-    return {name: set(p.options) - CLI_EVERYWHERE for name, p in build_parser().commands.items()}
+    return {name: set(p.options) - CLI_EVERYWHERE - CLI_OLDER for name, p in build_parser().commands.items()}
 
 
 def test_cli_synopsis_matches_the_parser_both_ways():
@@ -137,3 +142,20 @@ def test_cluster_counts_in_the_docs_count_clusters_not_rows():
     for page in pages:
         text = " ".join(page.read_text(encoding="utf-8").split())
         assert not re.search(r"count\(\*\) AS clusters", text, re.I), page
+
+
+def test_no_doc_example_or_help_uses_an_older_spelling():
+    """README, docs, examples and the command line's help never write ``--exact``, ``exact :=
+    true`` or ``exact=True``: they write ``verify`` (the older spellings still work, and warn)."""
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+             *(p for p in (ROOT / "examples").rglob("*") if p.is_file() and "target" not in p.parts
+               and p.suffix in (".md", ".py", ".sql", ".yml", ".ipynb", ".txt"))]
+    assert len(pages) > 15
+    found = [(page.relative_to(ROOT), m.group(0)) for page in pages
+             for m in OLDER_SPELLINGS.finditer(page.read_text(encoding="utf-8"))]
+    parser = build_parser()
+    found += [(f"lance-minhash {name} --help", m.group(0)) for name, p in parser.commands.items()
+              for m in OLDER_SPELLINGS.finditer(p.format_help())]
+    assert not found, found
+    assert OLDER_SPELLINGS.search("pairs --exact --output") and OLDER_SPELLINGS.search("exact := TRUE")
+    assert not OLDER_SPELLINGS.search("--verify exact, verify := 'exact', verify='exact'")

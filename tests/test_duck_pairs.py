@@ -264,7 +264,7 @@ def test_pairs_compose_with_sql(con, corpus, oracle_08):
 
 
 def test_low_threshold_warns_through_sql(con, corpus):
-    with pytest.warns(LowRecallWarning, match="num_bands=64"):
+    with pytest.warns(LowRecallWarning, match="threshold := 0.5 .* 64 bands of 2 rows"):
         got = sql_pairs(con, corpus, ", threshold := 0.5")
     assert got == oracle(corpus, 0.5)
     with warnings.catch_warnings():

@@ -101,9 +101,81 @@ def test_warnings_read_in_the_callers_syntax(corpus, capsys):
         lms.connect().sql(f"SELECT count(*) FROM minhash_clusters('{corpus}', 'text', threshold := 0.4)").fetchall()
     (sql,) = [str(w.message) for w in caught if isinstance(w.message, lms.LowRecallWarning)]
     assert "minhash_build(dataset, column, num_hashes := 128" in sql
+    assert "threshold := 0.4 lies far below" in sql and "=" not in sql.replace(":=", "")
     assert cli.main(["clusters", corpus, "text", "--threshold", "0.4", "--limit", "1"]) == 0
     err = capsys.readouterr().err
     assert "warning: --threshold 0.4 lies far below" in err and "lance-minhash build DATASET COLUMN" in err
+    assert "=" not in err and ":=" not in err and err.count("lies far below") == 1
+    assert cli.main(["sql", f"SELECT count(*) FROM minhash_clusters('{corpus}', 'text', threshold := 0.4)"]) == 0
+    err = capsys.readouterr().err  # SQL run by the command line: SQL's syntax, once
+    assert err.count("warning: threshold := 0.4 lies far below") == 1 and "--" not in err and "=" not in \
+        err.replace(":=", "")
+
+
+NUMERIC_ARGUMENTS = [  # every numeric argument of the table macros of sql/*.sql
+    ("minhash_build", "num_hashes"), ("minhash_build", "num_bands"), ("minhash_build", "shingle_size"),
+    ("minhash_build", "threshold"), ("minhash_search", "k"), ("minhash_search", "threshold"),
+    ("minhash_search_ids", "k"), ("minhash_search_ids", "threshold"), ("minhash_join", "threshold"),
+    ("minhash_pairs", "threshold"), ("minhash_clusters", "threshold"), ("minhash_dedup", "threshold"),
+    ("minhash_report", "sample"), ("minhash_report", "threshold"), ("minhash_report", "seed"),
+    ("minhash_scurve", "sample"), ("minhash_scurve", "threshold"), ("minhash_scurve", "seed"),
+    ("minhash_buckets", "top"), ("minhash_estimate", "sample_rows"), ("minhash_estimate", "seed")]
+
+
+@pytest.mark.parametrize("fn, name", NUMERIC_ARGUMENTS)
+@pytest.mark.parametrize("value, sql_type", [("'abc'", "VARCHAR"), ("true", "BOOLEAN"), ("[1, 2]", "INTEGER[]")])
+def test_a_numeric_sql_argument_of_another_type_is_named(corpus, fn, name, value, sql_type):
+    """Not DuckDB's "Could not convert string 'abc' to DOUBLE": the function, the argument
+    as written, the rule and a fix."""
+    first = {"minhash_join": f"'{corpus}', '{corpus}', 'text'"}.get(fn, f"'{corpus}', 'text'")
+    query = ", 'a b c'" if fn.startswith("minhash_search") else ""
+    message = sql_error(f"SELECT * FROM {fn}({first}{query}, {name} := {value})")
+    assert message.startswith(f"{fn}: {name} := {value} must be a number, not {sql_type}; pass e.g. {name} := ")
+
+
+def test_every_numeric_argument_of_the_table_macros_is_checked():
+    """NUMERIC_ARGUMENTS lists each _lms_number of the macro files, and nothing else."""
+    import re
+
+    from lance_minhash_sql.duck.install import macro_files
+
+    checked = {m for _, sql in macro_files() for m in re.findall(r"_lms_number\('(\w+)', '(\w+)'", sql)}
+    assert checked == set(NUMERIC_ARGUMENTS)
+
+
+def test_a_list_argument_reads_in_sql(corpus):
+    message = sql_error(f"SELECT * FROM minhash_estimate('{corpus}', 'text', thresholds := [])")
+    assert message.startswith("minhash_estimate: thresholds := [] must be a non-empty list")
+
+
+def test_a_threshold_of_the_wrong_type_says_so_in_python(corpus):
+    message = python_error(lambda: lms.clusters(corpus, "text", "0.8"))
+    assert message.startswith("threshold='0.8' must be a number, not str") and "out of range" not in message
+
+
+def test_an_older_spelling_warns_once_in_the_callers_syntax(corpus, capsys):
+    """exact := true (SQL), exact=True (Python), --exact (the command line): one warning,
+    in that interface's words, however often the statement is bound."""
+    lms.clear_cache()  # forget the spellings warned about before
+    con = lms.connect()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        relation = con.sql(f"SELECT count(*) FROM minhash_search('{corpus}', 'text', 'a b c', 3, exact := true)")
+        relation.fetchall()  # bound once more
+        relation.fetchall()
+    said = [str(w.message) for w in caught if issubclass(w.category, lms.DeprecatedSpellingWarning)]
+    assert said == ["exact := true is verify := 'exact': pass verify := 'exact' (exact is going away)"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        lms.pairs(corpus, "text", exact=True)
+    said = [str(w.message) for w in caught if issubclass(w.category, lms.DeprecatedSpellingWarning)]
+    assert said == ["exact=True is verify='exact': pass verify='exact' (exact is going away)"]
+    assert cli.main(["pairs", corpus, "text", "--exact", "--limit", "0", "--quiet"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "exact" in line] == \
+        ["lance-minhash: warning: --exact is --verify 'exact': pass --verify 'exact' (exact is going away)"]
+    with pytest.warns(FutureWarning, match="exact=True"):  # a filter asking for every one sees every one
+        lms.pairs(corpus, "text", exact=True)
 
 
 def test_lateral_warnings_name_the_users_row(corpus):

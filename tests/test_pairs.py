@@ -122,7 +122,7 @@ def test_pairs_other_thresholds(corpus, threshold, self_join_budget):
 
 
 def test_low_threshold_warns_and_still_matches(corpus):
-    with pytest.warns(LowRecallWarning, match=r"num_bands=64 \(rows_per_band=2"):
+    with pytest.warns(LowRecallWarning, match=r"threshold := 0.5 .* 64 bands of 2 rows"):
         got = as_dict(pairs(corpus, "text", 0.5))
     assert got == oracle(corpus, 0.5)
     with warnings.catch_warnings():

@@ -194,7 +194,7 @@ def test_bad_input(dataset):
             search(dataset, "text", "a b c", k, threshold=t)
     with pytest.raises(InvalidParameterError, match="exact"):
         search_ids(dataset, "text", ["a b c"], 5, exact="yes")
-    with pytest.warns(LowRecallWarning, match="num_bands="):
+    with pytest.warns(LowRecallWarning, match="threshold := 0.3 .* bands of"):
         search_ids(dataset, "text", ["a b c"], None, threshold=0.3)
     con = lms.connect()
     for sql, match in [

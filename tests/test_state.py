@@ -95,6 +95,6 @@ def test_clear_cache_empties_the_state_it_may_and_keeps_the_rest():
     engine.NUMPY_SECONDS.add(1.5)
     listed = {name: (unit, held) for name, unit, held, _ in process_caches()}
     assert listed["storage option tokens"][0] == "state" and listed["storage option tokens"][1] >= 1
-    assert {"row id runs of segments", "callables handed to DuckDB", "warnings issued without a caller"} <= set(listed)
+    assert {"row id runs of segments", "callables handed to DuckDB", "warnings issued without a caller, and once-only warnings"} <= set(listed)
     clear_cache()
     assert storage.tokens_held() == 0 and engine.NUMPY_SECONDS.value == 0.0

@@ -62,7 +62,7 @@ def python_errors(fn: Callable) -> Callable:
 
 # --------------------------------------------------------------------------- SQL
 
-_PY_VALUE = r"('[^']*'|(?:-?\d[\w.+-]*|-?inf|nan|None|True|False|NULL)\b)"
+_PY_VALUE = r"('[^']*'|\[[^\[\]]*\]|(?:-?\d[\w.+-]*|-?inf|nan|None|True|False|NULL)\b)"  # a flat list too
 _PY_SUBJECT = re.compile(r"(?<![\w:<>=!])([a-z_][a-z0-9_]*)=(?!=)" + _PY_VALUE)
 _SQL_VALUES = MappingProxyType({"None": "NULL", "True": "true", "False": "false"})
 
@@ -118,6 +118,9 @@ def in_cli(message: str, options: frozenset = frozenset()) -> str:
 
     def option(m: re.Match) -> str:
         flag = "-k" if m.group(1) == "k" else "--" + m.group(1).replace("_", "-")
-        return f"{flag} {m.group(2)}" if flag in options else m.group(0)
+        value = m.group(2)
+        if value.startswith("["):  # a list is the option's values, one after another
+            value = " ".join(v.strip() for v in value[1:-1].split(",") if v.strip())
+        return f"{flag} {value}" if flag in options else m.group(0)
 
     return _PY_SUBJECT.sub(option, message)

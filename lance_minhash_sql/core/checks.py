@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_minhash_sql.core.errors import InvalidParameterError, warn
+from lance_minhash_sql.core.errors import DeprecatedSpellingWarning, InvalidParameterError, warn
 
 __all__ = ["check_bool", "check_int", "check_real", "check_similarity", "check_threshold", "THRESHOLD_RULE",
            "check_choice", "CLUSTERINGS", "check_clustering", "VERIFY_MODES", "check_verify", "check_clustering_verify",
@@ -158,6 +158,9 @@ def check_threshold(value: Any, name: str = "threshold") -> float:
     """
     if value is None:
         raise InvalidParameterError(f"{name} is NULL; {THRESHOLD_RULE}; pass e.g. 0.8")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(f"{name}={value!r} must be a number, not {type(value).__name__}: "
+                                    f"{THRESHOLD_RULE}; pass e.g. 0.8")
     x = _real(value)
     if x is None or not 0.0 < x <= 1.0:
         raise InvalidParameterError(f"{name}={value!r} is out of range: {THRESHOLD_RULE}; e.g. 0.8")
@@ -207,7 +210,7 @@ def check_verify(value: Any) -> str:
 
 def verify_or_exact(verify: Any, exact: Any) -> str:
     """``verify`` checked, ``exact`` being its older spelling: ``exact := true`` is
-    ``verify := 'exact'`` (a :class:`FutureWarning` says so; it gives the exact Jaccard of
+    ``verify := 'exact'`` (a :class:`DeprecatedSpellingWarning` says so, once; it gives the exact Jaccard of
     every pair it keeps, which the older rule did too).
 
     >>> verify_or_exact("estimate", False)
@@ -215,7 +218,8 @@ def verify_or_exact(verify: Any, exact: Any) -> str:
     """
     verify = check_verify(verify)
     if check_bool("exact", exact):
-        warn(FutureWarning("exact := true is verify := 'exact': pass verify := 'exact' (exact is going away)"))
+        warn(DeprecatedSpellingWarning("exact := true is verify := 'exact': pass verify := 'exact' (exact is going "
+                                       "away)"))
         return "exact"
     return verify
 

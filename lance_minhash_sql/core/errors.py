@@ -26,6 +26,7 @@ __all__ = [
     "DistributedTaskError",
     "EmptySearchWarning",
     "LowRecallWarning",
+    "DeprecatedSpellingWarning",
 ]
 
 
@@ -88,12 +89,42 @@ class LowRecallWarning(UserWarning):
     """The threshold lies far below the index's S-curve: most pairs at it are never candidates."""
 
 
+class DeprecatedSpellingWarning(FutureWarning):
+    """An argument in an older spelling (``exact := true``, ``exact=True``, ``--exact``): the
+    same meaning, the message names the spelling to use. Shown once per process and message
+    (unless a filter says ``always`` or ``error``), however often DuckDB binds the statement
+    that holds it."""
+
+
 # How the package's warnings are phrased during a call: None (SQL's syntax, rewritten by the
 # command line for its own), or core/advice.py's in_python while a public Python function runs.
 PHRASING: contextvars.ContextVar = contextvars.ContextVar("lance_minhash_phrasing", default=None)
 
 _NOT_CALLERS = frozenset({"lance_minhash_sql", "duckdb"})  # the package, and DuckDB running its UDFs
 NO_CALLER_WARNINGS: dict = {}  # warnings issued with no caller outside the package (runtime/cache.py registers it)
+ONCE_WARNINGS: dict = {}  # the texts of the once-only warnings issued so far (runtime/cache.py registers it)
+
+
+def _action(warning: Warning, module: str) -> str:
+    """The action of the first of ``warnings.filters`` that applies to ``warning`` issued in ``module``."""
+    text = str(warning)
+    for action, message, category, mod, lineno in warnings.filters:
+        if (message is None or message.match(text)) and issubclass(type(warning), category) \
+                and (mod is None or mod.match(module)) and lineno == 0:
+            return action
+    return warnings.defaultaction
+
+
+def _said_already(warning: Warning, module: str) -> bool:
+    """A :class:`DeprecatedSpellingWarning` whose text was shown before, with no filter
+    asking to see every one; records the text otherwise."""
+    if not isinstance(warning, DeprecatedSpellingWarning):
+        return False
+    text = str(warning)
+    if ONCE_WARNINGS.get(text) and _action(warning, module) not in ("always", "error"):
+        return True
+    ONCE_WARNINGS[text] = True
+    return False
 
 
 def warn(warning: Warning) -> None:
@@ -109,6 +140,8 @@ def warn(warning: Warning) -> None:
     frame, level = inspect.currentframe().f_back, 2  # stacklevel 2: the caller of warn()
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in _NOT_CALLERS:
         frame, level = frame.f_back, level + 1
+    if _said_already(warning, frame.f_globals.get("__name__", "") if frame is not None else "lance_minhash_sql"):
+        return
     if frame is not None:
         warnings.warn(warning, stacklevel=level)
     else:

@@ -425,10 +425,10 @@ def warn_if_low_recall(params: MinHashParams, threshold: float) -> None:
         return
     b2, r2 = recall_bands(threshold, params.num_hashes)
     warn(LowRecallWarning(
-        f"threshold={threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
-        f"(num_bands={b}, rows_per_band={r}): a pair of similarity {threshold:g} shares a band, and so "
+        f"threshold := {threshold:g} lies far below the index's S-curve threshold {params.threshold:.3f} "
+        f"({b} bands of {r} rows): a pair of similarity {threshold:g} shares a band, and so "
         f"becomes a candidate, with probability {p:.3f} only, so most such pairs are missed. For this "
-        f"threshold rebuild the index with num_bands={b2} (rows_per_band={r2}: probability "
+        f"threshold rebuild the index with {b2} bands of {r2} rows (probability "
         f"{scurve(threshold, b2, r2):.3f}), e.g. "
         f"minhash_build(dataset, column, num_hashes := {params.num_hashes}, num_bands := {b2}) "
         f"or minhash_build(dataset, column, threshold := {threshold:g})"))

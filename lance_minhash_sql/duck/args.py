@@ -17,12 +17,17 @@ The same rules for every UDF:
   options from one (a JSON object, or text holding one);
 * :func:`prefixed`: a parameter error raised by the Python API gets the SQL function's
   name in front (DuckDB puts the exception class before it);
+* :func:`not_a_number`: the table macros pass each numeric argument through the macro
+  ``_lms_number(function, name, value)`` of ``sql/scalar.sql``, which hands a value that is
+  no number (text, a boolean, a list, ...) to this UDF: an error naming the argument, where
+  DuckDB would say only ``Could not convert string 'abc' to DOUBLE``;
 * values and names written into generated SQL are :mod:`.sqltext`'s.
 """
 
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any, Callable, NamedTuple
 
 import pyarrow as pa
@@ -32,6 +37,7 @@ from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.core.checks import check_bool, check_clustering, check_int, check_verify, verify_or_exact
 from lance_minhash_sql.core.errors import InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import TokenizerParams
+from lance_minhash_sql.duck.sqltext import literal
 
 __all__ = [
     "Udf",
@@ -48,6 +54,8 @@ __all__ = [
     "json_value",
     "tokenizer",
     "prefixed",
+    "not_a_number",
+    "ARG_UDFS",
 ]
 
 
@@ -190,3 +198,24 @@ def prefixed(fn: str, make: Callable, *args, **kwargs):
         if str(exc).startswith(f"{fn}: "):  # prefixed already, by a check inside ``make``
             raise
         raise type(exc)(f"{fn}: {exc}") from None
+
+
+# an example value of each numeric argument of the table macros (sql/*.sql), for the fix
+_NUMBER_EXAMPLES = MappingProxyType({"threshold": "0.8", "k": "10", "num_hashes": "128", "num_bands": "16",
+                                     "shingle_size": "3", "sample": "2000", "sample_rows": "2000", "seed": "0",
+                                     "top": "10"})
+
+
+def not_a_number(fn: str, name: str, value: str, sql_type: str) -> float:
+    """The error of a numeric argument given a value of another type (``_lms_number`` in
+    ``sql/scalar.sql`` calls it for such values only): ``minhash_pairs: threshold := 'abc'
+    must be a number, not VARCHAR; pass e.g. threshold := 0.8``."""
+    shown = literal(value) if sql_type == "VARCHAR" else value
+    example = _NUMBER_EXAMPLES.get(name)
+    fix = f"pass e.g. {name} := {example}" if example else "pass a number"
+    raise InvalidParameterError(f"{fn}: {name} := {shown} must be a number, not {sql_type}; {fix}")
+
+
+ARG_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_not_a_number", not_a_number, ("VARCHAR",) * 4, "DOUBLE", False, False),
+)

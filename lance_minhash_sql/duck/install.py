@@ -29,6 +29,7 @@ import duckdb
 
 from lance_minhash_sql.core.advice import sql_errors
 from lance_minhash_sql.runtime.cache import memoized, register_state
+from lance_minhash_sql.duck.args import ARG_UDFS
 from lance_minhash_sql.duck.estimate import ESTIMATE_UDFS
 from lance_minhash_sql.duck.ingest import INGEST_UDFS
 from lance_minhash_sql.duck.join import JOIN_UDFS
@@ -40,7 +41,7 @@ from lance_minhash_sql.duck.tables import TABLE_UDFS
 from lance_minhash_sql.duck.udfs import UDFS
 
 # Every function the package registers, in registration order.
-ALL_UDFS = (UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + JOIN_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
+ALL_UDFS = (ARG_UDFS + UDFS + STORAGE_UDFS + TABLE_UDFS + PAIR_UDFS + JOIN_UDFS + LIFECYCLE_UDFS + REPORT_UDFS
              + ESTIMATE_UDFS + INGEST_UDFS)
 
 __all__ = ["install", "connect", "macro_files", "ALL_UDFS"]

@@ -410,14 +410,22 @@ def sql_hint(message: str) -> str:
     return ""
 
 
-def _warning_printer(fallback, options: frozenset = frozenset()):
-    """A ``warnings.showwarning`` that prints the package's warnings as one
-    ``lance-minhash: warning:`` line (in the terms of the command's ``options``) and hands
-    the others to ``fallback``."""
+# the commands whose warnings come from SQL statements, and so keep SQL's syntax
+SQL_COMMANDS = frozenset({"sql", "demo"})
+
+
+def _warning_printer(fallback, options: frozenset = frozenset(), in_sql: bool = False):
+    """A ``warnings.showwarning`` that prints each of the package's warnings once, as one
+    ``lance-minhash: warning:`` line (in the terms of the command's ``options``, or as
+    SQL when ``in_sql``), and hands the others to ``fallback``."""
+    shown: set[str] = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if category.__module__.split(".")[0] == "lance_minhash_sql":
-            print(f"lance-minhash: warning: {cli_advice(str(message), options)}", file=sys.stderr)
+            text = str(message) if in_sql else cli_advice(str(message), options)
+            if text not in shown:  # a statement's UDFs run at its binding and at its execution
+                shown.add(text)
+                print(f"lance-minhash: warning: {text}", file=sys.stderr)
         else:
             fallback(message, category, filename, lineno, file, line)
 
@@ -430,14 +438,13 @@ def main(argv=None) -> int:
     options = frozenset(parser.commands[args.command].options)  # the command's own terms for its messages
     if getattr(args, "quiet", False):
         _quiet_compiles()
-    from lance_minhash_sql.core.errors import EmptySearchWarning
-    from lance_minhash_sql.core.errors import LowRecallWarning
+    from lance_minhash_sql.core.errors import DeprecatedSpellingWarning, EmptySearchWarning, LowRecallWarning
 
     with warnings.catch_warnings():  # restores the filters and showwarning on return
-        # the package's warnings are shown whatever the filters say
-        for category in (EmptySearchWarning, LowRecallWarning):
-            warnings.filterwarnings("default", category=category)
-        warnings.showwarning = _warning_printer(warnings.showwarning, options)
+        # the package's warnings are shown whatever the filters say, each text once per run (the printer)
+        for category in (EmptySearchWarning, LowRecallWarning, DeprecatedSpellingWarning):
+            warnings.filterwarnings("always", category=category)
+        warnings.showwarning = _warning_printer(warnings.showwarning, options, args.command in SQL_COMMANDS)
         return _run(args, options)
 
 

@@ -114,7 +114,7 @@ class CommandParser(argparse.ArgumentParser):
             names = message.split(": ", 1)[1].split(", ")
             action = self._action(names[0])
             shown = [n.upper() if not n.startswith("-") else n for n in names]
-            what = f" ({action.help})" if action is not None and action.help else ""
+            what = f" ({action.help})" if action is not None and action.help not in (None, argparse.SUPPRESS) else ""
             return f"missing {' '.join(shown)}{what}", more
         if message.startswith("unrecognized arguments: "):
             extras = message.split(": ", 1)[1]
@@ -132,7 +132,8 @@ class CommandParser(argparse.ArgumentParser):
                         f"{self.prog} --help describes each")
         example = _example(flag, action)
         fix = f"; pass e.g. {flag} {example}" if example else ""
-        hint = f"{flag}: {action.help}" if action is not None and action.help else more
+        hint = f"{flag}: {action.help}" if action is not None and action.help not in (None, argparse.SUPPRESS) \
+            else more
         choice, typed = _INVALID_CHOICE.fullmatch(message), _INVALID_TYPE.fullmatch(message)
         if choice:
             return (f"{flag} {_value(choice['value'])}: must be one of {', '.join(map(str, action.choices))}{fix}",
@@ -281,7 +282,7 @@ def _index_commands(sub) -> None:
     p.add_argument("--verify", default="estimate", type=str.lower, choices=VERIFY_MODES,
                    help="exact: add _jaccard, the exact shingle Jaccard (with --threshold: the rows whose _jaccard "
                         "reaches it, candidates down to 4 standard deviations of the estimate under it)")
-    p.add_argument("--exact", action="store_true", help="the older spelling of --verify exact")
+    p.add_argument("--exact", action="store_true", help=argparse.SUPPRESS)  # the older spelling of --verify exact
     p.add_argument("--columns", default=None, help="comma-separated columns to show (default all)")
     p.add_argument("--filter", default=None, help="Lance filter applied before the top-k, e.g. \"lang = 'en'\"")
     p.add_argument("--fast-search", action="store_true", help="indexed rows only (skip unindexed fragments)")
@@ -334,7 +335,7 @@ def _self_join_commands(sub) -> None:
 
     p = self_join("pairs", "every pair of rows whose MinHash similarity reaches a threshold",
                   "similarity a pair must reach", "write all pairs to this .parquet or .csv file (streamed)")
-    p.add_argument("--exact", action="store_true", help="the older spelling of --verify exact")
+    p.add_argument("--exact", action="store_true", help=argparse.SUPPRESS)  # the older spelling of --verify exact
     verify_flag(p)
     p.add_argument("--limit", type=int, default=20, help="pairs to print without --output (default 20)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -347,7 +348,7 @@ def _self_join_commands(sub) -> None:
     p.add_argument("column", help="the text column of LEFT (and of RIGHT unless --right-column)")
     p.add_argument("--right-column", default=None, help="RIGHT's indexed text column, if named differently")
     p.add_argument("--threshold", type=float, default=0.8, help="similarity a pair must reach (default 0.8)")
-    p.add_argument("--exact", action="store_true", help="the older spelling of --verify exact")
+    p.add_argument("--exact", action="store_true", help=argparse.SUPPRESS)  # the older spelling of --verify exact
     verify_flag(p)
     p.add_argument("--output", default=None, help="write all pairs to this .parquet or .csv file (streamed)")
     p.add_argument("--memory-limit", default=None, help=SELF_JOIN_MEMORY_HELP)

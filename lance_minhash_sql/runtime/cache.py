@@ -402,10 +402,12 @@ def register_state(name: str, *holders, clear: Callable[[], None] | None = None)
 
 def _forget_no_caller_warnings() -> None:
     errors.NO_CALLER_WARNINGS.clear()
+    errors.ONCE_WARNINGS.clear()
 
 
 # the state of the layers below this one, which cannot import it
-register_state("warnings issued without a caller", errors.NO_CALLER_WARNINGS, clear=_forget_no_caller_warnings)
+register_state("warnings issued without a caller, and once-only warnings", errors.NO_CALLER_WARNINGS,
+               errors.ONCE_WARNINGS, clear=_forget_no_caller_warnings)
 register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # emptied by the load
 register_state("the compile-ahead helper this process started", compile_ahead.HELPERS)  # ends with the process
 register_state("status lines shown on the terminal", status.SHOWN)  # each removed as it ends or a bar starts

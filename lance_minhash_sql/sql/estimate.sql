@@ -12,7 +12,7 @@
 CREATE OR REPLACE TEMP MACRO minhash_estimate(dataset, "column", thresholds := [0.7, 0.8, 0.9], sample_rows := 2000,
                                               verify := 'estimate', seed := 0, memory_limit := NULL,
                                               storage_options := NULL) AS TABLE
-    SELECT unnest(_lms_estimate(dataset, "column", to_json(thresholds)::VARCHAR, sample_rows, verify, seed,
+    SELECT unnest(_lms_estimate(dataset, "column", to_json(thresholds)::VARCHAR, _lms_number('minhash_estimate', 'sample_rows', sample_rows), verify, _lms_number('minhash_estimate', 'seed', seed),
                                 _lms_storage('minhash_estimate', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                 memory_limit::VARCHAR),
                   recursive := true);

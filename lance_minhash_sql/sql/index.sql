@@ -16,7 +16,7 @@ CREATE OR REPLACE TEMP MACRO minhash_build(dataset, "column", num_hashes := 128,
                                            "replace" := true, storage_options := NULL,
                                            memory_limit := NULL, executor := 'local',
                                            ray_address := NULL) AS TABLE
-    SELECT unnest(_lms_build(dataset, "column", num_hashes, num_bands, shingle_size, threshold,
+    SELECT unnest(_lms_build(dataset, "column", _lms_number('minhash_build', 'num_hashes', num_hashes), _lms_number('minhash_build', 'num_bands', num_bands), _lms_number('minhash_build', 'shingle_size', shingle_size), _lms_number('minhash_build', 'threshold', threshold),
                              to_json(tokenizer)::VARCHAR, "replace",
                              _lms_storage('minhash_build', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                              memory_limit::VARCHAR, executor, ray_address::VARCHAR),
@@ -38,7 +38,7 @@ CREATE OR REPLACE TEMP MACRO minhash_indexes(dataset, storage_options := NULL) A
 CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, threshold := NULL, exact := false,
                                             fast_search := false, "filter" := NULL, storage_options := NULL,
                                             verify := 'estimate') AS TABLE
-    SELECT * FROM query(_lms_search_plan(dataset, "column", query, k, threshold, exact, verify, fast_search, "filter",
+    SELECT * FROM query(_lms_search_plan(dataset, "column", query, _lms_number('minhash_search', 'k', k), _lms_number('minhash_search', 'threshold', threshold), exact, verify, fast_search, "filter",
                                          to_json(storage_options)::VARCHAR, getvariable('_lms_connection')));
 
 -- Top-k (_rowid, _distance, _jaccard) of a query; a fixed schema, so it works per row:
@@ -50,7 +50,7 @@ CREATE OR REPLACE TEMP MACRO minhash_search(dataset, "column", query, k := 10, t
 CREATE OR REPLACE TEMP MACRO minhash_search_ids(dataset, "column", query, k := 10, threshold := NULL,
                                                 exact := false, fast_search := false,
                                                 storage_options := NULL, verify := 'estimate') AS TABLE
-    SELECT unnest(_lms_search_ids(dataset, "column", query, k, threshold, exact, fast_search,
+    SELECT unnest(_lms_search_ids(dataset, "column", query, _lms_number('minhash_search_ids', 'k', k), _lms_number('minhash_search_ids', 'threshold', threshold), exact, fast_search,
                                   _lms_storage('minhash_search_ids', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                   verify),
                   recursive := true);

@@ -15,7 +15,7 @@ CREATE OR REPLACE TEMP MACRO minhash_join(left_dataset, right_dataset, "column",
                                           right_storage_options := NULL, memory_limit := NULL,
                                           verify := 'estimate', executor := 'local',
                                           ray_address := NULL) AS TABLE
-    SELECT * FROM query(_lms_join_plan(left_dataset, right_dataset, "column", right_column, threshold, exact,
+    SELECT * FROM query(_lms_join_plan(left_dataset, right_dataset, "column", right_column, _lms_number('minhash_join', 'threshold', threshold), exact,
                                        _lms_storage('minhash_join', left_dataset, to_json(left_storage_options)::VARCHAR, getvariable('_lms_connection')),
                                        _lms_storage('minhash_join', right_dataset, to_json(right_storage_options)::VARCHAR, getvariable('_lms_connection')),
                                        memory_limit::VARCHAR, verify, executor, ray_address::VARCHAR));

@@ -14,7 +14,7 @@
 CREATE OR REPLACE TEMP MACRO minhash_pairs(dataset, "column", threshold := 0.8, exact := false,
                                            storage_options := NULL, memory_limit := NULL,
                                            verify := 'estimate', executor := 'local', ray_address := NULL) AS TABLE
-    SELECT * FROM query(_lms_pairs_plan(dataset, "column", threshold, exact,
+    SELECT * FROM query(_lms_pairs_plan(dataset, "column", _lms_number('minhash_pairs', 'threshold', threshold), exact,
                                         _lms_storage('minhash_pairs', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                         memory_limit::VARCHAR, verify, executor, ray_address::VARCHAR));
 
@@ -36,7 +36,7 @@ CREATE OR REPLACE TEMP MACRO minhash_clusters(dataset, "column", threshold := 0.
                                               memory_limit := NULL, clustering := 'components',
                                               verify := 'estimate', executor := 'local',
                                               ray_address := NULL) AS TABLE
-    SELECT unnest(_lms_clusters(dataset, "column", threshold, clustering, verify,
+    SELECT unnest(_lms_clusters(dataset, "column", _lms_number('minhash_clusters', 'threshold', threshold), clustering, verify,
                                 _lms_storage('minhash_clusters', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                 memory_limit::VARCHAR, executor, ray_address::VARCHAR),
                   recursive := true);
@@ -56,6 +56,6 @@ CREATE OR REPLACE TEMP MACRO minhash_dedup(dataset, "column", threshold := 0.8, 
                                            order_by := NULL, storage_options := NULL, memory_limit := NULL,
                                            clustering := 'components', verify := 'estimate',
                                            executor := 'local', ray_address := NULL) AS TABLE
-    SELECT * FROM query(_lms_dedup_plan(dataset, "column", threshold, keep, order_by, clustering, verify,
+    SELECT * FROM query(_lms_dedup_plan(dataset, "column", _lms_number('minhash_dedup', 'threshold', threshold), keep, order_by, clustering, verify,
                                         _lms_storage('minhash_dedup', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection')),
                                         memory_limit::VARCHAR, executor, ray_address::VARCHAR));

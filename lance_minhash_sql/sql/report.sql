@@ -12,7 +12,7 @@
 --   SELECT value FROM minhash_report('corpus.lance', 'text') WHERE metric = 'recall_at_threshold'
 CREATE OR REPLACE TEMP MACRO minhash_report(dataset, "column", sample := 2000, threshold := NULL,
                                             seed := 0, storage_options := NULL) AS TABLE
-    SELECT unnest(_lms_report(dataset, "column", sample, threshold, seed,
+    SELECT unnest(_lms_report(dataset, "column", _lms_number('minhash_report', 'sample', sample), _lms_number('minhash_report', 'threshold', threshold), _lms_number('minhash_report', 'seed', seed),
                               _lms_storage('minhash_report', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
                   recursive := true);
 
@@ -20,13 +20,13 @@ CREATE OR REPLACE TEMP MACRO minhash_report(dataset, "column", sample := 2000, t
 -- theoretical candidate probability, binomial standard error, estimator error.
 CREATE OR REPLACE TEMP MACRO minhash_scurve(dataset, "column", sample := 2000, threshold := NULL,
                                             seed := 0, storage_options := NULL) AS TABLE
-    SELECT unnest(_lms_scurve(dataset, "column", sample, threshold, seed,
+    SELECT unnest(_lms_scurve(dataset, "column", _lms_number('minhash_scurve', 'sample', sample), _lms_number('minhash_scurve', 'threshold', threshold), _lms_number('minhash_scurve', 'seed', seed),
                               _lms_storage('minhash_scurve', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
                   recursive := true);
 
 -- The largest buckets (runs of equal band keys in the sorted band rows), largest first,
 -- with one member's row id and text.
 CREATE OR REPLACE TEMP MACRO minhash_buckets(dataset, "column", top := 10, storage_options := NULL) AS TABLE
-    SELECT unnest(_lms_buckets(dataset, "column", top,
+    SELECT unnest(_lms_buckets(dataset, "column", _lms_number('minhash_buckets', 'top', top),
                                _lms_storage('minhash_buckets', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
                   recursive := true);

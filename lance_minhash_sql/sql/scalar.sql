@@ -8,6 +8,14 @@
 -- ('{"base_tokenizer": "whitespace"}'), a STRUCT ({'base_tokenizer': 'whitespace'}),
 -- a MAP or a JSON value all work; NULL means the defaults.
 
+-- A numeric argument of a table macro as DOUBLE (NULL stays NULL); a value of another
+-- type (text, a boolean, a list, ...) fails naming the function fn and the argument name
+-- (_lms_not_a_number, lance_minhash_sql/duck/args.py), where a cast would not name them.
+CREATE OR REPLACE TEMP MACRO _lms_number(fn, name, value) AS
+    CASE WHEN typeof(value) IN ('VARCHAR', 'BOOLEAN', 'BLOB') OR (value IS NOT NULL AND try_cast(value AS DOUBLE) IS NULL)
+         THEN _lms_not_a_number(fn, name, value::VARCHAR, typeof(value))
+         ELSE try_cast(value AS DOUBLE) END;
+
 -- MinHash signature of a text, bit-identical to Lance's MINHASHLSH index.
 -- NULL for NULL text and for texts without tokens (Lance indexes no signature for them).
 CREATE OR REPLACE TEMP MACRO minhash_signature(text, num_hashes := 128, shingle_size := 3, tokenizer := NULL) AS
