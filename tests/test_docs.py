@@ -113,16 +113,9 @@ def example_data(tmp_path_factory):
 
 
 def _tables(con) -> None:
-    """The tables the examples join with: queries, docs, batch_rows, pairs."""
-    from lance_minhash_sql.io.scan import read_rows
-
+    """Nothing but SQL: the examples read the datasets' rows with minhash_rows, as any SQL
+    session can (lance-minhash sql, dbt)."""
     con.execute("SET enable_progress_bar = false")
-    con.register("_docs", read_rows("corpus.lance", ["id", "text"]))
-    con.execute("CREATE OR REPLACE TEMP TABLE docs AS SELECT *, 'title ' || id AS title FROM _docs")
-    con.execute("CREATE OR REPLACE TEMP TABLE queries AS SELECT id, text FROM docs WHERE id < 5")
-    con.execute("CREATE OR REPLACE TEMP TABLE pairs AS SELECT a.text AS a, b.text AS b FROM docs a, docs b "
-                "WHERE a.id < 3 AND b.id < 3")
-    con.register("batch_rows", read_rows("batch.lance", ["id", "text"]))
 
 
 @pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in doc_pages() if blocks(p, "sql")])
@@ -140,6 +133,57 @@ def test_sql_examples_run(page, example_data, monkeypatch):
             con.execute(stmt.query).fetchall()
             ran += 1
     assert ran
+
+
+def test_sql_command_examples_of_the_docs_run(example_data, monkeypatch, capsys):
+    """The ``lance-minhash sql`` blocks of the docs run as written, and a transcript
+    (``$ lance-minhash sql "..."`` then its output) shows what the command prints."""
+    import shlex
+
+    from lance_minhash_sql.faces import cli
+
+    monkeypatch.chdir(example_data)
+    ran = 0
+    for page in doc_pages()[1:]:
+        for block in blocks(page, "bash"):
+            if block.startswith("lance-minhash sql "):
+                assert cli.main(shlex.split(block)[1:]) == 0, (page.name, capsys.readouterr().err)
+                out, err = capsys.readouterr()
+                assert "_rowid" not in err and out.count("\n") > 3 and not err, (page.name, out, err)
+                ran += 1
+        text = page.read_text(encoding="utf-8")
+        for command, shown in re.findall(r"^\$ (lance-minhash sql [^\n]*)\n(.*?)^```", text, re.S | re.M):
+            code = cli.main(shlex.split(command)[1:])
+            out, err = capsys.readouterr()
+            assert " ".join((out + err).split()) == " ".join(shown.split()), (page.name, command, out + err)
+            ran += 1
+    assert ran >= 2
+
+
+def test_python_md_keep_policy_examples_run(example_data, monkeypatch, capsys):
+    """python.md's ``keep_flags(..., order_by=...)`` and ``--order-by`` lines name columns
+    the example corpus has."""
+    import shlex
+
+    import lance_minhash_sql as lms
+    from lance_minhash_sql.faces import cli
+
+    monkeypatch.chdir(example_data)
+    text = (DOCS / "python.md").read_text(encoding="utf-8")
+    calls = re.findall(r"^(lms\.keep_flags\(.*?\))\s*(?:#.*)?$", text, re.M)
+    commands = re.findall(r"^(lance-minhash dedup .*--order-by.*?)\s*(?:#.*)?$", text, re.M)
+    assert calls and commands
+    for call in calls:
+        flags = eval(call, {"lms": lms})  # noqa: S307  (the page's own line)
+        assert flags.num_rows > 0 and "keep" in flags.column_names
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        output = argv[argv.index("--output") + 1]
+        assert (example_data / output).is_dir()
+        import shutil
+
+        shutil.rmtree(example_data / output)
 
 
 def test_readme_shell_tour_runs(example_data):

@@ -32,7 +32,7 @@ from lance_minhash_sql.core.tuning import AWAITING_BYTES, INLINE_MAX_CHARS, SQL_
 from lance_minhash_sql.duck.args import Udf, flag, integer, prefixed, require, scalar_rows, text
 from lance_minhash_sql.duck.args import column as column_array
 from lance_minhash_sql.duck.args import tokenizer as tokenizer_options
-from lance_minhash_sql.duck.args import verify_exact
+from lance_minhash_sql.duck.args import json_value, verify_exact
 from lance_minhash_sql.duck.results import duck_type, lists_of_records, rows_type
 from lance_minhash_sql.duck.sqltext import ident, literal
 from lance_minhash_sql.duck.storage import options_of
@@ -407,7 +407,73 @@ def search_plan(dataset, column, query, k, threshold, exact, verify, fast_search
                                handoff), exact_)
 
 
+# ------------------------------------------------------ a dataset's rows, with their _rowid
+
+
+def _rows_of(fn: str, dataset, columns, version: int, options) -> tuple[_Layout, list[str]]:
+    """The layout of ``columns`` (a ``to_json()`` list of names; NULL: every column) of
+    the dataset at ``version``, and their names."""
+    from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
+    from lance_minhash_sql.io.handles import dataset_at
+    from lance_minhash_sql.io.scan import schema_of
+
+    schema = schema_of(dataset_at(dataset, version, options))
+    names = json_value(columns)
+    if names is None:
+        names = [n for n in schema.names if n not in ("_rowid", "_distance")]
+    elif not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise InvalidParameterError(f"{fn}: columns := {literal(names) if isinstance(names, str) else columns} must "
+                                    "be a list of column names, e.g. "
+                                    "columns := ['id', 'text'], or NULL for every column")
+    missing = [n for n in names if n not in schema.names]
+    if missing:
+        raise DatasetError(f"{fn}: column(s) {missing} are not in dataset {dataset!r}; its columns are "
+                           f"{schema.names}")
+    return _layout(pa.schema([schema.field(n) for n in names])), names
+
+
+def rows_plan(dataset, columns, options, cid) -> str:
+    """Constant-folded at plan time: the SQL that ``query()`` runs for ``minhash_rows``:
+    one ``_lms_rows_part`` call per fragment of the dataset's current version, each
+    returning that fragment's rows as :func:`search_rows` returns a search's (the columns
+    in their carriers), unnested and cast back to their types."""
+    from lance_minhash_sql.io.handles import open_version
+    from lance_minhash_sql.io.scan import fragment_ids
+
+    fn = "minhash_rows"
+    require(fn, {"dataset": dataset}, "dataset")
+    token = storage_token(fn, dataset, options, cid)
+    opened = open_version(dataset, options_of(token))
+    layout, _ = _rows_of(fn, dataset, columns, opened.version, opened.storage_options)
+    parts = fragment_ids(opened.ds)
+    if not parts:  # no fragment: the columns, no row
+        return f"SELECT * EXCLUDE (_distance) FROM (SELECT {layout.select} FROM (SELECT NULL::{ROWS_TYPE} AS r))"
+    calls = ", ".join(f"({p})" for p in parts)
+    args = ", ".join(literal(a) for a in (dataset, opened.version))
+    return (f"SELECT * EXCLUDE (_distance) FROM (SELECT {layout.select} FROM (SELECT _lms_rows_part({args}, "
+            f"f.fragment, {literal(columns)}, {literal(token)}) AS r FROM (VALUES {calls}) f(fragment)))")
+
+
+def rows_part(dataset, version, fragment, columns, storage) -> dict:
+    """One fragment's rows for the SQL :func:`rows_plan` wrote (native UDF: one call per
+    fragment)."""
+    from lance_minhash_sql.io.handles import dataset_at
+    from lance_minhash_sql.io.scan import fragment_table
+
+    fn = "minhash_rows"
+    options = options_of(storage)
+    layout, names = _rows_of(fn, dataset, columns, int(version), options)
+    table = fragment_table(dataset_at(dataset, int(version), options), int(fragment), names)
+    out = {"_rowid": table.column("_rowid").to_pylist(), "_distance": None, "_jaccard": None}
+    for carrier in _CARRIER_TYPES:
+        out[carrier] = [_carried(table.column(slot.column), slot, carrier).to_pylist()
+                        for slot in layout.slots[carrier]]
+    return out
+
+
 TABLE_UDFS: tuple[Udf, ...] = (
+    Udf("_lms_rows_plan", rows_plan, ("VARCHAR",) * 4, "VARCHAR", False, False),
+    Udf("_lms_rows_part", rows_part, ("VARCHAR", "BIGINT", "BIGINT", "VARCHAR", "VARCHAR"), ROWS_TYPE, True, False),
     Udf("_lms_build", build, ("VARCHAR", "VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR",
                               "BOOLEAN") + ("VARCHAR",) * 4, BUILD_TYPE, True),
     Udf("_lms_indexes", indexes, ("VARCHAR", "VARCHAR"), INDEXES_TYPE, True),

@@ -129,6 +129,16 @@ def read_rows(uri: str, columns: list[str] | None = None, storage_options: dict 
     return ds.to_table(columns=columns, with_row_id=True)
 
 
+def fragment_ids(ds: "lance.LanceDataset") -> list[int]:
+    """The ids of the dataset version's fragments, in order."""
+    return [int(f.fragment_id) for f in ds.get_fragments()]
+
+
+def fragment_table(ds: "lance.LanceDataset", fragment_id: int, columns: list[str]) -> pa.Table:
+    """One fragment's live rows (``columns``) with their ``_rowid``, in row order."""
+    return ds.get_fragment(int(fragment_id)).to_table(columns=columns, with_row_id=True)
+
+
 def take_texts(ds: "lance.LanceDataset", column: str, rowids: np.ndarray, uri: str = "") -> pa.Array:
     """The ``column`` values of sorted unique ``rowids`` (as ``large_string``), in that order;
     :class:`DatasetError` if a row is gone (the dataset changed under a running job)."""

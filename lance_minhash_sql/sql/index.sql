@@ -22,6 +22,13 @@ CREATE OR REPLACE TEMP MACRO minhash_build(dataset, "column", num_hashes := 128,
                              memory_limit::VARCHAR, executor, ray_address::VARCHAR),
                   recursive := true);
 
+-- The rows of a Lance dataset's current version with their _rowid, the row ids every other
+-- function returns (join them by _rowid): every column, or the list columns := ['id', 'text'].
+-- Read fragment by fragment, one call each.
+CREATE OR REPLACE TEMP MACRO minhash_rows(dataset, columns := NULL, storage_options := NULL) AS TABLE
+    SELECT * FROM query(_lms_rows_plan(dataset, to_json(columns)::VARCHAR, to_json(storage_options)::VARCHAR,
+                                       getvariable('_lms_connection')));
+
 -- One row per MinHash index segment of the dataset.
 CREATE OR REPLACE TEMP MACRO minhash_indexes(dataset, storage_options := NULL) AS TABLE
     SELECT unnest(_lms_indexes(dataset, _lms_storage('minhash_indexes', dataset, to_json(storage_options)::VARCHAR, getvariable('_lms_connection'))),
