@@ -97,11 +97,12 @@ class AppendedValues:
     process's anonymous memory. Appends are written (a full disk is a
     :class:`ResourceLimitError` there, never a fault on a later read); :meth:`view` maps
     everything written so far. One writer at a time (the caller's lock); views stay
-    valid while referenced, whatever is appended after them."""
+    valid while referenced, whatever is appended after them. The file is created by the
+    first append: values never appended to hold no file to close."""
 
     def __init__(self, dtype):
         self.dtype = np.dtype(dtype)
-        self.file = tempfile.TemporaryFile(prefix=SPILL_PREFIX)
+        self.file = None
         self.size = 0  # values written
         self._view = np.empty(0, dtype=self.dtype)
 
@@ -110,6 +111,8 @@ class AppendedValues:
         start = self.size
         data = np.ascontiguousarray(values, dtype=self.dtype)
         try:
+            if self.file is None:
+                self.file = tempfile.TemporaryFile(prefix=SPILL_PREFIX)
             self.file.write(memoryview(data).cast("B"))
             self.file.flush()
         except OSError as exc:
@@ -131,4 +134,5 @@ class AppendedValues:
     def close(self) -> None:
         """Close the file (mapped views keep its pages until they are collected)."""
         self._view = np.empty(0, dtype=self.dtype)
-        self.file.close()
+        if self.file is not None:
+            self.file.close()

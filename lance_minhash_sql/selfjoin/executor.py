@@ -78,16 +78,19 @@ class LocalExecutor:
     def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
               ) -> Iterator[pa.RecordBatch]:
         verifier = pair_verifier(verify, open_index(dataset, column, storage_options))
-        return bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
-                             exact=verify == "exact", limit=limit, storage_options=storage_options)
+        return verifier.closing(bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
+                                              exact=verify == "exact", limit=limit, storage_options=storage_options))
 
     def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
                    progress: bool = False) -> pa.Table:
         opened = open_index(dataset, column, storage_options)
-        with planning(rule):
-            return bounded_clusters(dataset, column, rule.threshold, links=link_verifier(rule, opened),
-                                    max_reps=rule.max_reps, limit=limit, storage_options=storage_options,
-                                    progress=progress)
+        links = link_verifier(rule, opened)
+        try:
+            with planning(rule):
+                return bounded_clusters(dataset, column, rule.threshold, links=links, max_reps=rule.max_reps,
+                                        limit=limit, storage_options=storage_options, progress=progress)
+        finally:
+            links.close()
 
     def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
                     ) -> Iterator[pa.RecordBatch]:

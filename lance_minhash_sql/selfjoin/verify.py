@@ -167,6 +167,19 @@ class Verifier:
         if self.shingles is not None:
             self.shingles.prefetch(shards, docs)
 
+    def close(self) -> None:
+        """Close the shingle sets' files (exact verification), once the self-join is done."""
+        if self.shingles is not None:
+            self.shingles.close()
+
+    def closing(self, batches: Iterator) -> Iterator:
+        """``batches``, then :meth:`close`, however their consumer stops (done, an error,
+        or the iterator dropped)."""
+        try:
+            yield from batches
+        finally:
+            self.close()
+
 
 def prepare(verifier, shards: list[Shard], docs: np.ndarray | None = None) -> None:
     """:meth:`Verifier.prepare` of ``verifier`` (``docs``: the shards' candidate docs,
