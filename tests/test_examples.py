@@ -21,10 +21,13 @@ EXAMPLES = os.path.join(ROOT, "examples")
 BIN = os.path.dirname(sys.executable)
 
 
-def run(args, cwd, env=None, timeout=300):
+def run(args, cwd, env=None, timeout=300, quiet: bool = False):
+    """``args``' stdout; ``quiet``: no Python warning in its output either."""
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if quiet:
+        assert "Warning" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
     # no log noise: Lance's "WARN ... No existing dataset at ..." on a first write
     assert "WARN" not in proc.stderr and "No existing dataset" not in proc.stderr, proc.stderr[-3000:]
     return proc.stdout
@@ -92,7 +95,8 @@ def test_dbt_project_runs_two_days_of_the_pipeline(tmp_path):
         plan = lms.ingest_plan(corpus, batch, "text", 0.8, verify="exact")  # the oracle: the Python API
         out = run([os.path.join(BIN, "dbt"), "build", "--profiles-dir", ".", "--project-dir", "."], cwd=project,
                   env={"LMS_CORPUS": corpus, "LMS_EVAL_SET": eval_set, "LMS_NEW_BATCH": batch, "DBT_DUCKDB_PATH": db,
-                       "LMS_RETENTION": "0 seconds", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"})
+                       "LMS_RETENTION": "0 seconds", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"},
+                  quiet=True)  # all green: nothing to attend to
         assert "Completed successfully" in out and "ERROR=0" in out and "WARN=0" in out, out[-3000:]
         con = duckdb.connect(db, read_only=True)
         ingested = con.execute("SELECT rows_appended, index_action, dataset_version FROM corpus_ingest").fetchone()

@@ -186,6 +186,21 @@ def test_query_sharing_no_band_warns(capsys, indexed):
     assert "shares no LSH band" in err and "lance-minhash build" in err and "minhash_build(" not in err
 
 
+def test_a_threshold_search_that_finds_nothing_is_an_answer_not_a_warning(indexed):
+    """No row shares a band with the query: at a threshold that means no row reaches it,
+    which is what was asked (a query without tokens still warns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EmptySearchWarning)
+        assert lms.search(indexed, "text", "zebra quantum xylophone marmalade", None, threshold=0.8).num_rows == 0
+        assert lms.search_ids(indexed, "text", ["zebra quantum xylophone marmalade"], None,
+                              threshold=0.8).num_rows == 0
+        con = lms.connect()
+        assert con.sql(f"SELECT count(*) FROM (VALUES ('zebra quantum xylophone marmalade')) q(t), LATERAL "
+                       f"minhash_search_ids('{indexed}', 'text', q.t, k := NULL, threshold := 0.8)").fetchall() == [(0,)]
+    with pytest.warns(EmptySearchWarning, match="has no tokens"):
+        lms.search(indexed, "text", "!!!", None, threshold=0.8)
+
+
 # 5. LATERAL minhash_search points at minhash_search_ids
 def test_lateral_minhash_search_error_names_minhash_search_ids(capsys, indexed):
     code, _, err = run(capsys, "sql", f"SELECT * FROM (SELECT 'a b c' AS t) q, "

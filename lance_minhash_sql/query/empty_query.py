@@ -3,7 +3,10 @@
 Two reasons are the index's, not the data's: the query has no tokens (an empty text, or
 only punctuation and spaces for the tokenizer), so it has no signature and matches
 nothing; or its signature shares no LSH band with any indexed row, so no row is even a
-candidate. Both give 0 rows; :func:`warn_empty_queries` names which, once per call.
+candidate. Both give 0 rows; :func:`warn_empty_queries` names which, once per call. A
+threshold search warns of the first only: that no row shares a band with a query is its
+answer (no row reaches the threshold), and an index too coarse for the threshold is
+:class:`~lance_minhash_sql.LowRecallWarning`'s to say.
 """
 
 from __future__ import annotations

@@ -68,10 +68,13 @@ def numpy_texts(texts: pa.Array, engine: str = "auto") -> list[str] | None:
 
 
 def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool = False,
-         filter: str | None = None, engine: str = "auto", numbers=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         filter: str | None = None, engine: str = "auto", numbers=None,
+         threshold: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(query_index int64, _rowid uint64, _distance float32)`` of every query's top ``limit``,
     ordered by query, then ``(distance, row id)``; ``engine`` as :func:`numpy_texts`;
-    ``numbers``: how warnings number the queries (:func:`.empty_query.warn_empty_queries`)."""
+    ``numbers``: how warnings number the queries (:func:`.empty_query.warn_empty_queries`);
+    ``threshold``: a threshold search, whose queries sharing no band are answered (no row
+    reaches it), not warned about."""
     engine = check_engine(engine)
     t0 = time.perf_counter()
     view = opened.search_view(fast_search, filter)
@@ -89,5 +92,5 @@ def topk(opened: OpenedIndex, texts: pa.Array, limit: int, *, fast_search: bool 
     if answer is None:
         answer = kernel_topk(view.entries, qsigs, qkeys, limit, view.ok_of, view.checked)
     q, rid, dist, counts = answer
-    warn_empty_queries(texts, has, counts, numbers)
+    warn_empty_queries(texts, has, None if threshold else counts, numbers)
     return active[q].astype(np.int64), rid, dist

@@ -135,7 +135,8 @@ def search_ids(dataset, column: str, queries, k: int | None = 10, *, threshold: 
     texts = _query_array(queries)
     opened = open_index(dataset, column, storage_options)
     cut = threshold_cut(opened.params, t, verify)
-    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr, numbers=query_rows)
+    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr, numbers=query_rows,
+                        threshold=t is not None)
     q, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, cut)
     arrays = [pa.array(q, pa.int64()), pa.array(rid, pa.uint64()), pa.array(dist, pa.float32())]
     if jac is None:
@@ -160,7 +161,7 @@ def search(dataset, column: str, query: str, k: int | None = 10, *, threshold: f
     opened = open_index(dataset, column, storage_options)
     cols = _columns(opened, columns)
     cut = threshold_cut(opened.params, t, verify)
-    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr)
+    q, rid, dist = topk(opened, texts, limit, fast_search=fast, filter=expr, threshold=t is not None)
     _, rid, dist, jac = apply_scores(opened, texts, q, rid, dist, cut)
     ids = pa.array(rid, pa.uint64())
     if cols:
