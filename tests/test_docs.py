@@ -246,3 +246,16 @@ def test_benchmarks_readme_names_every_benchmark_and_its_command():
     assert all(f"`{name}`" in readme for name in helpers)
     quoted = set(re.findall(r"python benchmarks/(\w+\.py)", (DOCS / "scale.md").read_text(encoding="utf-8")))
     assert quoted and quoted <= set(rows), quoted - set(rows)
+
+
+def test_the_pylance_versions_the_docs_state_include_the_one_tested():
+    """Where the README and docs name the pylance versions the index is identical to, the
+    one installed (the one these tests ran against) is among them."""
+    import lance
+
+    stated = []
+    for page in doc_pages():
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        stated += [(page.name, m.group(1)) for m in re.finditer(r"pylance (14\.\d+\.\d+(?: and 14\.\d+\.\d+)*)", text)]
+    assert any(name == "README.md" for name, _ in stated), stated
+    assert all(lance.__version__ in versions.split(" and ") for _, versions in stated), (lance.__version__, stated)
