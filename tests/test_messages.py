@@ -119,7 +119,8 @@ NUMERIC_ARGUMENTS = [  # every numeric argument of the table macros of sql/*.sql
     ("minhash_pairs", "threshold"), ("minhash_clusters", "threshold"), ("minhash_dedup", "threshold"),
     ("minhash_report", "sample"), ("minhash_report", "threshold"), ("minhash_report", "seed"),
     ("minhash_scurve", "sample"), ("minhash_scurve", "threshold"), ("minhash_scurve", "seed"),
-    ("minhash_buckets", "top"), ("minhash_estimate", "sample_rows"), ("minhash_estimate", "seed")]
+    ("minhash_buckets", "top"), ("minhash_estimate", "sample_rows"), ("minhash_estimate", "seed"),
+    ("minhash_ingest_plan", "threshold"), ("minhash_ingest", "threshold")]
 
 
 @pytest.mark.parametrize("fn, name", NUMERIC_ARGUMENTS)
@@ -127,7 +128,8 @@ NUMERIC_ARGUMENTS = [  # every numeric argument of the table macros of sql/*.sql
 def test_a_numeric_sql_argument_of_another_type_is_named(corpus, fn, name, value, sql_type):
     """Not DuckDB's "Could not convert string 'abc' to DOUBLE": the function, the argument
     as written, the rule and a fix."""
-    first = {"minhash_join": f"'{corpus}', '{corpus}', 'text'"}.get(fn, f"'{corpus}', 'text'")
+    two = f"'{corpus}', '{corpus}', 'text'"
+    first = {"minhash_join": two, "minhash_ingest_plan": two, "minhash_ingest": two}.get(fn, f"'{corpus}', 'text'")
     query = ", 'a b c'" if fn.startswith("minhash_search") else ""
     message = sql_error(f"SELECT * FROM {fn}({first}{query}, {name} := {value})")
     assert message.startswith(f"{fn}: {name} := {value} must be a number, not {sql_type}; pass e.g. {name} := ")

@@ -11,7 +11,7 @@ CREATE OR REPLACE TEMP MACRO minhash_ingest_plan(corpus, batch, "column", thresh
                                                  order_by := NULL, memory_limit := NULL,
                                                  corpus_storage_options := NULL, batch_storage_options := NULL,
                                                  executor := 'local', ray_address := NULL) AS TABLE
-    SELECT unnest(_lms_ingest_plan(corpus, batch, "column", threshold, verify, order_by, memory_limit::VARCHAR,
+    SELECT unnest(_lms_ingest_plan(corpus, batch, "column", _lms_number('minhash_ingest_plan', 'threshold', threshold), verify, order_by, memory_limit::VARCHAR,
                                    _lms_storage('minhash_ingest_plan', corpus, to_json(corpus_storage_options)::VARCHAR, getvariable('_lms_connection')),
                                    _lms_storage('minhash_ingest_plan', batch, to_json(batch_storage_options)::VARCHAR, getvariable('_lms_connection')),
                                    executor, ray_address::VARCHAR),
@@ -26,7 +26,7 @@ CREATE OR REPLACE TEMP MACRO minhash_ingest(corpus, batch, "column", threshold :
                                             order_by := NULL, memory_limit := NULL,
                                             corpus_storage_options := NULL, batch_storage_options := NULL,
                                             executor := 'local', ray_address := NULL) AS TABLE
-    SELECT unnest(_lms_ingest(corpus, batch, "column", threshold, verify, order_by, memory_limit::VARCHAR,
+    SELECT unnest(_lms_ingest(corpus, batch, "column", _lms_number('minhash_ingest', 'threshold', threshold), verify, order_by, memory_limit::VARCHAR,
                               _lms_storage('minhash_ingest', corpus, to_json(corpus_storage_options)::VARCHAR, getvariable('_lms_connection')),
                               _lms_storage('minhash_ingest', batch, to_json(batch_storage_options)::VARCHAR, getvariable('_lms_connection')),
                               executor, ray_address::VARCHAR),
