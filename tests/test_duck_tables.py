@@ -157,7 +157,7 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
     for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS
                  + join.JOIN_UDFS):
         if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan", "_lms_join_plan",
-                             "_lms_dedup_plan"):
+                             "_lms_dedup_plan", "_lms_rows_plan", "_lms_rows_part"):
             assert spec.return_type in derived, spec.name
     assert [f.name for f in dataclasses.fields(BuildResult)] == record_schema(BuildResult).names
 
@@ -180,3 +180,21 @@ def test_collect_columns_keeps_values_and_nulls_and_bounds_rows():
     assert collect_columns(iter([batch([], [], [], [])]), 3, lambda: ResourceLimitError("too many")) is None
     with pytest.raises(ResourceLimitError, match="too many"):
         collect_columns(iter(parts), 2, lambda: ResourceLimitError("too many"))
+
+
+def test_minhash_rows_are_lances_rows_with_their_row_ids(con, tmp_path):
+    """minhash_rows: every live row of every fragment, each column with its own type, and
+    _rowid as Lance gives it (the oracle: to_table(with_row_id=True)); columns := a subset."""
+    uri = str(tmp_path / "typed.lance")
+    table = pa.table({"id": pa.array(range(30), pa.int64()), "text": [f"row {i}" for i in range(30)],
+                      "score": pa.array([i / 7 for i in range(30)], pa.float32()),
+                      "tags": [[str(i), "x"] for i in range(30)], "raw": [bytes([i]) for i in range(30)]})
+    lance.write_dataset(table, uri, max_rows_per_file=8)  # four fragments
+    lance.dataset(uri).delete("id % 5 = 0")
+    want = lance.dataset(uri).to_table(with_row_id=True).to_pylist()
+    got = con.sql(f"SELECT * FROM minhash_rows('{uri}') ORDER BY _rowid").arrow().read_all()
+    assert got.column_names == ["id", "text", "score", "tags", "raw", "_rowid"]
+    assert sorted(got.to_pylist(), key=lambda r: r["_rowid"]) == sorted(want, key=lambda r: r["_rowid"])
+    assert len(want) == 24
+    some = con.sql(f"SELECT * FROM minhash_rows('{uri}', columns := ['text']) ORDER BY _rowid").fetchall()
+    assert some == [(r["text"], r["_rowid"]) for r in sorted(want, key=lambda r: r["_rowid"])]
