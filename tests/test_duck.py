@@ -48,8 +48,10 @@ def python_signatures(texts, params=MinHashParams()):
 
 
 def udf_names(con) -> list[str]:
+    """The package's Python UDFs registered on ``con`` (its ``_lms_*`` helper macros apart)."""
     return [r[0] for r in con.execute(
-        "SELECT function_name FROM duckdb_functions() WHERE function_name LIKE '\\_lms\\_%' ESCAPE '\\'"
+        "SELECT function_name FROM duckdb_functions() WHERE function_name LIKE '\\_lms\\_%' ESCAPE '\\' "
+        "AND function_type <> 'macro'"
     ).fetchall()]
 
 
