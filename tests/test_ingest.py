@@ -379,3 +379,20 @@ def test_an_ingest_into_an_object_store_corpus(data, s3):
     frags = {f.fragment_id for f in ds.get_fragments()}
     assert frags <= set().union(*(s.fragment_ids for s in minhash_segments(ds, "text")))
     assert lms.cleanup(corpus, 0, storage_options=opts).versions_removed == ds.version - 1
+
+
+def test_a_batch_of_one_new_row_makes_a_segment_read_without_a_warning(data, tmp_path, caplog):
+    """A one-row delta segment's doc column is constant (Lance encodes it so): it is read
+    through Lance's reader, and that is not worth a warning."""
+    import logging
+
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    one = str(tmp_path / "one.lance")
+    lance.write_dataset(pa.table({"id": pa.array([10 ** 6]), "text": ["a wholly new text of its own words"],
+                                  "quality": pa.array([1], pa.int32())}), one)
+    assert lms.ingest(corpus, one, "text", T).rows_appended == 1
+    lms.clear_cache()
+    with caplog.at_level(logging.WARNING):
+        hits = lms.search_ids(corpus, "text", ["a wholly new text of its own words"], k=1)
+    assert hits.column("_distance")[0].as_py() == 0.0
+    assert not [r for r in caplog.records if "is not read directly" in r.getMessage()]

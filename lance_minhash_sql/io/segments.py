@@ -436,7 +436,7 @@ def open_segment(seg_dir: str, storage_options=None, total_bytes: int | None = N
         files.band_map = None if keys is None or docs is None else (keys, docs)
         files.signature_map = mapped_rows(smap, spath, slayout, 1, k, 2)
     files.slow_reason = _slow_reason(blayout, slayout, k)
-    if files.slow_reason is not None:
+    if files.slow_reason is not None and num_docs > 1:  # one doc: its doc column is constant by necessity
         log.warning("%s: %s; this segment is read through Lance's reader, one call per read",
                     redact_uri(seg_dir), files.slow_reason)
     return files
