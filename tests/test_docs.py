@@ -229,7 +229,7 @@ def test_docs_are_guides_within_their_length():
     their length (the pipelines guide included)."""
     lines = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in DOCS.glob("*.md")}
     assert lines["scale.md"] <= 300, lines["scale.md"]
-    assert sum(lines.values()) < 3250, sum(lines.values())
+    assert sum(lines.values()) < 3300, sum(lines.values())
 
 
 def test_benchmarks_readme_names_every_benchmark_and_its_command():
