@@ -112,7 +112,7 @@ def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = 
         schema = schema_of(corpus_ds)
         appended = (append_detached(corpus_ds, _kept_batches(batch_ds, kept, schema, batch_uri), schema,
                                     corpus_options) if kept.size else corpus_ds)
-        segments = [s for s in manifest.minhash_segments(appended, column)]
+        segments = manifest.minhash_segments(appended, column)
         segments = [s for s in segments if s.name == segments[0].name]
         update = optimize(appended, column, merge=merge_choice(segments), memory_limit=memory_limit,
                           storage_options=corpus_options, progress=progress, detached_as=read_version + 1)

@@ -52,7 +52,7 @@ from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import INGEST_PLAN_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle, options_for
-from lance_minhash_sql.io.scan import scan_text, take_texts, text_field, uri_of, version_of
+from lance_minhash_sql.io.scan import scan_text, take_texts, text_field, uri_of
 from lance_minhash_sql.kernels.ingest import ingest_walk
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
@@ -80,10 +80,6 @@ class IngestPlan:
         """The batch row ids the plan keeps, ascending."""
         keep = self.table.column("keep").to_numpy(zero_copy_only=False)
         return self.table.column("_rowid").to_numpy()[keep]
-
-    @property
-    def corpus_version(self) -> int:
-        return version_of(self.corpus)
 
 
 def _batch_rows(ds, column: str, params: MinHashParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
