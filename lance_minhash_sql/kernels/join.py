@@ -47,27 +47,34 @@ GALLOP_RATIO = 16
 
 
 @njit(**JIT, inline="always")
-def _key_at(values, first_row, value_index, r):
-    c = np.searchsorted(first_row, r, side="right") - 1
-    return values[value_index[c] + r - first_row[c]]
+def _chunk_stop(first_row, c, stop):
+    """The end (exclusive) of chunk ``c``'s rows within ``[.., stop)``."""
+    return min(first_row[c + 1], stop) if c + 1 < first_row.size else stop
 
 
 @njit(**JIT, inline="always")
-def _first_at_least(values, first_row, value_index, r, stop, x):
-    """The first row in ``[r, stop)`` whose key is ``>= x`` (``stop`` if none): steps that
-    double from ``r``, then a binary search in the last step."""
-    if r >= stop or _key_at(values, first_row, value_index, r) >= x:
-        return r
-    below, step = r, 1
-    above = r + 1
-    while above < stop and _key_at(values, first_row, value_index, above) < x:
+def _chunk_last_key(values, first_row, value_index, c, stop):
+    """The key of chunk ``c``'s last row below ``stop``."""
+    return values[value_index[c] + _chunk_stop(first_row, c, stop) - 1 - first_row[c]]
+
+
+@njit(**JIT, inline="always")
+def _chunk_at_least(values, first_row, value_index, c, c_last, stop, x):
+    """The first chunk from ``c`` to ``c_last`` whose last row below ``stop`` holds a key
+    ``>= x`` (``c_last + 1`` if none): steps that double from ``c``, then a binary search
+    in the last step; every probe a direct read (no search of the chunk table)."""
+    if _chunk_last_key(values, first_row, value_index, c, stop) >= x:
+        return c
+    below, step = c, 1
+    above = c + 1
+    while above <= c_last and _chunk_last_key(values, first_row, value_index, above, stop) < x:
         below = above
         step *= 2
         above = below + step
-    a, b = below + 1, min(above, stop)
+    a, b = below + 1, min(above, c_last + 1)
     while a < b:
         mid = (a + b) // 2
-        if _key_at(values, first_row, value_index, mid) < x:
+        if _chunk_last_key(values, first_row, value_index, mid, stop) < x:
             a = mid + 1
         else:
             b = mid
@@ -92,6 +99,8 @@ def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lm
     if nl == 0 or start >= stop:
         return rows[:0], keys[:0]
     if stop - start > GALLOP_RATIO * nl:
+        c = np.searchsorted(first_row, start, side="right") - 1
+        c_last = np.searchsorted(first_row, stop - 1, side="right") - 1
         r = start
         i = 0
         while i < nl and r < stop:
@@ -99,9 +108,27 @@ def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lm
             if x > last:
                 break
             if x >= lo:
-                r = _first_at_least(values, first_row, value_index, r, stop, x)
+                c = _chunk_at_least(values, first_row, value_index, c, c_last, stop, x)
+                if c > c_last:
+                    break
+                # the first row >= x: a binary search inside chunk c (from r when r is in it)
+                a = max(r, first_row[c])
+                b = _chunk_stop(first_row, c, stop)
+                base = value_index[c] - first_row[c]
+                while a < b:
+                    mid = (a + b) // 2
+                    if values[base + mid] < x:
+                        a = mid + 1
+                    else:
+                        b = mid
+                r = a
                 found = False
-                while r < stop and _key_at(values, first_row, value_index, r) == x:
+                while r < stop:
+                    if r == _chunk_stop(first_row, c, stop):
+                        c += 1
+                        base = value_index[c] - first_row[c]
+                    if values[base + r] != x:
+                        break
                     rows[m] = r
                     keys[m] = x
                     m += 1
