@@ -23,7 +23,7 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
-__all__ = ["ingest_walk"]
+__all__ = ["ingest_walk", "keep_best"]
 
 
 @njit(**JIT)
@@ -105,3 +105,18 @@ def ingest_walk(order, sigs, buckets, num_buckets, has_sig, blocked, min_eq, sta
                 head[q] = used
                 used += 1
     return kept, twin, eq, jac
+
+
+@njit(**JIT)
+def keep_best(at, right, score, sim, jac, best_score, best_right, best_sim, best_jac):
+    """Fold pairs into each left row's best: pair ``i`` (left row at position ``at[i]``,
+    right row id ``right[i]``) replaces the best held at its position when its ``score``
+    is higher, or equal with a lower right row id (``best_score`` starts at ``-inf``).
+    The best of several calls is the best of all their pairs, in any order."""
+    for i in range(at.size):
+        p = at[i]
+        if score[i] > best_score[p] or (score[i] == best_score[p] and right[i] < best_right[p]):
+            best_score[p] = score[i]
+            best_right[p] = right[i]
+            best_sim[p] = sim[i]
+            best_jac[p] = jac[i]

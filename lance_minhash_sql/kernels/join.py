@@ -92,56 +92,73 @@ def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lm
     copied but the rows found (the outputs are allocated for every row, and only the
     pages written are touched)."""
     nl = lkeys.size
-    nc = first_row.size
     rows = np.empty(max(stop - start, 0), dtype=np.int64)
     keys = np.empty(max(stop - start, 0), dtype=np.uint64)
-    m = 0
     if nl == 0 or start >= stop:
         return rows[:0], keys[:0]
     if stop - start > GALLOP_RATIO * nl:
-        c = np.searchsorted(first_row, start, side="right") - 1
-        c_last = np.searchsorted(first_row, stop - 1, side="right") - 1
-        r = start
-        i = 0
-        while i < nl and r < stop:
-            x = lkeys[i]
-            if x > last:
+        m = _searched_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lmask, rows, keys)
+    else:
+        m = _walked_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lmask, rows, keys)
+    return rows[:m], keys[:m]
+
+
+@njit(**JIT, inline="always")
+def _searched_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lmask, rows, keys):
+    """:func:`shared_rows` by a search from each left key to the next; the count written."""
+    nl = lkeys.size
+    m = 0
+    c = np.searchsorted(first_row, start, side="right") - 1
+    c_last = np.searchsorted(first_row, stop - 1, side="right") - 1
+    r = start
+    i = 0
+    while i < nl and r < stop:
+        x = lkeys[i]
+        if x > last:
+            break
+        if x >= lo:
+            c = _chunk_at_least(values, first_row, value_index, c, c_last, stop, x)
+            if c > c_last:
                 break
-            if x >= lo:
-                c = _chunk_at_least(values, first_row, value_index, c, c_last, stop, x)
-                if c > c_last:
+            # the first row >= x: a binary search inside chunk c (from r when r is in it)
+            a = max(r, first_row[c])
+            b = _chunk_stop(first_row, c, stop)
+            base = value_index[c] - first_row[c]
+            while a < b:
+                mid = (a + b) // 2
+                if values[base + mid] < x:
+                    a = mid + 1
+                else:
+                    b = mid
+            r = a
+            found = False
+            while r < stop:
+                if r == _chunk_stop(first_row, c, stop):
+                    c += 1
+                    base = value_index[c] - first_row[c]
+                if values[base + r] != x:
                     break
-                # the first row >= x: a binary search inside chunk c (from r when r is in it)
-                a = max(r, first_row[c])
-                b = _chunk_stop(first_row, c, stop)
-                base = value_index[c] - first_row[c]
-                while a < b:
-                    mid = (a + b) // 2
-                    if values[base + mid] < x:
-                        a = mid + 1
-                    else:
-                        b = mid
-                r = a
-                found = False
-                while r < stop:
-                    if r == _chunk_stop(first_row, c, stop):
-                        c += 1
-                        base = value_index[c] - first_row[c]
-                    if values[base + r] != x:
-                        break
-                    rows[m] = r
-                    keys[m] = x
-                    m += 1
-                    r += 1
-                    found = True
-                if found:
-                    j = i
-                    while j < nl and lkeys[j] == x:
-                        lmask[j] = True
-                        j += 1
-            while i < nl and lkeys[i] == x:
-                i += 1
-        return rows[:m], keys[:m]
+                rows[m] = r
+                keys[m] = x
+                m += 1
+                r += 1
+                found = True
+            if found:
+                j = i
+                while j < nl and lkeys[j] == x:
+                    lmask[j] = True
+                    j += 1
+        while i < nl and lkeys[i] == x:
+            i += 1
+    return m
+
+
+@njit(**JIT, inline="always")
+def _walked_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lmask, rows, keys):
+    """:func:`shared_rows` by one merge pass; the count written."""
+    nl = lkeys.size
+    nc = first_row.size
+    m = 0
     c = np.searchsorted(first_row, start, side="right") - 1
     i = 0
     r = start
@@ -172,7 +189,7 @@ def shared_rows(lkeys, values, first_row, value_index, start, stop, lo, last, lm
                 m += 1
         r = end
         c += 1
-    return rows[:m], keys[:m]
+    return m
 
 
 @njit(**JIT)

@@ -52,18 +52,19 @@ from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import INGEST_PLAN_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle, options_for
-from lance_minhash_sql.io.scan import scan_text, take_texts, text_field, uri_of
-from lance_minhash_sql.kernels.ingest import ingest_walk
+from lance_minhash_sql.io.rowids import live_rowids
+from lance_minhash_sql.io.scan import fragment_ids, take_texts, text_field, uri_of
+from lance_minhash_sql.kernels.ingest import ingest_walk, keep_best
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
+from lance_minhash_sql.selfjoin.join_shards import signed_left
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
 __all__ = ["INGEST_PLAN_SCHEMA", "IngestPlan", "ingest_plan", "plan_ingest"]
 
 CORPUS, BATCH = "corpus", "batch"
-_REDUCE_ROWS = 1 << 22  # join pairs gathered before they are reduced to one per batch row
 
 
 @dataclass(frozen=True)
@@ -82,53 +83,43 @@ class IngestPlan:
         return self.table.column("_rowid").to_numpy()[keep]
 
 
-def _batch_rows(ds, column: str, params: MinHashParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(row ids, signatures, has)`` of every live batch row, in scan order; ``has``
-    marks the rows with tokens (their signature rows are meaningful)."""
-    signer = signer_for(params)
-    ids, sigs, has = [], [], []
-    for rowids, texts in scan_text(ds, column):
-        s, h = signer.sign(texts)
-        ids.append(np.asarray(rowids, dtype=np.uint64))
-        sigs.append(s)
-        has.append(np.asarray(h, dtype=np.bool_))
-    if not ids:
-        return np.empty(0, np.uint64), np.empty((0, params.num_hashes), np.uint16), np.empty(0, np.bool_)
-    return np.concatenate(ids), np.concatenate(sigs), np.concatenate(has)
+def _batch_rows(ds, column: str, params: MinHashParams, options, limit: int | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row ids, signatures, has)`` of every live batch row, by row id; ``has`` marks the
+    rows with tokens (their signature rows are meaningful). Signed as the join's left side
+    (:func:`.join_shards.signed_left`), so the join that follows finds them signed."""
+    signed, signed_sigs = signed_left(ds, column, params, options, limit)
+    rowids = live_rowids(ds, fragment_ids(ds))
+    at = np.searchsorted(rowids, signed)
+    has = np.zeros(rowids.size, dtype=np.bool_)
+    has[at] = True
+    sigs = np.zeros((rowids.size, params.num_hashes), dtype=np.uint16)
+    sigs[at] = signed_sigs
+    return rowids, sigs, has
 
 
-def _best_corpus(pairs, verify: str) -> tuple[np.ndarray, ...]:
-    """Each batch row's best corpus row among the join's pairs: ``(left, right, similarity,
-    jaccard)``, one per left row id, ascending; best by the score (the Jaccard with exact
-    verification, else the estimate), ties to the lowest corpus row id."""
-    held: list[tuple[np.ndarray, ...]] = []
-    size = 0
-
-    def reduce(parts):
-        left, right, sim, jac = (np.concatenate(c) for c in zip(*parts))
-        score = jac if verify == "exact" else sim
-        order = np.lexsort((right, -score, left))
-        left, right, sim, jac = left[order], right[order], sim[order], jac[order]
-        first = np.ones(left.size, dtype=np.bool_)
-        first[1:] = left[1:] != left[:-1]
-        return left[first], right[first], sim[first], jac[first]
-
+def _best_corpus(pairs, verify: str, rowids: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each batch row's best corpus row among the join's pairs: ``(found, right row id,
+    similarity, jaccard)`` by position in the ascending ``rowids``; best by the score (the
+    Jaccard with exact verification, else the estimate), ties to the lowest corpus row id
+    (:func:`kernels.ingest.keep_best`, folding each batch of pairs as it arrives: memory
+    follows the batch, never the pairs)."""
+    n = rowids.size
+    score = np.full(n, -np.inf)
+    right = np.zeros(n, dtype=np.uint64)
+    sim = np.zeros(n)
+    jac = np.full(n, np.nan)
     for batch in pairs:
         if batch.num_rows == 0:
             continue
-        jac = batch.column("jaccard")
-        held.append((batch.column("left_rowid").to_numpy(), batch.column("right_rowid").to_numpy(),
-                     batch.column("similarity").to_numpy(),
-                     jac.to_numpy(zero_copy_only=False).astype(np.float64) if jac.null_count < len(jac)
-                     else np.full(len(jac), np.nan)))
-        size += batch.num_rows
-        if size >= _REDUCE_ROWS:
-            held = [reduce(held)]
-            size = held[0][0].size
-    if not held:
-        empty = np.empty(0)
-        return np.empty(0, np.uint64), np.empty(0, np.uint64), empty, empty
-    return reduce(held)
+        b_sim = batch.column("similarity").to_numpy()
+        b_jac = batch.column("jaccard")
+        b_jac = (b_jac.to_numpy(zero_copy_only=False).astype(np.float64) if b_jac.null_count < len(b_jac)
+                 else np.full(len(b_jac), np.nan))
+        keep_best(np.searchsorted(rowids, batch.column("left_rowid").to_numpy()),
+                  batch.column("right_rowid").to_numpy(), b_jac if verify == "exact" else b_sim, b_sim, b_jac,
+                  score, right, sim, jac)
+    return score > -np.inf, right, sim, jac
 
 
 def _bucket_ids(signer, sigs: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, int]:
@@ -156,23 +147,17 @@ def _bucketed_rows(buckets: np.ndarray, has: np.ndarray, num_buckets: int) -> np
 
 def _sets_of(ds, column: str, signer, rowids: np.ndarray, rows: np.ndarray, uri: str
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(starts, ends, hashes)``: the shingle set of each batch position (empty but for
-    ``rows``, whose texts are read once, in row-id order)."""
+    """``(starts, ends, hashes)``: the shingle set of each position of the ascending
+    ``rowids`` (empty but for the ascending positions ``rows``, whose texts are read once,
+    in row-id order)."""
     starts = np.zeros(rowids.size, dtype=np.int64)
     ends = np.zeros(rowids.size, dtype=np.int64)
     if rows.size == 0:
         return starts, ends, np.empty(0, np.uint64)
-    by_id = rows[np.argsort(rowids[rows], kind="stable")]
-    offsets, hashes = signer.shingle_sets(take_texts(ds, column, rowids[by_id], uri))
-    starts[by_id] = offsets[:-1]
-    ends[by_id] = offsets[1:]
+    offsets, hashes = signer.shingle_sets(take_texts(ds, column, rowids[rows], uri))
+    starts[rows] = offsets[:-1]
+    ends[rows] = offsets[1:]
     return starts, ends, hashes
-
-
-def _positions(rowids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Positions in ``rowids`` of the row ids ``wanted`` (all present)."""
-    order = np.argsort(rowids, kind="stable")
-    return order[np.searchsorted(rowids[order], wanted)]
 
 
 def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str, order_by: str | None, limit: int,
@@ -183,19 +168,16 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     cols = order_by_columns(batch_ds, batch_uri, order_by)
     params = open_index(corpus_ds, column, corpus_options).params
     signer = signer_for(params)
+    rowids, sigs, has = _batch_rows(batch_ds, column, params, batch_options, limit)
     with bounded_heap():  # (the join's freed buffers handed back as it goes, as in a self-join)
         pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
                               left_storage_options=batch_options, right_storage_options=corpus_options)
-        c_left, c_right, c_sim, c_jac = _best_corpus(pairs, verify)
+        blocked, c_right, c_sim, c_jac = _best_corpus(pairs, verify, rowids)
     trim_heap()
 
-    rowids, sigs, has = _batch_rows(batch_ds, column, params)
     n = rowids.size
-    blocked = np.zeros(n, dtype=np.bool_)
-    at = _positions(rowids, c_left)
-    blocked[at] = True
     if order_by is None:
-        order = np.argsort(rowids, kind="stable")
+        order = np.arange(n)
     else:
         order = keep_order(batch_ds, batch_uri, column, "first", order_by, cols, rowids, np.zeros(n, np.uint64))
     buckets, num_buckets = _bucket_ids(signer, sigs, has)
@@ -215,34 +197,24 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     # each dropped row's twin: the batch's (the walk's) or the corpus's, whichever scores higher
     b_sim = lance_similarity(eq, k).astype(np.float64)
     b_score = jac if exact else b_sim
-    c_score = np.full(n, -np.inf)
-    c_score[at] = c_jac if exact else c_sim
+    c_score = np.where(blocked, c_jac if exact else c_sim, -np.inf)
     from_batch = (twin >= 0) & (b_score > c_score)
     from_corpus = blocked & ~from_batch
-    twin_rowid = np.zeros(n, dtype=np.uint64)
-    sim = np.zeros(n)
-    jaccard = np.full(n, np.nan)
+    twin_rowid = np.where(from_corpus, c_right, np.uint64(0))
     twin_rowid[from_batch] = rowids[twin[from_batch]]
-    sim[from_batch] = b_sim[from_batch]
-    jaccard[from_batch] = jac[from_batch]
-    corpus_at = np.zeros(n, dtype=np.int64)
-    corpus_at[at] = np.arange(at.size)
-    sel = corpus_at[from_corpus]
-    twin_rowid[from_corpus] = c_right[sel]
-    sim[from_corpus] = c_sim[sel]
-    jaccard[from_corpus] = c_jac[sel]
+    sim = np.where(from_corpus, c_sim, np.where(from_batch, b_sim, 0.0))
+    jaccard = np.where(from_corpus, c_jac, np.where(from_batch, jac, np.nan))
 
     dropped = ~kept
     twin_in = np.where(from_batch, BATCH, CORPUS).astype(object)
-    by_id = np.argsort(rowids, kind="stable")
     no_jac = dropped & np.isnan(jaccard) | kept
     table = pa.Table.from_arrays([
-        pa.array(rowids[by_id], pa.uint64()),
-        pa.array(kept[by_id], pa.bool_()),
-        pa.array(twin_rowid[by_id], pa.uint64(), mask=kept[by_id]),
-        pa.array(twin_in[by_id], pa.string(), mask=kept[by_id]),
-        pa.array(sim[by_id], pa.float64(), mask=kept[by_id]),
-        pa.array(np.nan_to_num(jaccard[by_id]), pa.float64(), mask=no_jac[by_id] | (not exact)),
+        pa.array(rowids, pa.uint64()),
+        pa.array(kept, pa.bool_()),
+        pa.array(twin_rowid, pa.uint64(), mask=kept),
+        pa.array(twin_in, pa.string(), mask=kept),
+        pa.array(sim, pa.float64(), mask=kept),
+        pa.array(np.nan_to_num(jaccard), pa.float64(), mask=no_jac | (not exact)),
     ], schema=INGEST_PLAN_SCHEMA)
     return IngestPlan(table, corpus_ds, batch_ds, params)
 

@@ -78,7 +78,7 @@ from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, re
 from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept, verifying_limit
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
-           "signed_bytes"]
+           "signed_bytes", "signed_left"]
 
 
 
@@ -146,6 +146,18 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limi
     side = Side(uri, ds, version_of(ds), column, params, [entry], None, False)
     _signed.put(key, side)
     return side
+
+
+def signed_left(left, column: str, params: MinHashParams, storage_options=None, limit: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(row ids uint64[n], signatures uint16[n, k])`` of the left rows as a join signs
+    them (the live rows of ``column`` with tokens, in scan order), from the cache the join
+    reads: a caller that needs the signatures too and then joins signs the rows once.
+    Raises :class:`ResourceLimitError` as the join does for a left side over its budget."""
+    options = options_for(left, storage_options)
+    uri, ds = dataset_handle(left, options)
+    store = _signed_side(uri, ds, column, params, options, limit).entries[0].docs
+    return store.rowids, store.sigs
 
 
 def _left_side(left, column: str, params: MinHashParams, storage_options, limit: int | None = None) -> Side:
