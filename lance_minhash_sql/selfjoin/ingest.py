@@ -41,11 +41,13 @@ order, and held in memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.checks import check_threshold, check_verify
+from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.opened import open_index
@@ -83,19 +85,42 @@ class IngestPlan:
         return self.table.column("_rowid").to_numpy()[keep]
 
 
-def _batch_rows(ds, column: str, params: MinHashParams, options, limit: int | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(row ids, signatures, has)`` of every live batch row, by row id; ``has`` marks the
-    rows with tokens (their signature rows are meaningful). Signed as the join's left side
-    (:func:`.join_shards.signed_left`), so the join that follows finds them signed."""
-    signed, signed_sigs = signed_left(ds, column, params, options, limit)
+class _Batch(NamedTuple):
+    """Every live batch row, by row id, as the walk reads it."""
+
+    rowids: np.ndarray  # uint64[n], ascending
+    sigs: np.ndarray  # uint16[n, k]: meaningful where has
+    has: np.ndarray  # bool[n]: the rows with tokens
+    buckets: np.ndarray  # int64[n, b]: each band's bucket (rows with equal band keys share one)
+    num_buckets: int
+
+
+def _batch_rows(ds, column: str, params: MinHashParams, options, limit: int | None) -> _Batch:
+    """The live batch rows signed as the join's left side (:func:`.join_shards.signed_left`,
+    so the join that follows finds them signed), and their buckets read from its sorted
+    band rows (keys of band j start with byte j, so no two bands share a bucket; rows
+    without tokens get bucket 0, never looked at)."""
+    signed = signed_left(ds, column, params, options, limit)
     rowids = live_rowids(ds, fragment_ids(ds))
-    at = np.searchsorted(rowids, signed)
-    has = np.zeros(rowids.size, dtype=np.bool_)
-    has[at] = True
-    sigs = np.zeros((rowids.size, params.num_hashes), dtype=np.uint16)
-    sigs[at] = signed_sigs
-    return rowids, sigs, has
+    if np.array_equal(rowids, signed.rowids):
+        at, has, sigs = None, np.ones(rowids.size, dtype=np.bool_), signed.sigs
+    else:
+        at = np.searchsorted(rowids, signed.rowids)
+        has = np.zeros(rowids.size, dtype=np.bool_)
+        has[at] = True
+        sigs = np.zeros((rowids.size, params.num_hashes), dtype=np.uint16)
+        sigs[at] = signed.sigs
+    buckets = np.zeros((rowids.size, params.num_bands), dtype=np.int64)
+    keys = signed.keys
+    if keys.size == 0:
+        return _Batch(rowids, sigs, has, buckets, 1)
+    first = np.empty(keys.size, dtype=np.bool_)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    ids = np.cumsum(first) - 1
+    rows = signed.docs.astype(np.int64) if at is None else at[signed.docs]
+    buckets[rows, (keys >> np.uint64(BAND_SHIFT)).astype(np.int64)] = ids
+    return _Batch(rowids, sigs, has, buckets, int(ids[-1]) + 1)
 
 
 def _best_corpus(pairs, verify: str, rowids: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -120,21 +145,6 @@ def _best_corpus(pairs, verify: str, rowids: np.ndarray) -> tuple[np.ndarray, ..
                   batch.column("right_rowid").to_numpy(), b_jac if verify == "exact" else b_sim, b_sim, b_jac,
                   score, right, sim, jac)
     return score > -np.inf, right, sim, jac
-
-
-def _bucket_ids(signer, sigs: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(int64[n, b] bucket id of each band of each row, number of buckets)``: rows with
-    equal band keys share a bucket (keys of band j start with byte j, so no two bands
-    share one); rows without tokens get bucket ids never looked at."""
-    n = has.size
-    b = signer.params.num_bands
-    buckets = np.zeros((n, b), dtype=np.int64)
-    if has.any():
-        keys = signer.band_keys(sigs[has])
-        uniq, inverse = np.unique(keys.ravel(), return_inverse=True)
-        buckets[has] = inverse.reshape(-1, b)
-        return buckets, int(uniq.size)
-    return buckets, 1
 
 
 def _bucketed_rows(buckets: np.ndarray, has: np.ndarray, num_buckets: int) -> np.ndarray:
@@ -168,7 +178,8 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     cols = order_by_columns(batch_ds, batch_uri, order_by)
     params = open_index(corpus_ds, column, corpus_options).params
     signer = signer_for(params)
-    rowids, sigs, has = _batch_rows(batch_ds, column, params, batch_options, limit)
+    batch = _batch_rows(batch_ds, column, params, batch_options, limit)
+    rowids, sigs, has, buckets, num_buckets = batch
     with bounded_heap():  # (the join's freed buffers handed back as it goes, as in a self-join)
         pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
                               left_storage_options=batch_options, right_storage_options=corpus_options)
@@ -180,7 +191,6 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
         order = np.arange(n)
     else:
         order = keep_order(batch_ds, batch_uri, column, "first", order_by, cols, rowids, np.zeros(n, np.uint64))
-    buckets, num_buckets = _bucket_ids(signer, sigs, has)
     exact = verify == "exact"
     if exact:
         starts, ends, hashes = _sets_of(batch_ds, column, signer, rowids, _bucketed_rows(buckets, has, num_buckets),

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -78,7 +78,7 @@ from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, re
 from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept, verifying_limit
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
-           "signed_bytes", "signed_left"]
+           "signed_bytes", "signed_left", "SignedLeft"]
 
 
 
@@ -148,16 +148,25 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limi
     return side
 
 
+class SignedLeft(NamedTuple):
+    """The left rows a join signs (:func:`signed_left`)."""
+
+    rowids: np.ndarray  # uint64[n], scan order
+    sigs: np.ndarray  # uint16[n, k]
+    keys: np.ndarray  # uint64[n * b]: every band key of every row, ascending
+    docs: np.ndarray  # uint32[n * b]: the row (position in rowids) of each key
+
+
 def signed_left(left, column: str, params: MinHashParams, storage_options=None, limit: int | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """``(row ids uint64[n], signatures uint16[n, k])`` of the left rows as a join signs
-    them (the live rows of ``column`` with tokens, in scan order), from the cache the join
-    reads: a caller that needs the signatures too and then joins signs the rows once.
-    Raises :class:`ResourceLimitError` as the join does for a left side over its budget."""
+                ) -> SignedLeft:
+    """The left rows as a join signs them (the live rows of ``column`` with tokens, with
+    their band rows sorted by key), from the cache the join reads: a caller that needs
+    them too and then joins signs the rows once. Raises :class:`ResourceLimitError` as the
+    join does for a left side over its budget."""
     options = options_for(left, storage_options)
     uri, ds = dataset_handle(left, options)
-    store = _signed_side(uri, ds, column, params, options, limit).entries[0].docs
-    return store.rowids, store.sigs
+    entry = _signed_side(uri, ds, column, params, options, limit).entries[0]
+    return SignedLeft(entry.docs.rowids, entry.docs.sigs, entry.bands.keys, entry.bands.docs)
 
 
 def _left_side(left, column: str, params: MinHashParams, storage_options, limit: int | None = None) -> Side:
