@@ -48,6 +48,7 @@ from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.scan import open_dataset, row_count, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.lifecycle.optimize import optimize
+from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.dedup import check_keep
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
@@ -108,10 +109,13 @@ def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = 
         plan = plan_ingest(corpus_ds, batch_ds, column, threshold, verify, order_by, limit, corpus_options,
                            batch_options, executor)
         kept = plan.kept_rowids
+        trim_heap()  # (the plan's arrays are gone: hand their pages back before the append reads rows)
         offered = plan.table.num_rows
         schema = schema_of(corpus_ds)
-        appended = (append_detached(corpus_ds, _kept_batches(batch_ds, kept, schema, batch_uri), schema,
-                                    corpus_options) if kept.size else corpus_ds)
+        with bounded_heap():  # (the rows read for the append handed back once written)
+            appended = (append_detached(corpus_ds, _kept_batches(batch_ds, kept, schema, batch_uri), schema,
+                                        corpus_options) if kept.size else corpus_ds)
+        trim_heap()
         segments = manifest.minhash_segments(appended, column)
         segments = [s for s in segments if s.name == segments[0].name]
         update = optimize(appended, column, merge=merge_choice(segments), memory_limit=memory_limit,

@@ -61,7 +61,7 @@ from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
-from lance_minhash_sql.selfjoin.join_shards import signed_left
+from lance_minhash_sql.selfjoin.join_shards import forget_signed_left, signed_left
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
 __all__ = ["INGEST_PLAN_SCHEMA", "IngestPlan", "ingest_plan", "plan_ingest"]
@@ -178,12 +178,14 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     cols = order_by_columns(batch_ds, batch_uri, order_by)
     params = open_index(corpus_ds, column, corpus_options).params
     signer = signer_for(params)
-    batch = _batch_rows(batch_ds, column, params, batch_options, limit)
-    rowids, sigs, has, buckets, num_buckets = batch
-    with bounded_heap():  # (the join's freed buffers handed back as it goes, as in a self-join)
+    with bounded_heap():  # (the signing's and the join's freed buffers handed back as they go)
+        batch = _batch_rows(batch_ds, column, params, batch_options, limit)
+        rowids, sigs, has, buckets, num_buckets = batch
+        trim_heap()
         pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
                               left_storage_options=batch_options, right_storage_options=corpus_options)
         blocked, c_right, c_sim, c_jac = _best_corpus(pairs, verify, rowids)
+    forget_signed_left(batch_ds, column, params, batch_options)  # (the walk holds what it reads)
     trim_heap()
 
     n = rowids.size

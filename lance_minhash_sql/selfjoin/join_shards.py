@@ -78,7 +78,7 @@ from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, re
 from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept, verifying_limit
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
-           "signed_bytes", "signed_left", "SignedLeft"]
+           "forget_signed_left", "signed_bytes", "signed_left", "SignedLeft"]
 
 
 
@@ -133,10 +133,14 @@ def _check_budget(uri: str, column: str, rows: int, params: MinHashParams, limit
             "or raise the capacity")
 
 
+def _signed_key(uri: str, ds, column: str, params: MinHashParams, options) -> tuple:
+    return (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
+
+
 def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
     the last :data:`MAX_SIGNED_LEFTS` dataset versions, so a statement's shards sign once)."""
-    key = (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
+    key = _signed_key(uri, ds, column, params, options)
     hit = _signed.get(key)
     if hit is not None:
         return hit
@@ -167,6 +171,14 @@ def signed_left(left, column: str, params: MinHashParams, storage_options=None, 
     uri, ds = dataset_handle(left, options)
     entry = _signed_side(uri, ds, column, params, options, limit).entries[0]
     return SignedLeft(entry.docs.rowids, entry.docs.sigs, entry.bands.keys, entry.bands.docs)
+
+
+def forget_signed_left(left, column: str, params: MinHashParams, storage_options=None) -> None:
+    """Drop the left rows :func:`signed_left` keeps for the joins that follow, once the
+    caller knows none will (their memory is handed back with the last reference)."""
+    options = options_for(left, storage_options)
+    uri, ds = dataset_handle(left, options)
+    _signed.drop(_signed_key(uri, ds, column, params, options))
 
 
 def _left_side(left, column: str, params: MinHashParams, storage_options, limit: int | None = None) -> Side:
