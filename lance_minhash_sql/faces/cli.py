@@ -82,8 +82,8 @@ def cmd_demo(args) -> int:
     (query,) = con.sql("SELECT text FROM corpus WHERE id = 14").fetchall()[0]
     con.register("corpus_rows", read_rows(uri, ["id", "source_id", "edit"]))
     for title, sql in INDEX_QUERIES + PAIRS_QUERIES:
-        _print_result(con, title, sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)), print,
-                      bars(args))
+        sql = sql.replace("{uri}", literal(uri)).replace("{query}", literal(query)).replace("{batch}", literal(batch))
+        _print_result(con, title, sql, print, bars(args))
     return 0
 
 

@@ -201,4 +201,10 @@ PAIRS_QUERIES = (  # corpus_rows: the corpus's id, source_id, edit and Lance _ro
         FROM corpus_rows ANTI JOIN (SELECT _rowid FROM minhash_dedup({uri}, 'text', keep := 'longest')
                                     WHERE NOT keep) d USING (_rowid)
         GROUP BY edit ORDER BY rows DESC"""),
+    ("A day's batch (batch.lance beside the corpus): which of its rows the corpus takes (minhash_ingest_plan; "
+     "minhash_ingest appends them and extends the index in one new version, lance-minhash ingest from the shell)",
+     """SELECT CASE WHEN keep THEN 'kept: new' ELSE 'dropped: a near-duplicate in the ' || twin_in END AS decision,
+               count(*) AS rows, round(min(similarity), 3) AS min_similarity
+        FROM minhash_ingest_plan({uri}, {batch}, 'text', threshold := 0.8)
+        GROUP BY ALL ORDER BY rows DESC"""),
 )
