@@ -256,7 +256,8 @@ def cmd_cleanup(args) -> int:
     from lance_minhash_sql.lifecycle.cleanup import cleanup
 
     r = cleanup(args.dataset, args.older_than, storage_options=storage_options(args.storage_option))
-    print(f"{args.dataset}: {r.versions_removed:,} old version(s) removed, {r.bytes_removed / 2**20:,.1f} MiB freed")
+    print(f"{args.dataset}: {r.versions_removed:,} old version(s) removed, {r.bytes_removed / 2**20:,.1f} MiB "
+          f"({r.bytes_removed:,} bytes) freed")
     return 0
 
 
