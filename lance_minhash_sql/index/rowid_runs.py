@@ -29,6 +29,7 @@ __all__ = ["MAX_DOCS_PER_RUN", "ROWID_BLOCK_ROWS", "RowidRuns", "rowid_runs"]
 
 _runs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # entry -> RowidRuns | None
 _lock = threading.Lock()
+_building = threading.Lock()  # held while runs are built (never while an entry's lock is held)
 
 
 def _forget_runs() -> None:
@@ -90,7 +91,11 @@ def rowid_runs(entry) -> RowidRuns | None:
     with _lock:
         if entry in _runs:
             return _runs[entry]
-    runs = _build(entry)
-    with _lock:
-        _runs[entry] = runs
+    with _building:  # one build per entry: a second thread asking meanwhile waits for it
+        with _lock:
+            if entry in _runs:
+                return _runs[entry]
+        runs = _build(entry)
+        with _lock:
+            _runs[entry] = runs
     return runs

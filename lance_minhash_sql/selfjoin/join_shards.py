@@ -34,7 +34,9 @@ right run's rows of the range beside them with :func:`kernels.join.shared_rows` 
 segment in place, in the memory map of its ``bands.lance``, without the segment's lock:
 only the right rows whose key the left rows hold are copied), drops deleted rows, gathers
 the remaining docs' signatures of both sides into one pool (straight from the memory map
-of a local segment's ``signatures.lance``) and runs :func:`kernels.join.join_chunk` over
+of a local segment's ``signatures.lance``, their row ids from the segment's row id runs
+as the self-join reads them, :func:`.pool.fetch_signatures`: no segment's row ids held
+whole) and runs :func:`kernels.join.join_chunk` over
 the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
 independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
 function does: DuckDB runs an order-keeping statement's shard calls one at a time);
@@ -73,8 +75,8 @@ from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
 from lance_minhash_sql.selfjoin.bounded import chunk_pairs as chunk_pairs_of
 from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, pool_bytes, shard_rows
 from lance_minhash_sql.selfjoin.join_sets import JoinSets, SharedJoinSets
-from lance_minhash_sql.selfjoin.pool import row_ids
-from lance_minhash_sql.selfjoin.shards import doc_rows, merge_runs, plan_for, read_run, run_span
+from lance_minhash_sql.selfjoin.pool import fetch_signatures, row_ids
+from lance_minhash_sql.selfjoin.shards import merge_runs, plan_for, read_run, run_span
 from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept, verifying_limit
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
@@ -315,18 +317,6 @@ def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndar
     return _merged(side, parts)
 
 
-def _gather(side: Side, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Row ids of the sorted unique global ``gids``, their signatures written to ``out``."""
-    rowids = np.empty(gids.size, dtype=np.uint64)
-    bounds = np.searchsorted(gids, side.offsets)
-    for r, entry in enumerate(side.entries):
-        a, b = int(bounds[r]), int(bounds[r + 1])
-        if a < b:
-            docs = (gids[a:b] - np.uint32(side.offsets[r])).astype(np.uint32)
-            rowids[a:b] = doc_rows(entry, docs, out[a:b])
-    return rowids
-
-
 def _alive(side: Side, rowids: np.ndarray) -> np.ndarray | None:
     live = side.liveness
     return None if live is None or live.trivial else live.alive(rowids)
@@ -399,7 +389,8 @@ def _load(shard: JoinShard) -> _ShardData | None:
     k = plan.right.params.num_hashes
     nl = lu.size
     pool = np.zeros((nl + ru.size, padded_hashes(k)), dtype=np.uint16)  # padding lanes stay 0: equal
-    rowids = np.concatenate((_gather(plan.left, lu, pool[:nl, :k]), _gather(plan.right, ru, pool[nl:, :k])))
+    rowids = np.concatenate((fetch_signatures(plan.left, lu, pool[:nl, :k], release=False),
+                             fetch_signatures(plan.right, ru, pool[nl:, :k], release=False)))
     ldocs = np.searchsorted(lu, lg)
     rdocs = np.searchsorted(ru, rg) + nl
     alive = _alive(plan.left, rowids[:nl])

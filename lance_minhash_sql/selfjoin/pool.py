@@ -82,10 +82,12 @@ def _runs(entry):
     return rowid_runs(entry)
 
 
-def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarray:
+def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray, release: bool = True) -> np.ndarray:
     """Signatures of sorted unique ``gids`` into ``out`` (``[n, k]``), in doc order; returns
     their row ids (as the dataset version knows them). A mapped segment's rows are
-    gathered on :func:`lance_minhash_sql.runtime.threads.num_threads` threads, each chunk's pages handed back."""
+    gathered on :func:`lance_minhash_sql.runtime.threads.num_threads` threads, each chunk's
+    pages handed back when ``release`` (a caller that reads the same pages again soon, as
+    the cross-dataset join's shards of other bands do, keeps them mapped)."""
     held(gids.size)
     rowids = np.empty(gids.size, dtype=np.uint64)
     for entry, a, b, docs in _runs_of(plan, gids):
@@ -96,7 +98,7 @@ def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray) -> np.ndarra
         mapped, dst = entry.files.signature_map, out[a:b]
 
         def gather(lo: int, hi: int) -> None:
-            mapped.read_rows(docs[lo:hi], out=dst[lo:hi], release=True)
+            mapped.read_rows(docs[lo:hi], out=dst[lo:hi], release=release)
 
         run_chunks(gather, docs.size, FETCH_ROWS)
         rowids[a:b] = entry.map_rowids(runs.lookup(docs))
