@@ -88,6 +88,24 @@ def test_the_plan_is_the_rule_of_its_oracle(data, verify):
     assert wheres.count("corpus") >= 30 and wheres.count("batch") > 0  # both kinds of twin are exercised
 
 
+def test_the_plan_signs_the_batch_once_and_keeps_none_of_it(data, monkeypatch):
+    """The walk and the join read one signing of the batch (every text signed counted),
+    and the plan leaves none of it in the join's cache."""
+    from lance_minhash_sql.index.sign import Signer
+    from lance_minhash_sql.runtime.cache import process_caches
+
+    signed = []
+    sign = Signer.sign
+    monkeypatch.setattr(Signer, "sign",
+                        lambda self, texts, *a, **k: signed.append(len(texts)) or sign(self, texts, *a, **k))
+    before = lms.ingest_plan(data["corpus"], data["batch"], "text", T)
+    assert sum(signed) == lance.dataset(data["batch"]).count_rows() == before.num_rows
+    held = {name: n for name, unit, n, _ in process_caches() if name == "left rows signed for a join"}
+    assert held == {"left rows signed for a join": 0}
+    monkeypatch.setattr(Signer, "sign", sign)
+    assert lms.ingest_plan(data["corpus"], data["batch"], "text", T).equals(before)
+
+
 def test_order_by_walks_the_batch_in_that_order(data):
     params = open_index(data["corpus"], "text").params
     plan = lms.ingest_plan(data["corpus"], data["batch"], "text", T, order_by="quality DESC, id DESC")

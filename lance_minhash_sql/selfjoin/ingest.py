@@ -95,12 +95,12 @@ class _Batch(NamedTuple):
     num_buckets: int
 
 
-def _batch_rows(ds, column: str, params: MinHashParams, options, limit: int | None) -> _Batch:
+def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
     """The live batch rows signed as the join's left side (:func:`.join_shards.signed_left`,
     so the join that follows finds them signed), and their buckets read from its sorted
     band rows (keys of band j start with byte j, so no two bands share a bucket; rows
     without tokens get bucket 0, never looked at)."""
-    signed = signed_left(ds, column, params, options, limit)
+    signed = signed_left(ds, column, params, options)
     rowids = live_rowids(ds, fragment_ids(ds))
     if np.array_equal(rowids, signed.rowids):
         at, has, sigs = None, np.ones(rowids.size, dtype=np.bool_), signed.sigs
@@ -179,7 +179,7 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     params = open_index(corpus_ds, column, corpus_options).params
     signer = signer_for(params)
     with bounded_heap():  # (the signing's and the join's freed buffers handed back as they go)
-        batch = _batch_rows(batch_ds, column, params, batch_options, limit)
+        batch = _batch_rows(batch_ds, column, params, batch_options)
         rowids, sigs, has, buckets, num_buckets = batch
         trim_heap()
         pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,

@@ -139,14 +139,17 @@ def _signed_key(uri: str, ds, column: str, params: MinHashParams, options) -> tu
     return (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
 
 
-def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None) -> Side:
+def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None,
+                 checked: bool = True) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
-    the last :data:`MAX_SIGNED_LEFTS` dataset versions, so a statement's shards sign once)."""
+    the last :data:`MAX_SIGNED_LEFTS` dataset versions, so a statement's shards sign once);
+    ``checked``: within the budget of :func:`_check_budget`."""
     key = _signed_key(uri, ds, column, params, options)
     hit = _signed.get(key)
     if hit is not None:
         return hit
-    _check_budget(uri, column, row_count(ds), params, limit)
+    if checked:
+        _check_budget(uri, column, row_count(ds), params, limit)
     rowids, sigs = signed_rows(ds, column, params)
     entry = signed_entry(key, f"rows of {column!r} of {uri!r} signed for the join", params, rowids, sigs)
     side = Side(uri, ds, version_of(ds), column, params, [entry], None, False)
@@ -163,15 +166,14 @@ class SignedLeft(NamedTuple):
     docs: np.ndarray  # uint32[n * b]: the row (position in rowids) of each key
 
 
-def signed_left(left, column: str, params: MinHashParams, storage_options=None, limit: int | None = None
-                ) -> SignedLeft:
+def signed_left(left, column: str, params: MinHashParams, storage_options=None) -> SignedLeft:
     """The left rows as a join signs them (the live rows of ``column`` with tokens, with
-    their band rows sorted by key), from the cache the join reads: a caller that needs
-    them too and then joins signs the rows once. Raises :class:`ResourceLimitError` as the
-    join does for a left side over its budget."""
+    their band rows sorted by key), from the cache the join reads: a caller that holds them
+    whole anyway (the ingest plan's walk) signs them once, and the join that follows finds
+    them signed whatever their size (no budget check: the caller's memory follows them)."""
     options = options_for(left, storage_options)
     uri, ds = dataset_handle(left, options)
-    entry = _signed_side(uri, ds, column, params, options, limit).entries[0]
+    entry = _signed_side(uri, ds, column, params, options, None, checked=False).entries[0]
     return SignedLeft(entry.docs.rowids, entry.docs.sigs, entry.bands.keys, entry.bands.docs)
 
 
