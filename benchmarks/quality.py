@@ -83,6 +83,22 @@ def corpus(rows: int, data_dir: str) -> str:
     return uri
 
 
+def exact_jaccard(signer, texts: pa.Array, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact shingle Jaccard of the pairs ``(texts[a[i]], texts[b[i]])``, by the signer's
+    shingle sets (``Signer.shingle_sets``, ``kernels.similarity.pair_jaccard``)."""
+    from lance_minhash_sql.core.arrays import sorted_unique
+    from lance_minhash_sql.kernels.similarity import pair_jaccard
+
+    out = np.empty(a.size, dtype=np.float64)
+    for s in range(0, a.size, EXACT_CHUNK):
+        pa_, pb = a[s:s + EXACT_CHUNK], b[s:s + EXACT_CHUNK]
+        ids = sorted_unique(np.concatenate((pa_, pb)).astype(np.uint64)).astype(np.int64)
+        offsets, hashes = signer.shingle_sets(texts.take(pa.array(ids)))
+        ia, ib = np.searchsorted(ids, pa_), np.searchsorted(ids, pb)
+        out[s:s + pa_.size] = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
+    return out
+
+
 class Texts:
     """Every row's text and signature, addressed by row id."""
 
@@ -105,17 +121,7 @@ class Texts:
 
     def jaccard(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Exact shingle Jaccard of position pairs."""
-        from lance_minhash_sql.core.arrays import sorted_unique
-        from lance_minhash_sql.kernels.similarity import pair_jaccard
-
-        out = np.empty(a.size, dtype=np.float64)
-        for s in range(0, a.size, EXACT_CHUNK):
-            pa_, pb = a[s:s + EXACT_CHUNK], b[s:s + EXACT_CHUNK]
-            ids = sorted_unique(np.concatenate((pa_, pb)).astype(np.uint64)).astype(np.int64)
-            offsets, hashes = self.signer.shingle_sets(self.texts.take(pa.array(ids)))
-            ia, ib = np.searchsorted(ids, pa_), np.searchsorted(ids, pb)
-            out[s:s + pa_.size] = pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia), readonly(ib))
-        return out
+        return exact_jaccard(self.signer, self.texts, a, b)
 
     def estimate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         eq = (self.sigs[a] == self.sigs[b]).sum(axis=1)
