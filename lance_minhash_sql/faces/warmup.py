@@ -4,8 +4,9 @@ A fresh install has an empty cache, so each kernel compiles on its first call (s
 each). :func:`warmup` runs every public operation once on a small synthetic corpus in a
 temporary folder — the corpus generator, the SQL scalar functions, a build in memory and
 one that spills, search (single, filtered, by threshold with exact scores, and a batch
-large enough for the parallel drivers), the join of two datasets, optimize, prewarm,
-pairs, clusters, dedup and the report — so every kernel
+large enough for the parallel drivers), the join of two datasets, an ingest plan, an
+ingest and a cleanup, optimize, prewarm, pairs, clusters (components and star, each with
+the estimate and exact verification), dedup and the report — so every kernel
 compiles with exactly the argument types real calls use. A container image or a CI cache
 that runs ``lance-minhash warmup`` (or ``lms.warmup()``) once then starts every later
 process with nothing to compile. The cache goes where numba puts it: beside the package
@@ -92,10 +93,13 @@ def _run_all(tmp: str) -> None:
             params=[texts[5]]).fetchall()
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5, verify := 'exact')", params=[texts[6]]).fetchall()
     left = os.path.join(tmp, "left.lance")
-    write_corpus(left, 1000, start=_ROWS // 2)  # half of it overlaps the corpus
+    write_corpus(left, 1000, with_truth=True, start=_ROWS // 2)  # half of it overlaps the corpus
     ql = literal(left)
     con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text')").fetchall()
     con.sql(f"SELECT count(*) FROM minhash_join({ql}, {q}, 'text', verify := 'exact')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_ingest_plan({q}, {ql}, 'text', verify := 'exact')").fetchall()
+    con.sql(f"SELECT * FROM minhash_ingest({q}, {ql}, 'text')").fetchall()  # the walk, the append, a delta
+    con.sql(f"SELECT * FROM minhash_cleanup({q}, older_than := INTERVAL '0 seconds')").fetchall()
     search_ids(uri, "text", pa.array(texts, pa.large_string()), 3)  # the parallel drivers
     write_corpus(uri, 500, mode="append", with_truth=True, start=_ROWS)
     con.sql(f"SELECT * FROM minhash_search({q}, 'text', ?, 5)", params=[texts[4]]).fetchall()  # unindexed rows
@@ -107,6 +111,9 @@ def _run_all(tmp: str) -> None:
     con.sql(f"SELECT count(*) FROM minhash_pairs({q}, 'text')").fetchall()
     con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text', threshold := 0.7)").fetchall()
     con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text', keep := 'longest')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_clusters({q}, 'text', verify := 'exact')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text', clustering := 'star')").fetchall()
+    con.sql(f"SELECT count(*) FROM minhash_dedup({q}, 'text', clustering := 'star', verify := 'exact')").fetchall()
     con.sql(f"SELECT * FROM minhash_report({q}, 'text', sample := 200)").fetchall()
     con.sql(f"SELECT * FROM minhash_buckets({q}, 'text')").fetchall()
     con.close()
