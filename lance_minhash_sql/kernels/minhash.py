@@ -22,9 +22,11 @@ Where a core's time goes, stage by stage against each stage's limit, is measured
 :data:`LANES` hashes at a time (:func:`lane_minima`): the coefficients of the lanes and
 their running minima are ``LANES``-wide vectors of LLVM's own IR, each shingle hash is
 broadcast and multiplied into all lanes at once, so LLVM lowers the block to the widest
-integer vectors the CPU has (on AVX-512, ``vpmullq`` / ``vpminuq`` on 512-bit registers;
-on AVX2 the same IR in 256-bit registers), with no vendor-specific flag and no reduction
-at the end. 2.1-2.2x faster than eight running minima in scalars, which LLVM vectorized
+integer vectors the CPU has (on AVX-512, ``vpmullq`` / ``vpminuq`` on 512-bit registers),
+with no vendor-specific flag and no reduction at the end. Where the CPU has no 64-bit
+vector multiply (``kernels/cpu.py: has_wide_multiply`` false: AVX2, other
+architectures) the block is written in 32-bit pieces, two multiplies a product, and
+takes signed minima of values offset by ``2**63`` (still LLVM's own IR). 2.1-2.2x faster than eight running minima in scalars, which LLVM vectorized
 over four shingles at a time and reduced per hash.
 """
 
@@ -38,7 +40,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.borrow import borrowed, keep_alive
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
-from lance_minhash_sql.kernels.cpu import has_wide_multiply
+from lance_minhash_sql.kernels.cpu import WIDE_MULTIPLY, has_wide_multiply, target_has
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
 from lance_minhash_sql.kernels.tokenize import ascii_buffers, ascii_row_tokens, grow, is_valid, new_buffers, row_tokens
 from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short, xxh64_short8
@@ -136,9 +138,30 @@ def lane_minima(typingctx, xs, n, a, b, c, i, sigs, r):
         def lanes(arr):
             return builder.load(builder.bitcast(builder.gep(arr.data, [i_v]), vec.as_pointer()), align=8)
 
+        def splat(x):
+            one = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
+                                          ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+
+        def const(c):
+            return ir.Constant(vec, [ir.Constant(i64, c)] * LANES)
+
+        wide = target_has(context, *WIDE_MULTIPLY)
         av, bv = lanes(a_a), lanes(b_a)
+        if not wide:
+            # minima of a * x + b + 2**63 as signed values: the order of a * x + b as
+            # unsigned ones, with no flip of both sides at each compare (the CPU has no
+            # unsigned 64-bit min). The product in 32-bit pieces: lo(a) * lo(x), 32 x 32
+            # -> 64 bits, plus the cross terms hi(a) * lo(x) + lo(a) * hi(x), needed only
+            # mod 2**32, both from one 32-bit multiply of x by a with its halves swapped
+            # (swapped once, outside the loop): two multiplies where LLVM's own
+            # lowering takes three
+            bv = builder.xor(bv, const(-(1 << 63)))
+            a_lo = builder.and_(av, const(0xFFFFFFFF))
+            v32 = ir.VectorType(ir.IntType(32), 2 * LANES)
+            a_sw = builder.bitcast(builder.or_(builder.shl(av, const(32)), builder.lshr(av, const(32))), v32)
         acc = builder.alloca(vec)  # promoted to registers by LLVM
-        builder.store(ir.Constant(vec, [ir.Constant(i64, -1)] * LANES), acc)
+        builder.store(const(-1 if wide else (1 << 63) - 1), acc)
         idx = builder.alloca(i64)
         builder.store(ir.Constant(i64, 0), idx)
         cond = builder.append_basic_block("lanes.cond")
@@ -149,17 +172,24 @@ def lane_minima(typingctx, xs, n, a, b, c, i, sigs, r):
         s = builder.load(idx)
         builder.cbranch(builder.icmp_signed("<", s, n_v), body, done)
         builder.position_at_end(body)
-        x = builder.insert_element(ir.Constant(vec, ir.Undefined), builder.load(builder.gep(xs_a.data, [s])),
-                                   ir.Constant(ir.IntType(32), 0))
-        x = builder.shuffle_vector(x, ir.Constant(vec, ir.Undefined),
-                                   ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
-        v = builder.add(builder.mul(av, x), bv)
+        x = builder.load(builder.gep(xs_a.data, [s]))
         m = builder.load(acc)
-        builder.store(builder.select(builder.icmp_unsigned("<", v, m), v, m), acc)
+        if wide:
+            v = builder.add(builder.mul(av, splat(x)), bv)
+            builder.store(builder.select(builder.icmp_unsigned("<", v, m), v, m), acc)
+        else:
+            xv = splat(x)
+            t = builder.bitcast(builder.mul(a_sw, builder.bitcast(xv, v32)), vec)  # a_hi*x_lo, a_lo*x_hi
+            cross = builder.shl(builder.add(t, builder.lshr(t, const(32))), const(32))
+            v = builder.add(builder.add(builder.mul(a_lo, builder.and_(xv, const(0xFFFFFFFF))), cross), bv)
+            builder.store(builder.select(builder.icmp_signed("<", v, m), v, m), acc)
         builder.store(builder.add(s, ir.Constant(i64, 1)), idx)
         builder.branch(cond)
         builder.position_at_end(done)
-        top = builder.lshr(builder.mul(lanes(c_a), builder.load(acc)), ir.Constant(vec, [ir.Constant(i64, 48)] * LANES))
+        least = builder.load(acc)
+        if not wide:
+            least = builder.xor(least, const(-(1 << 63)))
+        top = builder.lshr(builder.mul(lanes(c_a), least), const(48))
         out = builder.trunc(top, ir.VectorType(ir.IntType(16), LANES))
         width = cgutils.unpack_tuple(builder, sig_a.shape, 2)[1]
         dest = builder.gep(sig_a.data, [builder.add(builder.mul(r_v, width), i_v)])
