@@ -384,9 +384,9 @@ import pyarrow as pa
 from numba.core.registry import cpu_target
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.sign import Signer
-from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, WIDE_MULTIPLY, target_has
+from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, VECTORS_256, WIDE_MULTIPLY, target_has
 
-routes = [target_has(cpu_target.target_context, *f) for f in (BYTE_COMPRESS, WIDE_MULTIPLY)]
+routes = [target_has(cpu_target.target_context, *f) for f in (BYTE_COMPRESS, WIDE_MULTIPLY, VECTORS_256)]
 texts = np.load(sys.argv[1], allow_pickle=True)["texts"].tolist()
 out = {}
 for name, options in (("simple", {}), ("stem", {"stem": True, "remove_stop_words": True})):
@@ -397,21 +397,32 @@ np.savez(sys.argv[2], routes=np.array(routes), **out)
 """
 
 
-def test_cpus_without_avx512_sign_the_same():
+def _host_features_without(*prefixes: str) -> str:
+    """The host CPU's LLVM feature string with every feature starting with one of
+    ``prefixes`` turned off."""
+    from llvmlite import binding
+
+    return ",".join(("-" + f[1:]) if any(f[1:].startswith(p) for p in prefixes) else f
+                    for f in binding.get_host_cpu_features().flatten().split(","))
+
+
+@pytest.mark.parametrize("cpu,off,routes", [
+    ("haswell", ("avx512", "amx", "evex512"), [False, False, True]),  # AVX2 only: the 32-byte routes
+    ("x86-64", ("avx", "amx", "evex512", "fma", "f16c", "vaes", "vpclmulqdq"), [False, False, False]),  # no AVX
+], ids=["avx2", "sse"])
+def test_cpus_without_avx512_sign_the_same(cpu, off, routes):
     """The vector routes (``kernels/cpu.py``: the 64-byte tokenizer blocks, the eight-lane
     shingle and band key hashes) are compiled only for a CPU that has their features; a
     process compiled for an AVX2-only CPU (``NUMBA_CPU_NAME=haswell``, every AVX-512
-    feature off) takes the scalar routes and must give the same signatures and band keys,
-    on mixed ASCII and non-ASCII texts, with and without stemming."""
+    feature off: the routes of 32-byte vectors) or for one without AVX (the scalar
+    routes, and the minima's LLVM vectors on 16-byte registers) must give the same
+    signatures and band keys as this process, on mixed ASCII and non-ASCII texts, with
+    and without stemming."""
     import os
     import subprocess
     import sys
     import tempfile
 
-    from llvmlite import binding
-
-    features = ",".join(("-" + f[1:]) if ("avx512" in f or "amx" in f or "evex512" in f) else f
-                        for f in binding.get_host_cpu_features().flatten().split(","))
     rng = np.random.default_rng(17)
     words = ["the", "quick", "brown", "fox", "Jumps", "over", "lazy", "dogs", "naïve", "café", "東京", "x" * 70,
              "running", "runs", "a", "it's", "e-mail", "42", "über", "data_set"]
@@ -420,10 +431,10 @@ def test_cpus_without_avx512_sign_the_same():
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = os.path.join(tmp, "texts.npz"), os.path.join(tmp, "other.npz")
         np.savez(src, texts=np.array(texts, dtype=object))
-        env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=features)
+        env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=_host_features_without(*off))
         subprocess.run([sys.executable, "-c", _OTHER_CPU, src, dst], check=True, env=env)
         other = dict(np.load(dst))
-    assert other["routes"].tolist() == [False, False]  # the scalar routes were compiled there
+    assert other["routes"].tolist() == routes  # the routes compiled there
     for name, options in (("simple", {}), ("stem", {"stem": True, "remove_stop_words": True})):
         signer = Signer(MinHashParams().with_tokenizer(**options))
         sigs, has = signer.sign(pa.array(texts, type=pa.string()))

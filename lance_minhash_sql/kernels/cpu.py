@@ -32,6 +32,7 @@ def _constant(features: tuple):
 
 BYTE_COMPRESS = ("avx512bw", "avx512vbmi2")  # vpcompressb on 64-byte vectors
 WIDE_MULTIPLY = ("avx512f", "avx512dq")  # vpmullq: 64-bit multiplies, 8 lanes
+VECTORS_256 = ("avx2",)  # integer arithmetic on 32-byte vectors (32 x 32 -> 64-bit vpmuludq, vpmulld)
 
 
 @intrinsic
@@ -44,3 +45,11 @@ def has_byte_compress(typingctx):
 def has_wide_multiply(typingctx):
     """Whether the CPU multiplies eight 64-bit lanes in one instruction (:data:`WIDE_MULTIPLY`)."""
     return _constant(WIDE_MULTIPLY)
+
+
+@intrinsic
+def has_vectors_256(typingctx):
+    """Whether the CPU computes on 32-byte integer vectors (:data:`VECTORS_256`): 64-bit
+    products there take 32-bit multiplies, so a route of 64-bit lanes pays where it has
+    few multiplies a lane."""
+    return _constant(VECTORS_256)

@@ -40,7 +40,7 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.kernels.borrow import borrowed, keep_alive
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
-from lance_minhash_sql.kernels.cpu import WIDE_MULTIPLY, has_wide_multiply, target_has
+from lance_minhash_sql.kernels.cpu import WIDE_MULTIPLY, has_vectors_256, has_wide_multiply, target_has
 from lance_minhash_sql.kernels.order import new_hash_scratch, sort_hashes
 from lance_minhash_sql.kernels.tokenize import ascii_buffers, ascii_row_tokens, grow, is_valid, new_buffers, row_tokens
 from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_short, xxh64_short8
@@ -79,13 +79,13 @@ def coefficients(num_hashes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
     """XXH64 of each shingle's bytes in the token buffer ``out``, into ``dest[pos:]``:
     those of 8 to 31 bytes (nearly all) by :func:`..kernels.xxh64.xxh64_short8`, eight
-    shingles at once, where the CPU multiplies eight 64-bit lanes in one instruction
-    (``kernels/cpu.py: has_wide_multiply``), else one at a time by
+    shingles at once, where the CPU has vectors of 64-bit lanes (``kernels/cpu.py:
+    has_wide_multiply`` or ``has_vectors_256``), else one at a time by
     :func:`..kernels.xxh64.xxh64_short` in the loop itself; the others by a call of
     :func:`..kernels.xxh64.xxh64`."""
     w = min(shingle, ntok)
     count = ntok - w + 1
-    if has_wide_multiply():
+    if has_wide_multiply() or has_vectors_256():
         for s0 in range(0, count, 8):
             others = xxh64_short8(out, tok_start, tok_end, s0, w, min(8, count - s0), SEED, dest, pos + s0)
             if others != 0:

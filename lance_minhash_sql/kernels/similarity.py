@@ -19,7 +19,7 @@ import numpy as np
 
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.config import JIT, jit_twins, njit, prange
-from lance_minhash_sql.kernels.cpu import has_wide_multiply
+from lance_minhash_sql.kernels.cpu import has_vectors_256, has_wide_multiply
 from lance_minhash_sql.kernels.xxh64 import xxh64, xxh64_16x8
 
 SEED = np.uint64(lance_format.SEED)
@@ -40,12 +40,13 @@ def _band_keys_row(row, num_bands, width, out):
 
 def _band_keys(sig_bytes, num_bands):
     """``uint64[n, num_bands]`` band keys of each signature row: bands of 16 bytes (8
-    hashes) eight at a time (:func:`..kernels.xxh64.xxh64_16x8`) where the CPU multiplies
-    64-bit lanes in one instruction, on C-contiguous rows."""
+    hashes) eight at a time (:func:`..kernels.xxh64.xxh64_16x8`) where the CPU has
+    vectors of 64-bit lanes (``kernels/cpu.py``: ``has_wide_multiply`` or
+    ``has_vectors_256``), on C-contiguous rows."""
     n = sig_bytes.shape[0]
     width = sig_bytes.shape[1] // num_bands  # bytes per band = 2 * rows per band
     keys = np.empty((n, num_bands), dtype=np.uint64)
-    if width == 16 and has_wide_multiply() and sig_bytes.flags.c_contiguous:
+    if width == 16 and (has_wide_multiply() or has_vectors_256()) and sig_bytes.flags.c_contiguous:
         for i in prange(n):
             for j in range(0, num_bands, 8):
                 xxh64_16x8(sig_bytes, i, j * 16, min(8, num_bands - j), SEED, keys, j)

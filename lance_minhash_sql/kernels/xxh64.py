@@ -9,7 +9,7 @@ types a helper again at each of its call sites (a fresh install compiled ``xxh64
 0.98 s of CPU with them inlined, 0.64 s without). :func:`xxh64_short`, the shingles'
 hash, is inlined at numba's level into the loops that call it, without a branch;
 :func:`xxh64_short8` is the same on eight shingles at once, in 8-lane vectors (LLVM IR),
-for CPUs that multiply 64-bit lanes in one instruction.
+for CPUs with vectors of 64-bit lanes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
+from lance_minhash_sql.kernels.cpu import WIDE_MULTIPLY, target_has
 
 P1 = np.uint64(0x9E3779B185EBCA87)
 P2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -203,10 +204,10 @@ class _Lanes:
 
     n = 8
 
-    def __init__(self, builder):
+    def __init__(self, builder, wide: bool = True):
         from llvmlite import ir
 
-        self.ir, self.b = ir, builder
+        self.ir, self.b, self.wide = ir, builder, wide
         self.i32, self.i64 = ir.IntType(32), ir.IntType(64)
         self.vec = ir.VectorType(self.i64, self.n)
 
@@ -231,7 +232,24 @@ class _Lanes:
         return self.call(f"llvm.fshl.v{self.n}i64", self.vec, [x, x, self.const(r)])
 
     def mul(self, x, c):
-        return self.b.mul(x, self.const(c))
+        """``x * c`` (a constant), wrapping. Without a 64-bit multiply (``wide`` false) in
+        two 32-bit ones: ``lo(x) * lo(c)`` to 64 bits, and the cross terms ``lo(x) * hi(c)
+        + hi(x) * lo(c)`` (needed mod 2**32 only) from one multiply of ``x``'s halves by
+        ``c``'s swapped; LLVM's own lowering takes three."""
+        if self.wide:
+            return self.b.mul(x, self.const(c))
+        ir, b = self.ir, self.b
+        c = int(c)
+        lo, hi = c & 0xFFFFFFFF, c >> 32
+        v32 = ir.VectorType(self.i32, 2 * self.n)
+
+        def i32(v):
+            return ir.Constant(self.i32, v - (1 << 32) if v >= 1 << 31 else v)
+
+        swapped = ir.Constant(v32, [i32(hi), i32(lo)] * self.n)
+        t = b.bitcast(b.mul(b.bitcast(x, v32), swapped), self.vec)
+        cross = b.shl(b.add(t, b.lshr(t, self.const(32))), self.const(32))
+        return b.add(b.mul(b.and_(x, self.const(0xFFFFFFFF)), self.const(lo)), cross)
 
     def lane8(self, h, lane):
         """:func:`_lane8` in every lane."""
@@ -285,7 +303,7 @@ def _short8_codegen(context, builder, signature, args):
     ta = signature.args
     buf, starts, ends, dest = (context.make_array(ta[i])(context, builder, args[i]) for i in (0, 1, 2, 7))
     s0, w, count, pos = (context.cast(builder, args[i], ta[i], types.int64) for i in (3, 4, 5, 8))
-    v = _Lanes(builder)
+    v = _Lanes(builder, target_has(context, *WIDE_MULTIPLY))
     i32, i64, vec = v.i32, v.i64, v.vec
     valid = v.below(count)
     st = v.call(f"llvm.masked.load.v{v.n}i64.p0", vec,
@@ -323,8 +341,9 @@ def xxh64_short8(typingctx, buf, starts, ends, s0, w, count, seed, dest, pos):
     8-byte words and its last one (gathers, masked to the lanes that read); the last word
     holds the 4-byte and 1-byte steps of the tail, shifted out of it. Every step a length
     below 32 may take is computed, and kept by a lane select, as :func:`xxh64_short`
-    does. Callers take it where the CPU multiplies 64-bit lanes in one instruction
-    (``kernels/cpu.py: has_wide_multiply``)."""
+    does. Callers take it where the CPU has vectors of 64-bit lanes (``kernels/cpu.py:
+    has_wide_multiply``, or ``has_vectors_256``, where each multiply takes two 32-bit
+    ones: :meth:`_Lanes.mul`)."""
     from numba.core import types
 
     def arr(t, dtype, mutable=False):
@@ -348,7 +367,7 @@ def _pairs8_codegen(context, builder, signature, args):
     ta = signature.args
     buf, dest = (context.make_array(ta[i])(context, builder, args[i]) for i in (0, 5))
     r, start, count, pos = (context.cast(builder, args[i], ta[i], types.int64) for i in (1, 2, 3, 6))
-    v = _Lanes(builder)
+    v = _Lanes(builder, target_has(context, *WIDE_MULTIPLY))
     i8, i32, i64 = ir.IntType(8), v.i32, v.i64
 
     def row_at(arr, index, itemsize):  # the address of arr[r, index] (bytes of strides)
@@ -378,7 +397,7 @@ def xxh64_16x8(typingctx, buf, r, start, count, seed, dest, pos):
     ``buf``, ``buf[r, start + 16 * j:start + 16 * j + 16]``, into ``dest[r, pos + j]``, in
     8-lane vectors (band keys' hashes where a band is 16 bytes: ``kernels/similarity.py``);
     rows addressed by their stride, no row views (``buf``'s rows must be contiguous). Callers take it where the CPU
-    multiplies 64-bit lanes in one instruction (``kernels/cpu.py: has_wide_multiply``)."""
+    has vectors of 64-bit lanes (``kernels/cpu.py: has_wide_multiply`` or ``has_vectors_256``)."""
     from numba.core import types
 
     ok = (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 2 and buf.layout in ("C", "A")
