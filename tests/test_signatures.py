@@ -302,7 +302,7 @@ def test_shingle_sets_of_ascii_rows_equal_the_general_kernels():
 ])
 def test_ascii_route_tokens_match_lance_across_vector_blocks(options):
     """The ``simple`` tokenizer's ASCII route (``kernels/tokenize.py: ascii_row_tokens``,
-    64 bytes a step where the CPU compresses bytes) gives Lance's tokens on texts of 0 to
+    64 bytes a step where the CPU has a vector route, kernels/cpu.py) gives Lance's tokens on texts of 0 to
     300 bytes, tokens crossing the 64-byte blocks and texts ending on one; a text it
     cannot take (a non-ASCII byte, a token too long) answers -1."""
     from lance_minhash_sql.io.arrow import string_buffers

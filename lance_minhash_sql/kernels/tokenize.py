@@ -26,7 +26,7 @@ import numpy as np
 from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.code_tokens import CODE_OPERATORS, CODE_SPLIT, IDENT_ASCII, UNDERSCORE, code_tokens
 from lance_minhash_sql.kernels.config import JIT, intrinsic, njit
-from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, has_byte_compress, target_has
+from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, VECTORS_256, has_byte_compress, has_vectors_256, target_has
 from lance_minhash_sql.kernels.utf8 import decode, encode
 
 SIMPLE = 0
@@ -166,6 +166,47 @@ def _bit_count(typingctx, x):
     return types.uint64(x), codegen
 
 
+def _shuffle_compress(builder, mapped, keep, dest):
+    """LLVM IR storing the bytes of the ``<64 x i8>`` ``mapped`` whose bit is set in the
+    i64 ``keep`` at ``dest`` on, in order, without a byte compress: 8 bytes at a time, each
+    group's kept bytes moved to its front by one ``pshufb`` (SSSE3) whose control is the
+    entry of a 256-entry table for the group's mask byte, stored as 8 bytes, the next
+    group's store starting after the kept ones (bytes past the kept ones of the last
+    group are written too: callers keep 64 bytes of room)."""
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v16 = ir.VectorType(i8, 16)
+    module = builder.module
+    name = "_lms_shuffle_compress_table"
+    table = module.globals.get(name)
+    if table is None:
+        rows = []
+        for k in range(256):
+            idx = [j for j in range(8) if (k >> j) & 1]
+            idx += [0x80] * (8 - len(idx))
+            rows.append(ir.Constant(i64, int.from_bytes(bytes(idx), "little") - (1 << 64 if idx[7] >= 0x80 else 0)))
+        table = ir.GlobalVariable(module, ir.ArrayType(i64, 256), name=name)
+        table.initializer = ir.Constant(ir.ArrayType(i64, 256), rows)
+        table.global_constant = True
+        table.linkage = "linkonce_odr"
+    pshufb = cgutils.get_or_insert_function(module, ir.FunctionType(v16, [v16, v16]), "llvm.x86.ssse3.pshuf.b.128")
+    words = builder.bitcast(mapped, ir.VectorType(i64, BLOCK // 8))
+    base = builder.ptrtoint(dest, i64)
+    at = ir.Constant(i64, 0)
+    for g in range(BLOCK // 8):
+        k = builder.and_(builder.lshr(keep, ir.Constant(i64, 8 * g)), ir.Constant(i64, 0xFF))
+        ctrl = builder.load(builder.gep(table, [ir.Constant(i32, 0), k]))
+        word = builder.insert_element(ir.Constant(ir.VectorType(i64, 2), ir.Undefined),
+                                      builder.extract_element(words, ir.Constant(i32, g)), ir.Constant(i32, 0))
+        control = builder.insert_element(ir.Constant(ir.VectorType(i64, 2), ir.Undefined), ctrl, ir.Constant(i32, 0))
+        moved = builder.call(pshufb, [builder.bitcast(word, v16), builder.bitcast(control, v16)])
+        low = builder.extract_element(builder.bitcast(moved, ir.VectorType(i64, 2)), ir.Constant(i32, 0))
+        builder.store(low, builder.inttoptr(builder.add(base, at), i64.as_pointer()), align=1)
+        at = builder.add(at, builder.ctpop(k))
+
+
 @intrinsic
 def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
     """One :data:`BLOCK` of :func:`_ascii_simple`'s vector route: the ``count`` (1 to 64)
@@ -179,7 +220,10 @@ def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
     :data:`ASCII_OUT_SLACK` bytes of ``out`` past the tokens). Written as LLVM IR on a
     64-byte vector: a masked load (no byte past ``count`` read), compares, and
     ``llvm.x86.avx512.mask.compress`` into a register (the memory form is slow on
-    some CPUs); only compiled in where :func:`..kernels.cpu.has_byte_compress` holds."""
+    some CPUs) where :func:`..kernels.cpu.has_byte_compress` holds; where only
+    :func:`..kernels.cpu.has_vectors_256` does, a plain load with the bytes past
+    ``count`` zeroed (the masked form only where ``data`` ends within 64 bytes of ``p``:
+    a CPU without byte masks takes it byte by byte) and :func:`_shuffle_compress`."""
     from llvmlite import ir
     from numba.core import cgutils, types
 
@@ -215,7 +259,22 @@ def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
         valid = builder.icmp_unsigned("<", ir.Constant(v8, [ir.Constant(i8, j) for j in range(BLOCK)]), cnt)
         load = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [src.type, i32, v1, v8]),
                                               f"llvm.masked.load.v{BLOCK}i8.p0")
-        x = builder.call(load, [src, ir.Constant(i32, 1), valid, splat(0)])
+        compress = target_has(context, *BYTE_COMPRESS)
+        if compress:
+            x = builder.call(load, [src, ir.Constant(i32, 1), valid, splat(0)])
+        else:  # no masked byte load: a plain one, the bytes past count zeroed, where data has 64 bytes at p
+            size = cgutils.unpack_tuple(builder, da.shape, 1)[0]
+            whole = builder.icmp_signed("<=", builder.add(p, ir.Constant(i64, BLOCK)), size)
+            with builder.if_else(whole, likely=True) as (then, otherwise):
+                with then:
+                    plain = builder.select(valid, builder.load(builder.bitcast(src, v8.as_pointer()), align=1), splat(0))
+                    then_bb = builder.block
+                with otherwise:
+                    masked = builder.call(load, [src, ir.Constant(i32, 1), valid, splat(0)])
+                    else_bb = builder.block
+            x = builder.phi(v8)
+            x.add_incoming(plain, then_bb)
+            x.add_incoming(masked, else_bb)
         high = builder.bitcast(builder.icmp_signed("<", x, splat(0)), i64)
         digit = builder.icmp_unsigned("<", builder.sub(x, splat(0x30)), splat(10))
         folded = builder.or_(x, splat(0x20))  # A-Z read as a-z
@@ -227,12 +286,14 @@ def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
         m = builder.bitcast(inside, i64)
         keep = builder.or_(m, builder.or_(builder.shl(m, ir.Constant(i64, 1)), carry_v))
         dest = builder.gep(oa.data, [q])
-        if target_has(context, *BYTE_COMPRESS):
-            compress = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8, v1]),
-                                                      f"llvm.x86.avx512.mask.compress.v{BLOCK}i8")
-            packed = builder.call(compress, [mapped, splat(0), builder.bitcast(keep, v1)])
+        if compress:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8, v1]),
+                                                f"llvm.x86.avx512.mask.compress.v{BLOCK}i8")
+            packed = builder.call(fn, [mapped, splat(0), builder.bitcast(keep, v1)])
             builder.store(packed, builder.bitcast(dest, v8.as_pointer()), align=1)
-        else:  # never run (has_byte_compress is false), but valid IR for any CPU
+        elif target_has(context, *VECTORS_256):
+            _shuffle_compress(builder, mapped, keep, dest)
+        else:  # never run (has_byte_compress and has_vectors_256 are false), but valid IR for any CPU
             store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [v8, dest.type, v1]),
                                                    f"llvm.masked.compressstore.v{BLOCK}i8")
             builder.call(store, [mapped, dest, builder.bitcast(keep, v1)])
@@ -277,8 +338,8 @@ def _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
 
 @njit(**JIT, inline="always")
 def _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
-    """:func:`_ascii_simple` in two branch-free passes over the bytes, where the CPU has no
-    byte compress (:func:`..kernels.cpu.has_byte_compress`). First every byte goes to ``out[q]`` (its
+    """:func:`_ascii_simple` in two branch-free passes over the bytes, where the CPU has
+    neither a byte compress nor 32-byte integer vectors (``kernels/cpu.py``). First every byte goes to ``out[q]`` (its
     lower-cased value inside a token, the separator outside) and ``q`` advances when the
     byte or the one before it is inside a token, so a run of separators leaves one and the
     leading ones none. Then token ``t`` ends at the ``t``-th separator of ``out`` (no
@@ -313,11 +374,12 @@ def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
     operators or splitting: ``alnum`` holds ``_``) on an all-ASCII text, or ``-1`` when the
     text is not all ASCII or some token has ``>= max_len`` bytes (the caller then takes
     the general path): by 64-byte vectors (:func:`_ascii_vector`) where the CPU compresses
-    bytes, else by a loop over the bytes (:func:`_ascii_bytes`). Buffers: ``out`` ``nbytes
+    bytes or has 32-byte integer vectors (``kernels/cpu.py``), else by a loop over the
+    bytes (:func:`_ascii_bytes`). Buffers: ``out`` ``nbytes
     + ASCII_OUT_SLACK``, ``tok_start`` / ``tok_end`` ``nbytes // 2 + 1``. A function of its
     own, not inlined: in a loop that also calls :func:`tokenize_doc` (which returns new
     buffers) the byte loop ran 2.5x slower."""
-    if has_byte_compress():
+    if has_byte_compress() or has_vectors_256():
         return _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
     return _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
 
