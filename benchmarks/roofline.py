@@ -374,9 +374,11 @@ def main() -> None:
     if args.asm:
         from lance_minhash_sql.kernels import minhash, pairs
 
-        sign_ops = vector_ops(minhash.sign_range, r"vpmul\w*|vpadd\w*|vpmin\w*")
+        # the kernel the build signs ASCII rows with (sign_range where a checkout has no other)
+        kernel = getattr(minhash, "sign_ascii_range", minhash.sign_range)
+        sign_ops = vector_ops(kernel, r"vpmul\w*|vpadd\w*|vpmin\w*|vpcmpgtq|vpshufb|vpcompressb")
         pair_ops = vector_ops(pairs.pair_chunk, r"vpcmp\w*|vpsub\w*|vpadd\w*")
-        print(f"\nsign_range, vector multiply / add / min: {sign_ops}")
+        print(f"\n{kernel.__name__}, vector multiply / add / min / compare / byte shuffle: {sign_ops}")
         print(f"pair_chunk, vector compare / add: {pair_ops}")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 

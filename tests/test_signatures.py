@@ -441,3 +441,57 @@ def test_cpus_without_avx512_sign_the_same(cpu, off, routes):
         assert np.array_equal(has, other[name + "_has"]) and has.sum() > 2500
         assert np.array_equal(sigs[has], other[name + "_sigs"][has])
         assert np.array_equal(signer.band_keys(sigs[has]), other[name + "_keys"])
+
+
+_AVX512_COMPILE = r"""
+import json
+import numba
+import numpy as np
+import pyarrow as pa
+from numba.core.registry import cpu_target
+from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.index.sign import Signer
+from lance_minhash_sql.kernels import minhash, similarity
+from lance_minhash_sql.kernels.config import load_numba
+from lance_minhash_sql.kernels.cpu import BYTE_COMPRESS, VECTORS_256, WIDE_MULTIPLY, target_has
+
+load_numba()
+signer = Signer(MinHashParams())
+buf, cfg = signer.inputs(pa.array(["The quick brown fox"], type=pa.string()))
+sigs, has = np.zeros((1, 128), np.uint16), np.zeros(1, np.bool_)
+sign_args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg[1], cfg[2], signer.tables[0], 3,
+             signer.a, signer.b, signer.c, sigs, has, np.zeros(1, np.bool_), 0, 1)
+rows = np.zeros((1, 256), np.uint8)
+found = {}
+for name, kernel, args in (("sign", minhash.sign_ascii_range, sign_args), ("keys", similarity.band_keys_serial, (rows, 16))):
+    sig = tuple(numba.typeof(a) for a in args)
+    kernel.compile(sig)  # compiled only: this CPU may lack the instructions
+    asm = kernel.inspect_asm(sig)
+    found[name] = sorted(op for op in ("vpcompressb", "vpmullq") if op in asm)
+routes = [target_has(cpu_target.target_context, *f) for f in (BYTE_COMPRESS, WIDE_MULTIPLY, VECTORS_256)]
+print(json.dumps({"routes": routes, **found}))
+"""
+
+
+def test_avx512_routes_compile_for_an_avx512_cpu():
+    """The AVX-512 routes (``kernels/cpu.py``: the tokenizer's ``vpcompressb`` blocks, the
+    ``vpmullq`` lanes of the shingle and band key hashes) compile for an AVX-512 CPU
+    (``NUMBA_CPU_NAME=icelake-server``) on any machine: compiled in a process of its own,
+    never run (this machine may lack them; the other tests run the route of its own CPU),
+    and their instructions are in the code."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    features = "+avx2,+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx512vbmi2"
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CPU_NAME="icelake-server", NUMBA_CPU_FEATURES=features, NUMBA_CACHE_DIR=cache,
+                   LANCE_MINHASH_COMPILE_AHEAD="0", LANCE_MINHASH_COMPILE_NOTICE="0")
+        proc = subprocess.run([sys.executable, "-c", _AVX512_COMPILE], check=True, env=env, capture_output=True,
+                              text=True)
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["routes"] == [True, True, True]
+    assert got["sign"] == ["vpcompressb", "vpmullq"]
+    assert got["keys"] == ["vpmullq"]
