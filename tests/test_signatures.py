@@ -463,7 +463,8 @@ sign_args = (buf.offsets, buf.data, buf.valid, buf.valid_offset, cfg[1], cfg[2],
              signer.a, signer.b, signer.c, sigs, has, np.zeros(1, np.bool_), 0, 1)
 rows = np.zeros((1, 256), np.uint8)
 found = {}
-for name, kernel, args in (("sign", minhash.sign_ascii_range, sign_args), ("keys", similarity.band_keys_serial, (rows, 16))):
+for name, kernel, args in (("sign", minhash.sign_ascii_range, sign_args),
+                           ("keys", similarity.band_keys_serial, (rows, 16))):
     sig = tuple(numba.typeof(a) for a in args)
     kernel.compile(sig)  # compiled only: this CPU may lack the instructions
     asm = kernel.inspect_asm(sig)

@@ -26,8 +26,9 @@ integer vectors the CPU has (on AVX-512, ``vpmullq`` / ``vpminuq`` on 512-bit re
 with no vendor-specific flag and no reduction at the end. Where the CPU has no 64-bit
 vector multiply (``kernels/cpu.py: has_wide_multiply`` false: AVX2, other
 architectures) the block is written in 32-bit pieces, two multiplies a product, and
-takes signed minima of values offset by ``2**63`` (still LLVM's own IR). 2.1-2.2x faster than eight running minima in scalars, which LLVM vectorized
-over four shingles at a time and reduced per hash.
+takes signed minima of values offset by ``2**63`` (still LLVM's own IR: :class:`_MinimaIR`).
+Faster than eight running minima in scalars, which LLVM vectorized over four shingles at
+a time and reduced per hash (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,62 @@ def shingle_hashes_into(out, tok_start, tok_end, ntok, shingle, dest, pos):
     return pos
 
 
+class _MinimaIR:
+    """LLVM IR of :func:`lane_minima`'s running minima on ``LANES``-lane vectors, from the
+    lanes' coefficients ``a`` and ``b``: :attr:`start`, the minima before any shingle;
+    :meth:`step`, the minima after one more shingle hash; :meth:`least`, the minima of
+    ``a * x + b`` they stand for.
+
+    Where the CPU multiplies 64-bit lanes (``wide``: ``kernels/cpu.py: WIDE_MULTIPLY``)
+    the product is one ``mul`` and the minimum an unsigned one. Elsewhere (AVX2, other
+    architectures) the product is taken in 32-bit pieces: ``lo(a) * lo(x)`` to 64 bits,
+    plus the cross terms ``hi(a) * lo(x) + lo(a) * hi(x)``, needed only mod ``2**32``,
+    both from one 32-bit multiply of ``x`` by ``a`` with its halves swapped (once, here):
+    two multiplies where LLVM's own lowering of the 64-bit one takes three. And the
+    minima are signed ones of ``a * x + b + 2**63`` (the offset folded into ``b``): the
+    order of ``a * x + b`` as unsigned values, without flipping both sides of each
+    compare where the CPU has no unsigned 64-bit min."""
+
+    def __init__(self, builder, a, b, wide: bool):
+        from llvmlite import ir
+
+        self.ir, self.builder, self.wide = ir, builder, wide
+        self.i64 = ir.IntType(64)
+        self.vec = ir.VectorType(self.i64, LANES)
+        self.v32 = ir.VectorType(ir.IntType(32), 2 * LANES)
+        self.a, self.b = a, b
+        if not wide:
+            self.b = builder.xor(b, self.const(-(1 << 63)))
+            self.a_lo = builder.and_(a, self.const(0xFFFFFFFF))
+            self.a_swapped = builder.bitcast(builder.or_(builder.shl(a, self.const(32)),
+                                                         builder.lshr(a, self.const(32))), self.v32)
+        self.start = self.const(-1 if wide else (1 << 63) - 1)
+
+    def const(self, c):
+        return self.ir.Constant(self.vec, [self.ir.Constant(self.i64, c)] * LANES)
+
+    def splat(self, x):
+        ir, b = self.ir, self.builder
+        one = b.insert_element(ir.Constant(self.vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+        return b.shuffle_vector(one, ir.Constant(self.vec, ir.Undefined),
+                                ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+
+    def step(self, x, m):
+        """The minima ``m`` after the shingle hash ``x`` (an i64)."""
+        b, xv = self.builder, self.splat(x)
+        if self.wide:
+            v = b.add(b.mul(self.a, xv), self.b)
+            return b.select(b.icmp_unsigned("<", v, m), v, m)
+        t = b.bitcast(b.mul(self.a_swapped, b.bitcast(xv, self.v32)), self.vec)  # hi(a) lo(x), lo(a) hi(x)
+        cross = b.shl(b.add(t, b.lshr(t, self.const(32))), self.const(32))
+        v = b.add(b.add(b.mul(self.a_lo, b.and_(xv, self.const(0xFFFFFFFF))), cross), self.b)
+        return b.select(b.icmp_signed("<", v, m), v, m)
+
+    def least(self, m):
+        """The minima of ``a * x + b`` that ``m`` stands for."""
+        return m if self.wide else self.builder.xor(m, self.const(-(1 << 63)))
+
+
 @intrinsic
 def lane_minima(typingctx, xs, n, a, b, c, i, sigs, r):
     """``sigs[r, i + j] = (c[i + j] * m[j]) >> 48`` for ``j < LANES``, where ``m[j]`` is the
@@ -138,30 +195,9 @@ def lane_minima(typingctx, xs, n, a, b, c, i, sigs, r):
         def lanes(arr):
             return builder.load(builder.bitcast(builder.gep(arr.data, [i_v]), vec.as_pointer()), align=8)
 
-        def splat(x):
-            one = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
-            return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
-                                          ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
-
-        def const(c):
-            return ir.Constant(vec, [ir.Constant(i64, c)] * LANES)
-
-        wide = target_has(context, *WIDE_MULTIPLY)
-        av, bv = lanes(a_a), lanes(b_a)
-        if not wide:
-            # minima of a * x + b + 2**63 as signed values: the order of a * x + b as
-            # unsigned ones, with no flip of both sides at each compare (the CPU has no
-            # unsigned 64-bit min). The product in 32-bit pieces: lo(a) * lo(x), 32 x 32
-            # -> 64 bits, plus the cross terms hi(a) * lo(x) + lo(a) * hi(x), needed only
-            # mod 2**32, both from one 32-bit multiply of x by a with its halves swapped
-            # (swapped once, outside the loop): two multiplies where LLVM's own
-            # lowering takes three
-            bv = builder.xor(bv, const(-(1 << 63)))
-            a_lo = builder.and_(av, const(0xFFFFFFFF))
-            v32 = ir.VectorType(ir.IntType(32), 2 * LANES)
-            a_sw = builder.bitcast(builder.or_(builder.shl(av, const(32)), builder.lshr(av, const(32))), v32)
+        block = _MinimaIR(builder, lanes(a_a), lanes(b_a), target_has(context, *WIDE_MULTIPLY))
         acc = builder.alloca(vec)  # promoted to registers by LLVM
-        builder.store(const(-1 if wide else (1 << 63) - 1), acc)
+        builder.store(block.start, acc)
         idx = builder.alloca(i64)
         builder.store(ir.Constant(i64, 0), idx)
         cond = builder.append_basic_block("lanes.cond")
@@ -172,24 +208,11 @@ def lane_minima(typingctx, xs, n, a, b, c, i, sigs, r):
         s = builder.load(idx)
         builder.cbranch(builder.icmp_signed("<", s, n_v), body, done)
         builder.position_at_end(body)
-        x = builder.load(builder.gep(xs_a.data, [s]))
-        m = builder.load(acc)
-        if wide:
-            v = builder.add(builder.mul(av, splat(x)), bv)
-            builder.store(builder.select(builder.icmp_unsigned("<", v, m), v, m), acc)
-        else:
-            xv = splat(x)
-            t = builder.bitcast(builder.mul(a_sw, builder.bitcast(xv, v32)), vec)  # a_hi*x_lo, a_lo*x_hi
-            cross = builder.shl(builder.add(t, builder.lshr(t, const(32))), const(32))
-            v = builder.add(builder.add(builder.mul(a_lo, builder.and_(xv, const(0xFFFFFFFF))), cross), bv)
-            builder.store(builder.select(builder.icmp_signed("<", v, m), v, m), acc)
+        builder.store(block.step(builder.load(builder.gep(xs_a.data, [s])), builder.load(acc)), acc)
         builder.store(builder.add(s, ir.Constant(i64, 1)), idx)
         builder.branch(cond)
         builder.position_at_end(done)
-        least = builder.load(acc)
-        if not wide:
-            least = builder.xor(least, const(-(1 << 63)))
-        top = builder.lshr(builder.mul(lanes(c_a), least), const(48))
+        top = builder.lshr(builder.mul(lanes(c_a), block.least(builder.load(acc))), block.const(48))
         out = builder.trunc(top, ir.VectorType(ir.IntType(16), LANES))
         width = cgutils.unpack_tuple(builder, sig_a.shape, 2)[1]
         dest = builder.gep(sig_a.data, [builder.add(builder.mul(r_v, width), i_v)])

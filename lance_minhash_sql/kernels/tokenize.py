@@ -207,6 +207,37 @@ def _shuffle_compress(builder, mapped, keep, dest):
         at = builder.add(at, builder.ctpop(k))
 
 
+def _block_bytes(builder, da, p, src, valid, masked_only):
+    """LLVM IR of :func:`_ascii_block`'s 64 bytes at ``src`` (``data[p:]``, ``da`` the
+    array), those where ``valid`` is false read as 0: a masked load (no byte past them
+    read) where ``masked_only``, else a plain load where ``data`` holds 64 bytes at ``p``
+    and the masked one only where it ends sooner (a CPU without byte masks takes that one
+    byte by byte)."""
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    v8 = ir.VectorType(ir.IntType(8), BLOCK)
+    zero = ir.Constant(v8, [ir.Constant(ir.IntType(8), 0)] * BLOCK)
+    load = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [src.type, i32, valid.type, v8]),
+                                          f"llvm.masked.load.v{BLOCK}i8.p0")
+    if masked_only:
+        return builder.call(load, [src, ir.Constant(i32, 1), valid, zero])
+    size = cgutils.unpack_tuple(builder, da.shape, 1)[0]
+    whole = builder.icmp_signed("<=", builder.add(p, ir.Constant(i64, BLOCK)), size)
+    with builder.if_else(whole, likely=True) as (then, otherwise):
+        with then:
+            plain = builder.select(valid, builder.load(builder.bitcast(src, v8.as_pointer()), align=1), zero)
+            then_bb = builder.block
+        with otherwise:
+            masked = builder.call(load, [src, ir.Constant(i32, 1), valid, zero])
+            else_bb = builder.block
+    x = builder.phi(v8)
+    x.add_incoming(plain, then_bb)
+    x.add_incoming(masked, else_bb)
+    return x
+
+
 @intrinsic
 def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
     """One :data:`BLOCK` of :func:`_ascii_simple`'s vector route: the ``count`` (1 to 64)
@@ -257,24 +288,8 @@ def _ascii_block(typingctx, data, p, count, carry, lower, underscore, out, q):
         cnt = builder.shuffle_vector(cnt, ir.Constant(v8, ir.Undefined),
                                      ir.Constant(ir.VectorType(i32, BLOCK), [0] * BLOCK))
         valid = builder.icmp_unsigned("<", ir.Constant(v8, [ir.Constant(i8, j) for j in range(BLOCK)]), cnt)
-        load = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [src.type, i32, v1, v8]),
-                                              f"llvm.masked.load.v{BLOCK}i8.p0")
         compress = target_has(context, *BYTE_COMPRESS)
-        if compress:
-            x = builder.call(load, [src, ir.Constant(i32, 1), valid, splat(0)])
-        else:  # no masked byte load: a plain one, the bytes past count zeroed, where data has 64 bytes at p
-            size = cgutils.unpack_tuple(builder, da.shape, 1)[0]
-            whole = builder.icmp_signed("<=", builder.add(p, ir.Constant(i64, BLOCK)), size)
-            with builder.if_else(whole, likely=True) as (then, otherwise):
-                with then:
-                    plain = builder.select(valid, builder.load(builder.bitcast(src, v8.as_pointer()), align=1), splat(0))
-                    then_bb = builder.block
-                with otherwise:
-                    masked = builder.call(load, [src, ir.Constant(i32, 1), valid, splat(0)])
-                    else_bb = builder.block
-            x = builder.phi(v8)
-            x.add_incoming(plain, then_bb)
-            x.add_incoming(masked, else_bb)
+        x = _block_bytes(builder, da, p, src, valid, compress)
         high = builder.bitcast(builder.icmp_signed("<", x, splat(0)), i64)
         digit = builder.icmp_unsigned("<", builder.sub(x, splat(0x30)), splat(10))
         folded = builder.or_(x, splat(0x20))  # A-Z read as a-z
