@@ -51,6 +51,8 @@ while any compilation runs, a terminal shows a status line with its seconds
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import threading
@@ -160,20 +162,22 @@ def load_numba():
     with _LOCK:
         if _numba is not None:
             return _numba
-        import numba
-        from numba.core import event
+        with _collector_paused():
+            import numba
+            from numba.core import event
 
-        _set_up_without_blas_probe()
+            _set_up_without_blas_probe()
+            _cache_loads_without_refresh()
 
-        event.Listener.register(CompileLog)
-        event.register("numba:compile", COMPILES)
-        from numba.core.extending import intrinsic as numba_intrinsic
+            event.Listener.register(CompileLog)
+            event.register("numba:compile", COMPILES)
+            from numba.core.extending import intrinsic as numba_intrinsic
 
-        for kernel in DECLARED_KERNELS:
-            if kernel.flags is None:
-                kernel.dispatcher = numba_intrinsic(kernel.py_func)
-            else:
-                kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
+            for kernel in DECLARED_KERNELS:
+                if kernel.flags is None:
+                    kernel.dispatcher = numba_intrinsic(kernel.py_func)
+                else:
+                    kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
         modules = {k.py_func.__module__ for k in DECLARED_KERNELS}
         modules.update(name for name in sys.modules if name.startswith(_PACKAGE + "."))
         for name in modules:
@@ -187,6 +191,62 @@ def load_numba():
         _numba = numba
         DECLARED_KERNELS.clear()
         return numba
+
+
+_GC_LOCK = threading.Lock()
+_gc_pauses = [0, False]  # threads inside _collector_paused(), and whether the collector was on when the first came in
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off while the block runs (back on after the last
+    of the threads running such a block leaves it, if it was on when the first came in).
+
+    numba's import and set-up create some 10^5 objects that live as long as the process,
+    none of them garbage; with the collector on, its allocation counts start about 200
+    collections meanwhile, each walking the objects created so far (most of the set-up's
+    CPU beyond its imports). Nothing is lost by pausing: the next collection after the
+    block finds whatever garbage the block left."""
+    with _GC_LOCK:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
+
+
+def _cache_loads_without_refresh() -> None:
+    """numba's cache loads without its registries' set-up.
+
+    Before each load from the on-disk cache numba refreshes its typing and lowering
+    registries (``numba/core/caching.py: Cache.load_overload`` calls the target context's
+    ``refresh()``): the first refresh imports and installs every implementation numba has,
+    about 0.1 s of CPU. Rebuilding cached machine code needs none of them, only numba's
+    runtime (NRT) compiled and its symbols known; a compilation refreshes the registries
+    itself before it types anything (``numba/core/compiler.py: CompilerBase.__init__``).
+    So the load initializes the runtime and reads the cache, as numba's own method does
+    after its refresh. Left as numba has it when its private layout differs."""
+    from numba.core import caching
+    from numba.core.runtime import rtsys
+
+    cls = caching.Cache
+    if not all(hasattr(cls, name) for name in ("load_overload", "_load_overload",
+                                               "_guard_against_spurious_io_errors")):
+        return
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    load_overload.__doc__ = cls.load_overload.__doc__
+    cls.load_overload = load_overload
 
 
 def _set_up_without_blas_probe() -> None:

@@ -34,9 +34,17 @@ def num_threads() -> int:
     """Threads for parallel work: numba's setting (``NUMBA_NUM_THREADS``, or
     ``numba.set_num_threads``), at least 1. Before numba is imported (a small build signed
     by numpy plans its sort here) it is read as numba reads it, without loading numba:
-    ``NUMBA_NUM_THREADS``, else the CPUs this process may run on (``numba/core/config.py``)."""
+    ``NUMBA_NUM_THREADS``, else the CPUs this process may run on (``numba/core/config.py``).
+    Before numba's threading layer is started, no ``set_num_threads`` can have run (it
+    starts the layer), so the setting is numba's configured count, read without starting
+    the layer (a multiprocessing lock, a library load and a pool of threads that a build
+    signing on this pool's threads never uses); ``get_num_threads`` once it runs."""
     if numba_loaded() or "numba" in sys.modules:
-        return max(1, int(load_numba().get_num_threads()))
+        numba = load_numba()
+        layer = sys.modules.get("numba.np.ufunc.parallel")
+        if layer is not None and getattr(layer, "_is_initialized", True) is False:
+            return max(1, int(numba.config.NUMBA_NUM_THREADS))
+        return max(1, int(numba.get_num_threads()))
     configured = os.environ.get("NUMBA_NUM_THREADS", "").strip()
     if configured:
         return max(1, int(configured))
