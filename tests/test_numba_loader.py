@@ -26,7 +26,7 @@ import json, sys
 import numpy as np
 from lance_minhash_sql.index.numpy_sign import band_keys_numpy
 from lance_minhash_sql.kernels import order, similarity
-from lance_minhash_sql.kernels.config import COMPILES, load_numba
+from lance_minhash_sql.kernels.config import COMPILES, DECLARED_KERNELS, load_numba
 rng = np.random.default_rng(7)
 values = rng.integers(0, 2**63, 5000, dtype=np.uint64)
 sorted_by_kernel = values.copy()
@@ -36,6 +36,7 @@ rows = sigs.view(np.uint8).reshape(300, -1)
 parallel_keys = similarity.band_keys(rows, 16)  # a parallel kernel: its threads start on its load
 serial_keys = similarity.band_keys_serial(rows, 16)
 loaded_compiles = COMPILES.count
+without_dispatcher = len(DECLARED_KERNELS)  # declared, never called nor compiled against
 numba = load_numba()
 if sys.argv[1] == "own":
     @numba.njit(cache=False)
@@ -50,7 +51,8 @@ else:
 expected = band_keys_numpy(sigs, 16)
 print(json.dumps({"sorted": bool((sorted_by_kernel == np.sort(values)).all()),
                   "parallel": bool((parallel_keys == expected).all()), "serial": bool((serial_keys == expected).all()),
-                  "own": own_ok, "loaded_compiles": loaded_compiles,
+                  "own": own_ok, "loaded_compiles": loaded_compiles, "without_dispatcher": without_dispatcher,
+                  "left_without": len(DECLARED_KERNELS),
                   "hits": sum(sum(d.stats.cache_hits.values()) for d in (order.sort_values, similarity.band_keys,
                                                                             similarity.band_keys_serial))}))
 """
@@ -69,10 +71,12 @@ def test_kernels_loaded_from_the_cache_answer_and_a_later_compilation_has_every_
     first = _run(_LOADS_THEN_COMPILES, "none", NUMBA_CACHE_DIR=cache)
     assert first["loaded_compiles"] > 0 and first["hits"] == 0
     assert first["sorted"] and first["parallel"] and first["serial"]
+    assert first["without_dispatcher"] == 0  # a compilation makes every kernel's dispatcher
     later = _run(_LOADS_THEN_COMPILES, "own", NUMBA_CACHE_DIR=cache)
     assert later["loaded_compiles"] == 0 and later["hits"] == 3  # all three read from the cache
     assert later["sorted"] and later["parallel"] and later["serial"]
     assert later["own"] is True  # compiled after the loads: np.sort, np.argsort, np.cumsum and a cached kernel
+    assert later["without_dispatcher"] > 10 and later["left_without"] == 0  # made as needed, all by the compilation
 
 
 def test_the_collector_is_paused_only_inside_the_blocks_and_as_it_was_after_them():
@@ -82,7 +86,7 @@ def test_the_collector_is_paused_only_inside_the_blocks_and_as_it_was_after_them
         inside, go = [], threading.Barrier(4)
 
         def worker():
-            with kconfig._collector_paused():
+            with kconfig.COLLECTOR_PAUSE:
                 go.wait()  # all four inside at once
                 inside.append(gc.isenabled())
                 go.wait()
@@ -94,8 +98,8 @@ def test_the_collector_is_paused_only_inside_the_blocks_and_as_it_was_after_them
             t.join()
         assert inside == [False] * 4 and gc.isenabled()
         gc.disable()  # off before: stays off
-        with kconfig._collector_paused():
-            with kconfig._collector_paused():
+        with kconfig.COLLECTOR_PAUSE:
+            with kconfig.COLLECTOR_PAUSE:
                 assert not gc.isenabled()
         assert not gc.isenabled()
     finally:

@@ -26,20 +26,24 @@ slice assignment (``a[:n] = b[:n]`` pulls in numba's broadcasting code: seconds 
 fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
 ``np.arange``) compiles once per dtype and dimension, so kernels share a few.
 
-**numba itself loads on the first kernel call, not on import.** Importing numba and
-setting up its compiler costs about half a second of CPU (its implementation registries,
-and scipy's BLAS bindings when scipy is installed, which :func:`load_numba` skips:
-:func:`_set_up_without_blas_probe`), even when every kernel then comes from the cache.
-Kernels are declared with this module's :func:`njit` and ``prange``: until some kernel is
-called they are :class:`Kernel` placeholders, so the package's modules import without
-numba, and a path that calls no kernel (a single search, see ``query/probe.py``; a small
-build, ``index/numpy_sign.py``) never loads it. The first call of any kernel loads numba once
-(:func:`load_numba`): every declared kernel becomes numba's own dispatcher, in the
-namespace of each module that declared or imported it (the kernels' modules, and any
-other module declaring kernels here), so kernels calling kernels are typed by numba as
-usual; a Python caller holding a placeholder is forwarded to the dispatcher, and numba
-code elsewhere that calls one (a test's own kernel) types it as that dispatcher (numba
-asks the placeholder for ``_numba_type_``, which loads numba and answers for it).
+**numba itself loads on the first kernel call, not on import.** Importing numba costs
+about a quarter of a second of CPU, and setting up its compiler as much again (its
+implementation registries, and scipy's BLAS bindings when scipy is installed), even when
+every kernel then comes from the cache. Kernels are declared with this module's
+:func:`njit` and ``prange``: until some kernel is called they are :class:`Kernel`
+placeholders, so the package's modules import without numba, and a path that calls no
+kernel (a single search, see ``query/probe.py``; a small build, ``index/numpy_sign.py``)
+never loads it. The first call of any kernel loads numba once (:func:`load_numba`, the
+garbage collector paused meanwhile: :data:`COLLECTOR_PAUSE`); each kernel becomes numba's
+own dispatcher when first called (:func:`dispatcher_of`), in the namespace of each of the
+package's modules that declared or imported it, and every kernel does when a compilation
+starts, so kernels calling kernels are typed by numba as usual; a Python caller holding a
+placeholder is forwarded to the dispatcher, and numba code elsewhere that calls one (a
+test's own kernel) types it as that dispatcher (numba asks the placeholder for
+``_numba_type_``, which makes it). A process that loads every kernel from the cache never
+sets up the compiler: loads skip numba's registry refresh (:func:`_cache_loads_without_refresh`),
+and the array implementations are imported, without the BLAS probe
+(:func:`_set_up_without_blas_probe`), when a compilation starts (:class:`_CompileSetUp`).
 
 :data:`COMPILES` listens to numba's ``numba:compile`` events (fired for real
 compilations only, never for cache loads) for this package's kernels: how many, how
@@ -51,7 +55,6 @@ while any compilation runs, a terminal shows a status line with its seconds
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
@@ -72,7 +75,7 @@ _PACKAGE = __name__.split(".")[0]
 FIRST_COMPILE: list = []
 
 _LOCK = threading.RLock()
-DECLARED_KERNELS: list["Kernel"] = []  # declared before numba was loaded, in order
+DECLARED_KERNELS: list["Kernel"] = []  # declared before numba was loaded, in order, until each has its dispatcher
 _numba = None  # the numba module, once load_numba() has run
 
 
@@ -89,12 +92,15 @@ prange = _Prange()
 class Kernel:
     """A kernel declared before numba was loaded: its Python function and numba flags.
     Calling it (or asking numba's dispatcher for an attribute, such as ``signatures``)
-    loads numba first (:func:`load_numba`)."""
+    makes its dispatcher first (:func:`dispatcher_of`), loading numba if need be."""
 
     def __init__(self, py_func, flags: dict):
         self.py_func = py_func
         self.flags = flags
         self.dispatcher = None
+        # (namespace, name) of the package's modules holding this placeholder at numba's
+        # load: each gets the dispatcher when it is made
+        self.holders: list = []
         self.__name__ = py_func.__name__
         self.__qualname__ = py_func.__qualname__
         self.__module__ = py_func.__module__
@@ -103,18 +109,40 @@ class Kernel:
     def __call__(self, *args):
         d = self.dispatcher
         if d is None:
-            load_numba()
-            d = self.dispatcher
+            d = dispatcher_of(self)
         return d(*args)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        load_numba()
-        return getattr(self.dispatcher, name)
+        return getattr(dispatcher_of(self), name)
 
     def __repr__(self) -> str:
         return f"<kernel {self.__module__}.{self.__qualname__}>"
+
+
+def dispatcher_of(kernel):
+    """numba's dispatcher of ``kernel`` (a placeholder, or already a dispatcher), made on
+    first need: numba loaded (:func:`load_numba`), the dispatcher made, and put in place of
+    the placeholder in the package's modules that held it at the load."""
+    if not isinstance(kernel, Kernel):
+        return kernel
+    with _LOCK:
+        if kernel.dispatcher is None:
+            numba = load_numba()
+            if kernel.flags is None:
+                from numba.core.extending import intrinsic as numba_intrinsic
+
+                made = numba_intrinsic(kernel.py_func)
+            else:
+                made = numba.njit(**kernel.flags)(kernel.py_func)
+            for namespace, name in kernel.holders:
+                if namespace.get(name) is kernel:
+                    namespace[name] = made
+            kernel.holders = []
+            kernel.dispatcher = made
+            DECLARED_KERNELS.remove(kernel)
+        return kernel.dispatcher
 
 
 def njit(**flags):
@@ -155,70 +183,101 @@ def numba_loaded() -> bool:
 
 
 def load_numba():
-    """Import numba (once), make every declared kernel a numba dispatcher and put the
-    dispatchers (and numba's ``prange``) in place of the placeholders in the modules that
-    hold them; returns the numba module."""
+    """Import numba (once) and put numba's ``prange`` in place of the placeholder in the
+    package's modules; returns the numba module.
+
+    A declared kernel's dispatcher is made when the kernel is first called or asked for one
+    (:func:`dispatcher_of`): a process that loads its kernels from the cache makes the few
+    its calls use, not every kernel the package declares (making one costs about half a
+    millisecond). Intrinsics are made here (numba types them by identity), and every
+    kernel still without a dispatcher is made when a compilation starts
+    (:class:`_CompileSetUp`), so the compiler sees dispatchers in every module, as numba's
+    own decorator would have left them."""
     global _numba, prange
     with _LOCK:
         if _numba is not None:
             return _numba
-        with _collector_paused():
+        with COLLECTOR_PAUSE:
             import numba
             from numba.core import event
 
-            _set_up_without_blas_probe()
             _cache_loads_without_refresh()
 
             event.Listener.register(CompileLog)
             event.register("numba:compile", COMPILES)
-            from numba.core.extending import intrinsic as numba_intrinsic
+            event.Listener.register(_CompileSetUp)
+            event.register("numba:compile", _CompileSetUp())
 
-            for kernel in DECLARED_KERNELS:
-                if kernel.flags is None:
-                    kernel.dispatcher = numba_intrinsic(kernel.py_func)
-                else:
-                    kernel.dispatcher = numba.njit(**kernel.flags)(kernel.py_func)
-        modules = {k.py_func.__module__ for k in DECLARED_KERNELS}
-        modules.update(name for name in sys.modules if name.startswith(_PACKAGE + "."))
-        for name in modules:
-            namespace = getattr(sys.modules.get(name), "__dict__", None) or {}
-            for attr, value in list(namespace.items()):
-                if isinstance(value, Kernel):
-                    namespace[attr] = value.dispatcher
-                elif isinstance(value, _Prange):
-                    namespace[attr] = numba.prange
-        prange = numba.prange
-        _numba = numba
-        DECLARED_KERNELS.clear()
+            declared = set(DECLARED_KERNELS)
+            modules = {k.py_func.__module__ for k in DECLARED_KERNELS}
+            modules.update(name for name in sys.modules if name.startswith(_PACKAGE + "."))
+            for name in modules:
+                namespace = getattr(sys.modules.get(name), "__dict__", None) or {}
+                for attr, value in list(namespace.items()):
+                    if isinstance(value, Kernel) and value in declared:
+                        value.holders.append((namespace, attr))
+                    elif isinstance(value, _Prange):
+                        namespace[attr] = numba.prange
+            prange = numba.prange
+            _numba = numba
+            for kernel in [k for k in DECLARED_KERNELS if k.flags is None]:
+                dispatcher_of(kernel)
         return numba
 
 
-_GC_LOCK = threading.Lock()
-_gc_pauses = [0, False]  # threads inside _collector_paused(), and whether the collector was on when the first came in
+def _make_every_dispatcher() -> None:
+    """Make the dispatcher of every declared kernel that has none yet."""
+    with _LOCK:
+        for kernel in list(DECLARED_KERNELS):
+            dispatcher_of(kernel)
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector off while the block runs (back on after the last
-    of the threads running such a block leaves it, if it was on when the first came in).
+class _CollectorPause:
+    """Python's cyclic garbage collector off while a ``with`` block runs (back on after the
+    last of the threads running such a block leaves it, if it was on when the first came in).
 
     numba's import and set-up create some 10^5 objects that live as long as the process,
     none of them garbage; with the collector on, its allocation counts start about 200
     collections meanwhile, each walking the objects created so far (most of the set-up's
     CPU beyond its imports). Nothing is lost by pausing: the next collection after the
     block finds whatever garbage the block left."""
-    with _GC_LOCK:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._inside = 0  # threads inside a block
+        self._was_on = False  # the collector's state when the first came in
+
+    def __enter__(self):
+        with self._lock:
+            if self._inside == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._inside += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._was_on:
                 gc.enable()
+
+
+COLLECTOR_PAUSE = _CollectorPause()
+
+
+class _CompileSetUp:
+    """A ``numba:compile`` listener: when a compilation starts, before the compiler
+    refreshes numba's registries (which imports its array implementations), the array
+    implementations are imported without numba's BLAS probe
+    (:func:`_set_up_without_blas_probe`) and every declared kernel gets its dispatcher
+    (:func:`_make_every_dispatcher`). A process that only loads kernels from the cache
+    does neither."""
+
+    def notify(self, ev) -> None:
+        if ev.is_start:
+            _set_up_without_blas_probe()
+            if DECLARED_KERNELS:
+                _make_every_dispatcher()
 
 
 def _cache_loads_without_refresh() -> None:
@@ -294,7 +353,9 @@ def dispatchers_by_name(modules) -> dict:
     from numba.core.registry import CPUDispatcher
 
     for name in sorted(modules):
-        for value in vars(sys.modules.get(name, types.ModuleType(name))).values():
+        for value in list(vars(sys.modules.get(name, types.ModuleType(name))).values()):
+            if isinstance(value, Kernel) and value.flags is not None:
+                value = dispatcher_of(value)
             func = getattr(value, "py_func", None)
             if isinstance(value, CPUDispatcher) and func.__module__ == name:
                 found[f"{name}.{func.__name__}"] = value
@@ -308,8 +369,7 @@ def in_cache(kernel) -> bool:
     numba's own layout: False when that layout is not the one this reads, or the cache is off."""
     if not CACHE:
         return False
-    load_numba()
-    dispatcher = kernel.dispatcher if isinstance(kernel, Kernel) else kernel
+    dispatcher = dispatcher_of(kernel)
     try:
         index = dispatcher._cache._cache_file._load_index()  # {} when missing or stale
         magic = dispatcher.targetctx.codegen().magic_tuple()

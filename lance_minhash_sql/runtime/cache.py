@@ -408,7 +408,7 @@ def _forget_no_caller_warnings() -> None:
 # the state of the layers below this one, which cannot import it
 register_state("warnings issued without a caller, and once-only warnings", errors.NO_CALLER_WARNINGS,
                errors.ONCE_WARNINGS, clear=_forget_no_caller_warnings)
-register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # emptied by the load
+register_state("kernels declared before numba loads", kernel_config.DECLARED_KERNELS)  # each leaves it with its dispatcher
 register_state("the compile-ahead helper this process started", compile_ahead.HELPERS)  # ends with the process
 register_state("status lines shown on the terminal", status.SHOWN)  # each removed as it ends or a bar starts
 register_state("what the first compilation calls (runtime/compile_ahead.py installs it)", kernel_config.FIRST_COMPILE)
