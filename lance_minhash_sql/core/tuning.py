@@ -49,9 +49,10 @@ def whole_read_pays(rent: float, partial: float, whole: float) -> bool:
 
 # ----------------------------------------------------------------------------- The search engine policy (query/engine.py)
 
-# What loading numba costs a process (its import, compiler set-up and the search kernels'
-# cache loads: about half a second of CPU): the ski rental's price in query/engine.py.
-KERNEL_LOAD_SECONDS = 0.5
+# What loading numba costs a process (its import, its runtime and the kernels' cache loads,
+# kernels/config.py: about a third of a second of CPU): the ski rental's price in
+# query/engine.py and index/numpy_sign.py.
+KERNEL_LOAD_SECONDS = 0.35
 
 # ------------------------------------------------------------------- The numpy engine of a few queries (query/probe.py)
 

@@ -1,7 +1,7 @@
 """Signing with numpy, without numba: the second signature engine, beside the kernels'
 (``index/sign.py``), and the rule that picks it.
 
-Loading numba costs a new process about half a second (its import, its compiler set-up,
+Loading numba costs a new process about a third of a second (its import, its runtime,
 the kernels' cache loads) even with every kernel cached: more than signing a few
 thousand rows takes. So while numba is not loaded, a few queries (``query/query_sign.py``)
 and a small build's batches (``indexer/builder.py``) are signed here:

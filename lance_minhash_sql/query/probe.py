@@ -1,8 +1,8 @@
 """The top-k of a few queries by numpy alone: buckets, candidates and scores without numba.
 
 A single search touches a few dozen band rows and a few hundred signatures; what it
-costs a new process is not that work but loading numba (its import and compiler set-up,
-about half a second of CPU even when every kernel comes from the cache). So a few short
+costs a new process is not that work but loading numba (its import and the kernels' loads,
+about a third of a second of CPU even when every kernel comes from the cache). So a few short
 queries (``query/query_sign.py``) on segments whose rows can be read without a lock
 (a local segment's memory maps, or a segment held whole in memory:
 :meth:`..index.entries.SegmentEntry.band_chunks`) are answered here, with the same rules and

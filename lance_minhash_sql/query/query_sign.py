@@ -9,7 +9,7 @@ A search of one text needs one signature, which the numpy signer (``index/numpy_
 Lance's tokens, the shingles' XXH64, minima and band keys in numpy arithmetic, as
 docs/signatures.md defines them) gives bit-identical to the numba signer's
 (``index/sign.py``; the tests compare both with Lance), without loading numba, whose
-import and compiler set-up cost a new process about half a second even with every
+import and kernel loads cost a new process about a third of a second even with every
 kernel cached. Which engine signs is the search's engine policy (``query/engine.py``).
 """
 
