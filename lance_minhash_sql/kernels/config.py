@@ -124,7 +124,8 @@ class Kernel:
 def dispatcher_of(kernel):
     """numba's dispatcher of ``kernel`` (a placeholder, or already a dispatcher), made on
     first need: numba loaded (:func:`load_numba`), the dispatcher made, and put in place of
-    the placeholder in the package's modules that held it at the load."""
+    the placeholder in the module that declared it and the package's modules that held it
+    at the load (a module imported later keeps the placeholder, which forwards)."""
     if not isinstance(kernel, Kernel):
         return kernel
     with _LOCK:
@@ -136,7 +137,9 @@ def dispatcher_of(kernel):
                 made = numba_intrinsic(kernel.py_func)
             else:
                 made = numba.njit(**kernel.flags)(kernel.py_func)
-            for namespace, name in kernel.holders:
+            declaring = getattr(sys.modules.get(kernel.__module__), "__dict__", None) or {}
+            holders = kernel.holders + [(declaring, name) for name, value in list(declaring.items()) if value is kernel]
+            for namespace, name in holders:
                 if namespace.get(name) is kernel:
                     namespace[name] = made
             kernel.holders = []
@@ -146,12 +149,11 @@ def dispatcher_of(kernel):
 
 
 def njit(**flags):
-    """``numba.njit(**flags)``, deferred until numba is loaded (see the module doc)."""
+    """``numba.njit(**flags)``, deferred until the kernel is first called or a compilation
+    starts (see the module doc)."""
 
     def declare(func):
         with _LOCK:
-            if _numba is not None:
-                return _numba.njit(**flags)(func)
             kernel = Kernel(func, flags)
             DECLARED_KERNELS.append(kernel)
             return kernel
