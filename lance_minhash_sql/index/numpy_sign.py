@@ -42,8 +42,9 @@ from lance_minhash_sql.runtime.cache import StateAccount
 
 __all__ = ["NUMPY_SECONDS", "numpy_pays", "text_seconds", "band_key_seconds", "sign_numpy", "band_keys_numpy"]
 
-# the ski rental's account: seconds this process spent answering with numpy (signing and
-# the search's numpy engine, query/engine.py) while numba was not loaded
+# the ski rental's account: CPU seconds this process spent answering with numpy (signing and
+# the search's numpy engine, query/engine.py: each on its calling thread, timed by
+# time.thread_time, so a loaded machine's waits do not count) while numba was not loaded
 NUMPY_SECONDS = StateAccount("seconds spent on numpy instead of loading numba")
 
 _U48 = np.uint64(48)
