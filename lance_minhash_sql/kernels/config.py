@@ -26,10 +26,10 @@ slice assignment (``a[:n] = b[:n]`` pulls in numba's broadcasting code: seconds 
 fresh install). Each numpy constructor (``np.empty``, ``np.zeros``, ``np.full``,
 ``np.arange``) compiles once per dtype and dimension, so kernels share a few.
 
-**numba itself loads on the first kernel call, not on import.** Importing numba costs
-about a quarter of a second of CPU, and setting up its compiler as much again (its
-implementation registries, and scipy's BLAS bindings when scipy is installed), even when
-every kernel then comes from the cache. Kernels are declared with this module's
+**numba itself loads on the first kernel call, not on import.** Importing numba, and
+setting up its compiler (its implementation registries, and scipy's BLAS bindings when
+scipy is installed), cost a new process more CPU than signing a few thousand rows, even
+when every kernel then comes from the cache. Kernels are declared with this module's
 :func:`njit` and ``prange``: until some kernel is called they are :class:`Kernel`
 placeholders, so the package's modules import without numba, and a path that calls no
 kernel (a single search, see ``query/probe.py``; a small build, ``index/numpy_sign.py``)
@@ -90,7 +90,8 @@ prange = _Prange()
 
 
 class Kernel:
-    """A kernel declared before numba was loaded: its Python function and numba flags.
+    """A kernel declared here (:func:`njit`, or :func:`intrinsic` before numba is loaded)
+    until its dispatcher is made: its Python function and numba flags.
     Calling it (or asking numba's dispatcher for an attribute, such as ``signatures``)
     makes its dispatcher first (:func:`dispatcher_of`), loading numba if need be."""
 
@@ -190,8 +191,8 @@ def load_numba():
 
     A declared kernel's dispatcher is made when the kernel is first called or asked for one
     (:func:`dispatcher_of`): a process that loads its kernels from the cache makes the few
-    its calls use, not every kernel the package declares (making one costs about half a
-    millisecond). Intrinsics are made here (numba types them by identity), and every
+    its calls use, not every kernel the package declares (each one made is a cache locator
+    and its folder). Intrinsics are made here (numba types them by identity), and every
     kernel still without a dispatcher is made when a compilation starts
     (:class:`_CompileSetUp`), so the compiler sees dispatchers in every module, as numba's
     own decorator would have left them."""
@@ -238,10 +239,10 @@ class _CollectorPause:
     """Python's cyclic garbage collector off while a ``with`` block runs (back on after the
     last of the threads running such a block leaves it, if it was on when the first came in).
 
-    numba's import and set-up create some 10^5 objects that live as long as the process,
-    none of them garbage; with the collector on, its allocation counts start about 200
-    collections meanwhile, each walking the objects created so far (most of the set-up's
-    CPU beyond its imports). Nothing is lost by pausing: the next collection after the
+    numba's import and set-up create objects by the hundred thousand that live as long as
+    the process, none of them garbage; with the collector on, its allocation counts start
+    a collection every few hundred objects, each walking the youngest generations and
+    some all objects made so far. Nothing is lost by pausing: the next collection after the
     block finds whatever garbage the block left."""
 
     def __init__(self):
@@ -287,8 +288,8 @@ def _cache_loads_without_refresh() -> None:
 
     Before each load from the on-disk cache numba refreshes its typing and lowering
     registries (``numba/core/caching.py: Cache.load_overload`` calls the target context's
-    ``refresh()``): the first refresh imports and installs every implementation numba has,
-    about 0.1 s of CPU. Rebuilding cached machine code needs none of them, only numba's
+    ``refresh()``): the first refresh imports and installs every implementation numba has.
+    Rebuilding cached machine code needs none of them, only numba's
     runtime (NRT) compiled and its symbols known; a compilation refreshes the registries
     itself before it types anything (``numba/core/compiler.py: CompilerBase.__init__``).
     So the load initializes the runtime and reads the cache, as numba's own method does
