@@ -339,41 +339,61 @@ def ingest_oracle(corpus_uri: str, batch_uri: str, threshold: float, params, ver
 # --------------------------------------------------------------------------- star clustering
 
 
-def star_walk(sigs, comp, matched, min_eq):
+STAR_BUCKET_CENTERS = 16  # the centres a bucket lists (core/tuning.py: STAR_BUCKET_CENTERS)
+
+
+def _star_candidates(sigs, keys, i, centres, lists, min_eq):
+    """``[(equal values, centre)]`` of row ``i``: the centres listed under its band keys
+    (``lists``: key -> centres) with at least ``min_eq`` equal values, most equal values
+    first, ties to the earlier centre (``centres`` in walk order)."""
+    listed = {c for key in np.asarray(keys[i]).tolist() for c in lists.get(key, [])}
+    out = [(int((np.asarray(sigs[c]) == np.asarray(sigs[i])).sum()), c) for c in listed]
+    return sorted((x for x in out if x[0] >= min_eq), key=lambda x: (-x[0], centres.index(x[1])))
+
+
+def _star_centre(keys, i, centres, lists, most):
+    """Row ``i`` becomes a centre: listed under each of its keys whose list is shorter
+    than ``most``."""
+    centres.append(i)
+    for key in np.asarray(keys[i]).tolist():
+        if len(lists.setdefault(key, [])) < most:
+            lists[key].append(i)
+
+
+def star_walk(sigs, keys, comp, min_eq, most=STAR_BUCKET_CENTERS):
     """``(twin, eq)`` of the star walk of ``kernels/star.py`` (the rule of
-    ``selfjoin/star.py``), longhand: row by row, each row not ``matched`` joins the first
-    earlier centre of its own component (``comp``) sharing at least ``min_eq`` values, or
-    becomes a centre; ``-1`` and ``0`` for a centre or a matched row."""
-    sigs = np.asarray(sigs)
-    twin, eq, centres = [-1] * len(comp), [0] * len(comp), {}
+    ``selfjoin/star.py``), longhand: row by row, each bucket (band key, ``keys``) of a
+    component (``comp``) listing its first ``most`` centres, a row's twin is the centre
+    listed in its buckets with the most equal values (at least ``min_eq``), ties to the
+    centre first in the walk; a row with none becomes a centre (``-1`` and ``0``)."""
+    twin, eq, walked = [-1] * len(comp), [0] * len(comp), {}
     for i in range(len(comp)):
-        if matched[i]:
-            continue
-        mine = centres.setdefault(int(comp[i]), [])
-        same = (sigs[mine] == sigs[i]).sum(axis=1)  # equal values with each centre, in walk order
-        first = np.flatnonzero(same >= min_eq)
-        if first.size:
-            twin[i], eq[i] = mine[first[0]], int(same[first[0]])
+        centres, lists = walked.setdefault(int(comp[i]), ([], {}))
+        found = _star_candidates(sigs, keys, i, centres, lists, min_eq)
+        if found:
+            eq[i], twin[i] = found[0]
         else:
-            mine.append(i)
+            _star_centre(keys, i, centres, lists, most)
     return twin, eq
 
 
-def star_walk_exact(sets, comp, matched, threshold):
-    """``twin`` of the exact star walk, longhand over Python sets: the first earlier centre
-    of the row's component whose Jaccard reaches ``threshold`` (an empty set matches
-    nothing and is a centre)."""
-    twin, centres = [-1] * len(comp), {}
+def star_walk_exact(sets, sigs, keys, comp, min_eq, threshold, most=STAR_BUCKET_CENTERS):
+    """``twin`` of the exact star walk, longhand over Python sets: the candidates of
+    :func:`star_walk` (``min_eq``: the estimate floor) tried most equal values first, the
+    first whose Jaccard reaches ``threshold`` (an empty set passes nothing; a row with an
+    empty set is a centre, listed nowhere)."""
+    twin, walked = [-1] * len(comp), {}
     for i in range(len(comp)):
-        if matched[i]:
+        centres, lists = walked.setdefault(int(comp[i]), ([], {}))
+        if not sets[i]:
+            centres.append(i)
             continue
-        mine = centres.setdefault(int(comp[i]), [])
-        for c in mine:
-            if sets[i] and sets[c] and len(sets[i] & sets[c]) / len(sets[i] | sets[c]) >= threshold:
+        for _, c in _star_candidates(sigs, keys, i, centres, lists, min_eq):
+            if sets[c] and len(sets[i] & sets[c]) / len(sets[i] | sets[c]) >= threshold:
                 twin[i] = c
                 break
         else:
-            mine.append(i)
+            _star_centre(keys, i, centres, lists, most)
     return twin
 
 
@@ -410,15 +430,15 @@ def star_twins(uri: str, threshold: float, params, key, column: str = "text") ->
     """``{rowid: twin rowid or None}`` of every row of star clustering (``selfjoin/star.py``)
     at ``threshold``: the components of :func:`oracle_pairs` (scipy), each walked in the
     keep order ``key`` (a sort key of a row id) by :func:`star_walk` over the rows'
-    signatures."""
-    rowids, sigs, _, _, _ = signed(uri, params, column)
+    signatures and band keys."""
+    rowids, sigs, keys, _, _ = signed(uri, params, column)
     sig = dict(zip(rowids.tolist(), sigs))
+    band = dict(zip(rowids.tolist(), keys))
     pairs = oracle_pairs(uri, threshold, params, column)
     members: dict = {}
     for r, c in components([x for p in pairs for x in p], list(pairs)).items():
         members.setdefault(c, []).append(r)
     walk = [r for group in members.values() for r in sorted(group, key=key)]
     comp = [c for c, group in enumerate(members.values()) for _ in group]
-    twin, _ = star_walk(np.array([sig[r] for r in walk]).reshape(len(walk), -1), comp, [False] * len(walk),
-                        min_equal(threshold, params.num_hashes))
+    twin, _ = star_walk([sig[r] for r in walk], [band[r] for r in walk], comp, min_equal(threshold, params.num_hashes))
     return {r: None if t < 0 else walk[t] for r, t in zip(walk, twin)}

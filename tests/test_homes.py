@@ -70,11 +70,12 @@ def test_sorted_unique():
 
 def test_each_rule_is_chosen_in_one_home():
     """The candidate floor (the estimate a candidate must reach to be verified) is chosen
-    by core/banding.py: candidate_floor alone, its margin written once; star's "first
-    center wins" is kernels/star.py: _first_similar, which its four kernels call."""
+    by core/banding.py: candidate_floor alone, its margin written once; star's choice of
+    a twin among a member's candidates is kernels/star.py: _twin_of, which its two walking
+    kernels call."""
     assert defined("candidate_floor") == {"core/banding.py"}
     assert where(r"VERIFY_SIGMAS \*") == {"core/banding.py"}
     assert where(r"exact_candidate_floor\([^)]*\) if ") == {"core/banding.py"}  # no caller chooses again
-    assert defined("_first_similar") == {"kernels/star.py"}
+    assert defined("_twin_of") == {"kernels/star.py"}
     star = sources()["kernels/star.py"]
-    assert star.count("_first_similar(") == 5 and "break" not in star  # its definition and the four kernels' calls
+    assert star.count("_twin_of(") == 3 and "break" not in star  # its definition and the two kernels' calls

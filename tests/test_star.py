@@ -21,6 +21,7 @@ from test_pairs import signed
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
+from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import vocabulary
@@ -82,6 +83,13 @@ def similar(sig, a, b) -> bool:
     return int((sig[a] == sig[b]).sum()) >= min_matches(T, PARAMS.num_hashes)
 
 
+@pytest.fixture(scope="module")
+def bands(starred):
+    """``{row id: set of its band keys}``."""
+    rowids, _, keys, _, _ = signed(starred)
+    return {int(r): set(k.tolist()) for r, k in zip(rowids, keys)}
+
+
 def sim(sig, a, b) -> float:
     return float(np.float32(int((sig[a] == sig[b]).sum())) / np.float32(PARAMS.num_hashes))
 
@@ -135,7 +143,11 @@ def test_star_equals_the_longhand_walk(starred, rows, policy, self_join_budget):
 
 
 @pytest.mark.parametrize("policy", ["first", "longest", "quality DESC"])
-def test_every_dropped_row_has_a_similar_kept_twin_and_kept_rows_are_apart(starred, rows, policy):
+def test_every_dropped_row_has_a_similar_kept_twin_and_kept_rows_are_apart(starred, rows, bands, policy):
+    """Every dropped row's twin is kept, first in keep order, shares a band with it and is
+    similar (the most similar such kept row); no kept row shares a band with an earlier kept
+    row of its component and is similar to it (no bucket of this corpus holds the 16
+    centres a bucket lists: tests/test_star_walk.py checks the cap)."""
     sig, text, quality = rows
     got = keep_flags(starred, "text", T, clustering="star", **policy_kw(policy)).to_pydict()
     keep = dict(zip(got["_rowid"], got["keep"]))
@@ -150,12 +162,16 @@ def test_every_dropped_row_has_a_similar_kept_twin_and_kept_rows_are_apart(starr
             continue
         dropped += 1
         assert keep[twin] and cluster[r] == twin and component[twin] == component[r]
-        assert key(twin) < key(r)  # the twin comes first in keep order
+        assert key(twin) < key(r) and bands[r] & bands[twin]  # the twin comes first in keep order, in a band
         assert s == sim(sig, r, twin) >= T  # recomputed from the signatures
+        rivals = [c for c, k in keep.items() if k and component[c] == component[r] and key(c) < key(r)
+                  and bands[r] & bands[c]]
+        assert s == max(sim(sig, r, c) for c in rivals)
     assert dropped > 50
     kept = {}
     for r in sorted((r for r in keep if keep[r]), key=key):
-        assert not any(similar(sig, r, c) for c in kept.get(component[r], [])), "a kept row duplicates an earlier one"
+        assert not any(similar(sig, r, c) and bands[r] & bands[c] for c in kept.get(component[r], [])), \
+            "a kept row duplicates an earlier one"
         kept.setdefault(component[r], []).append(r)
     # the first row of each component in keep order is the row components keep
     assert {r for r, k in zip(comp["_rowid"], comp["keep"]) if k} == {v[0] for v in kept.values()}
@@ -290,11 +306,13 @@ def test_one_text_many_times_keeps_one_row(tmp_path):
 
 
 @pytest.mark.parametrize("policy", ["first", "longest"])
-def test_exact_twins_reach_the_threshold_by_exact_jaccard(starred, rows, policy, self_join_budget):
+def test_exact_twins_reach_the_threshold_by_exact_jaccard(starred, rows, bands, policy, self_join_budget):
     """verify='exact': every dropped row's exact Jaccard to its twin (lance.tokenize, Python
     sets) reaches the threshold and is the reported twin_jaccard; no kept row reaches it
-    with a kept row before it in its cluster."""
+    with a kept row before it in its component that shares a band with it and whose
+    estimate reaches the floor."""
     sig, text, quality = rows
+    floor = min_matches(candidate_floor(T, PARAMS.num_hashes, "exact"), PARAMS.num_hashes)
     got = keep_flags(starred, "text", T, clustering="star", verify="exact", **policy_kw(policy)).to_pydict()
     key = KEYS[policy](text, quality)
     keep = dict(zip(got["_rowid"], got["keep"]))
@@ -314,7 +332,8 @@ def test_exact_twins_reach_the_threshold_by_exact_jaccard(starred, rows, policy,
     kept: dict = {}
     for r in sorted((r for r in keep if keep[r]), key=key):
         for c in kept.get(component[r], []):
-            assert exact_jaccard(text[r], text[c], PARAMS) < T
+            if bands[r] & bands[c] and int((sig[r] == sig[c]).sum()) >= floor:
+                assert exact_jaccard(text[r], text[c], PARAMS) < T
         kept.setdefault(component[r], []).append(r)
     assert any(len(v) > 1 for v in kept.values()), "some component keeps several rows"
     assert keep_flags(starred, "text", T, clustering="star", verify="exact", **policy_kw(policy)).to_pydict() == got

@@ -16,7 +16,7 @@ import naive
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.faces.corpus import write_corpus
-from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
+from lance_minhash_sql.kernels.star import block_keys, star_match, star_walk
 from lance_minhash_sql.selfjoin import verify as verify_mod
 from lance_minhash_sql.selfjoin import star as star_mod
 from lance_minhash_sql.selfjoin.clusters import linked_components
@@ -33,69 +33,181 @@ def _csr(sets: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------------------- ties at the threshold
 
+NO_SETS = np.zeros(3, dtype=np.int64), np.empty(0, dtype=np.uint64)
 
-def test_a_member_sharing_exactly_min_eq_values_is_a_twin_in_the_walk_and_the_match():
-    sigs = np.array([[1, 2, 3, 4], [1, 2, 3, 9]], dtype=np.uint16)  # 3 of 4 equal: exactly min_eq
-    comp = np.zeros(2, dtype=np.int64)
-    twin, eq = star_walk(sigs, comp, np.zeros(2, dtype=np.bool_), np.int64(3))
+
+def _walk(sigs, keys, comp, min_eq, sets=None, threshold=0.0, before=None, listed=None, most=16):
+    """The kernel's walk of one chunk (no earlier chunk unless ``before`` and ``listed``):
+    ``(twin, eq, jaccard, listed)``."""
+    offsets, hashes = _csr([list(x) for x in sets]) if sets is not None else (np.zeros(len(comp) + 1, np.int64),
+                                                                           np.empty(0, np.uint64))
+    before = np.full(len(comp), -1, dtype=np.int64) if before is None else before
+    listed = np.zeros(np.shape(keys), dtype=np.int64) if listed is None else listed
+    return star_walk(np.asarray(sigs, np.uint16), np.asarray(keys, np.uint64), offsets, hashes,
+                     np.asarray(comp, np.int64), before, listed, np.int64(most), np.int64(min_eq), float(threshold),
+                     sets is not None)
+
+
+def _match(sigs, keys, n, c_sigs, c_keys, base, min_eq, sets=None, c_sets=None, threshold=0.0, state=None,
+           c_listed=None):
+    """The kernel's match of members ``0 .. n - 1`` against one block of centres (listed
+    under every key unless ``c_listed``): ``(twin, eq, jaccard, listed)``, updated in
+    ``state`` when given."""
+    m = len(sigs)
+    offsets, hashes = _csr([list(x) for x in sets]) if sets is not None else (np.zeros(m + 1, np.int64),
+                                                                           np.empty(0, np.uint64))
+    c_off, c_hash = _csr([list(x) for x in c_sets]) if c_sets is not None else (np.zeros(len(c_sigs) + 1, np.int64),
+                                                                             np.empty(0, np.uint64))
+    state = state if state is not None else (np.full(m, -1, np.int64), np.zeros(m, np.int64), np.full(m, np.nan),
+                                             np.zeros(np.shape(keys), np.int64))
+    c_listed = np.ones(np.shape(c_keys), np.uint8) if c_listed is None else c_listed
+    sorted_keys, centre = block_keys(np.asarray(c_keys, np.uint64), c_listed)
+    star_match(np.asarray(sigs, np.uint16), np.asarray(keys, np.uint64), offsets, hashes, n,
+               np.asarray(c_sigs, np.uint16), sorted_keys, centre, c_off, c_hash, np.int64(base), np.int64(min_eq),
+               float(threshold), sets is not None, *state)
+    return state
+
+
+def test_a_member_sharing_exactly_min_eq_values_and_a_band_is_a_twin_in_the_walk_and_the_match():
+    sigs = [[1, 2, 3, 4], [1, 2, 3, 9]]  # 3 of 4 equal: exactly min_eq
+    twin, eq, _, _ = _walk(sigs, [[1, 2], [3, 2]], [0, 0], 3)
     assert twin.tolist() == [-1, 0] and eq.tolist() == [0, 3]
-    twin = np.full(1, -1, dtype=np.int64)
-    eq = np.zeros(1, dtype=np.int64)
-    star_match(sigs[1:], 1, sigs[:1], np.int64(5), np.int64(3), twin, eq)
-    assert twin.tolist() == [5] and eq.tolist() == [3]
+    twin, eq, _, listed = _match(sigs[1:], [[3, 2]], 1, sigs[:1], [[1, 2]], 5, 3)
+    assert twin.tolist() == [5] and eq.tolist() == [3] and listed.tolist() == [[0, 1]]
+
+
+def test_a_similar_centre_sharing_no_band_is_no_twin():
+    sigs = [[1, 2, 3, 4], [1, 2, 3, 4]]
+    assert _walk(sigs, [[1, 2], [3, 4]], [0, 0], 3)[0].tolist() == [-1, -1]
+    assert _match(sigs[1:], [[3, 4]], 1, sigs[:1], [[1, 2]], 0, 3)[0].tolist() == [-1]
+
+
+def test_the_most_similar_centre_is_the_twin_ties_to_the_earlier():
+    """Rows 0 and 1 share no band: two centres; 4 shares a band with both, 0 values with 0
+    and 4 with 1: its twin is 1; 5 shares 2 values and a band with each: the earlier, 0."""
+    sigs = [[1, 1, 1, 1], [2, 2, 2, 2], [1, 1, 1, 5], [2, 2, 2, 6]]
+    keys = [[1, 2], [3, 4], [1, 9], [3, 8]]
+    twin, eq, _, _ = _walk(sigs + [[2, 2, 2, 2], [1, 1, 2, 2]], keys + [[2, 3], [1, 4]], [0] * 6, 2)
+    assert twin.tolist() == [-1, -1, 0, 1, 1, 0] and eq.tolist() == [0, 0, 3, 3, 4, 2]
+    assert twin.tolist() == naive.star_walk(np.array(sigs + [[2, 2, 2, 2], [1, 1, 2, 2]]),
+                                            np.array(keys + [[2, 3], [1, 4]]), [0] * 6, 2)[0]
 
 
 def test_a_member_at_exactly_the_jaccard_threshold_is_a_twin_in_the_exact_walk_and_match():
-    offsets, hashes = _csr([[1, 2, 3, 4], [1, 2, 3, 5]])  # Jaccard 3 / 5, the threshold itself
-    sigs = np.zeros((2, 4), dtype=np.uint16)
-    comp = np.zeros(2, dtype=np.int64)
-    twin, _, jac = star_walk_exact(sigs, offsets, hashes, comp, np.zeros(2, dtype=np.bool_), 3 / 5)
+    sets = [[1, 2, 3, 4], [1, 2, 3, 5]]  # Jaccard 3 / 5, the threshold itself
+    sigs, keys = [[0, 0], [0, 0]], [[7], [7]]
+    twin, _, jac, _ = _walk(sigs, keys, [0, 0], 0, sets, 3 / 5)
     assert twin.tolist() == [-1, 0] and jac[1] == 3 / 5
-    twin = np.full(1, -1, dtype=np.int64)
-    eq = np.zeros(1, dtype=np.int64)
-    jac = np.full(1, np.nan)
-    m_off, m_hash = _csr([[1, 2, 3, 5]])
-    c_off, c_hash = _csr([[1, 2, 3, 4]])
-    star_match_exact(sigs[1:], m_off, m_hash, 1, sigs[:1], c_off, c_hash, np.int64(0), 3 / 5, twin, eq, jac)
+    twin, _, jac, _ = _match(sigs[1:], keys[1:], 1, sigs[:1], keys[:1], 0, 0, sets[1:], sets[:1], 3 / 5)
     assert twin.tolist() == [0] and jac[0] == 3 / 5
+
+
+def test_exact_tries_the_next_candidate_when_the_most_similar_fails():
+    """Centres 0 (estimate 4 of 4 with member 2, Jaccard 0) and 1 (3 of 4, Jaccard 1): the
+    exact twin is 1, with its equal values."""
+    sigs = [[1, 2, 3, 4], [1, 2, 3, 9], [1, 2, 3, 4]]
+    sets = [{1, 2}, {5, 6}, {5, 6}]
+    twin, eq, jac, _ = _walk(sigs, [[1], [1], [1]], [0, 0, 0], 2, sets, 0.8)
+    assert twin.tolist() == [-1, -1, 1] and eq[2] == 3 and jac[2] == 1.0
+    assert twin.tolist() == naive.star_walk_exact(sets, np.array(sigs), np.array([[1]] * 3), [0] * 3, 2, 0.8)
 
 
 # --------------------------------------------------------------------------- centres per component
 
 
+def test_a_bucket_lists_its_first_centres_only():
+    """Three unrelated centres in one bucket listing two: a copy of the third is compared
+    with the first two only, and is a centre; under a cap of three it is the third's twin."""
+    sigs = [[1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3], [3, 3, 3, 3]]
+    keys = [[7]] * 4
+    twin, _, _, listed = _walk(sigs, keys, [0] * 4, 3, most=2)
+    assert twin.tolist() == [-1, -1, -1, -1] == naive.star_walk(np.array(sigs), np.array(keys), [0] * 4, 3, 2)[0]
+    assert listed[:, 0].tolist() == [1, 1, 0, 0]
+    assert _walk(sigs, keys, [0] * 4, 3, most=3)[0].tolist() == [-1, -1, -1, 2]
+    # the same cut in two chunks: the first chunk's listed centres count against the cap
+    state = _match(sigs[2:], keys[2:], 2, sigs[:2], keys[:2], 0, 3)
+    assert state[3].tolist() == [[2], [2]]
+    assert _walk(sigs[2:], keys[2:], [0, 0], 3, before=np.full(2, -1), listed=state[3], most=2)[0].tolist() == [-1, -1]
+
+
 def test_a_chunk_forgets_the_centres_of_the_component_before():
     """Two identical rows of two components in one chunk: two centres, by both walks."""
-    sigs = np.array([[1, 2, 3, 4]] * 2, np.uint16)
-    comp, matched = np.array([0, 1]), np.zeros(2, bool)
-    twin, eq = star_walk(sigs, comp, matched, np.int64(3))
-    assert twin.tolist() == [-1, -1] == naive.star_walk(sigs, comp, matched, 3)[0]
-    offsets, hashes = _csr([[1, 2, 3], [1, 2, 3]])
-    twin, _, _ = star_walk_exact(sigs, offsets, hashes, comp, matched, 0.5)
-    assert twin.tolist() == [-1, -1] == naive.star_walk_exact([{1, 2, 3}] * 2, comp, matched, 0.5)
+    sigs, keys, comp = [[1, 2, 3, 4]] * 2, [[1, 2]] * 2, [0, 1]
+    twin = _walk(sigs, keys, comp, 3)[0]
+    assert twin.tolist() == [-1, -1] == naive.star_walk(np.array(sigs), np.array(keys), comp, 3)[0]
+    twin = _walk(sigs, keys, comp, 3, [{1, 2, 3}] * 2, 0.5)[0]
+    assert twin.tolist() == [-1, -1] == naive.star_walk_exact([{1, 2, 3}] * 2, np.array(sigs), np.array(keys), comp,
+                                                             3, 0.5)
+
+
+def _random_chunk(seed: int, n: int = 300):
+    rng = np.random.default_rng(seed)
+    sigs = rng.integers(0, 3, (n, 8)).astype(np.uint16)
+    keys = (np.arange(4, dtype=np.uint64) << np.uint64(56)) + rng.integers(0, 3, (n, 4)).astype(np.uint64)
+    comp = np.sort(rng.integers(0, 12, n))
+    sets = [set(rng.choice(12, int(rng.integers(0, 8)), replace=False).tolist()) for _ in range(n)]
+    return sigs, keys, comp, sets
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_walks_equal_the_longhand_walk(seed):
-    """Random chunks of several components, some rows matched already: both walks give
-    the twins (and equal counts, and Jaccards) of tests/naive.py's walk."""
-    rng = np.random.default_rng(seed)
-    n = 300
-    sigs = rng.integers(0, 3, (n, 8)).astype(np.uint16)
-    comp = np.sort(rng.integers(0, 12, n))
-    matched = rng.random(n) < 0.1
-    twin, eq = star_walk(sigs, comp, matched, np.int64(5))
-    want_twin, want_eq = naive.star_walk(sigs, comp, matched, 5)
+    """Random chunks of several components, band keys shared in part: both walks give the
+    twins (and equal counts, and Jaccards) of tests/naive.py's walk."""
+    sigs, keys, comp, sets = _random_chunk(seed)
+    n = comp.size
+    most = 2 + seed  # a few centres a bucket: the caps are reached
+    twin, eq, _, _ = _walk(sigs, keys, comp, 5, most=most)
+    want_twin, want_eq = naive.star_walk(sigs, keys, comp, 5, most)
     assert twin.tolist() == want_twin and eq.tolist() == want_eq
     assert 20 < (twin >= 0).sum() < n - 20  # twins and centres both
-    sets = [set(rng.choice(12, int(rng.integers(0, 8)), replace=False).tolist()) for _ in range(n)]
-    offsets, hashes = _csr([list(x) for x in sets])
-    twin, eq, jac = star_walk_exact(sigs, offsets, hashes, comp, matched, 0.5)
-    assert twin.tolist() == naive.star_walk_exact(sets, comp, matched, 0.5)
+    assert want_twin != naive.star_walk(sigs, keys, comp, 5, n)[0]  # the cap changes some twins
+    twin, eq, jac, _ = _walk(sigs, keys, comp, 3, sets, 0.5, most=most)
+    assert twin.tolist() == naive.star_walk_exact(sets, sigs, keys, comp, 3, 0.5, most)
     assert 20 < (twin >= 0).sum() < n - 20
     has = twin >= 0
     assert jac[has].tolist() == [len(sets[i] & sets[j]) / len(sets[i] | sets[j]) for i, j in
                                  zip(np.flatnonzero(has), twin[has])]
     assert eq[has].tolist() == [int((sigs[i] == sigs[j]).sum()) for i, j in zip(np.flatnonzero(has), twin[has])]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_component_split_into_chunks_and_blocks_walks_as_one(seed, exact):
+    """One component cut into chunks: each chunk matched against the earlier chunks'
+    centres (one block per chunk, in walk order), then walked with those twins: the twins
+    and equal counts of one walk over the whole component."""
+    sigs, keys, _, sets = _random_chunk(seed, 200)
+    comp = np.zeros(200, dtype=np.int64)
+    min_eq, threshold = (3, 0.5) if exact else (5, 0.0)
+    sets = sets if exact else None
+    most = 3
+    whole_twin, whole_eq, _, _ = _walk(sigs, keys, comp, min_eq, sets, threshold, most=most)
+    cuts = [0, 37, 38, 90, 200]
+    twin = np.full(200, -1, dtype=np.int64)
+    eq = np.zeros(200, dtype=np.int64)
+    blocks: list = []  # (centres, their listed keys)
+    for a, b in zip(cuts, cuts[1:]):
+        m = b - a
+        state = (np.full(m, -1, np.int64), np.zeros(m, np.int64), np.full(m, np.nan), np.zeros((m, 4), np.int64))
+        base = 0
+        for block, listed in blocks:
+            _match(sigs[a:b], keys[a:b], m, sigs[block], keys[block], base, min_eq,
+                   None if sets is None else sets[a:b], None if sets is None else [sets[c] for c in block],
+                   threshold, state, listed)
+            base += len(block)
+        flat = [c for block, _ in blocks for c in block]
+        got = state[0] >= 0
+        twin[a:b][got] = np.array(flat, dtype=np.int64)[state[0][got]] if flat else []
+        eq[a:b][got] = state[1][got]
+        t_in, e_in, _, listed = _walk(sigs[a:b], keys[a:b], comp[a:b], min_eq, None if sets is None else sets[a:b],
+                                      threshold, np.where(got, state[1], -1), state[3], most)
+        inside = t_in >= 0
+        twin[a:b][inside] = a + t_in[inside]
+        eq[a:b][inside] = e_in[inside]
+        new = np.flatnonzero(~got & ~inside)
+        blocks.append(([a + i for i in new], listed[new]))
+    assert twin.tolist() == whole_twin.tolist() and eq.tolist() == whole_eq.tolist()
+    assert 20 < (twin >= 0).sum() < 180
 
 
 @pytest.fixture(scope="module")
@@ -201,10 +313,11 @@ def test_star_holds_its_centres_within_a_quarter_of_the_budget(unrelated, monkey
     twin, _, _ = star_mod.star_twins(unrelated, 0.8, rowid, cluster, np.arange(rowid.size), "estimate", limit)
     chunks = star_mod.STATS["chunks"] - chunks
     k = unrelated.params.num_hashes
-    assert twin.tolist() == naive.star_walk(sigs, np.zeros(rowid.size), np.zeros(rowid.size, bool),
-                                            naive.min_equal(0.8, k))[0]
+    keys = naive.signed(unrelated.uri, unrelated.params)[2]
+    assert twin.tolist() == naive.star_walk(sigs, keys, np.zeros(rowid.size), naive.min_equal(0.8, k))[0]
     centres = int((twin < 0).sum())
-    added = centres * (8 + 2 * k + 8) + 8 * chunks  # each centre's position, signature and offset; a block's end
+    b = unrelated.params.num_bands
+    added = centres * (8 + 2 * k + 12 * b + 8) + 8 * chunks  # each centre's position, signature, keys, offset
     assert added > 4 * QUARTER * limit  # the centres do not fit the share
     assert added - sum(spilled) <= QUARTER * limit + 8 * chunks
 

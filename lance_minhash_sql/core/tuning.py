@@ -218,6 +218,10 @@ TEXT_READER_BYTES = 32 << 20
 STAR_ROWS = 1 << 16
 STAR_CHUNK_SHARE = 0.25
 STAR_CENTERS_SHARE = 0.25
+# Centers a bucket lists in star's walk (the first in walk order): a member is compared
+# with at most num_bands times this many centers, as a link with at most MAX_REPS
+# representatives a bucket (selfjoin/links.py), whatever its component's size.
+STAR_BUCKET_CENTERS = 16
 
 # ----------------------------------------------- The self-join (selfjoin/bounded.py, shards.py, pairs.py, ...)
 SHARD_SHARE = 32  # a shard's band rows read at once: at most 1 / SHARD_SHARE of the budget

@@ -166,16 +166,18 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
       (:func:`.links.exact_links`);
     * ``clustering="star"`` (:mod:`.star`): :data:`DEDUP_STAR_SCHEMA`; each linked
       component is walked in keep order and a row is kept unless it is similar to a row
-      kept before it in its component; a dropped row's ``twin_rowid`` is the first such
-      kept row and ``twin_similarity`` their MinHash similarity (``>= threshold``); both
+      kept before it in its component that shares a band with it; a dropped row's
+      ``twin_rowid`` is the most similar such kept row (ties to the one kept first; the
+      rule: :mod:`.star`) and ``twin_similarity`` their MinHash similarity (``>= threshold``); both
       NULL for a kept row. A cluster is a star (:func:`.star.star_members`): one kept row
       and the rows dropped for it, ``cluster_id`` the kept row's id, ``cluster_size`` ``1 +``
       the rows dropped for it; a kept row nobody is dropped for is in no cluster (not
       listed). So each cluster keeps exactly one row, and these are the clusters of
       :func:`.clusters.clusters` with the same arguments (``keep="first"``). With
       ``verify="exact"``, *similar* is the exact shingle Jaccard reaching the threshold
-      (``twin_jaccard``, NULL otherwise), over components linked down to the estimate
-      floor of :func:`lance_minhash_sql.core.banding.exact_candidate_floor`.
+      (``twin_jaccard``, NULL otherwise; the twin the first such row tried, most similar
+      estimate first), over components linked down to the estimate floor of
+      :func:`lance_minhash_sql.core.banding.exact_candidate_floor`.
     """
     check_threshold(threshold)
     limit = memory_limit_bytes(memory_limit)

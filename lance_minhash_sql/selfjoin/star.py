@@ -8,17 +8,29 @@ decides, per component:
 
 1. its members are walked in the keep order (``keep``/``order_by`` of :mod:`.dedup`;
    lowest row id first for :func:`.clusters.clusters`);
-2. a member becomes a *center* (a kept row) unless it is similar to a center already
-   chosen; then it is dropped, and its twin is the first such center in the walk;
-3. "similar" is the verification of :func:`.pairs.pairs`: ``float32(eq) / float32(k) >=
-   threshold`` over the full signatures (``eq`` equal values, :func:`kernels.pairs.min_matches`).
+2. each bucket (a band key) of the component lists its first :data:`BUCKET_CENTERS` (16)
+   centers (kept rows) in the walk; a member's *candidates* are the centers listed in its
+   buckets (each an LSH candidate pair, as every pair the self-join verifies) whose
+   estimate reaches the threshold: ``float32(eq) / float32(k) >= threshold`` over the full
+   signatures (``eq`` equal values; :func:`.verify.candidate_matches`, the verification
+   of :func:`.pairs.pairs`);
+3. the candidates are tried most equal values first, ties to the center first in the
+   walk; the first that passes is the member's *twin* and the member is dropped; a member
+   with none becomes a center. Under the estimate every candidate passes, so the twin is
+   the most similar candidate.
 
-Guarantees: every dropped row's twin is kept and similar to it; no center is similar to
-an earlier center of its component; the first row of a component in keep order is always
-kept (so ``keep`` still chooses it); the answer depends only on the components and the
-keep order, not on the memory budget or threads. Cost: one comparison of ``k`` values per
-member and center of its component tried (members x centers at worst); a component of a
-million identical rows has one center and costs one comparison a member.
+Guarantees: every dropped row's twin is kept, shares a band with it and is similar to it;
+no kept row is similar to an earlier kept row of its component listed in one of its
+buckets (a kept row can duplicate an earlier one only when every bucket they share listed
+16 other centers first, as a link can be missed past :data:`.links.MAX_REPS`
+representatives); the first row of a component in keep order is always kept (so ``keep``
+still chooses it); the answer depends only on the components and the keep order, not on
+the memory budget or threads. Cost: per member, a look-up of each band key and at most
+``num_bands * 16`` comparisons of ``k`` values (:mod:`lance_minhash_sql.kernels.star`):
+what a member costs does not grow with its component; a component of a million identical
+rows has one center and costs one comparison a member. Two rows that are similar but
+share no band are not twins (they are no LSH candidate pair either: they are linked, if
+at all, through other rows).
 
 Signatures are those of the index: before the walk, the members' texts are fetched once,
 in row-id order in sequential runs, and signed again (bit-identical to the stored ones)
@@ -30,26 +42,29 @@ its members' from there.
 the components table and the result (a few integers per clustered row), the walk holds
 
 * the members' index (:data:`lance_minhash_sql.selfjoin.shingles.INDEX_BYTES` a member);
-* one chunk of members: their signatures and (``verify="exact"``) shingle sets, as many
-  members as :data:`CHUNK_SHARE` of the budget holds (each member's bytes known from the
-  index before it is gathered; one member at least), at most :data:`STAR_ROWS`;
-* the centers of the component being walked (their signatures, and shingle sets with
-  ``verify="exact"``), in blocks: held while they fit :data:`CENTERS_SHARE` of the
-  budget, the older blocks written to a private temp folder past that and read back
+* one chunk of members: their signatures, band keys, the hash table of the chunk's
+  centers' keys and (``verify="exact"``) shingle sets, as many members as
+  :data:`CHUNK_SHARE` of the budget holds (each member's bytes known from the index
+  before it is gathered; one member at least), at most :data:`STAR_ROWS`;
+* the centers of the component being walked (their signatures, band keys, and shingle
+  sets with ``verify="exact"``), in blocks: held while they fit :data:`CENTERS_SHARE` of
+  the budget, the older blocks written to a private temp folder past that and read back
   one block at a time for each chunk (:class:`_Centers`).
 
 A chunk's members are first matched against the earlier chunks' centers block by block
-in walk order (the first similar center wins, so blocks are read in the order they were
-written), then walked among themselves: the same twins as one walk over the whole
-component, whatever the chunks and blocks (``tests/test_star.py`` checks three budgets
-and a forced spill).
+in walk order (a block's twin replaces an earlier block's only with more equal values),
+then walked among themselves: the same twins as one walk over the whole component,
+whatever the chunks and blocks (``tests/test_star.py`` checks three budgets and a forced
+spill).
 
-``verify="exact"``: *similar* is the exact Jaccard of the two rows' shingle sets (same
-tokenizer and shingle size as the index) reaching the threshold, and the components are
-those of links verified down to :func:`lance_minhash_sql.core.banding.exact_candidate_floor`
-(:func:`.clusters.linked_components`), so pairs whose estimate fell just under the
-threshold can still be twins. Every dropped row's exact Jaccard to its twin then reaches
-the threshold.
+``verify="exact"``: a candidate's estimate need only reach
+:func:`lance_minhash_sql.core.banding.exact_candidate_floor`, and it passes when the exact
+Jaccard of the two rows' shingle sets (same tokenizer and shingle size as the index)
+reaches the threshold (an empty set passes nothing); the components are those of links
+verified down to that floor (:func:`.clusters.linked_components`), so pairs whose estimate
+fell just under the threshold can still be twins. Candidates are tried most equal values
+first, so most members settle on their first exact check. Every dropped row's exact
+Jaccard to its twin reaches the threshold.
 """
 
 from __future__ import annotations
@@ -65,16 +80,18 @@ from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly, sorted_uniq
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
 from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
+from lance_minhash_sql.core.tuning import STAR_BUCKET_CENTERS as BUCKET_CENTERS
 from lance_minhash_sql.core.tuning import STAR_ROWS
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.csr import csr_take
-from lance_minhash_sql.kernels.pairs import min_matches
-from lance_minhash_sql.kernels.star import star_match, star_match_exact, star_walk, star_walk_exact
+from lance_minhash_sql.kernels.star import TABLE_BYTES, block_keys, star_match, star_walk
 from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
+from lance_minhash_sql.selfjoin.verify import candidate_matches
 
-__all__ = ["STAR_ROWS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_members", "star_clusters"]
+__all__ = ["STAR_ROWS", "BUCKET_CENTERS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_members",
+           "star_clusters"]
 
 SPILL_PREFIX = "lance-minhash-star-"
 STATS = Counters("star clustering's chunks and spilled centers", "spilled_blocks", "chunks")
@@ -82,8 +99,10 @@ STATS = Counters("star clustering's chunks and spilled centers", "spilled_blocks
 
 class _Centers:
     """The centers of the component being walked, in walk order, as blocks ``(pos, sigs,
-    offsets, hashes)`` (``pos``: positions in the components table; ``offsets``/``hashes``
-    the shingle sets' CSR, empty without exact verification). Blocks are held while their
+    keys, center, offsets, hashes)`` (``pos``: positions in the components table;
+    ``keys``/``center`` their band keys as sorted ``(key, center)`` pairs,
+    :func:`kernels.star.block_keys`; ``offsets``/``hashes`` the shingle sets' CSR, empty
+    without exact verification). Blocks are held while their
     bytes fit ``held_bytes``; past that the oldest held blocks are written to a temp folder
     (made on the first spill, removed by :meth:`close`) and read back one at a time."""
 
@@ -101,10 +120,10 @@ class _Centers:
                 os.remove(b)
         self.comp, self.blocks, self.held = comp, [], 0
 
-    def add(self, pos, sigs, offsets, hashes) -> None:
+    def add(self, pos, sigs, keys, center, offsets, hashes) -> None:
         if pos.size == 0:
             return
-        block = (pos, sigs, offsets, hashes)
+        block = (pos, sigs, keys, center, offsets, hashes)
         self.blocks.append(block)
         self.held += _nbytes(block)
         for i, b in enumerate(self.blocks):
@@ -124,13 +143,13 @@ class _Centers:
         return path
 
     def __iter__(self):
-        """``(base, pos, sigs, offsets, hashes)`` of each block in walk order, ``base`` the
+        """``(base, pos, sigs, keys, center, offsets, hashes)`` of each block in walk order, ``base`` the
         index of its first center."""
         base = 0
         for b in self.blocks:
             if isinstance(b, str):
                 with NPY_HEADER_LOCK, np.load(b) as f:
-                    b = tuple(f[f"arr_{i}"] for i in range(4))
+                    b = tuple(f[f"arr_{i}"] for i in range(len(f.files)))
             yield base, *b
             base += b[0].size
 
@@ -144,11 +163,21 @@ def _nbytes(arrays) -> int:
     return sum(a.nbytes for a in arrays)
 
 
-def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: int, limit: int) -> np.ndarray:
+def _walk_bytes(num_bands: int) -> int:
+    """What the walk holds per member of a chunk beside its signature and set: its band
+    keys, the hash table of the chunk's centers (:data:`kernels.star.TABLE_BYTES` a band),
+    the counts and marks of the centers listed in its buckets, and five integers (its
+    twin, equal values, Jaccard, and the kernel's rank and mark)."""
+    return num_bands * (8 + TABLE_BYTES + 8 + 1) + 5 * 8
+
+
+def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: int, limit: int,
+           extra: int) -> np.ndarray:
     """The positions of the next chunk of the walk from ``order[start]``: as many members
-    as :data:`CHUNK_SHARE` of ``limit`` holds (at least one), at most :data:`STAR_ROWS`."""
+    as :data:`CHUNK_SHARE` of ``limit`` holds (at least one; each member's bytes and
+    ``extra``), at most :data:`STAR_ROWS`."""
     ahead = order[start:start + STAR_ROWS]
-    nbytes = np.cumsum(members.row_bytes(rowid[ahead]))
+    nbytes = np.cumsum(members.row_bytes(rowid[ahead]) + extra)
     return ahead[:max(1, int(np.searchsorted(nbytes, CHUNK_SHARE * limit, side="right")))]
 
 
@@ -164,22 +193,24 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
     (module doc). ``progress``: a bar of the rows walked."""
     k = opened.params.num_hashes
     exact = verify == "exact"
-    min_eq = np.int64(min_matches(threshold, k))
+    min_eq = np.int64(candidate_matches(threshold, k, verify))
     twin = np.full(rowid.size, -1, dtype=np.int64)
     eq = np.zeros(rowid.size, dtype=np.int64)
     jac = np.full(rowid.size, np.nan, dtype=np.float64)
     centers = _Centers(int(CENTERS_SHARE * limit))
     members = ShingleSets(opened, signatures=True, sets=exact)
+    extra = _walk_bytes(opened.params.num_bands)
     start = 0
     bar = progress_bar(progress, order.size, "star", unit="rows")
     try:
         members.fetch_rows(sorted_unique(rowid))
         while start < order.size:
-            pos = _chunk(members, rowid, order, start, limit)
+            pos = _chunk(members, rowid, order, start, limit, extra)
             start += pos.size
             STATS.add("chunks")
             comp = cluster[pos].astype(np.int64)
             sigs, offsets, hashes = members.gather(rowid[pos])
+            keys = readonly(members.signer.band_keys(sigs))
             offsets, hashes = readonly(offsets), readonly(hashes)
             if centers.comp != comp[0]:
                 centers.reset(comp[0])
@@ -187,23 +218,15 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
             t_out = np.full(pos.size, -1, dtype=np.int64)  # index among the earlier centers
             e_out = np.zeros(pos.size, dtype=np.int64)
             j_out = np.full(pos.size, np.nan, dtype=np.float64)
-            for base, c_pos, c_sigs, c_off, c_hash in centers:
-                before = t_out < 0
-                if exact:
-                    star_match_exact(sigs, offsets, hashes, n_first, c_sigs, c_off, c_hash, np.int64(base),
-                                     float(threshold), t_out, e_out, j_out)
-                else:
-                    star_match(sigs, n_first, c_sigs, np.int64(base), min_eq, t_out, e_out)
-                got = before & (t_out >= 0)
+            listed = np.zeros(keys.shape, dtype=np.int64)  # centers listed in each member's buckets before
+            for base, c_pos, c_sigs, c_keys, c_center, c_off, c_hash in centers:
+                star_match(sigs, keys, offsets, hashes, n_first, c_sigs, c_keys, c_center, c_off, c_hash,
+                           np.int64(base), min_eq, float(threshold), exact, t_out, e_out, j_out, listed)
+                got = (t_out >= base) & (t_out < base + c_pos.size)  # (a later block's twin has more equal values)
                 twin[pos[got]] = c_pos[t_out[got] - base]
-                if not (t_out[:n_first] < 0).any():
-                    break
             matched = t_out >= 0
-            if exact:
-                t_in, e_in, j_in = star_walk_exact(sigs, offsets, hashes, comp, matched, float(threshold))
-            else:
-                t_in, e_in = star_walk(sigs, comp, matched, min_eq)
-                j_in = j_out
+            t_in, e_in, j_in, listed = star_walk(sigs, keys, offsets, hashes, comp, np.where(matched, e_out, -1),
+                                                 listed, np.int64(BUCKET_CENTERS), min_eq, float(threshold), exact)
             inside = t_in >= 0
             twin[pos[inside]] = pos[t_in[inside]]
             eq[pos[matched]] = e_out[matched]
@@ -214,7 +237,8 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
             last = np.flatnonzero(~matched & ~inside & (comp == comp[-1]))
             if centers.comp != comp[-1]:
                 centers.reset(comp[-1])
-            centers.add(pos[last], sigs[last], *_subsets(offsets, hashes, last, exact))
+            centers.add(pos[last], sigs[last], *block_keys(keys[last], listed[last]),
+                        *_subsets(offsets, hashes, last, exact))
             if bar is not None:
                 bar.update(pos.size)
     finally:
