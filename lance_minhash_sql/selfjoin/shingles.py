@@ -85,9 +85,9 @@ class Snapshot(NamedTuple):
         return self.index.ids[positions]
 
 
-def _empty_index(sets: bool) -> Index:
+def _empty_index(counts: bool) -> Index:
     return Index(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
-                 np.empty((0, COUNT_BUCKETS if sets else 0), np.uint8))
+                 np.empty((0, COUNT_BUCKETS if counts else 0), np.uint8))
 
 
 class ShingleSets:
@@ -95,15 +95,16 @@ class ShingleSets:
     or a side of a cross-dataset join, ``selfjoin/join_sets.py``: its ``ds``, ``uri``,
     ``column`` and ``params`` are read) by row id, each row fetched and shingled once
     (module doc); with ``signatures`` their MinHash signatures too (signed from the same
-    texts: bit-identical to the index's), and without ``sets`` those alone. Call
-    :meth:`close` when done (the files go with the process anyway)."""
+    texts: bit-identical to the index's), and without ``sets`` those alone; without
+    ``counts`` the sets' bucket counts are not kept (star's walk does not read them).
+    Call :meth:`close` when done (the files go with the process anyway)."""
 
-    def __init__(self, opened, signatures: bool = False, sets: bool = True):
+    def __init__(self, opened, signatures: bool = False, sets: bool = True, counts: bool = True):
         self.opened = opened
         self.signer = signer_for(opened.params)
         self.k = opened.params.num_hashes
         self.with_sets = sets
-        self.index = _empty_index(sets)  # replaced whole under the lock, read whole without it
+        self.index = _empty_index(sets and counts)  # replaced whole under the lock, read whole without it
         self.values = AppendedValues(np.uint64)
         self.signatures = AppendedValues(np.uint16) if signatures else None
         self.lock = threading.Lock()
@@ -197,15 +198,19 @@ class ShingleSets:
                 first = self.values.append(hashes)
                 starts[s:s + n] = first + offsets[:-1]
                 ends[s:s + n] = first + offsets[1:]
-                counts[s:s + n] = bucket_counts(offsets, hashes)
+                if counts.shape[1]:
+                    counts[s:s + n] = bucket_counts(offsets, hashes)
             if self.signatures is not None:
                 sigs, _ = self.signer.sign(texts)
                 sig_rows[s:s + n] = self.signatures.append(sigs.reshape(-1)) // self.k + np.arange(n)
             del texts
         old = self.index
+        new = (missing, starts, ends, sig_rows, counts)
+        if old.ids.size == 0:  # the first fetch (a prefetch, star's members): the arrays as built, not copied
+            self.index = Index(*(readonly(v) for v in new))
+            return
         at = np.searchsorted(old.ids, missing)
-        self.index = Index(*(readonly(np.insert(a, at, v, axis=0))
-                             for a, v in zip(old, (missing, starts, ends, sig_rows, counts))))
+        self.index = Index(*(readonly(np.insert(a, at, v, axis=0)) for a, v in zip(old, new)))
 
     def held_bytes(self) -> int:
         """The bytes of the index in memory (the sets themselves are file pages)."""

@@ -41,7 +41,8 @@ its members' from there.
 **Memory** (the self-join's ``memory_limit``, :func:`.bounded.memory_limit_bytes`): beside
 the components table and the result (a few integers per clustered row), the walk holds
 
-* the members' index (:data:`lance_minhash_sql.selfjoin.shingles.INDEX_BYTES` a member);
+* the members' index (:data:`lance_minhash_sql.selfjoin.shingles.INDEX_BYTES` a member,
+  less the bucket counts, which the walk does not read);
 * one chunk of members: their signatures, band keys, the hash table of the chunk's
   centers' keys and (``verify="exact"``) shingle sets, as many members as
   :data:`CHUNK_SHARE` of the budget holds (each member's bytes known from the index
@@ -198,7 +199,7 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
     eq = np.zeros(rowid.size, dtype=np.int64)
     jac = np.full(rowid.size, np.nan, dtype=np.float64)
     centers = _Centers(int(CENTERS_SHARE * limit))
-    members = ShingleSets(opened, signatures=True, sets=exact)
+    members = ShingleSets(opened, signatures=True, sets=exact, counts=False)
     extra = _walk_bytes(opened.params.num_bands)
     start = 0
     bar = progress_bar(progress, order.size, "star", unit="rows")
