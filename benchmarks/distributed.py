@@ -214,7 +214,7 @@ def _shuffle(args, dist: str, warm: str, state: dict) -> None:
     if not args.shuffle_pairs_only:
         clusters_on_ray(warm, "text", 0.8)
     from lance_minhash_sql.core.sizes import format_bytes
-    from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+    from lance_minhash_sql.core.budget import memory_limit_bytes
 
     say(f"\nThe self-join as a shuffle ({'S3 test server' if args.s3 else 'local disk'}, "
         f"memory_limit={format_bytes(memory_limit_bytes(limit))} per task, and for one process), against one "

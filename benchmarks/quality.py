@@ -182,10 +182,10 @@ def run_dedup(uri: str, texts: Texts, threshold: float, clustering: str, verify:
     dropped[pos[drop]] = True
     clustered = rowid.size
     if clustering == "star":  # the rows of the components walked (the stars list fewer: docs/dedup-quality.md)
-        from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+        from lance_minhash_sql.core.budget import Budget
         from lance_minhash_sql.selfjoin.clusters import linked_components
 
-        clustered = linked_components(uri, "text", threshold, verify, memory_limit_bytes(None), None, "star").num_rows
+        clustered = linked_components(uri, "text", threshold, verify, Budget.parse(None), None, "star").num_rows
     return dict(wall=wall, cpu=cpu, clustered=clustered, dropped=int(drop.sum()), group=group, dropped_at=dropped,
                 est_ok=float((texts.estimate(a, b) >= threshold).mean()) if a.size else 1.0,
                 jac=texts.jaccard(a, b))

@@ -45,14 +45,15 @@ def child(mode: str, uri: str, memory_limit: str | None) -> dict:
     import pairs as bench_pairs
 
     from lance_minhash_sql.core.usage import cpu_seconds, peak_rss_mb
+    from lance_minhash_sql.core import budget
     from lance_minhash_sql.selfjoin import parent, pool
     from lance_minhash_sql.selfjoin.clusters import clusters
 
     bench_pairs.warm_kernels()
     if mode != "memory":
-        parent.PARENT_SHARE = 0
+        budget.PARENT_SHARE = 0
     if mode in ("spilled-min", "spilled-small"):
-        parent.SPILLED_PARENT_SHARE = 0
+        budget.SPILLED_PARENT_SHARE = 0
     if mode == "spilled-small":
         parent.BLOCK_BYTES = 64 << 10
     baseline = peak_rss_mb()

@@ -166,11 +166,12 @@ def self_join_budget(request, monkeypatch):
     and 64 GiB, where one group holds everything. The budget is the default the
     functions take when no ``memory_limit`` is given (Python, SQL and CLI alike); the
     answers must not change."""
+    from lance_minhash_sql.core import budget as core_budget
     from lance_minhash_sql.selfjoin import bounded
 
     if request.param == "spill":
-        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+        monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
         monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     elif request.param == "large":
-        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 64 << 30)
+        monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 64 << 30)
     return request.param

@@ -20,6 +20,8 @@ from naive import oracle_clusters
 from test_pairs import PARAMS, as_clusters, as_dict, components, oracle
 
 from lance_minhash_sql.indexer.builder import build_index
+from lance_minhash_sql.core import budget as core_budget
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import InvalidParameterError, LowRecallWarning, ResourceLimitError
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import generate_batches, write_corpus
@@ -53,21 +55,21 @@ def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus
     want_pairs, want_clusters = oracle(corpus, 0.8), oracle_clusters(corpus, "text", 0.8, PARAMS)
     for limit, shard_rows, mode in ((SPILL_BUDGET, 1024, "groups"), (128 << 10, 4096, "windows"),
                                     (64 << 30, 1024, "whole")):
-        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", limit)
+        monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", limit)
         monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", shard_rows)
-        shards = -(-4000 * 16 // bounded.shard_rows(limit))
+        shards = -(-4000 * 16 // bounded.shard_rows(Budget.of(limit)))
         reset_stats()
         assert as_dict(pairs(corpus, "text", 0.8)) == want_pairs
         assert as_clusters(clusters(corpus, "text", 0.8)) == want_clusters
         groups, streamed, held = pool.STATS["groups"], pool.STATS["streamed_shards"], pool.STATS["max_pool_rows"]
         if mode == "groups":
             assert 4 < groups < shards and streamed == 0
-            assert held <= bounded.pool_rows(limit, 128)
+            assert held <= bounded.pool_rows(Budget.of(limit), 128)
         elif mode == "windows":
             # pairs and clusters: the first band's shards alone, in windows; the later bands'
             # buckets mostly repeat the first's, and what is left of them may fit a pool
             assert streamed >= 2 and groups <= 2 * shards
-            assert held <= bounded.pool_rows(limit, 128)
+            assert held <= bounded.pool_rows(Budget.of(limit), 128)
         else:
             assert groups == 2 and streamed == 0  # one group each for pairs and clusters
 
@@ -76,7 +78,7 @@ def test_buckets_that_repeat_an_earlier_band_are_pruned_with_the_same_answers(co
     """Shards are taken band after band; a bucket whose docs are already one component
     (clusters) or all carry one pure bucket's label (pairs) is dropped before its
     signatures are read. Both prune on this corpus, and the answers stay the oracles'."""
-    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
     reset_stats()
     assert as_dict(pairs(corpus, "text", 0.8)) == oracle(corpus, 0.8)
     assert pool.STATS["pruned_rows"] > 0
@@ -273,7 +275,7 @@ def test_a_giant_bucket_keeps_every_representative(crowded, monkeypatch):
     want = oracle_clusters(crowded, "text", CROWD_T, PARAMS)
     assert want != oracle_clusters(crowded, "text", CROWD_T, PARAMS, reps=naive.REPS - 1) == {}
     monkeypatch.setattr(bounded, "MIN_WINDOW_ROWS", 20)
-    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 20 << 10)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 20 << 10)
     reset_stats()
     with pytest.warns(LowRecallWarning):
         got = as_clusters(clusters(crowded, "text", CROWD_T))
@@ -320,7 +322,7 @@ def test_memory_limit_errors_name_the_value_and_the_rule(corpus, bad, rule, sql_
 
 
 def test_clusters_say_when_the_budget_cannot_hold_their_components(corpus, monkeypatch):
-    monkeypatch.setattr(bounded, "MIN_SELF_JOIN_MEMORY", 1024)
+    monkeypatch.setattr(core_budget, "MIN_SELF_JOIN_MEMORY", 1024)
     with pytest.raises(ResourceLimitError, match=r"memory_limit=64 KiB .* too small for the clusters of the 4,000 "
                                                  r"rows .* raise memory_limit to at least"):
         clusters(corpus, "text", memory_limit="64KiB")

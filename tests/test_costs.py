@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lance_minhash_sql as lms
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.diagnostics.calibration import calibrate
 from lance_minhash_sql.diagnostics.costs import Rates, Work, project, work
 from lance_minhash_sql.diagnostics.workload import sampled_loads
@@ -86,7 +87,7 @@ def test_work_of_one_group_is_what_the_self_join_fetches(plain):
     _, _, keys, _, texts = naive.signed(plain, opened.params)
     loads = sampled_loads(opened, texts)
     n = len(texts)
-    w = work(opened, n, loads, 10.0, 0.0, 256 << 20)
+    w = work(opened, n, loads, 10.0, 0.0, Budget.of(256 << 20))
     STATS.reset()
     pairs = sum(b.num_rows for b in lms.pairs(plain, "text", 0.8, memory_limit="256MiB"))
     assert pairs > 0 and STATS["groups"] == 1
@@ -102,7 +103,7 @@ def test_work_under_a_small_budget_drops_the_labelled_buckets(plain):
     opened = open_index(plain, "text")
     _, _, keys, _, texts = naive.signed(plain, opened.params)
     loads = sampled_loads(opened, texts)
-    small = work(opened, len(texts), loads, 0.0, 0.0, 128 << 10)  # a pool of ~300 rows
+    small = work(opened, len(texts), loads, 0.0, 0.0, Budget.of(128 << 10))  # a pool of ~300 rows
     assert loads.kept_bands.sum() <= small.candidate_rows <= loads.bands.sum()
     assert small.candidate_rows < loads.bands.sum()
     assert small.fetched_rows == small.candidate_rows > np.count_nonzero(loads.bands)
@@ -115,7 +116,7 @@ def test_work_under_a_small_budget_drops_the_labelled_buckets(plain):
 @pytest.mark.parametrize("verify", ["estimate", "exact"])
 def test_calibration_measures_every_step(plain, verify):
     opened = open_index(plain, "text")
-    r = calibrate(opened, 0.7, verify, 256 << 20)
+    r = calibrate(opened, 0.7, verify, Budget.of(256 << 20))
     for name in ("candidate_row", "fetched_row", "group_fetch", "visit", "bucket_row", "pair", "exact_pair"):
         assert 0 <= getattr(r, name) < 1.0, (name, r)  # CPU seconds per unit: a rate, never negative
     assert r.band_row > 0 and r.parallel > 0
@@ -133,7 +134,7 @@ def test_calibration_times_each_class_of_bucket_size(plain):
     opened = open_index(plain, "text")
     _, _, keys, _, texts = naive.signed(plain, opened.params)
     loads = sampled_loads(opened, texts[:500])
-    r = calibrate(opened, 0.7, "estimate", 256 << 20, loads, [0.7, 0.9])
+    r = calibrate(opened, 0.7, "estimate", Budget.of(256 << 20), loads, [0.7, 0.9])
     assert [t for t, _ in r.by_threshold] == [0.7, 0.9]
     found = np.zeros(8, dtype=bool)
     sizes = np.array([d.size for d in loads.bucket_docs])
@@ -151,7 +152,7 @@ def test_projection_prices_each_step():
                   exact_pair=6e-9, exact_row=9e-9, parallel=2.0)
     w = Work(band_rows=1e6, candidate_rows=1e5, fetched_rows=1e4, groups=3, visits=1e7, pairs=1e3, exact_pairs=1e2,
              exact_rows=1e3, shingle_bytes=5e5)
-    p = project(w, rates, 1000, 256 << 20)
+    p = project(w, rates, 1000, Budget.of(256 << 20))
     serial = 3e-5 + 2.1e-2  # the groups' pools filled, on the self-join's own thread
     threads = 1e-3 + 2e-4 + 4e-2 + 8e-4 + 5e-6 + 6e-7 + 9e-6
     assert p.cpu_seconds == pytest.approx(threads + serial)
@@ -160,9 +161,9 @@ def test_projection_prices_each_step():
     # with a rate per class of bucket size (kept buckets, then the others): the visits of
     # each class at its rate, in place of the visits', candidate band rows' and pairs' rates
     by_class = Rates(**{**rates.__dict__, "by_threshold": ((0.8, (1e-9, 2e-9, 3e-9, 4e-9, 5e-9, 6e-9, 7e-9, 8e-9)),)})
-    assert by_class.at(0.9).class_visit == () and project(w, by_class.at(0.9), 1000, 256 << 20) == p
+    assert by_class.at(0.9).class_visit == () and project(w, by_class.at(0.9), 1000, Budget.of(256 << 20)) == p
     wc = Work(**{**w.__dict__, "class_visits": (1e6, 2e6, 3e6, 0.0, 4e5, 0.0, 0.0, 5e5)})
-    q = project(wc, by_class.at(0.8), 1000, 256 << 20)
+    q = project(wc, by_class.at(0.8), 1000, Budget.of(256 << 20))
     visits = 1e-3 + 4e-3 + 9e-3 + 2e-3 + 4e-3
     assert q.cpu_seconds == pytest.approx(threads - 4e-2 - 8e-4 - 5e-6 + visits + serial)
 
@@ -176,13 +177,13 @@ def test_clusters_work_of_one_group_is_what_their_self_join_fetches(plain):
     _, _, keys, _, texts = naive.signed(plain, opened.params)
     loads = sampled_loads(opened, texts)
     n = len(texts)
-    w = work(opened, n, loads, 10.0, 0.0, 256 << 20, clustered=123.0)
+    w = work(opened, n, loads, 10.0, 0.0, Budget.of(256 << 20), clustered=123.0)
     STATS.reset()
     assert lms.clusters(plain, "text", 0.8, memory_limit="256MiB").num_rows > 0 and STATS["groups"] == 1
     assert w.fetched_rows == pytest.approx(STATS["fetched_rows"]) and w.groups == 1
     assert w.index_rows == n and w.clustered == 123.0
-    small = work(opened, n, loads, 0.0, 0.0, 128 << 10, clustered=0.0)
-    assert small.groups >= work(opened, n, loads, 0.0, 0.0, 128 << 10).groups > 1
+    small = work(opened, n, loads, 0.0, 0.0, Budget.of(128 << 10), clustered=0.0)
+    assert small.groups >= work(opened, n, loads, 0.0, 0.0, Budget.of(128 << 10)).groups > 1
     assert loads.kept_bands.sum() <= small.candidate_rows < loads.bands.sum()
 
 
@@ -199,14 +200,14 @@ def test_projection_prices_the_clusters_steps():
              index_rows=1e6, clustered=1e4)
     threads = 1e-3 + 2e-4 + 1e-3
     one = 3e-5 + 2.1e-2 + 2e-3 + 3e-2 + 4e-4  # the pools filled, then the one-thread steps
-    c = project(w, rates, 1000, 256 << 20)
+    c = project(w, rates, 1000, Budget.of(256 << 20))
     assert c.cpu_seconds == pytest.approx(threads + one)
     assert c.seconds == pytest.approx(threads / 2 + one)
-    d = project(w, rates, 1000, 256 << 20, dedup=True)
+    d = project(w, rates, 1000, Budget.of(256 << 20), dedup=True)
     assert d.cpu_seconds == pytest.approx(threads + one + 5e-4)
     assert d.peak_memory == c.peak_memory == project(Work(1e6, 1e5, 1e4, 3, 1e7, 1e3, 0), rates, 1000,
-                                                     256 << 20).peak_memory + int(1e4 * CLUSTERED_ROW_BYTES)
-    slow = project(w, Rates(**{**rates.__dict__, "parallel": 0.5}), 1000, 256 << 20)
+                                                     Budget.of(256 << 20)).peak_memory + int(1e4 * CLUSTERED_ROW_BYTES)
+    slow = project(w, Rates(**{**rates.__dict__, "parallel": 0.5}), 1000, Budget.of(256 << 20))
     assert slow.seconds == pytest.approx((threads + one) / 0.5)
 
 
@@ -248,10 +249,11 @@ def test_clusters_temp_disk_is_the_union_finds_file(plain, monkeypatch, spilled)
     """``clusters_temp_disk`` against the temporary file ``clusters`` writes: none under a
     budget whose union-find fits (the 3,000 rows need 12 KB), else the same bytes (the
     union-find's share shrunk so that it spills)."""
+    from lance_minhash_sql.core import budget as core_budget
     from lance_minhash_sql.selfjoin import parent
 
     if spilled:
-        monkeypatch.setattr(parent, "PARENT_SHARE", 1e-4)
+        monkeypatch.setattr(core_budget, "PARENT_SHARE", 1e-4)
     written = []
     real = parent.SpilledArray
 
@@ -332,7 +334,7 @@ def test_band_rows_read_again(crowded, monkeypatch):
 
         monkeypatch.setattr(bounded, "read_multi", counted)
         assert sum(b.num_rows for b in lms.pairs(crowded, "text", 0.8, memory_limit=limit)) > 0
-        w = work(opened, len(texts), loads, 0.0, 0.0, limit)
+        w = work(opened, len(texts), loads, 0.0, 0.0, Budget.of(limit))
         if limit == 256 << 20:
             assert sum(again) == w.read_again == 0
         else:

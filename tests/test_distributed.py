@@ -33,6 +33,7 @@ from lance_minhash_sql.extras.distributed import build_distributed, fragment_gro
 from lance_minhash_sql.extras.ray_executor import ShardTasks  # noqa: E402
 from lance_minhash_sql.io import manifest  # noqa: E402
 from lance_minhash_sql.query.topk import search  # noqa: E402
+from lance_minhash_sql.core.budget import Budget  # noqa: E402
 from lance_minhash_sql.selfjoin.bounded import shard_rows  # noqa: E402
 from lance_minhash_sql.selfjoin.shards import pair_shards  # noqa: E402
 
@@ -322,7 +323,7 @@ def test_sql_pairs_on_ray_run_one_task_per_range_of_shards(tmp_path):
     lance.write_dataset(corpus_table(8000), uri, max_rows_per_file=2000)
     build_index(uri, "text")
     limit = 4 << 20
-    shards = pair_shards(lance.dataset(uri), "text", T, shard_rows=shard_rows(limit))
+    shards = pair_shards(lance.dataset(uri), "text", T, shard_rows=shard_rows(Budget.of(limit)))
     cpus = int(ray.cluster_resources()["CPU"])
     assert len(shards) > 2 * cpus
     con = lms.connect()
@@ -339,7 +340,7 @@ def test_sql_pairs_on_ray_run_one_task_per_range_of_shards(tmp_path):
                 assert got.keys() == want.keys()
                 assert all(got[p][0] == want[p][0] and got[p][1] == pytest.approx(want[p][1], abs=1e-12)
                            for p in want)
-        tasks = ShardTasks.of(ray, shards, verify, limit, None, None)
+        tasks = ShardTasks.of(ray, shards, verify, Budget.of(limit), None, None)
         assert len(tasks.ranges) == 2 * cpus
         assert tasks.submitted == 2 * len(tasks.ranges)  # each statement: one task per range
         assert all(ref is None for ref in tasks.refs) and not tasks.done  # every object taken, the round over

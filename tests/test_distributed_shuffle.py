@@ -20,6 +20,7 @@ ray = pytest.importorskip("ray")
 from test_build import corpus_table  # noqa: E402
 from test_distributed import FRAGMENT_ROWS, build_index_distributed, local_ray, write  # noqa: E402,F401 (local_ray: this module's Ray)
 
+from lance_minhash_sql.core import budget as core_budget  # noqa: E402
 from lance_minhash_sql.indexer.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError  # noqa: E402
 import lance_minhash_sql as lms  # noqa: E402
@@ -123,7 +124,7 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
     for name, uri in uris.items():
         with monkeypatch.context() as m:
             if name == "spill":
-                m.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
+                m.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
                 m.setattr(bounded, "MIN_SHARD_ROWS", 1024)
             stats: dict = {}
             s3.reset()
@@ -166,7 +167,7 @@ def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
     bucket of ~1,000 copies ask the segments for nothing and are verified window by
     window, the bucket's links in chunks of rows; no task holds the whole bucket, and
     the answers equal the single process's."""
-    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     want_c = clusters(giant, "text", 0.8)
     assert want_c.column("cluster_size").to_numpy().max() > 950
@@ -181,11 +182,11 @@ def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
 
 def test_the_drivers_union_find_spilled_gives_the_same_clusters(giant, tmp_path, monkeypatch):
     """The driver's union-find spilled to its temporary file (the share rules of
-    ``selfjoin/parent.py`` set so any union-find spills, four blocks of 64 docs
+    ``core/budget.py`` set so any union-find spills, four blocks of 64 docs
     resident): the same clusters as the single process, the file gone afterwards."""
     want_c = clusters(giant, "text", 0.8)
-    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
-    monkeypatch.setattr(parent, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "SPILLED_PARENT_SHARE", 0)
     monkeypatch.setattr(parent, "BLOCK_BYTES", 256)
     temp = str(tmp_path / "tmp")
     os.mkdir(temp)

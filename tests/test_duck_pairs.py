@@ -18,6 +18,7 @@ from test_pairs import as_dict, bucket_relation_is_equivalence, oracle
 
 import lance_minhash_sql as lms
 from lance_minhash_sql.indexer.builder import build_index
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import pairs as duck_pairs
@@ -186,7 +187,7 @@ def test_shard_calls_pool_their_candidates_once_per_group(con, corpus, oracle_08
     from lance_minhash_sql.selfjoin.shards import pair_shards
 
     monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 5000)
-    shards = pair_shards(corpus, "text", 0.8, shard_rows=bounded.shard_rows(bounded.DEFAULT_SELF_JOIN_MEMORY))
+    shards = pair_shards(corpus, "text", 0.8, shard_rows=bounded.shard_rows(Budget.parse(None)))
     per_shard = [sorted_unique(got[1]) for got in map(pools.read_multi, shards) if got is not None]
     union = sorted_unique(np.concatenate(per_shard))
     assert len(shards) > 10 and union.size < sum(u.size for u in per_shard)
@@ -588,7 +589,7 @@ def test_clusters_and_keep_flags_progress_bars_reach_their_totals(grouped, capsy
     assert flags.equals(quiet)
     err = capsys.readouterr().err
     assert re.search(r"clusters: 100%\S* (\d+)/\1 \[", err), err
-    n = linked_components(grouped, "text", 0.7, "exact", bounded.memory_limit_bytes(None), None, "star").num_rows
+    n = linked_components(grouped, "text", 0.7, "exact", Budget.parse(None), None, "star").num_rows
     assert n >= flags.num_rows > 0 and f"star: 100%" in err and f"{n}/{n}" in err, err
     lms.clusters(grouped, "text", 0.7, clustering="star", progress=True)
     assert "star: 100%" in capsys.readouterr().err

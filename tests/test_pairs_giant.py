@@ -15,6 +15,7 @@ import lance
 import numpy as np
 import pytest
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.faces.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.runtime import pipeline
@@ -79,7 +80,7 @@ def test_pairs_of_the_giant_cluster_stream_with_flat_memory(giant):
     tracemalloc.start()
     try:
         for shard in pair_shards(uri, "text", THRESHOLD):
-            for b in bounded.bounded_shard_pairs(shard, bounded.memory_limit_bytes(None), pair_verifier("estimate"),
+            for b in bounded.bounded_shard_pairs(shard, Budget.parse(None), pair_verifier("estimate"),
                                                  CHUNK):
                 assert b.num_rows <= CHUNK
                 batches += 1

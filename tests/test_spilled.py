@@ -3,9 +3,9 @@
 resident pages within its share (read from ``/proc/self/smaps``), and the budget that
 cannot hold even the bit set refused.
 
-The share rules are module attributes of ``selfjoin/parent.py``: ``PARENT_SHARE = 0``
-spills the union-find of any corpus, ``SPILLED_PARENT_SHARE = 0`` leaves it the fewest
-blocks (``MIN_BLOCKS``), and a smaller ``BLOCK_BYTES`` makes a few-thousand-row union-find
+The shares are module attributes of ``core/budget.py``: ``PARENT_SHARE = 0`` spills the
+union-find of any corpus, ``SPILLED_PARENT_SHARE = 0`` leaves it the fewest blocks
+(``selfjoin/parent.py``: ``MIN_BLOCKS``), and a smaller ``BLOCK_BYTES`` makes a few-thousand-row union-find
 many blocks, so the metered kernels stop and resume over and over."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from conftest import SPILL_BUDGET, indexed_corpus
 from naive import oracle_clusters
 from test_pairs import PARAMS, as_clusters
 
+from lance_minhash_sql.core import budget as core_budget
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.io import spilled
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
@@ -46,8 +48,8 @@ def temp(tmp_path, monkeypatch) -> str:
 
 def spill(monkeypatch, block_bytes: int = 256) -> None:
     """Spill every union-find, 4 blocks of ``block_bytes`` resident at once."""
-    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
-    monkeypatch.setattr(parent, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "SPILLED_PARENT_SHARE", 0)
     monkeypatch.setattr(parent, "BLOCK_BYTES", block_bytes)
 
 
@@ -65,7 +67,7 @@ def answers(uri: str) -> list:
 @pytest.mark.parametrize("budget", ["default", "spill"])
 def test_a_spilled_union_find_gives_the_same_answers(corpus, temp, monkeypatch, budget):
     if budget == "spill":
-        monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+        monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
         monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     reset_stats()
     in_memory = answers(corpus)
@@ -89,7 +91,7 @@ def test_a_spilled_union_find_gives_the_same_answers(corpus, temp, monkeypatch, 
 
 def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
     spill(monkeypatch)
-    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     seen = []
 
@@ -101,7 +103,7 @@ def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
 
     with pytest.raises(RuntimeError, match="midway"):
         bounded.bounded_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS,
-                                 limit=bounded.memory_limit_bytes(None))
+                                 budget=Budget.parse(None))
     assert len(seen) >= 3 and all(len(s) == 1 for s in seen)  # the union-find was in its file meanwhile
     assert os.listdir(temp) == []
 
@@ -126,10 +128,10 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
     every hand-back, the pages of its mapping resident in the process (the kernel's own
     count) are at most the share, through the fill, the unions, the flattening and the
     members' sweeps; the components equal those of the union-find in memory."""
-    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
-    monkeypatch.setattr(parent, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "SPILLED_PARENT_SHARE", 0)
     total, share = 8 << 20, parent.MIN_BLOCKS * parent.BLOCK_BYTES
-    assert parent.parent_share(total, 1 << 30) == share
+    assert parent.parent_share(total, Budget.of(1 << 30)) == share
     peaks = []
     hand_back = spilled.SpilledArray.hand_back
 
@@ -143,7 +145,7 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
              for _ in range(5)]
     links.append((np.arange(0, 2000, dtype=np.uint32), np.arange(1, 2001, dtype=np.uint32)))  # a chain
     reset_stats()
-    uf = parent.UnionFind(total, 1 << 30)
+    uf = parent.UnionFind(total, Budget.of(1 << 30))
     try:
         assert uf.spilled and len(os.listdir(temp)) == 1
         merges = sum(uf.union(a, b) for a, b in links)
@@ -163,20 +165,20 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
 def test_a_billion_rows_fit_a_gib():
     """The components of 10^9 rows under 1 GiB: the bit set (125 MB) and the spilled
     union-find's share, not its 4 GB; a pool of millions of signatures is left."""
-    limit = 1 << 30
-    fixed = bounded.components_bytes(10**9, limit)
-    assert fixed == (10**9 + 7) // 8 + int(bounded.pool_bytes(limit) * parent.SPILLED_PARENT_SHARE)
-    assert bounded.pool_rows(limit, 128, fixed) > 1_000_000
-    # and 10^8 rows keep theirs in memory (412 MB): as fast as before
-    assert bounded.components_bytes(10**8, limit) == 10**8 * 4 + 10**8 // 8
+    budget = Budget.of(1 << 30)
+    fixed = bounded.components_bytes(10**9, budget)
+    assert fixed == (10**9 + 7) // 8 + budget.parent_pages
+    assert bounded.pool_rows(budget, 128, fixed) > 1_000_000
+    # and 10^8 rows keep theirs in memory (412 MB)
+    assert bounded.components_bytes(10**8, budget) == 10**8 * 4 + 10**8 // 8
 
 
 def test_a_budget_that_cannot_hold_the_bit_set_is_refused(corpus, monkeypatch):
     """Spilled, the union-find still needs its blocks and the bit set a bit a row: below
     that the error names memory_limit, what the components take and the least budget,
     which then works."""
-    monkeypatch.setattr(bounded, "MIN_SELF_JOIN_MEMORY", 1024)
-    monkeypatch.setattr(parent, "PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "MIN_SELF_JOIN_MEMORY", 1024)
+    monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
     with pytest.raises(ResourceLimitError, match=r"memory_limit=64 KiB .* is too small for the clusters of the 6,000 "
                                                  r"rows .*their bit set of candidates \(a bit a row: 750 bytes\) and "
                                                  r"their union-find \(8 MiB .*spilled to a temporary file.*at least 4 "

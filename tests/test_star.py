@@ -28,7 +28,8 @@ from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_STAR_SCHEMA
 from lance_minhash_sql.kernels.pairs import min_matches
 from lance_minhash_sql.selfjoin import star as star_mod
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
+from lance_minhash_sql.core import budget as core_budget
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.selfjoin.clusters import clusters, linked_components
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 
@@ -217,22 +218,22 @@ def test_spilled_centers_and_small_chunks_give_the_same_twins(starred, rows, mon
     under a tiny budget): the longhand walk's twins, and the same table as in memory."""
     whole = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
     before = dict(star_mod.STATS)
-    monkeypatch.setattr(star_mod, "CHUNK_SHARE", 0.0)  # one member a chunk
-    monkeypatch.setattr(star_mod, "CENTERS_SHARE", 0.0)  # no center held in memory
+    monkeypatch.setattr(core_budget, "STAR_CHUNK_SHARE", 0.0)  # one member a chunk
+    monkeypatch.setattr(core_budget, "STAR_CENTERS_SHARE", 0.0)  # no center held in memory
     got = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
-    walked = linked_components(starred, "text", T, verify, memory_limit_bytes(None), None, "star").num_rows
+    walked = linked_components(starred, "text", T, verify, Budget.parse(None), None, "star").num_rows
     assert star_mod.STATS["chunks"] - before["chunks"] == walked >= whole.num_rows
     assert star_mod.STATS["spilled_blocks"] - before["spilled_blocks"] > 20
     assert got.equals(whole)
     if verify == "estimate":
         assert as_twins(got) == in_stars(reference_star(starred, rows, "longest"))
-    monkeypatch.setattr(star_mod, "CHUNK_SHARE", 0.003)  # chunks of a few rows
+    monkeypatch.setattr(core_budget, "STAR_CHUNK_SHARE", 0.003)  # chunks of a few rows
     assert keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify).equals(whole)
 
 
 def test_star_spill_folder_is_removed(starred, monkeypatch, tmp_path):
     monkeypatch.setattr(star_mod.tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(star_mod, "CENTERS_SHARE", 0.0)
+    monkeypatch.setattr(core_budget, "STAR_CENTERS_SHARE", 0.0)
     keep_flags(starred, "text", T, clustering="star")
     assert star_mod.STATS["spilled_blocks"] and list(tmp_path.iterdir()) == []
 
@@ -317,7 +318,7 @@ def test_exact_twins_reach_the_threshold_by_exact_jaccard(starred, rows, bands, 
     key = KEYS[policy](text, quality)
     keep = dict(zip(got["_rowid"], got["keep"]))
     cluster = dict(zip(got["_rowid"], got["cluster_id"]))
-    linked = linked_components(starred, "text", T, "exact", memory_limit_bytes(None), None, "star").to_pydict()
+    linked = linked_components(starred, "text", T, "exact", Budget.parse(None), None, "star").to_pydict()
     component = dict(zip(linked["_rowid"], linked["cluster_id"]))
     dropped = 0
     for r, twin, s, j in zip(got["_rowid"], got["twin_rowid"], got["twin_similarity"], got["twin_jaccard"]):

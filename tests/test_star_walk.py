@@ -15,6 +15,7 @@ import pytest
 import naive
 
 import lance_minhash_sql as lms
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.faces.corpus import write_corpus
 from lance_minhash_sql.kernels.star import block_keys, star_match, star_walk
 from lance_minhash_sql.selfjoin import verify as verify_mod
@@ -232,7 +233,7 @@ def test_a_chunk_that_starts_a_new_component_does_not_match_the_last_components_
     rowid = twins_dataset.ds.to_table(columns=[], with_row_id=True).column("_rowid").to_numpy()
     cluster = np.array([rowid[0], rowid[1], rowid[1]], dtype=np.uint64)
     order = np.arange(3)
-    twin, _, _ = star_mod.star_twins(twins_dataset, 0.8, rowid, cluster, order, verify, 64 << 20)
+    twin, _, _ = star_mod.star_twins(twins_dataset, 0.8, rowid, cluster, order, verify, Budget.of(64 << 20))
     assert twin.tolist() == [-1, -1, -1]  # row 1 is the first of its component: a centre, not row 0's twin
 
 
@@ -310,7 +311,8 @@ def test_star_holds_its_centres_within_a_quarter_of_the_budget(unrelated, monkey
     rowid, sigs = naive.signed(unrelated.uri, unrelated.params)[:2]
     cluster = np.zeros(rowid.size, dtype=np.uint64)
     chunks = star_mod.STATS["chunks"]
-    twin, _, _ = star_mod.star_twins(unrelated, 0.8, rowid, cluster, np.arange(rowid.size), "estimate", limit)
+    twin, _, _ = star_mod.star_twins(unrelated, 0.8, rowid, cluster, np.arange(rowid.size), "estimate",
+                                     Budget.of(limit))
     chunks = star_mod.STATS["chunks"] - chunks
     k = unrelated.params.num_hashes
     keys = naive.signed(unrelated.uri, unrelated.params)[2]
@@ -343,7 +345,8 @@ def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):
     monkeypatch.setattr(shingles_mod.ShingleSets, "fetch_rows", recorded_fetch)
     flags = lms.keep_flags(corpus, "text", 0.8, clustering="star", verify="exact", memory_limit=LIMIT)
     assert flags.num_rows > 0 and len(chunks) > 1
-    walked = linked_components(corpus, "text", 0.8, "exact", LIMIT, None, "star").num_rows  # the stars list fewer
+    # the rows walked (the stars list fewer)
+    walked = linked_components(corpus, "text", 0.8, "exact", Budget.of(LIMIT), None, "star").num_rows
     assert fetched == [walked] and sum(r for r, _ in chunks) == walked  # fetched once, walked once
     for rows, nbytes in chunks[1:]:  # (the first chunk's rows come from an assumed size a row)
         assert nbytes <= QUARTER * LIMIT  # signatures and shingle sets

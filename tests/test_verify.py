@@ -163,12 +163,13 @@ def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch
     whole (every pair of it verified), one component."""
     from conftest import SPILL_BUDGET
 
+    from lance_minhash_sql.core import budget as core_budget
     from lance_minhash_sql.selfjoin import bounded, pool
 
     uri = str(tmp_path / "copies.lance")
     lance.write_dataset(copies_table(300, 40, seed=5), uri)
     build_index(uri, "text")
-    monkeypatch.setattr(bounded, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET // 4)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET // 4)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     before = pool.STATS["streamed_shards"]
     got = clusters(uri, "text", T, verify="exact").to_pydict()
@@ -294,6 +295,7 @@ def test_a_statement_stopped_early_lets_go_of_its_sets_when_evicted(corpus, monk
     """A statement stopped before its last branch (a LIMIT) leaves its shared state with
     the shingle sets open; once SHARED_SHARD_STATES other lists of shards have taken its
     place, the evicted state closes them (not while a call of it runs)."""
+    from lance_minhash_sql.core.budget import Budget
     from lance_minhash_sql.core.tuning import SHARED_SHARD_STATES
     from lance_minhash_sql.selfjoin import bounded, shingles
     from lance_minhash_sql.selfjoin.shards import pair_shards
@@ -304,21 +306,21 @@ def test_a_statement_stopped_early_lets_go_of_its_sets_when_evicted(corpus, monk
     monkeypatch.setattr(shingles.ShingleSets, "close", lambda self: closed.append(self) or close(self))
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     limit = 4 << 20
-    shards = pair_shards(corpus, "text", T, shard_rows=bounded.shard_rows(limit))
+    shards = pair_shards(corpus, "text", T, shard_rows=bounded.shard_rows(Budget.of(limit)))
     assert len(shards) >= 3
-    state = SharedShards.of(shards, "exact", limit)
+    state = SharedShards.of(shards, "exact", Budget.of(limit))
     calls = [state.pairs(i) for i in range(len(shards))]
     first = next((b for b in calls[0]), None)  # one shard's first batch, then the statement stops
     assert first is not None and state.verifier is not None and not closed
     calls[1].close()  # a call that never started: nothing changes
     assert not closed and state.running == 1
-    others = [SharedShards.of(shards, "exact", limit + i) for i in range(1, SHARED_SHARD_STATES + 1)]
+    others = [SharedShards.of(shards, "exact", Budget.of(limit + i)) for i in range(1, SHARED_SHARD_STATES + 1)]
     assert state.detached and not closed  # evicted while a call of it runs: its sets stay
     calls[0].close()  # the statement stops
     assert len(closed) == 1 and state.verifier is None  # the evicted state lets go
     assert all(o.verifier is None for o in others)  # never called: nothing to close
 
-    again = SharedShards.of(shards, "exact", limit)  # a statement stopped early, not evicted
+    again = SharedShards.of(shards, "exact", Budget.of(limit))  # a statement stopped early, not evicted
     call = again.pairs(0)
     assert next(call, None) is not None
     call.close()

@@ -214,7 +214,7 @@ SHINGLE_FETCH_ROWS = 1 << 12
 TEXT_READER_BYTES = 32 << 20
 # Star's walk: a chunk of members (signatures, shingle sets) at most STAR_CHUNK_SHARE of
 # the budget, at most STAR_ROWS rows; the component's centers held within
-# STAR_CENTERS_SHARE, the older blocks spilled to disk past it.
+# STAR_CENTERS_SHARE, the older blocks spilled to disk past it (core/budget.py).
 STAR_ROWS = 1 << 16
 STAR_CHUNK_SHARE = 0.25
 STAR_CENTERS_SHARE = 0.25
@@ -224,14 +224,18 @@ STAR_CENTERS_SHARE = 0.25
 STAR_BUCKET_CENTERS = 16
 
 # ----------------------------------------------- The self-join (selfjoin/bounded.py, shards.py, pairs.py, ...)
-SHARD_SHARE = 32  # a shard's band rows read at once: at most 1 / SHARD_SHARE of the budget
+# Every *_SHARE below is a fraction of what it divides (the budget unless it says
+# otherwise); core/budget.py turns them into the budget's named parts.
+SHARD_SHARE = 1 / 32  # a shard's band rows read at once: at most this share of the budget
 POOL_SHARE = 0.625  # the candidates' pool: this share of the budget (less clusters' components)
 READ_ROW_BYTES = 12  # a band row as read: key (8) and doc (4)
-KEEP_SHARE = 16  # a group's rows kept from the marking pass: at most 1 / KEEP_SHARE of the budget
+KEEP_SHARE = 1 / 16  # a group's rows kept from the marking pass: at most this share of the budget
 MIN_SHARD_ROWS = 1 << 14  # band rows of a shard at the least, whatever the budget
-PAIR_SHARE = 64  # a batch of pairs (24 bytes each) at most 1 / PAIR_SHARE of the budget
-PAIRS_AHEAD = 4  # batches of pairs held ahead of the consumer, all shards together (4 / PAIR_SHARE of the budget)
-READ_AHEAD = 1  # shards' worth of band rows (bytes) read ahead of the marking pass (1 / SHARD_SHARE of the budget)
+PAIR_SHARE = 1 / 64  # a batch of pairs (24 bytes each) at most this share of the budget
+PAIRS_AHEAD = 4  # batches of pairs held ahead of the consumer, all shards together
+READ_AHEAD = 1  # shards' worth of band rows (bytes) read ahead of the marking pass
+# the pairs' labels (4 bytes a row) are kept while they take at most this share of the pool
+LABELS_SHARE = 0.5
 LINKS_AHEAD = 1  # chunks of links (LINK_CHUNK links, 16 bytes each) held ahead of the union, all shards together
 MIN_CHUNK_PAIRS = 1 << 10  # pairs of a batch at the least, whatever the budget
 FETCH_ROWS = 1 << 16  # signatures a thread gathers at a time
@@ -253,8 +257,8 @@ BUCKET_WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered togeth
 SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
 WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
 SELF_JOIN_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
-SHUFFLE_BLOCK_SHARE = 4  # a Ray shuffle's signature task reads 1 / SHUFFLE_BLOCK_SHARE of a pool at a time
-SHUFFLE_CACHE_SHARE = 8  # while a shuffle's task runs, its worker's segment cache holds at most 1 / this of its budget
+SHUFFLE_BLOCK_SHARE = 0.25  # a Ray shuffle's signature task reads this share of a pool's rows at a time
+SHUFFLE_CACHE_SHARE = 0.125  # a shuffle task's worker's segment cache: at most this share of its budget
 # The clusters' union-find (4 bytes a doc) and the candidates' bit set are held in memory
 # while they take at most PARENT_SHARE of the pool's share (a 100M-row index's 412 MB under
 # 1 GiB); past it the union-find lives in a temporary file (selfjoin/parent.py) whose pages

@@ -51,6 +51,7 @@ from dataclasses import replace
 import numpy as np
 
 from lance_minhash_sql.core.arrays import sorted_unique
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.banding import candidate_floor, exact_candidate_floor
 from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROWS, CALIBRATION_CLASS_VISITS,
@@ -62,7 +63,7 @@ from lance_minhash_sql.diagnostics.workload import size_class
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.bounded import chunk_pairs, clusters_table, pool_bytes
+from lance_minhash_sql.selfjoin.bounded import chunk_pairs, clusters_table
 from lance_minhash_sql.selfjoin.links import data_links
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data, span_data
@@ -86,10 +87,10 @@ def _choose(shards: list, count: int) -> list:
     return [shards[int(i * step + step / 2)] for i in range(count)]
 
 
-def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, loads=None,
+def calibrate(opened: OpenedIndex, threshold: float, verify: str, budget: Budget, loads=None,
               thresholds: list[float] | None = None) -> Rates:
     """The :class:`Rates` of the self-join of ``opened`` at ``threshold`` under ``verify``
-    and ``limit``, measured now (module doc): each rate the median of its measurements on
+    and ``budget``, measured now (module doc): each rate the median of its measurements on
     :data:`CALIBRATION_REPEATS` sets of shards; with ``loads`` (the sampled rows'
     :class:`.workload.Loads`) the verification's rate per visit by class of bucket size
     too, at each of ``thresholds`` (default ``[threshold]``; :meth:`Rates.at`), timed on
@@ -105,7 +106,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
               for t in ({threshold, 1.0, floor} if exact else {threshold, 1.0})}
     picks = [s.index for s in _choose(at[threshold], CALIBRATION_SHARDS)]
     exact_verify = pair_verifier("exact", opened) if exact else None
-    chunk = chunk_pairs(limit, DEFAULT_CHUNK_PAIRS)
+    chunk = chunk_pairs(budget, DEFAULT_CHUNK_PAIRS)
     band_rows_each = plan.total_band_rows / num
 
     def verified(verifier, shard, data) -> tuple[float, int]:
@@ -150,7 +151,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
         linked.discard(num + i)
         if found:
             break
-    _serial(plan, limit)  # (its kernels loaded too)
+    _serial(plan, budget)  # (its kernels loaded too)
     prefetch = (0.0, 0)
     if exact:  # the shingle sets of the sampled shards' candidate rows, as the self-join prepares them
         was, cpu = SHINGLE_STATS["prefetched_rows"], time.process_time()
@@ -158,7 +159,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, limit: int, lo
         prefetch = (time.process_time() - cpu, SHINGLE_STATS["prefetched_rows"] - was)
     try:
         rates = _in_sets(picks, measure, lambda parts, wall, cpu, serial=True: _rates(
-            parts, wall, cpu, exact, prefetch, _serial(plan, limit) if serial else {}))
+            parts, wall, cpu, exact, prefetch, _serial(plan, budget) if serial else {}))
         return _by_classes(opened, rates, loads, [threshold] if thresholds is None else thresholds, exact, chunk)
     finally:
         if exact:
@@ -318,7 +319,7 @@ def _timed(counts) -> tuple[float, int]:
     return time.thread_time() - t0, n
 
 
-def _serial(plan, limit: int) -> dict[str, float]:
+def _serial(plan, budget: Budget) -> dict[str, float]:
     """CPU seconds per unit of the clusters' and dedup's steps on one thread, measured on
     :data:`CALIBRATION_SERIAL_ROWS` rows: links united (``union_link``), the union-find's
     members swept (``index_row``), the members' row ids read from this index and the
@@ -333,7 +334,7 @@ def _serial(plan, limit: int) -> dict[str, float]:
     spread = rng.permutation(n).astype(np.uint32)
     a, b = spread[a], spread[b]
     c = time.thread_time
-    uf = UnionFind(n, pool_bytes(limit))
+    uf = UnionFind(n, budget)
     try:
         t0 = c()
         uf.union(a, b)

@@ -40,11 +40,12 @@ plus the pool fills' and the clusters' one-thread steps' CPU over at most one co
 
 **Memory.** Peak resident memory, a process that loaded the engine included:
 
-    peak_memory = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
+    peak_memory = SELF_JOIN_BASE_BYTES + pool + rows * SELF_JOIN_ROW_BYTES
                   (+ clustered rows * CLUSTERED_ROW_BYTES for clusters and dedup)
 
 (with ``verify="exact"`` plus the shingle sets' index, ``INDEX_BYTES`` a candidate row,
-and Lance's text reader, ``TEXT_READER_BYTES``; the budget's pool share filled with candidates' signatures; per row, the pairs' labels,
+and Lance's text reader, ``TEXT_READER_BYTES``; ``pool`` the budget's ``pool`` part
+(:class:`lance_minhash_sql.core.budget.Budget`) filled with candidates' signatures; per row, the pairs' labels,
 the candidates' bit set and the index pages the shards map while they read them, which
 count in the resident set and which a budget does not bound).
 
@@ -54,7 +55,7 @@ writes the candidate rows' shingle sets (8 bytes a shingle) to one: ``temp_disk`
 their bytes, ``N`` times the sampled rows' mean of ``8 |set|`` over those with a
 candidate. The clusters' self-join (``minhash_clusters``,
 ``minhash_dedup``) writes one when its union-find of every row and the candidates' bit
-set pass their share of the pool (:func:`~lance_minhash_sql.selfjoin.parent.spills`):
+set pass their part of the pool (:func:`~lance_minhash_sql.selfjoin.parent.spills`):
 the union-find's file, :func:`~lance_minhash_sql.selfjoin.parent.parent_bytes`
 (:func:`clusters_spill`).
 
@@ -67,11 +68,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import (CLUSTERED_ROW_BYTES, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
 from lance_minhash_sql.index.opened import OpenedIndex
-from lance_minhash_sql.selfjoin.bounded import (components_bytes, keep_rows, pairs_pool, pool_bytes, pool_rows,
-                                                shard_rows)
+from lance_minhash_sql.selfjoin.bounded import components_bytes, keep_rows, pairs_pool, pool_rows, shard_rows
 from lance_minhash_sql.selfjoin.parent import parent_bytes, spills
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES
 from lance_minhash_sql.selfjoin.shards import plan_for
@@ -143,10 +144,10 @@ class Work:
     read_again: float = 0.0
 
 
-def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs: float, limit: int,
+def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs: float, budget: Budget,
          set_bytes: np.ndarray | None = None, clustered: float | None = None) -> Work:
     """The :class:`Work` of the full self-join of ``opened`` (``population`` live rows)
-    under ``limit`` bytes, from the sampled rows' :class:`.workload.Loads`, ``pairs`` and
+    within ``budget``, from the sampled rows' :class:`.workload.Loads`, ``pairs`` and
     (``verify="exact"``) ``exact_pairs`` estimated, and with ``set_bytes`` (the sampled
     rows' shingle sets' bytes) the exact verification's rows and their sets. With
     ``clustered`` (the rows in a cluster, estimated): the clusters' self-join instead, its
@@ -167,13 +168,13 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     by_class = n / 2 * np.mean(loads.class_visits, axis=0)
     kept_by_class = n / 2 * np.mean(loads.kept_class_visits, axis=0)
     if clustered is None:
-        pruned, rows = pairs_pool(plan.total_docs, k, limit)
+        pruned, rows = pairs_pool(plan.total_docs, k, budget)
     else:  # the clusters prune the buckets already one component, whatever the budget
-        pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(plan.total_docs, limit)))
+        pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(budget, k, components_bytes(plan.total_docs, budget)))
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
         return Work(plan.total_band_rows, candidates, with_candidate, 1.0, visits, pairs, exact_pairs,
                     class_visits=_by_class(kept_by_class, by_class, 0.0),
-                    read_again=_read_again(plan.total_band_rows, candidates, 1.0, limit), **extra)
+                    read_again=_read_again(plan.total_band_rows, candidates, 1.0, budget), **extra)
     # band boundaries between groups: all of them when a band's candidates fill groups
     # of their own, else one in (bands a group holds); the buckets dropped there are those
     # within the band before's (for clusters: one component once that band is linked)
@@ -182,10 +183,10 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     groups = float(np.ceil(cand / max(rows, 1)))
     return Work(plan.total_band_rows, cand, cand, groups, visits - dropped * (visits - kept_visits), pairs,
                 exact_pairs, class_visits=_by_class(kept_by_class, by_class, dropped),
-                read_again=_read_again(plan.total_band_rows, cand, groups, limit), **extra)
+                read_again=_read_again(plan.total_band_rows, cand, groups, budget), **extra)
 
 
-def _read_again(band_rows: float, candidates: float, groups: float, limit: int) -> float:
+def _read_again(band_rows: float, candidates: float, groups: float, budget: Budget) -> float:
     """The band rows read again: in each of ``groups`` groups of an equal share of the
     ``candidates`` band rows, the shards past the first :func:`keep_rows` of them (the
     shards' band rows in proportion to their candidates; a shard that does not fit whole is
@@ -193,7 +194,7 @@ def _read_again(band_rows: float, candidates: float, groups: float, limit: int) 
     per_group = candidates / max(groups, 1.0)
     if per_group <= 0 or band_rows <= 0:
         return 0.0
-    kept = keep_rows(limit) - candidates * min(1.0, shard_rows(limit) / band_rows) / 2
+    kept = keep_rows(budget) - candidates * min(1.0, shard_rows(budget) / band_rows) / 2
     return band_rows * min(1.0, max(0.0, 1.0 - kept / per_group))
 
 
@@ -203,9 +204,9 @@ def _by_class(kept: np.ndarray, every: np.ndarray, dropped: float) -> tuple:
     return tuple(float(v) for v in kept) + tuple(float(v) for v in (1.0 - dropped) * (every - kept))
 
 
-def project(w: Work, rates: Rates, rows: int, memory_limit: int, dedup: bool = False) -> Projection:
+def project(w: Work, rates: Rates, rows: int, budget: Budget, dedup: bool = False) -> Projection:
     """What the full self-join doing ``w`` would take at ``rates``, on an index of ``rows``
-    rows under a budget of ``memory_limit`` bytes (module doc): ``minhash_pairs``, or for
+    rows within ``budget`` (module doc): ``minhash_pairs``, or for
     the work of the clusters' self-join (``w.index_rows``) ``minhash_clusters``, and with
     ``dedup`` a dry-run ``minhash_dedup``."""
     # on the engine's threads: the shards read, laid out and verified
@@ -219,7 +220,7 @@ def project(w: Work, rates: Rates, rows: int, memory_limit: int, dedup: bool = F
     if w.index_rows:
         serial += (w.candidate_rows * rates.union_link + w.index_rows * rates.index_row
                    + w.clustered * (rates.table_row + (rates.keep_row if dedup else 0.0)))
-    peak = SELF_JOIN_BASE_BYTES + pool_bytes(memory_limit) + rows * SELF_JOIN_ROW_BYTES
+    peak = SELF_JOIN_BASE_BYTES + budget.pool + rows * SELF_JOIN_ROW_BYTES
     peak += int(w.clustered * CLUSTERED_ROW_BYTES)
     if w.exact_rows > 0:  # exact verification's shingle sets: their index, Lance's text reader
         peak += int(w.exact_rows * INDEX_BYTES) + TEXT_READER_BYTES
@@ -236,7 +237,7 @@ def _visits_cpu(w: Work, rates: Rates) -> float:
     return w.visits * rates.visit + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
 
 
-def clusters_spill(total_docs: int, memory_limit: int) -> int:
+def clusters_spill(total_docs: int, budget: Budget) -> int:
     """The bytes of the temporary file the clusters' self-join of ``total_docs`` rows
-    writes under ``memory_limit``: its union-find's, once spilled, else 0 (module doc)."""
-    return parent_bytes(total_docs) if spills(total_docs, pool_bytes(memory_limit)) else 0
+    writes within ``budget``: its union-find's, once spilled, else 0 (module doc)."""
+    return parent_bytes(total_docs) if spills(total_docs, budget) else 0

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_int, check_threshold, check_verify
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS
@@ -73,7 +74,6 @@ from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import ESTIMATE_SCHEMA
 from lance_minhash_sql.io.handles import options_for
 from lance_minhash_sql.io.scan import row_count, take_offsets
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.shards import plan_for
 
 __all__ = ["ESTIMATE_SCHEMA", "DEFAULT_THRESHOLDS", "DEFAULT_SAMPLE_ROWS", "MAX_SAMPLE_ROWS", "estimate",
@@ -122,7 +122,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     n_asked = _sample_rows(sample_rows)
     verify = check_verify(verify)
     seed = _seed(seed)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     t0 = time.perf_counter()
     opened = open_index(dataset, column, options_for(dataset, storage_options))
     population = row_count(opened.ds)
@@ -137,22 +137,22 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     # a row's buckets are looked up again only when its candidates hold a row besides itself
     loads = sampled_loads(opened, texts, among=candidates > 1)
     sample_seconds = time.perf_counter() - t0
-    rates = calibrate(opened, ts[0], verify, limit, loads, ts)
+    rates = calibrate(opened, ts[0], verify, budget, loads, ts)
     # with verify="exact" the self-join writes each candidate row's shingle set (8 bytes a shingle)
     set_bytes = np.array([8 * hoods.sets[r].size for r in rowids.tolist()], dtype=np.float64) if hoods.exact else None
     busy = busy_factor()
-    spill = clusters_spill(plan_for(opened).total_docs, limit)
+    spill = clusters_spill(plan_for(opened).total_docs, budget)
     cols: dict[str, list] = {f.name: [] for f in ESTIMATE_SCHEMA}
     for t, s in zip(ts, stats):
         # with verify="exact" every candidate at the exact floor is emitted and verified
         pairs = s.pop("floor_pairs") if hoods.exact else s["pairs"]
-        w = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes)
+        w = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, budget, set_bytes)
         at = rates.at(t)
-        cost = project(w, at, population, limit)
+        cost = project(w, at, population, budget)
         # the clusters' self-join (components): the rows in a pair are those in a cluster
-        wc = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, limit, set_bytes,
+        wc = work(opened, population, loads, pairs, pairs if hoods.exact else 0.0, budget, set_bytes,
                   clustered=population * s["duplicate_fraction"])
-        clusters, dedup = project(wc, at, population, limit), project(wc, at, population, limit, dedup=True)
+        clusters, dedup = project(wc, at, population, budget), project(wc, at, population, budget, dedup=True)
         s.update(threshold=t, verify=verify, live_rows=population, sampled_rows=n, seconds=cost.seconds,
                  peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=spill,
                  clusters_seconds=clusters.seconds, clusters_peak_memory=clusters.peak_memory,

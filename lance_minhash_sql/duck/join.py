@@ -23,6 +23,7 @@ from functools import partial
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.tuning import MAX_SQL_SHARD_PAIRS, SQL_PLANS
 from lance_minhash_sql.duck.args import Udf, executor as executor_of, prefixed, require, scalar_rows
@@ -61,8 +62,9 @@ def _plan(left, right, column, right_column, threshold, left_token, right_token,
 
         left = open_dataset(left, lopt, version=versions[0])
         right = open_dataset(right, ropt, version=versions[1])
+    budget = None if memory_limit is None else prefixed(_FN, Budget.parse, memory_limit)
     return prefixed(_FN, partial(join_shards, right_column=right_column, num_shards=num_shards,
-                                  memory_limit=memory_limit, left_storage_options=lopt, right_storage_options=ropt),
+                                  budget=budget, left_storage_options=lopt, right_storage_options=ropt),
                      left, right, column, threshold)
 
 

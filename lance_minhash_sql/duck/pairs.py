@@ -34,6 +34,7 @@ from functools import partial
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.tuning import MAX_SQL_SHARD_PAIRS, SQL_PLANS
 from lance_minhash_sql.duck.args import Udf, clustering as clustering_of, executor as executor_of, prefixed, require
@@ -73,7 +74,7 @@ def pairs_sql(uri: str, column: str, threshold: float, version: int, num_shards:
 
 
 def pairs_plan(dataset, column, threshold, exact, storage, memory_limit, verify, executor, ray_address) -> pa.Array:
-    from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, shard_rows
+    from lance_minhash_sql.selfjoin.bounded import shard_rows
     from lance_minhash_sql.selfjoin.shards import pair_shards
 
     fn = "minhash_pairs"
@@ -84,13 +85,13 @@ def pairs_plan(dataset, column, threshold, exact, storage, memory_limit, verify,
         verify_ = verify_exact(fn, row["verify"], row["exact"])
         run = executor_of(fn, row["executor"], row["ray_address"])
         token = row["storage"]
-        limit = prefixed(fn, memory_limit_bytes, row["memory_limit"])
-        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token), shard_rows=shard_rows(limit)),
+        budget = prefixed(fn, Budget.parse, row["memory_limit"])
+        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token), shard_rows=shard_rows(budget)),
                           row["dataset"], row["column"], row["threshold"])
         s = shards[0]
         _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)
-        out.append(pairs_sql(s.uri, s.column, s.threshold, s.version, len(shards), token, limit, verify_, run.name,
-                             row["ray_address"]))
+        out.append(pairs_sql(s.uri, s.column, s.threshold, s.version, len(shards), token, budget.total, verify_,
+                             run.name, row["ray_address"]))
     return pa.array(out, pa.string())
 
 
@@ -108,10 +109,10 @@ def _shards_of(uri: str, column: str, threshold: float, version: int, num_shards
     return shards
 
 
-def _shard_columns(fn: str, shards: list, index: int, verify: str, limit: int, run, storage: str | None
+def _shard_columns(fn: str, shards: list, index: int, verify: str, budget: Budget, run, storage: str | None
                    ) -> list[pa.Array] | None:
     """Shard ``shards[index]``'s pairs as one array per column, or ``None``
-    (:func:`.results.collect_columns`), within ``limit`` bytes, computed by the executor
+    (:func:`.results.collect_columns`), within ``budget``, computed by the executor
     ``run`` (the statement's calls share ``shards``: what they share is fetched once)."""
     shard = shards[index]
 
@@ -123,7 +124,7 @@ def _shard_columns(fn: str, shards: list, index: int, verify: str, limit: int, r
             "the Python pairs(), raise the threshold, or use minhash_clusters / minhash_dedup, which never "
             "list all pairs")
 
-    return collect_columns(run.shard_pairs(shards, index, verify, limit, options_of(storage)), MAX_SQL_SHARD_PAIRS,
+    return collect_columns(run.shard_pairs(shards, index, verify, budget, options_of(storage)), MAX_SQL_SHARD_PAIRS,
                            too_many)
 
 
@@ -137,7 +138,7 @@ def _pair_shard(type_: pa.DataType, verify: str):
                                ray_address=ray_address):
             shards = _shards_of(row["dataset"], row["column"], row["threshold"], int(row["version"]),
                                 int(row["num_shards"]), row["storage"])
-            out.append(_shard_columns(fn, shards, int(row["shard"]), verify, int(row["memory_limit"]),
+            out.append(_shard_columns(fn, shards, int(row["shard"]), verify, Budget.of(int(row["memory_limit"])),
                                       executor_of(fn, row["executor"], row["ray_address"]), row["storage"]))
         return lists_of_columns(out, type_)
 

@@ -33,11 +33,11 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.core.tuning import SHARED_SHARD_STATES
 from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.runtime.cache import ByteCache
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_shards
 from lance_minhash_sql.selfjoin.executor import LOCAL
 from lance_minhash_sql.selfjoin.links import LinkRule
@@ -65,32 +65,32 @@ class RayExecutor:
     def ray(self):
         return connect_ray(self.address)
 
-    def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
+    def pairs(self, dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options
               ) -> Iterator[pa.RecordBatch]:
-        return shuffle_pairs(self.ray(), dataset, column, threshold, verify, limit, storage_options,
+        return shuffle_pairs(self.ray(), dataset, column, threshold, verify, budget, storage_options,
                              self.max_in_flight, self.stats)
 
-    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+    def components(self, dataset, column: str, rule: LinkRule, budget: Budget, storage_options,
                    progress: bool = False) -> pa.Table:
-        return shuffle_components(self.ray(), dataset, column, rule, limit, storage_options, self.stats, progress)
+        return shuffle_components(self.ray(), dataset, column, rule, budget, storage_options, self.stats, progress)
 
-    def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
+    def shard_pairs(self, shards: list[Shard], index: int, verify: str, budget: Budget, storage_options
                     ) -> Iterator[pa.RecordBatch]:
         """Shard ``shards[index]``'s pairs, computed by the task of its range of shards
         (:class:`ShardTasks`, module doc)."""
-        tasks = ShardTasks.of(self.ray(), shards, verify, limit, storage_options, self.max_in_flight)
+        tasks = ShardTasks.of(self.ray(), shards, verify, budget, storage_options, self.max_in_flight)
         yield from tasks.take(index)
 
-    def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
+    def join(self, left, right, column: str, threshold: float, verify: str, budget: Budget | None, *, right_column,
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
-        shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
+        shards = join_shards(left, right, column, threshold, right_column=right_column, budget=budget,
                              left_storage_options=left_storage_options, right_storage_options=right_storage_options)
         plan = shards[0].plan
         ray = self.ray()
         tasks = min(len(shards), max(1, 2 * int(ray.cluster_resources().get("CPU", 1))))
         ranges = [list(range(len(shards) * t // tasks, len(shards) * (t + 1) // tasks)) for t in range(tasks)]
         spec = (plan.left.uri, int(plan.left.version), plan.right.uri, int(plan.right.version), column,
-                plan.right.column, plan.threshold, verify, memory_limit, left_storage_options,
+                plan.right.column, plan.threshold, verify, budget, left_storage_options,
                 right_storage_options, len(shards))
         return _joined(ray, spec, ranges, self.max_in_flight or tasks)
 
@@ -121,8 +121,8 @@ class ShardTasks:
     until its state is evicted from a registered cache of :data:`SHARED_SHARD_STATES`
     entries (``runtime/cache.py``)."""
 
-    def __init__(self, ray, shards: list[Shard], verify: str, limit: int, storage_options, in_flight: int | None):
-        self.ray, self.shards, self.verify, self.limit = ray, shards, verify, limit
+    def __init__(self, ray, shards: list[Shard], verify: str, budget: Budget, storage_options, in_flight: int | None):
+        self.ray, self.shards, self.verify, self.budget = ray, shards, verify, budget
         self.storage_options = storage_options
         n = len(shards)
         count = min(n, max(1, 2 * int(ray.cluster_resources().get("CPU", 1))))
@@ -135,14 +135,14 @@ class ShardTasks:
         self.lock = threading.Lock()
 
     @classmethod
-    def of(cls, ray, shards: list[Shard], verify: str, limit: int, storage_options, in_flight: int | None
+    def of(cls, ray, shards: list[Shard], verify: str, budget: Budget, storage_options, in_flight: int | None
            ) -> "ShardTasks":
-        """The state of the calls of ``shards`` for ``verify`` and ``limit`` on ``ray``."""
-        key = calls_key(shards, verify, limit)
+        """The state of the calls of ``shards`` for ``verify`` and ``budget`` on ``ray``."""
+        key = calls_key(shards, verify, budget)
         with _TASKS_LOCK:
             state = _TASKS.get(key)
             if state is None:
-                state = cls(ray, shards, verify, limit, storage_options, in_flight)
+                state = cls(ray, shards, verify, budget, storage_options, in_flight)
                 _TASKS.put(key, state)
             return state
 
@@ -183,7 +183,7 @@ class ShardTasks:
         s = self.shards[r.start]
         task = remote_function(self.ray, _shard_range_task, num_returns=len(r))
         refs = task.remote(s.uri, int(s.version), s.column, s.threshold, s.num_shards, list(r), self.verify,
-                           self.limit, self.storage_options)
+                           self.budget, self.storage_options)
         for i, ref in zip(r, [refs] if len(r) == 1 else refs):
             if i not in self.done:
                 self.refs[i] = ref
@@ -211,14 +211,14 @@ class ShardTasks:
 
 
 def _shard_range_task(uri: str, version: int, column: str, threshold: float, num_shards: int,
-                      indices: list[int], verify: str, limit: int, storage_options):
+                      indices: list[int], verify: str, budget: Budget, storage_options):
     """Shards ``indices`` (consecutive) of the ``num_shards`` of the self-join at
-    ``version``: each one's record batches within ``limit`` bytes, verified as the local
+    ``version``: each one's record batches within ``budget``, verified as the local
     executor verifies a statement's shards (one object per shard)."""
     ds = open_dataset(uri, storage_options, version)
     shards = pair_shards(ds, column, threshold, num_shards=num_shards, storage_options=storage_options)
     part = [shards[i] for i in indices]
-    out = [list(LOCAL.shard_pairs(part, j, verify, limit, storage_options)) for j in range(len(part))]
+    out = [list(LOCAL.shard_pairs(part, j, verify, budget, storage_options)) for j in range(len(part))]
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -226,11 +226,11 @@ def _join_task(spec: tuple, indices: list[int]) -> list:
     """The record batches of the join's shards ``indices`` (in order), planned again at the
     driver's versions, joined as the local executor joins a list of shards (with
     ``verify="exact"``, each candidate row's text fetched once for the task)."""
-    (luri, lver, ruri, rver, column, right_column, threshold, verify, memory_limit, lopt, ropt, n) = spec
+    (luri, lver, ruri, rver, column, right_column, threshold, verify, budget, lopt, ropt, n) = spec
     left, right = open_dataset(luri, lopt, lver), open_dataset(ruri, ropt, rver)
     shards = join_shards(left, right, column, threshold, right_column=right_column, num_shards=n,
-                         memory_limit=memory_limit, left_storage_options=lopt, right_storage_options=ropt)
-    return list(join_all([shards[i] for i in indices], verify, memory_limit_bytes(memory_limit)))
+                         budget=budget, left_storage_options=lopt, right_storage_options=ropt)
+    return list(join_all([shards[i] for i in indices], verify, Budget.or_default(budget)))
 
 
 def _joined(ray, spec: tuple, ranges: list[list[int]], in_flight: int) -> Iterator[pa.RecordBatch]:

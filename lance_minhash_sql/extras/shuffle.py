@@ -64,10 +64,11 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.runtime.progress import progress_bar
-from lance_minhash_sql.selfjoin.bounded import clusters_table, pool_bytes
+from lance_minhash_sql.selfjoin.bounded import clusters_table
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.links import LinkRule
 from lance_minhash_sql.extras.distributed import remote_function, task_cause
@@ -84,7 +85,7 @@ class _Run:
         self.ray, self.job = ray, job
         self.stats = stats if stats is not None else {}
         self.stats.clear()
-        self.stats.update(runs=job.runs, shards=job.shards, memory_limit=job.limit, max_docs=job.max_docs,
+        self.stats.update(runs=job.runs, shards=job.shards, memory_limit=job.budget.total, max_docs=job.max_docs,
                           block_rows=job.block_rows, objects=0, tasks={})
         self.t0 = time.perf_counter()
 
@@ -229,15 +230,15 @@ class _Run:
             raise self._failed("verify", {"group": g}, exc) from None
 
 
-def shuffle_pairs(ray, dataset, column: str, threshold: float, verify: str, limit: int, storage_options,
+def shuffle_pairs(ray, dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options,
                   in_flight: int | None = None, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
     """The pairs of the self-join (same rows, shard by shard, as the local executor)
     computed by the shuffle of the module doc on the connected ``ray``, each task within
-    ``limit`` bytes. At most ``in_flight`` verify tasks (default twice the cluster's CPUs)
+    ``budget``. At most ``in_flight`` verify tasks (default twice the cluster's CPUs)
     run ahead of the consumer. Arguments arrive checked; the index is opened when called;
     ``stats`` (a dict) is filled as the run goes. Raises :class:`DistributedTaskError`
     naming the stage and the run or shard of a failed task."""
-    job = shuffle_job(dataset, column, threshold, limit, storage_options)
+    job = shuffle_job(dataset, column, threshold, budget, storage_options)
     in_flight = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
     return _stream_pairs(_Run(ray, job, stats), verify, in_flight)
 
@@ -262,20 +263,20 @@ def _stream_pairs(run: _Run, verify: str, in_flight: int) -> Iterator[pa.RecordB
                     pass
 
 
-def shuffle_components(ray, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+def shuffle_components(ray, dataset, column: str, rule: LinkRule, budget: Budget, storage_options,
                        stats: dict | None = None, progress: bool = False) -> pa.Table:
     """The components table of the links of ``rule`` (:mod:`lance_minhash_sql.selfjoin.links`)
     computed by the shuffle of the module doc on the connected ``ray``, each task within
-    ``limit`` bytes; the driver holds the union-find (one ``int32`` a doc, or its share of
+    ``budget``; the driver holds the union-find (one ``int32`` a doc, or its share of
     ``memory_limit`` with the rest in a temporary file) and the table's members (``progress``:
     a bar of the partitions linked). Raises :class:`DistributedTaskError` naming the stage and
     the run or shard of a failed task."""
-    job = shuffle_job(dataset, column, rule.threshold, limit, storage_options, rule)
+    job = shuffle_job(dataset, column, rule.threshold, budget, storage_options, rule)
     run = _Run(ray, job, stats)
     n = run.prepare()
     gens = [run.submit(g, "links") for g in range(n)]
     total = job.offsets[-1]
-    components = UnionFind(total, pool_bytes(job.limit))
+    components = UnionFind(total, job.budget)
     bar = progress_bar(progress, n, "clusters", unit="partitions", scale=False)
     try:
         links = 0

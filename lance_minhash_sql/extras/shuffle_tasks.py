@@ -12,8 +12,8 @@ Each task holds at most its budget beside the process: a band task one shard's s
 request task its shard's slices, a signature task one block (and its run's requests, 4
 bytes per doc asked: these grow with the segment, not with the budget), a verify task one
 pool and one shard's rows. While a task runs, its worker's segment cache
-(``LANCE_MINHASH_CACHE_BYTES``, 1 GiB by default) holds at most an eighth of the budget
-(:data:`SHUFFLE_CACHE_SHARE`), so on an object store no segment is read whole beside
+(``LANCE_MINHASH_CACHE_BYTES``, 1 GiB by default) holds at most the budget's ``cache``
+part (:class:`lance_minhash_sql.core.budget.Budget`), so on an object store no segment is read whole beside
 the budget: a signature task's dense requests are ranged reads in file order.
 """
 
@@ -26,8 +26,9 @@ from typing import Iterator
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly, sorted_unique
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import DistributedTaskError
-from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE, SHUFFLE_CACHE_SHARE
+from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, SHUFFLE_BLOCK_SHARE
 from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset
@@ -56,7 +57,7 @@ class ShuffleJob:
     column: str
     storage_options: dict | None
     threshold: float
-    limit: int  # bytes a task holds beside its process
+    budget: Budget  # what a task holds beside its process
     bounds: tuple  # (lo, hi) band keys of each shard
     offsets: tuple  # first global doc of each run, + total
     k: int
@@ -88,19 +89,19 @@ class ShuffleJob:
         return Shard(index, self.shards, lo, hi, self.threshold, plan)
 
 
-def shuffle_job(dataset, column: str, threshold, limit: int, storage_options,
+def shuffle_job(dataset, column: str, threshold, budget: Budget, storage_options,
                 rule: LinkRule | None = None) -> ShuffleJob:
     """The job of one shuffle, made on the driver: the key-range shards of the index on
-    ``column`` planned for ``limit`` bytes a task (under the links' ``rule`` for clusters),
-    the pool and the signature block those bytes hold."""
+    ``column`` planned for ``budget`` a task (under the links' ``rule`` for clusters),
+    the pool and the signature block that budget holds."""
     with planning(rule):
-        shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
+        shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(budget))
     plan = shards[0].plan
     k = plan.params.num_hashes
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k))
-    return ShuffleJob(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, limit,
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(budget, k))
+    return ShuffleJob(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, budget,
                       tuple((s.lo, s.hi) for s in shards), tuple(int(x) for x in plan.offsets), k, max_docs,
-                      max(MIN_WINDOW_ROWS, max_docs // SHUFFLE_BLOCK_SHARE), rule)
+                      max(MIN_WINDOW_ROWS, int(max_docs * SHUFFLE_BLOCK_SHARE)), rule)
 
 
 class _Task:
@@ -108,12 +109,12 @@ class _Task:
     start, peak RSS (the high-water mark reset at the start) and the peak of its anonymous
     memory over its start (sampled: what the budget bounds, without the object store's
     shared pages or mapped files). Meanwhile the worker's
-    segment cache holds at most ``1 / SHUFFLE_CACHE_SHARE`` of the budget
+    segment cache holds at most the budget's ``cache`` part
     (:func:`lance_minhash_sql.runtime.cache.capped_cache`: no segment read whole beside
     it); at the end the heap's free pages go back to the OS."""
 
     def __init__(self, job: ShuffleJob):
-        self.cap = capped_cache(job.limit // SHUFFLE_CACHE_SHARE)
+        self.cap = capped_cache(job.budget.cache)
 
     def __enter__(self) -> "_Task":
         self.cap.__enter__()
@@ -262,7 +263,7 @@ def _verified(meter: _Task, job: ShuffleJob, indices: list, rows: list, infos: l
     if over:
         shard = job.shard(plan, indices[0])
         if what == "pairs":
-            items = bounded_shard_pairs(shard, job.limit, pairs_of, DEFAULT_CHUNK_PAIRS, exact)
+            items = bounded_shard_pairs(shard, job.budget, pairs_of, DEFAULT_CHUNK_PAIRS, exact)
         else:
             items = _over_pool_links(shard, job, links_of)
         for item in items:
@@ -293,7 +294,7 @@ def _verified(meter: _Task, job: ShuffleJob, indices: list, rows: list, infos: l
             if data is None:
                 continue
             if what == "pairs":
-                for batch in pairs_of(shard, data, chunk_pairs(job.limit, DEFAULT_CHUNK_PAIRS)):
+                for batch in pairs_of(shard, data, chunk_pairs(job.budget, DEFAULT_CHUNK_PAIRS)):
                     out += batch.num_rows
                     yield batch
             else:

@@ -37,6 +37,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_bool, check_threshold, check_verify
 from lance_minhash_sql.core.errors import DatasetError
 from lance_minhash_sql.core.tuning import INGEST_MAX_SEGMENTS, TAKE_ROWS
@@ -49,7 +50,6 @@ from lance_minhash_sql.io.scan import open_dataset, row_count, schema_of, text_f
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.lifecycle.optimize import optimize
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.dedup import check_keep
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.ingest import plan_ingest
@@ -87,7 +87,7 @@ def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = 
     threshold = check_threshold(threshold)
     verify = check_verify(verify)
     _, order_by = check_keep("first", order_by)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     progress = check_bool("progress", progress)
     corpus_options = options_for(corpus, corpus_storage_options)
     batch_options = options_for(batch, batch_storage_options)
@@ -106,7 +106,7 @@ def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = 
             action = "build"
         read_version = version_of(corpus_ds)
         rows_before = row_count(corpus_ds)
-        plan = plan_ingest(corpus_ds, batch_ds, column, threshold, verify, order_by, limit, corpus_options,
+        plan = plan_ingest(corpus_ds, batch_ds, column, threshold, verify, order_by, budget, corpus_options,
                            batch_options, executor)
         kept = plan.kept_rowids
         trim_heap()  # (the plan's arrays are gone: hand their pages back before the append reads rows)

@@ -4,15 +4,16 @@
 The answers are those of :mod:`.pairs` and :mod:`.clusters` (same buckets, same
 verification, same rules); only what is held at once changes:
 
-1. **Shards** are key ranges of at most :func:`shard_rows` band rows (1/32 of the budget
-   at 12 bytes a row, at most :data:`.shards.SHARD_BAND_ROWS`). A shard's key range is
+1. **Shards** are key ranges of at most :func:`shard_rows` band rows (the budget's
+   ``shard`` part, :class:`lance_minhash_sql.core.budget.Budget`, at 12 bytes a row, at most
+   :data:`.shards.SHARD_BAND_ROWS`). A shard's key range is
    read straight from every run (a segment's ``bands.lance`` is sorted by key:
    page-table search, one read of the pages, the mapped pages handed back), merged, and
    only the rows of buckets of two rows or more are kept.
 2. **Groups.** A first pass over consecutive shards marks their candidate docs in a bit
    set of all docs (one bit a row) while the distinct candidates' signatures (``2 k +
-   12`` bytes each) fit the pool share of the budget (:data:`POOL_SHARE`, less what
-   is held per row: :func:`fixed_bytes`). Before a shard is marked, the buckets that
+   12`` bytes each) fit the budget's ``pool`` part (less what is held per row:
+   :func:`fixed_bytes`). Before a shard is marked, the buckets that
    can give nothing new are dropped (:mod:`lance_minhash_sql.kernels.prune`): for
    clusters those already one component of the links found so far, for pairs those
    whose docs all carry one *label* (a bucket of an earlier band with equal values,
@@ -41,10 +42,9 @@ verification, same rules); only what is held at once changes:
    ``int32`` array (4 bytes a row; a union keeps the smaller root, so a root is its
    component's smallest doc), flattened in place; then the members (docs of a component
    of two or more) get their row ids, in doc order, and the cluster id (smallest row id).
-   The array is held in memory while it and the bit set take at most
-   :data:`.parent.PARENT_SHARE` of the pool's share; past that it lives in a temporary
-   file, memory-mapped, whose touched pages are handed back to the OS whenever they may
-   reach :data:`.parent.SPILLED_PARENT_SHARE` of the pool's share (the unions, the
+   The array is held in memory while it and the bit set take at most the budget's
+   ``parent`` part; past that it lives in a temporary file, memory-mapped, whose touched
+   pages are handed back to the OS whenever they may reach its ``parent_pages`` part (the unions, the
    pruning and the flattening metered in blocks, the members' sweeps in spans): what
    clusters hold per row whatever the index is then the bit set, a bit a row.
 7. **The heap** keeps a build's glibc thresholds while the self-join runs
@@ -70,12 +70,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import ResourceLimitError
-from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
-from lance_minhash_sql.core.sizes import format_bytes, parse_bytes
-from lance_minhash_sql.core.tuning import (GIANT_LINKS, KEEP_SHARE, LINKS_AHEAD, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS,
-                                           MIN_WINDOW_ROWS, PAIR_SHARE, PAIRS_AHEAD, POOL_SHARE, READ_AHEAD,
-                                           READ_ROW_BYTES, SHARD_BAND_ROWS, SHARD_SHARE)
+from lance_minhash_sql.core.sizes import format_bytes
+from lance_minhash_sql.core.tuning import (GIANT_LINKS, LINKS_AHEAD, MIN_CHUNK_PAIRS, MIN_SHARD_ROWS, MIN_WINDOW_ROWS,
+                                           PAIRS_AHEAD, POOL_SHARE, READ_AHEAD, READ_ROW_BYTES, SHARD_BAND_ROWS)
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.core.arrays import sorted_unique
@@ -91,7 +90,7 @@ from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData
 from lance_minhash_sql.selfjoin.links import Links
 from lance_minhash_sql.selfjoin.verify import prepare, remaining
 
-__all__ = ["memory_limit_bytes", "shard_rows", "pairs_pool", "chunk_pairs", "pool_bytes", "pool_rows", "components_bytes",
+__all__ = ["shard_rows", "pairs_pool", "chunk_pairs", "pool_rows", "components_bytes",
            "bounded_pairs", "bounded_clusters", "clusters_table", "bounded_shard_pairs", "shard_links",
            "shard_groups", "GroupShard", "ShardGroup"]
 
@@ -103,43 +102,30 @@ LinkVerifier = Callable[[Shard, ShardData], Iterator[Links]]
 Prune = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (keys, gids) -> kept (keys, gids)
 
 
-def memory_limit_bytes(memory_limit) -> int:
-    """The self-join's budget in bytes: ``memory_limit`` (the byte-size rule of
-    :mod:`lance_minhash_sql.core.sizes`, at least :data:`MIN_SELF_JOIN_MEMORY`), else
-    :data:`DEFAULT_SELF_JOIN_MEMORY`."""
-    if memory_limit is None:
-        return DEFAULT_SELF_JOIN_MEMORY
-    return parse_bytes(memory_limit, "memory_limit", minimum=MIN_SELF_JOIN_MEMORY)
+def shard_rows(budget: Budget) -> int:
+    """Band rows per shard: the budget's ``shard`` part (at least :data:`MIN_SHARD_ROWS`)."""
+    return int(min(SHARD_BAND_ROWS, max(MIN_SHARD_ROWS, budget.shard // READ_ROW_BYTES)))
 
 
-def shard_rows(limit: int) -> int:
-    """Band rows per shard under a budget of ``limit`` bytes."""
-    return int(min(SHARD_BAND_ROWS, max(MIN_SHARD_ROWS, limit // SHARD_SHARE // READ_ROW_BYTES)))
-
-
-def chunk_pairs(limit: int, most: int) -> int:
-    """Pairs per record batch under a budget of ``limit`` bytes, at most ``most``."""
-    return int(min(most, max(MIN_CHUNK_PAIRS, limit // PAIR_SHARE // 24)))
+def chunk_pairs(budget: Budget, most: int) -> int:
+    """Pairs per record batch: the budget's ``pairs`` part (at least
+    :data:`MIN_CHUNK_PAIRS`), at most ``most``."""
+    return int(min(most, max(MIN_CHUNK_PAIRS, budget.pairs // 24)))
 
 
 # --------------------------------------------------------------------------- groups
 
 
-def keep_rows(limit: int) -> int:
-    """Band rows of a group kept from the marking pass under a budget of ``limit`` bytes
-    (:data:`KEEP_SHARE` of it at 12 bytes a row); the group's other shards are read again."""
-    return limit // KEEP_SHARE // READ_ROW_BYTES
+def keep_rows(budget: Budget) -> int:
+    """Band rows of a group kept from the marking pass: the budget's ``kept`` part at 12
+    bytes a row; the group's other shards are read again."""
+    return budget.kept // READ_ROW_BYTES
 
 
-def pool_bytes(limit: int) -> int:
-    """The bytes of candidates' signatures a budget of ``limit`` bytes holds."""
-    return int(limit * POOL_SHARE)
-
-
-def pool_rows(limit: int, k: int, fixed: int = 0) -> int:
-    """Candidates a group's pool holds under a budget of ``limit`` bytes, ``fixed`` of
-    them held elsewhere: signature, row id and doc id of each."""
-    return int((pool_bytes(limit) - fixed) // (2 * k + 12))
+def pool_rows(budget: Budget, k: int, fixed: int = 0) -> int:
+    """Candidates a group's pool holds: the budget's ``pool`` part, ``fixed`` bytes of it
+    held elsewhere; signature, row id and doc id of each."""
+    return int((budget.pool - fixed) // (2 * k + 12))
 
 
 def _read_bytes(read: tuple) -> int:
@@ -167,7 +153,7 @@ class ShardGroup(NamedTuple):
     alone: tuple | None = None
 
 
-def shard_groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarray, prune: Prune = _unpruned,
+def shard_groups(shards: list[Shard], budget: Budget, max_docs: int, marks: np.ndarray, prune: Prune = _unpruned,
                  stamp: Callable[[], int] | None = None) -> Iterator[ShardGroup]:
     """Consecutive shards in groups whose distinct candidates number at most ``max_docs``,
     yielded as a :class:`ShardGroup` of no ``alone`` with exactly their candidates set
@@ -181,7 +167,7 @@ def shard_groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarr
     verified, and runs here again only when the stamp moved since."""
     group: list = []
     distinct = kept = 0
-    keep_most = keep_rows(limit)
+    keep_most = keep_rows(budget)
 
     def read(shard: Shard):
         got = read_multi(shard)
@@ -197,7 +183,7 @@ def shard_groups(shards: list[Shard], limit: int, max_docs: int, marks: np.ndarr
 
     # the next shards read while this one is marked, or the group before verified: at most
     # READ_AHEAD shards' worth of band rows held ahead
-    reads = run_ordered(shards, read, ahead=READ_AHEAD * shard_rows(limit) * READ_ROW_BYTES, weight=_read_bytes)
+    reads = run_ordered(shards, read, ahead=READ_AHEAD * shard_rows(budget) * READ_ROW_BYTES, weight=_read_bytes)
     for shard, rows, got, u, was in reads:
         if u is None or stamp() != was:
             got, u = prune(*got), None
@@ -307,34 +293,34 @@ def _spans(keys: np.ndarray, max_rows: int):
 # --------------------------------------------------------------------------- pairs
 
 
-def _plan(dataset, column, threshold, limit, storage_options) -> list[Shard]:
-    return plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(limit))
+def _plan(dataset, column, threshold, budget, storage_options) -> list[Shard]:
+    return plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(budget))
 
 
 def bounded_pairs(dataset, column: str, threshold: float = 0.8, *, verify: PairVerifier, most: int,
-                  exact: bool = False, limit: int, storage_options: dict | None = None
+                  exact: bool = False, budget: Budget, storage_options: dict | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    """:func:`.pairs.pairs` within ``limit`` bytes (see the module doc); the same pairs,
-    in batches of at most :func:`chunk_pairs` rows, group by group."""
-    shards = _plan(dataset, column, threshold, limit, storage_options)
-    return _pair_batches(shards, limit, exact, verify, most)
+    """:func:`.pairs.pairs` within ``budget`` (see the module doc); the same pairs, in
+    batches of at most :func:`chunk_pairs` rows, group by group."""
+    shards = _plan(dataset, column, threshold, budget, storage_options)
+    return _pair_batches(shards, budget, exact, verify, most)
 
 
-def pairs_pool(total_docs: int, k: int, limit: int) -> tuple[bool, int]:
-    """``(labelled, rows)`` of the pairs' self-join under ``limit`` bytes: whether it keeps
-    the labels (4 bytes a row, while they take at most half of the pool's share), and the
+def pairs_pool(total_docs: int, k: int, budget: Budget) -> tuple[bool, int]:
+    """``(labelled, rows)`` of the pairs' self-join within ``budget``: whether it keeps the
+    labels (4 bytes a row, while they fit the budget's ``labels`` part of the pool), and the
     candidates a group's pool holds beside them."""
-    labelled = fixed_bytes(total_docs, 4) <= pool_bytes(limit) // 2
-    return labelled, max(MIN_WINDOW_ROWS, pool_rows(limit, k, fixed_bytes(total_docs, 4 if labelled else 0)))
+    labelled = fixed_bytes(total_docs, 4) <= budget.labels
+    return labelled, max(MIN_WINDOW_ROWS, pool_rows(budget, k, fixed_bytes(total_docs, 4 if labelled else 0)))
 
 
-def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVerifier, most: int
+def _pair_batches(shards: list[Shard], budget: Budget, exact: bool, verify: PairVerifier, most: int
                   ) -> Iterator[pa.RecordBatch]:
     plan = shards[0].plan
     prepare(verify, shards)
-    limit = remaining(verify, limit)
-    labelled, max_docs = pairs_pool(plan.total_docs, plan.params.num_hashes, limit)
-    chunk = chunk_pairs(limit, most)
+    budget = remaining(verify, budget)
+    labelled, max_docs = pairs_pool(plan.total_docs, plan.params.num_hashes, budget)
+    chunk = chunk_pairs(budget, most)
     marks = new_marks(plan.total_docs)
     labels = Labels(plan.total_docs, plan.params.rows_per_band) if labelled else None
     carried = CarriedPool(plan, max_docs)
@@ -355,7 +341,7 @@ def _pair_batches(shards: list[Shard], limit: int, exact: bool, verify: PairVeri
 
         yield from run_ordered(items, produce, stop=stop, ahead=PAIRS_AHEAD)
 
-    groups = shard_groups(shards, limit, max_docs, marks, _unpruned if labels is None else labels.prune,
+    groups = shard_groups(shards, budget, max_docs, marks, _unpruned if labels is None else labels.prune,
                      None if labels is None else labels.given)
     with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
         try:
@@ -458,11 +444,11 @@ def shard_links(plan: Plan, group: ShardGroup, marks: np.ndarray | None, max_doc
             yield from links(shard, data)
 
 
-def components_bytes(total_docs: int, limit: int) -> int:
-    """What clusters hold beside the pool under a budget of ``limit`` bytes: the
-    candidates' bit set and the union-find's share (all of it, or its resident pages once
-    spilled: :func:`.parent.parent_share`)."""
-    return fixed_bytes(total_docs, 0) + parent_share(total_docs, pool_bytes(limit))
+def components_bytes(total_docs: int, budget: Budget) -> int:
+    """What clusters hold in the pool's part of ``budget``: the candidates' bit set and the
+    union-find's share (all of it, or its resident pages once spilled:
+    :func:`.parent.parent_share`)."""
+    return fixed_bytes(total_docs, 0) + parent_share(total_docs, budget)
 
 
 def _least_limit(total_docs: int, k: int) -> int:
@@ -470,7 +456,8 @@ def _least_limit(total_docs: int, k: int) -> int:
     beside the clusters' components (their bytes only grow slower than the pool's share
     past a few hundred KiB)."""
     def fits(limit: int) -> bool:
-        return pool_rows(limit, k, components_bytes(total_docs, limit)) >= 2 * MIN_WINDOW_ROWS
+        budget = Budget.of(limit)
+        return pool_rows(budget, k, components_bytes(total_docs, budget)) >= 2 * MIN_WINDOW_ROWS
 
     lo, hi = 0, 1 << 20
     while not fits(hi):
@@ -482,19 +469,19 @@ def _least_limit(total_docs: int, k: int) -> int:
 
 
 def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVerifier, max_reps: int,
-                     limit: int, storage_options: dict | None = None, progress: bool = False) -> pa.Table:
-    """:func:`.clusters.clusters` within ``limit`` bytes (see the module doc): the same
+                     budget: Budget, storage_options: dict | None = None, progress: bool = False) -> pa.Table:
+    """:func:`.clusters.clusters` within ``budget`` (see the module doc): the same
     table. ``max_reps=0``: ``links`` links pairs, not representatives (exact
     verification), so a bucket larger than a window is read whole, as pairs read it.
     ``progress``: a bar of the shards linked."""
-    shards = _plan(dataset, column, threshold, limit, storage_options)
+    shards = _plan(dataset, column, threshold, budget, storage_options)
     plan = shards[0].plan
     total, k = plan.total_docs, plan.params.num_hashes
-    fixed = components_bytes(total, limit)
-    if pool_rows(limit, k, fixed) < 2 * MIN_WINDOW_ROWS:
+    fixed = components_bytes(total, budget)
+    if pool_rows(budget, k, fixed) < 2 * MIN_WINDOW_ROWS:
         need = _least_limit(total, k)
         raise ResourceLimitError(
-            f"memory_limit={format_bytes(limit)} is too small for the clusters of the {total:,} rows of "
+            f"memory_limit={format_bytes(budget.total)} is too small for the clusters of the {total:,} rows of "
             f"{plan.opened.uri!r}: their bit set of candidates (a bit a row: {format_bytes(fixed_bytes(total, 0))}) "
             f"and their union-find ({format_bytes(fixed - fixed_bytes(total, 0))}: 4 bytes a row, or once spilled to "
             f"a temporary file the pages it keeps resident, at least {MIN_BLOCKS} blocks of "
@@ -503,15 +490,15 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
             f"they share; raise memory_limit to at least {format_bytes(need)}, "
             f"e.g. memory_limit := '{-(-need // 2**20)}MiB'")
     prepare(links, shards)
-    limit = remaining(links, limit)
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, k, components_bytes(total, limit)))
-    components = UnionFind(total, pool_bytes(limit))
+    budget = remaining(links, budget)
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(budget, k, components_bytes(total, budget)))
+    components = UnionFind(total, budget)
     bar = progress_bar(progress, len(shards), "clusters", unit="shards", scale=False)
     with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
         try:
             marks = new_marks(total)
             carried = CarriedPool(plan, max_docs)
-            groups = shard_groups(shards, limit, max_docs, marks, _joined(components))
+            groups = shard_groups(shards, budget, max_docs, marks, _joined(components))
             try:
                 for group in groups:
                     count("groups")
@@ -554,18 +541,18 @@ def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
 # --------------------------------------------------------------------------- one shard
 
 
-def bounded_shard_pairs(shard: Shard, limit: int, verify: PairVerifier, most: int, exact: bool = False
+def bounded_shard_pairs(shard: Shard, budget: Budget, verify: PairVerifier, most: int, exact: bool = False
                         ) -> Iterator[pa.RecordBatch]:
-    """One shard's pairs within a budget of ``limit`` bytes, for callers that run shards
+    """One shard's pairs within ``budget``, for callers that run shards
     as independent calls (a SQL statement, on DuckDB's threads): the shard's candidates
     pooled alone when they fit the pool share, else window by window (module doc, 5);
     batches of at most :func:`chunk_pairs` rows. Runs with the self-join's heap thresholds
     (module doc, 7)."""
     with bounded_heap():
-        yield from _shard_batches(shard, limit, verify, most, exact)
+        yield from _shard_batches(shard, budget, verify, most, exact)
 
 
-def _shard_batches(shard: Shard, limit: int, verify: PairVerifier, most: int, exact: bool
+def _shard_batches(shard: Shard, budget: Budget, verify: PairVerifier, most: int, exact: bool
                    ) -> Iterator[pa.RecordBatch]:
     plan = shard.plan
     got = read_multi(shard)
@@ -573,9 +560,9 @@ def _shard_batches(shard: Shard, limit: int, verify: PairVerifier, most: int, ex
         return
     keys, gids = got
     prepare(verify, [shard], gids)  # (the rows of the bands just read: not read again)
-    limit = remaining(verify, limit)
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(limit, plan.params.num_hashes))
-    chunk = chunk_pairs(limit, most)
+    budget = remaining(verify, budget)
+    max_docs = max(MIN_WINDOW_ROWS, pool_rows(budget, plan.params.num_hashes))
+    chunk = chunk_pairs(budget, most)
     if sorted_unique(gids).size <= max_docs:
         spans = [(0, keys.size)]
     else:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, check_threshold
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle, options_for
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.links import link_rule
 from lance_minhash_sql.selfjoin.star import star_clusters
@@ -54,22 +54,22 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     executor. ``progress``: progress bars on stderr, the shards linked and
     the rows the star walk visited."""
     clustering, verify = check_clustering_verify(clustering, verify)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     progress = check_bool("progress", progress)
     storage_options = options_for(dataset, storage_options)
-    table = linked_components(dataset, column, threshold, verify, limit, storage_options, clustering, executor,
+    table = linked_components(dataset, column, threshold, verify, budget, storage_options, clustering, executor,
                               progress)
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, limit, progress)
+    return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, budget, progress)
 
 
-def linked_components(dataset, column: str, threshold: float, verify: str, limit: int, storage_options,
+def linked_components(dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options,
                       clustering: str = "star", executor: Executor = LOCAL, progress: bool = False) -> pa.Table:
     """The components table (:func:`clusters`' rule) of the links :func:`.links.link_rule`
-    gives ``clustering`` and ``verify``, computed by ``executor`` within ``limit`` bytes
+    gives ``clustering`` and ``verify``, computed by ``executor`` within ``budget``
     (``progress``: with a progress bar)."""
     threshold = check_threshold(threshold)
     rule = link_rule(open_index(dataset, column, storage_options).params, threshold, verify, clustering)
-    return executor.components(dataset, column, rule, limit, storage_options, progress=progress)
+    return executor.components(dataset, column, rule, budget, storage_options, progress=progress)

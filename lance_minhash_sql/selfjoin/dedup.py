@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_bool, check_choice, check_clustering_verify, check_threshold
 from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, InvalidParameterError
 from lance_minhash_sql.core.params import KEEP_POLICIES
@@ -47,7 +48,6 @@ from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows,
 from lance_minhash_sql.io.scan import open_dataset, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.runtime.progress import progress_bar
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.clusters import linked_components
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.star import star_members, star_twins
@@ -180,22 +180,22 @@ def keep_flags(dataset, column: str, threshold: float = 0.8, *, keep: str = "fir
       :func:`lance_minhash_sql.core.banding.exact_candidate_floor`.
     """
     check_threshold(threshold)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     keep, order_by = check_keep(keep, order_by)
     clustering, verify = check_clustering_verify(clustering, verify)
     progress = check_bool("progress", progress)
     storage_options = options_for(dataset, storage_options)
-    return _flags(dataset, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor,
+    return _flags(dataset, column, threshold, keep, order_by, clustering, verify, budget, storage_options, executor,
                   progress)
 
 
 def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | None, clustering: str, verify: str,
-           limit: int, storage_options, executor: Executor, progress: bool = False) -> pa.Table:
-    """:func:`keep_flags` of checked arguments (``limit``: the budget in bytes)."""
+           budget: Budget, storage_options, executor: Executor, progress: bool = False) -> pa.Table:
+    """:func:`keep_flags` of checked arguments (``budget``: ``memory_limit`` parsed once)."""
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = order_by_columns(ds, uri, order_by)
-    table = linked_components(ds, column, threshold, verify, limit, storage_options, clustering, executor, progress)
+    table = linked_components(ds, column, threshold, verify, budget, storage_options, clustering, executor, progress)
     rowid = table.column("_rowid").to_numpy()
     cluster = table.column("cluster_id").to_numpy()
     order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
@@ -206,7 +206,7 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
         flags[order[first]] = True
         return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
     twin, sim, jac = star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
-                                limit, progress)
+                                budget, progress)
     pos, star_id, star_size = star_members(rowid, twin)
     twin, sim, jac = twin[pos], sim[pos], jac[pos]
     flags = twin < 0
@@ -276,7 +276,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
     check_threshold(threshold)
     keep, order_by = check_keep(keep, order_by)
     clustering, verify = check_clustering_verify(clustering, verify)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     output = _check_output(output, delete_in_place)
     storage_options = options_for(dataset, storage_options)
     uri, ds = dataset_handle(dataset, storage_options)
@@ -284,7 +284,7 @@ def dedup(dataset, column: str, threshold: float = 0.8, *, keep: str = "first", 
         ds = open_dataset(uri, storage_options, version=version_of(ds))
     version = version_of(ds)
     progress = check_bool("progress", progress)
-    flags = _flags(ds, column, threshold, keep, order_by, clustering, verify, limit, storage_options, executor,
+    flags = _flags(ds, column, threshold, keep, order_by, clustering, verify, budget, storage_options, executor,
                    progress)
     keep_col = flags.column("keep").to_numpy(zero_copy_only=False)
     remove = np.sort(flags.column("_rowid").to_numpy()[~keep_col])

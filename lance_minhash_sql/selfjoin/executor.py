@@ -31,9 +31,10 @@ from typing import Iterator, Protocol
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.selfjoin.bounded import bounded_clusters, bounded_pairs, memory_limit_bytes
+from lance_minhash_sql.selfjoin.bounded import bounded_clusters, bounded_pairs
 from lance_minhash_sql.runtime.threads import num_threads
 from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_shards, shared_shard_join
 from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
@@ -46,23 +47,25 @@ __all__ = ["Executor", "LocalExecutor", "LOCAL"]
 
 class Executor(Protocol):
     """What an executor runs (module doc). Arguments arrive checked; ``verify`` is
-    ``'estimate'`` or ``'exact'``; ``limit`` (bytes: the entry parsed ``memory_limit``
-    once, :func:`.bounded.memory_limit_bytes`) is what each worker of the executor
-    holds beside its process (bytes, a size text, or ``None`` for the default); ``progress``:
-    a progress bar of the work (``runtime/progress.py``)."""
+    ``'estimate'`` or ``'exact'``; ``budget`` is what each worker of the executor holds
+    beside its process: the entry's ``memory_limit`` parsed once into its parts
+    (:meth:`lance_minhash_sql.core.budget.Budget.parse`); for ``join`` ``None`` when no
+    ``memory_limit`` was given (the default budget, the left rows signed in memory bounded
+    by the segment cache alone: :func:`.join_shards.join_shards`); ``progress``: a
+    progress bar of the work (``runtime/progress.py``)."""
 
     name: str
 
-    def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
+    def pairs(self, dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options
               ) -> Iterator[pa.RecordBatch]: ...
 
-    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+    def components(self, dataset, column: str, rule: LinkRule, budget: Budget, storage_options,
                    progress: bool = False) -> pa.Table: ...
 
-    def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
+    def shard_pairs(self, shards: list[Shard], index: int, verify: str, budget: Budget, storage_options
                     ) -> Iterator[pa.RecordBatch]: ...
 
-    def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
+    def join(self, left, right, column: str, threshold: float, verify: str, budget: Budget | None, *, right_column,
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]: ...
 
     def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
@@ -75,34 +78,34 @@ class LocalExecutor:
 
     name = "local"
 
-    def pairs(self, dataset, column: str, threshold: float, verify: str, limit: int, storage_options
+    def pairs(self, dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options
               ) -> Iterator[pa.RecordBatch]:
         verifier = pair_verifier(verify, open_index(dataset, column, storage_options))
         return verifier.closing(bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
-                                              exact=verify == "exact", limit=limit, storage_options=storage_options))
+                                              exact=verify == "exact", budget=budget, storage_options=storage_options))
 
-    def components(self, dataset, column: str, rule: LinkRule, limit: int, storage_options,
+    def components(self, dataset, column: str, rule: LinkRule, budget: Budget, storage_options,
                    progress: bool = False) -> pa.Table:
         opened = open_index(dataset, column, storage_options)
         links = link_verifier(rule, opened)
         try:
             with planning(rule):
                 return bounded_clusters(dataset, column, rule.threshold, links=links, max_reps=rule.max_reps,
-                                        limit=limit, storage_options=storage_options, progress=progress)
+                                        budget=budget, storage_options=storage_options, progress=progress)
         finally:
             links.close()
 
-    def shard_pairs(self, shards: list[Shard], index: int, verify: str, limit: int, storage_options
+    def shard_pairs(self, shards: list[Shard], index: int, verify: str, budget: Budget, storage_options
                     ) -> Iterator[pa.RecordBatch]:
-        """Shard ``shards[index]``'s pairs within ``limit`` bytes, sharing the pools and
+        """Shard ``shards[index]``'s pairs within ``budget``, sharing the pools and
         shingle sets of the calls of ``shards`` (:class:`.shared.SharedShards`)."""
-        return SharedShards.of(shards, verify, limit).pairs(index)
+        return SharedShards.of(shards, verify, budget).pairs(index)
 
-    def join(self, left, right, column: str, threshold: float, verify: str, *, right_column, memory_limit,
+    def join(self, left, right, column: str, threshold: float, verify: str, budget: Budget | None, *, right_column,
              left_storage_options, right_storage_options) -> Iterator[pa.RecordBatch]:
-        shards = join_shards(left, right, column, threshold, right_column=right_column, memory_limit=memory_limit,
+        shards = join_shards(left, right, column, threshold, right_column=right_column, budget=budget,
                              left_storage_options=left_storage_options, right_storage_options=right_storage_options)
-        return join_all(shards, verify, memory_limit_bytes(memory_limit))
+        return join_all(shards, verify, Budget.or_default(budget))
 
     def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
                    ) -> Iterator[pa.RecordBatch]:

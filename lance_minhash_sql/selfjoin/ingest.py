@@ -46,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_threshold, check_verify
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
@@ -58,7 +59,6 @@ from lance_minhash_sql.io.rowids import live_rowids
 from lance_minhash_sql.io.scan import fragment_ids, take_texts, text_field, uri_of
 from lance_minhash_sql.kernels.ingest import ingest_walk, keep_best
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.join_shards import forget_signed_left, signed_left
@@ -170,7 +170,7 @@ def _sets_of(ds, column: str, signer, rowids: np.ndarray, rows: np.ndarray, uri:
     return starts, ends, hashes
 
 
-def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str, order_by: str | None, limit: int,
+def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str, order_by: str | None, budget: Budget,
                 corpus_options, batch_options, executor: Executor) -> IngestPlan:
     """:func:`ingest_plan` of checked arguments on opened datasets (their versions pinned)."""
     batch_uri = uri_of(batch_ds)
@@ -182,7 +182,7 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
         batch = _batch_rows(batch_ds, column, params, batch_options)
         rowids, sigs, has, buckets, num_buckets = batch
         trim_heap()
-        pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, right_column=None, memory_limit=limit,
+        pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, budget, right_column=None,
                               left_storage_options=batch_options, right_storage_options=corpus_options)
         blocked, c_right, c_sim, c_jac = _best_corpus(pairs, verify, rowids)
     forget_signed_left(batch_ds, column, params, batch_options)  # (the walk holds what it reads)
@@ -245,10 +245,10 @@ def ingest_plan(corpus, batch, column: str, threshold: float = 0.8, *, verify: s
     threshold = check_threshold(threshold)
     verify = check_verify(verify)
     _, order_by = check_keep("first", order_by)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     corpus_options = options_for(corpus, corpus_storage_options)
     batch_options = options_for(batch, batch_storage_options)
     _, corpus_ds = dataset_handle(corpus, corpus_options)
     _, batch_ds = dataset_handle(batch, batch_options)
-    return plan_ingest(corpus_ds, batch_ds, column, threshold, verify, order_by, limit, corpus_options,
+    return plan_ingest(corpus_ds, batch_ds, column, threshold, verify, order_by, budget, corpus_options,
                        batch_options, executor).table

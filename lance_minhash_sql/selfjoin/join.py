@@ -16,8 +16,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_threshold, check_verify
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.join_shards import JOIN_SCHEMA
 
@@ -35,7 +35,6 @@ def join(left, right, column: str, threshold: float = 0.8, *, verify: str = "est
     distributed ``executor``; the pairs do not depend on it."""
     verify = check_verify(verify)
     check_threshold(threshold)
-    memory_limit = None if memory_limit is None else memory_limit_bytes(memory_limit)  # (parsed once: bytes on)
-    return executor.join(left, right, column, threshold, verify, right_column=right_column,
-                         memory_limit=memory_limit, left_storage_options=left_storage_options,
-                         right_storage_options=right_storage_options)
+    budget = None if memory_limit is None else Budget.parse(memory_limit)
+    return executor.join(left, right, column, threshold, verify, budget, right_column=right_column,
+                         left_storage_options=left_storage_options, right_storage_options=right_storage_options)

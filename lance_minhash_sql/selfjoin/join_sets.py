@@ -19,7 +19,7 @@ the sets come from:
   of pairs is not fetched again;
 * the sets' index in memory (:data:`.shingles.INDEX_BYTES` a row) and what Lance's
   reader keeps are taken from the join's ``memory_limit`` before its pairs are verified
-  (:meth:`JoinSets.budget_bytes`, :func:`.verify.verifying_limit`), as in the self-join;
+  (:meth:`JoinSets.budget_bytes`, :meth:`lance_minhash_sql.core.budget.Budget.less`), as in the self-join;
 * a SQL statement runs a join's shards as independent calls (one per ``UNION ALL``
   branch): :class:`SharedJoinSets` gives the calls of one plan one :class:`JoinSets`,
   fetched at the first call for all the shards, closed once every shard has run and no

@@ -59,6 +59,7 @@ from lance_minhash_sql.core.errors import (CorruptIndexError, IndexNotFoundError
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES, BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, FETCH_ROWS, MAX_SHARDS, MAX_SIGNED_LEFTS, VISIT_BUDGET
 from lance_minhash_sql.index.entries import signed_entry, signed_rows
@@ -73,11 +74,11 @@ from lance_minhash_sql.kernels.pairs import padded_hashes
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
 from lance_minhash_sql.selfjoin.bounded import chunk_pairs as chunk_pairs_of
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes, pool_bytes, shard_rows
+from lance_minhash_sql.selfjoin.bounded import shard_rows
 from lance_minhash_sql.selfjoin.join_sets import JoinSets, SharedJoinSets
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, row_ids
 from lance_minhash_sql.selfjoin.shards import merge_runs, plan_for, read_run, run_span
-from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept, verifying_limit
+from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept
 
 __all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
            "forget_signed_left", "signed_bytes", "signed_left", "SignedLeft"]
@@ -117,14 +118,14 @@ def signed_bytes(rows: int, params: MinHashParams) -> int:
     return rows * (8 + 2 * params.num_hashes + BAND_ROW_BYTES * params.num_bands)
 
 
-def _check_budget(uri: str, column: str, rows: int, params: MinHashParams, limit: int | None) -> None:
+def _check_budget(uri: str, column: str, rows: int, params: MinHashParams, budget: Budget | None) -> None:
     """The signed left rows must fit the segment cache's capacity (the memory budget of
-    index data) and the pool share of an explicit ``memory_limit``; beyond it the left
+    index data) and the ``pool`` part of an explicit ``budget``; beyond it the left
     dataset should be indexed, and is then read in shards."""
     need, cap = signed_bytes(rows, params), cache_capacity()
     what = "the index cache capacity"
-    if limit is not None and pool_bytes(limit) < cap:
-        cap, what = pool_bytes(limit), f"the share of memory_limit={format_bytes(limit)} for signatures"
+    if budget is not None and budget.pool < cap:
+        cap, what = budget.pool, f"the share of memory_limit={format_bytes(budget.total)} for signatures"
     if need > cap:
         raise ResourceLimitError(
             f"the left dataset {uri!r} has {rows:,} rows: signing them for the join takes about "
@@ -139,7 +140,7 @@ def _signed_key(uri: str, ds, column: str, params: MinHashParams, options) -> tu
     return (uri, version_of(ds), column, params, None if not options else tuple(sorted(options.items())))
 
 
-def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limit: int | None,
+def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, budget: Budget | None,
                  checked: bool = True) -> Side:
     """The live rows of ``column`` signed with ``params``: one in-memory run (kept for
     the last :data:`MAX_SIGNED_LEFTS` dataset versions, so a statement's shards sign once);
@@ -149,7 +150,7 @@ def _signed_side(uri: str, ds, column: str, params: MinHashParams, options, limi
     if hit is not None:
         return hit
     if checked:
-        _check_budget(uri, column, row_count(ds), params, limit)
+        _check_budget(uri, column, row_count(ds), params, budget)
     rowids, sigs = signed_rows(ds, column, params)
     entry = signed_entry(key, f"rows of {column!r} of {uri!r} signed for the join", params, rowids, sigs)
     side = Side(uri, ds, version_of(ds), column, params, [entry], None, False)
@@ -185,7 +186,7 @@ def forget_signed_left(left, column: str, params: MinHashParams, storage_options
     _signed.drop(_signed_key(uri, ds, column, params, options))
 
 
-def _left_side(left, column: str, params: MinHashParams, storage_options, limit: int | None = None) -> Side:
+def _left_side(left, column: str, params: MinHashParams, storage_options, budget: Budget | None = None) -> Side:
     """The left rows: the left index's signatures when its parameters are ``params``, else signed."""
     options = options_for(left, storage_options)
     uri, ds = dataset_handle(left, options)
@@ -196,7 +197,7 @@ def _left_side(left, column: str, params: MinHashParams, storage_options, limit:
         opened = None  # no usable left index: sign the rows
     if opened is not None and opened.params == params:
         return _index_side(plan_for(opened))
-    return _signed_side(uri, ds, column, params, options, limit)
+    return _signed_side(uri, ds, column, params, options, budget)
 
 
 @dataclass(eq=False)
@@ -235,14 +236,15 @@ class JoinShard:
 
 def join_shards(left, right, column: str, threshold: float = 0.8, *, right_column: str | None = None,
                 num_shards: int | None = None, left_storage_options: dict | None = None,
-                right_storage_options: dict | None = None, memory_limit=None) -> list[JoinShard]:
+                right_storage_options: dict | None = None, budget: Budget | None = None) -> list[JoinShard]:
     """Independent key-range shards of the join of ``left``'s ``column`` against the index
     on ``right_column`` (default ``column``) of ``right``; :func:`shard_join` runs one.
 
     ``left`` and ``right`` are paths/URIs or opened ``LanceDataset`` objects (pass those
     to pin versions); each side's storage options reach only that side. ``num_shards``
     defaults to one per :data:`lance_minhash_sql.core.tuning.SHARD_BAND_ROWS` band rows of both sides (fewer band rows
-    under a small ``memory_limit``, :func:`.bounded.shard_rows`; an explicit limit also
+    under a small ``budget``, :func:`.bounded.shard_rows`; an explicit budget, the entry's
+    ``memory_limit`` parsed once (:meth:`lance_minhash_sql.core.budget.Budget.parse`), also
     bounds the left rows signed in memory).
 
     Raises :class:`InvalidParameterError` for a threshold outside ``(0, 1]``,
@@ -251,7 +253,6 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
     the threshold is far below the right index's S-curve.
     """
     t = check_threshold(threshold)
-    limit = memory_limit_bytes(memory_limit)
     rcol = column if right_column is None else right_column
     if not isinstance(rcol, str) or not rcol:
         raise InvalidParameterError(f"right_column={right_column!r} must be the name of the right dataset's "
@@ -259,10 +260,10 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
     opened = open_index(right, rcol, options_for(right, right_storage_options))
     warn_if_low_recall(opened.params, t)
     rside = _index_side(plan_for(opened))
-    lside = _left_side(left, column, opened.params, left_storage_options, None if memory_limit is None else limit)
+    lside = _left_side(left, column, opened.params, left_storage_options, budget)
     if num_shards is None:
         total = lside.band_rows + rside.band_rows
-        num_shards = min(MAX_SHARDS, max(1, -(-total // shard_rows(limit))))
+        num_shards = min(MAX_SHARDS, max(1, -(-total // shard_rows(Budget.or_default(budget)))))
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
     return JoinPlan(lside, rside, t, num_shards, SharedJoinSets(lside, rside, num_shards)).shards()
@@ -513,19 +514,20 @@ def _shard_join(shard: JoinShard, verify: str, chunk: int, stop: threading.Event
 # --------------------------------------------------------------------------- all shards
 
 
-def join_all(shards: list[JoinShard], verify: str, limit: int) -> Iterator[pa.RecordBatch]:
-    """The verified pairs of ``shards`` (of one plan) within ``limit`` bytes, on a thread
+def join_all(shards: list[JoinShard], verify: str, budget: Budget) -> Iterator[pa.RecordBatch]:
+    """The verified pairs of ``shards`` (of one plan) within ``budget``, on a thread
     pool, their batches yielded in shard order. ``verify="exact"``: the candidate rows of
     every shard fetched and shingled once, in row order, before any pair is verified
-    (:mod:`.join_sets`); the sets' share taken from ``limit`` before the batches are sized."""
+    (:mod:`.join_sets`); the sets' share taken from ``budget`` before the batches are sized
+    (:meth:`lance_minhash_sql.core.budget.Budget.less`)."""
     stop = threading.Event()
     sets = None
     try:
         if verify == "exact":
             sets = JoinSets(shards[0].plan.left, shards[0].plan.right)
             sets.fetch(*candidate_rows(shards))
-            limit = verifying_limit(limit, sets.budget_bytes())
-        chunk = chunk_pairs_of(limit, DEFAULT_CHUNK_PAIRS)
+            budget = budget.less(sets.budget_bytes())
+        chunk = chunk_pairs_of(budget, DEFAULT_CHUNK_PAIRS)
         yield from run_ordered(shards, lambda s: shard_join(s, verify=verify, chunk_pairs=chunk, stop=stop, sets=sets),
                                stop=stop)
     finally:

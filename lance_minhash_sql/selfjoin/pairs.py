@@ -38,10 +38,10 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_threshold, check_verify
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
 from lance_minhash_sql.io.handles import options_for
-from lance_minhash_sql.selfjoin.bounded import memory_limit_bytes
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 
 __all__ = ["PAIRS_SCHEMA", "PAIRS_EXACT_SCHEMA", "pairs"]
@@ -60,6 +60,6 @@ def pairs(dataset, column: str, threshold: float = 0.8, *, verify: str = "estima
     """
     verify = check_verify(verify)
     check_threshold(threshold)
-    limit = memory_limit_bytes(memory_limit)
+    budget = Budget.parse(memory_limit)
     storage_options = options_for(dataset, storage_options)
-    return executor.pairs(dataset, column, threshold, verify, limit, storage_options)
+    return executor.pairs(dataset, column, threshold, verify, budget, storage_options)

@@ -4,10 +4,10 @@
 ``parent`` is one ``int32`` a doc (``int64`` past 2**31 docs; the kernels of
 :mod:`lance_minhash_sql.kernels.components`: a union keeps the smaller root, so a root is
 its component's smallest doc). It is an ordinary array while it and the candidates' bit
-set take at most :data:`PARENT_SHARE` of the pool's share (:func:`parent_share`); past
-that it lives in a temporary file (:class:`lance_minhash_sql.io.spilled.SpilledArray`)
-and the pages the process touches are held within :data:`SPILLED_PARENT_SHARE` of the
-pool's share: every kernel over it is metered in blocks of :data:`BLOCK_BYTES` (the most
+set take at most the budget's ``parent`` part (:class:`lance_minhash_sql.core.budget.Budget`;
+:func:`parent_share`); past that it lives in a temporary file
+(:class:`lance_minhash_sql.io.spilled.SpilledArray`) and the pages the process touches are
+held within its ``parent_pages`` part: every kernel over it is metered in blocks of :data:`BLOCK_BYTES` (the most
 Linux maps around one touch of a file mapping), stops before a block past the share, and
 resumes once the pages are handed back to the OS (the data stays in the file and the page
 cache). The unions, the clusters' pruning (:func:`lance_minhash_sql.kernels.prune.
@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, MIN_PARENT_BLOCKS as MIN_BLOCKS, PARENT_SHARE, SPILLED_PARENT_SHARE
+from lance_minhash_sql.core.budget import Budget
+from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, MIN_PARENT_BLOCKS as MIN_BLOCKS
 from lance_minhash_sql.io.spilled import SpilledArray
 from lance_minhash_sql.kernels.components import (METER_SHIFT, METER_USED, clear_meter, collect_linked, count_linked,
                                                   flatten_roots, flatten_within, linked_members, new_marks, new_meter,
@@ -33,7 +34,7 @@ from lance_minhash_sql.kernels.components import (METER_SHIFT, METER_USED, clear
 from lance_minhash_sql.kernels.prune import drop_joined, joined_within, kept_rows
 from lance_minhash_sql.selfjoin.pool import STATS, count
 
-__all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "PARENT_SHARE", "SPILLED_PARENT_SHARE", "parent_bytes", "spills",
+__all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "parent_bytes", "spills",
            "parent_share", "UnionFind"]
 
 BLOCK_BYTES = FAULT_AROUND_BYTES
@@ -48,33 +49,32 @@ def parent_bytes(total_docs: int) -> int:
     return total_docs * _dtype(total_docs).itemsize
 
 
-def spills(total_docs: int, pool: int) -> bool:
-    """Is the union-find spilled when the pool's share of the budget is ``pool`` bytes:
-    do it and the bit set (a bit a doc) take more than :data:`PARENT_SHARE` of it?"""
-    return parent_bytes(total_docs) + (total_docs + 7) // 8 > pool * PARENT_SHARE
+def spills(total_docs: int, budget: Budget) -> bool:
+    """Is the union-find spilled within ``budget``: do it and the bit set (a bit a doc)
+    take more than the budget's ``parent`` part?"""
+    return parent_bytes(total_docs) + (total_docs + 7) // 8 > budget.parent
 
 
-def parent_share(total_docs: int, pool: int) -> int:
-    """Bytes of the union-find held in memory when the pool's share of the budget is
-    ``pool`` bytes: all of it, or once spilled (:func:`spills`) the resident pages of its
-    file, :data:`SPILLED_PARENT_SHARE` of ``pool`` (at least :data:`MIN_BLOCKS` blocks)."""
-    if not spills(total_docs, pool):
+def parent_share(total_docs: int, budget: Budget) -> int:
+    """Bytes of the union-find held in memory within ``budget``: all of it, or once
+    spilled (:func:`spills`) the resident pages of its file, the budget's ``parent_pages``
+    part (at least :data:`MIN_BLOCKS` blocks)."""
+    if not spills(total_docs, budget):
         return parent_bytes(total_docs)
-    return max(int(pool * SPILLED_PARENT_SHARE), MIN_BLOCKS * BLOCK_BYTES)
+    return max(budget.parent_pages, MIN_BLOCKS * BLOCK_BYTES)
 
 
 class UnionFind:
-    """The union-find of ``total_docs`` docs when the pool's share of the budget is
-    ``pool`` bytes, within :func:`parent_share` of them; :meth:`close` removes its file
-    (use it in a ``finally``)."""
+    """The union-find of ``total_docs`` docs within ``budget``, in :func:`parent_share`
+    bytes of it; :meth:`close` removes its file (use it in a ``finally``)."""
 
-    def __init__(self, total_docs: int, pool: int):
+    def __init__(self, total_docs: int, budget: Budget):
         dtype = _dtype(total_docs)
         self.total = int(total_docs)
         self.merges = 0
         self.file: SpilledArray | None = None
-        share = parent_share(total_docs, pool)
-        if not spills(total_docs, pool):
+        share = parent_share(total_docs, budget)
+        if not spills(total_docs, budget):
             self.parent = np.arange(self.total, dtype=dtype)  # (the plain kernels: no meter)
             return
         block = max(BLOCK_BYTES // dtype.itemsize, 1)

@@ -42,6 +42,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import sorted_unique
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, SHARED_SHARD_STATES
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.runtime.cache import ByteCache
@@ -57,11 +58,11 @@ _STATES = ByteCache.for_objects("what the calls of one list of shards share (SQL
 _STATES_LOCK = threading.Lock()  # a state made and put once per key
 
 
-def calls_key(shards: list[Shard], verify: str, limit: int) -> tuple:
+def calls_key(shards: list[Shard], verify: str, budget: Budget) -> tuple:
     """What names the independent calls of one list of shards (a statement's branches) for
     a ``verify`` mode and budget: the dataset, version, column, threshold and key ranges."""
     s = shards[0]
-    return (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, limit)
+    return (s.uri, s.version, s.column, s.threshold, tuple((x.lo, x.hi) for x in shards), verify, budget)
 
 
 class _Group:
@@ -97,8 +98,8 @@ class SharedShards:
     """The shared state of the calls of one list of shards, for one ``verify`` mode and
     budget (module doc); :meth:`pairs` is one shard's call."""
 
-    def __init__(self, shards: list[Shard], verify: str, limit: int):
-        self.shards, self.verify, self.limit = shards, verify, limit
+    def __init__(self, shards: list[Shard], verify: str, budget: Budget):
+        self.shards, self.verify, self.budget = shards, verify, budget
         self.lock = threading.Lock()
         self.verifier: Verifier | None = None
         self.groups: list[_Group | None] | None = None  # per shard: its group, None alone over a pool
@@ -108,13 +109,13 @@ class SharedShards:
         self.detached = False
 
     @classmethod
-    def of(cls, shards: list[Shard], verify: str, limit: int) -> "SharedShards":
-        """The shared state of ``shards`` for ``verify`` and ``limit`` (module doc)."""
-        key = calls_key(shards, verify, limit)
+    def of(cls, shards: list[Shard], verify: str, budget: Budget) -> "SharedShards":
+        """The shared state of ``shards`` for ``verify`` and ``budget`` (module doc)."""
+        key = calls_key(shards, verify, budget)
         with _STATES_LOCK:
             state = _STATES.get(key)
             if state is None:
-                state = cls(shards, verify, limit)
+                state = cls(shards, verify, budget)
                 _STATES.put(key, state)
             return state
 
@@ -140,18 +141,18 @@ class SharedShards:
 
     def pairs(self, index: int) -> Iterator[pa.RecordBatch]:
         """Shard ``index``'s verified pairs, in batches of at most :func:`.bounded.chunk_pairs` rows."""
-        verifier, limit = self._enter()
+        verifier, budget = self._enter()
         try:
             with bounded_heap():
-                yield from self._shard(index, verifier, limit)
+                yield from self._shard(index, verifier, budget)
         finally:
             self._leave()
 
-    def _shard(self, index: int, verifier: Verifier, limit: int) -> Iterator[pa.RecordBatch]:
+    def _shard(self, index: int, verifier: Verifier, budget: Budget) -> Iterator[pa.RecordBatch]:
         shard, group = self.shards[index], self.groups[index]
         exact = self.verify == "exact"
         if group is None:
-            yield from bounded_shard_pairs(shard, limit, verifier, DEFAULT_CHUNK_PAIRS, exact)
+            yield from bounded_shard_pairs(shard, budget, verifier, DEFAULT_CHUNK_PAIRS, exact)
             return
         got = read_multi(shard)
         if got is None:
@@ -163,7 +164,7 @@ class SharedShards:
             data = shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
             del keys, gids
             if data is not None:
-                yield from verifier(shard, data, chunk_pairs(limit, DEFAULT_CHUNK_PAIRS))
+                yield from verifier(shard, data, chunk_pairs(budget, DEFAULT_CHUNK_PAIRS))
         finally:
             self._end(group)
         if exact:
@@ -196,11 +197,11 @@ class SharedShards:
             if self.verifier is None:
                 self.verifier = pair_verifier(self.verify, self.shards[0].plan.opened)
                 prepare(self.verifier, self.shards)
-            limit = remaining(self.verifier, self.limit)
+            budget = remaining(self.verifier, self.budget)
             if self.groups is None:
-                self.groups = _grouped(self.shards, limit)
+                self.groups = _grouped(self.shards, budget)
             self.running += 1
-            return self.verifier, limit
+            return self.verifier, budget
 
     def _leave(self) -> None:
         with self.lock:
@@ -210,14 +211,14 @@ class SharedShards:
                 self._release()  # every shard ran (a statement run again starts afresh), or evicted
 
 
-def _grouped(shards: list[Shard], limit: int) -> list[_Group | None]:
+def _grouped(shards: list[Shard], budget: Budget) -> list[_Group | None]:
     """Per shard its group (:func:`.bounded.shard_groups`, over the pool of a budget of
-    ``limit`` bytes); ``None`` for a shard whose own candidates do not fit, or that has
+    ``budget``); ``None`` for a shard whose own candidates do not fit, or that has
     none (module doc)."""
     plan = shards[0].plan
     place = {id(s): i for i, s in enumerate(shards)}
     out: list[_Group | None] = [None] * len(shards)
-    groups = shard_groups(shards, limit, pool_rows(limit, plan.params.num_hashes), new_marks(plan.total_docs))
+    groups = shard_groups(shards, budget, pool_rows(budget, plan.params.num_hashes), new_marks(plan.total_docs))
     try:
         for found in groups:
             if found.alone is None:

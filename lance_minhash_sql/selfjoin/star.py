@@ -38,18 +38,18 @@ and, with ``verify="exact"``, shingled, into files read through memory maps
 (:class:`lance_minhash_sql.selfjoin.shingles.ShingleSets`); each chunk of the walk gathers
 its members' from there.
 
-**Memory** (the self-join's ``memory_limit``, :func:`.bounded.memory_limit_bytes`): beside
+**Memory** (the self-join's budget, :class:`lance_minhash_sql.core.budget.Budget`): beside
 the components table and the result (a few integers per clustered row), the walk holds
 
 * the members' index (:data:`lance_minhash_sql.selfjoin.shingles.INDEX_BYTES` a member,
   less the bucket counts, which the walk does not read);
 * one chunk of members: their signatures, band keys, the hash table of the chunk's
   centers' keys and (``verify="exact"``) shingle sets, as many members as
-  :data:`CHUNK_SHARE` of the budget holds (each member's bytes known from the index
+  the budget's ``star_chunk`` part holds (each member's bytes known from the index
   before it is gathered; one member at least), at most :data:`STAR_ROWS`;
 * the centers of the component being walked (their signatures, band keys, and shingle
-  sets with ``verify="exact"``), in blocks: held while they fit :data:`CENTERS_SHARE` of
-  the budget, the older blocks written to a private temp folder past that and read back
+  sets with ``verify="exact"``), in blocks: held while they fit the budget's
+  ``star_centers`` part, the older blocks written to a private temp folder past that and read back
   one block at a time for each chunk (:class:`_Centers`).
 
 A chunk's members are first matched against the earlier chunks' centers block by block
@@ -78,9 +78,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly, sorted_unique
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
-from lance_minhash_sql.core.tuning import STAR_CENTERS_SHARE as CENTERS_SHARE
-from lance_minhash_sql.core.tuning import STAR_CHUNK_SHARE as CHUNK_SHARE
 from lance_minhash_sql.core.tuning import STAR_BUCKET_CENTERS as BUCKET_CENTERS
 from lance_minhash_sql.core.tuning import STAR_ROWS
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
@@ -91,8 +90,7 @@ from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
-__all__ = ["STAR_ROWS", "BUCKET_CENTERS", "CHUNK_SHARE", "CENTERS_SHARE", "STATS", "star_twins", "star_members",
-           "star_clusters"]
+__all__ = ["STAR_ROWS", "BUCKET_CENTERS", "STATS", "star_twins", "star_members", "star_clusters"]
 
 SPILL_PREFIX = "lance-minhash-star-"
 STATS = Counters("star clustering's chunks and spilled centers", "spilled_blocks", "chunks")
@@ -172,25 +170,25 @@ def _walk_bytes(num_bands: int) -> int:
     return num_bands * (8 + TABLE_BYTES + 8 + 1) + 5 * 8
 
 
-def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: int, limit: int,
+def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: int, budget: Budget,
            extra: int) -> np.ndarray:
     """The positions of the next chunk of the walk from ``order[start]``: as many members
-    as :data:`CHUNK_SHARE` of ``limit`` holds (at least one; each member's bytes and
+    as the budget's ``star_chunk`` part holds (at least one; each member's bytes and
     ``extra``), at most :data:`STAR_ROWS`."""
     ahead = order[start:start + STAR_ROWS]
     nbytes = np.cumsum(members.row_bytes(rowid[ahead]) + extra)
-    return ahead[:max(1, int(np.searchsorted(nbytes, CHUNK_SHARE * limit, side="right")))]
+    return ahead[:max(1, int(np.searchsorted(nbytes, budget.star_chunk, side="right")))]
 
 
 def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray, order: np.ndarray, verify: str,
-               limit: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               budget: Budget, progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Twins of the rows of a components table (``rowid``, ``cluster`` ids) of the index
     ``opened`` (:class:`lance_minhash_sql.index.opened.OpenedIndex`) walked in ``order``
     (a permutation with each component contiguous, its members in keep order):
     ``(twin, similarity, jaccard)`` per row, ``twin`` the position of its twin in the table
     (``-1`` for a center), ``similarity`` the pair's MinHash similarity and ``jaccard``
     their exact shingle Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >=
-    threshold``); NaN where there is none. Within ``limit`` bytes, the self-join's budget
+    threshold``); NaN where there is none. Within ``budget``, the self-join's
     (module doc). ``progress``: a bar of the rows walked."""
     k = opened.params.num_hashes
     exact = verify == "exact"
@@ -198,7 +196,7 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
     twin = np.full(rowid.size, -1, dtype=np.int64)
     eq = np.zeros(rowid.size, dtype=np.int64)
     jac = np.full(rowid.size, np.nan, dtype=np.float64)
-    centers = _Centers(int(CENTERS_SHARE * limit))
+    centers = _Centers(budget.star_centers)
     members = ShingleSets(opened, signatures=True, sets=exact, counts=False)
     extra = _walk_bytes(opened.params.num_bands)
     start = 0
@@ -206,7 +204,7 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
     try:
         members.fetch_rows(sorted_unique(rowid))
         while start < order.size:
-            pos = _chunk(members, rowid, order, start, limit, extra)
+            pos = _chunk(members, rowid, order, start, budget, extra)
             start += pos.size
             STATS.add("chunks")
             comp = cluster[pos].astype(np.int64)
@@ -281,7 +279,7 @@ def star_members(rowid: np.ndarray, twin: np.ndarray) -> tuple[np.ndarray, np.nd
     return pos, rowid[center[pos]], size[pos]
 
 
-def star_clusters(opened, threshold: float, components: pa.Table, verify: str, limit: int,
+def star_clusters(opened, threshold: float, components: pa.Table, verify: str, budget: Budget,
                   progress: bool = False) -> pa.Table:
     """The star clusters (:func:`star_members`) of a components table
     (:data:`lance_minhash_sql.index.results.CLUSTERS_SCHEMA`), members walked by lowest row
@@ -291,7 +289,7 @@ def star_clusters(opened, threshold: float, components: pa.Table, verify: str, l
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
     order = np.lexsort((rowid, cluster))
-    twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, limit, progress)
+    twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, budget, progress)
     pos, cid, size = star_members(rowid, twin)
     return pa.Table.from_arrays([pa.array(rowid[pos], pa.uint64()), pa.array(cid, pa.uint64()),
                                  pa.array(size, pa.int64())], schema=CLUSTERS_SCHEMA)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
@@ -31,7 +32,7 @@ from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
 __all__ = ["candidate_matches", "data_pairs", "data_visits", "exact_kept", "pair_verifier", "Verifier", "prepare",
-           "remaining", "verifying_limit"]
+           "remaining"]
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
@@ -189,19 +190,12 @@ def prepare(verifier, shards: list[Shard], docs: np.ndarray | None = None) -> No
         verifier.prepare(shards, docs)
 
 
-def remaining(verifier, limit: int) -> int:
-    """What is left of a budget of ``limit`` bytes to verify in once ``verifier`` is
-    prepared (its shingle sets' share, :meth:`.shingles.ShingleSets.budget_bytes`), at
-    least half of it."""
+def remaining(verifier, budget: Budget) -> Budget:
+    """What is left of ``budget`` to verify in once ``verifier`` is prepared (its shingle
+    sets' share, :meth:`.shingles.ShingleSets.budget_bytes`; :meth:`Budget.less`)."""
     if isinstance(verifier, Verifier) and verifier.shingles is not None:
-        return verifying_limit(limit, verifier.shingles.budget_bytes())
-    return limit
-
-
-def verifying_limit(limit: int, sets_bytes: int) -> int:
-    """What is left of ``limit`` bytes to verify in beside shingle sets taking
-    ``sets_bytes`` of it (their ``budget_bytes()``), at least half of it."""
-    return max(limit // 2, limit - sets_bytes)
+        return budget.less(verifier.shingles.budget_bytes())
+    return budget
 
 
 def pair_verifier(verify: str, opened=None) -> Verifier:
