@@ -302,7 +302,7 @@ def pair_rows(sigs: np.ndarray, keys: np.ndarray, repeat: int, hz: float, thresh
             pairs.gather_rows(md, r0, r1, sigs, no_slot, rowids, buf, buf_ids)
             st, en = starts[b0:b1] - r0, ends[b0:b1] - r0
             halves = buf[:r1 - r0]
-            cursor = pairs.new_cursor()
+            cursor = pairs.new_bucket_cursor()
             done = False
             while not done:
                 c, done = pairs.pair_chunk(mk[r0:r1], ident[:r1 - r0], st, en, halves.view(np.uint64), halves,

@@ -1,5 +1,5 @@
 """The buckets of a local segment searched in its band file's memory map
-(``index/band_reads.py: BandReader.mapped_buckets``) against those its pool reads
+(``index/band_reads.py: BandReader.mapped_buckets``) against those its store reads
 (``BandReader.buckets``): the same candidates and bands shared, for buckets of one row,
 buckets spanning pages, keys no row has, and keys past the last page."""
 

@@ -20,7 +20,7 @@ def test_slots_are_distinct_and_fill_their_arrays():
     meter = components.new_meter(3, 5)
     assert meter.dtype == np.int64 and meter.size == 3
     assert (meter[components.METER_SHIFT], meter[components.METER_MOST], meter[components.METER_USED]) == (3, 5, 0)
-    assert prune.new_cursor().tolist() == [0, 0, 0]
+    assert prune.new_prune_cursor().tolist() == [0, 0, 0]
 
 
 def _links(rng, n, m):
@@ -52,7 +52,7 @@ def test_metered_union_flatten_and_pruning_equal_the_plain_kernels(seed):
     gids = rng.integers(0, n, 300).astype(np.uint32)
     want = prune.drop_joined(keys, gids, plain.copy())
     keep = np.zeros(keys.size, dtype=np.bool_)
-    at = prune.new_cursor()
+    at = prune.new_prune_cursor()
     while not prune.joined_within(keys, gids, metered, keep, at, seen, meter):
         components.clear_meter(seen, meter)
     got_k, got_g = prune.kept_rows(keys, gids, keep)

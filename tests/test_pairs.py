@@ -464,7 +464,7 @@ def test_union_find_matches_naive_components():
 @pytest.mark.parametrize("k, num_bands", [(16, 4), (16, 8), (128, 16)])
 @pytest.mark.parametrize("cap", [1, 3, 1 << 10])
 def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands, cap):
-    from lance_minhash_sql.kernels.pairs import bucket_bounds, new_cursor, pair_chunk
+    from lance_minhash_sql.kernels.pairs import bucket_bounds, new_bucket_cursor, pair_chunk
     from lance_minhash_sql.kernels.similarity import band_keys
 
     r = k // num_bands
@@ -485,7 +485,7 @@ def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands
     starts, ends = bucket_bounds(flat_k)
     words = np.ascontiguousarray(sigs).view(np.uint64)
     out = [np.empty(cap, np.uint64), np.empty(cap, np.uint64), np.empty(cap, np.int32)]
-    cursor, got, done = new_cursor(), [], False
+    cursor, got, done = new_bucket_cursor(), [], False
     while not done:
         n, done = pair_chunk(flat_k, flat_d, starts, ends, words, sigs, np.empty(0, np.int32),
                              np.arange(6, dtype=np.uint64) + 100, k, num_bands, 1, cursor, *out, 2)

@@ -28,8 +28,8 @@ PAGE_GAP = 3  # read up to 2 unneeded pages rather than make another call
 WINDOW_ROWS = 256  # rows fetched around a cold bucket's predicted position (error ~32 rows)
 WINDOW_MAX_ROWS = 1 << 16  # above this many window rows a batch reads pages instead
 TAKE_ROW_SECONDS = 2e-5  # signatures.lance take_rows: 30 us a row for tens, 12 us for 10,000
-FIRST_POOL_PAGES = 64  # band pages a segment's pool holds when it is first grown (index/pools.py)
-FIRST_POOL_DOCS = 1024  # docs a segment's pool holds when it is first grown (index/pools.py)
+FIRST_STORE_PAGES = 64  # band pages a segment's store holds when it is first grown (index/stores.py)
+FIRST_STORE_DOCS = 1024  # docs a segment's store holds when it is first grown (index/stores.py)
 # Reads of more rows than this go through Lance's reader even where the memory map could
 # serve them (io/segments.py): Lance decodes without holding the GIL, so a self-join's
 # shards load in parallel and a closing stream is not kept waiting; a query's windows,

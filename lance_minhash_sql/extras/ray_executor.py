@@ -92,7 +92,7 @@ class RayExecutor:
         spec = (plan.left.uri, int(plan.left.version), plan.right.uri, int(plan.right.version), column,
                 plan.right.column, plan.threshold, verify, budget, left_storage_options,
                 right_storage_options, len(shards))
-        return _joined(ray, spec, ranges, self.max_in_flight or tasks)
+        return _join_task_batches(ray, spec, ranges, self.max_in_flight or tasks)
 
     def join_shard(self, shard: JoinShard, verify: str, left_storage_options, right_storage_options
                    ) -> Iterator[pa.RecordBatch]:
@@ -101,7 +101,7 @@ class RayExecutor:
         spec = (plan.left.uri, int(plan.left.version), plan.right.uri, int(plan.right.version), plan.left.column,
                 plan.right.column, plan.threshold, verify, None, left_storage_options, right_storage_options,
                 shard.num_shards)
-        return _joined(self.ray(), spec, [[shard.index]], 1)
+        return _join_task_batches(self.ray(), spec, [[shard.index]], 1)
 
     def build(self, dataset, column: str, **kwargs):
         """The index built by one task per fragment group (:func:`.distributed.build_distributed`)."""
@@ -233,7 +233,7 @@ def _join_task(spec: tuple, indices: list[int]) -> list:
     return list(join_all([shards[i] for i in indices], verify, Budget.or_default(budget)))
 
 
-def _joined(ray, spec: tuple, ranges: list[list[int]], in_flight: int) -> Iterator[pa.RecordBatch]:
+def _join_task_batches(ray, spec: tuple, ranges: list[list[int]], in_flight: int) -> Iterator[pa.RecordBatch]:
     task = remote_function(ray, _join_task)
     refs: list = []
     try:

@@ -1,17 +1,17 @@
-"""How a segment reads its band rows: the buckets of query keys, from the pool of pages,
+"""How a segment reads its band rows: the buckets of query keys, from the store of pages,
 from windows around a bucket's predicted position, or from the whole file once the partial
 reads have cost as much as one whole read (docs/search.md); and, without a lock, the band
-keys where they can be addressed in place (a local file's memory map, or the pool held
+keys where they can be addressed in place (a local file's memory map, or the store held
 whole).
 
 :meth:`BandReader.mapped_buckets` finds buckets in a local segment's memory map instead,
-nothing pooled: a bucket costs a search inside its first and last page, from where its
+nothing kept: a bucket costs a search inside its first and last page, from where its
 key falls between the page's bounds (band keys are hashes: a few dozen key reads next to
 each other), and its own rows, whatever the segment's size; for a
 large batch of keys spread over a large segment (a dry run's sample,
 ``diagnostics/neighbours.py``), where pages would each be read whole for one bucket.
 
-:class:`BandReader` owns the segment's band pool (:class:`.pools.BandStore`); the segment
+:class:`BandReader` owns the segment's band store (:class:`.stores.BandStore`); the segment
 entry (``index/entries.py``) holds one and runs its reads under the entry's lock.
 """
 
@@ -24,18 +24,18 @@ import numpy as np
 from lance_minhash_sql.core.arrays import ONE_CHUNK, readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 from lance_minhash_sql.core.tuning import PAGE_GAP, WINDOW_MAX_ROWS, WINDOW_ROWS, whole_read_pays
-from lance_minhash_sql.index.pools import BandStore, runs
+from lance_minhash_sql.index.stores import BandStore, runs
 from lance_minhash_sql.kernels.lsh import bucket_rows, pages_needed, window_indices, window_plan, window_rows
 
 __all__ = ["BandReader"]
 
 
 class BandReader:
-    """A segment's band rows: its pool (:attr:`store`) and how the files fill it.
+    """A segment's band rows: its store (:attr:`store`) and how the files fill it.
 
     ``files`` is the segment's ``io.segments.SegmentFiles`` (None for rows held in memory
     only), ``cost`` its :class:`~lance_minhash_sql.index.entries.ReadCost`, ``account`` what
-    charges the segment cache for the pool's growth (``reserve(extra) -> bool``,
+    charges the segment cache for the store's growth (``reserve(extra) -> bool``,
     ``settle()``), ``stats`` the segment's read counters.
     """
 
@@ -47,16 +47,16 @@ class BandReader:
         self.stats = stats
 
     def reset(self) -> None:
-        """Drop the pooled pages (the page table stays: it came with the files)."""
+        """Drop the pages in the store (the page table stays: it came with the files)."""
         store = self.store
         self.store = BandStore(store.page_table, store.page_rows, store.num_rows)
 
     def buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-        """Every bucket's rows: ``(start, end, kind, page_slot, pool_docs, win_docs)`` as
+        """Every bucket's rows: ``(start, end, kind, page_slot, store_docs, win_docs)`` as
         :func:`kernels.lsh.merge_candidates` takes them.
 
         Cold buckets are resolved from row windows fetched in one take where the window
-        proves the bucket's bounds; the rest read their pages into the pool.
+        proves the bucket's bounds; the rest read their pages into the store.
         """
         store, cost = self.store, self.cost
         nq, nb = qkeys.shape
@@ -85,19 +85,19 @@ class BandReader:
                     lo = np.where(exact, store.num_pages, lo)
                     hi = np.where(exact, store.num_pages - 1, hi)
         need = pages_needed(lo, hi, store.num_pages)
-        page_slot, pool_keys, pool_docs = self.arrays(need)
-        start, end = bucket_rows(qkeys, lo, hi, page_slot, pool_keys, store.page_rows, store.num_rows)
+        page_slot, store_keys, store_docs = self.arrays(need)
+        start, end = bucket_rows(qkeys, lo, hi, page_slot, store_keys, store.page_rows, store.num_rows)
         if resolved is not None:
             start = np.where(resolved, wstart, start)
             end = np.where(resolved, wend, end)
             kind[resolved] = 1
-        return start, end, kind, page_slot, pool_docs, win_docs
+        return start, end, kind, page_slot, store_docs, win_docs
 
     def mapped_buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
         """Every bucket's rows as :meth:`buckets` gives them (``kind`` 1 everywhere: rows of
         ``win_docs``), searched in the band file's memory map (:mod:`module doc <.band_reads>`):
-        the pool is neither read nor grown; ``None`` when the file is not mapped (an object
-        store, a file Lance must decode) or the pool holds every page (:meth:`buckets`
+        the store is neither read nor grown; ``None`` when the file is not mapped (an object
+        store, a file Lance must decode) or the store holds every page (:meth:`buckets`
         then costs no read)."""
         store = self.store
         if store.full or self.files is None or self.files.band_map is None:
@@ -131,9 +131,9 @@ class BandReader:
         rows = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(start - at, sizes)
         win_docs = readonly(np.ascontiguousarray(dcol.read_rows(rows), dtype=np.uint32))
         self.stats["bucket_rows_read"] += int(rows.size)
-        page_slot, _, pool_docs = store.arrays()
+        page_slot, _, store_docs = store.arrays()
         return (at.reshape(shape), (at + sizes).reshape(shape), np.ones(shape, dtype=np.uint8), page_slot,
-                pool_docs, win_docs)
+                store_docs, win_docs)
 
     def arrays(self, need: np.ndarray):
         """``(page_slot, keys, docs)`` with every page in ``need`` loaded."""

@@ -1,10 +1,10 @@
-"""How a segment reads its docs: row ids and signatures of candidates into the doc pool,
+"""How a segment reads its docs: row ids and signatures of candidates into the doc store,
 a self-join's candidates of all its shards at once, or the whole file once the partial
 reads have cost as much as one whole read; without the lock, docs gathered in place (a
-local file's memory map, or the pool held whole); stored row ids mapped to the dataset
+local file's memory map, or the store held whole); stored row ids mapped to the dataset
 version's.
 
-:class:`DocReader` owns the segment's doc pool (:class:`.pools.DocStore`); the segment
+:class:`DocReader` owns the segment's doc store (:class:`.stores.DocStore`); the segment
 entry (``index/entries.py``) holds one.
 """
 
@@ -17,18 +17,18 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly, sorted_unique
 from lance_minhash_sql.core.tuning import TAKE_ROW_SECONDS, whole_read_pays
-from lance_minhash_sql.index.pools import DocStore
+from lance_minhash_sql.index.stores import DocStore
 from lance_minhash_sql.io.takes import MAX_TAKE
 
 __all__ = ["DocReader"]
 
 
 class DocReader:
-    """A segment's docs: its pool (:attr:`store`) and how the files fill it.
+    """A segment's docs: its store (:attr:`store`) and how the files fill it.
 
     ``files``, ``cost``, ``account`` and ``stats`` as for
     :class:`~lance_minhash_sql.index.band_reads.BandReader`; ``lock`` is the entry's (the
-    methods that may run without it take it where they touch the pool); ``remap`` maps
+    methods that may run without it take it where they touch the store); ``remap`` maps
     stored row ids to the dataset version's (a deferred compaction remap), or is None.
     """
 
@@ -43,7 +43,7 @@ class DocReader:
         self._rowid_hint = None  # (docs, stored row ids) of the last candidates' take
 
     def reset(self) -> None:
-        """Drop the pooled docs and row ids."""
+        """Drop the docs and row ids in the store."""
         self._rowid_hint = None
         self.store = DocStore(self.store.num_docs, self.store.k)
 
@@ -91,9 +91,9 @@ class DocReader:
         """``(slot, rowids, signatures, compact)`` of sorted unique ``docs`` for a self-join
         shard, which asks for a quarter of a million random docs at once.
 
-        Docs already in the pool are used from there; the missing ones of a mapped local
+        Docs already in the store are used from there; the missing ones of a mapped local
         segment are gathered from the memory map *outside* the lock (the file never
-        changes), so the other shard's thread is not kept waiting, then added to the pool
+        changes), so the other shard's thread is not kept waiting, then added to the store
         while the cache has room. Past that they come back ``compact``: ``slot`` empty and
         row ``i`` holding ``docs[i]``, with no per-doc map of the whole segment (which
         would cost every shard O(segment rows)). Segments read through Lance's reader or an object store take
@@ -107,7 +107,7 @@ class DocReader:
                 return (*self.arrays(docs), False)
             raw = self.store.all_rowids
             missing = store.missing(docs)
-            if missing.size == 0:  # all pooled
+            if missing.size == 0:  # all in the store
                 return (*store.arrays(), False)
         sigs = self.files.read_signature_rows(missing)
         rowids = self.map_rowids(raw[missing])
@@ -127,15 +127,15 @@ class DocReader:
                     missing = missing[:0]
             if missing.size == 0 and store.missing(docs).size == 0:
                 return (*store.arrays(), False)
-            # compact: pooled rows from the pool, the others from this read (or, for docs
-            # evicted with the pool meanwhile, read now)
+            # compact: the rows in the store from there, the others from this read (or, for docs
+            # evicted with the store meanwhile, read now)
             out_sigs = np.empty((docs.size, store.k), dtype=np.uint16)
             out_rowids = np.empty(docs.size, dtype=np.uint64)
-            pooled = np.zeros(docs.size, dtype=np.bool_) if store.doc_slot.size == 0 else store.doc_slot[docs] >= 0
-            slots = store.doc_slot[docs[pooled]]
-            out_sigs[pooled] = store.sigs[slots]
-            out_rowids[pooled] = store.rowids[slots]
-            rest = np.flatnonzero(~pooled)
+            in_store = np.zeros(docs.size, dtype=np.bool_) if store.doc_slot.size == 0 else store.doc_slot[docs] >= 0
+            slots = store.doc_slot[docs[in_store]]
+            out_sigs[in_store] = store.sigs[slots]
+            out_rowids[in_store] = store.rowids[slots]
+            rest = np.flatnonzero(~in_store)
             at = np.minimum(np.searchsorted(missing, docs[rest]), max(missing.size - 1, 0))
             got = missing[at] == docs[rest] if missing.size else np.zeros(rest.size, dtype=np.bool_)
             out_sigs[rest[got]] = sigs[at[got]]
@@ -194,7 +194,7 @@ class DocReader:
         return out
 
     def all_rowids(self) -> np.ndarray | None:
-        """Every doc's stored row id, read once into the pool when the cache has room; None if not."""
+        """Every doc's stored row id, read once into the store when the cache has room; None if not."""
         store = self.store
         if store.all_rowids is None and self.account.reserve(store.num_docs * 8):
             store.all_rowids = self.files.read_rowids()
@@ -211,8 +211,8 @@ class DocReader:
         """Row ids of sorted unique ``docs``, their signatures written to ``out``
         (``[n, k]``), read without the lock: from the signatures in memory, or from a local
         segment's memory map once every row id is resident (read once, under the lock).
-        The pool is neither consulted nor grown (a gather from the map costs what one from
-        a pool does). ``release``: the mapped pages read are handed back as
+        The store is neither consulted nor grown (a gather from the map costs what one from
+        a store does). ``release``: the mapped pages read are handed back as
         :meth:`io.mapped.MappedRows.read_rows` does. ``None`` elsewhere: use :meth:`arrays`."""
         store = self.store
         if store.full:

@@ -1,4 +1,4 @@
-"""A segment in the process cache: its files, its pools, and how it reads.
+"""A segment in the process cache: its files, its stores, and how it reads.
 
 :func:`segment_entry` returns the cached :class:`SegmentEntry` of a segment (opening its
 files on a miss), keyed by ``(dataset uri, segment uuid)``: segment files never change
@@ -7,13 +7,13 @@ bucket a window of band rows around its predicted position (all windows in one r
 band keys are hashes, so interpolation inside a page lands within a few dozen rows) or,
 where a window cannot prove the bucket's bounds, its pages; then the signatures and row
 ids of its candidates. Local files are read through memory maps, object stores by ranged
-reads (io/mapped.py, io/chunks.py). Pages and signatures go into the segment's pools (:mod:`.pools`)
+reads (io/mapped.py, io/chunks.py). Pages and signatures go into the segment's stores (:mod:`.stores`)
 that later queries reuse (windows are not kept). A segment that keeps paying for small
 reads is loaded whole when it fits (ski rental: once the time spent on partial reads
 reaches the estimated time of one full read). Usage never exceeds the segment cache's
 capacity (:mod:`..runtime.cache`): room is reserved (evicting least recently used segments)
-before a pool grows; when a segment's data cannot fit, the query reads what it needs into
-a transient pool that is not cached.
+before a store grows; when a segment's data cannot fit, the query reads what it needs into
+a transient store that is not cached.
 
 :func:`flat_entry` holds the rows of fragments no segment covers, signed on the fly.
 """
@@ -31,7 +31,7 @@ from lance_minhash_sql.core.tuning import (MAPPED_READ_CALL_SECONDS, READ_BYTES_
                                            REMOTE_ROW_GAP_BYTES, ROW_GAP_BYTES)
 from lance_minhash_sql.index.band_reads import BandReader
 from lance_minhash_sql.index.doc_reads import DocReader
-from lance_minhash_sql.index.pools import BandStore, DocStore
+from lance_minhash_sql.index.stores import BandStore, DocStore
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import sort_runs
 from lance_minhash_sql.io.handles import DatasetVersion
@@ -79,9 +79,9 @@ class ReadCost:
 
 class SegmentEntry:
     """One segment in the process cache: its files, its lock, its account in the segment
-    cache, and its two readers, each owning its pool: the band rows
-    (:class:`.band_reads.BandReader`, :attr:`bands` its pool) and the docs
-    (:class:`.doc_reads.DocReader`, :attr:`docs` its pool). Use under :attr:`lock` (Lance
+    cache, and its two readers, each owning its store: the band rows
+    (:class:`.band_reads.BandReader`, :attr:`bands` its store) and the docs
+    (:class:`.doc_reads.DocReader`, :attr:`docs` its store). Use under :attr:`lock` (Lance
     readers are not thread-safe) except where a method says otherwise; arrays handed out
     stay valid after the lock is released. The methods below are the entry's face to the
     search, the self-join, prewarm and reports; each hands on to one reader."""
@@ -95,8 +95,8 @@ class SegmentEntry:
         self.lock = threading.RLock()
         self.cached = False
         self.cost = ReadCost(files)
-        # reads from the files: pages and windows of band rows and docs into the pools
-        # (kernels), bucket rows and docs gathered without pools (query/probe.py), whole loads
+        # reads from the files: pages and windows of band rows and docs into the stores
+        # (kernels), bucket rows and docs gathered without stores (query/probe.py), whole loads
         self.stats = {"band_pages_read": 0, "window_rows_read": 0, "bucket_rows_read": 0, "docs_read": 0,
                       "full_loads": 0}
         self.remote = self.cost.remote
@@ -104,10 +104,10 @@ class SegmentEntry:
         self.remap = remap
         self.band_reads = BandReader(files, bands, self.cost, self, self.stats)
         self.doc_reads = DocReader(files, docs, self.cost, self, self.stats, self.lock, remap)
-        self._pools()
+        self._stores()
 
-    def _pools(self) -> None:
-        """:attr:`bands` and :attr:`docs`: the readers' pools (replaced only by :meth:`_empty`)."""
+    def _stores(self) -> None:
+        """:attr:`bands` and :attr:`docs`: the readers' stores (replaced only by :meth:`_empty`)."""
         self.bands: BandStore = self.band_reads.store
         self.docs: DocStore = self.doc_reads.store
 
@@ -123,7 +123,7 @@ class SegmentEntry:
         return self.cached and segment_cache().reserve(self.key, extra)
 
     def settle(self) -> None:
-        """Make the cache's account of this entry exact (pool growth rounds differently)."""
+        """Make the cache's account of this entry exact (a store's growth rounds differently)."""
         if self.cached:
             segment_cache().settle(self.key, self.nbytes)
 
@@ -139,7 +139,7 @@ class SegmentEntry:
         self.cost.reset()
         self.band_reads.reset()
         self.doc_reads.reset()
-        self._pools()
+        self._stores()
 
     def reset(self) -> None:
         """Drop the cached band pages, signatures and row ids; keep the files open."""
@@ -250,7 +250,7 @@ def signed_rows(ds, column: str, params: MinHashParams, fragments=None) -> tuple
 
 def signed_entry(key, label: str, params: MinHashParams, rowids: np.ndarray, sigs: np.ndarray) -> SegmentEntry:
     """Signed rows (``rowids`` uint64[n], ``sigs`` uint16[n, k]) as a whole in-memory
-    segment: band keys computed and sorted, page table built, both pools full."""
+    segment: band keys computed and sorted, page table built, both stores full."""
     keys, docs = band_rows(signer_for(params).band_keys(sigs))
     n = rowids.size
     # each band a run (kernels.lsh.sort_bands), the runs sorted at once on threads

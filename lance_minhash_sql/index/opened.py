@@ -27,7 +27,7 @@ from lance_minhash_sql.core.errors import CorruptIndexError, UnsupportedIndexErr
 from lance_minhash_sql.core.params import SIGNATURE_VERSION, MinHashParams
 from lance_minhash_sql.core.tuning import MAX_OPENED_INDEXES
 from lance_minhash_sql.index.entries import DROPPED_ROWID, SegmentEntry, flat_entry, needs_remap, segment_entry
-from lance_minhash_sql.index.pools import BandStore, DocStore
+from lance_minhash_sql.index.stores import BandStore, DocStore
 from lance_minhash_sql.index.sign import Signer, signer_for
 from lance_minhash_sql.io.handles import DatasetVersion, open_version
 from lance_minhash_sql.io.liveness import Liveness

@@ -65,7 +65,7 @@ def tokenizer_config(tok: TokenizerParams) -> tuple:
     )
 
 
-def _joined(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid_offset: int) -> StringBuffers:
+def _concatenated(parts: list[tuple[np.ndarray, np.ndarray]], valid: np.ndarray, valid_offset: int) -> StringBuffers:
     """One buffer of the ``(offsets, data)`` streams of consecutive row ranges."""
     offsets = [np.zeros(1, dtype=np.int64)]
     end = 0
@@ -268,7 +268,7 @@ class Signer:
                 return vocab.kernel_streams(buf.offsets[lo:hi + 1], buf.data, valid, offset + lo,
                                             self.kernel_cfg, self.tables)
 
-            mine = _joined(chunk_results(chunk, len(buf.offsets) - 1), valid, offset)
+            mine = _concatenated(chunk_results(chunk, len(buf.offsets) - 1), valid, offset)
         if everyone:
             return StringBuffers(mine.offsets, mine.data, buf.valid, buf.valid_offset)
         others = as_string_array(texts).take(pa.array(np.flatnonzero(~kernel_rows)))

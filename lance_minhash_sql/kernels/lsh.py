@@ -20,7 +20,7 @@ band key ``K`` (``docs/search.md``):
 Pages live in a *pool*: page ``p`` is at pool rows ``[slot[p] * page_rows, ...)``, so a
 segment whose bands are fully in memory is the pool with ``slot = arange(num_pages)``,
 and a cold segment loads only the pages a batch needs. Signatures and row ids live in a
-doc pool: doc ``d`` at row ``doc_slot[d]``, or ``d`` itself when ``doc_slot`` is empty.
+doc store: doc ``d`` at row ``doc_slot[d]``, or ``d`` itself when ``doc_slot`` is empty.
 
 Every kernel takes a whole batch of queries (rows of ``qkeys`` / ``qsigs``), so a table
 of 1,000 queries costs one call per segment. Each has a serial and a parallel driver

@@ -62,7 +62,7 @@ __all__ = [
     "min_matches",
     "multi_rows",
     "bucket_bounds",
-    "new_cursor",
+    "new_bucket_cursor",
     "padded_hashes",
     "pair_chunk",
     "link_chunk",
@@ -82,7 +82,8 @@ CUR_BUCKET, CUR_ROW, CUR_PARTNER, CUR_REPS = 0, 1, 2, 3
 CURSOR_SIZE = 4
 
 
-def new_cursor() -> np.ndarray:
+def new_bucket_cursor() -> np.ndarray:
+    """A cursor at the first bucket, for :func:`pair_chunk` and :func:`link_chunk`."""
     c = np.zeros(CURSOR_SIZE, dtype=np.int64)
     c[CUR_PARTNER] = 1
     return c
@@ -253,7 +254,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     (u16[P, 4w]), rows of the ``k`` signature values padded with equal lanes
     (:func:`padded_hashes`). Writes ``out_left[i] < out_right[i]`` (row ids) and
     ``out_eq`` (equal positions); returns ``(count, done)``. ``cursor``
-    (:func:`new_cursor`) carries the state between calls; a call stops when the output is
+    (:func:`new_bucket_cursor`) carries the state between calls; a call stops when the output is
     full or about ``budget`` pairs were visited.
 
     The rule is written out in the loop rather than called (numba inlines a call with

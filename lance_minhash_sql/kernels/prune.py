@@ -39,7 +39,7 @@ from lance_minhash_sql.kernels.components import find, find_within, is_marked
 from lance_minhash_sql.kernels.config import JIT, njit
 
 __all__ = ["drop_joined", "joined_within", "kept_rows", "drop_labelled", "label_pure", "marked_buckets",
-           "CURSOR_BUCKET", "CURSOR_ROW", "CURSOR_ROOT", "new_cursor"]
+           "CURSOR_BUCKET", "CURSOR_ROW", "CURSOR_ROOT", "new_prune_cursor"]
 
 # the slots of :func:`joined_within`'s cursor (one int64 array the kernel updates in place)
 CURSOR_BUCKET = 0  # the first row of the bucket being checked
@@ -47,7 +47,7 @@ CURSOR_ROW = 1  # the next row of that bucket to check
 CURSOR_ROOT = 2  # the root of the bucket's first doc (valid once CURSOR_ROW > CURSOR_BUCKET)
 
 
-def new_cursor() -> np.ndarray:
+def new_prune_cursor() -> np.ndarray:
     """A cursor at the first bucket, for :func:`joined_within`."""
     return np.zeros(3, dtype=np.int64)
 
@@ -87,7 +87,7 @@ def _kept_rows(keys, gids, keep):
 def joined_within(keys, gids, parent, keep, at, seen, meter):
     """Set ``keep`` on the rows of the buckets whose docs do not all share one root of
     ``parent`` (a union-find over global docs; its paths are halved on the way), from
-    cursor ``at`` (:func:`new_cursor`; slots :data:`CURSOR_BUCKET`, :data:`CURSOR_ROW`,
+    cursor ``at`` (:func:`new_prune_cursor`; slots :data:`CURSOR_BUCKET`, :data:`CURSOR_ROW`,
     :data:`CURSOR_ROOT`)
     until the meter of ``parent``'s blocks is full
     (:mod:`lance_minhash_sql.kernels.components`); returns True when done, else False

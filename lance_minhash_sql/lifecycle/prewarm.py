@@ -20,7 +20,7 @@ from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
 from lance_minhash_sql.core.tuning import PREWARM_READ_DOCS
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.index.pools import runs
+from lance_minhash_sql.index.stores import runs
 from lance_minhash_sql.index.results import PrewarmResult
 from lance_minhash_sql.runtime.cache import segment_cache, set_cache_capacity
 

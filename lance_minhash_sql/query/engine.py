@@ -14,8 +14,8 @@ So a few short queries take numpy until the time this
 process has spent on numpy answers reaches that cost, or until the kernels are loaded
 anyway (a batch of queries, a join, a prewarmed search); then the kernels. With numba
 loaded, a few queries on segments read from their files still take query/probe.py's
-reads in place (no pools), their bucket search compiled (kernels/gather.py): for 1-16
-queries it costs less than the batch kernels' windows and pools; more queries, segments
+reads in place (no segment stores), their bucket search compiled (kernels/gather.py): for 1-16
+queries it costs less than the batch kernels' windows and stores; more queries, segments
 held whole in memory (there the kernels' lookups are faster), or a segment the probe
 cannot read, take the kernels.
 """

@@ -25,7 +25,7 @@ than :data:`MAX_CANDIDATES`) returns ``None`` and the caller runs the kernels.
 A process that has loaded numba answers a few queries here too, the buckets then searched
 by the kernel beside it (``kernels/gather.py: mapped_bucket_bounds``, ``compiled``): a
 single query then reads a dozen keys a bucket end in place, where the batch kernels (``query/kernel_topk.py``) copy windows of
-band rows and signatures into the segment's pools.
+band rows and signatures into the segment's stores.
 """
 
 from __future__ import annotations

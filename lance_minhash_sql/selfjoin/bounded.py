@@ -78,7 +78,8 @@ from lance_minhash_sql.core.tuning import (GIANT_LINKS, LINKS_AHEAD, MIN_CHUNK_P
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import bucket_bounds, link_chunk, min_matches, new_cursor, padded_hashes, windows
+from lance_minhash_sql.kernels.pairs import (bucket_bounds, link_chunk, min_matches, new_bucket_cursor, padded_hashes,
+                                             windows)
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered
@@ -210,7 +211,7 @@ def shard_groups(shards: list[Shard], budget: Budget, max_docs: int, marks: np.n
         marks.fill(0)
 
 
-def _joined(components: UnionFind) -> Prune:
+def _linked_pruning(components: UnionFind) -> Prune:
     """The clusters' pruning: buckets already one component of the links found so far
     dropped (:meth:`.parent.UnionFind.prune`)."""
     return components.prune
@@ -404,7 +405,7 @@ def _giant_links(plan: Plan, shard: Shard, gids: np.ndarray, max_rows: int, max_
         ends = readonly(np.full(1, n, dtype=np.int64))
         words = readonly(pool.view(np.uint64))
         reps = np.full(max_reps, -1, dtype=np.int64)
-        cursor = new_cursor()
+        cursor = new_bucket_cursor()
         done = False
         while not done:
             m, done = link_chunk(keys, docs, starts, ends, words, EMPTY_SLOT, k, min_eq, max_reps, cursor, reps,
@@ -498,7 +499,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
         try:
             marks = new_marks(total)
             carried = CarriedPool(plan, max_docs)
-            groups = shard_groups(shards, budget, max_docs, marks, _joined(components))
+            groups = shard_groups(shards, budget, max_docs, marks, _linked_pruning(components))
             try:
                 for group in groups:
                     count("groups")

@@ -63,7 +63,7 @@ from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_cursor, order_buckets
+from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_bucket_cursor, order_buckets
 from lance_minhash_sql.selfjoin.verify import Verifier, data_pairs
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
@@ -138,7 +138,7 @@ def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterat
     held: list[tuple[np.ndarray, np.ndarray]] = []
     count = 0
     for w in shard_windows(data):
-        cursor = new_cursor()
+        cursor = new_bucket_cursor()
         done = False
         while not done:
             n, done = link_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.slot, k, min_eq, MAX_REPS, cursor,
@@ -146,12 +146,12 @@ def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterat
             if not n:
                 continue
             if count + n > chunk and held:
-                yield _joined(held)
+                yield _concatenated(held)
                 held, count = [], 0
             held.append((w.global_ids(data, out_a[:n]), w.global_ids(data, out_b[:n])))
             count += n
     if held:
-        yield _joined(held)
+        yield _concatenated(held)
 
 
 def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS, shingles: ShingleSets | None = None
@@ -174,5 +174,5 @@ def exact_links(shard: Shard, data: ShardData, chunk: int = DEFAULT_CHUNK_PAIRS,
         yield Links(gid[np.searchsorted(rowid, left)], gid[np.searchsorted(rowid, right)])
 
 
-def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> Links:
+def _concatenated(held: list[tuple[np.ndarray, np.ndarray]]) -> Links:
     return Links(np.concatenate([a for a, _ in held]), np.concatenate([b for _, b in held]))

@@ -31,7 +31,7 @@ from lance_minhash_sql.io.spilled import SpilledArray
 from lance_minhash_sql.kernels.components import (METER_SHIFT, METER_USED, clear_meter, collect_linked, count_linked,
                                                   flatten_roots, flatten_within, linked_members, new_marks, new_meter,
                                                   set_marks, union_min, union_within)
-from lance_minhash_sql.kernels.prune import drop_joined, joined_within, kept_rows
+from lance_minhash_sql.kernels.prune import drop_joined, joined_within, kept_rows, new_prune_cursor
 from lance_minhash_sql.selfjoin.pool import STATS, count
 
 __all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "parent_bytes", "spills",
@@ -144,7 +144,7 @@ class UnionFind:
         if self.file is None:
             return drop_joined(keys, gids, self.parent)
         keep = np.zeros(keys.size, dtype=np.bool_)
-        at = np.zeros(3, dtype=np.int64)
+        at = new_prune_cursor()
         while not joined_within(keys, gids, self.parent, keep, at, self.seen, self.meter):
             self._hand_back()
         return kept_rows(keys, gids, keep)

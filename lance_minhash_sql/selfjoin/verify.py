@@ -26,7 +26,7 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.kernels.pairs import min_matches, new_cursor, pair_chunk
+from lance_minhash_sql.kernels.pairs import min_matches, new_bucket_cursor, pair_chunk
 from lance_minhash_sql.kernels.similarity import jaccard_at_least_between
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
@@ -93,7 +93,7 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
         batches = _Batches(schema, chunk)
         fill = 0
         for w in shard_windows(data):
-            cursor = new_cursor()
+            cursor = new_bucket_cursor()
             done = False
             while not done:
                 n, done = pair_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.halves, w.slot, w.rowids, k,

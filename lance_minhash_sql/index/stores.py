@@ -1,4 +1,4 @@
-"""Per-segment pools of band pages and docs (row ids and signatures), as the search
+"""Per-segment stores of band pages and docs (row ids and signatures), as the search
 kernels read them; grown as queries need pages and docs, or filled whole."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
-from lance_minhash_sql.core.tuning import FIRST_POOL_DOCS, FIRST_POOL_PAGES
+from lance_minhash_sql.core.tuning import FIRST_STORE_DOCS, FIRST_STORE_PAGES
 
 __all__ = ["BandStore", "DocStore", "runs"]
 
@@ -23,7 +23,7 @@ def runs(idx: np.ndarray, gap: int = 1) -> list[tuple[int, int]]:
 
 
 class BandStore:
-    """Band pages of one segment in a pool: page ``p`` at rows ``[slot[p] * page_rows, ...)``."""
+    """Band pages of one segment in a store: page ``p`` at rows ``[slot[p] * page_rows, ...)``."""
 
     def __init__(self, page_table: np.ndarray, page_rows: int, num_rows: int):
         self.page_table = readonly(np.ascontiguousarray(page_table, dtype=np.uint64))
@@ -33,7 +33,7 @@ class BandStore:
         self.page_slot = np.full(self.num_pages, -1, dtype=np.int32)
         self.keys = np.empty(0, dtype=np.uint64)
         self.docs = np.empty(0, dtype=np.uint32)
-        self.used = 0  # pool slots filled
+        self.used = 0  # store slots filled
         self.full = False
 
     @property
@@ -47,17 +47,17 @@ class BandStore:
         return np.flatnonzero(need & (self.page_slot < 0))
 
     def grow_bytes(self, new_pages: int) -> int:
-        """Extra bytes the pool needs to hold ``new_pages`` more pages."""
+        """Extra bytes the store needs to hold ``new_pages`` more pages."""
         cap = self.keys.size // max(self.page_rows, 1)
         want = self.used + new_pages
         if want <= cap:
             return 0
-        new_cap = max(FIRST_POOL_PAGES, cap * 2, want)
+        new_cap = max(FIRST_STORE_PAGES, cap * 2, want)
         new_cap = min(new_cap, self.num_pages)
         return (new_cap - cap) * self.page_rows * BAND_ROW_BYTES
 
     def ensure_capacity(self, new_pages: int) -> None:
-        """Grow the pool's arrays to hold ``new_pages`` more pages; the caller has reserved
+        """Grow the store's arrays to hold ``new_pages`` more pages; the caller has reserved
         :meth:`grow_bytes` of them in the segment cache first."""
         extra = self.grow_bytes(new_pages)
         if extra:
@@ -108,7 +108,7 @@ class BandStore:
 
 
 class DocStore:
-    """Row ids and signatures of one segment's docs in a pool addressed by ``doc_slot``.
+    """Row ids and signatures of one segment's docs in a store addressed by ``doc_slot``.
 
     ``doc_slot`` is empty once the store is full (slot = doc id).
     """
@@ -138,7 +138,7 @@ class DocStore:
         return self.num_docs * self.row_bytes
 
     def missing(self, docs: np.ndarray) -> np.ndarray:
-        """The (sorted, unique) ``docs`` not in the pool."""
+        """The (sorted, unique) ``docs`` not in the store."""
         if self.full:
             return docs[:0]
         if self.doc_slot.size == 0:
@@ -152,18 +152,18 @@ class DocStore:
         cap = self.rowids.size
         want = self.used + new_docs
         if want > cap:
-            new_cap = min(max(FIRST_POOL_DOCS, cap * 2, want), self.num_docs)
+            new_cap = min(max(FIRST_STORE_DOCS, cap * 2, want), self.num_docs)
             extra += (new_cap - cap) * self.row_bytes
         return extra
 
     def ensure_capacity(self, new_docs: int) -> None:
-        """Grow the pool (and allocate ``doc_slot``) as :meth:`grow_bytes` accounts for."""
+        """Grow the store (and allocate ``doc_slot``) as :meth:`grow_bytes` accounts for."""
         if self.doc_slot.size == 0:
             self.doc_slot = np.full(self.num_docs, -1, dtype=np.int32)
         cap = self.rowids.size
         want = self.used + new_docs
         if want > cap:
-            new_cap = min(max(FIRST_POOL_DOCS, cap * 2, want), self.num_docs)
+            new_cap = min(max(FIRST_STORE_DOCS, cap * 2, want), self.num_docs)
             r = np.empty(new_cap, dtype=np.uint64)
             s = np.empty((new_cap, self.k), dtype=np.uint16)
             r[:self.used] = self.rowids[:self.used]
@@ -176,7 +176,7 @@ class DocStore:
 
     def append(self, docs: np.ndarray, rowids: np.ndarray) -> np.ndarray:
         """Pool sorted unique ``docs`` (none pooled yet) with their ``rowids``; returns the
-        ``[docs.size, k]`` rows of the pool their signatures go into. The docs become
+        ``[docs.size, k]`` rows of the store their signatures go into. The docs become
         visible (``doc_slot``) only through :meth:`commit`, once those rows are written."""
         self.ensure_capacity(docs.size)
         end = self.used + docs.size
