@@ -19,7 +19,7 @@ threads counted):
   budget), keys added in scan batches, then every sorted chunk read.
 * **write**: ``signatures.lance`` and ``bands.lance`` through ``io/segment_writers.py``.
 
-Pair stages, on the pools the self-join builds (``kernels/pairs.py``), over every bucket
+Pair stages, on the pools the self-join builds (``kernels/bucket_pairs.py``), over every bucket
 of a ``build_index`` of the corpus at threshold 0.8:
 
 * **bucket walk**: the pair loop with the signatures never read (every pair counted).
@@ -117,7 +117,7 @@ def tokens_and_hashes(offsets, data, cfg, tables, shingle, lo, hi):
 
 @njit(**JIT)
 def walk_only(docs, starts, ends, rowids):
-    """The pair loop of ``kernels/pairs.pair_chunk`` reading only each partner's row id."""
+    """The pair loop of ``kernels/bucket_pairs.pair_chunk`` reading only each partner's row id."""
     visits = 0
     acc = np.uint64(0)
     for bi in range(starts.size):
@@ -262,7 +262,7 @@ def pair_rows(sigs: np.ndarray, keys: np.ndarray, repeat: int, hz: float, thresh
     """Pair stages over every bucket of the band keys ``keys`` of signatures ``sigs``, one
     window of at most ``BUCKET_WINDOW_ROWS`` rows at a time, as the self-join runs them."""
     from lance_minhash_sql.core.tuning import BUCKET_WINDOW_ROWS
-    from lance_minhash_sql.kernels import pairs
+    from lance_minhash_sql.kernels import bucket_pairs as pairs
 
     n, k = sigs.shape
     nb = keys.shape[1]

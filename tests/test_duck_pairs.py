@@ -21,7 +21,7 @@ from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import LowRecallWarning
 from lance_minhash_sql.core.params import MinHashParams
-from lance_minhash_sql.duck import pairs as duck_pairs
+from lance_minhash_sql.duck import self_join as duck_pairs
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.selfjoin import bounded

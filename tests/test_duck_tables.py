@@ -15,7 +15,7 @@ import lance_minhash_sql as lms
 from lance_minhash_sql.core.banding import recall_bands
 from lance_minhash_sql.core.records import record_schema
 from lance_minhash_sql.diagnostics import tables as report_tables
-from lance_minhash_sql.duck import join, lifecycle, pairs, report, tables, udfs
+from lance_minhash_sql.duck import cross_join, lifecycle, report, self_join, tables, udfs
 from lance_minhash_sql.duck.results import duck_type
 from lance_minhash_sql.faces.corpus import generate_texts, write_corpus
 from lance_minhash_sql.index import results
@@ -154,8 +154,8 @@ def test_sql_result_types_are_duckdbs_mapping_of_the_arrow_schemas():
     for t in (udfs.SIGNATURE_TYPE, udfs.BAND_KEYS_TYPE, pa.float64()):
         assert _parsed(duck_type(t)) == _duckdb_type_of(t)
         derived.add(duck_type(t))
-    for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + pairs.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS
-                 + join.JOIN_UDFS):
+    for spec in (tables.TABLE_UDFS + lifecycle.LIFECYCLE_UDFS + self_join.PAIR_UDFS + report.REPORT_UDFS + udfs.UDFS
+                 + cross_join.JOIN_UDFS):
         if spec.name not in ("_lms_search_rows", "_lms_search_plan", "_lms_pairs_plan", "_lms_join_plan",
                              "_lms_dedup_plan", "_lms_rows_plan", "_lms_rows_part"):
             assert spec.return_type in derived, spec.name

@@ -440,7 +440,7 @@ def test_signed_left_rows_respect_the_memory_budget(tmp_path, left, right):
 def test_sql_statement_is_pinned_to_the_versions_it_started_on(tmp_path, right):
     """The planned SQL names both versions; rows appended and deleted afterwards, and a plan
     evicted from the cache (planned again for those versions), change nothing."""
-    from lance_minhash_sql.duck import join as duck_join
+    from lance_minhash_sql.duck import cross_join as duck_join
 
     lcopy, rcopy = str(tmp_path / "l.lance"), str(tmp_path / "r.lance")
     lance.write_dataset(_left_table(2500, 3300), lcopy)
@@ -497,7 +497,7 @@ def test_shared_rows_walks_a_chunked_column_like_numpy():
     """The kernel that finds a shard's right rows in place, against numpy on a column
     stored in uneven chunks with gaps between them (as a mapped file's mini-blocks), both
     by its merge pass and by its search from key to key (long runs, few left keys)."""
-    from lance_minhash_sql.kernels.join import GALLOP_RATIO, shared_rows
+    from lance_minhash_sql.kernels.cross_pairs import GALLOP_RATIO, shared_rows
 
     rng = np.random.default_rng(5)
     galloped = 0

@@ -62,7 +62,7 @@ MAX_CLASS_LINES = 250
 LONG_DEFINITIONS = frozenset({
     "lance_minhash_sql/indexer/builder.py:write_segment",
     "lance_minhash_sql/faces/corpus_kernels.py:build_vocabulary",
-    "lance_minhash_sql/kernels/pairs.py:pair_chunk",
+    "lance_minhash_sql/kernels/bucket_pairs.py:pair_chunk",
     "lance_minhash_sql/kernels/tokenize.py:tokenize_doc",
 })
 

@@ -464,7 +464,7 @@ def test_union_find_matches_naive_components():
 @pytest.mark.parametrize("k, num_bands", [(16, 4), (16, 8), (128, 16)])
 @pytest.mark.parametrize("cap", [1, 3, 1 << 10])
 def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands, cap):
-    from lance_minhash_sql.kernels.pairs import bucket_bounds, new_bucket_cursor, pair_chunk
+    from lance_minhash_sql.kernels.bucket_pairs import bucket_bounds, new_bucket_cursor, pair_chunk
     from lance_minhash_sql.kernels.similarity import band_keys
 
     r = k // num_bands
@@ -495,7 +495,7 @@ def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands
 
 
 def test_min_matches():
-    from lance_minhash_sql.kernels.pairs import min_matches
+    from lance_minhash_sql.kernels.bucket_pairs import min_matches
 
     assert min_matches(0.8, 128) == 103  # 102/128 = 0.796875, 103/128 = 0.8046875
     assert min_matches(1.0, 128) == 128
@@ -510,7 +510,7 @@ def test_min_matches():
 def test_buckets_in_row_id_order_skip_the_sort(corpus, monkeypatch):
     """Where a shard's row ids ascend with its local ids, ``order_buckets`` would move no
     bucket (so clusters skip it); forcing the sort gives the same clusters."""
-    from lance_minhash_sql.kernels.pairs import order_buckets
+    from lance_minhash_sql.kernels.bucket_pairs import order_buckets
     from lance_minhash_sql.selfjoin.pool import read_multi, span_data
 
     for s in pair_shards(corpus, "text", 0.8, num_shards=4):

@@ -36,7 +36,7 @@ from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import ground_truth, write_corpus
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.kernels.bucket_pairs import min_matches
 from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.pairs import pairs
 from lance_minhash_sql.selfjoin.shards import pair_shards

@@ -26,7 +26,7 @@ from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.faces.corpus import vocabulary
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA, DEDUP_STAR_SCHEMA
-from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.kernels.bucket_pairs import min_matches
 from lance_minhash_sql.selfjoin import star as star_mod
 from lance_minhash_sql.core import budget as core_budget
 from lance_minhash_sql.core.budget import Budget

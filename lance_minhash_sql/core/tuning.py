@@ -179,8 +179,8 @@ ROWID_CALL_ROWS = 1 << 20  # row ids per Lance call of a remap or a row-id scan 
 
 # ------------------------------------------------------------------------------------ SQL (duck/)
 
-MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak: 1.5 GB; duck/pairs.py)
-SQL_PLANS = 64  # self-join and join plans kept for their statements (duck/pairs.py)
+MAX_SQL_SHARD_PAIRS = 1 << 25  # pairs one shard may return through SQL (~45 bytes each at the peak; duck/self_join.py)
+SQL_PLANS = 64  # self-join and join plans kept for their statements (duck/self_join.py)
 SHARED_SHARD_STATES = 4  # statements' shared pools and shingle sets kept between their branches (selfjoin/shared.py)
 SQL_LAYOUTS = 256  # result layouts kept, one per result schema (duck/tables.py)
 AWAITING_BYTES = 64 << 20  # search results computed at plan time awaiting their statement (duck/tables.py)

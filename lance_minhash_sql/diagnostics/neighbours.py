@@ -31,7 +31,7 @@ from lance_minhash_sql.diagnostics.lookups import ENOUGH, candidates, verify_som
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
-from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.kernels.bucket_pairs import min_matches
 from lance_minhash_sql.kernels.similarity import pair_jaccard
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.query.scores import at_threshold, exact_scores, verified

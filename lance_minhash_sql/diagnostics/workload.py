@@ -3,7 +3,7 @@ that :mod:`.costs` prices (``docs/estimate.md``, *What the full run would cost*)
 
 The self-join reads every band row, keeps the buckets of two rows or more, reads their
 rows' signatures and visits every pair of rows of each such bucket (a pair is reported
-from the first band it shares, :mod:`lance_minhash_sql.kernels.pairs`), and so its work
+from the first band it shares, :mod:`lance_minhash_sql.kernels.bucket_pairs`), and so its work
 is sums over the rows' buckets. For a row ``x`` with ``m_b`` rows in its bucket of band
 ``b``:
 

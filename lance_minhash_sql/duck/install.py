@@ -32,9 +32,9 @@ from lance_minhash_sql.runtime.cache import memoized, register_state
 from lance_minhash_sql.duck.args import ARG_UDFS
 from lance_minhash_sql.duck.estimate import ESTIMATE_UDFS
 from lance_minhash_sql.duck.ingest import INGEST_UDFS
-from lance_minhash_sql.duck.join import JOIN_UDFS
+from lance_minhash_sql.duck.cross_join import JOIN_UDFS
 from lance_minhash_sql.duck.lifecycle import LIFECYCLE_UDFS
-from lance_minhash_sql.duck.pairs import PAIR_UDFS
+from lance_minhash_sql.duck.self_join import PAIR_UDFS
 from lance_minhash_sql.duck.report import REPORT_UDFS
 from lance_minhash_sql.duck.storage import STORAGE_UDFS, register_connection
 from lance_minhash_sql.duck.tables import TABLE_UDFS

@@ -32,7 +32,7 @@ from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, 
 from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset
-from lance_minhash_sql.kernels.pairs import multi_rows
+from lance_minhash_sql.kernels.bucket_pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.selfjoin.bounded import (GroupShard, ShardGroup, bounded_shard_pairs, chunk_pairs, pool_rows,

@@ -1,7 +1,7 @@
 """Why two rows of a connected component are in one cluster: the chain of verified links
 from the kept row to a dropped one, each link with its exact Jaccard.
 
-A link is what the self-join verifies (``selfjoin/``, ``kernels/pairs.py``): the two rows
+A link is what the self-join verifies (``selfjoin/``, ``kernels/bucket_pairs.py``): the two rows
 share an LSH band and their MinHash estimate reaches the threshold (``verify="estimate"``),
 or their estimate reaches :func:`lance_minhash_sql.core.banding.exact_candidate_floor` and
 their exact shingle Jaccard reaches the threshold (``verify="exact"``). The rows are signed
@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.kernels.pairs import min_matches
+from lance_minhash_sql.kernels.bucket_pairs import min_matches
 from lance_minhash_sql.kernels.similarity import pair_jaccard
 
 __all__ = ["CHAIN_ROWS", "Link", "chains"]

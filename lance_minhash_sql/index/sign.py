@@ -114,7 +114,7 @@ class _Vocabulary:
         """``(offsets, data)``: each row's ``TOKENS`` stream of filtered tokens."""
         with self.lock:
             row_offsets, ids = self.add(buf, cfg, tables, options)
-            return vocab.mapped_streams(row_offsets, ids, self.records, self.fbytes)
+            return vocab.vocab_streams(row_offsets, ids, self.records, self.fbytes)
 
     def add(self, buf: StringBuffers, cfg: tuple, tables: tuple, options: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(row_offsets, ids)``: each row's base tokens as vocabulary ids, the new ones

@@ -10,7 +10,7 @@ so most of its buckets after the first repeat what an earlier band found:
   link it could make joins two docs of that component): :func:`drop_joined`, checked
   against the union-find of the links found so far;
 * **pairs**: a pair is reported from the first band in which its values are equal
-  (``kernels/pairs.py``, ``reported_here``). A *label* names one bucket whose docs all
+  (``kernels/bucket_pairs.py``, ``reported_here``). A *label* names one bucket whose docs all
   have equal values in its band (:func:`label_pure`, set while that bucket is verified,
   with its signatures at hand); docs sharing a label therefore share a band with equal
   values, and every pair of a later bucket whose docs all carry one label was reported

@@ -8,7 +8,7 @@ open-addressing table of ids, each token's :data:`RECORD` holding its hash and l
 bytes: :func:`find` compares a token byte for byte, so two tokens share an id only when
 they are equal), the caller maps each new token once through Lance's filter chain
 (``io/tokens.py``) into its record, and ``kernels/vocab_sign.py`` signs rows from the
-records, or :func:`mapped_streams` writes each row's final tokens as a ``TOKENS`` stream
+records, or :func:`vocab_streams` writes each row's final tokens as a ``TOKENS`` stream
 (``kernels/tokenize.py``: u32 length + bytes per token). :func:`icu_simple_rows`,
 :func:`kernel_streams` and :func:`merge_streams` serve the ``icu`` tokenizers, and with
 :func:`ascii_rows` the ``code`` tokenizer with ``split_identifiers`` (``index/sign.py``).
@@ -207,7 +207,7 @@ def assign_ids(offsets, data, cfg, tables, row_offsets, slots, ids, vocab, vocab
 
 
 @njit(**JIT)
-def mapped_streams(row_offsets, ids, records, form_bytes):
+def vocab_streams(row_offsets, ids, records, form_bytes):
     """``(offsets int64[n+1], data uint8[])``: each row's ``TOKENS`` stream, token ``ids[j]``
     replaced by its filtered form (``records[i, REC_FORM_LENGTH] - 1`` bytes of
     ``form_bytes`` from ``records[i, REC_FORM_START]``, ``i = ids[j]``) and dropped where

@@ -78,8 +78,8 @@ from lance_minhash_sql.core.tuning import (GIANT_LINKS, LINKS_AHEAD, MIN_CHUNK_P
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import (bucket_bounds, link_chunk, min_matches, new_bucket_cursor, padded_hashes,
-                                             windows)
+from lance_minhash_sql.kernels.bucket_pairs import (bucket_bounds, link_chunk, min_matches, new_bucket_cursor,
+                                                    padded_hashes, windows)
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.runtime.pipeline import run_ordered

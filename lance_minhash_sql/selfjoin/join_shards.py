@@ -30,13 +30,13 @@ What is reported, exactly:
 How: the band-key space is cut into key-range shards (one per :data:`lance_minhash_sql.core.tuning.SHARD_BAND_ROWS`
 band rows of both sides). A shard takes the left rows of its key range (the left rows'
 bands, sorted in memory when they were signed, or the left index's pages), walks each
-right run's rows of the range beside them with :func:`kernels.join.shared_rows` (a local
+right run's rows of the range beside them with :func:`kernels.cross_pairs.shared_rows` (a local
 segment in place, in the memory map of its ``bands.lance``, without the segment's lock:
 only the right rows whose key the left rows hold are copied), drops deleted rows, gathers
 the remaining docs' signatures of both sides into one pool (straight from the memory map
 of a local segment's ``signatures.lance``, their row ids from the segment's row id runs
 as the self-join reads them, :func:`.pool.fetch_signatures`: no segment's row ids held
-whole) and runs :func:`kernels.join.join_chunk` over
+whole) and runs :func:`kernels.cross_pairs.join_chunk` over
 the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
 independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
 function does: DuckDB runs an order-keeping statement's shard calls one at a time);
@@ -67,10 +67,10 @@ from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import JOIN_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.scan import row_count, text_field, version_of
-from lance_minhash_sql.kernels.join import join_chunk, new_join_cursor, shared_rows
+from lance_minhash_sql.kernels.cross_pairs import join_chunk, new_join_cursor, shared_rows
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_marks
-from lance_minhash_sql.kernels.pairs import padded_hashes
+from lance_minhash_sql.kernels.bucket_pairs import padded_hashes
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
 from lance_minhash_sql.selfjoin.bounded import chunk_pairs as chunk_pairs_of

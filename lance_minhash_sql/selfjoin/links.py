@@ -63,7 +63,7 @@ from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, LINK_CHUNK
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import link_chunk, min_matches, new_bucket_cursor, order_buckets
+from lance_minhash_sql.kernels.bucket_pairs import link_chunk, min_matches, new_bucket_cursor, order_buckets
 from lance_minhash_sql.selfjoin.verify import Verifier, data_pairs
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets

@@ -22,7 +22,7 @@ from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.tuning import FETCH_ROWS
 from lance_minhash_sql.index.rowid_runs import rowid_runs
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import bucket_bounds, multi_rows
+from lance_minhash_sql.kernels.bucket_pairs import bucket_bounds, multi_rows
 from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs

@@ -30,7 +30,7 @@ from lance_minhash_sql.core.tuning import (BUCKET_WINDOW_ROWS, MAX_SHARDS, SELF_
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.core.arrays import sorted_unique
-from lance_minhash_sql.kernels.pairs import gather_rows, padded_hashes, windows
+from lance_minhash_sql.kernels.bucket_pairs import gather_rows, padded_hashes, windows
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 from lance_minhash_sql.runtime.cache import ByteCache
 
@@ -203,7 +203,7 @@ class ShardData:
         """True if the row ids never decrease along the local ids: each bucket's docs
         (ascending, as the band rows are sorted by ``(key, doc)``) are then in row id order
         already (a segment's docs are numbered in scan order), and the clusters' sort of
-        each bucket by row id (``kernels/pairs.py:order_buckets``) would move none. One
+        each bucket by row id (``kernels/bucket_pairs.py:order_buckets``) would move none. One
         gather of the shard's row ids, against the sort's check of every bucket row
         through the pool's doc map (two cache misses a row once the pool outgrows the
         CPU's cache)."""

@@ -1,7 +1,7 @@
 """What the independent calls of one list of shards share: one SQL statement's branches.
 
 A SQL ``minhash_pairs`` runs each shard of its plan as a call of its own (one per
-``UNION ALL`` branch, on DuckDB's threads, in an order DuckDB chooses: ``duck/pairs.py``).
+``UNION ALL`` branch, on DuckDB's threads, in an order DuckDB chooses: ``duck/self_join.py``).
 The self-join of one call (:mod:`.bounded`) verifies consecutive shards in groups over one
 pool of their candidates' signatures and fetches exact verification's shingle sets once;
 calls that know nothing of each other would fetch a row's signature once for every shard

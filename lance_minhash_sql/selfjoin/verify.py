@@ -26,7 +26,7 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.kernels.pairs import min_matches, new_bucket_cursor, pair_chunk
+from lance_minhash_sql.kernels.bucket_pairs import min_matches, new_bucket_cursor, pair_chunk
 from lance_minhash_sql.kernels.similarity import jaccard_at_least_between
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot

@@ -1,5 +1,5 @@
 -- The cross-dataset join, as a TEMP table macro over the _lms_join_* UDFs of
--- lance_minhash_sql/duck/join.py. The datasets, columns and parameters must be constants.
+-- lance_minhash_sql/duck/cross_join.py. The datasets, columns and parameters must be constants.
 
 -- Every pair of a live left row and a live right row that share a band key under the
 -- index of right_dataset's column (right_column, default "column") and whose MinHash

@@ -1,5 +1,5 @@
 -- The self-join: pairs, clusters and dedup, as TEMP table macros over the _lms_* UDFs of
--- lance_minhash_sql/duck/pairs.py. dataset, column and the parameters must be constants.
+-- lance_minhash_sql/duck/self_join.py. dataset, column and the parameters must be constants.
 
 -- Every pair of rows whose MinHash similarity reaches threshold, each pair once with
 -- left_rowid < right_rowid, in no particular order. Runs shard by shard on DuckDB's

@@ -3,12 +3,12 @@
 Input is one key range of both sides: left rows ``(lkeys u64[n], ldocs u32[n])`` and
 right rows ``(rkeys, rdocs)``, each sorted by band key, with docs indexing one signature
 pool shared by both sides (left rows first, then right rows; laid out as in
-``kernels/pairs.py``: ``words`` u64[P, w] and ``halves`` u16[P, 4w] over the same memory,
+``kernels/bucket_pairs.py``: ``words`` u64[P, w] and ``halves`` u16[P, 4w] over the same memory,
 padded with equal lanes), and ``rowids u64[P]`` alongside.
 
 A pair ``(left, right)`` is a **candidate** when the two share a band key; it is reported
 once, from the first band it shares, by exactly the rule of the self-join
-(:mod:`.pairs`: skipped in band ``j`` when an earlier band has equal values; a 56-bit key
+(:mod:`.bucket_pairs`: skipped in band ``j`` when an earlier band has equal values; a 56-bit key
 collision reported from its first colliding band when no band has equal values), and
 **verified** when at least ``min_eq`` of the ``k`` values are equal. Unlike the
 self-join, a row may pair with a row of the same row id (the same dataset on both sides
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.pairs import reported_here
+from lance_minhash_sql.kernels.bucket_pairs import reported_here
 
 __all__ = ["JOIN_CURSOR_SIZE", "GALLOP_RATIO", "new_join_cursor", "shared_rows", "join_chunk"]
 

@@ -1,6 +1,6 @@
 """UDFs behind ``minhash_join`` (``sql/join.sql``): the cross-dataset join, shard by shard.
 
-As for ``minhash_pairs`` (:mod:`.pairs`): ``_lms_join_plan(...)`` (constant-folded at
+As for ``minhash_pairs`` (:mod:`.self_join`): ``_lms_join_plan(...)`` (constant-folded at
 plan time) plans the shards of both datasets' current versions
 (:func:`lance_minhash_sql.selfjoin.join_shards.join_shards`, kept in a process-wide cache keyed by both URIs,
 versions, columns, the threshold, the shard count and both storage tokens) and returns a
