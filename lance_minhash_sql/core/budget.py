@@ -1,7 +1,7 @@
 """The self-join's memory budget and its named parts, built once from ``memory_limit``.
 
 A :class:`Budget` of ``total`` bytes holds one byte count for each thing the self-join
-keeps at once (``docs/scale.md``, *The self-join under a memory budget*); every consumer
+keeps at once (``docs/scale.md``, *Memory of a self-join*); every consumer
 takes its part from here, never a share of its own:
 
 * while shards are linked or paired (``selfjoin/bounded.py``): :attr:`~Budget.shard` (one
@@ -24,7 +24,7 @@ Each part is ``floor(total * share)`` of a share of ``core/tuning.py`` (a part o
 of the pool), and the shares of one phase add up to at most 1, so the parts of a phase add
 up to at most ``total`` (``tests/test_budget.py`` checks both). A consumer may take a floor
 of its own on top (``MIN_SHARD_ROWS``, ``MIN_CHUNK_PAIRS``, ``MIN_WINDOW_ROWS``,
-``MIN_PARENT_BLOCKS``: the least it works with whatever the budget), which only tiny budgets
+``MIN_PARENT_BLOCKS``: the least it works with whatever the budget), which only small budgets
 reach. With exact verification the candidate rows' shingle sets are held first:
 :meth:`Budget.less` is what is left to verify in, parted the same way.
 """

@@ -5,8 +5,9 @@ DuckDB 2.0.1 facts this module is built on:
 * Python UDFs live in the database's catalog, so every connection and cursor of that
   database sees them; registering a name twice fails (``CatalogException: ... already
   exists``, or ``NotImplementedException`` on the connection that registered it). Asking
-  ``duckdb_functions()`` whether they exist costs ~20 ms; a failed ``create_function``
-  costs ~0.2 ms, so :func:`install` simply tries and treats "already exists" as done.
+  ``duckdb_functions()`` whether they exist costs far more than a failed
+  ``create_function``, so :func:`install` simply tries and treats
+  "already exists" as done.
 * TEMP macros belong to one connection: a cursor does not see its parent's macros.
   :func:`install` creates them on every call (``CREATE OR REPLACE``).
 * ``create_function`` fails with ``ResourceInUseException`` on a connection with a

@@ -354,8 +354,7 @@ def _write_signatures(rows, signer, sorter: BandSorter, sig_writer: SignaturesWr
     writer = _Writer(plan.writer_depth, bar)
     # each batch's band keys go to the sorter on a thread of their own (in doc order: one
     # thread, one batch at a time) while the next batch is scanned and signed; on one
-    # thread the spill's partition and appends left a core idle (~13% of a 10M-row build
-    # at 512 MiB)
+    # thread the spill's partition and appends left a core idle
     adder = _Writer(1)
     try:
         for rowids, sigs, n in rows:

@@ -18,8 +18,8 @@ __all__ = ["Liveness", "member"]
 
 
 def member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """``np.isin`` against a sorted array by binary search (numpy's hash-based isin
-    costs ~1 s per 64K ids against 1M)."""
+    """``np.isin`` against a sorted array by binary search (numpy's hash-based isin is
+    far slower on few ids against many)."""
     if sorted_set.size == 0:
         return np.zeros(values.size, dtype=np.bool_)
     pos = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)

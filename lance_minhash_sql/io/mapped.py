@@ -95,8 +95,8 @@ class MappedColumn:
             firsts.append(page.first_row + starts[:-1])
             values.append(head + CHUNK_HEADER)
             # reading every chunk's header maps most of the page's file pages (the kernel
-            # maps the pages around each fault too): 1.9 GB of a 10M-row index's band rows
-            # resident after the open, the self-join's peak; hand them back at once
+            # maps the pages around each fault too), the self-join's peak once resident:
+            # hand them back at once
             hand_back(mapping, int(tpos), int(tpos + tsize))
             hand_back(mapping, int(offsets[0]), int(offsets[-1]))
         self.first_row = np.concatenate(firsts)  # global first row of each chunk

@@ -8,8 +8,8 @@ it is an error naming the dataset, never a shorter result.
 :class:`RowFetcher` serves a search's few result rows from one opened dataset version.
 When the row ids are row addresses that all lie in one fragment without a deletion file,
 it asks that fragment through a kept ``FragmentSession`` of the asked columns (Lance's
-reader for repeated takes of the same columns: about 60% of the cost of a dataset take
-of 10 rows, which plans the projection and maps the addresses on every call). A
+reader for repeated takes of the same columns, cheaper than a dataset take, which plans
+the projection and maps the addresses on every call). A
 fragment session takes rows by their position among the fragment's live rows, which is
 the row address's offset only when nothing in the fragment is deleted; every other case
 (stable row ids, several fragments, deletions, a session busy in another thread) is one

@@ -4,7 +4,7 @@ the tokenizer options the numba tokenizer does not reproduce.
 The index's tokens are Lance's (docs/signatures.md): the numba tokenizer
 (``kernels/tokenize.py``) reproduces the ``simple``, ``whitespace``, ``raw``, ``ngram`` and
 ``code`` pipelines from per-code-point tables for throughput, and a few query texts are
-tokenized here by Lance itself (about 20 us a text), so a single search needs no compiled
+tokenized here by Lance itself, so a single search needs no compiled
 kernel (``query/query_sign.py``). For ``icu`` and ``icu/split`` (the rows the kernels do
 not take), and for ``code``'s identifier split on rows with non-ASCII text,
 :func:`token_streams` asks Lance for every row's tokens and hands them to the kernels as a

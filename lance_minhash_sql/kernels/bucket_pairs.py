@@ -234,7 +234,7 @@ def reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss):
     eq = count_matches(words, ra, rb, k, max_miss)
     if eq < 0:
         return -1
-    # (value by value here: a second word-path call site slows the loop by 60%)
+    # (value by value here: a second word-path call site slows the loop)
     if not values_equal(halves, ra, rb, band * r, r):
         if not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
             return -1
@@ -550,8 +550,8 @@ def gather_rows(docs, lo, hi, sigs, slot, rowids, out_sigs, out_rowids):
     first ``hi - lo`` rows of ``out_sigs`` / ``out_rowids``.
 
     ``out_sigs`` rows may be wider than ``sigs`` rows (padding: left as allocated). Bucket
-    members are random docs, so the kernels' signature reads miss the cache (300-600 ns
-    each on a 256 MB pool); this loop issues independent loads, and the kernels then read
+    members are random docs, so the kernels' signature reads miss the cache;
+    this loop issues independent loads, and the kernels then read
     each bucket's members contiguously.
     """
     k = sigs.shape[1]

@@ -69,8 +69,8 @@ def sort_hashes(a, tmp, counts):
     """Sort ``a`` in place (ascending), for values spread evenly over ``uint64`` (hashes):
     one counting pass on the top bits into about one bucket per value, then an insertion
     sort of the nearly sorted result (each value moves past its bucket's few others). Any
-    input comes out sorted; uniform hashes in linear time, about 3x faster than
-    :func:`sort_values` at a row's 40 shingles. ``tmp`` (uint64) and ``counts`` (int64)
+    input comes out sorted; uniform hashes in linear time, faster than
+    :func:`sort_values` at a row's few dozen shingles (``docs/performance.md``). ``tmp`` (uint64) and ``counts`` (int64)
     are scratch: returned, grown when ``a`` needs more (:func:`new_hash_scratch`)."""
     n = a.size
     if n < 2:

@@ -359,7 +359,7 @@ def _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
     byte or the one before it is inside a token, so a run of separators leaves one and the
     leading ones none. Then token ``t`` ends at the ``t``-th separator of ``out`` (no
     alphanumeric byte is the separator). Indices are unsigned: no negative-index
-    wraparound per byte. 4x faster than :func:`_ascii_words` on the synthetic corpus."""
+    wraparound per byte. Faster than :func:`_ascii_words` (``docs/performance.md``)."""
     q = np.uint64(0)
     prev = np.uint64(0)
     high = np.uint8(0)
@@ -393,7 +393,7 @@ def _ascii_simple(data, s, e, max_len, lower, alnum, out, tok_start, tok_end):
     bytes (:func:`_ascii_bytes`). Buffers: ``out`` ``nbytes
     + ASCII_OUT_SLACK``, ``tok_start`` / ``tok_end`` ``nbytes // 2 + 1``. A function of its
     own, not inlined: in a loop that also calls :func:`tokenize_doc` (which returns new
-    buffers) the byte loop ran 2.5x slower."""
+    buffers) the byte loop ran slower."""
     if has_byte_compress() or has_vectors_256():
         return _ascii_vector(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
     return _ascii_bytes(data, s, e, max_len, lower, alnum, out, tok_start, tok_end)
@@ -475,8 +475,8 @@ def tokenize_doc(data, s, e, cfg, tables, out, tok_start, tok_end, raw):
     base tokenizer records original byte ranges in ``raw`` (``raw[2t]``, ``raw[2t+1]``,
     the end stored as ``-end - 1`` when the token has non-ASCII bytes); then each range
     is filtered by length and transformed into ``out``. Everything stays in this one
-    function: an inlined helper taking arrays pays reference counting per token, which
-    cost 3x. Buffers are sized once per document from a bound: an input code point of
+    function: an inlined helper taking arrays pays reference counting per
+    token. Buffers are sized once per document from a bound: an input code point of
     ``n >= 2`` bytes becomes at most 2 lower-cased code points, each folding to at most
     5 ASCII bytes or encoding to at most 4, so a token grows at most 5 times (+1 separator).
     """

@@ -110,8 +110,7 @@ def limit_arenas() -> None:
     own, and an arena keeps what its thread freed. The self-join's and the build's
     threads (the reading, verifying and signing pools, Lance's and DuckDB's) free buffers
     of every size, so each arena grows to its thread's largest working set and stays
-    there: under a 512 MiB budget a 10M-row self-join held about 100 MB more with the
-    default arenas than with two (``benchmarks/verify_modes.py``). ``MALLOC_ARENA_MAX``
+    there (``docs/scale.md``, *The C heap*; ``benchmarks/verify_modes.py``). ``MALLOC_ARENA_MAX``
     in the environment keeps glibc's own choice."""
     if _MALLOPT is None or os.environ.get(ARENAS_ENV):
         return

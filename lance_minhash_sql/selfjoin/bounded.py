@@ -18,9 +18,9 @@ verification, same rules); only what is held at once changes:
    clusters those already one component of the links found so far, for pairs those
    whose docs all carry one *label* (a bucket of an earlier band with equal values,
    labelled while it was verified). Shards come in key order, so band after band, and a
-   near-duplicate's later bands mostly repeat its first: at 10M rows under 512 MiB
-   pruning drops 15.5M candidate band rows of clusters and 15.0M of pairs', and a
-   group's pool holds several bands' candidates.
+   near-duplicate's later bands mostly repeat its first: pruning drops most of the later
+   bands' candidate rows, and a group's pool holds several bands' candidates
+   (``docs/scale.md``, *Time under a budget*).
 3. **Signatures** of a group's candidates are read once, in doc order, into one buffer
    for all groups (:class:`.pool.CarriedPool`): the rows of the group before whose docs
    this group holds too are kept, only the others fetched.
@@ -53,9 +53,9 @@ verification, same rules); only what is held at once changes:
    verifying and reading threads do not keep the buffers of shards they are done with.
 
 What the fetch costs: a doc is read once per group whose shards hold it as a candidate
-after pruning. Without pruning, a group smaller than a band's candidates read each
-candidate about once per band it is a candidate in (8.7 times on average in the 10M-row
-benchmark corpus: 21 groups at 512 MiB); with it, 4 groups at 512 MiB and 13 at 256 MiB.
+after pruning. Without pruning, a group smaller than a band's candidates would read each
+candidate about once per band it is a candidate in; with it, the groups are few
+(``docs/scale.md``, *Time under a budget*, has the benchmark's counts).
 
 :data:`.pool.STATS` records the most signature rows any one read held (tests check that a
 giant bucket is never held whole).

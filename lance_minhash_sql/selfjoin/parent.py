@@ -120,9 +120,8 @@ class UnionFind:
             return merges
         i, merges = 0, 0
         if a.size > 1:
-            # links by their larger doc: one side's pages come in order (any order gives the
-            # same components; on a 1M-row index with 6 % of the file resident this saves
-            # 40 % of the hand-backs)
+            # links by their larger doc: one side's pages come in order, so fewer hand-backs
+            # (any order gives the same components)
             hi = np.maximum(a, b)
             order = np.argsort(hi, kind="stable")
             a, b = hi[order], np.minimum(a, b)[order]

@@ -269,7 +269,7 @@ def _read_signatures_whole(entry: SegmentEntry) -> None:
 
     ``SegmentEntry.doc_arrays`` would load them whole too once a shard needs many docs,
     but through one ``read_all`` that Lance decodes ahead of the consumer: twice the
-    file's size at the peak (1M rows: +530 MB against +265 MB here).
+    file's size at the peak.
     """
     with entry.lock:
         store = entry.docs
