@@ -26,15 +26,15 @@ import numpy as np
 import pyarrow as pa
 
 from lance_minhash_sql.core.arrays import readonly
-from lance_minhash_sql.core.tuning import ESTIMATE_VERIFY_ROWS
+from lance_minhash_sql.core.tuning import ESTIMATE_VERIFY_ROWS, STAR_BUCKET_CENTERS
 from lance_minhash_sql.diagnostics.lookups import ENOUGH, candidates, verify_some
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
-from lance_minhash_sql.kernels.bucket_pairs import min_matches
 from lance_minhash_sql.kernels.similarity import pair_jaccard
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.query.scores import at_threshold, exact_scores, verified
+from lance_minhash_sql.selfjoin.verify import candidate_matches
 
 __all__ = ["Neighbourhoods", "Component"]
 
@@ -69,7 +69,6 @@ class Neighbourhoods:
         self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         self.hits: dict[int, tuple[int, int, int]] = {}
         self.masks: dict[tuple[int, float, str], np.ndarray] = {}
-        self.need: dict[float, int] = {}  # min_matches of each threshold
         self.sigs: dict[int, np.ndarray] = {}
         self.sets: dict[int, np.ndarray] = {}
         self.share: dict[int, tuple[int, int]] = {}  # per searched row: (candidates, verified)
@@ -212,36 +211,40 @@ class Neighbourhoods:
         return [Component(np.array(sorted(m), dtype=np.uint64), c) for m, c in zip(members, complete)]
 
     def star_dropped(self, row: int, comp: Component, threshold: float) -> bool:
-        """Whether the star walk drops ``row``: the component's members walked by row id
-        (those searched, so all of a complete component), each kept (a center) unless it
-        is similar to a center before it (:mod:`lance_minhash_sql.selfjoin.star`'s rule:
-        ``eq >= min_matches(threshold, k)``, or with ``verify="exact"`` exact Jaccard at
-        least the threshold)."""
+        """Whether the star walk drops ``row`` (the rule of :mod:`lance_minhash_sql.selfjoin.star`,
+        ``kernels/star.py``): the component's members walked by row id (those searched, so
+        all of a complete component), each bucket (band key) listing its first
+        :data:`STAR_BUCKET_CENTERS` centers; a member is dropped when a center listed in one
+        of its buckets has at least :func:`candidate_matches` equal values (with
+        ``verify="exact"``, and an exact Jaccard reaching the threshold; a member with an
+        empty set is a center listed nowhere), else it becomes a center."""
         walk = [r for r in comp.members.tolist() if r in self.hits and self.sigs.get(r) is not None]
-        if row not in walk or walk[0] == row:
+        if row not in walk:
             return False
+        sigs = np.stack([self.sigs[r] for r in walk])
+        keys = np.asarray(self.signer.band_keys(sigs)).reshape(len(walk), -1).tolist()
+        least = candidate_matches(threshold, self.k, self.verify)
         if self.exact:
             sets = [self.sets[r] for r in walk]
-            offsets = np.concatenate(([0], np.cumsum([s.size for s in sets]))).astype(np.int64)
-            hashes = np.concatenate(sets) if sets else np.empty(0, np.uint64)
-
-            def similar(a: int, centers: list[int]) -> np.ndarray:
-                ia = np.full(len(centers), a, dtype=np.int64)
-                return pair_jaccard(readonly(offsets), readonly(hashes), readonly(ia),
-                                    readonly(np.array(centers, dtype=np.int64))) >= threshold
-        else:
-            sigs = np.stack([self.sigs[r] for r in walk])
-            need = self.need.get(threshold)
-            if need is None:
-                need = self.need[threshold] = min_matches(threshold, self.k)
-
-            def similar(a: int, centers: list[int]) -> np.ndarray:
-                return (sigs[centers] == sigs[a]).sum(axis=1) >= need
-        centers = [0]
-        for a in range(1, len(walk)):
-            twin = similar(a, centers).any()
+            offsets = readonly(np.concatenate(([0], np.cumsum([s.size for s in sets]))).astype(np.int64))
+            hashes = readonly(np.concatenate(sets) if sets else np.empty(0, np.uint64))
+        lists: dict[int, list[int]] = {}
+        for a in range(len(walk)):
+            if self.exact and sets[a].size == 0:
+                if walk[a] == row:
+                    return False
+                continue
+            listed = sorted({c for key in keys[a] for c in lists.get(key, ())})
+            passing = [c for c in listed if int((sigs[c] == sigs[a]).sum()) >= least]
+            if self.exact and passing:
+                at = np.full(len(passing), a, dtype=np.int64)
+                jac = pair_jaccard(offsets, hashes, readonly(at), readonly(np.array(passing, dtype=np.int64)))
+                passing = [c for c, j in zip(passing, jac.tolist()) if j >= threshold]
             if walk[a] == row:
-                return bool(twin)
-            if not twin:
-                centers.append(a)
+                return bool(passing)
+            if not passing:
+                for key in keys[a]:
+                    centers = lists.setdefault(key, [])
+                    if len(centers) < STAR_BUCKET_CENTERS:
+                        centers.append(a)
         return False
