@@ -166,7 +166,8 @@ def giant_dataset(rows: int, copies: int, data_dir: str) -> str:
 
 
 def warm_kernels() -> None:
-    """Load every kernel the self-join uses, on a tiny dataset."""
+    """Load every kernel the self-join uses (pairs, components and star, each with the
+    estimate and exact verification), on a tiny dataset."""
     import tempfile
 
     import lance
@@ -186,6 +187,9 @@ def warm_kernels() -> None:
         list(pairs(small, "text", THRESHOLD))
         list(pairs(small, "text", THRESHOLD, verify="exact"))
         clusters(small, "text", THRESHOLD)
+        for verify in ("estimate", "exact"):  # star's walk and exact clusters' links
+            clusters(small, "text", THRESHOLD, clustering="star", verify=verify)
+        clusters(small, "text", THRESHOLD, verify="exact")
     clear_cache()
 
 
