@@ -56,6 +56,22 @@ def _equal(a, b, i, j):
 
 
 @njit(**JIT)
+def _offer(sigs, c_sigs, i, c, least, seen, ranks, m):
+    """Center ``c`` offered to member ``i`` once (``seen[c] == i`` after): ranked into
+    ``ranks[m]`` as :func:`_twin_of` reads it (fewer unequal values first, then the center
+    first in walk order) when it has at least ``least`` equal values; returns the count of
+    candidates ranked."""
+    if seen[c] == i:
+        return m
+    seen[c] = i
+    same = _equal(sigs, c_sigs, i, c)
+    if same < least:
+        return m
+    ranks[m] = (np.int64(sigs.shape[1] - same) << _ORDER_BITS) | c
+    return m + 1
+
+
+@njit(**JIT)
 def _twin_of(ranks, m, i, offsets, hashes, c_offsets, c_hashes, k, threshold, exact):
     """The star rule's choice among member ``i``'s ``m`` candidates ``ranks[:m]`` (each
     ``(k - eq) << _ORDER_BITS | c``, ``c`` the center's index in walk order, ``eq`` its
@@ -153,15 +169,8 @@ def star_match(sigs, keys, offsets, hashes, n, c_sigs, c_keys, c_center, c_offse
                 c = c_center[t]
                 t += 1
                 listed[i, j] += 1
-                if empty:
-                    continue
-                if seen[c] == i:
-                    continue
-                seen[c] = i
-                same = _equal(sigs, c_sigs, i, c)
-                if same >= least:
-                    ranks[m] = (np.int64(k - same) << _ORDER_BITS) | c
-                    m += 1
+                if not empty:
+                    m = _offer(sigs, c_sigs, i, c, least, seen, ranks, m)
         c, same, x = _twin_of(ranks, m, i, offsets, hashes, c_offsets, c_hashes, k, threshold, exact)
         if c >= 0:
             twin[i] = base + c
@@ -188,7 +197,6 @@ def _chunk_candidates(sigs, keys, i, least, slots, stamp, t_stamp, t_head, e_cen
     its keys' slots in the hash table of the component ``stamp``) with at least ``least``
     equal values, written to ``ranks`` as :func:`_twin_of` reads them; returns their
     number."""
-    k = sigs.shape[1]
     m = 0
     for j in range(keys.shape[1]):
         if t_stamp[slots[j]] != stamp:
@@ -197,13 +205,7 @@ def _chunk_candidates(sigs, keys, i, least, slots, stamp, t_stamp, t_head, e_cen
         while e >= 0:
             c = e_center[e]
             e = e_next[e]
-            if seen[c] == i:
-                continue
-            seen[c] = i
-            same = _equal(sigs, sigs, i, c)
-            if same >= least:
-                ranks[m] = (np.int64(k - same) << _ORDER_BITS) | c
-                m += 1
+            m = _offer(sigs, sigs, i, c, least, seen, ranks, m)
     return m
 
 
