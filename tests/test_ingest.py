@@ -88,6 +88,40 @@ def test_the_plan_is_the_rule_of_its_oracle(data, verify):
     assert wheres.count("corpus") >= 30 and wheres.count("batch") > 0  # both kinds of twin are exercised
 
 
+def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, monkeypatch):
+    """Both engines of the plan's corpus side, on one corpus with deleted twins: the
+    corpus read in doc order (``selfjoin/best_rows.py``, many small blocks here) and the
+    join reduced to each row's best (taken when the matches pass the budget, and by Ray
+    and exact verification). Each is counted as it runs; both give the oracle's plan."""
+    from lance_minhash_sql.selfjoin import best_rows as doc_order
+    from lance_minhash_sql.selfjoin import ingest as plan_module
+    from lance_minhash_sql.selfjoin.executor import LOCAL
+
+    corpus = _copy(data["corpus"], tmp_path / "corpus.lance")
+    lance.dataset(corpus).delete("id >= 10 AND id < 16")  # rows the batch holds copies of
+    runs = {"doc order": 0, "join": 0}
+    best = plan_module.best_rows
+    monkeypatch.setattr(plan_module, "best_rows", lambda *a: (lambda r: runs.__setitem__(
+        "doc order", runs["doc order"] + (r is not None)) or r)(best(*a)))
+    join = type(LOCAL).join
+    monkeypatch.setattr(type(LOCAL), "join", lambda self, *a, **k: runs.__setitem__("join", runs["join"] + 1)
+                        or join(self, *a, **k))
+    monkeypatch.setattr(doc_order, "BLOCK_DOCS", 7)
+    in_doc_order = lms.ingest_plan(corpus, data["batch"], "text", T)
+    assert runs == {"doc order": 1, "join": 0}
+    monkeypatch.setattr(doc_order, "MATCH_BYTES", 1 << 40)  # no match fits: the join answers
+    joined = lms.ingest_plan(corpus, data["batch"], "text", T)
+    assert runs == {"doc order": 1, "join": 1}
+    assert in_doc_order.equals(joined)
+    oracle = ingest_oracle(corpus, data["batch"], T, open_index(corpus, "text").params)
+    assert {k: v[:3] for k, v in _plan_rows(in_doc_order).items()} == {k: v[:3] for k, v in oracle.items()}
+    t = lance.dataset(data["corpus"]).to_table(columns=["id"], with_row_id=True)
+    gone = {r for i, r in zip(t.column("id").to_pylist(), t.column("_rowid").to_pylist()) if 10 <= i < 16}
+    before = set(lms.ingest_plan(data["corpus"], data["batch"], "text", T).column("twin_rowid").to_pylist())
+    after = set(in_doc_order.column("twin_rowid").to_pylist())
+    assert gone & before and not gone & after  # the deleted rows were twins, and are no longer
+
+
 def test_the_plan_signs_the_batch_once_and_keeps_none_of_it(data, monkeypatch):
     """The walk and the join read one signing of the batch (every text signed counted),
     and the plan leaves none of it in the join's cache."""

@@ -26,6 +26,7 @@ from types import MappingProxyType
 
 from lance_minhash_sql.core.errors import CorruptIndexError
 from lance_minhash_sql.core.tuning import TAIL_READ_BYTES
+from lance_minhash_sql.runtime.cache import memoized
 
 __all__ = ["FOOTER_BYTES", "TAIL_READ_BYTES", "Compression", "PageLayout", "Page", "FileLayout", "FileTail",
            "parse_layout", "parse_descriptor", "tail_span", "read_layout", "read_file_tail"]
@@ -169,8 +170,9 @@ class PageLayout:
         return f"{self.kind}(values {self.values}{''.join(', ' + e for e in extra)})"
 
 
+@memoized(256)
 def _page_layout(encoding: bytes) -> PageLayout:
-    """Page encoding (``Encoding``: field 2 ``direct`` -> field 1 bytes = ``Any``)."""
+    """Page encoding (the pages of a column share one: parsed once) (``Encoding``: field 2 ``direct`` -> field 1 bytes = ``Any``)."""
     direct = _one(_fields(encoding), 2)
     if direct is None:
         return PageLayout("unknown")

@@ -40,6 +40,7 @@ from lance_minhash_sql.io.details import params_from_hex
 from lance_minhash_sql.io.lancefile import (FOOTER_BYTES, FileLayout, FileTail, parse_layout, read_file_tail,
                                             read_layout, tail_span)
 from lance_minhash_sql.io.store import is_remote, redact, redact_uri
+from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = [
     "SIGNATURES_FILE",
@@ -429,17 +430,40 @@ def open_segment(seg_dir: str, storage_options=None, total_bytes: int | None = N
         files.band_chunks = _band_chunks(session, bpath, blayout)
         files.signature_rows = fixed_rows(_reader_of(session, SIGNATURES_FILE), spath, slayout, 1, k, 2)
     else:
-        bmap, smap = _mapped(bpath), _mapped(spath)
-        blayout, slayout = _mapped_layout(bmap, bpath, bfile), _mapped_layout(smap, spath, sfile)
-        keys = mapped_column(bmap, bpath, blayout, 0, np.uint64)
-        docs = mapped_column(bmap, bpath, blayout, 1, np.uint32)
-        files.band_map = None if keys is None or docs is None else (keys, docs)
-        files.signature_map = mapped_rows(smap, spath, slayout, 1, k, 2)
+        files.band_map, files.signature_map, blayout, slayout = _local_maps(bpath, spath, bfile, sfile, k)
     files.slow_reason = _slow_reason(blayout, slayout, k)
     if files.slow_reason is not None and num_docs > 1:  # one doc: its doc column is constant by necessity
         log.warning("%s: %s; this segment is read through Lance's reader, one call per read",
                     redact_uri(seg_dir), files.slow_reason)
     return files
+
+
+_MAPS = ByteCache.for_objects("memory maps of segment files", 16)  # (paths, k, file stamps) -> _local_maps
+
+
+def _stamp(path: str) -> tuple[int, int, int]:
+    st = os.stat(local_path(path))
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _local_maps(bpath: str, spath: str, bfile, sfile, k: int) -> tuple:
+    """``(band_map, signature_map, bands layout, signatures layout)`` of a local segment:
+    both files memory-mapped, their layouts parsed and every chunk header checked once
+    per file (its path, inode, size and modification time: a segment's files are never
+    rewritten), so the opens of one segment that follow (a plan, then the index update
+    and its commit) cost a lookup."""
+    key = (bpath, spath, k, _stamp(bpath), _stamp(spath))
+    hit = _MAPS.get(key)
+    if hit is not None:
+        return hit
+    bmap, smap = _mapped(bpath), _mapped(spath)
+    blayout, slayout = _mapped_layout(bmap, bpath, bfile), _mapped_layout(smap, spath, sfile)
+    keys = mapped_column(bmap, bpath, blayout, 0, np.uint64)
+    docs = mapped_column(bmap, bpath, blayout, 1, np.uint32)
+    band_map = None if keys is None or docs is None else (keys, docs)
+    got = (band_map, mapped_rows(smap, spath, slayout, 1, k, 2), blayout, slayout)
+    _MAPS.put(key, got)
+    return got
 
 
 def _mapped(path: str) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
-__all__ = ["ingest_walk", "keep_best"]
+__all__ = ["ingest_walk", "keep_best", "best_in_block"]
 
 
 @njit(**JIT)
@@ -120,3 +120,55 @@ def keep_best(at, right, score, sim, jac, best_score, best_right, best_sim, best
             best_right[p] = right[i]
             best_sim[p] = sim[i]
             best_jac[p] = jac[i]
+
+
+@njit(**JIT, inline="always")
+def _equal_values(a, ra, b, rb, k):
+    """Equal positions of row ``ra`` of ``a`` and row ``rb`` of ``b`` (``k`` values each)."""
+    if k == 128:  # the default: a fixed trip count, 16-bit lanes (vector compares, no widening)
+        c = np.uint16(0)
+        for u in range(128):
+            c = np.uint16(c + np.uint16(a[ra, u] == b[rb, u]))
+        return np.int64(c)
+    same = 0
+    for u in range(k):
+        same += np.int64(a[ra, u] == b[rb, u])
+    return same
+
+
+@njit(**JIT)
+def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs, min_eq, stamp, best_eq, best_right):
+    """Fold the corpus rows of matches ``[lo, hi)`` into each batch row's best corpus row.
+
+    Matches are sorted by doc: ``mdocs[i]`` a corpus doc, ``mpos[i]`` the first position in
+    the sorted batch band keys ``lkeys`` of the key it shares with them (``ldocs[p]``: the
+    batch row of key ``p``, its values ``lsigs[row]``). The distinct docs of the block, in
+    order, are the rows of ``sigs`` (``u16[m, k]``), ``rowids`` and ``alive``. A batch
+    row met again through another key of the same doc is not compared again (``stamp``:
+    the last doc compared with each batch row, -1 at first). A comparison counts when at
+    least ``min_eq`` values are equal; the best has the most, ties to the lowest row id
+    (``best_eq`` starts at -1). Blocks folded in any order give the same bests."""
+    k = lsigs.shape[1]
+    nk = lkeys.size
+    u = -1
+    prev = np.int64(-1)
+    for i in range(lo, hi):
+        d = np.int64(mdocs[i])
+        if d != prev:
+            u += 1
+            prev = d
+        if not alive[u]:
+            continue
+        p = np.int64(mpos[i])
+        key = lkeys[p]
+        rid = rowids[u]
+        while p < nk and lkeys[p] == key:
+            row = np.int64(ldocs[p])
+            p += 1
+            if stamp[row] == d:
+                continue
+            stamp[row] = d
+            eq = _equal_values(lsigs, row, sigs, u, k)
+            if eq >= min_eq and (eq > best_eq[row] or (eq == best_eq[row] and rid < best_right[row])):
+                best_eq[row] = eq
+                best_right[row] = rid

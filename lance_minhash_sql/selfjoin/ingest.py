@@ -28,9 +28,12 @@ reaches ``threshold`` (``verify="exact"``). The corpus index's parameters and to
 sign the batch (bit-identical to an index build with them); the batch needs no index.
 A batch row without tokens is similar to nothing and is kept.
 
-How: the corpus side is :func:`.join.join` of the batch against the corpus index, on the
-chosen executor, reduced on the fly to each batch row's best corpus row (memory follows
-the batch, never the pairs). The batch side is :func:`kernels.ingest.ingest_walk`: the
+How: the corpus side is each batch row's best corpus row. Under the estimate on the local
+executor it is :func:`.best_rows.best_rows`: the corpus's candidate rows listed by key,
+then read once each in doc order. Otherwise (exact verification, Ray, or more candidate
+rows than the budget holds) it is :func:`.join.join` of the batch against the corpus
+index on the chosen executor, reduced on the fly (memory follows the batch, never the
+pairs). Both give the same bests (``tests/test_ingest.py`` runs both). The batch side is :func:`kernels.ingest.ingest_walk`: the
 batch's signatures and band buckets in memory, each row compared only with the kept rows
 that share one of its buckets, so a batch holding many copies of a text costs one
 comparison a copy. With ``verify="exact"`` the shingle sets of the batch rows that share
@@ -61,7 +64,9 @@ from lance_minhash_sql.kernels.ingest import ingest_walk, keep_best
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
-from lance_minhash_sql.selfjoin.join_shards import forget_signed_left, signed_left
+from lance_minhash_sql.selfjoin.best_rows import BestRows, best_rows
+from lance_minhash_sql.selfjoin.join_shards import SignedLeft, forget_signed_left, index_side, signed_left
+from lance_minhash_sql.selfjoin.shards import plan_for
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
 __all__ = ["INGEST_PLAN_SCHEMA", "IngestPlan", "ingest_plan", "plan_ingest"]
@@ -93,6 +98,8 @@ class _Batch(NamedTuple):
     has: np.ndarray  # bool[n]: the rows with tokens
     buckets: np.ndarray  # int64[n, b]: each band's bucket (rows with equal band keys share one)
     num_buckets: int
+    signed: SignedLeft  # the rows with tokens as the join signs them
+    at: np.ndarray | None  # the position in rowids of each signed row (None: the same rows)
 
 
 def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
@@ -113,14 +120,28 @@ def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
     buckets = np.zeros((rowids.size, params.num_bands), dtype=np.int64)
     keys = signed.keys
     if keys.size == 0:
-        return _Batch(rowids, sigs, has, buckets, 1)
+        return _Batch(rowids, sigs, has, buckets, 1, signed, at)
     first = np.empty(keys.size, dtype=np.bool_)
     first[0] = True
     np.not_equal(keys[1:], keys[:-1], out=first[1:])
     ids = np.cumsum(first) - 1
     rows = signed.docs.astype(np.int64) if at is None else at[signed.docs]
     buckets[rows, (keys >> np.uint64(BAND_SHIFT)).astype(np.int64)] = ids
-    return _Batch(rowids, sigs, has, buckets, int(ids[-1]) + 1)
+    return _Batch(rowids, sigs, has, buckets, int(ids[-1]) + 1, signed, at)
+
+
+def _spread(best: BestRows, at: np.ndarray | None, n: int, k: int) -> tuple[np.ndarray, ...]:
+    """:func:`.best_rows.best_rows`'s bests (by signed row) as :func:`_best_corpus`
+    gives them (by position among the ``n`` live rows)."""
+    if at is None:
+        at = np.arange(n)
+    found = np.zeros(n, dtype=np.bool_)
+    right = np.zeros(n, dtype=np.uint64)
+    sim = np.zeros(n)
+    found[at] = best.found
+    right[at] = best.rowid
+    sim[at] = np.where(best.found, lance_similarity(np.maximum(best.eq, 0), k), 0.0)
+    return found, right, sim, np.full(n, np.nan)
 
 
 def _best_corpus(pairs, verify: str, rowids: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -176,15 +197,23 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     batch_uri = uri_of(batch_ds)
     text_field(batch_ds, column, batch_uri)
     cols = order_by_columns(batch_ds, batch_uri, order_by)
-    params = open_index(corpus_ds, column, corpus_options).params
+    opened = open_index(corpus_ds, column, corpus_options)
+    params = opened.params
     signer = signer_for(params)
     with bounded_heap():  # (the signing's and the join's freed buffers handed back as they go)
         batch = _batch_rows(batch_ds, column, params, batch_options)
-        rowids, sigs, has, buckets, num_buckets = batch
+        rowids, sigs, has, buckets, num_buckets = batch[:5]
         trim_heap()
-        pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, budget, right_column=None,
-                              left_storage_options=batch_options, right_storage_options=corpus_options)
-        blocked, c_right, c_sim, c_jac = _best_corpus(pairs, verify, rowids)
+        best = None
+        if verify == "estimate" and executor.name == LOCAL.name:
+            best = best_rows(batch.signed, index_side(plan_for(opened)), threshold, budget)
+        if best is not None:
+            blocked, c_right, c_sim, c_jac = _spread(best, batch.at, rowids.size, params.num_hashes)
+        else:
+            pairs = executor.join(batch_ds, corpus_ds, column, threshold, verify, budget, right_column=None,
+                                  left_storage_options=batch_options, right_storage_options=corpus_options)
+            blocked, c_right, c_sim, c_jac = _best_corpus(pairs, verify, rowids)
+        del batch
     forget_signed_left(batch_ds, column, params, batch_options)  # (the walk holds what it reads)
     trim_heap()
 

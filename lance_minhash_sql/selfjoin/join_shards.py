@@ -80,7 +80,8 @@ from lance_minhash_sql.selfjoin.pool import fetch_signatures, row_ids
 from lance_minhash_sql.selfjoin.shards import merge_runs, plan_for, read_run, run_span
 from lance_minhash_sql.selfjoin.verify import candidate_matches, exact_kept
 
-__all__ = ["JOIN_SCHEMA", "JoinShard", "candidate_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
+__all__ = ["JOIN_SCHEMA", "JoinShard", "Side", "candidate_rows", "count_shards", "index_side", "key_bounds",
+           "live_mask", "shared_band_rows", "join_all", "join_shards", "shard_join", "shared_shard_join",
            "forget_signed_left", "signed_bytes", "signed_left", "SignedLeft"]
 
 
@@ -105,7 +106,8 @@ class Side:
         self.band_rows = sum(e.bands.num_rows for e in self.entries)
 
 
-def _index_side(plan) -> Side:
+def index_side(plan) -> Side:
+    """The side of an index: its runs (a self-join plan's, :func:`.shards.plan_for`)."""
     o = plan.opened
     return Side(o.uri, o.ds, o.version, o.column, o.params, plan.entries, o.liveness, True)
 
@@ -196,8 +198,20 @@ def _left_side(left, column: str, params: MinHashParams, storage_options, budget
     except (IndexNotFoundError, UnsupportedIndexError, CorruptIndexError):
         opened = None  # no usable left index: sign the rows
     if opened is not None and opened.params == params:
-        return _index_side(plan_for(opened))
+        return index_side(plan_for(opened))
     return _signed_side(uri, ds, column, params, options, budget)
+
+
+def count_shards(band_rows: int, budget: Budget) -> int:
+    """Key-range shards of ``band_rows`` band rows of both sides: one per ``shard`` part of
+    ``budget`` (:func:`.bounded.shard_rows`), at most :data:`MAX_SHARDS`."""
+    return min(MAX_SHARDS, max(1, -(-band_rows // shard_rows(budget))))
+
+
+def key_bounds(params: MinHashParams, num_shards: int) -> list[int]:
+    """The ``num_shards + 1`` bounds of equal key ranges over every band's keys."""
+    span = params.num_bands << BAND_SHIFT
+    return [span * s // num_shards for s in range(num_shards + 1)]
 
 
 @dataclass(eq=False)
@@ -210,8 +224,7 @@ class JoinPlan:
 
     def shards(self) -> list[JoinShard]:
         """The plan's key-range shards, in key order."""
-        span = self.right.params.num_bands << BAND_SHIFT
-        bounds = [span * s // self.num_shards for s in range(self.num_shards + 1)]
+        bounds = key_bounds(self.right.params, self.num_shards)
         return [JoinShard(s, self.num_shards, bounds[s], bounds[s + 1], self) for s in range(self.num_shards)]
 
 
@@ -259,11 +272,10 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
                                     "text column, or NULL for the same name as column")
     opened = open_index(right, rcol, options_for(right, right_storage_options))
     warn_if_low_recall(opened.params, t)
-    rside = _index_side(plan_for(opened))
+    rside = index_side(plan_for(opened))
     lside = _left_side(left, column, opened.params, left_storage_options, budget)
     if num_shards is None:
-        total = lside.band_rows + rside.band_rows
-        num_shards = min(MAX_SHARDS, max(1, -(-total // shard_rows(Budget.or_default(budget)))))
+        num_shards = count_shards(lside.band_rows + rside.band_rows, Budget.or_default(budget))
     else:
         num_shards = check_int("num_shards", num_shards, "e.g. 8", 1, MAX_SHARDS)
     return JoinPlan(lside, rside, t, num_shards, SharedJoinSets(lside, rside, num_shards)).shards()
@@ -294,7 +306,7 @@ def _merged(side: Side, parts: list) -> tuple[np.ndarray, np.ndarray]:
     return merge_runs(parts, side.offsets)
 
 
-def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndarray
+def shared_band_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """``(keys, global docs)`` of the side's band rows with keys in ``[lo, hi)`` that the
     sorted ``lkeys`` hold, sorted by key; ``lmask`` marks the ``lkeys`` found. A run in
@@ -320,7 +332,8 @@ def _shared_rows(side: Side, lo: int, hi: int, lkeys: np.ndarray, lmask: np.ndar
     return _merged(side, parts)
 
 
-def _alive(side: Side, rowids: np.ndarray) -> np.ndarray | None:
+def live_mask(side: Side, rowids: np.ndarray) -> np.ndarray | None:
+    """Which of ``rowids`` of ``side`` are live, or None when all are."""
     live = side.liveness
     return None if live is None or live.trivial else live.alive(rowids)
 
@@ -334,7 +347,7 @@ def _candidates(plan: JoinPlan, lo: int, hi: int):
         return None
     lk = readonly(lk)
     lm = np.zeros(lk.size, dtype=np.bool_)
-    rk, rg = _shared_rows(plan.right, lo, hi, lk, lm)
+    rk, rg = shared_band_rows(plan.right, lo, hi, lk, lm)
     if rk.size == 0:
         return None
     return lk[lm], lg[lm], rk, rg
@@ -344,7 +357,7 @@ def _live_rows(side: Side, gids: np.ndarray) -> np.ndarray:
     """Ascending row ids of the live docs among sorted unique ``gids`` of ``side`` (whose
     runs, offsets and parameters :func:`.pool.row_ids` reads as a self-join plan's)."""
     rows = row_ids(side, gids, FETCH_ROWS)
-    alive = _alive(side, rows)
+    alive = live_mask(side, rows)
     return sorted_unique(rows if alive is None else rows[alive])
 
 
@@ -396,11 +409,11 @@ def _load(shard: JoinShard) -> _ShardData | None:
                              fetch_signatures(plan.right, ru, pool[nl:, :k], release=False)))
     ldocs = np.searchsorted(lu, lg)
     rdocs = np.searchsorted(ru, rg) + nl
-    alive = _alive(plan.left, rowids[:nl])
+    alive = live_mask(plan.left, rowids[:nl])
     if alive is not None and not alive.all():
         keep = alive[ldocs]
         lk, ldocs = lk[keep], ldocs[keep]
-    alive = _alive(plan.right, rowids[nl:])
+    alive = live_mask(plan.right, rowids[nl:])
     if alive is not None and not alive.all():
         keep = alive[rdocs - nl]
         rk, rdocs = rk[keep], rdocs[keep]

@@ -1,0 +1,124 @@
+"""The ingest plan's corpus side under the estimate (``selfjoin/ingest.py``): each batch
+row's best corpus row, the corpus read in doc order.
+
+The answer is the cross-dataset join's (:mod:`.join_shards`) reduced to each left row's
+best right row, :func:`kernels.ingest.keep_best`'s rule: a corpus row is a candidate of a
+batch row when the two share a band key of the corpus index, it counts when at least
+``candidate_matches(threshold, k, 'estimate')`` (:mod:`.verify`) of their values are
+equal, and the best is the one with the most equal values, ties to the lowest corpus row
+id. Deleted corpus rows never count.
+
+What differs from the join is the order of the work. The join walks key ranges and
+gathers, for each, the signatures of the corpus rows met there; a small batch meets
+corpus rows all over the signature file, each range's from anywhere in it. Here:
+
+1. the key ranges are walked once (on threads, each range's corpus band rows searched for
+   the batch's keys in place, :func:`.join_shards.shared_band_rows`), listing each
+   *match*: a corpus doc and the position of the batch key it shares;
+2. the matches are sorted by doc (:func:`kernels.sort.radix_sort_run`);
+3. the corpus signatures of the matched docs are read once each, in file order, block by
+   block (the next block read while one is compared, the pages handed back after each),
+   and each doc is compared with the batch rows of its keys
+   (:func:`kernels.ingest.best_in_block`), a batch row met through two keys of one doc
+   compared once.
+
+Memory: :data:`MATCH_BYTES` a match while they are sorted, then 8 bytes a match and a
+few blocks of :data:`BLOCK_DOCS` signatures (the one compared, one read ahead, one on
+each reading thread). :func:`best_rows` gives up (returns None) as soon as the matches pass
+the budget's ``pool`` part; the caller then joins, whose memory follows the shards.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from lance_minhash_sql.core.arrays import readonly
+from lance_minhash_sql.core.budget import Budget
+from lance_minhash_sql.kernels.ingest import best_in_block
+from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
+from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.selfjoin.join_shards import (Side, SignedLeft, count_shards, key_bounds, live_mask,
+                                                    shared_band_rows)
+from lance_minhash_sql.selfjoin.pool import fetch_signatures
+from lance_minhash_sql.selfjoin.verify import candidate_matches
+
+__all__ = ["MATCH_BYTES", "BestRows", "best_rows"]
+
+MATCH_BYTES = 24  # a match while sorted: its doc (u64) and key position (u32), and the sort's scratch of both
+BLOCK_DOCS = 1 << 14  # corpus signatures a block reads (4 MiB at k = 128); one block read ahead of the one compared
+
+
+class BestRows(NamedTuple):
+    """Each batch row's best corpus row, by position in the signed batch rows."""
+
+    found: np.ndarray  # bool[n]
+    rowid: np.ndarray  # uint64[n]: the best corpus row's id (where found)
+    eq: np.ndarray  # int64[n]: its equal values (where found)
+
+
+def _matches(batch: SignedLeft, corpus: Side, budget: Budget) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(docs u64, key positions u32)`` of every corpus band row sharing a key with the
+    batch, in key-range order; None once they pass the budget's ``pool`` part."""
+    lkeys = readonly(batch.keys)
+    bounds = key_bounds(corpus.params, count_shards(lkeys.size + corpus.band_rows, budget))
+    at = np.searchsorted(lkeys, np.array(bounds, dtype=np.uint64))
+
+    def read(s: int):
+        a, b = int(at[s]), int(at[s + 1])
+        if a == b:
+            return
+        lk = lkeys[a:b]
+        rk, rg = shared_band_rows(corpus, bounds[s], bounds[s + 1], lk, np.zeros(b - a, dtype=np.bool_))
+        if rk.size:
+            yield rg.astype(np.uint64), (np.searchsorted(lk, rk) + a).astype(np.uint32)
+
+    docs, pos, held = [], [], 0
+    for d, p in run_ordered(list(range(len(bounds) - 1)), read):
+        held += d.size * MATCH_BYTES
+        if held > budget.pool:
+            return None
+        docs.append(d)
+        pos.append(p)
+    if not docs:
+        return np.empty(0, np.uint64), np.empty(0, np.uint32)
+    return np.concatenate(docs), np.concatenate(pos)
+
+
+def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget) -> BestRows | None:
+    """Each row of ``batch`` (signed with the corpus index's parameters) and its best row
+    of ``corpus`` (an index's side, :func:`.join_shards.index_side`) under the estimate
+    (module doc); None when the matches do not fit ``budget`` (module doc)."""
+    n = batch.rowids.size
+    found = np.zeros(n, dtype=np.bool_)
+    best_eq = np.full(n, -1, dtype=np.int64)
+    best_right = np.zeros(n, dtype=np.uint64)
+    got = _matches(batch, corpus, budget)
+    if got is None:
+        return None
+    docs, pos = got
+    if docs.size == 0:
+        return BestRows(found, best_right, best_eq)
+    radix_sort_run(docs, pos, np.empty_like(docs), np.empty_like(pos), DIGIT_BITS)
+    starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
+    distinct = docs[starts].astype(np.uint32)
+    k = corpus.params.num_hashes
+    blocks = [(s, min(s + BLOCK_DOCS, distinct.size)) for s in range(0, distinct.size, BLOCK_DOCS)]
+
+    def read(block: tuple[int, int]):
+        a, b = block
+        sigs = np.empty((b - a, k), dtype=np.uint16)
+        rowids = fetch_signatures(corpus, distinct[a:b], sigs)
+        alive = live_mask(corpus, rowids)
+        yield a, b, sigs, rowids, np.ones(b - a, dtype=np.bool_) if alive is None else alive
+
+    lkeys, ldocs, lsigs = readonly(batch.keys), readonly(batch.docs), readonly(batch.sigs)
+    min_eq = candidate_matches(threshold, k, "estimate")
+    stamp = np.full(n, -1, dtype=np.int64)
+    match_at = np.append(starts, docs.size)
+    for a, b, sigs, rowids, alive in run_ordered(blocks, read, ahead=1):
+        best_in_block(docs, pos, int(match_at[a]), int(match_at[b]), sigs, rowids, alive, lkeys, ldocs, lsigs,
+                      np.int64(min_eq), stamp, best_eq, best_right)
+    found = best_eq >= 0
+    return BestRows(found, best_right, best_eq)
