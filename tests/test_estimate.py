@@ -19,6 +19,7 @@ import pytest
 import naive
 
 import lance_minhash_sql as lms
+from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.errors import DatasetError, IndexNotFoundError, InvalidParameterError
 from lance_minhash_sql.diagnostics.estimate import ESTIMATE_SCHEMA, describe, estimate, sample_offsets
 from lance_minhash_sql.diagnostics.intervals import fpc, wilson
@@ -93,6 +94,17 @@ def test_whole_population_is_exact(corpus, truth, verify):
         assert row["rows_dropped_components"] == pytest.approx(want["components"])
         assert row["rows_dropped_star"] == pytest.approx(want["star"])
         assert want["star"] <= want["components"]
+
+
+def test_whole_population_drops_the_rows_of_the_longhand_star_walk(corpus):
+    """Sampling every live row, the dry run's star drops the rows tests/naive.py's star
+    walk drops (brute-force pairs, scipy components, each walked by row id): the dry run
+    walks with kernels/star.py, so a change to the star rule there fails here too."""
+    n = lance.dataset(corpus).count_rows()
+    tab = estimate(corpus, "text", THRESHOLDS, sample_rows=10 * n)
+    for row in tab.to_pylist():
+        twins = naive.star_twins(corpus, row["threshold"], MinHashParams(), key=lambda r: r)
+        assert row["rows_dropped_star"] == sum(t is not None for t in twins.values()) > 0
 
 
 def _coverage(uri: str, truth: dict, seeds, sample_rows: int, verify: str = "estimate") -> dict:

@@ -31,7 +31,7 @@ from lance_minhash_sql.diagnostics.lookups import ENOUGH, candidates, verify_som
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.scan import take_texts
-from lance_minhash_sql.kernels.similarity import pair_jaccard
+from lance_minhash_sql.kernels.star import star_walk
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.query.scores import at_threshold, exact_scores, verified
 from lance_minhash_sql.selfjoin.verify import candidate_matches
@@ -211,40 +211,22 @@ class Neighbourhoods:
         return [Component(np.array(sorted(m), dtype=np.uint64), c) for m, c in zip(members, complete)]
 
     def star_dropped(self, row: int, comp: Component, threshold: float) -> bool:
-        """Whether the star walk drops ``row`` (the rule of :mod:`lance_minhash_sql.selfjoin.star`,
-        ``kernels/star.py``): the component's members walked by row id (those searched, so
-        all of a complete component), each bucket (band key) listing its first
-        :data:`STAR_BUCKET_CENTERS` centers; a member is dropped when a center listed in one
-        of its buckets has at least :func:`candidate_matches` equal values (with
-        ``verify="exact"``, and an exact Jaccard reaching the threshold; a member with an
-        empty set is a center listed nowhere), else it becomes a center."""
+        """Whether star's walk drops ``row``: :func:`lance_minhash_sql.kernels.star.star_walk`
+        (the rule of :mod:`lance_minhash_sql.selfjoin.star`) over the component's members
+        walked by row id as one chunk (those searched, so all of a complete component), with
+        the self-join's floor (:func:`candidate_matches`) and bucket cap
+        (:data:`STAR_BUCKET_CENTERS`)."""
         walk = [r for r in comp.members.tolist() if r in self.hits and self.sigs.get(r) is not None]
         if row not in walk:
             return False
+        n = len(walk)
         sigs = np.stack([self.sigs[r] for r in walk])
-        keys = np.asarray(self.signer.band_keys(sigs)).reshape(len(walk), -1).tolist()
-        least = candidate_matches(threshold, self.k, self.verify)
-        if self.exact:
-            sets = [self.sets[r] for r in walk]
-            offsets = readonly(np.concatenate(([0], np.cumsum([s.size for s in sets]))).astype(np.int64))
-            hashes = readonly(np.concatenate(sets) if sets else np.empty(0, np.uint64))
-        lists: dict[int, list[int]] = {}
-        for a in range(len(walk)):
-            if self.exact and sets[a].size == 0:
-                if walk[a] == row:
-                    return False
-                continue
-            listed = sorted({c for key in keys[a] for c in lists.get(key, ())})
-            passing = [c for c in listed if int((sigs[c] == sigs[a]).sum()) >= least]
-            if self.exact and passing:
-                at = np.full(len(passing), a, dtype=np.int64)
-                jac = pair_jaccard(offsets, hashes, readonly(at), readonly(np.array(passing, dtype=np.int64)))
-                passing = [c for c, j in zip(passing, jac.tolist()) if j >= threshold]
-            if walk[a] == row:
-                return bool(passing)
-            if not passing:
-                for key in keys[a]:
-                    centers = lists.setdefault(key, [])
-                    if len(centers) < STAR_BUCKET_CENTERS:
-                        centers.append(a)
-        return False
+        keys = readonly(np.ascontiguousarray(self.signer.band_keys(sigs), dtype=np.uint64))
+        sets = [self.sets[r] for r in walk] if self.exact else []
+        offsets = readonly(np.concatenate(([0], np.cumsum([s.size for s in sets], dtype=np.int64))).astype(np.int64)
+                           if self.exact else np.zeros(n + 1, dtype=np.int64))
+        hashes = readonly(np.concatenate(sets).astype(np.uint64) if sets else np.empty(0, dtype=np.uint64))
+        twin = star_walk(sigs, keys, offsets, hashes, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+                         np.zeros(keys.shape, dtype=np.int64), np.int64(STAR_BUCKET_CENTERS),
+                         np.int64(candidate_matches(threshold, self.k, self.verify)), float(threshold), self.exact)[0]
+        return bool(twin[walk.index(row)] >= 0)
