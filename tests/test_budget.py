@@ -4,6 +4,8 @@ each consumer takes the part the budget names, not a share of its own."""
 from __future__ import annotations
 
 import dataclasses
+import pathlib
+import re
 
 import lance
 import numpy as np
@@ -29,6 +31,18 @@ def test_the_shares_of_each_phase_add_up_to_at_most_one():
     assert joined <= 1
     assert tuning.STAR_CHUNK_SHARE + tuning.STAR_CENTERS_SHARE <= 1
     assert max(tuning.PARENT_SHARE, tuning.SPILLED_PARENT_SHARE, tuning.LABELS_SHARE) <= 1
+
+
+def test_every_share_is_a_fraction_that_multiplies():
+    """core/tuning.py's one convention: each ``*_SHARE`` is a fraction in ``(0, 1]`` of what
+    it is a share of (the budget unless its comment says otherwise), multiplied, never a
+    divisor."""
+    shares = {name: value for name, value in vars(tuning).items() if name.endswith(("_SHARE", "_FRACTION"))}
+    assert {"POOL_SHARE", "STAR_CENTERS_SHARE", "WHOLE_SIGNATURES_SHARE"} <= set(shares)
+    assert all(0 < value <= 1 for value in shares.values()), shares
+    package = pathlib.Path(tuning.__file__).resolve().parents[1]
+    divided = [p.name for p in package.rglob("*.py") if re.search(r"/\s*[A-Z_]+_(?:SHARE|FRACTION)\b", p.read_text())]
+    assert not divided
 
 
 @pytest.mark.parametrize("total", BUDGETS)

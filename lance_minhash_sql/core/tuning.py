@@ -255,7 +255,7 @@ SHARD_BAND_ROWS = 1 << 21  # band rows per shard by default (24 MiB of band data
 MAX_SHARDS = 1 << 16  # shards of one self-join at the most
 BUCKET_WINDOW_ROWS = 1 << 14  # bucket rows whose signatures are gathered together (4 MiB at k=128)
 SIGNATURE_READ_ROWS = 1 << 16  # rows per read when loading a segment's signatures whole
-WHOLE_SIGNATURES_FRACTION = 16  # a shard needing >= 1/16 of a segment's docs loads them all
+WHOLE_SIGNATURES_SHARE = 1 / 16  # a shard needing at least this share of a segment's docs loads them all
 SELF_JOIN_PLANS = 8  # opened index versions whose runs (and signed unindexed rows) are kept
 SHUFFLE_BLOCK_SHARE = 0.25  # a Ray shuffle's signature task reads this share of a pool's rows at a time
 SHUFFLE_CACHE_SHARE = 0.125  # a shuffle task's worker's segment cache: at most this share of its budget

@@ -26,7 +26,7 @@ from lance_minhash_sql.core.errors import ResourceLimitError, UnsupportedIndexEr
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.params import MinHashParams, warn_if_low_recall
 from lance_minhash_sql.core.tuning import (BUCKET_WINDOW_ROWS, MAX_SHARDS, SELF_JOIN_PLANS, SHARD_BAND_ROWS,
-                                           SIGNATURE_READ_ROWS, WHOLE_SIGNATURES_FRACTION)
+                                           SIGNATURE_READ_ROWS, WHOLE_SIGNATURES_SHARE)
 from lance_minhash_sql.index.entries import SegmentEntry
 from lance_minhash_sql.index.opened import OpenedIndex, open_index
 from lance_minhash_sql.core.arrays import sorted_unique
@@ -296,8 +296,8 @@ def _read_signatures_whole(entry: SegmentEntry) -> None:
 def _doc_arrays(entry: SegmentEntry, udocs: np.ndarray):
     """``(slot, rowids, sigs, compact)`` of sorted unique docs of one run
     (:meth:`SegmentEntry.shard_docs`): from the process cache, loaded whole first when
-    the shard needs many of the segment's docs."""
-    if udocs.size * WHOLE_SIGNATURES_FRACTION >= entry.docs.num_docs:
+    the shard needs at least :data:`WHOLE_SIGNATURES_SHARE` of the segment's docs."""
+    if udocs.size >= entry.docs.num_docs * WHOLE_SIGNATURES_SHARE:
         _read_signatures_whole(entry)
     return entry.shard_docs(udocs)
 
