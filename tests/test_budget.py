@@ -133,7 +133,7 @@ def test_the_star_walk_takes_its_chunk_and_centers_parts(unrelated, tmp_path, mo
         before = dict(star_mod.STATS)
         twin, _, _ = star_mod.star_twins(unrelated, 0.8, rowid, cluster, order, "estimate", b)
         runs[name] = (twin.tolist(), star_mod.STATS["chunks"] - before["chunks"],
-                      star_mod.STATS["spilled_blocks"] - before["spilled_blocks"])
+                      star_mod.STATS["written_blocks"] - before["written_blocks"])
     assert runs["tight"][0] == runs["roomy"][0] == [-1] * rowid.size
     assert runs["tight"][1] == rowid.size and runs["tight"][2] > 0
     assert runs["roomy"][1:] == (1, 0)

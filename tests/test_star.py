@@ -213,7 +213,7 @@ def test_star_is_deterministic_and_chunks_do_not_change_it(starred, monkeypatch)
 
 
 @pytest.mark.parametrize("verify", ["estimate", "exact"])
-def test_spilled_centers_and_small_chunks_give_the_same_twins(starred, rows, monkeypatch, verify):
+def test_centers_written_to_disk_and_small_chunks_give_the_same_twins(starred, rows, monkeypatch, verify):
     """Chunks of a few rows and every block of centers written to disk (the walk's memory
     under a tiny budget): the longhand walk's twins, and the same table as in memory."""
     whole = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
@@ -223,7 +223,7 @@ def test_spilled_centers_and_small_chunks_give_the_same_twins(starred, rows, mon
     got = keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify)
     walked = linked_components(starred, "text", T, verify, Budget.parse(None), None, "star").num_rows
     assert star_mod.STATS["chunks"] - before["chunks"] == walked >= whole.num_rows
-    assert star_mod.STATS["spilled_blocks"] - before["spilled_blocks"] > 20
+    assert star_mod.STATS["written_blocks"] - before["written_blocks"] > 20
     assert got.equals(whole)
     if verify == "estimate":
         assert as_twins(got) == in_stars(reference_star(starred, rows, "longest"))
@@ -231,11 +231,11 @@ def test_spilled_centers_and_small_chunks_give_the_same_twins(starred, rows, mon
     assert keep_flags(starred, "text", T, clustering="star", keep="longest", verify=verify).equals(whole)
 
 
-def test_star_spill_folder_is_removed(starred, monkeypatch, tmp_path):
+def test_star_centers_folder_is_removed(starred, monkeypatch, tmp_path):
     monkeypatch.setattr(star_mod.tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(core_budget, "STAR_CENTERS_SHARE", 0.0)
     keep_flags(starred, "text", T, clustering="star")
-    assert star_mod.STATS["spilled_blocks"] and list(tmp_path.iterdir()) == []
+    assert star_mod.STATS["written_blocks"] and list(tmp_path.iterdir()) == []
 
 
 def test_star_clusters(starred, rows, self_join_budget):

@@ -300,11 +300,11 @@ def test_star_holds_its_centres_within_a_quarter_of_the_budget(unrelated, monkey
     centres' bytes less those written) is at most a quarter of the budget; the twins are
     the longhand walk's over the rows' signatures (tests/naive.py)."""
     limit = 256 << 10
-    spilled = []
+    written = []
     savez = np.savez
 
     def recorded(path, *arrays):
-        spilled.append(sum(a.nbytes for a in arrays))
+        written.append(sum(a.nbytes for a in arrays))
         return savez(path, *arrays)
 
     monkeypatch.setattr(star_mod.np, "savez", recorded)
@@ -321,7 +321,7 @@ def test_star_holds_its_centres_within_a_quarter_of_the_budget(unrelated, monkey
     b = unrelated.params.num_bands
     added = centres * (8 + 2 * k + 12 * b + 8) + 8 * chunks  # each centre's position, signature, keys, offset
     assert added > 4 * QUARTER * limit  # the centres do not fit the share
-    assert added - sum(spilled) <= QUARTER * limit + 8 * chunks
+    assert added - sum(written) <= QUARTER * limit + 8 * chunks
 
 
 def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):

@@ -49,5 +49,5 @@ ONE_CHUNK = readonly(np.zeros(1, dtype=np.int64))
 # Held while a .npy / .npz file is read: numpy parses each array's header with
 # ast.literal_eval, and CPython 3.11's parser fails on concurrent threads ("SystemError:
 # AST constructor recursion depth mismatch"), e.g. eight cold openers loading the Unicode
-# tables, or star walks on DuckDB's threads reading their spilled blocks.
+# tables, or star walks on DuckDB's threads reading their blocks back from disk.
 NPY_HEADER_LOCK = threading.Lock()

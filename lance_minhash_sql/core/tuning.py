@@ -214,7 +214,7 @@ SHINGLE_FETCH_ROWS = 1 << 12
 TEXT_READER_BYTES = 32 << 20
 # Star's walk: a chunk of members (signatures, shingle sets) at most STAR_CHUNK_SHARE of
 # the budget, at most STAR_ROWS rows; the component's centers held within
-# STAR_CENTERS_SHARE, the older blocks spilled to disk past it (core/budget.py).
+# STAR_CENTERS_SHARE, the older blocks written to disk past it (core/budget.py).
 STAR_ROWS = 1 << 16
 STAR_CHUNK_SHARE = 0.25
 STAR_CENTERS_SHARE = 0.25

@@ -55,8 +55,8 @@ the components table and the result (a few integers per clustered row), the walk
 A chunk's members are first matched against the earlier chunks' centers block by block
 in walk order (a block's twin replaces an earlier block's only with more equal values),
 then walked among themselves: the same twins as one walk over the whole component,
-whatever the chunks and blocks (``tests/test_star.py`` checks three budgets and a forced
-spill).
+whatever the chunks and blocks (``tests/test_star.py`` checks three budgets and blocks forced
+to disk).
 
 ``verify="exact"``: a candidate's estimate need only reach
 :func:`lance_minhash_sql.core.banding.exact_candidate_floor`, and it passes when the exact
@@ -92,8 +92,8 @@ from lance_minhash_sql.selfjoin.verify import candidate_matches
 
 __all__ = ["STAR_ROWS", "BUCKET_CENTERS", "STATS", "star_twins", "star_members", "star_clusters"]
 
-SPILL_PREFIX = "lance-minhash-star-"
-STATS = Counters("star clustering's chunks and spilled centers", "spilled_blocks", "chunks")
+CENTERS_PREFIX = "lance-minhash-star-"
+STATS = Counters("star clustering's chunks and center blocks written to disk", "written_blocks", "chunks")
 
 
 class _Centers:
@@ -103,14 +103,14 @@ class _Centers:
     :func:`kernels.star.block_keys`; ``offsets``/``hashes`` the shingle sets' CSR, empty
     without exact verification). Blocks are held while their
     bytes fit ``held_bytes``; past that the oldest held blocks are written to a temp folder
-    (made on the first spill, removed by :meth:`close`) and read back one at a time."""
+    (made on the first block written, removed by :meth:`close`) and read back one at a time."""
 
     def __init__(self, held_bytes: int):
         self.held_bytes = held_bytes
         self.comp = None
-        self.blocks: list = []  # a tuple of arrays (held) or the path of a spilled block
+        self.blocks: list = []  # a tuple of arrays (held) or the path of a block written to disk
         self.held = 0
-        self.spilled = 0
+        self.written = 0
         self.folder: str | None = None
 
     def reset(self, comp) -> None:
@@ -129,15 +129,15 @@ class _Centers:
             if self.held <= self.held_bytes:
                 break
             if not isinstance(b, str):
-                self.blocks[i] = self._spill(b)
+                self.blocks[i] = self._write(b)
 
-    def _spill(self, block) -> str:
+    def _write(self, block) -> str:
         if self.folder is None:
-            self.folder = tempfile.mkdtemp(prefix=SPILL_PREFIX)
-        self.spilled += 1
-        path = os.path.join(self.folder, f"b{self.spilled:08d}.npz")
+            self.folder = tempfile.mkdtemp(prefix=CENTERS_PREFIX)
+        self.written += 1
+        path = os.path.join(self.folder, f"b{self.written:08d}.npz")
         np.savez(path, *block)
-        STATS.add("spilled_blocks")
+        STATS.add("written_blocks")
         self.held -= _nbytes(block)
         return path
 
