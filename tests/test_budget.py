@@ -30,7 +30,7 @@ def test_the_shares_of_each_phase_add_up_to_at_most_one():
               + tuning.PAIR_SHARE * (1 + tuning.PAIRS_AHEAD) + tuning.POOL_SHARE + tuning.SHUFFLE_CACHE_SHARE)
     assert joined <= 1
     assert tuning.STAR_CHUNK_SHARE + tuning.STAR_CENTERS_SHARE <= 1
-    assert max(tuning.PARENT_SHARE, tuning.SPILLED_PARENT_SHARE, tuning.LABELS_SHARE) <= 1
+    assert max(tuning.PARENT_SHARE, tuning.PARENT_PAGES_SHARE, tuning.LABELS_SHARE) <= 1
 
 
 def test_every_share_is_a_fraction_that_multiplies():
@@ -62,7 +62,7 @@ def test_the_parts_add_up_to_at_most_the_budget(total):
 def test_the_parts_are_the_byte_counts_of_the_shares():
     """Each part is its share's bytes, written as the plain formula: a shard's band rows
     1/32 of the budget, the rows kept 1/16, a batch of pairs 1/64, the pool 5/8,
-    a shuffle task's cache 1/8, the union-find 3/4 of the pool (1/4 once spilled), the
+    a shuffle task's cache 1/8, the union-find 3/4 of the pool (1/4 once in its file), the
     labels half of it, star's chunk and centers a quarter each."""
     for total in BUDGETS:
         b = Budget.of(total)
@@ -99,8 +99,8 @@ def test_each_consumer_of_the_self_join_takes_its_named_part():
     assert bounded.pairs_pool(246_913, 128, b)[0] and not bounded.pairs_pool(300_000, 128, b)[0]
     # the union-find held in memory while it and the bit set fit b.parent, else its pages b.parent_pages
     fits = 1_000_000  # 4,000,000 + 125,000 bytes <= 4,321,000
-    assert not parent.spills(fits, b) and parent.parent_share(fits, b) == parent.parent_bytes(fits)
-    assert parent.spills(1_100_000, b)
+    assert not parent.in_file(fits, b) and parent.parent_share(fits, b) == parent.parent_bytes(fits)
+    assert parent.in_file(1_100_000, b)
     assert parent.parent_share(1_100_000, b) == max(b.parent_pages, parent.MIN_BLOCKS * parent.BLOCK_BYTES)
     assert bounded.components_bytes(fits, b) == bounded.fixed_bytes(fits, 0) + parent.parent_bytes(fits)
 

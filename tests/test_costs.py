@@ -213,7 +213,7 @@ def test_projection_prices_the_clusters_steps():
 
 def _recorded_appends(monkeypatch) -> list:
     """The temporary files the exact verification's shingle sets write
-    (``io/spilled.py: AppendedValues``, as ``selfjoin/shingles.py`` makes them)."""
+    (``io/file_arrays.py: AppendedValues``, as ``selfjoin/shingles.py`` makes them)."""
     from lance_minhash_sql.selfjoin import shingles
 
     files = []
@@ -244,30 +244,30 @@ def test_temp_disk_is_what_the_pairs_self_join_writes(plain, monkeypatch, verify
         assert (written > 0) == (verify == "exact")
 
 
-@pytest.mark.parametrize("spilled", [False, True])
-def test_clusters_temp_disk_is_the_union_finds_file(plain, monkeypatch, spilled):
+@pytest.mark.parametrize("in_file", [False, True])
+def test_clusters_temp_disk_is_the_union_finds_file(plain, monkeypatch, in_file):
     """``clusters_temp_disk`` against the temporary file ``clusters`` writes: none under a
     budget whose union-find fits (the 3,000 rows need 12 KB), else the same bytes (the
-    union-find's share shrunk so that it spills)."""
+    union-find's share shrunk so that it goes to its file)."""
     from lance_minhash_sql.core import budget as core_budget
     from lance_minhash_sql.selfjoin import parent
 
-    if spilled:
+    if in_file:
         monkeypatch.setattr(core_budget, "PARENT_SHARE", 1e-4)
     written = []
-    real = parent.SpilledArray
+    real = parent.FileArray
 
     class Recorded(real):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             written.append(self.nbytes)
 
-    monkeypatch.setattr(parent, "SpilledArray", Recorded)
+    monkeypatch.setattr(parent, "FileArray", Recorded)
     row = lms.estimate(plain, "text", [0.8], sample_rows=200, memory_limit="16MiB").to_pylist()[0]
     written.clear()  # (the calibration times a small union-find under the same budget)
     lms.clusters(plain, "text", 0.8, memory_limit="16MiB")
-    assert written == ([row["clusters_temp_disk"]] if spilled else [])
-    assert (row["clusters_temp_disk"] > 0) == spilled
+    assert written == ([row["clusters_temp_disk"]] if in_file else [])
+    assert (row["clusters_temp_disk"] > 0) == in_file
 
 
 def test_loads_among_rows_with_a_candidate_are_the_same(plain):

@@ -25,7 +25,7 @@ from lance_minhash_sql.indexer.builder import build_index  # noqa: E402
 from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameterError  # noqa: E402
 import lance_minhash_sql as lms  # noqa: E402
 from lance_minhash_sql.extras.ray_executor import RayExecutor  # noqa: E402
-from lance_minhash_sql.io import manifest, spilled  # noqa: E402
+from lance_minhash_sql.io import file_arrays, manifest  # noqa: E402
 from lance_minhash_sql.selfjoin import bounded, parent, pool  # noqa: E402
 from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
 from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
@@ -180,24 +180,24 @@ def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
     assert stats["over_pool_shards"] >= 1
 
 
-def test_the_drivers_union_find_spilled_gives_the_same_clusters(giant, tmp_path, monkeypatch):
-    """The driver's union-find spilled to its temporary file (the share rules of
-    ``core/budget.py`` set so any union-find spills, four blocks of 64 docs
+def test_the_drivers_union_find_in_its_file_gives_the_same_clusters(giant, tmp_path, monkeypatch):
+    """The driver's union-find in its temporary file (the share rules of
+    ``core/budget.py`` set so any union-find goes to its file, four blocks of 64 docs
     resident): the same clusters as the single process, the file gone afterwards."""
     want_c = clusters(giant, "text", 0.8)
     monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
-    monkeypatch.setattr(core_budget, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "PARENT_PAGES_SHARE", 0)
     monkeypatch.setattr(parent, "BLOCK_BYTES", 256)
     temp = str(tmp_path / "tmp")
     os.mkdir(temp)
     monkeypatch.setattr(tempfile, "tempdir", temp)
-    pool.STATS.update(spilled_parent=0, parent_handbacks=0, max_parent_blocks=0)
+    pool.STATS.update(parent_in_file=0, parent_handbacks=0, max_parent_blocks=0)
     stats: dict = {}
     assert clusters_shuffled(giant, "text", 0.8, stats=stats).equals(want_c)
-    assert pool.STATS["spilled_parent"] == 1  # the driver's (the tasks hold no union-find)
+    assert pool.STATS["parent_in_file"] == 1  # the driver's (the tasks hold no union-find)
     assert pool.STATS["parent_handbacks"] > 50 and pool.STATS["max_parent_blocks"] <= parent.MIN_BLOCKS
     assert stats["links"] > 1000
-    assert not [f for f in os.listdir(temp) if f.startswith(spilled.SPILL_PREFIX)]
+    assert not [f for f in os.listdir(temp) if f.startswith(file_arrays.TEMP_PREFIX)]
 
 
 def test_a_failed_task_names_its_stage_and_run(tmp_path):

@@ -13,7 +13,7 @@ takes its part from here, never a share of its own:
   shuffle's task :attr:`~Budget.cache` (its worker's segment cache). These are
   :data:`SELF_JOIN_PARTS`.
 * inside the pool: :attr:`~Budget.parent` (the clusters' union-find and bit set held in
-  memory, ``selfjoin/parent.py``), :attr:`~Budget.parent_pages` (the pages of a spilled
+  memory, ``selfjoin/parent.py``), :attr:`~Budget.parent_pages` (the pages of a file-held
   union-find resident at once), :attr:`~Budget.labels` (the pairs' labels): each at most
   the pool (:data:`POOL_PARTS`).
 * once the components are built and the self-join's parts let go, the star walk
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.core.tuning import (KEEP_SHARE, LABELS_SHARE, PAIR_SHARE, PAIRS_AHEAD, PARENT_SHARE, POOL_SHARE,
-                                           READ_AHEAD, SHARD_SHARE, SHUFFLE_CACHE_SHARE, SPILLED_PARENT_SHARE,
+                                           READ_AHEAD, SHARD_SHARE, SHUFFLE_CACHE_SHARE, PARENT_PAGES_SHARE,
                                            STAR_CENTERS_SHARE, STAR_CHUNK_SHARE)
 
 __all__ = ["memory_limit_bytes", "Budget", "SELF_JOIN_PARTS", "POOL_PARTS", "STAR_PARTS"]
@@ -93,7 +93,7 @@ class Budget:
         shard, pairs, pool = int(total * SHARD_SHARE), int(total * PAIR_SHARE), int(total * POOL_SHARE)
         return cls(total=total, shard=shard, read_ahead=READ_AHEAD * shard, kept=int(total * KEEP_SHARE),
                    pairs=pairs, pairs_ahead=PAIRS_AHEAD * pairs, pool=pool, cache=int(total * SHUFFLE_CACHE_SHARE),
-                   parent=int(pool * PARENT_SHARE), parent_pages=int(pool * SPILLED_PARENT_SHARE),
+                   parent=int(pool * PARENT_SHARE), parent_pages=int(pool * PARENT_PAGES_SHARE),
                    labels=int(pool * LABELS_SHARE), star_chunk=int(total * STAR_CHUNK_SHARE),
                    star_centers=int(total * STAR_CENTERS_SHARE))
 

@@ -262,13 +262,13 @@ SHUFFLE_CACHE_SHARE = 0.125  # a shuffle task's worker's segment cache: at most 
 # The clusters' union-find (4 bytes a doc) and the candidates' bit set are held in memory
 # while they take at most PARENT_SHARE of the pool's share (a 100M-row index's 412 MB under
 # 1 GiB); past it the union-find lives in a temporary file (selfjoin/parent.py) whose pages
-# resident at once are held within SPILLED_PARENT_SHARE of the pool's share. A spilled
+# resident at once are held within PARENT_PAGES_SHARE of the pool's share. A file-held
 # union-find's touches are page faults (measured on the 2-core machine: 10-20 us a link of
 # random docs against 0.02 us in memory), and about as many whatever its share once the
 # file is several times larger: the rest of the pool is worth more to the groups.
 PARENT_SHARE = 0.75
-SPILLED_PARENT_SHARE = 0.25
-MIN_PARENT_BLOCKS = 4  # blocks a spilled union-find keeps resident at least, whatever its share
+PARENT_PAGES_SHARE = 0.25
+MIN_PARENT_BLOCKS = 4  # blocks a file-held union-find keeps resident at least, whatever its share
 
 # ------------------------------------------------------------------- The dry run (diagnostics/estimate.py, costs.py, calibration.py)
 

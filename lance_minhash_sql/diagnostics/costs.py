@@ -55,9 +55,9 @@ writes the candidate rows' shingle sets (8 bytes a shingle) to one: ``temp_disk`
 their bytes, ``N`` times the sampled rows' mean of ``8 |set|`` over those with a
 candidate. The clusters' self-join (``minhash_clusters``,
 ``minhash_dedup``) writes one when its union-find of every row and the candidates' bit
-set pass their part of the pool (:func:`~lance_minhash_sql.selfjoin.parent.spills`):
+set pass their part of the pool (:func:`~lance_minhash_sql.selfjoin.parent.in_file`):
 the union-find's file, :func:`~lance_minhash_sql.selfjoin.parent.parent_bytes`
-(:func:`clusters_spill`).
+(:func:`clusters_temp_bytes`).
 
 ``benchmarks/estimate.py`` measures projected against measured.
 """
@@ -73,11 +73,11 @@ from lance_minhash_sql.core.tuning import (CLUSTERED_ROW_BYTES, MIN_WINDOW_ROWS,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.selfjoin.bounded import components_bytes, keep_rows, pairs_pool, pool_rows, shard_rows
-from lance_minhash_sql.selfjoin.parent import parent_bytes, spills
+from lance_minhash_sql.selfjoin.parent import in_file, parent_bytes
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES
 from lance_minhash_sql.selfjoin.shards import plan_for
 
-__all__ = ["Projection", "Rates", "Work", "work", "project", "clusters_spill"]
+__all__ = ["Projection", "Rates", "Work", "work", "project", "clusters_temp_bytes"]
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def _visits_cpu(w: Work, rates: Rates) -> float:
     return w.visits * rates.visit + w.candidate_rows * rates.bucket_row + max(w.pairs, 0.0) * rates.pair
 
 
-def clusters_spill(total_docs: int, budget: Budget) -> int:
+def clusters_temp_bytes(total_docs: int, budget: Budget) -> int:
     """The bytes of the temporary file the clusters' self-join of ``total_docs`` rows
-    writes within ``budget``: its union-find's, once spilled, else 0 (module doc)."""
-    return parent_bytes(total_docs) if spills(total_docs, budget) else 0
+    writes within ``budget``: its union-find's, once in its file, else 0 (module doc)."""
+    return parent_bytes(total_docs) if in_file(total_docs, budget) else 0

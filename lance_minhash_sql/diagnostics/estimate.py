@@ -40,7 +40,7 @@ threshold under ``verify``.
   buckets (:mod:`.workload`), priced at the rates of its steps measured on a few small
   shards of this index; ``busy_factor``: how much longer a thread's work takes now than
   on an idle machine; ``clusters_temp_disk``: the temporary file ``minhash_clusters`` and
-  ``minhash_dedup`` write under ``memory_limit`` (their union-find, once spilled);
+  ``minhash_dedup`` write under ``memory_limit`` (their union-find, once in its file);
   ``clusters_seconds``, ``clusters_peak_memory``, ``dedup_seconds``,
   ``dedup_peak_memory``: the same projection of ``minhash_clusters`` (components) and of
   a ``minhash_dedup`` that only counts (keep ``'first'``): the clusters' self-join's work
@@ -65,7 +65,7 @@ from lance_minhash_sql.core.checks import check_int, check_threshold, check_veri
 from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError
 from lance_minhash_sql.core.tuning import ESTIMATE_COMPONENT_ROWS
 from lance_minhash_sql.diagnostics.calibration import calibrate
-from lance_minhash_sql.diagnostics.costs import clusters_spill, project, work
+from lance_minhash_sql.diagnostics.costs import clusters_temp_bytes, project, work
 from lance_minhash_sql.diagnostics.intervals import mean_interval, wilson
 from lance_minhash_sql.diagnostics.machine_load import busy_factor
 from lance_minhash_sql.diagnostics.neighbours import Neighbourhoods
@@ -141,7 +141,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
     # with verify="exact" the self-join writes each candidate row's shingle set (8 bytes a shingle)
     set_bytes = np.array([8 * hoods.sets[r].size for r in rowids.tolist()], dtype=np.float64) if hoods.exact else None
     busy = busy_factor()
-    spill = clusters_spill(plan_for(opened).total_docs, budget)
+    clusters_temp = clusters_temp_bytes(plan_for(opened).total_docs, budget)
     cols: dict[str, list] = {f.name: [] for f in ESTIMATE_SCHEMA}
     for t, s in zip(ts, stats):
         # with verify="exact" every candidate at the exact floor is emitted and verified
@@ -154,7 +154,7 @@ def estimate(dataset, column: str, thresholds=DEFAULT_THRESHOLDS, sample_rows: i
                   clustered=population * s["duplicate_fraction"])
         clusters, dedup = project(wc, at, population, budget), project(wc, at, population, budget, dedup=True)
         s.update(threshold=t, verify=verify, live_rows=population, sampled_rows=n, seconds=cost.seconds,
-                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=spill,
+                 peak_memory=cost.peak_memory, temp_disk=cost.temp_disk, clusters_temp_disk=clusters_temp,
                  clusters_seconds=clusters.seconds, clusters_peak_memory=clusters.peak_memory,
                  dedup_seconds=dedup.seconds, dedup_peak_memory=dedup.peak_memory, busy_factor=busy,
                  sample_seconds=sample_seconds)

@@ -40,11 +40,11 @@ the executor that calls it.
    order) or :func:`lance_minhash_sql.selfjoin.links.data_links` (links as global docs).
 6. **Clusters**: the driver unions the links as they arrive (one ``int32`` a doc, held as
    the single process holds it: :class:`lance_minhash_sql.selfjoin.parent.UnionFind`,
-   spilled to a temporary file past its share of ``memory_limit``); *row id tasks*
+   in a temporary file past its share of ``memory_limit``); *row id tasks*
    (:func:`.shuffle_tasks.rowid_task`), one per run, give the members' row ids (:func:`lance_minhash_sql.selfjoin.pool.row_ids`); the table is
    :func:`lance_minhash_sql.selfjoin.bounded.clusters_table`, as in one process.
 
-Stages run one after the other (each needs all of the previous one's output); Ray spills
+Stages run one after the other (each needs all of the previous one's output); Ray writes
 objects to its workers' local disks when its object store is full.
 
 ``stats`` (a dict, optional) receives what the run moved and held: counts of objects and

@@ -424,7 +424,7 @@ def is_registered_state(obj) -> bool:
 
 class Counters(dict):
     """Named counts a module keeps for the life of the process (what a self-join read,
-    held or spilled), as a registered state that :func:`clear_cache` sets back to zero.
+    held or wrote to disk), as a registered state that :func:`clear_cache` sets back to zero.
     Writes go through :meth:`add` and :meth:`high`, under the counters' own lock (shards
     count on several threads); reading is a plain dict read."""
 

@@ -447,7 +447,7 @@ def shard_links(plan: Plan, group: ShardGroup, marks: np.ndarray | None, max_doc
 
 def components_bytes(total_docs: int, budget: Budget) -> int:
     """What clusters hold in the pool's part of ``budget``: the candidates' bit set and the
-    union-find's share (all of it, or its resident pages once spilled:
+    union-find's share (all of it, or its resident pages once in its file:
     :func:`.parent.parent_share`)."""
     return fixed_bytes(total_docs, 0) + parent_share(total_docs, budget)
 
@@ -484,7 +484,7 @@ def bounded_clusters(dataset, column: str, threshold: float = 0.8, *, links: Lin
         raise ResourceLimitError(
             f"memory_limit={format_bytes(budget.total)} is too small for the clusters of the {total:,} rows of "
             f"{plan.opened.uri!r}: their bit set of candidates (a bit a row: {format_bytes(fixed_bytes(total, 0))}) "
-            f"and their union-find ({format_bytes(fixed - fixed_bytes(total, 0))}: 4 bytes a row, or once spilled to "
+            f"and their union-find ({format_bytes(fixed - fixed_bytes(total, 0))}: 4 bytes a row, or once moved to "
             f"a temporary file the pages it keeps resident, at least {MIN_BLOCKS} blocks of "
             f"{format_bytes(BLOCK_BYTES)}) "
             f"leave no room for a pool of {2 * MIN_WINDOW_ROWS} signatures in the {POOL_SHARE:.1%} of memory_limit "

@@ -6,7 +6,7 @@
 its component's smallest doc). It is an ordinary array while it and the candidates' bit
 set take at most the budget's ``parent`` part (:class:`lance_minhash_sql.core.budget.Budget`;
 :func:`parent_share`); past that it lives in a temporary file
-(:class:`lance_minhash_sql.io.spilled.SpilledArray`) and the pages the process touches are
+(:class:`lance_minhash_sql.io.file_arrays.FileArray`) and the pages the process touches are
 held within its ``parent_pages`` part: every kernel over it is metered in blocks of :data:`BLOCK_BYTES` (the most
 Linux maps around one touch of a file mapping), stops before a block past the share, and
 resumes once the pages are handed back to the OS (the data stays in the file and the page
@@ -17,7 +17,7 @@ held, so every link can be done at once (two finds, each ending at a parent at m
 step from its root after enough halving: four blocks).
 
 Used by :func:`.bounded.bounded_clusters` and the Ray shuffle's driver
-(``extras/shuffle.py``). ``pool.STATS`` counts ``spilled_parent``,
+(``extras/shuffle.py``). ``pool.STATS`` counts ``parent_in_file``,
 ``parent_handbacks`` and ``max_parent_blocks`` (the most blocks resident at once).
 """
 
@@ -27,14 +27,14 @@ import numpy as np
 
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import FAULT_AROUND_BYTES, MIN_PARENT_BLOCKS as MIN_BLOCKS
-from lance_minhash_sql.io.spilled import SpilledArray
+from lance_minhash_sql.io.file_arrays import FileArray
 from lance_minhash_sql.kernels.components import (METER_SHIFT, METER_USED, clear_meter, collect_linked, count_linked,
                                                   flatten_roots, flatten_within, linked_members, new_marks, new_meter,
                                                   set_marks, union_min, union_within)
 from lance_minhash_sql.kernels.prune import drop_joined, joined_within, kept_rows, new_prune_cursor
 from lance_minhash_sql.selfjoin.pool import STATS, count
 
-__all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "parent_bytes", "spills",
+__all__ = ["BLOCK_BYTES", "MIN_BLOCKS", "parent_bytes", "in_file",
            "parent_share", "UnionFind"]
 
 BLOCK_BYTES = FAULT_AROUND_BYTES
@@ -49,17 +49,17 @@ def parent_bytes(total_docs: int) -> int:
     return total_docs * _dtype(total_docs).itemsize
 
 
-def spills(total_docs: int, budget: Budget) -> bool:
-    """Is the union-find spilled within ``budget``: do it and the bit set (a bit a doc)
+def in_file(total_docs: int, budget: Budget) -> bool:
+    """Is the union-find held in a temporary file within ``budget``: do it and the bit set (a bit a doc)
     take more than the budget's ``parent`` part?"""
     return parent_bytes(total_docs) + (total_docs + 7) // 8 > budget.parent
 
 
 def parent_share(total_docs: int, budget: Budget) -> int:
     """Bytes of the union-find held in memory within ``budget``: all of it, or once
-    spilled (:func:`spills`) the resident pages of its file, the budget's ``parent_pages``
+    in its file (:func:`in_file`) the resident pages of that file, the budget's ``parent_pages``
     part (at least :data:`MIN_BLOCKS` blocks)."""
-    if not spills(total_docs, budget):
+    if not in_file(total_docs, budget):
         return parent_bytes(total_docs)
     return max(budget.parent_pages, MIN_BLOCKS * BLOCK_BYTES)
 
@@ -72,9 +72,9 @@ class UnionFind:
         dtype = _dtype(total_docs)
         self.total = int(total_docs)
         self.merges = 0
-        self.file: SpilledArray | None = None
+        self.file: FileArray | None = None
         share = parent_share(total_docs, budget)
-        if not spills(total_docs, budget):
+        if not in_file(total_docs, budget):
             self.parent = np.arange(self.total, dtype=dtype)  # (the plain kernels: no meter)
             return
         block = max(BLOCK_BYTES // dtype.itemsize, 1)
@@ -83,9 +83,9 @@ class UnionFind:
         self.span = most << shift  # ids of a sweep's span: `most` whole blocks
         self.seen = new_marks(-(-self.total >> shift) + 1)
         self.meter = new_meter(shift, most)
-        self.file = SpilledArray(self.total, dtype)
+        self.file = FileArray(self.total, dtype)
         self.parent = self.file.array
-        count("spilled_parent")
+        count("parent_in_file")
         try:
             for lo in range(0, self.total, self.span):
                 for at in range(lo, min(lo + self.span, self.total), block):  # (a block of arange at a time)
@@ -97,7 +97,7 @@ class UnionFind:
             raise
 
     @property
-    def spilled(self) -> bool:
+    def in_file(self) -> bool:
         return self.file is not None
 
     def _hand_back(self) -> None:

@@ -10,7 +10,7 @@ that pool as the kernels take them (:class:`.shards.ShardData`).
 
 :data:`STATS` records the most signature rows any one read held (tests check that a
 giant bucket is never held whole), what the groups did, and what the clusters' union-find
-did when spilled (:mod:`.parent`).
+did in its file (:mod:`.parent`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = ["STATS", "count", "held", "read_multi", "fetch_signatures", "row_ids"
            "span_data", "CarriedPool"]
 
 STATS = Counters("the bounded self-join's reads, groups and union-find", "max_pool_rows", "groups", "streamed_shards",
-                 "pruned_rows", "fetched_rows", "carried_rows", "spilled_parent", "parent_handbacks",
+                 "pruned_rows", "fetched_rows", "carried_rows", "parent_in_file", "parent_handbacks",
                  "max_parent_blocks")
 
 

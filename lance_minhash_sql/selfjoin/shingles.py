@@ -16,7 +16,7 @@ self-join:
 * a row asked for and not held (a caller that did not prefetch) is fetched the same way
   with the other missing rows of its shard;
 * their hashes are appended to an unnamed temporary file read back through a memory map
-  (:class:`lance_minhash_sql.io.spilled.AppendedValues`): file pages, never anonymous
+  (:class:`lance_minhash_sql.io.file_arrays.AppendedValues`): file pages, never anonymous
   memory, so nothing is dropped and fetched again when the sets outgrow the budget;
 * what is held in memory is the index, :data:`INDEX_BYTES` per row seen: its row id,
   where its set starts and ends in the file, its signature's row (star clustering's walk
@@ -43,7 +43,7 @@ import numpy as np
 from lance_minhash_sql.core.arrays import readonly, sorted_unique
 from lance_minhash_sql.core.tuning import FETCH_ROWS, SHINGLE_FETCH_ROWS, TEXT_READER_BYTES
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.spilled import AppendedValues
+from lance_minhash_sql.io.file_arrays import AppendedValues
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_marks
 from lance_minhash_sql.kernels.csr import spans_take

@@ -1,21 +1,21 @@
-"""Clusters with the union-find in memory against the union-find spilled to its temporary
+"""Clusters with the union-find in memory against the union-find in its temporary
 file (``selfjoin/parent.py``), side by side on one index, each in its own child process
 (its own peak RSS):
 
 * ``memory``: the package's rules (at 1M rows the 4 MB union-find is held in memory);
-* ``spilled``: every union-find spilled (``PARENT_SHARE = 0``), its share of resident
+* ``in-file``: every union-find in its file (``PARENT_SHARE = 0``), its share of resident
   pages the package's (a quarter of the pool's share: the whole file fits in it here, so
   only the fill and the final sweeps hand pages back): the cost of the file mapping;
-* ``spilled-min``: spilled with the fewest blocks resident (``SPILLED_PARENT_SHARE = 0``:
+* ``in-file-min``: in its file with the fewest blocks resident (``PARENT_PAGES_SHARE = 0``:
   four of 2 MiB; at 10M rows a fifth of the 40 MB union-find);
-* ``spilled-small``: spilled with four blocks of 64 KiB resident (``SPILLED_PARENT_SHARE =
+* ``in-file-small``: in its file with four blocks of 64 KiB resident (``PARENT_PAGES_SHARE =
   0``, ``BLOCK_BYTES = 64 KiB``, what Linux maps around a touch of the file's
   ``MADV_RANDOM`` mapping): 6 % of a 1M-row union-find, the proportion of 10^9 rows under
   ``memory_limit=1GiB``, so the unions, the pruning and the flattening stop and hand
   pages back over and over.
 
-    python benchmarks/spilled_parent.py --rows 1000000 --data-dir /work/tmp/bench
-    python benchmarks/spilled_parent.py --rows 10000000 --modes memory spilled-min spilled-small
+    python benchmarks/parent_in_file.py --rows 1000000 --data-dir /work/tmp/bench
+    python benchmarks/parent_in_file.py --rows 10000000 --modes memory in-file-min in-file-small
 
 The dataset is ``benchmarks/pairs.py``'s ``pairs-<rows>.lance`` (written once under
 ``--data-dir``). Each child loads the kernels on a tiny dataset first (not timed), then
@@ -38,7 +38,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-MODES = ("memory", "spilled", "spilled-min", "spilled-small")
+MODES = ("memory", "in-file", "in-file-min", "in-file-small")
 
 
 def child(mode: str, uri: str, memory_limit: str | None) -> dict:
@@ -52,12 +52,12 @@ def child(mode: str, uri: str, memory_limit: str | None) -> dict:
     bench_pairs.warm_kernels()
     if mode != "memory":
         budget.PARENT_SHARE = 0
-    if mode in ("spilled-min", "spilled-small"):
-        budget.SPILLED_PARENT_SHARE = 0
-    if mode == "spilled-small":
+    if mode in ("in-file-min", "in-file-small"):
+        budget.PARENT_PAGES_SHARE = 0
+    if mode == "in-file-small":
         parent.BLOCK_BYTES = 64 << 10
     baseline = peak_rss_mb()
-    pool.STATS.update(spilled_parent=0, parent_handbacks=0, max_parent_blocks=0)
+    pool.STATS.update(parent_in_file=0, parent_handbacks=0, max_parent_blocks=0)
     c0, t0 = cpu_seconds(), time.perf_counter()
     table = clusters(uri, "text", 0.8, memory_limit=memory_limit)
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
@@ -65,7 +65,7 @@ def child(mode: str, uri: str, memory_limit: str | None) -> dict:
     for col in table.columns:
         digest.update(col.to_numpy().tobytes())
     return {"mode": mode, "seconds": seconds, "cpu_s": cpu, "peak_mb": peak_rss_mb(), "baseline_mb": baseline,
-            "rows": table.num_rows, "digest": digest.hexdigest()[:12], "spilled": pool.STATS["spilled_parent"],
+            "rows": table.num_rows, "digest": digest.hexdigest()[:12], "in_file": pool.STATS["parent_in_file"],
             "handbacks": pool.STATS["parent_handbacks"], "max_blocks": pool.STATS["max_parent_blocks"],
             "block_kib": parent.BLOCK_BYTES >> 10}
 
@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--memory-limit", default=None)
-    ap.add_argument("--modes", nargs="+", choices=MODES, default=["memory", "spilled", "spilled-small"])
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=["memory", "in-file", "in-file-small"])
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -1,10 +1,10 @@
-"""The clusters' union-find spilled to a temporary file (``selfjoin/parent.py``,
-``io/spilled.py``): the same answers as in memory, its file gone whatever happens, its
+"""The clusters' union-find in a temporary file (``selfjoin/parent.py``,
+``io/file_arrays.py``): the same answers as in memory, its file gone whatever happens, its
 resident pages within its share (read from ``/proc/self/smaps``), and the budget that
 cannot hold even the bit set refused.
 
-The shares are module attributes of ``core/budget.py``: ``PARENT_SHARE = 0`` spills the
-union-find of any corpus, ``SPILLED_PARENT_SHARE = 0`` leaves it the fewest blocks
+The shares are module attributes of ``core/budget.py``: ``PARENT_SHARE = 0`` puts the
+union-find of any corpus in its file, ``PARENT_PAGES_SHARE = 0`` leaves it the fewest blocks
 (``selfjoin/parent.py``: ``MIN_BLOCKS``), and a smaller ``BLOCK_BYTES`` makes a few-thousand-row union-find
 many blocks, so the metered kernels stop and resume over and over."""
 
@@ -24,7 +24,7 @@ from test_pairs import PARAMS, as_clusters
 from lance_minhash_sql.core import budget as core_budget
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import ResourceLimitError
-from lance_minhash_sql.io import spilled
+from lance_minhash_sql.io import file_arrays
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
 from lance_minhash_sql.selfjoin import bounded, parent, pool
 from lance_minhash_sql.selfjoin.clusters import clusters
@@ -34,27 +34,27 @@ from lance_minhash_sql.selfjoin.links import MAX_REPS, data_links
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> str:
-    return indexed_corpus(str(tmp_path_factory.mktemp("spilled") / "corpus.lance"), 6000, 2500, "id % 13 = 5")
+    return indexed_corpus(str(tmp_path_factory.mktemp("in_file") / "corpus.lance"), 6000, 2500, "id % 13 = 5")
 
 
 @pytest.fixture
 def temp(tmp_path, monkeypatch) -> str:
-    """A private system temp folder for the test (where spilled files go)."""
+    """A private system temp folder for the test (where the files go)."""
     folder = str(tmp_path / "tmp")
     os.mkdir(folder)
     monkeypatch.setattr(tempfile, "tempdir", folder)
     return folder
 
 
-def spill(monkeypatch, block_bytes: int = 256) -> None:
-    """Spill every union-find, 4 blocks of ``block_bytes`` resident at once."""
+def to_file(monkeypatch, block_bytes: int = 256) -> None:
+    """Every union-find in its file, 4 blocks of ``block_bytes`` resident at once."""
     monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
-    monkeypatch.setattr(core_budget, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "PARENT_PAGES_SHARE", 0)
     monkeypatch.setattr(parent, "BLOCK_BYTES", block_bytes)
 
 
 def reset_stats() -> None:
-    pool.STATS.update(spilled_parent=0, parent_handbacks=0, max_parent_blocks=0)
+    pool.STATS.update(parent_in_file=0, parent_handbacks=0, max_parent_blocks=0)
 
 
 def answers(uri: str) -> list:
@@ -65,16 +65,16 @@ def answers(uri: str) -> list:
 
 
 @pytest.mark.parametrize("budget", ["default", "spill"])
-def test_a_spilled_union_find_gives_the_same_answers(corpus, temp, monkeypatch, budget):
+def test_a_union_find_in_its_file_gives_the_same_answers(corpus, temp, monkeypatch, budget):
     if budget == "spill":
         monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
         monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     reset_stats()
     in_memory = answers(corpus)
-    assert pool.STATS["spilled_parent"] == 0
-    spill(monkeypatch)
+    assert pool.STATS["parent_in_file"] == 0
+    to_file(monkeypatch)
     got = answers(corpus)
-    assert pool.STATS["spilled_parent"] == len(got)  # every one of them went through bounded_clusters
+    assert pool.STATS["parent_in_file"] == len(got)  # every one of them went through bounded_clusters
     assert pool.STATS["parent_handbacks"] > 100  # 6,000 docs are 94 blocks of 64: the kernels stopped often
     assert 0 < pool.STATS["max_parent_blocks"] <= parent.MIN_BLOCKS  # never more blocks touched at once
     for want, have in zip(in_memory, got):
@@ -90,13 +90,13 @@ def test_a_spilled_union_find_gives_the_same_answers(corpus, temp, monkeypatch, 
 
 
 def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
-    spill(monkeypatch)
+    to_file(monkeypatch)
     monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     seen = []
 
     def failing_links(shard, data):
-        seen.append([f for f in os.listdir(temp) if f.startswith(spilled.SPILL_PREFIX)])
+        seen.append([f for f in os.listdir(temp) if f.startswith(file_arrays.TEMP_PREFIX)])
         if len(seen) == 3:
             raise RuntimeError("a verifier failed midway")
         yield from data_links(shard, data)
@@ -129,17 +129,17 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
     count) are at most the share, through the fill, the unions, the flattening and the
     members' sweeps; the components equal those of the union-find in memory."""
     monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
-    monkeypatch.setattr(core_budget, "SPILLED_PARENT_SHARE", 0)
+    monkeypatch.setattr(core_budget, "PARENT_PAGES_SHARE", 0)
     total, share = 8 << 20, parent.MIN_BLOCKS * parent.BLOCK_BYTES
     assert parent.parent_share(total, Budget.of(1 << 30)) == share
     peaks = []
-    hand_back = spilled.SpilledArray.hand_back
+    hand_back = file_arrays.FileArray.hand_back
 
     def measured(self, *args):
         peaks.append(smaps_rss(self.array.ctypes.data))
         hand_back(self, *args)
 
-    monkeypatch.setattr(spilled.SpilledArray, "hand_back", measured)
+    monkeypatch.setattr(file_arrays.FileArray, "hand_back", measured)
     rng = np.random.default_rng(5)
     links = [(rng.integers(0, total, 400).astype(np.uint32), rng.integers(0, total, 400).astype(np.uint32))
              for _ in range(5)]
@@ -147,7 +147,7 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
     reset_stats()
     uf = parent.UnionFind(total, Budget.of(1 << 30))
     try:
-        assert uf.spilled and len(os.listdir(temp)) == 1
+        assert uf.in_file and len(os.listdir(temp)) == 1
         merges = sum(uf.union(a, b) for a, b in links)
         members, roots = uf.members(new_marks(total))
     finally:
@@ -163,7 +163,7 @@ def test_the_resident_pages_stay_within_the_share(temp, monkeypatch):
 
 
 def test_a_billion_rows_fit_a_gib():
-    """The components of 10^9 rows under 1 GiB: the bit set (125 MB) and the spilled
+    """The components of 10^9 rows under 1 GiB: the bit set (125 MB) and the file-held
     union-find's share, not its 4 GB; a pool of millions of signatures is left."""
     budget = Budget.of(1 << 30)
     fixed = bounded.components_bytes(10**9, budget)
@@ -174,14 +174,14 @@ def test_a_billion_rows_fit_a_gib():
 
 
 def test_a_budget_that_cannot_hold_the_bit_set_is_refused(corpus, monkeypatch):
-    """Spilled, the union-find still needs its blocks and the bit set a bit a row: below
+    """In its file, the union-find still needs its blocks and the bit set a bit a row: below
     that the error names memory_limit, what the components take and the least budget,
     which then works."""
     monkeypatch.setattr(core_budget, "MIN_SELF_JOIN_MEMORY", 1024)
     monkeypatch.setattr(core_budget, "PARENT_SHARE", 0)
     with pytest.raises(ResourceLimitError, match=r"memory_limit=64 KiB .* is too small for the clusters of the 6,000 "
                                                  r"rows .*their bit set of candidates \(a bit a row: 750 bytes\) and "
-                                                 r"their union-find \(8 MiB .*spilled to a temporary file.*at least 4 "
+                                                 r"their union-find \(8 MiB .*moved to a temporary file.*at least 4 "
                                                  r"blocks of 2 MiB.*raise memory_limit to at least .*"
                                                  r"memory_limit := '(\d+)MiB'") as e:
         clusters(corpus, "text", memory_limit="64KiB")
@@ -195,7 +195,7 @@ def test_appended_values_read_back_through_the_map_and_leave_no_file(temp):
     """AppendedValues: each append's position, every value read back through the view
     (old views still valid after more appends), the file never listed in the temp folder,
     and a full disk refused with the fix named (``posix`` write errors, here ENOSPC)."""
-    values = spilled.AppendedValues(np.uint64)
+    values = file_arrays.AppendedValues(np.uint64)
     try:
         rng = np.random.default_rng(0)
         parts = [rng.integers(0, 2**63, n).astype(np.uint64) for n in (0, 5, 1000, 3)]

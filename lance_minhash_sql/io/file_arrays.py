@@ -1,5 +1,5 @@
 """Arrays in private temporary files, memory-mapped: what the self-join holds per index row
-when it would take more than its share of the budget (:class:`SpilledArray`,
+when it would take more than its share of the budget (:class:`FileArray`,
 ``selfjoin/parent.py``), and values it appends and reads back without holding them
 (:class:`AppendedValues`, ``selfjoin/shingles.py``).
 
@@ -8,12 +8,12 @@ on a disk, not a RAM file system) with its blocks reserved up front
 (``posix_fallocate``: a full disk is an error here, not a crash on a later write), and
 mapped shared and read-write, so the array is an ordinary ndarray to numpy and the
 kernels. The pages the process touches count in its resident set until
-:meth:`SpilledArray.hand_back` gives them back (``MADV_DONTNEED``, widened as
+:meth:`FileArray.hand_back` gives them back (``MADV_DONTNEED``, widened as
 :func:`.mapped.hand_back` widens it): a shared file mapping's data stays in the file and
 the OS page cache, so nothing is lost and the next touch maps the page again. The mapping
 is advised ``MADV_RANDOM`` (no read-ahead: Linux then fills the page cache a page at a
 time and maps at most its fault-around window, 64 KiB by default, around a touch, not a
-whole large folio). :meth:`SpilledArray.close` removes the folder, whatever happened.
+whole large folio). :meth:`FileArray.close` removes the folder, whatever happened.
 """
 
 from __future__ import annotations
@@ -29,20 +29,20 @@ from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.io.mapped import hand_back
 
-__all__ = ["SPILL_PREFIX", "SpilledArray", "AppendedValues"]
+__all__ = ["TEMP_PREFIX", "FileArray", "AppendedValues"]
 
-SPILL_PREFIX = "lance-minhash-array-"
+TEMP_PREFIX = "lance-minhash-array-"
 _RANDOM = getattr(mmap, "MADV_RANDOM", None)
 
 
-class SpilledArray:
+class FileArray:
     """``size`` items of ``dtype`` in a temporary file (zeros), mapped: :attr:`array`;
     :attr:`handbacks` counts the calls of :meth:`hand_back`."""
 
     def __init__(self, size: int, dtype, folder: str | None = None):
         dtype = np.dtype(dtype)
         self.nbytes = max(int(size) * dtype.itemsize, 1)  # (a mapping of 0 bytes is refused)
-        self.folder: str | None = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder)
+        self.folder: str | None = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=folder)
         self._map: mmap.mmap | None = None
         self.handbacks = 0
         try:
@@ -83,7 +83,7 @@ class SpilledArray:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
 
-    def __enter__(self) -> "SpilledArray":
+    def __enter__(self) -> "FileArray":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -112,7 +112,7 @@ class AppendedValues:
         data = np.ascontiguousarray(values, dtype=self.dtype)
         try:
             if self.file is None:
-                self.file = tempfile.TemporaryFile(prefix=SPILL_PREFIX)
+                self.file = tempfile.TemporaryFile(prefix=TEMP_PREFIX)
             self.file.write(memoryview(data).cast("B"))
             self.file.flush()
         except OSError as exc:
