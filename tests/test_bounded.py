@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from conftest import SPILL_BUDGET, indexed_corpus
+from conftest import TIGHT_BUDGET, indexed_corpus
 import naive
 from naive import oracle_clusters
 from test_pairs import PARAMS, as_clusters, as_dict, components, oracle
@@ -53,7 +53,7 @@ def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus
     several shards; a smaller pool with larger shards reads every shard alone, window by
     window; a large budget reads everything in one group. The answers never change."""
     want_pairs, want_clusters = oracle(corpus, 0.8), oracle_clusters(corpus, "text", 0.8, PARAMS)
-    for limit, shard_rows, mode in ((SPILL_BUDGET, 1024, "groups"), (128 << 10, 4096, "windows"),
+    for limit, shard_rows, mode in ((TIGHT_BUDGET, 1024, "groups"), (128 << 10, 4096, "windows"),
                                     (64 << 30, 1024, "whole")):
         monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", limit)
         monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", shard_rows)
@@ -78,7 +78,7 @@ def test_buckets_that_repeat_an_earlier_band_are_pruned_with_the_same_answers(co
     """Shards are taken band after band; a bucket whose docs are already one component
     (clusters) or all carry one pure bucket's label (pairs) is dropped before its
     signatures are read. Both prune on this corpus, and the answers stay the oracles'."""
-    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
     reset_stats()
     assert as_dict(pairs(corpus, "text", 0.8)) == oracle(corpus, 0.8)
     assert pool.STATS["pruned_rows"] > 0

@@ -57,7 +57,7 @@ def check_stats(stats: dict, budget: str) -> None:
     assert stats["tasks"]["request"]["tasks"] == stats["shards"]
     assert stats["tasks"]["verify"]["tasks"] == stats["groups"] <= stats["shards"]
     assert stats["max_pool_rows"] <= stats["max_docs"]
-    if budget == "spill":  # many shards in many groups: a signature goes to several of them
+    if budget == "tight":  # many shards in many groups: a signature goes to several of them
         assert stats["shards"] >= 10 and stats["groups"] >= 5
         assert stats["signature_rows_sent"] > 2 * stats["signature_rows_read"]
     else:  # one group: each signature sent once
@@ -110,7 +110,7 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
     single = write(str(tmp_path / "single.lance"), table)
     build_index(single.uri, "text")
     uris = {}
-    for name in ("spill", "default"):  # two copies: each run's workers open their segments cold
+    for name in ("tight", "default"):  # two copies: each run's workers open their segments cold
         uri = f"s3://{bucket}/{name}.lance"
         ds = lance.write_dataset(table, uri, max_rows_per_file=FRAGMENT_ROWS, max_rows_per_group=FRAGMENT_ROWS,
                                  storage_options=opts)
@@ -123,7 +123,7 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
     gets, sent, blocks = {}, {}, {}
     for name, uri in uris.items():
         with monkeypatch.context() as m:
-            if name == "spill":
+            if name == "tight":
                 m.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
                 m.setattr(bounded, "MIN_SHARD_ROWS", 1024)
             stats: dict = {}
@@ -135,14 +135,14 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
             sent[name] = stats["signature_rows_sent"]
             blocks[name] = stats["signature_blocks"]
             assert clusters_shuffled(uri, "text", 0.7, storage_options=opts).equals(want_c), name
-    assert sent["spill"] > 3 * sent["default"]
-    (n_spill, bytes_spill), (n_default, bytes_default) = gets["spill"], gets["default"]
+    assert sent["tight"] > 3 * sent["default"]
+    (n_tight, bytes_tight), (n_default, bytes_default) = gets["tight"], gets["default"]
     assert 0 < n_default and 0 < bytes_default
-    assert bytes_spill <= bytes_default * 1.1, gets  # every signature fetched once (or the file once)
-    assert blocks["spill"] > blocks["default"] >= 1
+    assert bytes_tight <= bytes_default * 1.1, gets  # every signature fetched once (or the file once)
+    assert blocks["tight"] > blocks["default"] >= 1
     # a file read whole, or ranged reads of a block's runs of nearby docs: never a read
     # per signature sent
-    assert n_spill <= 3 * n_default and 50 * n_spill < sent["spill"], (gets, sent)
+    assert n_tight <= 3 * n_default and 50 * n_tight < sent["tight"], (gets, sent)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import SPILL_BUDGET, indexed_corpus
+from conftest import TIGHT_BUDGET, indexed_corpus
 from naive import oracle_clusters
 from test_pairs import PARAMS, as_clusters
 
@@ -64,10 +64,10 @@ def answers(uri: str) -> list:
             keep_flags(uri, "text", 0.8, clustering="star", verify="exact")]
 
 
-@pytest.mark.parametrize("budget", ["default", "spill"])
+@pytest.mark.parametrize("budget", ["default", "tight"])
 def test_a_union_find_in_its_file_gives_the_same_answers(corpus, temp, monkeypatch, budget):
-    if budget == "spill":
-        monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+    if budget == "tight":
+        monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
         monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     reset_stats()
     in_memory = answers(corpus)
@@ -91,7 +91,7 @@ def test_a_union_find_in_its_file_gives_the_same_answers(corpus, temp, monkeypat
 
 def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
     to_file(monkeypatch)
-    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     seen = []
 

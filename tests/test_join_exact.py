@@ -144,7 +144,7 @@ def test_join_exact_equals_brute_force(planted, oracle, which, self_join_budget)
     addresses (same writes, same deletions)."""
     left, indexed, right = planted
     lhs = left if which == "signed left" else indexed
-    if self_join_budget == "spill":
+    if self_join_budget == "tight":
         assert len(join_shards(lhs, right, "text", T)) >= 4
     got = as_pairs(join(lhs, right, "text", T, verify="exact"))
     assert_equal(got, oracle)

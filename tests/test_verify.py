@@ -161,7 +161,7 @@ def test_exact_components_equal_the_components_of_brute_force_pairs(corpus, edit
 def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch):
     """A bucket of 300 copies under a budget whose windows hold a few dozen rows: read
     whole (every pair of it verified), one component."""
-    from conftest import SPILL_BUDGET
+    from conftest import TIGHT_BUDGET
 
     from lance_minhash_sql.core import budget as core_budget
     from lance_minhash_sql.selfjoin import bounded, pool
@@ -169,7 +169,7 @@ def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch
     uri = str(tmp_path / "copies.lance")
     lance.write_dataset(copies_table(300, 40, seed=5), uri)
     build_index(uri, "text")
-    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", SPILL_BUDGET // 4)
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET // 4)
     monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
     before = pool.STATS["streamed_shards"]
     got = clusters(uri, "text", T, verify="exact").to_pydict()
