@@ -7,7 +7,7 @@ and indexed if missing). Each measurement runs in its own child process (its own
 RSS, ``ru_maxrss``) after the kernels are loaded on a tiny dataset ("baseline" RSS); each
 is run twice in the child, cold then warm (segments cached):
 
-* ``python``: ``sum(b.num_rows for b in pairs(uri, 'text', 0.8))`` (a thread pool over
+* ``python``: ``sum(b.num_rows for b in pairs(uri, 'text', 0.8))`` (worker threads over
   the shards);
 * ``sql-count``: ``SELECT count(*) FROM minhash_pairs(uri, 'text')`` (shards as UDF calls
   on DuckDB's threads; nothing is kept but the count, so memory shows the streaming);

@@ -36,7 +36,7 @@ FIRST_STORE_DOCS = 1024  # docs a segment's store holds when it is first grown (
 # pages and candidates are far fewer rows.
 MAPPED_MAX_ROWS = 1 << 16
 TAIL_READ_BYTES = 64 << 10  # bytes read from a file's end at once (Lance's own reader reads as much; io/lancefile.py)
-CHUNK_READ_WORKERS = 16  # threads of the pool that runs an object store's ranged reads concurrently (io/chunks.py)
+CHUNK_READ_WORKERS = 16  # threads that run an object store's ranged reads concurrently (io/chunks.py)
 MAX_DOCS_PER_RUN = 8  # a segment with fewer docs per row-id run on average keeps no runs (index/rowid_runs.py)
 ROWID_BLOCK_ROWS = 1 << 20  # row ids read per block while building a segment's row-id runs
 PREWARM_READ_DOCS = 1 << 16  # signatures a prewarm reads per call (lifecycle/prewarm.py)

@@ -87,8 +87,8 @@ def write_demo_corpus(uri: str, rows: int, mode: str, progress: bool, prepare: C
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        future = pool.submit(_write, uri, rows, mode, progress)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as writer:
+        future = writer.submit(_write, uri, rows, mode, progress)
         t0 = time.perf_counter()
         prepare()
         prepared = time.perf_counter() - t0

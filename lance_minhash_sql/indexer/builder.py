@@ -218,10 +218,10 @@ class _Writer:
         self.depth = depth
         self.bar = bar
         self.pending: deque = deque()
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minhash-writer")
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minhash-writer")
 
     def submit(self, fn, *args, rows: int = 0) -> None:
-        self.pending.append((self.pool.submit(fn, *args), rows))
+        self.pending.append((self.thread.submit(fn, *args), rows))
         while len(self.pending) > self.depth:
             self._pop()
 
@@ -239,7 +239,7 @@ class _Writer:
         for fut, _ in self.pending:
             fut.cancel()
         self.pending.clear()
-        self.pool.shutdown(wait=True)
+        self.thread.shutdown(wait=True)
         if self.bar is not None:
             self.bar.close()
 

@@ -202,16 +202,16 @@ class ChunkedColumn:
         return np.frombuffer(chunk, dtype=self.dtype.newbyteorder("<"), count=n, offset=CHUNK_HEADER)
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+_READERS: ThreadPoolExecutor | None = None
+_READERS_LOCK = threading.Lock()
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(CHUNK_READ_WORKERS, thread_name_prefix="lms-chunks")
-        return _POOL
+def _readers() -> ThreadPoolExecutor:
+    global _READERS
+    with _READERS_LOCK:
+        if _READERS is None:
+            _READERS = ThreadPoolExecutor(CHUNK_READ_WORKERS, thread_name_prefix="lms-chunks")
+        return _READERS
 
 
 def _fetch(jobs: list) -> list[bytes]:
@@ -219,7 +219,7 @@ def _fetch(jobs: list) -> list[bytes]:
     the GIL while it waits)."""
     if len(jobs) <= 1:
         return [read(*span) for read, span in jobs]
-    return list(_pool().map(lambda job: job[0](*job[1]), jobs))
+    return list(_readers().map(lambda job: job[0](*job[1]), jobs))
 
 
 def read_columns(columns: list[ChunkedColumn], rows: np.ndarray) -> list[np.ndarray]:

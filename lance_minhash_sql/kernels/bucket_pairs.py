@@ -42,7 +42,7 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
 
 Parallelism is across shards: every kernel is serial and ``nogil``, and callers run
 shards on threads (DuckDB runs one shard per call on its threads; ``selfjoin/pairs.py`` uses
-a thread pool). A shard is the unit of work, so OpenMP teams inside DuckDB's threads
+worker threads). A shard is the unit of work, so OpenMP teams inside DuckDB's threads
 would only oversubscribe the cores.
 """
 

@@ -108,7 +108,7 @@ def limit_arenas() -> None:
 
     Why: every thread that allocates while the others hold the arenas gets an arena of its
     own, and an arena keeps what its thread freed. The self-join's and the build's
-    threads (the reading, verifying and signing pools, Lance's and DuckDB's) free buffers
+    threads (the reading, verifying and signing workers, Lance's and DuckDB's) free buffers
     of every size, so each arena grows to its thread's largest working set and stays
     there (``docs/scale.md``, *The C heap*; ``benchmarks/verify_modes.py``). ``MALLOC_ARENA_MAX``
     in the environment keeps glibc's own choice."""

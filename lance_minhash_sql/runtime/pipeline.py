@@ -86,10 +86,10 @@ def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | 
             cond.notify_all()
             return value
 
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minhash-pairs")
+    threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minhash-pairs")
     try:
         for i in range(len(items)):  # (queued in order: a thread takes the next as it frees)
-            pool.submit(work, i)
+            threads.submit(work, i)
         for i in range(len(items)):
             with cond:
                 state["current"] = i
@@ -105,4 +105,4 @@ def run_ordered(items: list, produce: Callable[[Any], Iterable], workers: int | 
         stop.set()
         with cond:
             cond.notify_all()
-        pool.shutdown(wait=True, cancel_futures=True)
+        threads.shutdown(wait=True, cancel_futures=True)

@@ -6,8 +6,8 @@ and a build on every core, so a process compiles it once, and numba's parallel
 compilation (seconds per kernel on a fresh install) is not paid at all.
 
 The calling thread works too: it and up to ``threads - 1`` helpers of one process-wide
-pool take chunks from a shared counter until none is left. So a call never waits for a
-pool that is busy with another caller (it simply gets fewer helpers), a chunk function
+set of worker threads take chunks from a shared counter until none is left. So a call never
+waits for workers busy with another caller (it simply gets fewer helpers), a chunk function
 may itself call :func:`run_chunks`, and a build that signs a few thousand rows per batch
 starts no new threads per batch (each new thread also got a malloc arena of its own,
 whose freed batches stayed resident).
@@ -26,8 +26,8 @@ from lance_minhash_sql.kernels.config import load_numba, numba_loaded
 
 __all__ = ["chunk_results", "in_chunks", "num_threads", "run_chunks"]
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+_workers: ThreadPoolExecutor | None = None
+_workers_lock = threading.Lock()
 
 
 def num_threads() -> int:
@@ -37,8 +37,8 @@ def num_threads() -> int:
     ``NUMBA_NUM_THREADS``, else the CPUs this process may run on (``numba/core/config.py``).
     Before numba's threading layer is started, no ``set_num_threads`` can have run (it
     starts the layer), so the setting is numba's configured count, read without starting
-    the layer (a multiprocessing lock, a library load and a pool of threads that a build
-    signing on this pool's threads never uses); ``get_num_threads`` once it runs."""
+    the layer (a multiprocessing lock, a library load and a team of threads that a build
+    signing on these worker threads never uses); ``get_num_threads`` once it runs."""
     if numba_loaded() or "numba" in sys.modules:
         numba = load_numba()
         layer = sys.modules.get("numba.np.ufunc.parallel")
@@ -53,17 +53,17 @@ def num_threads() -> int:
 
 
 def _helpers() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
+    global _workers
+    with _workers_lock:
+        if _workers is None:
+            _workers = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
                                        thread_name_prefix="minhash-chunks")
-        return _pool
+        return _workers
 
 
 def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int, threads: int | None = None) -> None:
     """``fn(lo, hi)`` for ``[0, n)`` cut into chunks of ``chunk`` items, on the calling
-    thread and up to ``threads - 1`` pool helpers (default :func:`num_threads` in all);
+    thread and up to ``threads - 1`` helper threads (default :func:`num_threads` in all);
     the first exception is raised once every started chunk has finished."""
     step = max(1, chunk)
     count = (n + step - 1) // step
@@ -88,8 +88,8 @@ def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int, threads: int 
                 state["failed"] = True
                 raise
 
-    pool = _helpers()
-    futures = [pool.submit(work) for _ in range(threads - 1)]
+    workers = _helpers()
+    futures = [workers.submit(work) for _ in range(threads - 1)]
     error = None
     try:
         work()

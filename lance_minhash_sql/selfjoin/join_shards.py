@@ -40,7 +40,7 @@ whole) and runs :func:`kernels.cross_pairs.join_chunk` over
 the runs of equal keys, in chunks of at most ``chunk_pairs`` pairs. Shards are
 independent: :func:`shard_join` can also cut one into parts run on threads (the SQL
 function does: DuckDB runs an order-keeping statement's shard calls one at a time);
-:func:`join_all` runs them on a thread pool and yields their batches in shard order.
+:func:`join_all` runs them on worker threads and yields their batches in shard order.
 """
 
 from __future__ import annotations
@@ -528,8 +528,8 @@ def _shard_join(shard: JoinShard, verify: str, chunk: int, stop: threading.Event
 
 
 def join_all(shards: list[JoinShard], verify: str, budget: Budget) -> Iterator[pa.RecordBatch]:
-    """The verified pairs of ``shards`` (of one plan) within ``budget``, on a thread
-    pool, their batches yielded in shard order. ``verify="exact"``: the candidate rows of
+    """The verified pairs of ``shards`` (of one plan) within ``budget``, on worker
+    threads, their batches yielded in shard order. ``verify="exact"``: the candidate rows of
     every shard fetched and shingled once, in row order, before any pair is verified
     (:mod:`.join_sets`); the sets' share taken from ``budget`` before the batches are sized
     (:meth:`lance_minhash_sql.core.budget.Budget.less`)."""
