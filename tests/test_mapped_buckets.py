@@ -18,12 +18,12 @@ from lance_minhash_sql.runtime.cache import clear_cache
 
 
 def _merged(entry, qkeys, got):
-    start, end, kind, page_slot, pool_docs, win_docs = got
-    return merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot, pool_docs,
+    start, end, kind, page_slot, store_docs, win_docs = got
+    return merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot, store_docs,
                             entry.bands.page_rows, win_docs)
 
 
-def test_mapped_buckets_match_the_pool(tmp_path):
+def test_mapped_buckets_match_the_page_store(tmp_path):
     rng = np.random.default_rng(9)
     words = [f"w{i}" for i in range(3000)]
     same = " ".join(rng.choice(words, 30))
@@ -44,7 +44,7 @@ def test_mapped_buckets_match_the_pool(tmp_path):
     with entry.lock:
         lo, hi = bucket_pages(entry.bands.page_table, qkeys)
         mapped = _merged(entry, qkeys, entry.mapped_buckets(qkeys, lo, hi))
-        assert entry.stats["band_pages_read"] == 0  # nothing read into the pool
+        assert entry.stats["band_pages_read"] == 0  # nothing read into the page store
         pooled = _merged(entry, qkeys, entry.buckets(qkeys, lo, hi))
     for a, b in zip(mapped, pooled):
         assert np.array_equal(a, b)

@@ -139,7 +139,7 @@ POLICIES = {
     "auto": None,  # the ski-rental rule
     "partial": (False, 1 << 30),  # pools fill page by page, doc by doc
     "full": (True, 1 << 30),  # segments load whole on first use
-    "transient": (False, 1),  # nothing fits: every query reads into a throwaway pool
+    "transient": (False, 1),  # nothing fits: every query reads into a throwaway store
 }
 
 
@@ -595,8 +595,8 @@ def _naive_topk(qsig, qkeys, sigs, keys, rowids, ok, limit):
 
 
 def _candidates(lsh, qkeys, store, skeys, sdocs, width):
-    """Candidates through the kernels: every bucket from the pool, or (width > 0) from row
-    windows where they prove the bucket, the pool for the rest."""
+    """Candidates through the kernels: every bucket from the page store, or (width > 0) from row
+    windows where they prove the bucket, the page store for the rest."""
     n = skeys.size
     lo, hi = lsh.bucket_pages(store.page_table, qkeys)
     slot, pk, pd = store.arrays()
@@ -633,7 +633,7 @@ def test_kernels_match_a_naive_scan(page_rows):
     rowids = rng.permutation(np.arange(n, dtype=np.uint64) * 7 + (1 << 32))
     skeys, sdocs = sort_bands(keys2d)
     pt = lsh.page_table_of(skeys, page_rows)
-    # a partial pool holding the pages in a scrambled order
+    # a partial page store holding the pages in a scrambled order
     store = BandStore(pt, page_rows, skeys.size)
     for p in rng.permutation(pt.size):
         a = p * page_rows

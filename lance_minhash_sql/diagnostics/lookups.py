@@ -10,7 +10,7 @@ searched row costs the same whatever the corpus's size:
 
 * **Buckets** of a local segment are searched in its band file's memory map
   (:meth:`~lance_minhash_sql.index.entries.SegmentEntry.mapped_buckets`): a few dozen key
-  reads a bucket, where the pool would read each of a sample's scattered pages whole.
+  reads a bucket, where the page store would read each of a sample's scattered pages whole.
 * **Verification**: a row with more than
   :data:`lance_minhash_sql.core.tuning.ESTIMATE_VERIFY_ROWS` candidates has a uniformly
   drawn subset of that many verified first. When the subset already holds
@@ -59,8 +59,8 @@ def candidates(view: SearchView, qkeys: np.ndarray) -> Found:
             got = entry.mapped_buckets(qkeys, lo, hi)
             if got is None:
                 got = entry.buckets(qkeys, lo, hi)
-            start, end, kind, page_slot, pool_docs, win_docs = got
-            offsets, docs, _ = merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot, pool_docs,
+            start, end, kind, page_slot, store_docs, win_docs = got
+            offsets, docs, _ = merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot, store_docs,
                                                 entry.bands.page_rows, win_docs)
         parts.append((offsets, docs))
     total = sum((np.diff(o) for o, _ in parts), np.zeros(qkeys.shape[0], np.int64))

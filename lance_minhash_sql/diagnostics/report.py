@@ -281,14 +281,14 @@ def _candidates(entries, rows: Rows, query_pos: np.ndarray, query_keys: np.ndarr
         alive = rows.alive_by_entry[e]
         with entry.lock:
             lo, hi = bucket_pages(entry.bands.page_table, keys)
-            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(keys, lo, hi)
+            start, end, kind, page_slot, store_docs, win_docs = entry.buckets(keys, lo, hi)
             sizes = (end - start).sum(axis=1)
             q0 = 0
             while q0 < nq:  # batches of queries whose buckets hold at most CANDIDATE_ROWS rows
                 cum = np.cumsum(sizes[q0:])
                 q1 = q0 + max(1, int(np.searchsorted(cum, CANDIDATE_ROWS, side="right")))
                 offsets, docs, _ = merge_candidates(readonly(start[q0:q1]), readonly(end[q0:q1]), readonly(kind[q0:q1]),
-                                                    page_slot, pool_docs, entry.bands.page_rows, win_docs)
+                                                    page_slot, store_docs, entry.bands.page_rows, win_docs)
                 live = np.ones(docs.size) if alive is None else alive[docs].astype(np.float64)
                 owner = np.repeat(np.arange(q1 - q0), np.diff(offsets))
                 counts[q0:q1] += np.bincount(owner, weights=live, minlength=q1 - q0).astype(np.int64)

@@ -91,14 +91,14 @@ def _empty(n: int) -> Loads:
                  np.empty(0, np.uint64), [], np.empty(0, np.bool_))
 
 
-def _bucket_docs(start, end, kind, page_slot, pool_docs, page_rows: int, win_docs, offset: int) -> np.ndarray:
+def _bucket_docs(start, end, kind, page_slot, store_docs, page_rows: int, win_docs, offset: int) -> np.ndarray:
     """The global docs of one bucket (ascending) as :func:`~lance_minhash_sql.kernels.lsh.merge_candidates` reads it."""
     rows = np.arange(start, end, dtype=np.int64)
     if kind == 1:
         docs = win_docs[rows]
     else:
         page = rows // page_rows
-        docs = pool_docs[page_slot[page].astype(np.int64) * page_rows + (rows - page * page_rows)]
+        docs = store_docs[page_slot[page].astype(np.int64) * page_rows + (rows - page * page_rows)]
     return docs.astype(np.int64) + offset
 
 
@@ -127,16 +127,16 @@ def sampled_loads(opened: OpenedIndex, texts: pa.Array, among: np.ndarray | None
         with entry.lock:
             lo, hi = bucket_pages(entry.bands.page_table, keys)
             got = entry.mapped_buckets(keys, lo, hi)
-            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(keys, lo, hi) if got is None else got
-            found.append((start, end, kind, page_slot, pool_docs, entry.bands.page_rows, win_docs, offset))
+            start, end, kind, page_slot, store_docs, win_docs = entry.buckets(keys, lo, hi) if got is None else got
+            found.append((start, end, kind, page_slot, store_docs, entry.bands.page_rows, win_docs, offset))
         offset += entry.docs.num_docs
     sizes = sum((f[1] - f[0] for f in found), np.zeros(keys.shape, dtype=np.int64))
     # each (row, band) bucket of two rows or more: its docs, over every entry
     buckets: list[list[list[np.ndarray]]] = [[[] for _ in range(nb)] for _ in range(rows.size)]
-    for start, end, kind, page_slot, pool_docs, page_rows, win_docs, offset in found:
+    for start, end, kind, page_slot, store_docs, page_rows, win_docs, offset in found:
         for i, b in zip(*np.nonzero((sizes >= 2) & (end > start))):
             buckets[i][b].append(_bucket_docs(int(start[i, b]), int(end[i, b]), int(kind[i, b]), page_slot,
-                                              pool_docs, page_rows, win_docs, offset))
+                                              store_docs, page_rows, win_docs, offset))
     out = _empty(n)
     found_keys: dict[int, tuple[np.ndarray, bool]] = {}
     for i, row in enumerate(rows.tolist()):

@@ -155,7 +155,7 @@ class SegmentEntry:
         return self.band_reads.buckets(qkeys, lo, hi)
 
     def mapped_buckets(self, qkeys: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-        """:meth:`buckets` searched in the band file's memory map, nothing pooled, or None
+        """:meth:`buckets` searched in the band file's memory map, nothing stored, or None
         (:meth:`.band_reads.BandReader.mapped_buckets`)."""
         return self.band_reads.mapped_buckets(qkeys, lo, hi)
 

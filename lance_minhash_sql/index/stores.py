@@ -175,7 +175,7 @@ class DocStore:
         self.commit(docs)
 
     def append(self, docs: np.ndarray, rowids: np.ndarray) -> np.ndarray:
-        """Pool sorted unique ``docs`` (none pooled yet) with their ``rowids``; returns the
+        """Add sorted unique ``docs`` (none in the store yet) with their ``rowids``; returns the
         ``[docs.size, k]`` rows of the store their signatures go into. The docs become
         visible (``doc_slot``) only through :meth:`commit`, once those rows are written."""
         self.ensure_capacity(docs.size)

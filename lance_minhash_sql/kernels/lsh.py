@@ -17,8 +17,8 @@ band key ``K`` (``docs/search.md``):
   (:func:`..core.lance_format.similarity`, ``docs/signatures.md``);
 * the result is the first ``limit`` candidates by ``(distance, row id)``.
 
-Pages live in a *pool*: page ``p`` is at pool rows ``[slot[p] * page_rows, ...)``, so a
-segment whose bands are fully in memory is the pool with ``slot = arange(num_pages)``,
+Pages live in a *page store*: page ``p`` is at store rows ``[slot[p] * page_rows, ...)``, so a
+segment whose bands are fully in memory is the store with ``slot = arange(num_pages)``,
 and a cold segment loads only the pages a batch needs. Signatures and row ids live in a
 doc store: doc ``d`` at row ``doc_slot[d]``, or ``d`` itself when ``doc_slot`` is empty.
 
@@ -149,7 +149,7 @@ def pages_needed(lo, hi, num_pages):
 
 
 @njit(**JIT, inline="always")
-def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, end):
+def _rows_one(keys, lo, hi, page_slot, store_keys, page_rows, num_rows, start, end):
     npages = page_slot.size
     for j in range(keys.size):
         start[j] = 0
@@ -161,8 +161,8 @@ def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, en
         # first row >= key: inside page a
         base = np.int64(page_slot[a]) * page_rows
         rows = min(page_rows, num_rows - a * page_rows)
-        i = lower_bound(pool_keys, base, base + rows, key)
-        if i == base + rows or pool_keys[i] != key:
+        i = lower_bound(store_keys, base, base + rows, key)
+        if i == base + rows or store_keys[i] != key:
             continue
         s = a * page_rows + (i - base)
         # first row > key: inside page hi (pages between hold only key)
@@ -170,31 +170,31 @@ def _rows_one(keys, lo, hi, page_slot, pool_keys, page_rows, num_rows, start, en
         base_b = np.int64(page_slot[b]) * page_rows
         rows_b = min(page_rows, num_rows - b * page_rows)
         first = i if b == a else base_b
-        e = _upper_bound(pool_keys, first, base_b + rows_b, key)
+        e = _upper_bound(store_keys, first, base_b + rows_b, key)
         start[j] = s
         end[j] = b * page_rows + (e - base_b)
 
 
-def _bucket_rows(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
+def _bucket_rows(qkeys, lo, hi, page_slot, store_keys, page_rows, num_rows):
     nq, nb = qkeys.shape
     start = np.empty((nq, nb), dtype=np.int64)
     end = np.empty((nq, nb), dtype=np.int64)
     for q in prange(nq):
-        _rows_one(qkeys[q], lo[q], hi[q], page_slot, pool_keys, page_rows, num_rows, start[q], end[q])
+        _rows_one(qkeys[q], lo[q], hi[q], page_slot, store_keys, page_rows, num_rows, start[q], end[q])
     return start, end
 
 
 _bucket_rows_parallel, _bucket_rows_serial = jit_twins(_bucket_rows)
 
 
-def bucket_rows(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
+def bucket_rows(qkeys, lo, hi, page_slot, store_keys, page_rows, num_rows):
     """``(start, end)`` int64[nq, b]: global band rows ``[start, end)`` equal to each key.
 
-    Needs pages ``lo .. hi`` of every bucket in the pool.
+    Needs pages ``lo .. hi`` of every bucket in the page store.
     """
     if qkeys.shape[0] >= PARALLEL_MIN_QUERIES:
-        return _bucket_rows_parallel(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows)
-    return _bucket_rows_serial(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows)
+        return _bucket_rows_parallel(qkeys, lo, hi, page_slot, store_keys, page_rows, num_rows)
+    return _bucket_rows_serial(qkeys, lo, hi, page_slot, store_keys, page_rows, num_rows)
 
 
 # --------------------------------------------------------------------------- window probes
@@ -212,7 +212,7 @@ def bucket_rows(qkeys, lo, hi, page_slot, pool_keys, page_rows, num_rows):
 @njit(**JIT)
 def window_plan(qkeys, lo, hi, page_table, page_slot, page_rows, num_rows, width):
     """``(ws, we)`` int64[nq, b]: the window of global band rows to fetch for each bucket
-    held by one page not in the pool (``-1``: no window)."""
+    held by one page not in the page store (``-1``: no window)."""
     nq, nb = qkeys.shape
     npages = page_table.size
     ws = np.empty((nq, nb), dtype=np.int64)
@@ -326,11 +326,11 @@ def _raw_offsets(start, end):
 
 
 @njit(**JIT, inline="always")
-def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg):
+def _gather_one(start, end, kind, page_slot, store_docs, page_rows, win_docs, seg):
     """Doc ids of one query's buckets into ``seg``, sorted; returns the distinct count.
 
     ``kind[j] == 1``: bucket ``j`` is rows ``[start, end)`` of ``win_docs``; otherwise
-    global band rows in the page pool.
+    global band rows in the page store.
     """
     w = 0
     for j in range(start.size):
@@ -341,7 +341,7 @@ def _gather_one(start, end, kind, page_slot, pool_docs, page_rows, win_docs, seg
             continue
         for r in range(start[j], end[j]):
             p = r // page_rows
-            seg[w] = pool_docs[np.int64(page_slot[p]) * page_rows + (r - p * page_rows)]
+            seg[w] = store_docs[np.int64(page_slot[p]) * page_rows + (r - p * page_rows)]
             w += 1
     sort_values(seg)
     u = 0
@@ -371,13 +371,13 @@ def _csr(uniq):
     return offsets
 
 
-def _merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs):
+def _merge_candidates(start, end, kind, page_slot, store_docs, page_rows, win_docs):
     nq = start.shape[0]
     raw = _raw_offsets(start, end)
     tmp = np.empty(raw[nq], dtype=np.uint32)
     uniq = np.zeros(nq, dtype=np.int64)
     for q in prange(nq):
-        uniq[q] = _gather_one(start[q], end[q], kind[q], page_slot, pool_docs, page_rows, win_docs,
+        uniq[q] = _gather_one(start[q], end[q], kind[q], page_slot, store_docs, page_rows, win_docs,
                               tmp[raw[q]:raw[q + 1]])
     offsets = _csr(uniq)
     docs = np.empty(offsets[nq], dtype=np.uint32)
@@ -390,16 +390,16 @@ def _merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_doc
 _merge_candidates_parallel, _merge_candidates_serial = jit_twins(_merge_candidates)
 
 
-def merge_candidates(start, end, kind, page_slot, pool_docs, page_rows, win_docs):
+def merge_candidates(start, end, kind, page_slot, store_docs, page_rows, win_docs):
     """Candidates per query as CSR ``(offsets int64[nq+1], docs uint32, matches int32)``.
 
-    Bucket ``(q, j)`` is global band rows ``[start, end)`` in the page pool, or, where
+    Bucket ``(q, j)`` is global band rows ``[start, end)`` in the page store, or, where
     ``kind[q, j] == 1``, rows ``[start, end)`` of ``win_docs`` (see :func:`window_rows`).
     ``docs`` ascend within a query; ``matches`` counts the bands the doc shares with it.
     """
     if start.shape[0] >= PARALLEL_MIN_QUERIES:
-        return _merge_candidates_parallel(start, end, kind, page_slot, pool_docs, page_rows, win_docs)
-    return _merge_candidates_serial(start, end, kind, page_slot, pool_docs, page_rows, win_docs)
+        return _merge_candidates_parallel(start, end, kind, page_slot, store_docs, page_rows, win_docs)
+    return _merge_candidates_serial(start, end, kind, page_slot, store_docs, page_rows, win_docs)
 
 
 # --------------------------------------------------------------------------- top-k
@@ -447,7 +447,7 @@ def _ok_counts(offsets, ok, limit):
 
 
 @njit(**JIT, inline="always")
-def _score_one(qsig, lo, hi, docs, ok, doc_slot, sig_pool, rowid_pool, limit, out_rid, out_mism, out_dist):
+def _score_one(qsig, lo, hi, docs, ok, doc_slot, store_sigs, store_rowids, limit, out_rid, out_mism, out_dist):
     k = qsig.size
     identity = doc_slot.size == 0
     n = 0
@@ -463,10 +463,10 @@ def _score_one(qsig, lo, hi, docs, ok, doc_slot, sig_pool, rowid_pool, limit, ou
         slot = np.int64(docs[i]) if identity else np.int64(doc_slot[docs[i]])
         eq = 0
         for h in range(k):
-            if sig_pool[slot, h] == qsig[h]:
+            if store_sigs[slot, h] == qsig[h]:
                 eq += 1
         mism[w] = k - eq
-        rid[w] = rowid_pool[slot]
+        rid[w] = store_rowids[slot]
         w += 1
     sel = _select(mism, rid, limit, k)
     for t in range(sel.size):
@@ -476,7 +476,7 @@ def _score_one(qsig, lo, hi, docs, ok, doc_slot, sig_pool, rowid_pool, limit, ou
         out_dist[t] = distance_of(k - mism[i], k)
 
 
-def _score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):
+def _score_topk(qsigs, offsets, docs, ok, doc_slot, store_sigs, store_rowids, limit):
     nq = qsigs.shape[0]
     counts = _ok_counts(offsets, ok, limit)
     out_rid = np.empty(counts[nq], dtype=np.uint64)
@@ -484,7 +484,7 @@ def _score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit)
     out_dist = np.empty(counts[nq], dtype=np.float32)
     for q in prange(nq):
         a, b = counts[q], counts[q + 1]
-        _score_one(qsigs[q], offsets[q], offsets[q + 1], docs, ok, doc_slot, sig_pool, rowid_pool, limit,
+        _score_one(qsigs[q], offsets[q], offsets[q + 1], docs, ok, doc_slot, store_sigs, store_rowids, limit,
                    out_rid[a:b], out_mism[a:b], out_dist[a:b])
     return counts, out_rid, out_mism, out_dist
 
@@ -498,15 +498,15 @@ def search_kernels_loaded() -> bool:
     return numba_loaded() and bool(_score_topk_serial.signatures or _score_topk_parallel.signatures)
 
 
-def score_topk(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit):
+def score_topk(qsigs, offsets, docs, ok, doc_slot, store_sigs, store_rowids, limit):
     """Top ``limit`` candidates of each query by ``(distance, row id)``.
 
     ``ok[i]`` false drops candidate ``i`` (deleted, filtered out) *before* the cut.
     Returns CSR ``(counts int64[nq+1], rowids uint64, mismatches int32, distances float32)``.
     """
     if qsigs.shape[0] >= PARALLEL_MIN_QUERIES:
-        return _score_topk_parallel(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit)
-    return _score_topk_serial(qsigs, offsets, docs, ok, doc_slot, sig_pool, rowid_pool, limit)
+        return _score_topk_parallel(qsigs, offsets, docs, ok, doc_slot, store_sigs, store_rowids, limit)
+    return _score_topk_serial(qsigs, offsets, docs, ok, doc_slot, store_sigs, store_rowids, limit)
 
 
 @njit(**JIT)

@@ -73,9 +73,9 @@ class _Candidates:
         with entry.lock:
             bands = entry.bands
             lo, hi = bucket_pages(bands.page_table, qkeys)
-            start, end, kind, page_slot, pool_docs, win_docs = entry.buckets(qkeys, lo, hi)
+            start, end, kind, page_slot, store_docs, win_docs = entry.buckets(qkeys, lo, hi)
             self.offsets, self.docs, matches = merge_candidates(readonly(start), readonly(end), readonly(kind), page_slot,
-                                                                pool_docs, bands.page_rows, win_docs)
+                                                                store_docs, bands.page_rows, win_docs)
             if entry.remote and not entry.docs.full and self.docs.size:
                 self._visit_by_level(entry, qsigs, matches, limit, ok_of)
             udocs = sorted_unique(self.docs)

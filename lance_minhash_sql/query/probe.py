@@ -75,7 +75,7 @@ def _candidates(entry: SegmentEntry, qkeys: np.ndarray, compiled: bool):
 def reads_files(entries: list[SegmentEntry]) -> bool:
     """True when a search would read some segment from its files (not held whole in
     memory): where the probe's reads in place cost less than the batch kernels' windows
-    and pools, numba loaded (``query/engine.py``'s engine policy)."""
+    and stores, numba loaded (``query/engine.py``'s engine policy)."""
     return any(not (entry.bands.full and entry.docs.full) for entry in entries)
 
 
