@@ -61,7 +61,7 @@ def test_page_shows_the_dedup_plan(corpus):
             (want,) = con.execute("SELECT shingle_jaccard(?, ?)", [c.kept.text, m.text]).fetchone()
             assert abs(m.jaccard - want) < 1e-12 and not m.kept
         assert [m.jaccard for m in c.members[1:]] == sorted(m.jaccard for m in c.members[1:])
-    # borderline: no pooled cluster has a member less similar to its kept row
+    # borderline: no drawn cluster has a member less similar to its kept row
     lows = [c.min_jaccard for c in r.clusters if c.kind == "borderline"]
     others = [c.min_jaccard for c in r.clusters if c.kind == "random"]
     assert max(lows) <= min(others)

@@ -18,8 +18,8 @@ reviewer needs to trust it or to change a parameter:
   dropped row is compared with its twin, the kept row it is similar to;
 * a dry run at thresholds either side of the page's (``faces/estimate_section.py``).
 
-The borderline and random clusters are drawn from a pool of at most :data:`POOL_ROWS`
-clustered rows (all of them on smaller data), chosen with ``seed``.
+The borderline and random clusters are chosen among clusters drawn at random with ``seed``,
+at most :data:`DRAWN_ROWS` clustered rows in all (all of them on smaller data).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from lance_minhash_sql.io.scan import schema_of
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.selfjoin.dedup import check_keep
 
-__all__ = ["POOL_ROWS", "ID_NAMES", "ROWID", "id_column_of", "Member", "ReviewCluster", "Review", "review",
+__all__ = ["DRAWN_ROWS", "ID_NAMES", "ROWID", "id_column_of", "Member", "ReviewCluster", "Review", "review",
            "Page", "PAGE_STYLE", "marked_html", "words_of", "scurve_svg"]
 
-POOL_ROWS = 50_000  # clustered rows whose Jaccard is computed to find borderline clusters
+DRAWN_ROWS = 50_000  # clustered rows whose Jaccard is computed to find borderline clusters
 ID_NAMES = ("id", "doc_id", "document_id", "uuid", "uid", "key")  # then any other column named *_id
 ROWID = "_rowid"  # id_column="_rowid": rows named by their row id
 _WORD = re.compile(r"\S+")
@@ -260,22 +260,22 @@ class _Plan:
 
 def _sample(ids, sizes, plan: _Plan, per_kind: int, seed: int) -> list[tuple[int, str]]:
     """``(cluster id, kind)`` of the clusters to show: the largest, then the borderline
-    (lowest Jaccard of a dropped member to its kept row) and random ones from a seeded pool."""
+    (lowest Jaccard of a dropped member to its kept row) and random ones from a seeded draw."""
     by_size = np.lexsort((ids, -sizes))
     largest = [int(ids[i]) for i in by_size[:per_kind]]
     rng = np.random.default_rng(seed)
     order = rng.permutation(ids.size)
     rest = [i for i in order if int(ids[i]) not in largest]
-    pool, rows = [], 0
+    drawn, rows = [], 0
     for i in rest:
-        if rows + sizes[i] > POOL_ROWS and pool:
+        if rows + sizes[i] > DRAWN_ROWS and drawn:
             break
-        pool.append(int(ids[i]))
+        drawn.append(int(ids[i]))
         rows += int(sizes[i])
     picks = [(c, "largest") for c in largest]
-    if pool:
-        in_pool = np.isin(plan.cluster, pool)
-        prow, pcl, pkeep, pref = plan.rowid[in_pool], plan.cluster[in_pool], plan.kept[in_pool], plan.ref[in_pool]
+    if drawn:
+        in_drawn = np.isin(plan.cluster, drawn)
+        prow, pcl, pkeep, pref = plan.rowid[in_drawn], plan.cluster[in_drawn], plan.kept[in_drawn], plan.ref[in_drawn]
         texts, _ = plan.rows(prow)
         at = {int(r): i for i, r in enumerate(prow.tolist())}
         ri = np.array([at[int(r)] for r in pref.tolist()], dtype=np.int64)
@@ -284,9 +284,9 @@ def _sample(ids, sizes, plan: _Plan, per_kind: int, seed: int) -> list[tuple[int
         low = {}
         for c, v in zip(pcl, j):
             low[int(c)] = min(low.get(int(c), np.inf), float(v))
-        borderline = sorted(pool, key=lambda c: (low[c], c))[:per_kind]
+        borderline = sorted(drawn, key=lambda c: (low[c], c))[:per_kind]
         picks += [(c, "borderline") for c in borderline]
-        randoms = [c for c in pool if c not in borderline][:per_kind]
+        randoms = [c for c in drawn if c not in borderline][:per_kind]
         picks += [(c, "random") for c in randoms]
     return picks
 
