@@ -853,8 +853,8 @@ def test_kill_9_leftover_is_cleaned_by_next_build(tmp_path, private_tmp):
 
 
 def test_run_chunks_covers_every_chunk_once_and_raises_the_first_error():
-    """The calling thread works beside the pool's helpers; a chunk function may itself
-    run chunks (the pool is shared, so a nested call must not wait for a busy pool)."""
+    """The calling thread works beside the helper threads; a chunk function may itself
+    run chunks (the helpers are shared, so a nested call must not wait for busy helpers)."""
     from lance_minhash_sql.runtime.threads import run_chunks
 
     seen = []

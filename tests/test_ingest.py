@@ -271,8 +271,8 @@ def test_two_ingests_at_once_both_land(data, tmp_path):
         part = t.slice(400 * i, 400)
         lance.write_dataset(part.set_column(0, "id", pa.array(np.arange(400) + 10_000 * (i + 1))), b)
         batches.append(b)
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda b: lms.ingest(corpus, b, "text", T), batches))
+    with ThreadPoolExecutor(2) as workers:
+        results = list(workers.map(lambda b: lms.ingest(corpus, b, "text", T), batches))
     ds = lance.dataset(corpus)
     ids = _ids(corpus)
     assert len(ids) == len(set(ids)) == lance.dataset(data["corpus"]).count_rows() + sum(

@@ -45,8 +45,8 @@ def test_mapped_buckets_match_the_page_store(tmp_path):
         lo, hi = bucket_pages(entry.bands.page_table, qkeys)
         mapped = _merged(entry, qkeys, entry.mapped_buckets(qkeys, lo, hi))
         assert entry.stats["band_pages_read"] == 0  # nothing read into the page store
-        pooled = _merged(entry, qkeys, entry.buckets(qkeys, lo, hi))
-    for a, b in zip(mapped, pooled):
+        stored = _merged(entry, qkeys, entry.buckets(qkeys, lo, hi))
+    for a, b in zip(mapped, stored):
         assert np.array_equal(a, b)
     offsets = mapped[0]
     assert offsets[1] - offsets[0] == 5000  # the copies' buckets, across pages

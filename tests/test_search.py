@@ -137,7 +137,7 @@ def default_ds(tmp_path_factory):
 POLICIES = {
     # (whole-file reads?, cache capacity)
     "auto": None,  # the ski-rental rule
-    "partial": (False, 1 << 30),  # pools fill page by page, doc by doc
+    "partial": (False, 1 << 30),  # the stores fill page by page, doc by doc
     "full": (True, 1 << 30),  # segments load whole on first use
     "transient": (False, 1),  # nothing fits: every query reads into a throwaway store
 }
@@ -524,7 +524,7 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     # can make it pay after one query. This test is about the partial reads, so it fixes
     # the decision (the tests run under the `policy` fixture cover whole reads too). A
     # single query is answered by the probe, numpy or compiled, which reads in place
-    # (tests/test_probe.py); this one takes the batch kernels and their pools.
+    # (tests/test_probe.py); this one takes the batch kernels and their stores.
     force_whole_reads(monkeypatch, False)
     monkeypatch.setattr(search_mod, "search_kernels_loaded", lambda: True)
     monkeypatch.setattr(search_mod, "MAX_QUERIES", 0)
@@ -540,7 +540,7 @@ def test_cold_query_touches_only_what_it_needs(tmp_path, monkeypatch):
     assert 0 < entry.stats["window_rows_read"] <= 16 * tuning.WINDOW_ROWS
     assert entry.stats["band_pages_read"] <= 4 < entry.bands.num_pages
     assert 0 < entry.stats["docs_read"] < 100 < entry.docs.num_docs
-    warm = search_ids(uri, "text", q, 10)  # answered from the pools: nothing more read
+    warm = search_ids(uri, "text", q, 10)  # answered from the stores: nothing more read
     assert warm.equals(got) and entry.stats["docs_read"] == entry.docs.used
     assert prewarm_index(open_index(uri, "text")).complete
     assert entry.bands.full and entry.docs.full
