@@ -79,3 +79,14 @@ def test_each_rule_is_chosen_in_one_home():
     assert defined("_twin_of") == {"kernels/star.py"}
     star = sources()["kernels/star.py"]
     assert star.count("_twin_of(") == 3 and "break" not in star  # its definition and the two kernels' calls
+
+
+def test_spill_and_pool_each_name_one_thing():
+    """The word "spill" is the build's band sort writing band rows to partition files (an array in
+    a temporary file is io/file_arrays.py's, star's centres are written to disk); "pool" is
+    a group's candidate signatures (selfjoin/pool.py), never worker threads or a
+    segment's page and doc stores (index/stores.py)."""
+    assert where(r"(?i)spill") <= {"index/band_sorter.py", "indexer/builder.py", "kernels/sort.py", "index/results.py",
+                                   "extras/distributed.py", "core/params.py", "core/tuning.py", "faces/warmup.py"}
+    assert not where(r"\b\w*pool\w*\s*=\s*(?:ThreadPool|ProcessPool)|(?:Thread|Process)PoolExecutor\([^)]*\) as \w*pool")
+    assert not where(r"\b(?:pool_docs|pool_keys|sig_pool|rowid_pool|_POOL|_pool)\b")
