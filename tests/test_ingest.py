@@ -166,6 +166,42 @@ def _covered(uri: str) -> bool:
     return frags <= covered
 
 
+def test_the_index_update_takes_the_plans_signatures(data, tmp_path, monkeypatch):
+    """The ingest signs the batch once: the delta segment stores the plan's signatures of
+    the kept rows (no text read again), each under its new row id, as a fresh signing of
+    the corpus's texts gives it; a count that does not match the fragments is refused."""
+    from lance_minhash_sql.index.sign import Signer
+    from lance_minhash_sql.io import manifest
+    from lance_minhash_sql.io.segments import iter_signatures, open_segment
+    from lance_minhash_sql.lifecycle.optimize import KnownSignatures, optimize
+    from naive import signed as naive_signed
+
+    corpus = _copy(data["corpus"], tmp_path / "c.lance")
+    counted = []
+    sign = Signer.sign
+    monkeypatch.setattr(Signer, "sign",
+                        lambda self, texts, *a, **k: counted.append(len(texts)) or sign(self, texts, *a, **k))
+    r = lms.ingest(corpus, data["batch"], "text", T)
+    assert sum(counted) == r.rows_offered and r.rows_appended > 100 and r.index_action == "delta"
+    ds = lance.dataset(corpus)
+    stored = {}
+    for seg in manifest.minhash_segments(ds, "text"):
+        for rowids, sigs in iter_signatures(open_segment(manifest.segment_dir(ds, seg.uuid))):
+            stored.update(zip(rowids.tolist(), map(bytes, sigs)))
+    ids, sigs, _, _, _ = naive_signed(corpus, open_index(corpus, "text").params)
+    assert stored == dict(zip(ids.tolist(), map(bytes, np.asarray(sigs, np.uint16))))
+
+    monkeypatch.setattr(Signer, "sign", sign)
+    other = _copy(data["corpus"], tmp_path / "o.lance")
+    before = lance.dataset(other).version
+    lance.write_dataset(lance.dataset(data["batch"]).to_table().slice(0, 10), other, mode="append")
+    new = tuple(manifest.fragment_ids(lance.dataset(other)))[-1:]
+    with pytest.raises(DatasetError, match="10 rows, but 9 signed rows"):
+        optimize(other, "text", merge=0, known=KnownSignatures(new, np.zeros((9, 128), np.uint16), np.ones(9, bool)))
+    assert len(manifest.minhash_segments(lance.dataset(other), "text")) == 1
+    assert lance.dataset(other).version == before + 1  # the append only
+
+
 def test_ingest_appends_the_plans_kept_rows_and_indexes_them(data, tmp_path):
     corpus = _copy(data["corpus"], tmp_path / "c.lance")
     before = lance.dataset(corpus)

@@ -14,8 +14,8 @@ Steps, all on the corpus version read at the start:
    corpus's rows as they were;
 3. the plan (:func:`..selfjoin.ingest.plan_ingest`): the batch rows to keep;
 4. the kept rows, every column, in row id order, are appended as new fragments, and the
-   index is extended over every fragment it does not cover by :func:`.optimize.optimize`:
-   a delta segment, or, when the index would then hold more than
+   index is extended over every fragment it does not cover by :func:`.optimize.optimize`
+   (the kept rows signed by the plan: their texts are not read again): a delta segment, or, when the index would then hold more than
    :data:`~lance_minhash_sql.core.tuning.INGEST_MAX_SEGMENTS` segments, one segment merged from
    the new rows and every segment but the largest (``index_action`` ``'delta'`` or
    ``'merge'``); both commits are detached versions;
@@ -48,7 +48,7 @@ from lance_minhash_sql.io.append import append_detached, check_appendable, inges
 from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.scan import open_dataset, row_count, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows
-from lance_minhash_sql.lifecycle.optimize import optimize
+from lance_minhash_sql.lifecycle.optimize import KnownSignatures, optimize
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.dedup import check_keep
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
@@ -118,8 +118,14 @@ def ingest(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = 
         trim_heap()
         segments = manifest.minhash_segments(appended, column)
         segments = [s for s in segments if s.name == segments[0].name]
+        before = set(manifest.fragment_ids(corpus_ds))
+        known = KnownSignatures(tuple(f for f in manifest.fragment_ids(appended) if f not in before),
+                                plan.kept_sigs, plan.kept_has)
+        del plan
         update = optimize(appended, column, merge=merge_choice(segments), memory_limit=memory_limit,
-                          storage_options=corpus_options, progress=progress, detached_as=read_version + 1)
+                          storage_options=corpus_options, progress=progress, detached_as=read_version + 1,
+                          known=known if known.fragment_ids else None)
+        del known
         if update.action == "none" and not kept.size:
             return IngestResult(offered, 0, offered, read_version, action or "none",
                                 round(time.perf_counter() - t0, 3))

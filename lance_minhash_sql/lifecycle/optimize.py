@@ -34,14 +34,14 @@ from __future__ import annotations
 import json
 import numbers
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from lance_minhash_sql.indexer.builder import (SCAN_FRAGMENTS, check_segment_rows, cleanup_leftovers, resolve_dataset,
                                              signed_batches, write_segment)
 from lance_minhash_sql.core.checks import check_bool
-from lance_minhash_sql.core.errors import InvalidParameterError, ParameterMismatchError
+from lance_minhash_sql.core.errors import DatasetError, InvalidParameterError, ParameterMismatchError
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.index.entries import needs_remap
 from lance_minhash_sql.io.manifest import missing_index
@@ -50,13 +50,13 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import plan_sort
 from lance_minhash_sql.io import manifest
 from lance_minhash_sql.io.liveness import Liveness
-from lance_minhash_sql.io.rowids import remap
+from lance_minhash_sql.io.rowids import live_rowids, remap
 from lance_minhash_sql.io.handles import options_for
 from lance_minhash_sql.io.scan import (fragment_objects, fragment_rows, scan_text, text_field, uri_of,
                                       version_of)
 from lance_minhash_sql.io.segments import iter_signatures, open_segment
 
-__all__ = ["OptimizeResult", "optimize", "parse_merge"]
+__all__ = ["KnownSignatures", "OptimizeResult", "optimize", "parse_merge"]
 
 ALL = "all"
 
@@ -136,8 +136,36 @@ def _stored_rows(ds, segments, files: dict, reuse, stats: dict):
             del rowids, sigs, keep
 
 
+class KnownSignatures(NamedTuple):
+    """Signatures of the rows of some fragments that the caller holds already (an ingest
+    signed its batch to plan it): row ``i`` of ``fragment_ids``' rows, in their order, has
+    a signature iff ``has[i]``, the next row of ``sigs`` (the index's parameters)."""
+
+    fragment_ids: tuple[int, ...]
+    sigs: np.ndarray  # uint16[has.sum(), k]
+    has: np.ndarray  # bool[rows of the fragments]
+
+
+def _known_rows(ds, known: KnownSignatures, step: int, stats: dict):
+    """``(row ids, signatures, rows read)`` of ``known``'s fragments, ``step`` rows at a
+    time, as :func:`..indexer.builder.signed_batches` gives them (their row ids from a
+    row-id-only scan: no text is read)."""
+    rowids = live_rowids(ds, known.fragment_ids)
+    if rowids.size != known.has.size:
+        raise DatasetError(f"fragments {list(known.fragment_ids)} hold {rowids.size:,} rows, but "
+                           f"{known.has.size:,} signed rows were given for them; nothing was committed")
+    done = 0
+    for a in range(0, rowids.size, step):
+        has = known.has[a:a + step]
+        n = int(has.sum())
+        stats["scanned"] = stats.get("scanned", 0) + has.size
+        yield rowids[a:a + step][has], known.sigs[done:done + n], has.size
+        done += n
+
+
 def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_dir: str | None = None,
-             storage_options: dict | None = None, progress: bool = False, detached_as: int | None = None) -> OptimizeResult:
+             storage_options: dict | None = None, progress: bool = False, detached_as: int | None = None,
+             known: KnownSignatures | None = None) -> OptimizeResult:
     """Bring the MinHash LSH index of ``column`` up to date; see the module docstring.
 
     ``merge``: 0 adds a delta segment for the fragments no segment covers; N (default 1,
@@ -146,7 +174,8 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     with the parameters stored in the index. ``memory_limit`` / ``temp_dir`` bound the band
     sort as in :func:`~..indexer.builder.build_index`. ``detached_as``: the commit is a detached
     version (``io/append.py``: :func:`~..io.append.publish` makes it version ``detached_as``),
-    whose number the result's ``dataset_version`` gives.
+    whose number the result's ``dataset_version`` gives. ``known``: the signatures of some
+    of the new fragments' rows, held by the caller (their texts are then not read again).
 
     Raises :class:`IndexNotFoundError` (no index on the column), :class:`ParameterMismatchError`
     (segments with different parameters), :class:`InvalidParameterError`, :class:`DatasetError`;
@@ -189,13 +218,21 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     cleanup_leftovers(uri_of(ds), storage_options)
     stats: dict = {}
 
+    own = set(known.fragment_ids) if known is not None else set()
+    if own - set(new_frags):
+        raise InvalidParameterError(f"known signatures of fragments {sorted(own - set(new_frags))}, which no new "
+                                    "segment would cover")
+    to_sign = [f for f in frag_objs if f.fragment_id not in own]
+
     def rows():
         yield from _stored_rows(ds, selected, files, reuse, stats)
-        if frag_objs:
-            batches = scan_text(ds, column, fragments=frag_objs, batch_rows=plan.scan_rows,
+        if to_sign:
+            batches = scan_text(ds, column, fragments=to_sign, batch_rows=plan.scan_rows,
                                 batch_readahead=plan.readahead, fragment_readahead=SCAN_FRAGMENTS,
                                 io_buffer_size=plan.io_buffer)
             yield from signed_batches(signer_for(params), batches, stats)
+        if own:
+            yield from _known_rows(ds, known, plan.scan_rows, stats)
 
     def commit(seg):
         return manifest.commit_replacing(ds, name, column, [seg], removed=selected, storage_options=storage_options,

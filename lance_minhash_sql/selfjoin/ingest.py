@@ -82,6 +82,8 @@ class IngestPlan:
     corpus: object  # the corpus dataset at the version planned on
     batch: object  # the batch dataset at the version planned on
     params: MinHashParams  # the corpus index's
+    kept_has: np.ndarray  # bool, per kept row (row id order): whether it has tokens
+    kept_sigs: np.ndarray  # uint16[kept_has.sum(), k]: their signatures, in row id order
 
     @property
     def kept_rowids(self) -> np.ndarray:
@@ -257,7 +259,7 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
         pa.array(sim, pa.float64(), mask=kept),
         pa.array(np.nan_to_num(jaccard), pa.float64(), mask=no_jac | (not exact)),
     ], schema=INGEST_PLAN_SCHEMA)
-    return IngestPlan(table, corpus_ds, batch_ds, params)
+    return IngestPlan(table, corpus_ds, batch_ds, params, has[kept], sigs[kept & has])
 
 
 def ingest_plan(corpus, batch, column: str, threshold: float = 0.8, *, verify: str = "estimate",
