@@ -163,6 +163,20 @@ def _known_rows(ds, known: KnownSignatures, step: int, stats: dict):
         done += n
 
 
+def _new_rows(ds, column: str, params: MinHashParams, plan, frag_objs: list, known: KnownSignatures | None,
+              stats: dict):
+    """``(row ids, signatures, rows read)`` of the fragments ``frag_objs``: scanned and
+    signed with ``params``, but for the fragments whose signatures are ``known``."""
+    own = set(known.fragment_ids) if known is not None else set()
+    to_sign = [f for f in frag_objs if f.fragment_id not in own]
+    if to_sign:
+        batches = scan_text(ds, column, fragments=to_sign, batch_rows=plan.scan_rows, batch_readahead=plan.readahead,
+                            fragment_readahead=SCAN_FRAGMENTS, io_buffer_size=plan.io_buffer)
+        yield from signed_batches(signer_for(params), batches, stats)
+    if own:
+        yield from _known_rows(ds, known, plan.scan_rows, stats)
+
+
 def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_dir: str | None = None,
              storage_options: dict | None = None, progress: bool = False, detached_as: int | None = None,
              known: KnownSignatures | None = None) -> OptimizeResult:
@@ -218,21 +232,13 @@ def optimize(dataset, column: str, *, merge: Any = 1, memory_limit=None, temp_di
     cleanup_leftovers(uri_of(ds), storage_options)
     stats: dict = {}
 
-    own = set(known.fragment_ids) if known is not None else set()
-    if own - set(new_frags):
-        raise InvalidParameterError(f"known signatures of fragments {sorted(own - set(new_frags))}, which no new "
-                                    "segment would cover")
-    to_sign = [f for f in frag_objs if f.fragment_id not in own]
+    if known is not None and set(known.fragment_ids) - set(new_frags):
+        raise InvalidParameterError(f"known signatures of fragments {sorted(set(known.fragment_ids) - set(new_frags))}"
+                                    ", which no new segment would cover")
 
     def rows():
         yield from _stored_rows(ds, selected, files, reuse, stats)
-        if to_sign:
-            batches = scan_text(ds, column, fragments=to_sign, batch_rows=plan.scan_rows,
-                                batch_readahead=plan.readahead, fragment_readahead=SCAN_FRAGMENTS,
-                                io_buffer_size=plan.io_buffer)
-            yield from signed_batches(signer_for(params), batches, stats)
-        if own:
-            yield from _known_rows(ds, known, plan.scan_rows, stats)
+        yield from _new_rows(ds, column, params, plan, frag_objs, known, stats)
 
     def commit(seg):
         return manifest.commit_replacing(ds, name, column, [seg], removed=selected, storage_options=storage_options,
