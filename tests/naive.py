@@ -442,3 +442,44 @@ def star_twins(uri: str, threshold: float, params, key, column: str = "text") ->
     comp = [c for c, group in enumerate(members.values()) for _ in group]
     twin, _ = star_walk([sig[r] for r in walk], [band[r] for r in walk], comp, min_equal(threshold, params.num_hashes))
     return {r: None if t < 0 else walk[t] for r, t in zip(walk, twin)}
+
+
+# --------------------------------------------------------------------------- join kernel oracle
+
+
+def join_kernel_pairs(lkeys, ldocs, rkeys, rdocs, pool, rowids, k: int, num_bands: int, min_eq: int) -> list:
+    """``[(left rowid, right rowid, equal positions)]`` that ``kernels/cross_pairs.py:
+    join_chunk`` writes for its sorted band rows ``(lkeys, ldocs)`` and ``(rkeys, rdocs)``
+    (docs: rows of ``pool``, whose first ``k`` values are the signature), in its order,
+    longhand: for every key both sides hold, ascending, every left row of the key, then
+    every right row, the pair kept when this key's band is the pair's first band with
+    equal values, or, when no band has equal values, its first band with equal keys (a
+    key collision), and at least ``min_eq`` of the ``k`` values are equal. The keys are
+    taken as given, so a test can fake a collision (one band of a pair at most: the
+    kernel recomputes the earlier bands' keys from the values)."""
+    r = k // num_bands
+    key_of: dict = {}  # (pool row, band) -> key
+    lrows: dict = {}
+    rrows: dict = {}
+    for keys, docs, rows in ((lkeys, ldocs, lrows), (rkeys, rdocs, rrows)):
+        for key, d in zip(keys.tolist(), docs.tolist()):
+            key_of[d, key >> 56] = key
+            rows.setdefault(key, []).append(d)
+
+    def reporting_band(x, y):
+        for j in range(num_bands):
+            if all(int(pool[x, t]) == int(pool[y, t]) for t in range(j * r, j * r + r)):
+                return j
+        for j in range(num_bands):
+            if key_of.get((x, j)) is not None and key_of.get((x, j)) == key_of.get((y, j)):
+                return j
+        return None
+
+    out = []
+    for key in sorted(set(lrows) & set(rrows)):
+        for x in lrows[key]:
+            for y in rrows[key]:
+                eq = sum(int(pool[x, t]) == int(pool[y, t]) for t in range(k))
+                if eq >= min_eq and reporting_band(x, y) == key >> 56:
+                    out.append((int(rowids[x]), int(rowids[y]), eq))
+    return out

@@ -526,3 +526,68 @@ def test_shared_rows_walks_a_chunked_column_like_numpy():
         assert got.tolist() == keys[want].tolist()
         assert lmask.tolist() == np.isin(lkeys, keys[want]).tolist()
     assert 10 < galloped < 110  # both ways of finding the rows, against the same oracle
+
+
+# k = 128 with 16 bands (the kernel's one-compare path), and shapes visited pair by pair:
+# 8 values a band at other k (64, and 120 whose rows are not one 128-value block), 4 a band
+@pytest.mark.parametrize("k, num_bands", [(128, 16), (64, 8), (120, 15), (128, 32)])
+def test_join_kernel_equals_the_longhand_rule(k, num_bands):
+    """``join_chunk`` on random signatures (copies, edits of every size, faked key
+    collisions) writes exactly the pairs of :func:`naive.join_kernel_pairs`, in its order
+    and with its equal positions, whatever the output size and visit budget it resumes
+    with."""
+    from naive import band_keys, join_kernel_pairs
+
+    from lance_minhash_sql.kernels.bucket_pairs import min_matches, padded_hashes
+    from lance_minhash_sql.kernels.cross_pairs import join_chunk, new_join_cursor
+
+    r = k // num_bands
+    rng = np.random.default_rng(k + num_bands)
+    nl, nr = 40, 160
+    left = rng.integers(0, 1 << 16, (nl, k)).astype(np.uint16)
+    left[1::5] = left[0::5]  # runs of two left rows per key
+    source = rng.integers(0, nl, nr)
+    edits = rng.choice([0.0, 0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 1.0], nr)
+    right = left[source].copy()
+    edited = rng.random((nr, k)) < edits[:, None]
+    right[edited] = rng.integers(0, 1 << 16, int(edited.sum()))
+    lk = np.array([band_keys(s.tolist(), num_bands) for s in left], dtype=np.uint64)
+    rk = np.array([band_keys(s.tolist(), num_bands) for s in right], dtype=np.uint64)
+    collided = 0
+    for y in np.flatnonzero(edits >= 0.3)[::2]:  # a collision with the source, in one differing band
+        differ = [j for j in range(num_bands) if (right[y, j * r:j * r + r] != left[source[y], j * r:j * r + r]).any()]
+        if differ:
+            j = differ[int(rng.integers(0, len(differ)))]
+            rk[y, j] = lk[source[y], j]
+            collided += 1
+    assert collided >= 5
+    pool = np.zeros((nl + nr, padded_hashes(k)), dtype=np.uint16)  # padding lanes 0: equal
+    pool[:nl, :k], pool[nl:, :k] = left, right
+    rowids = np.concatenate((np.arange(nl), np.arange(nr))).astype(np.uint64) + 1000  # the sides' ids overlap
+
+    def band_rows(keys, first):
+        docs = np.repeat(np.arange(keys.shape[0], dtype=np.uint32) + first, num_bands)
+        flat = keys.reshape(-1)
+        o = np.lexsort((rng.random(flat.size), flat))  # ties in random order: the kernel keeps the given one
+        return flat[o].copy(), docs[o].copy()
+
+    (lkeys, ldocs), (rkeys, rdocs) = band_rows(lk, 0), band_rows(rk, nl)
+    inputs = [lkeys, ldocs, rkeys, rdocs, pool.view(np.uint64), pool, rowids]
+    for a in inputs:
+        a.setflags(write=False)  # as the join passes them
+    def shares_a_band(pair):
+        a, b = pool[pair[0] - 1000], pool[nl + pair[1] - 1000]
+        return any((a[j * r:j * r + r] == b[j * r:j * r + r]).all() for j in range(num_bands))
+
+    for min_eq in (1, min_matches(0.5, k), min_matches(0.8, k)):
+        want = join_kernel_pairs(lkeys, ldocs, rkeys, rdocs, pool, rowids, k, num_bands, min_eq)
+        assert len(want) >= 30
+        if min_eq == 1:  # the collisions reach the answer: pairs of no equal band, from a colliding key
+            assert not all(shares_a_band(p) for p in want)
+        for cap, budget in ((1, 1), (3, 2), (7, 1 << 30), (1 << 12, 5), (1 << 12, 1 << 30)):
+            out = [np.empty(cap, np.uint64), np.empty(cap, np.uint64), np.empty(cap, np.int32)]
+            cursor, got, done = new_join_cursor(), [], False
+            while not done:
+                n, done = join_chunk(*inputs, k, num_bands, min_eq, cursor, *out, budget)
+                got += list(zip(out[0][:n].tolist(), out[1][:n].tolist(), out[2][:n].tolist()))
+            assert got == want, (min_eq, cap, budget)

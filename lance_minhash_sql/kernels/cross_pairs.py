@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from lance_minhash_sql.kernels.config import JIT, njit
-from lance_minhash_sql.kernels.bucket_pairs import reported_here
+from lance_minhash_sql.kernels.bucket_pairs import collision_pair_first, reported_here, values_equal
+from lance_minhash_sql.kernels.lanes import BAND_VALUES, WIDTH, verified_partners
 
 __all__ = ["JOIN_CURSOR_SIZE", "GALLOP_RATIO", "new_join_cursor", "shared_rows", "join_chunk"]
 
@@ -192,6 +193,62 @@ def _walked_rows(lkeys, values, first_row, value_index, start, stop, lo, last, l
     return m
 
 
+@njit(**JIT, inline="always")
+def _widest_run(keys, start, cap):
+    """The most rows of one key among the sorted ``keys`` from ``start`` on, capped by
+    ``cap`` (at least 1): the partners of one left row within a call."""
+    widest = 1
+    n = keys.size
+    i = start
+    while i < n:
+        j = i + 1
+        while j < n and keys[j] == keys[i]:
+            j += 1
+        widest = max(widest, j - i)
+        i = j
+    return min(widest, max(cap, 1))
+
+
+@njit(**JIT, inline="always")
+def _row_pairs(words, halves, rdocs, s, lo, hi, ra, rowids, band, num_bands, r, k, min_eq, one_compare, no_slot,
+               passed, passed_miss, out_left, out_right, out_eq, n_out):
+    """Writes the pairs of left row ``ra`` with its partners ``t`` in ``[lo, hi)``, the
+    right rows ``rdocs[s + t]`` of a bucket of band ``band``, that
+    :func:`.bucket_pairs.reported_here` reports, in partner order; returns the pairs
+    written so far.
+
+    ``one_compare`` (k = 128 with 16 bands): :func:`.lanes.verified_partners` lists the
+    partners that pass verification and share no earlier band (the rule's first two
+    conditions), then the listed ones alone are tested for the last: equal values in
+    this band, or a key collision that no other band reports first. Otherwise a visit
+    per partner applies the whole rule."""
+    ida = rowids[ra]
+    if one_compare:
+        # the bits of the bands before this one (verified_partners' mask of equal bands)
+        earlier = (np.int64(1) << band) - 1
+        n_passed = verified_partners(halves, rdocs, no_slot, s, ra, lo, hi, min_eq, earlier, passed, passed_miss)
+        for p in range(n_passed):
+            rb = np.int64(rdocs[s + passed[p]])
+            if not values_equal(halves, ra, rb, band * r, r) and not collision_pair_first(
+                    words, halves, ra, rb, band, num_bands, r):
+                continue
+            out_left[n_out] = ida
+            out_right[n_out] = rowids[rb]
+            out_eq[n_out] = k - passed_miss[p]
+            n_out += 1
+        return n_out
+    for t in range(s + lo, s + hi):
+        rb = np.int64(rdocs[t])
+        eq = reported_here(words, halves, ra, rb, band, num_bands, r, k, k - min_eq)
+        if eq < 0:
+            continue
+        out_left[n_out] = ida
+        out_right[n_out] = rowids[rb]
+        out_eq[n_out] = eq
+        n_out += 1
+    return n_out
+
+
 @njit(**JIT)
 def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, min_eq, cursor,
                out_left, out_right, out_eq, budget):
@@ -201,9 +258,14 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
     Writes row ids ``out_left`` / ``out_right`` and ``out_eq`` (equal positions); returns
     ``(count, done)``. A call stops when the output is full or about ``budget`` pairs
     were visited.
+
+    At k = 128 with 16 bands (the default) a left row's partners go in two passes, as in
+    :func:`.bucket_pairs.pair_chunk` (:func:`_row_pairs`): a branch-free 128-value compare
+    each, then the few that pass the first two conditions; other shapes visit each
+    partner with :func:`.bucket_pairs.reported_here`. Both give the same pairs, in order.
     """
     r = k // num_bands
-    max_miss = k - min_eq
+    one_compare = halves.shape[1] == WIDTH and r == BAND_VALUES
     cap = out_left.size
     nl = lkeys.size
     nr = rkeys.size
@@ -211,6 +273,12 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
     ri = cursor[JC_RIGHT]
     a = cursor[JC_LEFT_AT]
     b = cursor[JC_RIGHT_AT]
+    # a left row's partners that pass the first pass: no more than a right run holds, nor
+    # than the output does (its partners stop there)
+    widest = _widest_run(rkeys, ri, cap) if one_compare else 0
+    passed = np.empty(widest, dtype=np.int64)
+    passed_miss = np.empty(widest, dtype=np.int64)
+    no_slot = np.empty(0, dtype=np.int32)  # rdocs are pool rows
     n_out = 0
     work = 0
     while li < nl and ri < nr:
@@ -237,17 +305,9 @@ def join_chunk(lkeys, ldocs, rkeys, rdocs, words, halves, rowids, k, num_bands, 
                 cursor[JC_RIGHT_AT] = b
                 return n_out, False
             ra = np.int64(ldocs[li + a])
-            ida = rowids[ra]
             stop = min(rm, b + (cap - n_out))
-            for t in range(ri + b, ri + stop):
-                rb = np.int64(rdocs[t])
-                eq = reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss)
-                if eq < 0:
-                    continue
-                out_left[n_out] = ida
-                out_right[n_out] = rowids[rb]
-                out_eq[n_out] = eq
-                n_out += 1
+            n_out = _row_pairs(words, halves, rdocs, ri, b, stop, ra, rowids, band, num_bands, r, k, min_eq,
+                               one_compare, no_slot, passed, passed_miss, out_left, out_right, out_eq, n_out)
             work += stop - b
             b = stop
             if b == rm:
