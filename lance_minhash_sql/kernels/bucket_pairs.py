@@ -26,10 +26,10 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
   similarity, ``1 - _distance``) reaches the threshold (:func:`min_matches`). The pair
   kernel compares blocks of 128 values as vectors (:func:`pair_chunk`; at the default
   k = 128 with 16 bands, one compare giving the count and the equal bands as well,
-  ``kernels/lanes.py``), and so does the
-  link kernel at k = 128; the join kernel, and the link kernel at other k, four at a
-  time (SWAR over u64 words, :func:`count_matches`), stopping once the mismatches
-  exceed ``k - min_eq``.
+  ``kernels/lanes.py``, which the join kernel uses too: ``kernels/cross_pairs.py``), and
+  so does the link kernel at k = 128; the join kernel at other shapes, and the link
+  kernel at other k, four at a time (SWAR over u64 words, :func:`count_matches`),
+  stopping once the mismatches exceed ``k - min_eq``.
 * **Bounded output**: :func:`pair_chunk` writes at most ``len(out_left)`` pairs and visits about
   ``budget`` pairs per call, then returns with a resumable ``cursor`` (bucket,
   row, column of the pair loop), so a bucket of 300,000 copies (4.5e10 pairs) streams in

@@ -9,7 +9,8 @@ LLVM lowers the compare to the widest the CPU has (on AVX-512, four ``vpcmpeqw``
 no vendor-specific flag. The loop over the partners is IR too,
 so the row's own values are loaded once into registers for all its partners (numba's
 loop reloads them every visit: it cannot tell that the list written meanwhile is other
-memory). ``kernels/bucket_pairs.py`` (:func:`.bucket_pairs.pair_chunk`) calls it.
+memory). :func:`.bucket_pairs.pair_chunk` (``kernels/bucket_pairs.py``) and
+:func:`.cross_pairs.join_chunk` (``kernels/cross_pairs.py``) call it.
 """
 
 from __future__ import annotations
