@@ -17,28 +17,29 @@ corpus rows all over the signature file, each range's from anywhere in it. Here:
    *match*: a corpus doc and the position of the batch key it shares;
 2. the matches are sorted by doc (:func:`kernels.sort.radix_sort_run`);
 3. the corpus signatures of the matched docs are read once each, in file order, block by
-   block (the next block read while one is compared, the pages handed back after each),
-   and each doc is compared with the batch rows of its keys
-   (:func:`kernels.ingest.best_in_block`), a batch row met through two keys of one doc
-   compared once.
+   block (the pages handed back after each), and each doc is compared with the batch rows
+   of its keys (:func:`kernels.ingest.best_in_block`), a batch row met through two keys of
+   one doc compared once. Blocks are read and compared on a few threads, each into bests
+   of its own, folded at the end by the same rule (:func:`kernels.ingest.keep_best`).
 
-Memory: :data:`MATCH_BYTES` a match while they are sorted, then 8 bytes a match and a
-few blocks of :data:`BLOCK_DOCS` signatures (the one compared, one read ahead, one on
-each reading thread). :func:`best_rows` gives up (returns None) as soon as the matches pass
+Memory: :data:`MATCH_BYTES` a match while they are sorted, then 12 bytes a match, and on
+each thread one block of :data:`BLOCK_DOCS` signatures and 24 bytes a batch row. :func:`best_rows` gives up (returns None) as soon as the matches pass
 the budget's ``pool`` part; the caller then joins, whose memory follows the shards.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.budget import Budget
-from lance_minhash_sql.kernels.ingest import best_in_block
+from lance_minhash_sql.kernels.ingest import best_in_block, keep_best
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 from lance_minhash_sql.runtime.pipeline import run_ordered
+from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.join_shards import (Side, SignedLeft, count_shards, key_bounds, live_mask,
                                                     shared_band_rows)
 from lance_minhash_sql.selfjoin.pool import fetch_signatures
@@ -91,34 +92,45 @@ def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget)
     of ``corpus`` (an index's side, :func:`.join_shards.index_side`) under the estimate
     (module doc); None when the matches do not fit ``budget`` (module doc)."""
     n = batch.rowids.size
-    found = np.zeros(n, dtype=np.bool_)
-    best_eq = np.full(n, -1, dtype=np.int64)
     best_right = np.zeros(n, dtype=np.uint64)
     got = _matches(batch, corpus, budget)
     if got is None:
         return None
     docs, pos = got
     if docs.size == 0:
-        return BestRows(found, best_right, best_eq)
+        return BestRows(np.zeros(n, dtype=np.bool_), best_right, np.full(n, -1, dtype=np.int64))
     radix_sort_run(docs, pos, np.empty_like(docs), np.empty_like(pos), DIGIT_BITS)
     starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
     distinct = docs[starts].astype(np.uint32)
     k = corpus.params.num_hashes
     blocks = [(s, min(s + BLOCK_DOCS, distinct.size)) for s in range(0, distinct.size, BLOCK_DOCS)]
 
-    def read(block: tuple[int, int]):
-        a, b = block
-        sigs = np.empty((b - a, k), dtype=np.uint16)
-        rowids = fetch_signatures(corpus, distinct[a:b], sigs)
-        alive = live_mask(corpus, rowids)
-        yield a, b, sigs, rowids, np.ones(b - a, dtype=np.bool_) if alive is None else alive
-
     lkeys, ldocs, lsigs = readonly(batch.keys), readonly(batch.docs), readonly(batch.sigs)
-    min_eq = candidate_matches(threshold, k, "estimate")
-    stamp = np.full(n, -1, dtype=np.int64)
+    min_eq = np.int64(candidate_matches(threshold, k, "estimate"))
     match_at = np.append(starts, docs.size)
-    for a, b, sigs, rowids, alive in run_ordered(blocks, read, ahead=1):
-        best_in_block(docs, pos, int(match_at[a]), int(match_at[b]), sigs, rowids, alive, lkeys, ldocs, lsigs,
-                      np.int64(min_eq), stamp, best_eq, best_right)
-    found = best_eq >= 0
+    folds: dict[int, tuple[np.ndarray, ...]] = {}  # a thread's (stamp, best_eq, best_right)
+    lock = threading.Lock()
+
+    def compare(lo: int, hi: int) -> None:  # blocks [lo, hi) on this thread, into its own bests
+        with lock:
+            fold = folds.setdefault(threading.get_ident(), (np.full(n, -1, dtype=np.int64),
+                                                            np.full(n, -1, dtype=np.int64), np.zeros(n, np.uint64)))
+        for a, b in blocks[lo:hi]:
+            sigs = np.empty((b - a, k), dtype=np.uint16)
+            rowids = fetch_signatures(corpus, distinct[a:b], sigs)
+            alive = live_mask(corpus, rowids)
+            best_in_block(docs, pos, int(match_at[a]), int(match_at[b]), sigs, rowids,
+                          np.ones(b - a, dtype=np.bool_) if alive is None else alive, lkeys, ldocs, lsigs, min_eq,
+                          *fold)
+
+    run_chunks(compare, len(blocks), 1)
+    score = np.full(n, -np.inf)  # the threads' bests, folded by the same rule
+    eq = np.zeros(n)
+    rows = np.arange(n)
+    for _, b_eq, b_right in folds.values():
+        at = rows[b_eq >= 0]
+        keep_best(at, b_right[at], b_eq[at].astype(np.float64), b_eq[at].astype(np.float64), eq[at], score,
+                  best_right, eq, np.zeros(n))
+    found = score > -np.inf
+    best_eq = np.where(found, eq, -1).astype(np.int64)
     return BestRows(found, best_right, best_eq)
