@@ -89,7 +89,8 @@ def test_the_plan_is_the_rule_of_its_oracle(data, verify):
 
 
 def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, monkeypatch):
-    """Both engines of the plan's corpus side, on one corpus with deleted twins: the
+    """Both engines of the plan's corpus side, on one corpus with deleted twins and rows
+    no segment covers: the
     corpus read in doc order (``selfjoin/best_rows.py``, many small blocks here) and the
     join reduced to each row's best (taken when the matches pass the budget, and by Ray
     and exact verification). Each is counted as it runs; both give the oracle's plan."""
@@ -99,6 +100,8 @@ def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, mon
 
     corpus = _copy(data["corpus"], tmp_path / "corpus.lance")
     lance.dataset(corpus).delete("id >= 10 AND id < 16")  # rows the batch holds copies of
+    unindexed = lance.dataset(data["batch"]).to_table().slice(40, 30)  # rows no segment covers, twins of batch rows
+    lance.write_dataset(unindexed, corpus, mode="append")
     runs = {"doc order": 0, "join": 0}
     best = plan_module.best_rows
     monkeypatch.setattr(plan_module, "best_rows", lambda *a: (lambda r: runs.__setitem__(
@@ -120,6 +123,10 @@ def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, mon
     before = set(lms.ingest_plan(data["corpus"], data["batch"], "text", T).column("twin_rowid").to_pylist())
     after = set(in_doc_order.column("twin_rowid").to_pylist())
     assert gone & before and not gone & after  # the deleted rows were twins, and are no longer
+    t = lance.dataset(corpus).to_table(columns=["id"], with_row_id=True)
+    appended = {r for i, r in zip(t.column("id").to_pylist(), t.column("_rowid").to_pylist())
+                if i in set(unindexed.column("id").to_pylist())}
+    assert appended & after  # unindexed corpus rows are twins too
 
 
 def test_the_plan_signs_the_batch_once_and_keeps_none_of_it(data, monkeypatch):
