@@ -90,10 +90,10 @@ def test_the_plan_is_the_rule_of_its_oracle(data, verify):
 
 def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, monkeypatch):
     """Both engines of the plan's corpus side, on one corpus with deleted twins and rows
-    no segment covers: the
-    corpus read in doc order (``selfjoin/best_rows.py``, many small blocks here) and the
-    join reduced to each row's best (taken when the matches pass the budget, and by Ray
-    and exact verification). Each is counted as it runs; both give the oracle's plan."""
+    no segment covers: the corpus read in doc order (``selfjoin/best_rows.py``, many small
+    blocks here) and the join reduced to each row's best (taken when the matches pass the
+    budget, and by Ray and exact verification). Each is counted as it runs; both give the
+    oracle's plan."""
     from lance_minhash_sql.selfjoin import best_rows as doc_order
     from lance_minhash_sql.selfjoin import ingest as plan_module
     from lance_minhash_sql.selfjoin.executor import LOCAL
