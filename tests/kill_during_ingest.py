@@ -1,8 +1,8 @@
 """Run an ingest (``lifecycle/ingest.py``) of BATCH into CORPUS and kill this process
 (SIGKILL, as ``kill -9``) at its Nth event: ``python kill_during_ingest.py CORPUS BATCH N``.
 
-Events are counted from the start of the ingest: every file-system call Python audits
-(open, mkdir, rename, remove, ...), every read of kept rows (handed to Lance as it is read), and each
+Events are counted from the start of the ingest: every file-system call of
+``audited_calls.py``, every read of kept rows (handed to Lance as it is read), and each
 step of the ingest (the append, the index update, the publishing commit), before and
 after it. With N = 0 nothing is killed, and the last line printed is ``events TOTAL``,
 so a test chooses its moments by count, never by wall-clock time.
@@ -14,9 +14,9 @@ import os
 import signal
 import sys
 
+from audited_calls import counts
 from lance_minhash_sql.lifecycle import ingest as ingest_module
 
-AUDITED = {"open", "os.mkdir", "os.rename", "os.remove", "os.rmdir", "shutil.rmtree", "os.listdir", "os.scandir"}
 state = {"on": False, "n": 0, "kill_at": 0}
 
 
@@ -43,7 +43,7 @@ def main() -> int:
     ingest_module.TAKE_ROWS = 64  # many batches of kept rows: many moments inside Lance's write
     for name in ("append_detached", "optimize", "publish", "plan_ingest", "take_rows"):
         setattr(ingest_module, name, counted(getattr(ingest_module, name)))
-    sys.addaudithook(lambda name, args: event(name) if name in AUDITED else None)
+    sys.addaudithook(lambda name, args: event(name) if counts(name, args) else None)
     state["on"] = True
     r = ingest_module.ingest(corpus, batch, "text", 0.8, verify="exact")
     state["on"] = False

@@ -2,8 +2,8 @@
 as ``kill -9``) at its Nth write event: ``python kill_during_write.py DATASET OUTPUT N``.
 
 Events are counted from the moment the output is prepared (``io/rewrite.py`` calls
-``prepare_output``): every batch handed to Lance, and every file-system call Python
-audits (open, mkdir, rename, remove, rmtree, listdir, scandir). With N = 0 nothing is
+``prepare_output``): every batch handed to Lance, and every file-system call of
+``audited_calls.py``. With N = 0 nothing is
 killed, and the last line printed is ``events TOTAL RENAME`` (RENAME: the event number of
 the rename that publishes the dataset), so a test can choose its moments by count, never
 by wall-clock time.
@@ -15,9 +15,9 @@ import os
 import signal
 import sys
 
+from audited_calls import counts
 from lance_minhash_sql.io import rewrite
 
-AUDITED = {"open", "os.mkdir", "os.rename", "os.remove", "os.rmdir", "shutil.rmtree", "os.listdir", "os.scandir"}
 state = {"on": False, "n": 0, "rename": 0}
 
 
@@ -34,7 +34,7 @@ def main() -> int:
         if state["n"] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    sys.addaudithook(lambda name, args: event(name) if name in AUDITED else None)
+    sys.addaudithook(lambda name, args: event(name) if counts(name, args) else None)
     prepare, write = rewrite.prepare_output, rewrite.write_dataset
 
     def prepare_output(*args, **kwargs):
