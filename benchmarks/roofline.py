@@ -307,7 +307,7 @@ def pair_rows(sigs: np.ndarray, keys: np.ndarray, repeat: int, hz: float, thresh
             while not done:
                 c, done = pairs.pair_chunk(mk[r0:r1], ident[:r1 - r0], st, en, halves.view(np.uint64), halves,
                                            no_slot, buf_ids[:r1 - r0], k, nb, min_eq, cursor, out_l, out_r, out_e,
-                                           1 << 62)
+                                           1 << 62, *pairs.no_sets(), 0.0)
                 found += c
         return found
 

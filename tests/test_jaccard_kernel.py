@@ -3,7 +3,9 @@ jaccard_at_least_between, and star's
 kernels/similarity.py: jaccard_if_at_least) against Python's
 own set arithmetic: every pair it keeps has the Jaccard ``len(a & b) / len(a | b)`` and
 reaches the threshold, every pair it drops does not, at thresholds where the sizes alone
-settle a pair, where the merge stops early, and exactly at a reachable Jaccard."""
+settle a pair, where the merge stops early, and exactly at a reachable Jaccard. The pair
+kernel's filter of exact verification's candidates (kernels/bucket_pairs.py: pair_chunk
+given the sets' sizes and bucket counts) writes every pair that reaches the threshold."""
 
 from __future__ import annotations
 
@@ -125,3 +127,83 @@ def test_bucket_counts_and_the_bound_they_give():
     starts, ends = offsets[:-1], offsets[1:]
     got = jaccard_at_least(starts, ends, hashes, counts, np.array([n - 2]), np.array([n - 1]), 0.99)
     assert got[0] == 299 / 301
+
+
+def _reachable(sa: set, sb: set, threshold: float) -> bool:
+    """The pre-merge rule, slow and obvious: some count of common values the sizes and the
+    bucket counts allow (at most ``sum_q min(a_q, b_q)``, void where a bucket saturated in
+    both) gives ``c / (|a| + |b| - c) >= threshold``; never for an empty set."""
+    if not sa or not sb:
+        return False
+    ca, cb = _counts([sa])[0], _counts([sb])[0]
+    void = bool(((ca == 255) & (cb == 255)).any())
+    most = min(len(sa), len(sb), len(sa) if void else int(np.minimum(ca, cb).sum()))
+    return any(c / (len(sa) + len(sb) - c) >= threshold for c in range(most + 1))
+
+
+def _in_bucket(q: int, ids) -> set[int]:
+    return {(q << 60) | i for i in ids}
+
+
+def _tight_sets() -> list[set[int]]:
+    """Pairs whose exact Jaccard is their bound's most: a bound one value too strict drops them."""
+    a = _in_bucket(0, range(1, 9))
+    s = _in_bucket(0, range(1000, 1300)) | _in_bucket(1, range(100))  # bucket 0 saturated
+    return [a, a | _in_bucket(0, [9, 10]),  # a subset: J = 8/10, the sizes' most
+            _in_bucket(0, range(1, 10)) | _in_bucket(1, [7]),  # 9 common of 11: J = 9/11, the counts' most
+            _in_bucket(0, range(1, 10)) | _in_bucket(2, [7]),
+            s, _in_bucket(0, range(1000, 1300)) | _in_bucket(1, range(60)),  # J = 360/400 with both saturated
+            _in_bucket(5, range(1, 9))]  # a's size in another bucket: bound 0
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8, 9 / 11, 0.9])
+def test_may_reach_is_the_pre_merge_rule(threshold):
+    """The pair kernel's branch-free filter (kernels/bucket_pairs.py: pair_chunk) keeps what
+    the exact check's pre-merge rule keeps (needed_common), and both what the obvious rule does."""
+    from lance_minhash_sql.kernels.similarity import common_bound, may_reach, needed_common
+
+    sets = _sets(np.random.default_rng(3), 30) + _tight_sets()
+    counts = _counts(sets)
+    for a in range(len(sets)):
+        for b in range(len(sets)):
+            na, nb = len(sets[a]), len(sets[b])
+            want = _reachable(sets[a], sets[b], threshold)
+            assert bool(may_reach(na, nb, common_bound(counts, a, counts, b), threshold)) == want
+            if na and nb:
+                assert (needed_common(na, nb, counts, a, counts, b, threshold) >= 0) == want
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8, 9 / 11, 0.9])
+@pytest.mark.parametrize("k, num_bands, cap", [(128, 16, 1), (128, 16, 1 << 12), (16, 4, 3)])
+def test_pair_kernel_given_sets_drops_no_pair_that_reaches_the_threshold(threshold, k, num_bands, cap):
+    """Exact verification's candidates (pair_chunk with the sets' sizes and bucket counts):
+    every pair whose exact Jaccard reaches the threshold is written, and the pairs the
+    bound refutes are not (every row shares every band, so every pair is a candidate)."""
+    from lance_minhash_sql.kernels.bucket_pairs import bucket_bounds, new_bucket_cursor, pair_chunk
+    from lance_minhash_sql.kernels.similarity import band_keys
+
+    sets = _sets(np.random.default_rng(int(threshold * 100)), 40) + _tight_sets()
+    n = len(sets)
+    starts, ends, values, counts = _layout(sets)
+    sigs = np.tile(np.random.default_rng(1).integers(0, 60000, k).astype(np.uint16), (n, 1))
+    keys = band_keys(sigs.view(np.uint8).reshape(n, -1), num_bands)
+    flat_k, flat_d = keys.T.reshape(-1), np.tile(np.arange(n, dtype=np.uint32), num_bands)
+    o = np.lexsort((flat_d, flat_k))
+    flat_k, flat_d = flat_k[o], flat_d[o]
+    b_starts, b_ends = bucket_bounds(flat_k)
+    out = [np.empty(cap, np.uint64), np.empty(cap, np.uint64), np.empty(cap, np.int32)]
+    cursor, got, done = new_bucket_cursor(), [], False
+    while not done:  # pool row r holds set r (its size and bucket counts given beside the pool)
+        m, done = pair_chunk(flat_k, flat_d, b_starts, b_ends, sigs.view(np.uint64), sigs, np.empty(0, np.int32),
+                             np.arange(n, dtype=np.uint64), k, num_bands, 1, cursor, *out, 5, ends - starts, counts,
+                             threshold)
+        got += list(zip(out[0][:m].tolist(), out[1][:m].tolist(), out[2][:m].tolist()))
+    assert len(got) == len(set(got)) and all(e == k for _, _, e in got)
+    got = {(a, b) for a, b, _ in got}
+    true = {(a, b) for a in range(n) for b in range(a + 1, n)
+            if sets[a] and sets[b] and len(sets[a] & sets[b]) / len(sets[a] | sets[b]) >= threshold}
+    assert true <= got  # no pair reaching the threshold dropped
+    assert got == {(a, b) for a in range(n) for b in range(a + 1, n) if _reachable(sets[a], sets[b], threshold)}
+    assert len(got) < n * (n - 1) // 2 - n + 1  # the bound dropped pairs no empty set explains
+    t = n - len(_tight_sets())  # the tight pairs, each kept up to its Jaccard
+    assert [((t + i, t + i + 1) in got) for i in (0, 2, 4)] == [threshold <= j for j in (0.8, 9 / 11, 0.9)]

@@ -464,7 +464,7 @@ def test_union_find_matches_naive_components():
 @pytest.mark.parametrize("k, num_bands", [(16, 4), (16, 8), (128, 16)])
 @pytest.mark.parametrize("cap", [1, 3, 1 << 10])
 def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands, cap):
-    from lance_minhash_sql.kernels.bucket_pairs import bucket_bounds, new_bucket_cursor, pair_chunk
+    from lance_minhash_sql.kernels.bucket_pairs import bucket_bounds, new_bucket_cursor, no_sets, pair_chunk
     from lance_minhash_sql.kernels.similarity import band_keys
 
     r = k // num_bands
@@ -488,7 +488,7 @@ def test_kernel_reports_each_candidate_once_key_collisions_included(k, num_bands
     cursor, got, done = new_bucket_cursor(), [], False
     while not done:
         n, done = pair_chunk(flat_k, flat_d, starts, ends, words, sigs, np.empty(0, np.int32),
-                             np.arange(6, dtype=np.uint64) + 100, k, num_bands, 1, cursor, *out, 2)
+                             np.arange(6, dtype=np.uint64) + 100, k, num_bands, 1, cursor, *out, 2, *no_sets(), 0.0)
         got += list(zip(out[0][:n].tolist(), out[1][:n].tolist(), out[2][:n].tolist()))
     eq = lambda a, b: int((sigs[a] == sigs[b]).sum())  # noqa: E731
     assert sorted(got) == [(100, 101, eq(0, 1)), (102, 103, eq(2, 3)), (104, 105, eq(4, 5))]

@@ -30,6 +30,10 @@ start with byte ``j`` (``docs/signatures.md``), so the band of a bucket is ``key
   so does the link kernel at k = 128; the join kernel at other shapes, and the link
   kernel at other k, four at a time (SWAR over u64 words, :func:`count_matches`),
   stopping once the mismatches exceed ``k - min_eq``.
+* **Exact verification's candidates** (down to a lower ``min_eq``): :func:`pair_chunk`
+  given the rows' shingle-set sizes and bucket counts writes only the pairs that
+  :func:`.similarity.may_reach` leaves a chance of reaching the threshold; the
+  exact Jaccard of those decides (``selfjoin/verify.py``).
 * **Bounded output**: :func:`pair_chunk` writes at most ``len(out_left)`` pairs and visits about
   ``budget`` pairs per call, then returns with a resumable ``cursor`` (bucket,
   row, column of the pair loop), so a bucket of 300,000 copies (4.5e10 pairs) streams in
@@ -55,6 +59,7 @@ from lance_minhash_sql.core.lance_format import min_matches  # its home; the pai
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.lanes import BAND_VALUES, WIDTH, verified_partners
 from lance_minhash_sql.kernels.order import order_by_pair
+from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, common_bound, may_reach
 from lance_minhash_sql.kernels.xxh64 import xxh64_u16_run
 
 __all__ = [
@@ -63,6 +68,7 @@ __all__ = [
     "multi_rows",
     "bucket_bounds",
     "new_bucket_cursor",
+    "no_sets",
     "padded_hashes",
     "pair_chunk",
     "link_chunk",
@@ -80,6 +86,13 @@ _U56 = np.uint64(lance_format.BAND_SHIFT)
 # (link_chunk). Its slots, by name:
 CUR_BUCKET, CUR_ROW, CUR_PARTNER, CUR_REPS = 0, 1, 2, 3
 CURSOR_SIZE = 4
+
+
+def no_sets() -> tuple:
+    """:func:`pair_chunk`'s ``set_sizes, set_counts`` without shingle sets (pairs verified
+    by their estimate alone): empty, of the types exact verification passes (one
+    specialization of the kernel for both)."""
+    return np.empty(0, np.int64), np.empty((0, COUNT_BUCKETS), np.uint8)
 
 
 def new_bucket_cursor() -> np.ndarray:
@@ -246,9 +259,18 @@ def reported_here(words, halves, ra, rb, band, num_bands, r, k, max_miss):
 # inside every caller (kernels/config.py), so the resumable loop stays in one body.
 @njit(**JIT)
 def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_bands, min_eq, cursor,
-               out_left, out_right, out_eq, budget):
+               out_left, out_right, out_eq, budget, set_sizes, set_counts, threshold):
     """Verified pairs of the buckets ``starts``/``ends``, each from its first shared band,
     from ``cursor`` on: :func:`reported_here`'s rule.
+
+    Exact verification's candidates (``set_counts`` not empty): pool row ``r``'s shingle
+    set has ``set_sizes[r]`` distinct values and the bucket counts ``set_counts[r]``
+    (:func:`.similarity.bucket_counts`; gathered beside the pool, so a bucket's rows
+    read them in order), and a pair is written only when
+    :func:`.similarity.may_reach` leaves it a chance to reach ``threshold``: the pairs
+    left out have an exact Jaccard under it (or an empty set: no Jaccard), so the
+    exact check of the pairs written keeps the same pairs. Most candidates down to the
+    exact floor end there, never written, copied and looked up again.
 
     The pool is given twice over the same memory: ``words`` (u64[P, w]) and ``halves``
     (u16[P, 4w]), rows of the ``k`` signature values padded with equal lanes
@@ -290,6 +312,7 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
     max_miss = k - min_eq
     cap = out_left.size
     nb = starts.size
+    bounded = set_counts.shape[0] > 0  # exact verification: the sets' sizes and bucket counts settle pairs
     bi = cursor[CUR_BUCKET]
     i = cursor[CUR_ROW]
     jj = cursor[CUR_PARTNER]
@@ -404,16 +427,17 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
                 if not same and not collision_pair_first(words, halves, ra, rb, band, num_bands, r):
                     continue
                 idb = rowids[rb]
-                if ida == idb:
-                    continue
-                if ida < idb:
-                    out_left[n_out] = ida
-                    out_right[n_out] = idb
-                else:
-                    out_left[n_out] = idb
-                    out_right[n_out] = ida
+                keep = ida != idb
+                if bounded:
+                    # 4. exact verification: the sets' sizes and bucket counts leave the pair
+                    # a chance (no branch: most pairs fail, in no pattern)
+                    keep &= may_reach(set_sizes[ra], set_sizes[rb], common_bound(set_counts, ra, set_counts, rb),
+                                      threshold)
+                # written in any case (the row's listed partners fit), counted when kept
+                out_left[n_out] = min(ida, idb)
+                out_right[n_out] = max(ida, idb)
                 out_eq[n_out] = k - passed_miss[p]
-                n_out += 1
+                n_out += np.int64(keep)
             work += stop - jj
             jj = stop
             if jj == m:

@@ -119,6 +119,19 @@ def bucket_counts(offsets, hashes):
     return out
 
 
+@njit(**JIT)
+def gather_sets(positions, starts, ends, counts, out_sizes, out_counts):
+    """The sizes (``ends - starts``) and :func:`bucket_counts` of the sets at
+    ``positions``, in that order, into ``out_sizes`` / ``out_counts``: a pool's rows'
+    sets beside it (``kernels/bucket_pairs.py: pair_chunk``), each row's loads
+    independent of the others'."""
+    for i in range(positions.size):
+        p = positions[i]
+        out_sizes[i] = ends[p] - starts[p]
+        for q in range(COUNT_BUCKETS):
+            out_counts[i, q] = counts[p, q]
+
+
 @njit(**JIT, inline="always")
 def common_bound(counts_a, a, counts_b, b):
     """An upper bound of the common values of set ``a`` (row ``a`` of ``counts_a``) and set
@@ -132,6 +145,32 @@ def common_bound(counts_a, a, counts_b, b):
         bound += min(ca, cb)
         saturated |= (ca & cb) == 255
     return bound if saturated == 0 else 1 << 40
+
+
+@njit(**JIT, inline="always")
+def needed_common(na, nb, counts_a, a, counts_b, b, threshold):
+    """The fewest common values (:func:`least_common`) the non-empty set ``a`` (``na``
+    values, row ``a`` of ``counts_a``) and set ``b`` (``nb``, row ``b`` of ``counts_b``)
+    need to reach ``threshold``; ``-1`` when their sizes (``min / max``) or the bucket
+    counts' bound (:func:`common_bound`) leave them fewer, so the exact Jaccard is under
+    ``threshold`` and the sets need not be read. The one pre-merge rule of exact
+    verification: :func:`jaccard_at_least_between` and, before a pair is even written,
+    ``kernels/bucket_pairs.py: pair_chunk``."""
+    need = least_common(na, nb, threshold)
+    if need > min(na, nb) or common_bound(counts_a, a, counts_b, b) < need:
+        return -1
+    return need
+
+
+@njit(**JIT, inline="always")
+def may_reach(na, nb, bound, threshold):
+    """``needed_common(...) >= 0`` for sets of ``na`` and ``nb`` values whose
+    :func:`common_bound` is ``bound``, without a branch (a pair kernel's filter, where
+    which pairs fail follows no pattern): the most common values their sizes and counts
+    allow, ``c = min(bound, na, nb)``, reach ``threshold`` under :func:`least_common`'s
+    comparison (``c / (na + nb - c)``, which grows with ``c``); False when a set is empty."""
+    c = min(bound, na, nb)
+    return (na > 0) & (nb > 0) & (c / max(na + nb - c, 1) >= threshold)
 
 
 @njit(**JIT, inline="always")
@@ -230,8 +269,8 @@ def jaccard_at_least_between(a_starts, a_ends, a_hashes, a_counts, b_starts, b_e
         if na == 0 or nb == 0:
             out[p] = np.nan
             continue
-        need = least_common(na, nb, threshold)
-        if need > min(na, nb) or common_bound(a_counts, ia[p], b_counts, ib[p]) < need:
+        need = needed_common(na, nb, a_counts, ia[p], b_counts, ib[p], threshold)
+        if need < 0:
             out[p] = -1.0
             continue
         out[p] = merged_jaccard(a_hashes, a0, a1, b_hashes, b0, b1, need)

@@ -26,8 +26,8 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.banding import candidate_floor
 from lance_minhash_sql.core.tuning import VISIT_BUDGET
 from lance_minhash_sql.index.results import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA
-from lance_minhash_sql.kernels.bucket_pairs import min_matches, new_bucket_cursor, pair_chunk
-from lance_minhash_sql.kernels.similarity import jaccard_at_least_between
+from lance_minhash_sql.kernels.bucket_pairs import min_matches, new_bucket_cursor, no_sets, pair_chunk
+from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, gather_sets, jaccard_at_least_between
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
@@ -98,7 +98,7 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
             while not done:
                 n, done = pair_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.halves, w.slot, w.rowids, k,
                                      plan.params.num_bands, min_eq, cursor, out_l[fill:], out_r[fill:],
-                                     out_e[fill:], VISIT_BUDGET)
+                                     out_e[fill:], VISIT_BUDGET, *_window_sets(snap, w.rowids), shard.threshold)
                 fill += n
                 if stop is not None and stop.is_set():
                     return
@@ -111,6 +111,21 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
     finally:
         if own:
             shingles.close()
+
+
+def _window_sets(snap: Snapshot | None, positions: np.ndarray) -> tuple:
+    """``pair_chunk``'s ``set_sizes, set_counts`` of a window's pool rows (``positions``:
+    their sets' positions in ``snap``), gathered in pool order: exact verification's
+    pairs that their sizes and bucket counts put under the threshold are not written.
+    None without ``snap`` (``verify="estimate"``: ``no_sets``); of one type either way,
+    so the kernel has one specialization."""
+    if snap is None or snap.index.counts.shape[1] != COUNT_BUCKETS:
+        return no_sets()
+    index = snap.index
+    sizes = np.empty(positions.size, dtype=np.int64)
+    counts = np.empty((positions.size, COUNT_BUCKETS), dtype=np.uint8)
+    gather_sets(positions, index.starts, index.ends, index.counts, sizes, counts)
+    return sizes, counts
 
 
 def _verified(threshold: float, out_l, out_r, out_e, n: int, k: int, snap: Snapshot | None) -> list:
