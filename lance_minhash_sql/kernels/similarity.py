@@ -148,16 +148,16 @@ def common_bound(counts_a, a, counts_b, b):
 
 
 @njit(**JIT, inline="always")
-def needed_common(na, nb, counts_a, a, counts_b, b, threshold):
-    """The fewest common values (:func:`least_common`) the non-empty set ``a`` (``na``
-    values, row ``a`` of ``counts_a``) and set ``b`` (``nb``, row ``b`` of ``counts_b``)
-    need to reach ``threshold``; ``-1`` when their sizes (``min / max``) or the bucket
-    counts' bound (:func:`common_bound`) leave them fewer, so the exact Jaccard is under
-    ``threshold`` and the sets need not be read. The one pre-merge rule of exact
-    verification: :func:`jaccard_at_least_between` and, before a pair is even written,
-    ``kernels/bucket_pairs.py: pair_chunk``."""
+def needed_common(na, nb, bound, threshold):
+    """The fewest common values (:func:`least_common`) two non-empty sets of ``na`` and
+    ``nb`` values with at most ``bound`` common values (:func:`common_bound`) need to
+    reach ``threshold``; ``-1`` when their sizes (``min / max``) or the bound leave them
+    fewer, so the exact Jaccard is under ``threshold`` and the sets need not be read.
+    The one pre-merge rule of exact verification: :func:`jaccard_at_least_between` and,
+    before a pair is even written, ``kernels/bucket_pairs.py: pair_chunk``
+    (:func:`may_reach`)."""
     need = least_common(na, nb, threshold)
-    if need > min(na, nb) or common_bound(counts_a, a, counts_b, b) < need:
+    if need > min(na, nb) or bound < need:
         return -1
     return need
 
@@ -256,9 +256,12 @@ def jaccard_at_least_between(a_starts, a_ends, a_hashes, a_counts, b_starts, b_e
     not, ``nan`` where a set is empty. The value kept is ``inter / union`` as
     :func:`pair_jaccard` computes it. A pair is settled by the sizes, then the bucket
     counts' bound on its common values (most candidates under a threshold end there,
-    their sets unread), then in the merge of ``similarity.merged_jaccard``."""
+    their sets unread), then in the merge of ``similarity.merged_jaccard``. Counts
+    without rows (``a_counts.shape[0] == 0``): the pairs passed the bound already
+    (``kernels/bucket_pairs.py: pair_chunk`` given the sets), which is not read again."""
     n = ia.size
     out = np.empty(n, dtype=np.float64)
+    counted = a_counts.shape[0] > 0
     for p in range(n):
         a0 = a_starts[ia[p]]
         a1 = a_ends[ia[p]]
@@ -269,7 +272,8 @@ def jaccard_at_least_between(a_starts, a_ends, a_hashes, a_counts, b_starts, b_e
         if na == 0 or nb == 0:
             out[p] = np.nan
             continue
-        need = needed_common(na, nb, a_counts, ia[p], b_counts, ib[p], threshold)
+        bound = common_bound(a_counts, ia[p], b_counts, ib[p]) if counted else min(na, nb)
+        need = needed_common(na, nb, bound, threshold)
         if need < 0:
             out[p] = -1.0
             continue

@@ -40,17 +40,23 @@ def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
 
 
 def exact_kept(threshold: float, left: np.ndarray, right: np.ndarray, sim: np.ndarray, snap: Snapshot,
-               right_snap: Snapshot | None = None):
+               right_snap: Snapshot | None = None, counted: bool = False):
     """The pairs of index positions ``left`` (of ``snap``) and ``right`` (of ``right_snap``,
     else of ``snap`` too) with ``jaccard >= threshold``, as row ids, with their similarity
     and exact shingle Jaccard: the one check of exact verification, the self-join's and
-    the cross-dataset join's (``selfjoin/join_sets.py``: a set collection per side)."""
+    the cross-dataset join's (``selfjoin/join_sets.py``: a set collection per side).
+    ``counted``: the pairs passed the sets' bucket counts already (the self-join's pair
+    kernel, :func:`_window_sets`), which the check then does not read again."""
     other = snap if right_snap is None else right_snap
     a, b = snap.index, other.index
-    jac = jaccard_at_least_between(a.starts, a.ends, snap.hashes, a.counts, b.starts, b.ends, other.hashes, b.counts,
+    a_counts, b_counts = (_NO_COUNTS, _NO_COUNTS) if counted else (a.counts, b.counts)
+    jac = jaccard_at_least_between(a.starts, a.ends, snap.hashes, a_counts, b.starts, b.ends, other.hashes, b_counts,
                                    readonly(left.astype(np.int64)), readonly(right.astype(np.int64)), threshold)
     keep = np.flatnonzero(jac >= threshold)
     return snap.rowids(left[keep]), other.rowids(right[keep]), sim[keep], jac[keep]
+
+
+_NO_COUNTS = readonly(np.empty((0, COUNT_BUCKETS), dtype=np.uint8))  # the sets' index holds its counts read-only too
 
 
 def candidate_matches(threshold: float, k: int, verify: str) -> int:
@@ -133,7 +139,7 @@ def _verified(threshold: float, out_l, out_r, out_e, n: int, k: int, snap: Snaps
     the kernel), or with ``snap`` those whose exact Jaccard reaches ``threshold``."""
     left, right, sim = out_l[:n].copy(), out_r[:n].copy(), _similarity(out_e[:n], k)
     if snap is not None:
-        return list(exact_kept(threshold, left, right, sim, snap))
+        return list(exact_kept(threshold, left, right, sim, snap, counted=True))
     return [left, right, sim]
 
 
