@@ -100,11 +100,12 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
         fill = 0
         for w in shard_windows(data):
             cursor = new_bucket_cursor()
+            sets = _window_sets(snap, w.rowids)
             done = False
             while not done:
                 n, done = pair_chunk(w.keys, w.docs, w.starts, w.ends, w.words, w.halves, w.slot, w.rowids, k,
                                      plan.params.num_bands, min_eq, cursor, out_l[fill:], out_r[fill:],
-                                     out_e[fill:], VISIT_BUDGET, *_window_sets(snap, w.rowids), shard.threshold)
+                                     out_e[fill:], VISIT_BUDGET, *sets, shard.threshold)
                 fill += n
                 if stop is not None and stop.is_set():
                     return
@@ -123,7 +124,7 @@ def _window_sets(snap: Snapshot | None, positions: np.ndarray) -> tuple:
     """``pair_chunk``'s ``set_sizes, set_counts`` of a window's pool rows (``positions``:
     their sets' positions in ``snap``), gathered in pool order: exact verification's
     pairs that their sizes and bucket counts put under the threshold are not written.
-    None without ``snap`` (``verify="estimate"``: ``no_sets``); of one type either way,
+    Empty without ``snap`` (``verify="estimate"``: ``no_sets``); of one type either way,
     so the kernel has one specialization."""
     if snap is None or snap.index.counts.shape[1] != COUNT_BUCKETS:
         return no_sets()
