@@ -26,8 +26,10 @@ process it waits for):
 A first round, untimed, builds each checkout's index and fills its numba cache. Then
 ``--repeat`` rounds run each operation for both checkouts back to back, the old one first
 in even rounds and the new one first in odd ones. Printed: the medians per checkout,
-new / old (below 1: the new checkout is faster), the outputs' row counts (they must agree)
-and the load average before and after.
+new / old of the medians and the median of each round's new / old (the load drifts from
+round to round, the pair of one round shares it; below 1: the new checkout is faster),
+the outputs' row counts (they must agree) and the load average before and after.
+``--ops`` runs a subset of the operations.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), metavar="OP", help=f"a subset of {OPS}")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "bench-data"))
     ap.add_argument("--child", choices=OPS, help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
@@ -150,7 +153,7 @@ def main() -> None:
     got: dict = {}
     for rnd in range(-1, args.repeat):  # round -1: untimed, builds the indexes and fills the numba caches
         queries = write_queries(base, 2 * args.queries + 10, 11 + rnd, os.path.join(data, "versus-queries.json"))
-        for op in OPS:
+        for op in (args.ops if rnd >= 0 else [o for o in OPS if o == "build" or o in args.ops]):
             for label in (("old", "new") if rnd % 2 == 0 else ("new", "old")):
                 uri = indexed[label]
                 if op == "build" and rnd >= 0:
@@ -166,15 +169,17 @@ def main() -> None:
     print(f"{args.rows:,} rows, medians of {args.repeat} rounds; old {peers['old']}, new {peers['new']}; "
           f"load average {load[0][0]:.2f} / {load[0][1]:.2f} before, {load[1][0]:.2f} / {load[1][1]:.2f} after")
     print(f"{'op':20} {'old wall':>10} {'new wall':>10} {'new/old':>8} {'old cpu':>10} {'new cpu':>10} "
-          f"{'new/old':>8}  output rows (old, new)")
-    for op in OPS:
+          f"{'new/old':>8}  {'per round: wall':>15} {'cpu':>5}  output rows (old, new)")
+    for op in args.ops:
         m = {label: {f: statistics.median(r[f] for r in got[(op, label)]) for f in ("wall", "cpu")} for label in peers}
+        paired = {f: statistics.median(n[f] / o[f] for o, n in zip(got[(op, "old")], got[(op, "new")]))
+                  for f in ("wall", "cpu")}
         unit, scale = ("ms", 1000) if op.startswith("search") else ("s", 1)
         outs = [sorted({r["out"] for r in got[(op, label)]}) for label in peers]
         print(f"{op:20} {m['old']['wall'] * scale:>8.2f}{unit:2} {m['new']['wall'] * scale:>8.2f}{unit:2} "
               f"{m['new']['wall'] / m['old']['wall']:>7.2f}x {m['old']['cpu'] * scale:>8.2f}{unit:2} "
               f"{m['new']['cpu'] * scale:>8.2f}{unit:2} {m['new']['cpu'] / m['old']['cpu']:>7.2f}x  "
-              f"{outs[0]}, {outs[1]}")
+              f"{paired['wall']:>14.2f}x {paired['cpu']:>4.2f}x  {outs[0]}, {outs[1]}")
 
 
 if __name__ == "__main__":
