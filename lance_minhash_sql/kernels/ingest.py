@@ -107,6 +107,13 @@ def ingest_walk(order, sigs, buckets, num_buckets, has_sig, blocked, min_eq, sta
     return kept, twin, eq, jac
 
 
+@njit(**JIT, inline="always")
+def _beats(score, right, best_score, best_right):
+    """A corpus row beats the best held for a batch row: a higher score, or an equal one
+    and a lower row id (the twin rule of ``selfjoin/ingest.py``)."""
+    return score > best_score or (score == best_score and right < best_right)
+
+
 @njit(**JIT)
 def keep_best(at, right, score, sim, jac, best_score, best_right, best_sim, best_jac):
     """Fold pairs into each left row's best: pair ``i`` (left row at position ``at[i]``,
@@ -115,7 +122,7 @@ def keep_best(at, right, score, sim, jac, best_score, best_right, best_sim, best
     The best of several calls is the best of all their pairs, in any order."""
     for i in range(at.size):
         p = at[i]
-        if score[i] > best_score[p] or (score[i] == best_score[p] and right[i] < best_right[p]):
+        if _beats(score[i], right[i], best_score[p], best_right[p]):
             best_score[p] = score[i]
             best_right[p] = right[i]
             best_sim[p] = sim[i]
@@ -169,6 +176,6 @@ def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs,
                 continue
             stamp[row] = d
             eq = _equal_values(lsigs, row, sigs, u, k)
-            if eq >= min_eq and (eq > best_eq[row] or (eq == best_eq[row] and rid < best_right[row])):
+            if eq >= min_eq and _beats(eq, rid, best_eq[row], best_right[row]):
                 best_eq[row] = eq
                 best_right[row] = rid
