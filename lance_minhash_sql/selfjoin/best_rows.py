@@ -23,8 +23,9 @@ corpus rows all over the signature file, each range's from anywhere in it. Here:
    of its own, folded at the end by the same rule (:func:`kernels.ingest.keep_best`).
 
 Memory: :data:`MATCH_BYTES` a match while they are sorted, then 12 bytes a match, and on
-each thread one block of :data:`BLOCK_DOCS` signatures and 24 bytes a batch row. :func:`best_rows` gives up (returns None) as soon as the matches pass
-the budget's ``pool`` part; the caller then joins, whose memory follows the shards.
+each thread one block of :data:`BLOCK_DOCS` signatures and 24 bytes a batch row.
+:func:`best_rows` gives up (returns None) as soon as the matches pass the budget's
+``pool`` part; the caller then joins, whose memory follows the shards.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from lance_minhash_sql.selfjoin.verify import candidate_matches
 __all__ = ["MATCH_BYTES", "BestRows", "best_rows"]
 
 MATCH_BYTES = 24  # a match while sorted: its doc (u64) and key position (u32), and the sort's scratch of both
-BLOCK_DOCS = 1 << 14  # corpus signatures a block reads (4 MiB at k = 128); one block read ahead of the one compared
+BLOCK_DOCS = 1 << 14  # corpus signatures a thread reads, then compares, at once (4 MiB at k = 128)
 
 
 class BestRows(NamedTuple):
