@@ -103,12 +103,19 @@ def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, mon
     unindexed = lance.dataset(data["batch"]).to_table().slice(40, 30)  # rows no segment covers, twins of batch rows
     lance.write_dataset(unindexed, corpus, mode="append")
     runs = {"doc order": 0, "join": 0}
-    best = plan_module.best_rows
-    monkeypatch.setattr(plan_module, "best_rows", lambda *a: (lambda r: runs.__setitem__(
-        "doc order", runs["doc order"] + (r is not None)) or r)(best(*a)))
-    join = type(LOCAL).join
-    monkeypatch.setattr(type(LOCAL), "join", lambda self, *a, **k: runs.__setitem__("join", runs["join"] + 1)
-                        or join(self, *a, **k))
+    best, join = plan_module.best_rows, type(LOCAL).join
+
+    def counted_best(*args):
+        got = best(*args)
+        runs["doc order"] += got is not None  # (None: the matches passed the budget)
+        return got
+
+    def counted_join(self, *args, **kwargs):
+        runs["join"] += 1
+        return join(self, *args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "best_rows", counted_best)
+    monkeypatch.setattr(type(LOCAL), "join", counted_join)
     monkeypatch.setattr(doc_order, "BLOCK_DOCS", 7)
     in_doc_order = lms.ingest_plan(corpus, data["batch"], "text", T)
     assert runs == {"doc order": 1, "join": 0}

@@ -172,7 +172,8 @@ class PageLayout:
 
 @memoized(256)
 def _page_layout(encoding: bytes) -> PageLayout:
-    """Page encoding (the pages of a column share one: parsed once) (``Encoding``: field 2 ``direct`` -> field 1 bytes = ``Any``)."""
+    """Page encoding (``Encoding``: field 2 ``direct`` -> field 1 bytes = ``Any``); the
+    pages of a column share one, parsed once."""
     direct = _one(_fields(encoding), 2)
     if direct is None:
         return PageLayout("unknown")

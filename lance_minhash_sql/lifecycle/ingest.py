@@ -15,7 +15,8 @@ Steps, all on the corpus version read at the start:
 3. the plan (:func:`..selfjoin.ingest.plan_ingest`): the batch rows to keep;
 4. the kept rows, every column, in row id order, are appended as new fragments, and the
    index is extended over every fragment it does not cover by :func:`.optimize.optimize`
-   (the kept rows signed by the plan: their texts are not read again): a delta segment, or, when the index would then hold more than
+   (the kept rows signed by the plan: their texts are not read again): a delta segment,
+   or, when the index would then hold more than
    :data:`~lance_minhash_sql.core.tuning.INGEST_MAX_SEGMENTS` segments, one segment merged from
    the new rows and every segment but the largest (``index_action`` ``'delta'`` or
    ``'merge'``); both commits are detached versions;

@@ -125,13 +125,13 @@ def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget)
                           *fold)
 
     run_chunks(compare, len(blocks), 1)
-    score = np.full(n, -np.inf)  # the threads' bests, folded by the same rule
-    eq = np.zeros(n)
-    rows = np.arange(n)
+    # the threads' bests folded by the same rule: each thread's equal values are the score
+    # (and, kept beside it, the value to return; keep_best's Jaccard slot is not needed)
+    score, eq, unused = np.full(n, -np.inf), np.zeros(n), np.zeros(n)
     for _, b_eq, b_right in folds.values():
-        at = rows[b_eq >= 0]
-        keep_best(at, b_right[at], b_eq[at].astype(np.float64), b_eq[at].astype(np.float64), eq[at], score,
-                  best_right, eq, np.zeros(n))
+        at = np.flatnonzero(b_eq >= 0)
+        e = b_eq[at].astype(np.float64)
+        keep_best(at, b_right[at], e, e, e, score, best_right, eq, unused)
     found = score > -np.inf
     best_eq = np.where(found, eq, -1).astype(np.int64)
     return BestRows(found, best_right, best_eq)

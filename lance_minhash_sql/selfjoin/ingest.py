@@ -33,8 +33,8 @@ executor it is :func:`.best_rows.best_rows`: the corpus's candidate rows listed 
 then read once each in doc order. Otherwise (exact verification, Ray, or more candidate
 rows than the budget holds) it is :func:`.join.join` of the batch against the corpus
 index on the chosen executor, reduced on the fly (memory follows the batch, never the
-pairs). Both give the same bests (``tests/test_ingest.py`` runs both). The batch side is :func:`kernels.ingest.ingest_walk`: the
-batch's signatures and band buckets in memory, each row compared only with the kept rows
+pairs). Both give the same bests (``tests/test_ingest.py`` runs both). The batch side is
+:func:`kernels.ingest.ingest_walk`: the batch's signatures and band buckets in memory, each row compared only with the kept rows
 that share one of its buckets, so a batch holding many copies of a text costs one
 comparison a copy. With ``verify="exact"`` the shingle sets of the batch rows that share
 a bucket with another batch row are computed once, from one read of their texts in row
