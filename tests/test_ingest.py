@@ -88,6 +88,59 @@ def test_the_plan_is_the_rule_of_its_oracle(data, verify):
     assert wheres.count("corpus") >= 30 and wheres.count("batch") > 0  # both kinds of twin are exercised
 
 
+@pytest.mark.parametrize("k", [7, 8, 128])
+def test_the_sketch_skips_only_pairs_that_cannot_win(k):
+    """``kernels/ingest.py: best_in_block`` against a longhand best over the same matches.
+    Docs that copy most values of a batch row, the others of four kinds that agree on their
+    low nibble half the time (so the sketches often pass where the values differ), a small
+    ``k`` so ties and pairs at exactly
+    ``min_eq`` are common, row ids in another order than the docs, dead docs, and the
+    blocks folded in both orders."""
+    from lance_minhash_sql.kernels.ingest import best_in_block, nibble_sketches
+
+    rng = np.random.default_rng(k)
+    rows, docs, keys = 20, 300, 5
+    value = lambda n: (rng.integers(0, 2, (n, k)) * 16 + rng.integers(0, 2, (n, k))).astype(np.uint16)
+    lsigs = value(rows)
+    dsigs = np.where(rng.random((docs, k)) < 0.6, lsigs[rng.integers(0, rows, docs)], value(docs))  # near rows
+    row_keys = [rng.choice(keys, 2, replace=False) for _ in range(rows)]
+    doc_keys = [rng.choice(keys, 2, replace=False) for _ in range(docs)]
+    entries = sorted((int(key), r) for r in range(rows) for key in row_keys[r])
+    lkeys = np.array([e[0] for e in entries], np.uint64)
+    ldocs = np.array([e[1] for e in entries], np.uint32)
+    matches = sorted((d, int(np.searchsorted(lkeys, key))) for d in range(docs) for key in doc_keys[d]
+                     if key in lkeys)
+    mdocs = np.array([m[0] for m in matches], np.uint64)
+    mpos = np.array([m[1] for m in matches], np.uint32)
+    rowids = rng.permutation(10 * docs)[:docs].astype(np.uint64)
+    alive = rng.random(docs) > 0.1
+    min_eq = max(1, (k * 5) // 8)
+
+    want = {}
+    for d in range(docs):
+        for r in range(rows):
+            eq = int((lsigs[r] == dsigs[d]).sum())
+            if alive[d] and set(doc_keys[d]) & set(row_keys[r]) and eq >= min_eq:
+                if r not in want or (eq, -int(rowids[d])) > (want[r][0], -int(want[r][1])):
+                    want[r] = (eq, rowids[d])
+    assert len(want) > rows // 2
+
+    split = docs // 2  # two blocks of docs: matches [0, at) and [at, end)
+    at = int(np.searchsorted(mdocs, split))
+    blocks = [(0, at, 0, split), (at, mdocs.size, split, docs)]
+    sketch = nibble_sketches(lsigs)
+    for order in (blocks, blocks[::-1]):
+        stamp, best_eq, best_right = np.full(rows, -1, np.int64), np.full(rows, -1, np.int64), np.zeros(rows, np.uint64)
+        for lo, hi, a, b in order:
+            sigs = np.ascontiguousarray(dsigs[np.unique(mdocs[lo:hi]).astype(np.int64)])
+            live = alive[np.unique(mdocs[lo:hi]).astype(np.int64)]
+            rids = rowids[np.unique(mdocs[lo:hi]).astype(np.int64)]
+            best_in_block(mdocs, mpos, lo, hi, sigs, rids, live, lkeys, ldocs, lsigs, sketch, np.int64(min_eq),
+                          stamp, best_eq, best_right)
+        got = {r: (int(best_eq[r]), best_right[r]) for r in range(rows) if best_eq[r] >= 0}
+        assert got == {r: (e, rid) for r, (e, rid) in want.items()}
+
+
 def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, monkeypatch):
     """Both engines of the plan's corpus side, on one corpus with deleted twins and rows
     no segment covers: the corpus read in doc order (``selfjoin/best_rows.py``, many small

@@ -23,7 +23,7 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
-__all__ = ["ingest_walk", "keep_best", "best_in_block"]
+__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches"]
 
 
 @njit(**JIT)
@@ -143,8 +143,50 @@ def _equal_values(a, ra, b, rb, k):
     return same
 
 
+@njit(**JIT, inline="always")
+def _pack_nibbles(sigs, r, out, o):
+    """Row ``r`` of ``sigs`` as its sketch, into row ``o`` of ``out``: the low 4 bits of
+    each value, two a byte (value ``2j`` low, ``2j + 1`` high; an odd ``k``'s last high
+    half is 0)."""
+    k = sigs.shape[1]
+    for j in range(k // 2):
+        out[o, j] = np.uint8((sigs[r, 2 * j] & 15) | ((sigs[r, 2 * j + 1] & 15) << 4))
+    if k % 2:
+        out[o, k // 2] = np.uint8(sigs[r, k - 1] & 15)
+
+
 @njit(**JIT)
-def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs, min_eq, stamp, best_eq, best_right):
+def nibble_sketches(sigs):
+    """Every row's sketch (``u8[n, (k + 1) // 2]``, :func:`_pack_nibbles`): two rows have at
+    least as many equal nibbles in their sketches as equal values in their signatures, in
+    half the bytes."""
+    out = np.empty((sigs.shape[0], (sigs.shape[1] + 1) // 2), dtype=np.uint8)
+    for r in range(sigs.shape[0]):
+        _pack_nibbles(sigs, r, out, r)
+    return out
+
+
+@njit(**JIT, inline="always")
+def _equal_nibbles(a, ra, b, rb):
+    """Equal nibbles of sketch row ``ra`` of ``a`` and row ``rb`` of ``b``: an upper bound
+    on the equal values of the signatures they sketch."""
+    w = a.shape[1]
+    if w == 64:  # k = 128: a fixed trip count, byte lanes (at most 128 fits a byte)
+        c = np.uint8(0)
+        for j in range(64):
+            x = a[ra, j] ^ b[rb, j]
+            c = np.uint8(c + np.uint8((x & np.uint8(15)) == 0) + np.uint8((x >> np.uint8(4)) == 0))
+        return np.int64(c)
+    same = 0
+    for j in range(w):
+        x = a[ra, j] ^ b[rb, j]
+        same += np.int64((x & np.uint8(15)) == 0) + np.int64((x >> np.uint8(4)) == 0)
+    return same
+
+
+@njit(**JIT)
+def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs, lsketch, min_eq, stamp, best_eq,
+                  best_right):
     """Fold the corpus rows of matches ``[lo, hi)`` into each batch row's best corpus row.
 
     Matches are sorted by doc: ``mdocs[i]`` a corpus doc, ``mpos[i]`` the first position in
@@ -154,9 +196,14 @@ def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs,
     row met again through another key of the same doc is not compared again (``stamp``:
     the last doc compared with each batch row, -1 at first). A comparison counts when at
     least ``min_eq`` values are equal; the best has the most, ties to the lowest row id
-    (``best_eq`` starts at -1). Blocks folded in any order give the same bests."""
+    (``best_eq`` starts at -1). Blocks folded in any order give the same bests.
+
+    The batch rows' sketches ``lsketch`` (:func:`nibble_sketches`) are compared first: a
+    pair whose sketches have fewer equal nibbles than the row's best (or ``min_eq``) has
+    fewer equal values, so cannot count or win, and its signatures are not read."""
     k = lsigs.shape[1]
     nk = lkeys.size
+    sketch = np.empty((1, lsketch.shape[1]), dtype=np.uint8)  # the doc's
     u = -1
     prev = np.int64(-1)
     for i in range(lo, hi):
@@ -164,6 +211,8 @@ def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs,
         if d != prev:
             u += 1
             prev = d
+            if alive[u]:
+                _pack_nibbles(sigs, u, sketch, 0)
         if not alive[u]:
             continue
         p = np.int64(mpos[i])
@@ -175,6 +224,8 @@ def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs,
             if stamp[row] == d:
                 continue
             stamp[row] = d
+            if _equal_nibbles(lsketch, row, sketch, 0) < max(min_eq, best_eq[row]):
+                continue
             eq = _equal_values(lsigs, row, sigs, u, k)
             if eq >= min_eq and _beats(eq, rid, best_eq[row], best_right[row]):
                 best_eq[row] = eq

@@ -19,11 +19,14 @@ corpus rows all over the signature file, each range's from anywhere in it. Here:
 3. the corpus signatures of the matched docs are read once each, in file order, block by
    block (the pages handed back after each), and each doc is compared with the batch rows
    of its keys (:func:`kernels.ingest.best_in_block`), a batch row met through two keys of
-   one doc compared once. Blocks are read and compared on a few threads, each into bests
-   of its own, folded at the end by the same rule (:func:`kernels.ingest.keep_best`).
+   one doc compared once, and only when their sketches (the low 4 bits of each value,
+   :func:`kernels.ingest.nibble_sketches`) leave it a chance to count and win. Blocks are
+   read and compared on a few threads, each into bests of its own, folded at the end by
+   the same rule (:func:`kernels.ingest.keep_best`).
 
 Memory: :data:`MATCH_BYTES` a match while they are sorted, then 12 bytes a match, and on
-each thread one block of :data:`BLOCK_DOCS` signatures and 24 bytes a batch row.
+each thread one block of :data:`BLOCK_DOCS` signatures and 24 bytes a batch row; the batch
+rows' sketches, ``k / 2`` bytes a row.
 :func:`best_rows` gives up (returns None) as soon as the matches pass the budget's
 ``pool`` part; the caller then joins, whose memory follows the shards.
 """
@@ -37,7 +40,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.budget import Budget
-from lance_minhash_sql.kernels.ingest import best_in_block, keep_best
+from lance_minhash_sql.kernels.ingest import best_in_block, keep_best, nibble_sketches
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
@@ -107,6 +110,7 @@ def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget)
     blocks = [(s, min(s + BLOCK_DOCS, distinct.size)) for s in range(0, distinct.size, BLOCK_DOCS)]
 
     lkeys, ldocs, lsigs = readonly(batch.keys), readonly(batch.docs), readonly(batch.sigs)
+    lsketch = readonly(nibble_sketches(lsigs))
     min_eq = np.int64(candidate_matches(threshold, k, "estimate"))
     match_at = np.append(starts, docs.size)
     folds: dict[int, tuple[np.ndarray, ...]] = {}  # a thread's (stamp, best_eq, best_right)
@@ -121,8 +125,8 @@ def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget)
             rowids = fetch_signatures(corpus, distinct[a:b], sigs)
             alive = live_mask(corpus, rowids)
             best_in_block(docs, pos, int(match_at[a]), int(match_at[b]), sigs, rowids,
-                          np.ones(b - a, dtype=np.bool_) if alive is None else alive, lkeys, ldocs, lsigs, min_eq,
-                          *fold)
+                          np.ones(b - a, dtype=np.bool_) if alive is None else alive, lkeys, ldocs, lsigs, lsketch,
+                          min_eq, *fold)
 
     run_chunks(compare, len(blocks), 1)
     # the threads' bests folded by the same rule: each thread's equal values are the score
