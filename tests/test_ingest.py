@@ -189,6 +189,31 @@ def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, mon
     assert appended & after  # unindexed corpus rows are twins too
 
 
+def test_the_plan_bounds_the_heap_when_the_batch_comes_near_the_budget(data, monkeypatch):
+    """glibc's heap thresholds (``runtime/memory.py: bounded_heap``) are set for a plan
+    whose batch rows take more than half of ``memory_limit``, or that holds shingle sets
+    (exact verification), and left alone otherwise; the plans are the same."""
+    from lance_minhash_sql.runtime import memory as memory_mod
+    from lance_minhash_sql.selfjoin import ingest as plan_module
+
+    calls = []
+    monkeypatch.setattr(memory_mod, "_MALLOPT", lambda opt, value: calls.append(opt) or 1)
+    bound = [memory_mod._M_MMAP_THRESHOLD, memory_mod._M_TRIM_THRESHOLD] * 2  # set, then restored
+    roomy = lms.ingest_plan(data["corpus"], data["batch"], "text", T, memory_limit="64MiB")
+    assert calls == []
+    lms.ingest_plan(data["corpus"], data["batch"], "text", T, verify="exact", memory_limit="64MiB")
+    assert calls == bound
+    calls.clear()
+    rows = lance.dataset(data["batch"]).count_rows()
+    monkeypatch.setattr(plan_module, "_batch_row_bytes", lambda params: (32 << 20) // rows + 1)  # just past half
+    assert lms.ingest_plan(data["corpus"], data["batch"], "text", T, memory_limit="64MiB").equals(roomy)
+    assert calls == bound
+    calls.clear()
+    monkeypatch.setattr(plan_module, "_batch_row_bytes", lambda params: (32 << 20) // rows)  # within half
+    lms.ingest_plan(data["corpus"], data["batch"], "text", T, memory_limit="64MiB")
+    assert calls == []
+
+
 def test_the_plan_signs_the_batch_once_and_keeps_none_of_it(data, monkeypatch):
     """The walk and the join read one signing of the batch (every text signed counted),
     and the plan leaves none of it in the join's cache."""

@@ -81,6 +81,7 @@ from lance_minhash_sql.core.tuning import (HEAP_BOUND_MIN_ROWS, IO_BUFFER_SHARE,
                                            WRITER_DEPTH, WRITER_SHARE)
 from lance_minhash_sql.kernels import sort as ks
 from lance_minhash_sql.kernels.config import numba_loaded
+from lance_minhash_sql.runtime.memory import is_tight
 from lance_minhash_sql.runtime.threads import in_chunks, num_threads, run_chunks
 
 __all__ = [
@@ -249,7 +250,7 @@ def plan_sort(rows: int, bands: int, memory_limit=None, temp_dir: str | None = N
     working = max(scanning, in_memory_bytes(rows, bands, threads) + writer_bytes(budget))
     many = rows >= HEAP_BOUND_MIN_ROWS
     if working <= budget:
-        return SortPlan(rows, bands, budget, threads, True, tight=many and 2 * working > budget, **shares)
+        return SortPlan(rows, bands, budget, threads, True, tight=many and is_tight(working, budget), **shares)
     folder = os.fspath(temp_dir) if temp_dir is not None else tempfile.gettempdir()
     spill = rows * bands * ROW_BYTES
     limit = max_temp_size()

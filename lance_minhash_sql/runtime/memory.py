@@ -17,7 +17,7 @@ import threading
 
 from lance_minhash_sql.core.usage import usable_cores
 
-__all__ = ["bounded_heap", "release_memory", "trim_heap", "limit_arenas", "arena_limit"]
+__all__ = ["bounded_heap", "is_tight", "release_memory", "trim_heap", "limit_arenas", "arena_limit"]
 
 
 # What a build's memory is made of (``benchmarks/build.py --trace`` shows it per phase):
@@ -64,11 +64,19 @@ def _set_heap(mmap_threshold: int, trim_threshold: int) -> None:
     _MALLOPT(_M_TRIM_THRESHOLD, trim_threshold)
 
 
+def is_tight(working: int, budget: int) -> bool:
+    """Whether a plan that holds about ``working`` bytes is *tight* under ``budget`` bytes:
+    above half of it. A tight plan runs under :func:`bounded_heap`; one with room to spare
+    leaves glibc's thresholds alone, its freed buffers reused without new page faults."""
+    return 2 * working > budget
+
+
 @contextlib.contextmanager
-def bounded_heap():
-    """glibc heap thresholds for the duration of a build or a self-join (of all that run at once)."""
+def bounded_heap(bound: bool = True):
+    """glibc heap thresholds for the duration of a build or a self-join (of all that run at
+    once); ``bound=False``: none (a plan with room to spare, :func:`is_tight`)."""
     global _heap_users
-    if _MALLOPT is None:
+    if _MALLOPT is None or not bound:
         yield
         return
     with _heap_lock:

@@ -54,14 +54,15 @@ from lance_minhash_sql.core.checks import check_threshold, check_verify
 from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.core.tuning import READ_ROW_BYTES
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import INGEST_PLAN_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.rowids import live_rowids
-from lance_minhash_sql.io.scan import fragment_ids, take_texts, text_field, uri_of
+from lance_minhash_sql.io.scan import fragment_ids, row_count, take_texts, text_field, uri_of
 from lance_minhash_sql.kernels.ingest import ingest_walk, keep_best
-from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
+from lance_minhash_sql.runtime.memory import bounded_heap, is_tight, trim_heap
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.best_rows import BestRows, best_rows
@@ -130,6 +131,12 @@ def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
     rows = signed.docs.astype(np.int64) if at is None else at[signed.docs]
     buckets[rows, (keys >> np.uint64(BAND_SHIFT)).astype(np.int64)] = ids
     return _Batch(rowids, sigs, has, buckets, int(ids[-1]) + 1, signed, at)
+
+
+def _batch_row_bytes(params: MinHashParams) -> int:
+    """What the plan holds of a batch row: its signature, its band rows as read (key and
+    row), its buckets and its row id."""
+    return 2 * params.num_hashes + (READ_ROW_BYTES + 8) * params.num_bands + 8
 
 
 def _spread(best: BestRows, at: np.ndarray | None, n: int, k: int) -> tuple[np.ndarray, ...]:
@@ -202,7 +209,10 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     opened = open_index(corpus_ds, column, corpus_options)
     params = opened.params
     signer = signer_for(params)
-    with bounded_heap():  # (the signing's and the join's freed buffers handed back as they go)
+    # the signing's and the join's freed buffers handed back as they go when the batch
+    # comes near the budget, or its shingle sets are held (runtime/memory.py: is_tight)
+    tight = verify == "exact" or is_tight(row_count(batch_ds) * _batch_row_bytes(params), budget.total)
+    with bounded_heap(tight):
         batch = _batch_rows(batch_ds, column, params, batch_options)
         rowids, sigs, has, buckets, num_buckets = batch[:5]
         trim_heap()
