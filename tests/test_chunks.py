@@ -14,7 +14,7 @@ from test_segments import native_arrays, write_segment
 
 from lance_minhash_sql.core.errors import CorruptIndexError
 from lance_minhash_sql.core.params import MinHashParams
-from lance_minhash_sql.io.chunks import chunked_column, fixed_rows, read_columns
+from lance_minhash_sql.io.chunks import CHUNK_HEADER, chunked_column, fixed_rows, read_columns
 from lance_minhash_sql.io.lancefile import FileLayout, read_layout
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, _band_chunks, open_segment
 
@@ -221,6 +221,24 @@ def test_mapped_files_equal_lances_reader(segments, writer):
     for reader_of, bad in ((keys, n), (docs, -1), (sigs, len(TEXTS))):
         with pytest.raises(CorruptIndexError, match="outside"):
             reader_of.read_rows(np.array([0, bad]))
+
+
+@pytest.mark.parametrize("column, chunk, byte, value", [(1, 0, 2, 1), (0, -1, 0, 1), (1, -1, 1, 2), (0, -2, 5, 7)])
+def test_a_damaged_chunk_header_of_a_mapped_file_is_reported(segments, tmp_path, column, chunk, byte, value):
+    """Opening a local segment checks every chunk header of bands.lance's two columns
+    (levels, then the value bytes' four bytes), the first chunk as the last ones."""
+    _, dirs = segments
+    seg = str(tmp_path / "seg")
+    shutil.copytree(dirs["ours"], seg)
+    mapped = open_segment(dirs["ours"]).band_map[column]
+    head = int(mapped.value_index[chunk]) * mapped.dtype.itemsize - CHUNK_HEADER
+    with open(f"{seg}/{BANDS_FILE}", "r+b") as f:
+        f.seek(head + byte)
+        old = f.read(1)[0]
+        f.seek(head + byte)
+        f.write(bytes([old ^ value]))
+    with pytest.raises(CorruptIndexError, match="header does not match"):
+        open_segment(seg)
 
 
 def test_mapped_pages_are_handed_back_in_batches(segments, monkeypatch):

@@ -141,6 +141,19 @@ def test_the_sketch_skips_only_pairs_that_cannot_win(k):
         assert got == {r: (e, rid) for r, (e, rid) in want.items()}
 
 
+def test_first_positions_are_numpys_left_search():
+    """``kernels/ingest.py: first_positions``, the merge that places the corpus's matched
+    keys among the batch's, against ``np.searchsorted`` (repeated keys on both sides)."""
+    from lance_minhash_sql.kernels.ingest import first_positions
+
+    rng = np.random.default_rng(3)
+    lkeys = np.sort(rng.integers(0, 50, 400).astype(np.uint64))
+    keys = np.sort(rng.choice(lkeys, 300))
+    got = first_positions(lkeys, keys, np.int64(7))
+    assert got.dtype == np.uint32 and np.array_equal(got, np.searchsorted(lkeys, keys) + 7)
+    assert first_positions(lkeys, keys[:0], np.int64(0)).size == 0
+
+
 def test_the_corpus_side_read_in_doc_order_is_the_joins_best(data, tmp_path, monkeypatch):
     """Both engines of the plan's corpus side, on one corpus with deleted twins and rows
     no segment covers: the corpus read in doc order (``selfjoin/best_rows.py``, many small

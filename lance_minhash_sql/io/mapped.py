@@ -68,6 +68,17 @@ def _view(mm: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return mm[: mm.size - mm.size % width].view(dtype.newbyteorder("<"))
 
 
+def _chunk_headers(mm: np.ndarray, head: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(levels, value bytes)`` of the chunk headers at byte positions ``head`` (u16 and
+    u32, little-endian): one 8-byte read a header where every one is 8-byte aligned (the
+    writers align chunks), else byte by byte."""
+    if head.size and not (head % 8).any() and int(head[-1]) + 8 <= mm.size:
+        word = _view(mm, np.dtype(np.uint64))[head // 8]
+        return (word & np.uint64(0xFFFF)).astype(np.int64), ((word >> np.uint64(16)) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    levels = mm[head].astype(np.int64) | mm[head + 1].astype(np.int64) << 8
+    return levels, sum(mm[head + 2 + i].astype(np.int64) << (8 * i) for i in range(4))
+
+
 class MappedColumn:
     """A flat mini-block column of a memory-mapped file: every chunk table decoded at open
     (and every chunk header checked), then rows are gathered by computed position."""
@@ -86,8 +97,7 @@ class MappedColumn:
             if offsets[-1] > mm.size:
                 raise CorruptIndexError(f"{path}: chunks end past the end of the file; rebuild the index")
             head = offsets[:-1]
-            levels = mm[head].astype(np.int64) | mm[head + 1].astype(np.int64) << 8
-            nbytes = sum(mm[head + 2 + i].astype(np.int64) << (8 * i) for i in range(4))
+            levels, nbytes = _chunk_headers(mm, head)
             counts = np.diff(starts)
             if (levels != 0).any() or (nbytes != counts * width).any() or (np.diff(offsets) < CHUNK_HEADER + nbytes).any():
                 raise CorruptIndexError(f"{path}: a chunk's header does not match its chunk table entry; "

@@ -23,7 +23,7 @@ import numpy as np
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
-__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches"]
+__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches", "first_positions"]
 
 
 @njit(**JIT)
@@ -141,6 +141,19 @@ def _equal_values(a, ra, b, rb, k):
     for u in range(k):
         same += np.int64(a[ra, u] == b[rb, u])
     return same
+
+
+@njit(**JIT)
+def first_positions(lkeys, keys, offset):
+    """``u32[m]``: for each of the ascending ``keys`` (each one of the ascending ``lkeys``),
+    the position of its first copy in ``lkeys``, plus ``offset``: one merge of the two."""
+    out = np.empty(keys.size, dtype=np.uint32)
+    p = 0
+    for i in range(keys.size):
+        while p + 1 < lkeys.size and lkeys[p] < keys[i]:
+            p += 1
+        out[i] = np.uint32(p + offset)
+    return out
 
 
 @njit(**JIT, inline="always")

@@ -40,7 +40,7 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.budget import Budget
-from lance_minhash_sql.kernels.ingest import best_in_block, keep_best, nibble_sketches
+from lance_minhash_sql.kernels.ingest import best_in_block, first_positions, keep_best, nibble_sketches
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
@@ -77,7 +77,7 @@ def _matches(batch: SignedLeft, corpus: Side, budget: Budget) -> tuple[np.ndarra
         lk = lkeys[a:b]
         rk, rg = shared_band_rows(corpus, bounds[s], bounds[s + 1], lk, np.zeros(b - a, dtype=np.bool_))
         if rk.size:
-            yield rg.astype(np.uint64), (np.searchsorted(lk, rk) + a).astype(np.uint32)
+            yield rg.astype(np.uint64), first_positions(lk, rk, np.int64(a))
 
     docs, pos, held = [], [], 0
     for d, p in run_ordered(list(range(len(bounds) - 1)), read):
