@@ -223,7 +223,8 @@ def test_mapped_files_equal_lances_reader(segments, writer):
             reader_of.read_rows(np.array([0, bad]))
 
 
-@pytest.mark.parametrize("column, chunk, byte, value", [(1, 0, 2, 1), (0, -1, 0, 1), (1, -1, 1, 2), (0, -2, 5, 7)])
+@pytest.mark.parametrize("column, chunk, byte, value",
+                         [(1, 0, 2, 1), (0, -1, 0, 1), (1, -1, 1, 2), (0, -2, 5, 7)])
 def test_a_damaged_chunk_header_of_a_mapped_file_is_reported(segments, tmp_path, column, chunk, byte, value):
     """Opening a local segment checks every chunk header of bands.lance's two columns
     (levels, then the value bytes' four bytes), the first chunk as the last ones."""

@@ -74,7 +74,8 @@ def _chunk_headers(mm: np.ndarray, head: np.ndarray) -> tuple[np.ndarray, np.nda
     writers align chunks), else byte by byte."""
     if head.size and not (head % 8).any() and int(head[-1]) + 8 <= mm.size:
         word = _view(mm, np.dtype(np.uint64))[head // 8]
-        return (word & np.uint64(0xFFFF)).astype(np.int64), ((word >> np.uint64(16)) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        nbytes = (word >> np.uint64(16)) & np.uint64(0xFFFFFFFF)
+        return (word & np.uint64(0xFFFF)).astype(np.int64), nbytes.astype(np.int64)
     levels = mm[head].astype(np.int64) | mm[head + 1].astype(np.int64) << 8
     return levels, sum(mm[head + 2 + i].astype(np.int64) << (8 * i) for i in range(4))
 
