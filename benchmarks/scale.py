@@ -13,7 +13,7 @@ loads the kernels on a tiny dataset first (not timed), then:
 * ``clusters`` / ``pairs`` (threshold 0.8): the first call (*cold*: the index is opened,
   band rows and signatures read; the OS page cache may be warm) and the same call again
   (*warm*), under ``--memory-limit`` (default: the package's, 256 MiB;
-  ``selfjoin/bounded.py``);
+  ``selfjoin/steps.py``);
 * ``search``: ``--queries`` distinct texts of the corpus, one ``search(uri, ...)`` each
   (top 10, the dataset passed as a URI, no prewarm): p50 and p95 latency.
 

@@ -160,18 +160,18 @@ TIGHT_BUDGET = 256 << 10  # a self-join budget no test corpus fits: many groups,
 
 @pytest.fixture(params=["default", "tight", "large"])
 def self_join_budget(request, monkeypatch):
-    """Runs a self-join oracle test at three memory budgets (``selfjoin/bounded.py``): the
+    """Runs a self-join oracle test at three memory budgets (``selfjoin/steps.py``): the
     default; :data:`TIGHT_BUDGET` with shards of 1,024 band rows, so a test corpus's
     candidates are pooled in many groups and its larger buckets in windows and chunks;
     and 64 GiB, where one group holds everything. The budget is the default the
     functions take when no ``memory_limit`` is given (Python, SQL and CLI alike); the
     answers must not change."""
     from lance_minhash_sql.core import budget as core_budget
-    from lance_minhash_sql.selfjoin import bounded
+    from lance_minhash_sql.selfjoin import sizing
 
     if request.param == "tight":
         monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
-        monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+        monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 1024)
     elif request.param == "large":
         monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 64 << 30)
     return request.param

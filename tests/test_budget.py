@@ -16,7 +16,7 @@ from lance_minhash_sql.core import tuning
 from lance_minhash_sql.core.budget import POOL_PARTS, SELF_JOIN_PARTS, STAR_PARTS, Budget, memory_limit_bytes
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
-from lance_minhash_sql.selfjoin import bounded, parent
+from lance_minhash_sql.selfjoin import parent, sizing
 from lance_minhash_sql.selfjoin import star as star_mod
 
 BUDGETS = [MIN_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY + 1, 5_000_003, 10**8 + 7, DEFAULT_SELF_JOIN_MEMORY, 1 << 30,
@@ -90,19 +90,19 @@ def odd_budget() -> Budget:
 
 def test_each_consumer_of_the_self_join_takes_its_named_part():
     b = odd_budget()
-    assert bounded.shard_rows(b) == 50_000
-    assert bounded.keep_rows(b) == 7_777
-    assert bounded.chunk_pairs(b, 1 << 30) == 3_333 and bounded.chunk_pairs(b, 100) == 100
-    assert bounded.pool_rows(b, 128, 1_000) == (9_999_991 - 1_000) // (2 * 128 + 12)
-    labels = bounded.fixed_bytes(246_913, 4)  # 987,652 + 30,865 bytes: within b.labels
-    assert labels <= b.labels < bounded.fixed_bytes(300_000, 4)
-    assert bounded.pairs_pool(246_913, 128, b)[0] and not bounded.pairs_pool(300_000, 128, b)[0]
+    assert sizing.shard_rows(b) == 50_000
+    assert sizing.keep_rows(b) == 7_777
+    assert sizing.chunk_pairs(b, 1 << 30) == 3_333 and sizing.chunk_pairs(b, 100) == 100
+    assert sizing.pool_rows(b, 128, 1_000) == (9_999_991 - 1_000) // (2 * 128 + 12)
+    labels = sizing.fixed_bytes(246_913, 4)  # 987,652 + 30,865 bytes: within b.labels
+    assert labels <= b.labels < sizing.fixed_bytes(300_000, 4)
+    assert sizing.pairs_pool(246_913, 128, b)[0] and not sizing.pairs_pool(300_000, 128, b)[0]
     # the union-find held in memory while it and the bit set fit b.parent, else its pages b.parent_pages
     fits = 1_000_000  # 4,000,000 + 125,000 bytes <= 4,321,000
     assert not parent.in_file(fits, b) and parent.parent_share(fits, b) == parent.parent_bytes(fits)
     assert parent.in_file(1_100_000, b)
     assert parent.parent_share(1_100_000, b) == max(b.parent_pages, parent.MIN_BLOCKS * parent.BLOCK_BYTES)
-    assert bounded.components_bytes(fits, b) == bounded.fixed_bytes(fits, 0) + parent.parent_bytes(fits)
+    assert sizing.components_bytes(fits, b) == sizing.fixed_bytes(fits, 0) + parent.parent_bytes(fits)
 
 
 @pytest.fixture(scope="module")

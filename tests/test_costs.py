@@ -316,13 +316,13 @@ def crowded(tmp_path_factory) -> str:
 def test_band_rows_read_again(crowded, monkeypatch):
     """The band rows the self-join reads a second time (a group's shards past the rows it
     keeps), counted from its own reads of each shard's key range, against the work's."""
-    from lance_minhash_sql.selfjoin import bounded
+    from lance_minhash_sql.selfjoin import groups
 
     opened = open_index(crowded, "text")
     _, _, keys, _, texts = naive.signed(crowded, opened.params)
     keys = np.sort(np.asarray(keys).ravel())
     loads = sampled_loads(opened, texts)
-    read = bounded.read_multi
+    read = groups.read_multi
     for limit in (4 << 20, 5 << 20, 6 << 20, 256 << 20):
         seen, again = set(), []
 
@@ -332,7 +332,7 @@ def test_band_rows_read_again(crowded, monkeypatch):
             seen.add(shard.index)
             return read(shard)
 
-        monkeypatch.setattr(bounded, "read_multi", counted)
+        monkeypatch.setattr(groups, "read_multi", counted)
         assert sum(b.num_rows for b in lms.pairs(crowded, "text", 0.8, memory_limit=limit)) > 0
         w = work(opened, len(texts), loads, 0.0, 0.0, Budget.of(limit))
         if limit == 256 << 20:

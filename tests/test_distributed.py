@@ -34,7 +34,7 @@ from lance_minhash_sql.extras.ray_executor import ShardTasks  # noqa: E402
 from lance_minhash_sql.io import manifest  # noqa: E402
 from lance_minhash_sql.query.topk import search  # noqa: E402
 from lance_minhash_sql.core.budget import Budget  # noqa: E402
-from lance_minhash_sql.selfjoin.bounded import shard_rows  # noqa: E402
+from lance_minhash_sql.selfjoin.sizing import shard_rows  # noqa: E402
 from lance_minhash_sql.selfjoin.shards import pair_shards  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

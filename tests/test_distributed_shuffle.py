@@ -26,7 +26,7 @@ from lance_minhash_sql.core.errors import DistributedTaskError, InvalidParameter
 import lance_minhash_sql as lms  # noqa: E402
 from lance_minhash_sql.extras.ray_executor import RayExecutor  # noqa: E402
 from lance_minhash_sql.io import file_arrays, manifest  # noqa: E402
-from lance_minhash_sql.selfjoin import bounded, parent, pool  # noqa: E402
+from lance_minhash_sql.selfjoin import parent, pool, sizing  # noqa: E402
 from lance_minhash_sql.selfjoin.clusters import clusters  # noqa: E402
 from lance_minhash_sql.selfjoin.pairs import pairs  # noqa: E402
 
@@ -125,7 +125,7 @@ def test_shuffle_on_the_s3_test_server(tmp_path, s3, monkeypatch):
         with monkeypatch.context() as m:
             if name == "tight":
                 m.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
-                m.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+                m.setattr(sizing, "MIN_SHARD_ROWS", 1024)
             stats: dict = {}
             s3.reset()
             got = rows(pairs_shuffled(uri, "text", 0.7, storage_options=opts, stats=stats))
@@ -168,7 +168,7 @@ def test_a_giant_bucket_over_the_pool_is_never_held_whole(giant, monkeypatch):
     window, the bucket's links in chunks of rows; no task holds the whole bucket, and
     the answers equal the single process's."""
     monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)
-    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 1024)
     want_c = clusters(giant, "text", 0.8)
     assert want_c.column("cluster_size").to_numpy().max() > 950
     stats: dict = {}

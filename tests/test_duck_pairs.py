@@ -24,7 +24,7 @@ from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.duck import self_join as duck_pairs
 from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import vocabulary
-from lance_minhash_sql.selfjoin import bounded
+from lance_minhash_sql.selfjoin import sizing
 from lance_minhash_sql.selfjoin.clusters import clusters, linked_components
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, pairs
@@ -153,7 +153,7 @@ def test_pairs_equal_python_and_brute_force(con, corpus, oracle_08, self_join_bu
 
 
 def test_one_udf_call_per_shard(con, corpus, oracle_08, monkeypatch):
-    monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 5000)
+    monkeypatch.setattr(sizing, "SHARD_BAND_ROWS", 5000)
     seen = []
     real_scalars = duck_pairs.scalar_rows
 
@@ -186,8 +186,8 @@ def test_shard_calls_pool_their_candidates_once_per_group(con, corpus, oracle_08
     from lance_minhash_sql.core.arrays import sorted_unique
     from lance_minhash_sql.selfjoin.shards import pair_shards
 
-    monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 5000)
-    shards = pair_shards(corpus, "text", 0.8, shard_rows=bounded.shard_rows(Budget.parse(None)))
+    monkeypatch.setattr(sizing, "SHARD_BAND_ROWS", 5000)
+    shards = pair_shards(corpus, "text", 0.8, shard_rows=sizing.shard_rows(Budget.parse(None)))
     per_shard = [sorted_unique(got[1]) for got in map(pools.read_multi, shards) if got is not None]
     union = sorted_unique(np.concatenate(per_shard))
     assert len(shards) > 10 and union.size < sum(u.size for u in per_shard)

@@ -26,7 +26,7 @@ from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import ResourceLimitError
 from lance_minhash_sql.io import file_arrays
 from lance_minhash_sql.kernels.components import flatten_roots, linked_members, new_marks, union_min
-from lance_minhash_sql.selfjoin import bounded, parent, pool
+from lance_minhash_sql.selfjoin import parent, pool, sizing, steps
 from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import keep_flags
 from lance_minhash_sql.selfjoin.links import MAX_REPS, data_links
@@ -68,13 +68,13 @@ def answers(uri: str) -> list:
 def test_a_union_find_in_its_file_gives_the_same_answers(corpus, temp, monkeypatch, budget):
     if budget == "tight":
         monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
-        monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+        monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 1024)
     reset_stats()
     in_memory = answers(corpus)
     assert pool.STATS["parent_in_file"] == 0
     to_file(monkeypatch)
     got = answers(corpus)
-    assert pool.STATS["parent_in_file"] == len(got)  # every one of them went through bounded_clusters
+    assert pool.STATS["parent_in_file"] == len(got)  # every one of them went through run_clusters
     assert pool.STATS["parent_handbacks"] > 100  # 6,000 docs are 94 blocks of 64: the kernels stopped often
     assert 0 < pool.STATS["max_parent_blocks"] <= parent.MIN_BLOCKS  # never more blocks touched at once
     for want, have in zip(in_memory, got):
@@ -92,7 +92,7 @@ def test_a_union_find_in_its_file_gives_the_same_answers(corpus, temp, monkeypat
 def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
     to_file(monkeypatch)
     monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
-    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 1024)
     seen = []
 
     def failing_links(shard, data):
@@ -102,7 +102,7 @@ def test_the_file_is_removed_when_the_join_fails(corpus, temp, monkeypatch):
         yield from data_links(shard, data)
 
     with pytest.raises(RuntimeError, match="midway"):
-        bounded.bounded_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS,
+        steps.run_clusters(corpus, "text", 0.8, links=failing_links, max_reps=MAX_REPS,
                                  budget=Budget.parse(None))
     assert len(seen) >= 3 and all(len(s) == 1 for s in seen)  # the union-find was in its file meanwhile
     assert os.listdir(temp) == []
@@ -166,11 +166,11 @@ def test_a_billion_rows_fit_a_gib():
     """The components of 10^9 rows under 1 GiB: the bit set (125 MB) and the file-held
     union-find's share, not its 4 GB; a pool of millions of signatures is left."""
     budget = Budget.of(1 << 30)
-    fixed = bounded.components_bytes(10**9, budget)
+    fixed = sizing.components_bytes(10**9, budget)
     assert fixed == (10**9 + 7) // 8 + budget.parent_pages
-    assert bounded.pool_rows(budget, 128, fixed) > 1_000_000
+    assert sizing.pool_rows(budget, 128, fixed) > 1_000_000
     # and 10^8 rows keep theirs in memory (412 MB)
-    assert bounded.components_bytes(10**8, budget) == 10**8 * 4 + 10**8 // 8
+    assert sizing.components_bytes(10**8, budget) == 10**8 * 4 + 10**8 // 8
 
 
 def test_a_budget_that_cannot_hold_the_bit_set_is_refused(corpus, monkeypatch):

@@ -198,11 +198,11 @@ def test_each_candidate_row_is_fetched_once_per_side(planted, oracle, monkeypatc
     call, the sets closed after its last, fetched again by the next statement. Python's
     join closes its sets after its last batch."""
     from lance_minhash_sql.core import budget as core_budget
-    from lance_minhash_sql.selfjoin import bounded, join_sets, shingles
+    from lance_minhash_sql.selfjoin import join_sets, shingles, sizing
 
     left, _, right = planted
     monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 256 << 10)  # (SQL's default too)
-    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 512)
+    monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 512)
     assert len(join_shards(left, right, "text", T)) >= 4
     _, lrows, rrows, _ = brute_force(left, right)
     live_left = set(live_signed(left)[0].tolist())

@@ -29,7 +29,7 @@ from lance_minhash_sql.io.manifest import minhash_segments
 from lance_minhash_sql.kernels import components as components_kernels
 from lance_minhash_sql.kernels.components import flatten_roots, union_min
 from lance_minhash_sql.selfjoin import shards as shards_mod
-from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs
+from lance_minhash_sql.selfjoin.steps import run_shard
 from lance_minhash_sql.selfjoin.clusters import CLUSTERS_SCHEMA, clusters
 from lance_minhash_sql.selfjoin.pairs import PAIRS_EXACT_SCHEMA, PAIRS_SCHEMA, pairs
 from lance_minhash_sql.selfjoin.shards import pair_shards
@@ -100,7 +100,7 @@ def oracle_08(corpus) -> dict:
 def shard_batches(shard, chunk_pairs=1 << 20, memory_limit=None):
     """One shard's pairs run on their own (as SQL runs a shard per call), in batches of
     at most ``chunk_pairs`` rows."""
-    return bounded_shard_pairs(shard, Budget.parse(memory_limit), pair_verifier("estimate"), chunk_pairs)
+    return run_shard(shard, Budget.parse(memory_limit), pair_verifier("estimate"), chunk_pairs)
 
 
 def all_shards(uri, threshold, num_shards=None, chunk_pairs=1 << 20):

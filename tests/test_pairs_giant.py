@@ -19,7 +19,7 @@ from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.indexer.builder import build_index
 from lance_minhash_sql.faces.corpus import giant_cluster, write_corpus
 from lance_minhash_sql.runtime import pipeline
-from lance_minhash_sql.selfjoin import bounded, executor, parent
+from lance_minhash_sql.selfjoin import executor, parent, sizing, steps
 from lance_minhash_sql.selfjoin import pairs as pairs_mod
 from lance_minhash_sql.selfjoin import shards as shards_mod
 from lance_minhash_sql.selfjoin import verify as verify_mod
@@ -80,7 +80,7 @@ def test_pairs_of_the_giant_cluster_stream_with_flat_memory(giant):
     tracemalloc.start()
     try:
         for shard in pair_shards(uri, "text", THRESHOLD):
-            for b in bounded.bounded_shard_pairs(shard, Budget.parse(None), pair_verifier("estimate"),
+            for b in steps.run_shard(shard, Budget.parse(None), pair_verifier("estimate"),
                                                  CHUNK):
                 assert b.num_rows <= CHUNK
                 batches += 1
@@ -127,7 +127,7 @@ def test_a_stream_closed_early_stops_its_workers(giant, monkeypatch):
     monkeypatch.setattr(verify_mod, "VISIT_BUDGET", 1_000)
     monkeypatch.setattr(executor, "DEFAULT_CHUNK_PAIRS", 10_000)
     monkeypatch.setattr(shards_mod, "SHARD_BAND_ROWS", 20_000)  # a shard per band
-    monkeypatch.setattr(bounded, "SHARD_BAND_ROWS", 20_000)
+    monkeypatch.setattr(sizing, "SHARD_BAND_ROWS", 20_000)
     assert len(pair_shards(uri, "text", THRESHOLD)) >= 16
     for verify in ("estimate", "exact"):
         stream = pairs_mod.pairs(uri, "text", THRESHOLD, verify=verify)

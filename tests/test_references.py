@@ -8,7 +8,7 @@ How a role's target is read (``~`` only shortens how it prints):
 * ``lance_minhash_sql.a.b`` is absolute, and so is a target in another library
   (``numpy.sort``);
 * leading dots are Python's relative-import rule from the module that holds the
-  docstring (``.bounded`` a sibling, ``..runtime.cache`` a module of the package above);
+  docstring (``.steps`` a sibling, ``..runtime.cache`` a module of the package above);
 * ``kernels.bucket_pairs.pair_chunk`` (dots, no leading dot) is relative to the package root;
 * a bare name (``pipeline_floor``, ``Class.method``, ``lock``) is a name of the module,
   of one of its classes (an attribute a method assigns, ``self.lock = ...``, or a

@@ -164,13 +164,13 @@ def test_exact_components_of_a_bucket_larger_than_a_window(tmp_path, monkeypatch
     from conftest import TIGHT_BUDGET
 
     from lance_minhash_sql.core import budget as core_budget
-    from lance_minhash_sql.selfjoin import bounded, pool
+    from lance_minhash_sql.selfjoin import pool, sizing
 
     uri = str(tmp_path / "copies.lance")
     lance.write_dataset(copies_table(300, 40, seed=5), uri)
     build_index(uri, "text")
     monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET // 4)
-    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 1024)
     before = pool.STATS["streamed_shards"]
     got = clusters(uri, "text", T, verify="exact").to_pydict()
     assert pool.STATS["streamed_shards"] > before
@@ -297,16 +297,16 @@ def test_a_statement_stopped_early_lets_go_of_its_sets_when_evicted(corpus, monk
     place, the evicted state closes them (not while a call of it runs)."""
     from lance_minhash_sql.core.budget import Budget
     from lance_minhash_sql.core.tuning import SHARED_SHARD_STATES
-    from lance_minhash_sql.selfjoin import bounded, shingles
+    from lance_minhash_sql.selfjoin import shingles, sizing
     from lance_minhash_sql.selfjoin.shards import pair_shards
     from lance_minhash_sql.selfjoin.shared import SharedShards
 
     closed = []
     close = shingles.ShingleSets.close
     monkeypatch.setattr(shingles.ShingleSets, "close", lambda self: closed.append(self) or close(self))
-    monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", 1024)
+    monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", 1024)
     limit = 4 << 20
-    shards = pair_shards(corpus, "text", T, shard_rows=bounded.shard_rows(Budget.of(limit)))
+    shards = pair_shards(corpus, "text", T, shard_rows=sizing.shard_rows(Budget.of(limit)))
     assert len(shards) >= 3
     state = SharedShards.of(shards, "exact", Budget.of(limit))
     calls = [state.pairs(i) for i in range(len(shards))]

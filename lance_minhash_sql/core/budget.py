@@ -4,7 +4,7 @@ A :class:`Budget` of ``total`` bytes holds one byte count for each thing the sel
 keeps at once (``docs/scale.md``, *Memory of a self-join*); every consumer
 takes its part from here, never a share of its own:
 
-* while shards are linked or paired (``selfjoin/bounded.py``): :attr:`~Budget.shard` (one
+* while shards are linked or paired (``selfjoin/steps.py``): :attr:`~Budget.shard` (one
   shard's band rows read at once) and :attr:`~Budget.read_ahead` (:data:`READ_AHEAD` more
   read ahead of the marking pass), :attr:`~Budget.kept` (a group's band rows kept from the
   marking pass), :attr:`~Budget.pairs` (a batch of pairs) and :attr:`~Budget.pairs_ahead`

@@ -223,7 +223,7 @@ STAR_CENTERS_SHARE = 0.25
 # representatives a bucket (selfjoin/links.py), whatever its component's size.
 STAR_BUCKET_CENTERS = 16
 
-# ----------------------------------------------- The self-join (selfjoin/bounded.py, shards.py, pairs.py, ...)
+# ----------------------------------------------- The self-join (selfjoin/steps.py, sizing.py, shards.py, pairs.py, ...)
 # Every *_SHARE below is a fraction of what it divides (the budget unless it says
 # otherwise); core/budget.py turns them into the budget's named parts.
 SHARD_SHARE = 1 / 32  # a shard's band rows read at once: at most this share of the budget

@@ -63,12 +63,13 @@ from lance_minhash_sql.diagnostics.workload import size_class
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
-from lance_minhash_sql.selfjoin.bounded import chunk_pairs, clusters_table
+from lance_minhash_sql.selfjoin.clusters_table import clusters_table
 from lance_minhash_sql.selfjoin.links import data_links
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data, span_data
 from lance_minhash_sql.selfjoin.shingles import STATS as SHINGLE_STATS
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
+from lance_minhash_sql.selfjoin.sizing import chunk_pairs
 from lance_minhash_sql.selfjoin.verify import data_visits, pair_verifier
 
 __all__ = ["calibrate"]
@@ -168,7 +169,7 @@ def calibrate(opened: OpenedIndex, threshold: float, verify: str, budget: Budget
 
 def _loaded(plan, keys: np.ndarray, gids: np.ndarray, own: bool, out: dict):
     """A calibration shard's rows ``(keys, gids)`` laid out as the self-join lays out a
-    group's shard (selfjoin/bounded.py: shard_groups, _group_data: its candidates marked in
+    group's shard (selfjoin/groups.py: shard_groups, group_loader: its candidates marked in
     a bit set of every doc, each band row's pool row its doc's rank among the marked ones)
     over the shard's ``own`` rows' signatures (spread over the file: what they are linked
     with) or only as many rows back to back (the layout costs the same); the CPU times in

@@ -3,19 +3,19 @@ temporary disk (``docs/estimate.md``, *What the full run would cost*): the work 
 run would do (:class:`Work`) at this machine's rates of its steps (:class:`Rates`,
 measured by :func:`~.calibration.calibrate`).
 
-**Work.** The self-join (:mod:`lance_minhash_sql.selfjoin.bounded`) reads every band row
+**Work.** The self-join (:mod:`lance_minhash_sql.selfjoin.steps`) reads every band row
 of the index, keeps the buckets of two rows or more (the *candidate band rows*), reads
 the signatures of their rows into a pool group by group (the *fetched rows*), visits
 every pair of rows of each bucket (the *visits*) and emits the pairs that pass. How many
 of each: :class:`Work`, from the sampled rows' buckets (:mod:`.workload`) and the
-planner's own sizes (:func:`~lance_minhash_sql.selfjoin.bounded.pool_rows` under the
+planner's own sizes (:func:`~lance_minhash_sql.selfjoin.sizing.pool_rows` under the
 budget): when one pool holds every row with a candidate, each is fetched once and no
 bucket is dropped; otherwise a bucket is fetched per group and the labels drop the
 buckets contained in the band before's (``workload.py``), for the share of band
 boundaries that fall between groups. The visits are counted per class of bucket size
 (:data:`~lance_minhash_sql.core.tuning.BUCKET_CLASSES`), in the kept buckets and in the
 others (:attr:`Work.class_visits`). A group's shards past the band rows it keeps from its
-marking pass (:func:`~lance_minhash_sql.selfjoin.bounded.keep_rows`) are read again
+marking pass (:func:`~lance_minhash_sql.selfjoin.sizing.keep_rows`) are read again
 (:attr:`Work.read_again`).
 
 **Rates.** The CPU seconds of each step per unit of its work, on this machine and this
@@ -72,7 +72,7 @@ from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import (CLUSTERED_ROW_BYTES, MIN_WINDOW_ROWS, SELF_JOIN_BASE_BYTES,
                                            SELF_JOIN_ROW_BYTES, TEXT_READER_BYTES)
 from lance_minhash_sql.index.opened import OpenedIndex
-from lance_minhash_sql.selfjoin.bounded import components_bytes, keep_rows, pairs_pool, pool_rows, shard_rows
+from lance_minhash_sql.selfjoin.sizing import components_bytes, keep_rows, pairs_pool, pool_rows, shard_rows
 from lance_minhash_sql.selfjoin.parent import in_file, parent_bytes
 from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES
 from lance_minhash_sql.selfjoin.shards import plan_for
@@ -140,7 +140,7 @@ class Work:
     # others (within their rows' bucket of the band before) that are not dropped
     class_visits: tuple = ()
     # band rows read a second time: a group's shards past the rows it keeps from the
-    # marking pass (selfjoin/bounded.py: keep_rows) are read again to be verified
+    # marking pass (selfjoin/sizing.py: keep_rows) are read again to be verified
     read_again: float = 0.0
 
 

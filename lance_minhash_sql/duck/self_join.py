@@ -74,7 +74,7 @@ def pairs_sql(uri: str, column: str, threshold: float, version: int, num_shards:
 
 
 def pairs_plan(dataset, column, threshold, exact, storage, memory_limit, verify, executor, ray_address) -> pa.Array:
-    from lance_minhash_sql.selfjoin.bounded import shard_rows
+    from lance_minhash_sql.selfjoin.sizing import shard_rows
     from lance_minhash_sql.selfjoin.shards import pair_shards
 
     fn = "minhash_pairs"

@@ -7,8 +7,9 @@ shards that asked for them (``docs/distributed.md``, *The self-join as a shuffle
 
 Every arrow below is Ray's object store (task returns and the items of streaming
 generator tasks): no file is written, no file system is shared, Ray schedules every
-task. The plan is the single-process plan under a budget (:mod:`lance_minhash_sql.selfjoin.bounded`): the same
-key-range shards (:func:`lance_minhash_sql.selfjoin.bounded.shard_rows` of ``memory_limit``), the same pool, the
+task. The plan is the single-process plan under a budget, stepped by the same driver
+(:mod:`lance_minhash_sql.selfjoin.steps`): the same key-range shards
+(:func:`lance_minhash_sql.selfjoin.steps.shards_for`), the same pool, the
 same verifiers (:mod:`lance_minhash_sql.selfjoin.verify`, :mod:`lance_minhash_sql.selfjoin.links`),
 so the answers are those of the local executor in every mode. This module is the driver:
 it plans the job, submits the stages in turn and gathers what they return; the tasks
@@ -22,9 +23,9 @@ the executor that calls it.
    slices of every run merged by ``(key, global doc)``, the buckets of two rows or more kept; returned are those rows,
    the count of the shard's distinct candidates, and per run the sorted docs whose
    signatures the shard needs (one object per run). A shard whose candidates exceed what
-   a task's pool holds (:func:`lance_minhash_sql.selfjoin.bounded.pool_rows`) asks for nothing: its verify task
+   a task's pool holds (:func:`lance_minhash_sql.selfjoin.sizing.pool_size`) asks for nothing: its verify task
    takes it window by window, reading its candidates where they lie, a giant bucket in
-   chunks of rows (:func:`lance_minhash_sql.selfjoin.bounded.bounded_shard_pairs`, :func:`lance_minhash_sql.selfjoin.bounded.shard_links`).
+   chunks of rows (:func:`lance_minhash_sql.selfjoin.steps.run_shard`, :func:`lance_minhash_sql.selfjoin.giant.alone_links`).
 3. **Groups**: the driver cuts the shards into groups of consecutive shards whose
    candidates fit one pool (as the single process's marking pass does, from the counts).
 4. **Signature tasks** (:func:`.shuffle_tasks.signature_task`), one per run: each group's
@@ -42,7 +43,7 @@ the executor that calls it.
    the single process holds it: :class:`lance_minhash_sql.selfjoin.parent.UnionFind`,
    in a temporary file past its share of ``memory_limit``); *row id tasks*
    (:func:`.shuffle_tasks.rowid_task`), one per run, give the members' row ids (:func:`lance_minhash_sql.selfjoin.pool.row_ids`); the table is
-   :func:`lance_minhash_sql.selfjoin.bounded.clusters_table`, as in one process.
+   :func:`lance_minhash_sql.selfjoin.clusters_table.clusters_table`, as in one process.
 
 Stages run one after the other (each needs all of the previous one's output); Ray writes
 objects to its workers' local disks when its object store is full.
@@ -68,7 +69,7 @@ from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import DistributedTaskError
 from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.runtime.progress import progress_bar
-from lance_minhash_sql.selfjoin.bounded import clusters_table
+from lance_minhash_sql.selfjoin.clusters_table import clusters_table
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.links import LinkRule
 from lance_minhash_sql.extras.distributed import remote_function, task_cause

@@ -35,13 +35,14 @@ from lance_minhash_sql.io.scan import open_dataset
 from lance_minhash_sql.kernels.bucket_pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
-from lance_minhash_sql.selfjoin.bounded import (GroupShard, ShardGroup, bounded_shard_pairs, chunk_pairs, pool_rows,
-                                                shard_links, shard_rows)
+from lance_minhash_sql.selfjoin.giant import alone_links
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
-from lance_minhash_sql.selfjoin.links import LinkRule, Links, link_verifier, planning
+from lance_minhash_sql.selfjoin.links import LinkRule, Links, link_verifier
 from lance_minhash_sql.selfjoin.verify import pair_verifier, prepare
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, plan_shards, read_run
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, read_run
+from lance_minhash_sql.selfjoin.sizing import chunk_pairs, pool_size
+from lance_minhash_sql.selfjoin.steps import run_shard, shards_for
 
 __all__ = ["ShuffleJob", "shuffle_job", "band_task", "request_task", "signature_task", "verify_task", "rowid_task"]
 
@@ -94,11 +95,10 @@ def shuffle_job(dataset, column: str, threshold, budget: Budget, storage_options
     """The job of one shuffle, made on the driver: the key-range shards of the index on
     ``column`` planned for ``budget`` a task (under the links' ``rule`` for clusters),
     the pool and the signature block that budget holds."""
-    with planning(rule):
-        shards = plan_shards(dataset, column, threshold, None, storage_options, shard_rows=shard_rows(budget))
+    shards = shards_for(dataset, column, threshold, budget, storage_options, rule)
     plan = shards[0].plan
     k = plan.params.num_hashes
-    max_docs = max(MIN_WINDOW_ROWS, pool_rows(budget, k))
+    max_docs = pool_size(budget, k)
     return ShuffleJob(plan.opened.uri, int(plan.opened.version), column, storage_options, shards[0].threshold, budget,
                       tuple((s.lo, s.hi) for s in shards), tuple(int(x) for x in plan.offsets), k, max_docs,
                       max(MIN_WINDOW_ROWS, int(max_docs * SHUFFLE_BLOCK_SHARE)), rule)
@@ -263,7 +263,7 @@ def _verified(meter: _Task, job: ShuffleJob, indices: list, rows: list, infos: l
     if over:
         shard = job.shard(plan, indices[0])
         if what == "pairs":
-            items = bounded_shard_pairs(shard, job.budget, pairs_of, DEFAULT_CHUNK_PAIRS, exact)
+            items = run_shard(shard, job.budget, pairs_of, DEFAULT_CHUNK_PAIRS, exact)
         else:
             items = _over_pool_links(shard, job, links_of)
         for item in items:
@@ -312,8 +312,7 @@ def _over_pool_links(shard: Shard, job: ShuffleJob, links_of) -> Iterator[Links]
     got = read_multi(shard)
     if got is not None:
         prepare(links_of, [shard], got[1])
-        yield from shard_links(shard.plan, ShardGroup([GroupShard(shard, None)], got), None, job.max_docs, links_of,
-                               job.rule.max_reps)
+        yield from alone_links(shard, *got, job.max_docs, links_of, job.rule.max_reps)
 
 
 def rowid_task(job: ShuffleJob, gids: np.ndarray) -> tuple:

@@ -4,7 +4,7 @@ A segment numbers its docs in scan order, so its stored row ids (row addresses
 ``fragment << 32 | offset``, or stable row ids) go up by one from doc to doc within a
 fragment, except where rows were deleted before the build. A fresh dataset is one run per
 fragment (16 bytes each) instead of 8 bytes a row: the self-join
-under a memory budget (:mod:`..selfjoin.bounded`) looks its candidates' row ids up here instead of
+under a memory budget (:mod:`..selfjoin.steps`) looks its candidates' row ids up here instead of
 holding every doc's. Built once per segment with one sequential read of the ``_rowid``
 column in blocks, and kept while the segment's entry is; a segment with more than one
 run per :data:`MAX_DOCS_PER_RUN` docs gets none (its row ids are read as before).

@@ -105,7 +105,7 @@ def trim_heap() -> None:
     """Hand the heaps' free pages back to the OS (``malloc_trim(0)``) without a garbage
     collection: for a self-join's shard on a worker thread, where the arrays it freed are
     plain buffers and a full collection of the process's objects would cost more than the
-    trim (``selfjoin/bounded.py``)."""
+    trim (``selfjoin/steps.py``)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
 

@@ -43,7 +43,7 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     row in a cluster of two or more, ordered by ``(cluster_id, _rowid)``. At most
     ``memory_limit`` (bytes or a size text such as ``'1GiB'``; default
     :data:`~lance_minhash_sql.core.params.DEFAULT_SELF_JOIN_MEMORY`) is held beside the
-    process (:mod:`.bounded`); the table does not depend on it.
+    process (:mod:`.steps`); the table does not depend on it.
 
     ``clustering="star"``: each component split into stars (:mod:`.star`, members walked
     by lowest row id): a cluster is a kept row (its ``cluster_id``) and the rows dropped

@@ -20,7 +20,7 @@ star clustering over the components (:mod:`.star`), the keep policies and writin
 (:mod:`.dedup`). So every mode (``verify``, ``clustering``, ``keep``, ``order_by``) exists on
 every executor and gives the same answer.
 
-:data:`LOCAL` runs the plan in this process on its threads (:mod:`.bounded`); the Ray
+:data:`LOCAL` runs the plan in this process on its threads (:mod:`.steps`); the Ray
 executor (``extras/ray_executor.py``) runs the same plan as Ray tasks. The engine never
 imports Ray: the public entry (``api/entries.py``) picks the executor.
 """
@@ -34,13 +34,13 @@ import pyarrow as pa
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.selfjoin.bounded import bounded_clusters, bounded_pairs
 from lance_minhash_sql.runtime.threads import num_threads
 from lance_minhash_sql.selfjoin.join_shards import JoinShard, join_all, join_shards, shared_shard_join
 from lance_minhash_sql.selfjoin.links import LinkRule, link_verifier, planning
 from lance_minhash_sql.selfjoin.verify import pair_verifier
 from lance_minhash_sql.selfjoin.shared import SharedShards
 from lance_minhash_sql.selfjoin.shards import Shard
+from lance_minhash_sql.selfjoin.steps import run_clusters, run_pairs
 
 __all__ = ["Executor", "LocalExecutor", "LOCAL"]
 
@@ -74,15 +74,15 @@ class Executor(Protocol):
 
 class LocalExecutor:
     """The plan in this process: shards on a few threads (the kernels release the GIL),
-    everything held within ``memory_limit`` (:mod:`.bounded`)."""
+    everything held within ``memory_limit`` (:mod:`.steps`)."""
 
     name = "local"
 
     def pairs(self, dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options
               ) -> Iterator[pa.RecordBatch]:
         verifier = pair_verifier(verify, open_index(dataset, column, storage_options))
-        return verifier.closing(bounded_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
-                                              exact=verify == "exact", budget=budget, storage_options=storage_options))
+        return verifier.closing(run_pairs(dataset, column, threshold, verify=verifier, most=DEFAULT_CHUNK_PAIRS,
+                                          exact=verify == "exact", budget=budget, storage_options=storage_options))
 
     def components(self, dataset, column: str, rule: LinkRule, budget: Budget, storage_options,
                    progress: bool = False) -> pa.Table:
@@ -90,8 +90,8 @@ class LocalExecutor:
         links = link_verifier(rule, opened)
         try:
             with planning(rule):
-                return bounded_clusters(dataset, column, rule.threshold, links=links, max_reps=rule.max_reps,
-                                        budget=budget, storage_options=storage_options, progress=progress)
+                return run_clusters(dataset, column, rule.threshold, links=links, max_reps=rule.max_reps,
+                                    budget=budget, storage_options=storage_options, progress=progress)
         finally:
             links.close()
 

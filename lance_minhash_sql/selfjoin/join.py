@@ -31,7 +31,7 @@ def join(left, right, column: str, threshold: float = 0.8, *, verify: str = "est
     :data:`JOIN_SCHEMA` (:mod:`.join_shards`). Arguments are checked, the right index
     opened and the left rows signed when called, before the first batch. ``memory_limit``
     (default :data:`~lance_minhash_sql.core.params.DEFAULT_SELF_JOIN_MEMORY`) sizes the
-    shards and the batches (:mod:`.bounded`), in this process or in each task of a
+    shards and the batches (:mod:`.steps`), in this process or in each task of a
     distributed ``executor``; the pairs do not depend on it."""
     verify = check_verify(verify)
     check_threshold(threshold)

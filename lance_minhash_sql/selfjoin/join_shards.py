@@ -73,8 +73,8 @@ from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_mark
 from lance_minhash_sql.kernels.bucket_pairs import padded_hashes
 from lance_minhash_sql.runtime.cache import ByteCache, cache_capacity
 from lance_minhash_sql.runtime.pipeline import MAX_WORKERS, run_ordered
-from lance_minhash_sql.selfjoin.bounded import chunk_pairs as chunk_pairs_of
-from lance_minhash_sql.selfjoin.bounded import shard_rows
+from lance_minhash_sql.selfjoin.sizing import chunk_pairs as chunk_pairs_of
+from lance_minhash_sql.selfjoin.sizing import shard_rows
 from lance_minhash_sql.selfjoin.join_sets import JoinSets, SharedJoinSets
 from lance_minhash_sql.selfjoin.pool import fetch_signatures, row_ids
 from lance_minhash_sql.selfjoin.shards import merge_runs, plan_for, read_run, run_span
@@ -204,7 +204,7 @@ def _left_side(left, column: str, params: MinHashParams, storage_options, budget
 
 def count_shards(band_rows: int, budget: Budget) -> int:
     """Key-range shards of ``band_rows`` band rows of both sides: one per ``shard`` part of
-    ``budget`` (:func:`.bounded.shard_rows`), at most :data:`MAX_SHARDS`."""
+    ``budget`` (:func:`.sizing.shard_rows`), at most :data:`MAX_SHARDS`."""
     return min(MAX_SHARDS, max(1, -(-band_rows // shard_rows(budget))))
 
 
@@ -256,7 +256,7 @@ def join_shards(left, right, column: str, threshold: float = 0.8, *, right_colum
     ``left`` and ``right`` are paths/URIs or opened ``LanceDataset`` objects (pass those
     to pin versions); each side's storage options reach only that side. ``num_shards``
     defaults to one per :data:`lance_minhash_sql.core.tuning.SHARD_BAND_ROWS` band rows of both sides (fewer band rows
-    under a small ``budget``, :func:`.bounded.shard_rows`; an explicit budget, the entry's
+    under a small ``budget``, :func:`.sizing.shard_rows`; an explicit budget, the entry's
     ``memory_limit`` parsed once (:meth:`lance_minhash_sql.core.budget.Budget.parse`), also
     bounds the left rows signed in memory).
 

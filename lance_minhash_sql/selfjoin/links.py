@@ -125,7 +125,7 @@ def planning(rule: LinkRule | None) -> Iterator[None]:
 
 def data_links(shard: Shard, data: ShardData, chunk: int = LINK_CHUNK) -> Iterator[Links]:
     """:class:`Links` chunks of a shard's loaded data (a shard, or a part of one,
-    loaded over its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`), as
+    loaded over its group's pool under a memory budget: :mod:`.steps`, :mod:`.pool`), as
     global doc ids."""
     if not data.rowids_ascend():
         order_buckets(data.docs, data.slot, data.rowids, data.starts, data.ends)

@@ -27,7 +27,7 @@ What is reported, exactly:
 How: the band-key space ``[0, num_bands << 56)`` is cut into key-range shards
 (:func:`.shards.pair_shards`; band keys are hashes, so each holds about the same number of
 band rows; a bucket never spans two), sized by ``memory_limit``; their candidates are
-pooled and verified group by group within the budget (:mod:`.bounded`, verified by
+pooled and verified group by group within the budget (:mod:`.steps`, verified by
 :mod:`.verify`). The executor (``selfjoin/executor.py``) runs that plan in this process
 or as Ray tasks; the pairs are the same.
 """

@@ -16,7 +16,7 @@ in spans of the share, each handed back when read. At least :data:`MIN_BLOCKS` b
 held, so every link can be done at once (two finds, each ending at a parent at most one
 step from its root after enough halving: four blocks).
 
-Used by :func:`.bounded.bounded_clusters` and the Ray shuffle's driver
+Used by :func:`.steps.united` and the Ray shuffle's driver
 (``extras/shuffle.py``). ``pool.STATS`` counts ``parent_in_file``,
 ``parent_handbacks`` and ``max_parent_blocks`` (the most blocks resident at once).
 """

@@ -1,5 +1,5 @@
 """A group's candidates as the self-join under a memory budget holds them
-(:mod:`.bounded`, ``docs/scale.md``): a shard's band rows in buckets of two or more, the
+(:mod:`.steps`, ``docs/scale.md``): a shard's band rows in buckets of two or more, the
 candidates' signatures and row ids fetched once in doc order (sorted docs gathered from
 the memory map of ``signatures.lance`` on a few threads, the pages handed back after each
 copy, their row ids looked up in the segment's row id runs,

@@ -2,7 +2,7 @@
 
 A SQL ``minhash_pairs`` runs each shard of its plan as a call of its own (one per
 ``UNION ALL`` branch, on DuckDB's threads, in an order DuckDB chooses: ``duck/self_join.py``).
-The self-join of one call (:mod:`.bounded`) verifies consecutive shards in groups over one
+The self-join of one call (:mod:`.steps`) verifies consecutive shards in groups over one
 pool of their candidates' signatures and fetches exact verification's shingle sets once;
 calls that know nothing of each other would fetch a row's signature once for every shard
 it is a candidate in, and its shingle set likewise. :class:`SharedShards` gives the calls
@@ -10,8 +10,8 @@ of one list of shards the same economy:
 
 * **groups**: at the first call, every shard's band rows are read once and the shards
   grouped while their distinct candidates fit the budget's pool
-  (:func:`.bounded.pool_rows`), by the self-join's own rule
-  (:func:`.bounded.shard_groups`);
+  (:func:`.sizing.pool_rows`), by the self-join's own rule
+  (:func:`.groups.shard_groups`);
 * **one pool at a time**: a group's pool (its candidates' signatures, row ids and
   liveness, fetched in doc order: :func:`.pool.pool`) is fetched by the first of its
   shards to run and kept until all of them ran. A call of another group waits until no
@@ -20,7 +20,7 @@ of one list of shards the same economy:
   nearly in order (the first, then the others from the last back), so calls running at
   once are mostly of one group, and a pool is fetched about once. A shard whose
   candidates alone outgrow a pool is verified window by window as a lone call is
-  (:func:`.bounded.bounded_shard_pairs`);
+  (:func:`.steps.run_shard`);
 * **exact verification's shingle sets** (:class:`.shingles.ShingleSets`) are fetched for
   every shard at the first call, and closed when every shard has been called and none
   runs.
@@ -47,9 +47,11 @@ from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, SHARED_SHARD_STAT
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, ranks, set_marks
 from lance_minhash_sql.runtime.cache import ByteCache
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
-from lance_minhash_sql.selfjoin.bounded import bounded_shard_pairs, chunk_pairs, pool_rows, shard_groups
+from lance_minhash_sql.selfjoin.groups import shard_groups
 from lance_minhash_sql.selfjoin.pool import count, held, pool, read_multi, shard_data
 from lance_minhash_sql.selfjoin.shards import Shard
+from lance_minhash_sql.selfjoin.sizing import chunk_pairs, pool_rows
+from lance_minhash_sql.selfjoin.steps import run_shard
 from lance_minhash_sql.selfjoin.verify import Verifier, pair_verifier, prepare, remaining
 
 __all__ = ["SharedShards", "calls_key"]
@@ -140,7 +142,7 @@ class SharedShards:
             self.verifier = None
 
     def pairs(self, index: int) -> Iterator[pa.RecordBatch]:
-        """Shard ``index``'s verified pairs, in batches of at most :func:`.bounded.chunk_pairs` rows."""
+        """Shard ``index``'s verified pairs, in batches of at most :func:`.sizing.chunk_pairs` rows."""
         verifier, budget = self._enter()
         try:
             with bounded_heap():
@@ -152,7 +154,7 @@ class SharedShards:
         shard, group = self.shards[index], self.groups[index]
         exact = self.verify == "exact"
         if group is None:
-            yield from bounded_shard_pairs(shard, budget, verifier, DEFAULT_CHUNK_PAIRS, exact)
+            yield from run_shard(shard, budget, verifier, DEFAULT_CHUNK_PAIRS, exact)
             return
         got = read_multi(shard)
         if got is None:
@@ -212,7 +214,7 @@ class SharedShards:
 
 
 def _grouped(shards: list[Shard], budget: Budget) -> list[_Group | None]:
-    """Per shard its group (:func:`.bounded.shard_groups`, over the pool of a budget of
+    """Per shard its group (:func:`.groups.shard_groups`, over the pool of a budget of
     ``budget``); ``None`` for a shard whose own candidates do not fit, or that has
     none (module doc)."""
     plan = shards[0].plan

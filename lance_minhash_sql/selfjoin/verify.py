@@ -77,7 +77,7 @@ def data_visits(data: ShardData) -> int:
 def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event | None = None,
                verify: str = "estimate", shingles: ShingleSets | None = None) -> Iterator[pa.RecordBatch]:
     """The verified pairs of a shard's loaded data (a shard, or a part of one, loaded over
-    its group's pool under a memory budget: :mod:`.bounded`, :mod:`.pool`). ``verify="exact"``: candidates
+    its group's pool under a memory budget: :mod:`.steps`, :mod:`.pool`). ``verify="exact"``: candidates
     down to :func:`lance_minhash_sql.core.banding.exact_candidate_floor`, kept by their exact Jaccard, the kernel writing the rows' positions among ``shingles``' sets
     (:meth:`.shingles.ShingleSets.positioned`; the rows' shingle sets, shared by the
     shards of one self-join: :func:`pair_verifier`; a set of its own when ``None``)."""
@@ -221,7 +221,7 @@ def remaining(verifier, budget: Budget) -> Budget:
 
 
 def pair_verifier(verify: str, opened=None) -> Verifier:
-    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.bounded` calls it (the
+    """:func:`data_pairs` for a checked ``verify`` mode, as :mod:`.steps` calls it (the
     twin of :func:`.links.link_verifier`). ``verify="exact"``: over the rows' shingle sets
     of ``opened`` (an opened index), shared by all the shards of one self-join, each row
     fetched and shingled once (:class:`lance_minhash_sql.selfjoin.shingles.ShingleSets`)."""

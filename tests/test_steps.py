@@ -1,4 +1,4 @@
-"""The self-join under a memory budget (``selfjoin/bounded.py``): what it holds, and that the
+"""The self-join under a memory budget (``selfjoin/steps.py``): what it holds, and that the
 answers do not depend on it.
 
 The oracle tests of pairs, clusters, dedup and join run at three budgets through the
@@ -27,7 +27,7 @@ from lance_minhash_sql.faces import cli
 from lance_minhash_sql.faces.corpus import generate_batches, write_corpus
 from lance_minhash_sql.index import rowid_runs
 from lance_minhash_sql.index.opened import open_index
-from lance_minhash_sql.selfjoin import bounded, pool
+from lance_minhash_sql.selfjoin import pool, sizing
 from lance_minhash_sql.selfjoin.clusters import clusters
 from lance_minhash_sql.selfjoin.dedup import dedup, keep_flags
 from lance_minhash_sql.selfjoin.join import join
@@ -56,20 +56,20 @@ def test_a_small_budget_reads_in_groups_and_windows_with_the_same_answers(corpus
     for limit, shard_rows, mode in ((TIGHT_BUDGET, 1024, "groups"), (128 << 10, 4096, "windows"),
                                     (64 << 30, 1024, "whole")):
         monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", limit)
-        monkeypatch.setattr(bounded, "MIN_SHARD_ROWS", shard_rows)
-        shards = -(-4000 * 16 // bounded.shard_rows(Budget.of(limit)))
+        monkeypatch.setattr(sizing, "MIN_SHARD_ROWS", shard_rows)
+        shards = -(-4000 * 16 // sizing.shard_rows(Budget.of(limit)))
         reset_stats()
         assert as_dict(pairs(corpus, "text", 0.8)) == want_pairs
         assert as_clusters(clusters(corpus, "text", 0.8)) == want_clusters
         groups, streamed, held = pool.STATS["groups"], pool.STATS["streamed_shards"], pool.STATS["max_pool_rows"]
         if mode == "groups":
             assert 4 < groups < shards and streamed == 0
-            assert held <= bounded.pool_rows(Budget.of(limit), 128)
+            assert held <= sizing.pool_rows(Budget.of(limit), 128)
         elif mode == "windows":
             # pairs and clusters: the first band's shards alone, in windows; the later bands'
             # buckets mostly repeat the first's, and what is left of them may fit a pool
             assert streamed >= 2 and groups <= 2 * shards
-            assert held <= bounded.pool_rows(Budget.of(limit), 128)
+            assert held <= sizing.pool_rows(Budget.of(limit), 128)
         else:
             assert groups == 2 and streamed == 0  # one group each for pairs and clusters
 
@@ -274,7 +274,7 @@ def test_a_giant_bucket_keeps_every_representative(crowded, monkeypatch):
     from those of one representative fewer."""
     want = oracle_clusters(crowded, "text", CROWD_T, PARAMS)
     assert want != oracle_clusters(crowded, "text", CROWD_T, PARAMS, reps=naive.REPS - 1) == {}
-    monkeypatch.setattr(bounded, "MIN_WINDOW_ROWS", 20)
+    monkeypatch.setattr(sizing, "MIN_WINDOW_ROWS", 20)
     monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", 20 << 10)
     reset_stats()
     with pytest.warns(LowRecallWarning):
