@@ -9,7 +9,7 @@ each shard's band rows read (:func:`~lance_minhash_sql.selfjoin.pool.read_multi`
 buckets laid out as the self-join lays out a group's shard (its candidates marked in a bit
 set of every doc, a band row's pool row its doc's rank among the marked ones:
 :func:`~lance_minhash_sql.kernels.components.ranks`,
-:func:`~lance_minhash_sql.selfjoin.pool.shard_data`), as many rows' signatures fetched
+:meth:`~lance_minhash_sql.selfjoin.pool.MarkedPool.data`), as many rows' signatures fetched
 back to back (:func:`~lance_minhash_sql.selfjoin.pool.pool`); the first set's shards
 (every third) also fetch their own rows, spread over the signatures' file, and are
 linked (below): such a fetch costs more the larger the file. The verification
@@ -60,13 +60,13 @@ from lance_minhash_sql.core.tuning import (BUCKET_CLASSES, CALIBRATION_CLASS_ROW
 from lance_minhash_sql.diagnostics.costs import Rates
 from lance_minhash_sql.diagnostics.machine_load import cores_now
 from lance_minhash_sql.diagnostics.workload import size_class
-from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, ranks, set_marks
+from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, new_marks, set_marks
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.clusters_table import clusters_table
 from lance_minhash_sql.selfjoin.links import data_links
 from lance_minhash_sql.selfjoin.parent import UnionFind
-from lance_minhash_sql.selfjoin.pool import pool, read_multi, row_ids, shard_data, span_data
+from lance_minhash_sql.selfjoin.pool import MarkedPool, pool, read_multi, row_ids, span_data
 from lance_minhash_sql.selfjoin.shingles import STATS as SHINGLE_STATS
 from lance_minhash_sql.selfjoin.shards import pair_shards, plan_for
 from lance_minhash_sql.selfjoin.sizing import chunk_pairs
@@ -188,7 +188,7 @@ def _loaded(plan, keys: np.ndarray, gids: np.ndarray, own: bool, out: dict):
     t3 = c()
     prefix = marked_ids(marks)[1]  # (once per group in the self-join: not the shard's)
     t3b = c()
-    data = shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+    data = MarkedPool(marks, prefix, ugids, sigs, rowids, alive).data(keys, gids)  # (as a group's shard: shared.py)
     t4 = c() - (t3b - t3)
     out.update(candidates=keys.size, fetched=ugids.size, lay=(t2 - t1) + (t4 - t3))
     if not own:

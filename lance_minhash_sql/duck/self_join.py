@@ -5,7 +5,7 @@ per chunk of up to 2048 input rows, so a ``range(n)`` of shard numbers would han
 shards to one call; instead:
 
 1. ``_lms_pairs_plan(...)`` (cheap, constant-folded at plan time) plans the shards of
-   the index's current version (:func:`lance_minhash_sql.selfjoin.shards.pair_shards`; the plan is kept in a
+   the index's current version (:func:`lance_minhash_sql.selfjoin.steps.shards_for`; the plan is kept in a
    process-wide cache keyed by ``(dataset, version, column, threshold, shards, storage
    token)``) and
    returns a SQL text for ``query()``: a ``UNION ALL`` of one one-row branch per shard
@@ -74,8 +74,7 @@ def pairs_sql(uri: str, column: str, threshold: float, version: int, num_shards:
 
 
 def pairs_plan(dataset, column, threshold, exact, storage, memory_limit, verify, executor, ray_address) -> pa.Array:
-    from lance_minhash_sql.selfjoin.sizing import shard_rows
-    from lance_minhash_sql.selfjoin.shards import pair_shards
+    from lance_minhash_sql.selfjoin.steps import shards_for
 
     fn = "minhash_pairs"
     out = []
@@ -86,7 +85,7 @@ def pairs_plan(dataset, column, threshold, exact, storage, memory_limit, verify,
         run = executor_of(fn, row["executor"], row["ray_address"])
         token = row["storage"]
         budget = prefixed(fn, Budget.parse, row["memory_limit"])
-        shards = prefixed(fn, partial(pair_shards, storage_options=options_of(token), shard_rows=shard_rows(budget)),
+        shards = prefixed(fn, partial(shards_for, budget=budget, storage_options=options_of(token)),
                           row["dataset"], row["column"], row["threshold"])
         s = shards[0]
         _PLANS.put((s.uri, s.version, s.column, s.threshold, len(shards), token), shards)

@@ -20,6 +20,15 @@ answer on both:
   shard order;
 * **build**: one task per fragment group, one commit (:mod:`.distributed`).
 
+Both self-join paths take the steps of :mod:`lance_minhash_sql.selfjoin.steps`; they stay
+two because they answer different callers. Each stage of the shuffle needs all of the
+stage before (its groups are cut from every shard's request), so it answers a whole
+self-join, group after group in shard order. SQL asks for one shard a call, in the order
+DuckDB runs its branches, and a call's result is held only until it is taken: run as the
+shuffle, the first branch would wait for the band and request stages of every shard, and
+each group's results would be held until its last branch is called. A range's task of
+:class:`ShardTasks` plans and verifies its own shards, so a branch waits for its range only.
+
 Star clustering and the keep policies run on the driver over the components, the same
 code as for the local executor. The executor connects to Ray when it first runs
 something (:func:`.distributed.connect_ray`: this process's Ray, else ``address``, else

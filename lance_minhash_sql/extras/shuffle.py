@@ -43,7 +43,8 @@ the executor that calls it.
    the single process holds it: :class:`lance_minhash_sql.selfjoin.parent.UnionFind`,
    in a temporary file past its share of ``memory_limit``); *row id tasks*
    (:func:`.shuffle_tasks.rowid_task`), one per run, give the members' row ids (:func:`lance_minhash_sql.selfjoin.pool.row_ids`); the table is
-   :func:`lance_minhash_sql.selfjoin.clusters_table.clusters_table`, as in one process.
+   :func:`lance_minhash_sql.selfjoin.clusters_table.clusters_table`, as in one process
+   (:func:`lance_minhash_sql.selfjoin.steps.united`).
 
 Stages run one after the other (each needs all of the previous one's output); Ray writes
 objects to its workers' local disks when its object store is full.
@@ -67,11 +68,10 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.errors import DistributedTaskError
-from lance_minhash_sql.kernels.components import new_marks
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.clusters_table import clusters_table
-from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.links import LinkRule
+from lance_minhash_sql.selfjoin.steps import united
 from lance_minhash_sql.extras.distributed import remote_function, task_cause
 from lance_minhash_sql.extras.shuffle_tasks import (ShuffleJob, band_task, request_task, rowid_task, shuffle_job,
                                                     signature_task, verify_task)
@@ -198,7 +198,10 @@ class _Run:
 
     def _groups(self, infos: list) -> list[list[int]]:
         """Consecutive shards whose candidates (counted per shard: at least the distinct
-        ones) fit one pool; a shard over the pool alone."""
+        ones) fit one pool; a shard over the pool alone. Not
+        :func:`lance_minhash_sql.selfjoin.groups.shard_groups`: the driver holds no shard's
+        rows, only the counts its request tasks return, and the groups are verified at once
+        in their own tasks, so none prunes by the links or labels of the groups before."""
         groups: list[list[int]] = []
         group: list[int] = []
         count = 0
@@ -276,23 +279,25 @@ def shuffle_components(ray, dataset, column: str, rule: LinkRule, budget: Budget
     run = _Run(ray, job, stats)
     n = run.prepare()
     gens = [run.submit(g, "links") for g in range(n)]
-    total = job.offsets[-1]
-    components = UnionFind(total, job.budget)
     bar = progress_bar(progress, n, "clusters", unit="partitions", scale=False)
-    try:
-        links = 0
+    run.stats["links"] = 0
+
+    def group_links(g: int) -> Iterator[tuple]:
+        for a, b in run.results(g, gens[g]):
+            run.stats["links"] += int(a.size)
+            yield a, b
+
+    def linked(components) -> Iterator[Iterator[tuple]]:
         for g in range(n):
-            for a, b in run.results(g, gens[g]):
-                components.union(a, b)
-                links += int(a.size)
+            yield group_links(g)
             gens[g] = None
             run.release(g)
             bar is None or bar.update(1)
-        run.stats["links"] = links
         run._stage("verify")
-        members, roots = components.members(new_marks(total))
+
+    try:
+        members, roots = united(job.offsets[-1], job.budget, linked)
     finally:
-        components.close()
         bar is None or bar.close()
     rowid = _member_rowids(run, members.astype(np.uint32))
     run._stage("rowids")

@@ -32,15 +32,14 @@ from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, MIN_WINDOW_ROWS, 
 from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, peak_rss_mb, reset_peak_rss, rss_mb, status_mb
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.io.scan import open_dataset
-from lance_minhash_sql.kernels.bucket_pairs import multi_rows
 from lance_minhash_sql.runtime.cache import capped_cache
 from lance_minhash_sql.runtime.memory import release_memory
 from lance_minhash_sql.selfjoin.giant import alone_links
 from lance_minhash_sql.selfjoin.pool import STATS as POOL_STATS
-from lance_minhash_sql.selfjoin.pool import fetch_signatures, read_multi, row_ids, shard_data
+from lance_minhash_sql.selfjoin.pool import candidate_rows, fetch_signatures, read_multi, row_ids, shard_data
 from lance_minhash_sql.selfjoin.links import LinkRule, Links, link_verifier
 from lance_minhash_sql.selfjoin.verify import pair_verifier, prepare
-from lance_minhash_sql.selfjoin.shards import Plan, Shard, merge_runs, plan_for, read_run
+from lance_minhash_sql.selfjoin.shards import Plan, Shard, plan_for, read_run
 from lance_minhash_sql.selfjoin.sizing import chunk_pairs, pool_size
 from lance_minhash_sql.selfjoin.steps import run_shard, shards_for
 
@@ -167,19 +166,14 @@ def _requests(meter: _Task, job: ShuffleJob, index: int, slices: list):
     parts = [(r, keys, docs) for r, (keys, docs) in enumerate(ray.get(slices)) if keys.size]
     requests = [_EMPTY_DOCS] * job.runs
     rows, candidates, over = None, 0, False
-    if parts:
-        if len(parts) == 1:
-            r, keys, docs = parts[0]
-            keys, docs = multi_rows(readonly(keys), readonly(docs))
-            gids = docs.astype(np.uint32) + np.uint32(job.offsets[r])
-        else:
-            keys, gids = merge_runs(parts, np.asarray(job.offsets, dtype=np.int64))
-            keys, gids = multi_rows(readonly(keys), readonly(gids))
-        del parts
+    got = candidate_rows(parts, np.asarray(job.offsets, dtype=np.int64))  # (as a shard's own read: pool.read_multi)
+    del parts
+    if got is not None:
+        keys, gids = got
         ugids = sorted_unique(gids)
         candidates = int(ugids.size)
         over = candidates > job.max_docs
-        if keys.size and not over:
+        if not over:
             at = np.searchsorted(ugids, np.asarray(job.offsets, dtype=np.int64))
             requests = [(ugids[at[r]:at[r + 1]] - np.uint32(job.offsets[r])).astype(np.uint32)
                         for r in range(job.runs)]

@@ -15,6 +15,7 @@ did in its file (:mod:`.parent`).
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,12 +24,13 @@ from lance_minhash_sql.core.tuning import FETCH_ROWS
 from lance_minhash_sql.index.rowid_runs import rowid_runs
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.kernels.bucket_pairs import bucket_bounds, multi_rows
+from lance_minhash_sql.kernels.components import marked_ids, ranks
 from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs
 
-__all__ = ["STATS", "count", "held", "read_multi", "fetch_signatures", "row_ids", "shard_data", "pool",
-           "span_data", "CarriedPool"]
+__all__ = ["STATS", "count", "held", "candidate_rows", "read_multi", "fetch_signatures", "row_ids", "shard_data",
+           "pool", "span_data", "MarkedPool", "marked_pool", "CarriedPool"]
 
 STATS = Counters("the bounded self-join's reads, groups and union-find", "max_pool_rows", "groups", "streamed_shards",
                  "pruned_rows", "fetched_rows", "carried_rows", "parent_in_file", "parent_handbacks",
@@ -46,23 +48,29 @@ def count(what: str, n: int = 1) -> None:
     STATS.add(what, n)
 
 
-def read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
-    """The shard's band rows in buckets of two or more, ``(keys, global docs)`` sorted by
-    ``(key, doc)`` (deleted rows not yet dropped)."""
-    plan = shard.plan
-    parts = shard_runs(shard)
+def candidate_rows(parts: list[tuple[int, np.ndarray, np.ndarray]], offsets: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The band rows of one key range in buckets of two or more, ``(keys, global docs)``
+    sorted by ``(key, doc)`` (deleted rows not yet dropped), from ``parts``: ``(run, keys,
+    docs)`` of each run that has rows in the range (:func:`.shards.shard_runs`), the
+    runs' first global docs ``offsets``. None when no bucket has two rows."""
     if not parts:
         return None
     if len(parts) == 1:
         r, keys, docs = parts[0]
         keys, docs = multi_rows(readonly(keys), readonly(docs))
-        gids = docs.astype(np.uint32) + np.uint32(plan.offsets[r])
+        gids = docs.astype(np.uint32) + np.uint32(offsets[r])
     else:
-        keys, gids = merge_runs(parts, plan.offsets)
+        keys, gids = merge_runs(parts, offsets)
         keys, gids = multi_rows(readonly(keys), readonly(gids))
     if keys.size == 0:
         return None
     return keys, gids
+
+
+def read_multi(shard: Shard) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shard's band rows in buckets of two or more (:func:`candidate_rows`)."""
+    return candidate_rows(shard_runs(shard), shard.plan.offsets)
 
 
 def _runs_of(plan: Plan, gids: np.ndarray):
@@ -153,6 +161,30 @@ def span_data(plan: Plan, keys: np.ndarray, gids: np.ndarray) -> ShardData | Non
     ugids = sorted_unique(gids)
     sigs, rowids, alive = pool(plan, ugids)
     return shard_data(keys, np.searchsorted(ugids, gids).astype(np.uint32), ugids, sigs, rowids, alive)
+
+
+class MarkedPool(NamedTuple):
+    """A group's pool in doc order: its candidates, the docs set in the bit set ``marks``
+    (``prefix``: :func:`lance_minhash_sql.kernels.components.marked_ids`), ``ugids``
+    ascending with their signatures, row ids and liveness (None: all alive)."""
+
+    marks: np.ndarray
+    prefix: np.ndarray
+    ugids: np.ndarray
+    sigs: np.ndarray
+    rowids: np.ndarray
+    alive: np.ndarray | None
+
+    def data(self, keys: np.ndarray, gids: np.ndarray) -> ShardData | None:
+        """A shard's rows ``(keys, gids)`` over the pool, each doc's pool row its rank among
+        the marked docs (:func:`lance_minhash_sql.kernels.components.ranks`)."""
+        return shard_data(keys, ranks(self.marks, self.prefix, gids), self.ugids, self.sigs, self.rowids, self.alive)
+
+
+def marked_pool(plan: Plan, marks: np.ndarray) -> MarkedPool:
+    """The pool of the docs set in ``marks``, fetched in doc order (:func:`pool`)."""
+    ugids, prefix = marked_ids(marks)
+    return MarkedPool(marks, prefix, ugids, *pool(plan, ugids))
 
 
 class CarriedPool:

@@ -13,7 +13,7 @@ of one list of shards the same economy:
   (:func:`.sizing.pool_rows`), by the self-join's own rule
   (:func:`.groups.shard_groups`);
 * **one pool at a time**: a group's pool (its candidates' signatures, row ids and
-  liveness, fetched in doc order: :func:`.pool.pool`) is fetched by the first of its
+  liveness, fetched in doc order: :func:`.pool.marked_pool`) is fetched by the first of its
   shards to run and kept until all of them ran. A call of another group waits until no
   shard of the held group runs, then drops that pool and fetches its own; a shard whose
   group's pool was dropped before it ran fetches it again. DuckDB runs the branches
@@ -44,11 +44,11 @@ import pyarrow as pa
 from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import DEFAULT_CHUNK_PAIRS, SHARED_SHARD_STATES
-from lance_minhash_sql.kernels.components import marked_ids, new_marks, ranks, set_marks
+from lance_minhash_sql.kernels.components import new_marks, set_marks
 from lance_minhash_sql.runtime.cache import ByteCache
 from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.groups import shard_groups
-from lance_minhash_sql.selfjoin.pool import count, held, pool, read_multi, shard_data
+from lance_minhash_sql.selfjoin.pool import MarkedPool, count, held, marked_pool, read_multi
 from lance_minhash_sql.selfjoin.shards import Shard
 from lance_minhash_sql.selfjoin.sizing import chunk_pairs, pool_rows
 from lance_minhash_sql.selfjoin.steps import run_shard
@@ -75,9 +75,9 @@ class _Group:
         self.members = members
         self.lock = threading.Lock()  # held while the pool is fetched
         self.running = self.called = 0
-        self.pool = None  # (marks, prefix, ugids, sigs, rowids, alive)
+        self.pool: MarkedPool | None = None
 
-    def fill(self, shards: list[Shard]):
+    def fill(self, shards: list[Shard]) -> MarkedPool:
         """The group's pool, fetched if not held: its docs as a bit set (a doc's pool row
         is its rank, :func:`lance_minhash_sql.kernels.components.ranks`) and the docs'
         signatures, row ids and liveness."""
@@ -88,11 +88,9 @@ class _Group:
                 for got in (read_multi(shards[i]) for i in self.members):
                     if got is not None:
                         set_marks(marks, sorted_unique(got[1]), True)
-                ugids, prefix = marked_ids(marks)
-                sigs, rowids, alive = pool(plan, ugids)
-                held(ugids.size)
-                count("fetched_rows", ugids.size)
-                self.pool = (marks, prefix, ugids, sigs, rowids, alive)
+                self.pool = marked_pool(plan, marks)
+                held(self.pool.ugids.size)
+                count("fetched_rows", self.pool.ugids.size)
             return self.pool
 
 
@@ -162,8 +160,7 @@ class SharedShards:
         keys, gids = got
         self._start(group)
         try:
-            marks, prefix, ugids, sigs, rowids, alive = group.fill(self.shards)
-            data = shard_data(keys, ranks(marks, prefix, gids), ugids, sigs, rowids, alive)
+            data = group.fill(self.shards).data(keys, gids)
             del keys, gids
             if data is not None:
                 yield from verifier(shard, data, chunk_pairs(budget, DEFAULT_CHUNK_PAIRS))

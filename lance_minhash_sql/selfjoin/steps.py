@@ -40,10 +40,14 @@ process's threads, a Ray task, one SQL call), so the answers are the same on eac
 
 Who takes the steps: :func:`run_pairs` and :func:`run_clusters` all of them in this
 process (the local executor, ``selfjoin/executor.py``); :func:`run_shard` one shard's
-pairs as an independent call, and ``selfjoin/shared.py`` the calls of one SQL statement
-sharing steps 2-4; the Ray shuffle (``extras/shuffle.py``) steps 1, 2, 5 and 6 in its
-tasks and on its driver; the dry run's calibration (``diagnostics/calibration.py``)
-times steps 1, 4 and 5 on small shards.
+pairs as an independent call; a SQL statement plans by :func:`shards_for`
+(``duck/self_join.py``) and its calls share steps 2-4 (``selfjoin/shared.py``: a group's
+pool a :class:`.pool.MarkedPool`); the Ray shuffle (``extras/shuffle.py``) plans by
+:func:`shards_for`, reads a shard's candidate rows by :func:`.pool.candidate_rows`, takes
+an over-pool shard by :func:`run_shard` or :func:`.giant.alone_links` in its tasks and
+unites the links by :func:`united` on its driver; the dry run's calibration
+(``diagnostics/calibration.py``) times steps 1, 4 and 5 on small shards, each shard laid
+out over its pool as a SQL call's (:meth:`.pool.MarkedPool.data`).
 
 What the fetch costs: a doc is read once per group whose shards hold it as a candidate
 after pruning. Without pruning, a group smaller than a band's candidates would read each
