@@ -141,6 +141,27 @@ def test_the_sketch_skips_only_pairs_that_cannot_win(k):
         assert got == {r: (e, rid) for r, (e, rid) in want.items()}
 
 
+def test_a_failed_read_ahead_of_row_ids_leaves_the_plan_to_the_reads(data, monkeypatch):
+    """``selfjoin/best_rows.py`` reads the corpus's row id runs on a thread while it lists
+    the matches; when that thread fails, the fetches read them and the plan is the same,
+    with no exception escaping the thread."""
+    import threading
+
+    from lance_minhash_sql.selfjoin import best_rows as doc_order
+
+    want = lms.ingest_plan(data["corpus"], data["batch"], "text", T)
+    calls, escaped = [], []
+
+    def failing(plan):
+        calls.append(plan)
+        raise OSError("read ahead failed")
+
+    monkeypatch.setattr(doc_order, "prepare_fetch", failing)
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args))
+    assert lms.ingest_plan(data["corpus"], data["batch"], "text", T).equals(want)
+    assert len(calls) == 1 and escaped == []
+
+
 def test_first_positions_are_numpys_left_search():
     """``kernels/ingest.py: first_positions``, the merge that places the corpus's matched
     keys among the batch's, against ``np.searchsorted`` (repeated keys on both sides)."""

@@ -46,7 +46,7 @@ from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.join_shards import (Side, SignedLeft, count_shards, key_bounds, live_mask,
                                                     shared_band_rows)
-from lance_minhash_sql.selfjoin.pool import fetch_signatures
+from lance_minhash_sql.selfjoin.pool import fetch_signatures, prepare_fetch
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
 __all__ = ["MATCH_BYTES", "BestRows", "best_rows"]
@@ -91,13 +91,25 @@ def _matches(batch: SignedLeft, corpus: Side, budget: Budget) -> tuple[np.ndarra
     return np.concatenate(docs), np.concatenate(pos)
 
 
+def _prepare(corpus: Side) -> None:
+    """:func:`.pool.prepare_fetch` ahead of the reads; a failure is left to the read that
+    needs the runs, which raises it."""
+    try:
+        prepare_fetch(corpus)
+    except Exception:  # raised again by fetch_signatures, in the caller's thread
+        pass
+
+
 def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget) -> BestRows | None:
     """Each row of ``batch`` (signed with the corpus index's parameters) and its best row
     of ``corpus`` (an index's side, :func:`.join_shards.index_side`) under the estimate
     (module doc); None when the matches do not fit ``budget`` (module doc)."""
     n = batch.rowids.size
     best_right = np.zeros(n, dtype=np.uint64)
+    ahead = threading.Thread(target=_prepare, args=(corpus,), name="lms-rowid-runs", daemon=True)
+    ahead.start()  # the corpus's row id runs read while the matches are listed
     got = _matches(batch, corpus, budget)
+    ahead.join()
     if got is None:
         return None
     docs, pos = got

@@ -29,7 +29,7 @@ from lance_minhash_sql.runtime.cache import Counters
 from lance_minhash_sql.runtime.threads import run_chunks
 from lance_minhash_sql.selfjoin.shards import EMPTY_SLOT, Plan, Shard, ShardData, doc_rows, merge_runs, shard_runs
 
-__all__ = ["STATS", "count", "held", "candidate_rows", "read_multi", "fetch_signatures", "row_ids", "shard_data",
+__all__ = ["STATS", "count", "held", "candidate_rows", "read_multi", "fetch_signatures", "prepare_fetch", "row_ids", "shard_data",
            "pool", "span_data", "MarkedPool", "marked_pool", "CarriedPool"]
 
 STATS = Counters("the bounded self-join's reads, groups and union-find", "max_pool_rows", "groups", "streamed_shards",
@@ -88,6 +88,13 @@ def _runs(entry):
     if files is None or files.signature_map is None or entry.docs.full:
         return None
     return rowid_runs(entry)
+
+
+def prepare_fetch(plan: Plan) -> None:
+    """Build the row id runs :func:`fetch_signatures` reads (once per segment entry) now,
+    e.g. on a thread of its own while the caller lists what it will fetch."""
+    for entry in plan.entries:
+        _runs(entry)
 
 
 def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray, release: bool = True) -> np.ndarray:
