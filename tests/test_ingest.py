@@ -162,6 +162,29 @@ def test_a_failed_read_ahead_of_row_ids_leaves_the_plan_to_the_reads(data, monke
     assert len(calls) == 1 and escaped == []
 
 
+def test_band_buckets_number_the_keys_as_numpy_does():
+    """``kernels/ingest.py: band_buckets`` against the same numbering in numpy: equal keys
+    one bucket, buckets counted from 0 in key order, each row's bucket for each band, rows
+    placed through ``at`` (rows without keys keep bucket 0)."""
+    from lance_minhash_sql.core.lance_format import BAND_SHIFT
+    from lance_minhash_sql.kernels.ingest import band_buckets
+
+    rng = np.random.default_rng(4)
+    signed, bands = 30, 4
+    keys = np.concatenate([(np.uint64(j) << np.uint64(BAND_SHIFT)) | rng.integers(0, 9, signed).astype(np.uint64)
+                           for j in range(bands)])
+    docs = np.tile(np.arange(signed, dtype=np.uint32), bands)
+    o = np.argsort(keys, kind="stable")
+    keys, docs = keys[o], docs[o]
+    at = np.sort(rng.choice(40, signed, replace=False))  # 40 rows, 10 without keys
+    got = np.zeros((40, bands), np.int64)
+    num = band_buckets(keys, docs, at, got)
+    ids = np.cumsum(np.concatenate(([True], keys[1:] != keys[:-1]))) - 1
+    want = np.zeros((40, bands), np.int64)
+    want[at[docs], (keys >> np.uint64(BAND_SHIFT)).astype(np.int64)] = ids
+    assert num == ids[-1] + 1 == np.unique(keys).size and np.array_equal(got, want)
+
+
 def test_first_positions_are_numpys_left_search():
     """``kernels/ingest.py: first_positions``, the merge that places the corpus's matched
     keys among the batch's, against ``np.searchsorted`` (repeated keys on both sides)."""

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
-__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches", "first_positions"]
+__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches", "first_positions", "band_buckets"]
+
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 
 @njit(**JIT)
@@ -141,6 +144,20 @@ def _equal_values(a, ra, b, rb, k):
     for u in range(k):
         same += np.int64(a[ra, u] == b[rb, u])
     return same
+
+
+@njit(**JIT)
+def band_buckets(keys, docs, at, buckets):
+    """Number the distinct ``keys`` (ascending band keys of every row: ``docs[i]`` the
+    signed row of key ``i``, ``at[docs[i]]`` its position) from 0 and write each row's
+    number for each band: ``buckets[at[docs[i]], band of keys[i]]``. Keys of band ``j``
+    start with byte ``j``, so no two bands share a number. Returns how many there are."""
+    ids = -1
+    for i in range(keys.size):
+        if i == 0 or keys[i] != keys[i - 1]:
+            ids += 1
+        buckets[at[docs[i]], np.int64(keys[i] >> _U56)] = ids
+    return ids + 1
 
 
 @njit(**JIT)

@@ -51,7 +51,6 @@ import pyarrow as pa
 
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_threshold, check_verify
-from lance_minhash_sql.core.lance_format import BAND_SHIFT
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
 from lance_minhash_sql.core.tuning import READ_ROW_BYTES
@@ -61,7 +60,7 @@ from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.rowids import live_rowids
 from lance_minhash_sql.io.scan import fragment_ids, row_count, take_texts, text_field, uri_of
-from lance_minhash_sql.kernels.ingest import ingest_walk, keep_best
+from lance_minhash_sql.kernels.ingest import band_buckets, ingest_walk, keep_best
 from lance_minhash_sql.runtime.memory import bounded_heap, is_tight, trim_heap
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
@@ -107,9 +106,9 @@ class _Batch(NamedTuple):
 
 def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
     """The live batch rows signed as the join's left side (:func:`.join_shards.signed_left`,
-    so the join that follows finds them signed), and their buckets read from its sorted
-    band rows (keys of band j start with byte j, so no two bands share a bucket; rows
-    without tokens get bucket 0, never looked at)."""
+    so the join that follows finds them signed), and their buckets numbered along its sorted
+    band rows (:func:`kernels.ingest.band_buckets`; rows without tokens get bucket 0, never
+    looked at)."""
     signed = signed_left(ds, column, params, options)
     rowids = live_rowids(ds, fragment_ids(ds))
     if np.array_equal(rowids, signed.rowids):
@@ -121,16 +120,10 @@ def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
         sigs = np.zeros((rowids.size, params.num_hashes), dtype=np.uint16)
         sigs[at] = signed.sigs
     buckets = np.zeros((rowids.size, params.num_bands), dtype=np.int64)
-    keys = signed.keys
-    if keys.size == 0:
+    if signed.keys.size == 0:
         return _Batch(rowids, sigs, has, buckets, 1, signed, at)
-    first = np.empty(keys.size, dtype=np.bool_)
-    first[0] = True
-    np.not_equal(keys[1:], keys[:-1], out=first[1:])
-    ids = np.cumsum(first) - 1
-    rows = signed.docs.astype(np.int64) if at is None else at[signed.docs]
-    buckets[rows, (keys >> np.uint64(BAND_SHIFT)).astype(np.int64)] = ids
-    return _Batch(rowids, sigs, has, buckets, int(ids[-1]) + 1, signed, at)
+    num = band_buckets(signed.keys, signed.docs, np.arange(rowids.size) if at is None else at, buckets)
+    return _Batch(rowids, sigs, has, buckets, int(num), signed, at)
 
 
 def _batch_row_bytes(params: MinHashParams) -> int:
