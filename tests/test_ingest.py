@@ -96,7 +96,7 @@ def test_the_sketch_skips_only_pairs_that_cannot_win(k):
     ``k`` so ties and pairs at exactly
     ``min_eq`` are common, row ids in another order than the docs, dead docs, and the
     blocks folded in both orders."""
-    from lance_minhash_sql.kernels.ingest import best_in_block, nibble_sketches
+    from lance_minhash_sql.kernels.ingest import best_in_block, nibble_sketches, visit_order
 
     rng = np.random.default_rng(k)
     rows, docs, keys = 20, 300, 5
@@ -128,16 +128,19 @@ def test_the_sketch_skips_only_pairs_that_cannot_win(k):
     split = docs // 2  # two blocks of docs: matches [0, at) and [at, end)
     at = int(np.searchsorted(mdocs, split))
     blocks = [(0, at, 0, split), (at, mdocs.size, split, docs)]
-    sketch = nibble_sketches(lsigs)
+    walk = visit_order(mpos, lkeys, ldocs, rows)  # the walk's numbering of the rows, as best_rows.py uses it
+    assert sorted(walk.tolist()) == list(range(rows))
+    walk_row = np.argsort(walk).astype(np.uint32)
+    sketch = nibble_sketches(lsigs)[walk]
     for order in (blocks, blocks[::-1]):
         stamp, best_eq, best_right = np.full(rows, -1, np.int64), np.full(rows, -1, np.int64), np.zeros(rows, np.uint64)
         for lo, hi, a, b in order:
             sigs = np.ascontiguousarray(dsigs[np.unique(mdocs[lo:hi]).astype(np.int64)])
             live = alive[np.unique(mdocs[lo:hi]).astype(np.int64)]
             rids = rowids[np.unique(mdocs[lo:hi]).astype(np.int64)]
-            best_in_block(mdocs, mpos, lo, hi, sigs, rids, live, lkeys, ldocs, lsigs, sketch, np.int64(min_eq),
-                          stamp, best_eq, best_right)
-        got = {r: (int(best_eq[r]), best_right[r]) for r in range(rows) if best_eq[r] >= 0}
+            best_in_block(mdocs, mpos, lo, hi, sigs, rids, live, lkeys, walk_row[ldocs], lsigs, walk, sketch,
+                          np.int64(min_eq), stamp, best_eq, best_right)
+        got = {int(walk[w]): (int(best_eq[w]), best_right[w]) for w in range(rows) if best_eq[w] >= 0}
         assert got == {r: (e, rid) for r, (e, rid) in want.items()}
 
 
@@ -160,6 +163,28 @@ def test_a_failed_read_ahead_of_row_ids_leaves_the_plan_to_the_reads(data, monke
     monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args))
     assert lms.ingest_plan(data["corpus"], data["batch"], "text", T).equals(want)
     assert len(calls) == 1 and escaped == []
+
+
+def test_the_visit_order_is_the_order_the_matches_reach_the_rows():
+    """``kernels/ingest.py: visit_order`` against a longhand walk of the matches: each row
+    at its first meeting, then the rows no match reaches, in row order."""
+    from lance_minhash_sql.kernels.ingest import visit_order
+
+    rng = np.random.default_rng(6)
+    rows = 50
+    lkeys = np.sort(rng.integers(0, 30, 120).astype(np.uint64))
+    ldocs = rng.integers(0, rows - 5, 120).astype(np.uint32)  # rows 45..49 have no key
+    firsts = np.searchsorted(lkeys, np.unique(lkeys))
+    mpos = rng.choice(firsts, 200).astype(np.uint32)  # matches in doc order, keys repeated
+    want = []
+    for p in mpos.tolist():
+        for q in range(p, lkeys.size):
+            if lkeys[q] != lkeys[p]:
+                break
+            if ldocs[q] not in want:
+                want.append(int(ldocs[q]))
+    want += [r for r in range(rows) if r not in want]
+    assert visit_order(mpos, lkeys, ldocs, rows).tolist() == want
 
 
 def test_band_buckets_number_the_keys_as_numpy_does():

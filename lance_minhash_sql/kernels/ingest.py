@@ -24,7 +24,8 @@ from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.similarity import jaccard_if_at_least
 
-__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches", "first_positions", "band_buckets"]
+__all__ = ["ingest_walk", "keep_best", "best_in_block", "nibble_sketches", "first_positions", "band_buckets",
+           "visit_order"]
 
 _U56 = np.uint64(lance_format.BAND_SHIFT)
 
@@ -161,6 +162,38 @@ def band_buckets(keys, docs, at, buckets):
 
 
 @njit(**JIT)
+def visit_order(mpos, lkeys, ldocs, n):
+    """The ``n`` batch rows in the order the matches reach them (``mpos``: the first
+    position in ``lkeys`` of each match's key, the matches sorted by corpus doc; the rows
+    of key position ``p`` are ``ldocs[p]`` on while the key repeats), then the rows no
+    match reaches: ``int64[n]``, a permutation. :func:`best_in_block` walks the batch rows
+    numbered in this order, so the rows it meets one after another lie side by side."""
+    order = np.empty(n, dtype=np.int64)
+    placed = np.zeros(n, dtype=np.bool_)
+    seen = np.zeros(lkeys.size, dtype=np.bool_)
+    nk = lkeys.size
+    m = 0
+    for i in range(mpos.size):
+        p = np.int64(mpos[i])
+        if seen[p]:
+            continue
+        seen[p] = True
+        key = lkeys[p]
+        while p < nk and lkeys[p] == key:
+            row = np.int64(ldocs[p])
+            p += 1
+            if not placed[row]:
+                placed[row] = True
+                order[m] = row
+                m += 1
+    for r in range(n):
+        if not placed[r]:
+            order[m] = r
+            m += 1
+    return order
+
+
+@njit(**JIT)
 def first_positions(lkeys, keys, offset):
     """``u32[m]``: for each of the ascending ``keys`` (each one of the ascending ``lkeys``),
     the position of its first copy in ``lkeys``, plus ``offset``: one merge of the two."""
@@ -215,13 +248,16 @@ def _equal_nibbles(a, ra, b, rb):
 
 
 @njit(**JIT)
-def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs, lsketch, min_eq, stamp, best_eq,
-                  best_right):
+def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs, lrows, lsketch, min_eq, stamp,
+                  best_eq, best_right):
     """Fold the corpus rows of matches ``[lo, hi)`` into each batch row's best corpus row.
 
     Matches are sorted by doc: ``mdocs[i]`` a corpus doc, ``mpos[i]`` the first position in
     the sorted batch band keys ``lkeys`` of the key it shares with them (``ldocs[p]``: the
-    batch row of key ``p``, its values ``lsigs[row]``). The distinct docs of the block, in
+    batch row of key ``p`` as the walk numbers it, its values ``lsigs[lrows[row]]``: the
+    walk may number the rows in another order than ``lsigs`` holds them, e.g.
+    :func:`visit_order`; ``stamp``, ``best_eq``, ``best_right`` and ``lsketch`` are in the
+    walk's numbering). The distinct docs of the block, in
     order, are the rows of ``sigs`` (``u16[m, k]``), ``rowids`` and ``alive``. A batch
     row met again through another key of the same doc is not compared again (``stamp``:
     the last doc compared with each batch row, -1 at first). A comparison counts when at
@@ -256,7 +292,7 @@ def best_in_block(mdocs, mpos, lo, hi, sigs, rowids, alive, lkeys, ldocs, lsigs,
             stamp[row] = d
             if _equal_nibbles(lsketch, row, sketch, 0) < max(min_eq, best_eq[row]):
                 continue
-            eq = _equal_values(lsigs, row, sigs, u, k)
+            eq = _equal_values(lsigs, lrows[row], sigs, u, k)
             if eq >= min_eq and _beats(eq, rid, best_eq[row], best_right[row]):
                 best_eq[row] = eq
                 best_right[row] = rid

@@ -22,11 +22,13 @@ corpus rows all over the signature file, each range's from anywhere in it. Here:
    one doc compared once, and only when their sketches (the low 4 bits of each value,
    :func:`kernels.ingest.nibble_sketches`) leave it a chance to count and win. Blocks are
    read and compared on a few threads, each into bests of its own, folded at the end by
-   the same rule (:func:`kernels.ingest.keep_best`).
+   the same rule (:func:`kernels.ingest.keep_best`). The batch rows are numbered for the
+   walk in the order it meets them (:func:`kernels.ingest.visit_order`), so the rows it
+   compares one after another lie side by side in memory.
 
 Memory: :data:`MATCH_BYTES` a match while they are sorted, then 12 bytes a match, and on
 each thread one block of :data:`BLOCK_DOCS` signatures and 24 bytes a batch row; the batch
-rows' sketches, ``k / 2`` bytes a row.
+rows' sketches and their numbering, ``k / 2 + 16`` bytes a row, and 4 bytes a band key.
 :func:`best_rows` gives up (returns None) as soon as the matches pass the budget's
 ``pool`` part; the caller then joins, whose memory follows the shards.
 """
@@ -40,7 +42,8 @@ import numpy as np
 
 from lance_minhash_sql.core.arrays import readonly
 from lance_minhash_sql.core.budget import Budget
-from lance_minhash_sql.kernels.ingest import best_in_block, first_positions, keep_best, nibble_sketches
+from lance_minhash_sql.kernels.ingest import (best_in_block, first_positions, keep_best, nibble_sketches,
+                                               visit_order)
 from lance_minhash_sql.kernels.sort import DIGIT_BITS, radix_sort_run
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.threads import run_chunks
@@ -121,8 +124,13 @@ def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget)
     k = corpus.params.num_hashes
     blocks = [(s, min(s + BLOCK_DOCS, distinct.size)) for s in range(0, distinct.size, BLOCK_DOCS)]
 
-    lkeys, ldocs, lsigs = readonly(batch.keys), readonly(batch.docs), readonly(batch.sigs)
-    lsketch = readonly(nibble_sketches(lsigs))
+    lkeys, lsigs = readonly(batch.keys), readonly(batch.sigs)
+    # the batch rows numbered in the order the walk meets them (kernels.ingest.visit_order)
+    order = visit_order(pos, lkeys, batch.docs, n)
+    walk_row = np.empty(n, dtype=np.uint32)
+    walk_row[order] = np.arange(n, dtype=np.uint32)
+    ldocs = readonly(walk_row[batch.docs])
+    lsketch = readonly(nibble_sketches(lsigs)[order])
     min_eq = np.int64(candidate_matches(threshold, k, "estimate"))
     match_at = np.append(starts, docs.size)
     folds: dict[int, tuple[np.ndarray, ...]] = {}  # a thread's (stamp, best_eq, best_right)
@@ -137,17 +145,17 @@ def best_rows(batch: SignedLeft, corpus: Side, threshold: float, budget: Budget)
             rowids = fetch_signatures(corpus, distinct[a:b], sigs)
             alive = live_mask(corpus, rowids)
             best_in_block(docs, pos, int(match_at[a]), int(match_at[b]), sigs, rowids,
-                          np.ones(b - a, dtype=np.bool_) if alive is None else alive, lkeys, ldocs, lsigs, lsketch,
-                          min_eq, *fold)
+                          np.ones(b - a, dtype=np.bool_) if alive is None else alive, lkeys, ldocs, lsigs, order,
+                          lsketch, min_eq, *fold)
 
     run_chunks(compare, len(blocks), 1)
     # the threads' bests folded by the same rule: each thread's equal values are the score
     # (and, kept beside it, the value to return; keep_best's Jaccard slot is not needed)
     score, eq, unused = np.full(n, -np.inf), np.zeros(n), np.zeros(n)
-    for _, b_eq, b_right in folds.values():
+    for _, b_eq, b_right in folds.values():  # (in the walk's numbering: back to the batch's)
         at = np.flatnonzero(b_eq >= 0)
         e = b_eq[at].astype(np.float64)
-        keep_best(at, b_right[at], e, e, e, score, best_right, eq, unused)
+        keep_best(order[at], b_right[at], e, e, e, score, best_right, eq, unused)
     found = score > -np.inf
     best_eq = np.where(found, eq, -1).astype(np.int64)
     return BestRows(found, best_right, best_eq)
