@@ -214,11 +214,16 @@ def test_mapped_files_equal_lances_reader(segments, writer):
         uniq, back = np.unique(rows, return_inverse=True)  # Lance's file reader takes sorted rows
         ref_keys, ref_docs = reference(seg, uniq)
         assert (keys.read_rows(rows) == ref_keys[back]).all() and (docs.read_rows(rows) == ref_docs[back]).all()
+    paged = open_segment(seg).signature_map
+    paged._rows = None  # as where the pages do not lie back to back: a few rows gathered page by page
     for rows in list(row_sets(len(TEXTS), rng)) + [rng.permutation(len(TEXTS))[:500], np.array([9, 3, 9])]:
         uniq, back = np.unique(rows, return_inverse=True)
         ref = reader.take_rows(uniq.astype(np.uint64).tolist()).to_table().column(1)
-        assert (sigs.read_rows(rows) == np.stack(ref.to_numpy(zero_copy_only=False))[back]).all()
-    for reader_of, bad in ((keys, n), (docs, -1), (sigs, len(TEXTS))):
+        want = np.stack(ref.to_numpy(zero_copy_only=False))[back]
+        assert (sigs.read_rows(rows) == want).all() and (paged.read_rows(rows) == want).all()
+        wide = np.zeros((rows.size, 70), dtype=want.dtype)  # into the first columns of a wider buffer
+        assert (paged.read_rows(rows, out=wide[:, :64]) == want).all() and not wide[:, 64:].any()
+    for reader_of, bad in ((keys, n), (docs, -1), (sigs, len(TEXTS)), (paged, len(TEXTS))):
         with pytest.raises(CorruptIndexError, match="outside"):
             reader_of.read_rows(np.array([0, bad]))
 

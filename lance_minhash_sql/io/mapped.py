@@ -203,7 +203,7 @@ class MappedRows:
         rows = np.asarray(rows, dtype=np.int64)
         if out is None:
             out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
-        if rows.size < SMALL_GATHER_ROWS and self._rows is not None:
+        if rows.size < SMALL_GATHER_ROWS:
             return self._read_few(rows, out, release)
         # a large gather goes slice by slice, each slice's pages handed back once copied
         pagewise = release and rows.size >= PAGEWISE_RELEASE_ROWS
@@ -222,13 +222,23 @@ class MappedRows:
         return out
 
     def _read_few(self, rows: np.ndarray, out: np.ndarray, release: bool) -> np.ndarray:
-        """:meth:`read_rows` of a few rows as one numpy row gather (pages back to back)."""
-        if rows.size and (rows.min() < 0 or rows.max() >= self.num_rows):
+        """:meth:`read_rows` of a few rows by numpy: one row gather when the pages lie back
+        to back, else one gather of each row's items from its page (as :func:`gather_rows`)."""
+        if not rows.size:
+            return out
+        if rows.min() < 0 or rows.max() >= self.num_rows:
             raise CorruptIndexError(f"{self.path}: rows {rows.min()}..{rows.max()} outside its {self.num_rows} rows")
-        out[...] = self._rows[rows]
-        if release and rows.size:
+        if self._rows is not None:
+            out[...] = self._rows[rows]
             first = int(self.first_item[0])
-            self._release(first + int(rows.min()) * self.items, first + (int(rows.max()) + 1) * self.items, rows.size)
+            lowest, highest = first + int(rows.min()) * self.items, first + (int(rows.max()) + 1) * self.items
+        else:
+            page = np.searchsorted(self.starts, rows, side="right") - 1
+            base = self.first_item[page] + (rows - self.starts[page]) * self.items
+            out[...] = self._items[base[:, None] + np.arange(self.items, dtype=np.int64)]
+            lowest, highest = int(base.min()), int(base.max()) + self.items
+        if release:
+            self._release(lowest, highest, rows.size)
         return out
 
     def _release(self, lowest: int, highest: int, count: int) -> None:
