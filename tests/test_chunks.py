@@ -14,6 +14,7 @@ from test_segments import native_arrays, write_segment
 
 from lance_minhash_sql.core.errors import CorruptIndexError
 from lance_minhash_sql.core.params import MinHashParams
+from lance_minhash_sql.io import mapped as mapped_mod
 from lance_minhash_sql.io.chunks import CHUNK_HEADER, chunked_column, fixed_rows, read_columns
 from lance_minhash_sql.io.lancefile import FileLayout, read_layout
 from lance_minhash_sql.io.segments import BANDS_FILE, SIGNATURES_FILE, _band_chunks, open_segment
@@ -199,7 +200,7 @@ def test_a_wide_gap_reads_a_dense_request_in_bounded_sequential_reads(segments, 
 
 
 @pytest.mark.parametrize("writer", ["lance", "ours"])
-def test_mapped_files_equal_lances_reader(segments, writer):
+def test_mapped_files_equal_lances_reader(segments, writer, monkeypatch):
     """The memory-mapped readers (a local query's path) give Lance's values for sorted,
     shuffled and repeated rows, and refuse a row outside the file."""
     _, dirs = segments
@@ -216,6 +217,7 @@ def test_mapped_files_equal_lances_reader(segments, writer):
         assert (keys.read_rows(rows) == ref_keys[back]).all() and (docs.read_rows(rows) == ref_docs[back]).all()
     paged = open_segment(seg).signature_map
     paged._rows = None  # as where the pages do not lie back to back: a few rows gathered page by page
+    monkeypatch.setattr(mapped_mod, "numba_loaded", lambda: False)  # by numpy (a process without numba)
     for rows in list(row_sets(len(TEXTS), rng)) + [rng.permutation(len(TEXTS))[:500], np.array([9, 3, 9])]:
         uniq, back = np.unique(rows, return_inverse=True)
         ref = reader.take_rows(uniq.astype(np.uint64).tolist()).to_table().column(1)

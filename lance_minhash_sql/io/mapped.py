@@ -23,6 +23,7 @@ from lance_minhash_sql.core.tuning import (FAULT_AROUND_BYTES, PAGEWISE_RELEASE_
                                           RELEASE_SPAN_BYTES, SMALL_GATHER_ROWS)
 from lance_minhash_sql.io.chunks import CHUNK_HEADER, chunk_bounds, layout_problem, pages_of_layout, row_pages, rows_problem
 from lance_minhash_sql.io.lancefile import FileLayout
+from lance_minhash_sql.kernels.config import numba_loaded
 from lance_minhash_sql.kernels.gather import copy_range, gather_rows, gather_values, values_at
 
 __all__ = ["MappedColumn", "MappedRows", "mapped_column", "mapped_rows", "map_file", "hand_back", "RELEASE_BYTES"]
@@ -203,7 +204,7 @@ class MappedRows:
         rows = np.asarray(rows, dtype=np.int64)
         if out is None:
             out = np.empty((rows.size, self.items), dtype=self._items.dtype.newbyteorder("="))
-        if rows.size < SMALL_GATHER_ROWS:
+        if rows.size < SMALL_GATHER_ROWS and (self._rows is not None or not numba_loaded()):
             return self._read_few(rows, out, release)
         # a large gather goes slice by slice, each slice's pages handed back once copied
         pagewise = release and rows.size >= PAGEWISE_RELEASE_ROWS
@@ -223,7 +224,8 @@ class MappedRows:
 
     def _read_few(self, rows: np.ndarray, out: np.ndarray, release: bool) -> np.ndarray:
         """:meth:`read_rows` of a few rows by numpy: one row gather when the pages lie back
-        to back, else one gather of each row's items from its page (as :func:`gather_rows`)."""
+        to back, else (numba not loaded: a few queries' numpy route) one gather of each
+        row's items from its page, as :func:`gather_rows` reads them."""
         if not rows.size:
             return out
         if rows.min() < 0 or rows.max() >= self.num_rows:
