@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from lance_minhash_sql.core import tuning
-from lance_minhash_sql.core.budget import POOL_PARTS, SELF_JOIN_PARTS, STAR_PARTS, Budget, memory_limit_bytes
+from lance_minhash_sql.core.budget import (EXACT_PARTS, POOL_PARTS, SELF_JOIN_PARTS, STAR_PARTS, Budget,
+                                           memory_limit_bytes)
 from lance_minhash_sql.core.errors import InvalidParameterError
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.selfjoin import parent, sizing
@@ -49,8 +50,10 @@ def test_every_share_is_a_fraction_that_multiplies():
 def test_the_parts_add_up_to_at_most_the_budget(total):
     budget = Budget.of(total)
     assert budget.total == total
-    assert set(SELF_JOIN_PARTS + POOL_PARTS + STAR_PARTS) == {f.name for f in dataclasses.fields(Budget)} - {"total"}
-    assert all(getattr(budget, p) >= 0 for p in SELF_JOIN_PARTS + POOL_PARTS + STAR_PARTS)
+    parts = SELF_JOIN_PARTS + POOL_PARTS + STAR_PARTS + EXACT_PARTS
+    assert set(parts) == {f.name for f in dataclasses.fields(Budget)} - {"total"}
+    assert all(getattr(budget, p) >= 0 for p in parts)
+    assert budget.sets <= total // 2  # what Budget.less leaves to verify in is the rest of the budget
     assert sum(getattr(budget, p) for p in SELF_JOIN_PARTS) <= total
     assert sum(getattr(budget, p) for p in STAR_PARTS) <= total
     assert all(getattr(budget, p) <= budget.pool for p in POOL_PARTS)
@@ -63,14 +66,15 @@ def test_the_parts_are_the_byte_counts_of_the_shares():
     """Each part is its share's bytes, written as the plain formula: a shard's band rows
     1/32 of the budget, the rows kept 1/16, a batch of pairs 1/64, the pool 5/8,
     a shuffle task's cache 1/8, the union-find 3/4 of the pool (1/4 once in its file), the
-    labels half of it, star's chunk and centers a quarter each."""
+    labels half of it, star's chunk and centers a quarter each, the shingle sets' index
+    in memory 1/8."""
     for total in BUDGETS:
         b = Budget.of(total)
         pool = int(total * 0.625)
         assert (b.shard, b.kept, b.pairs, b.pool, b.cache) == (total // 32, total // 16, total // 64, pool, total // 8)
         assert (b.read_ahead, b.pairs_ahead) == (tuning.READ_AHEAD * b.shard, tuning.PAIRS_AHEAD * b.pairs)
         assert (b.parent, b.parent_pages, b.labels) == (int(pool * 0.75), int(pool * 0.25), pool // 2)
-        assert (b.star_chunk, b.star_centers) == (total // 4, total // 4)
+        assert (b.star_chunk, b.star_centers, b.sets) == (total // 4, total // 4, total // 8)
 
 
 def test_memory_limit_is_parsed_once_into_a_budget():

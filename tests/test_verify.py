@@ -242,6 +242,78 @@ def test_shingle_sets_are_the_rows_sets_fetched_once(corpus):
         sets.close()
 
 
+@pytest.mark.parametrize("held_most", [None, 0])
+def test_shingle_sets_held_in_files_are_the_rows_sets(corpus, held_most):
+    """Asked in scattered rounds, each merged into the index (held in memory, or with
+    ``held_most=0`` in files, merged a slice at a time): every row's set and signature
+    are the signer's and the index's, the index sorted by row id, and nothing of it in
+    memory once it is in files."""
+    from lance_minhash_sql.index.opened import open_index
+    from lance_minhash_sql.index.sign import signer_for
+    from lance_minhash_sql.selfjoin import shingles
+    from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, ShingleSets
+
+    opened = open_index(corpus, "text")
+    rowids, sigs, _, _, texts = signed(corpus)
+    off, hashes = signer_for(PARAMS).shingle_sets(texts)
+    rng = np.random.default_rng(1)
+    sets = ShingleSets(opened, signatures=True)
+    sets.prefetch([], held_most=held_most)
+    before = shingles.STATS["index_in_files"]
+    try:
+        for _ in range(6):
+            rows = rng.choice(rowids, 300)
+            got_sigs, o, h = sets.gather(rows)
+            for i, r in enumerate(rows):
+                at = int(np.flatnonzero(rowids == r)[0])
+                assert h[o[i]:o[i + 1]].tolist() == hashes[off[at]:off[at + 1]].tolist()
+                assert got_sigs[i].tolist() == sigs[at].tolist()
+        ids = sets.index.ids
+        assert (np.diff(ids.astype(np.int64)) > 0).all()
+        if held_most is None:
+            assert sets.held_bytes() == INDEX_BYTES * ids.size and shingles.STATS["index_in_files"] == before
+        else:
+            assert sets.held_bytes() == 0 and len(sets.files) == 5 and shingles.STATS["index_in_files"] == before + 6
+    finally:
+        sets.close()
+    assert sets.files == []
+
+
+def test_the_shingle_index_is_held_within_the_budgets_sets_part(corpus, monkeypatch):
+    """Exact pairs hold the shingle sets' index in memory within the budget's ``sets``
+    part (core/budget.py), in files past it, and take what it holds in memory from the
+    budget they verify in (verify.remaining); the pairs are brute force's either way."""
+    import dataclasses
+
+    from lance_minhash_sql.core.budget import Budget
+    from lance_minhash_sql.selfjoin import shingles, steps
+    from lance_minhash_sql.selfjoin import verify as verify_mod
+    from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES
+
+    seen = []
+    remaining = verify_mod.remaining
+
+    def spy(verifier, budget):
+        sets = verifier.shingles
+        seen.append((budget, sets.index.ids.size, sets.held_bytes(), len(sets.files), remaining(verifier, budget)))
+        return seen[-1][-1]
+
+    monkeypatch.setattr(steps, "remaining", spy)
+    want = brute_force(corpus, T).keys()
+    total, of = 64 << 20, Budget.of.__func__
+    for sets_part in (0, 1 << 20, INDEX_BYTES * 400):
+        monkeypatch.setattr(Budget, "of", classmethod(lambda cls, n, part=sets_part:
+                                                      dataclasses.replace(of(cls, n), sets=part)))
+        assert as_pairs(pairs_table(corpus, T, verify="exact", memory_limit=total)).keys() == want
+        budget, rows, held, files, left = seen.pop()
+        assert budget.sets == sets_part and rows > 400 and held <= budget.sets
+        if rows * INDEX_BYTES > budget.sets:
+            assert held == 0 and files == 5
+        else:
+            assert held == rows * INDEX_BYTES and files == 0
+        assert left.total == max(total // 2, total - held - shingles.TEXT_READER_BYTES)
+
+
 def texts_of(uri: str, pair) -> list[str]:
     t = lance.dataset(uri).to_table(columns=["text"], with_row_id=True).to_pydict()
     text = dict(zip(t["_rowid"], t["text"]))

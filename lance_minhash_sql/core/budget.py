@@ -19,14 +19,17 @@ takes its part from here, never a share of its own:
 * once the components are built and the self-join's parts let go, the star walk
   (``selfjoin/star.py``): :attr:`~Budget.star_chunk` (a chunk of members) and
   :attr:`~Budget.star_centers` (the centers held in memory): :data:`STAR_PARTS`.
+* with exact verification, before the pairs or links are verified: :attr:`~Budget.sets`
+  (the candidate rows' shingle-set index held in memory, ``selfjoin/shingles.py``; past it
+  the index is held in files): :data:`EXACT_PARTS`.
 
 Each part is ``floor(total * share)`` of a share of ``core/tuning.py`` (a part of the pool:
 of the pool), and the shares of one phase add up to at most 1, so the parts of a phase add
 up to at most ``total`` (``tests/test_budget.py`` checks both). A consumer may take a floor
 of its own on top (``MIN_SHARD_ROWS``, ``MIN_CHUNK_PAIRS``, ``MIN_WINDOW_ROWS``,
 ``MIN_PARENT_BLOCKS``: the least it works with whatever the budget), which only small budgets
-reach. With exact verification the candidate rows' shingle sets are held first:
-:meth:`Budget.less` is what is left to verify in, parted the same way.
+reach. With exact verification the candidate rows' shingle-set index is held first, within
+:attr:`~Budget.sets`: :meth:`Budget.less` is what is left to verify in, parted the same way.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ from dataclasses import dataclass
 from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOIN_MEMORY
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.core.tuning import (KEEP_SHARE, LABELS_SHARE, PAIR_SHARE, PAIRS_AHEAD, PARENT_SHARE, POOL_SHARE,
-                                           READ_AHEAD, SHARD_SHARE, SHUFFLE_CACHE_SHARE, PARENT_PAGES_SHARE,
-                                           STAR_CENTERS_SHARE, STAR_CHUNK_SHARE)
+                                           READ_AHEAD, SETS_SHARE, SHARD_SHARE, SHUFFLE_CACHE_SHARE,
+                                           PARENT_PAGES_SHARE, STAR_CENTERS_SHARE, STAR_CHUNK_SHARE)
 
-__all__ = ["memory_limit_bytes", "Budget", "SELF_JOIN_PARTS", "POOL_PARTS", "STAR_PARTS"]
+__all__ = ["memory_limit_bytes", "Budget", "SELF_JOIN_PARTS", "POOL_PARTS", "STAR_PARTS", "EXACT_PARTS"]
 
 
 def memory_limit_bytes(memory_limit) -> int:
@@ -54,6 +57,7 @@ def memory_limit_bytes(memory_limit) -> int:
 SELF_JOIN_PARTS = ("shard", "read_ahead", "kept", "pairs", "pairs_ahead", "pool", "cache")
 POOL_PARTS = ("parent", "parent_pages", "labels")
 STAR_PARTS = ("star_chunk", "star_centers")
+EXACT_PARTS = ("sets",)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class Budget:
     labels: int
     star_chunk: int
     star_centers: int
+    sets: int
 
     @classmethod
     def parse(cls, memory_limit) -> Budget:
@@ -95,7 +100,7 @@ class Budget:
                    pairs=pairs, pairs_ahead=PAIRS_AHEAD * pairs, pool=pool, cache=int(total * SHUFFLE_CACHE_SHARE),
                    parent=int(pool * PARENT_SHARE), parent_pages=int(pool * PARENT_PAGES_SHARE),
                    labels=int(pool * LABELS_SHARE), star_chunk=int(total * STAR_CHUNK_SHARE),
-                   star_centers=int(total * STAR_CENTERS_SHARE))
+                   star_centers=int(total * STAR_CENTERS_SHARE), sets=int(total * SETS_SHARE))
 
     def less(self, held: int) -> Budget:
         """What is left to verify in once ``held`` bytes are held beside (exact

@@ -212,6 +212,14 @@ SHINGLE_FETCH_ROWS = 1 << 12
 # memory after ShingleSets.prefetch less its index): left out of the budget the pairs and
 # links of an exact self-join are verified in.
 TEXT_READER_BYTES = 32 << 20
+# The shingle sets' index (INDEX_BYTES a candidate row) is held in memory while it takes at
+# most SETS_SHARE of the budget; past it its columns live in temporary files, memory-mapped
+# (file pages, which the OS keeps or drops), and the whole rest of the budget verifies.
+SETS_SHARE = 1 / 8
+# The texts are taken through a handle of their own whose metadata cache holds at most this
+# (io/handles.py:take_reader): the opened handle's cache would keep the page metadata of
+# every data file a take reads (tens of MB at 10M rows) for as long as the handle is kept.
+TAKE_READER_CACHE_BYTES = 1 << 20
 # Star's walk: a chunk of members (signatures, shingle sets) at most STAR_CHUNK_SHARE of
 # the budget, at most STAR_ROWS rows; the component's centers held within
 # STAR_CENTERS_SHARE, the older blocks written to disk past it (core/budget.py).

@@ -274,7 +274,7 @@ def _verified(meter: _Task, job: ShuffleJob, indices: list, rows: list, infos: l
             pool += n
             del got_gids, got_sigs, got_rowids
         ugids, sigs, rowids = ugids[:pool], sigs[:pool], rowids[:pool]
-        prepare(pairs_of if what == "pairs" else links_of, [job.shard(plan, i) for i in indices], ugids)
+        prepare(pairs_of if what == "pairs" else links_of, [job.shard(plan, i) for i in indices], ugids, job.budget)
         liveness = plan.opened.liveness
         alive = None if liveness.trivial else liveness.alive(rowids)
         for index, ref in zip(indices, rows):
@@ -305,7 +305,7 @@ def _over_pool_links(shard: Shard, job: ShuffleJob, links_of) -> Iterator[Links]
     a window linked in chunks of rows)."""
     got = read_multi(shard)
     if got is not None:
-        prepare(links_of, [shard], got[1])
+        prepare(links_of, [shard], got[1], job.budget)
         yield from alone_links(shard, *got, job.max_docs, links_of, job.rule.max_reps)
 
 

@@ -21,13 +21,13 @@ import lance
 import pyarrow as pa
 
 from lance_minhash_sql.core.errors import DatasetError
-from lance_minhash_sql.core.tuning import MAX_HANDLES
+from lance_minhash_sql.core.tuning import MAX_HANDLES, TAKE_READER_CACHE_BYTES
 from lance_minhash_sql.io.scan import open_dataset, uri_of
 from lance_minhash_sql.io.store import absolute_uri
 from lance_minhash_sql.runtime.cache import ByteCache
 
 __all__ = ["DatasetVersion", "open_version", "dataset_handle", "dataset_at", "options_key", "options_for", "is_dataset",
-           "latest_of", "open_latest"]
+           "latest_of", "open_latest", "take_reader"]
 
 
 _datasets = ByteCache.for_objects("opened datasets", MAX_HANDLES)  # (uri, options) -> latest handle
@@ -68,6 +68,21 @@ def options_for(dataset, storage_options: dict | None) -> dict | None:
         return dataset.initial_storage_options or None
     except (ValueError, OSError, RuntimeError):
         return None
+
+
+def take_reader(ds):
+    """A handle of its own of ``ds``'s version for a long run of takes of one column (exact
+    verification's texts, ``selfjoin/shingles.py``): its metadata cache holds at most
+    :data:`TAKE_READER_CACHE_BYTES` and its index cache nothing, where ``ds``'s caches would
+    keep the page metadata of every data file the takes read for as long as ``ds`` is kept
+    (``ds`` itself when it is not a ``LanceDataset``, or cannot be opened again)."""
+    if not isinstance(ds, lance.LanceDataset):
+        return ds
+    try:
+        return lance.dataset(uri_of(ds), version=int(ds.version), storage_options=options_for(ds, None),
+                             metadata_cache_size_bytes=TAKE_READER_CACHE_BYTES, index_cache_size_bytes=0)
+    except (ValueError, OSError, RuntimeError):
+        return ds
 
 
 def options_key(storage_options) -> Any:

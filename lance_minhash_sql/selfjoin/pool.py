@@ -121,14 +121,17 @@ def fetch_signatures(plan: Plan, gids: np.ndarray, out: np.ndarray, release: boo
 
 
 def row_ids(plan: Plan, gids: np.ndarray, max_rows: int) -> np.ndarray:
-    """Row ids of sorted unique ``gids`` (signatures read too only where a segment has no
-    row id runs, ``max_rows`` at a time)."""
+    """Row ids of sorted unique ``gids``, ``max_rows`` at a time (looked up in the row id
+    runs, or with the signatures read where a segment has none): what is held beside the
+    answer is a slice's, whatever the number of ``gids``."""
     out = np.empty(gids.size, dtype=np.uint64)
     k = plan.params.num_hashes
     for entry, a, b, docs in _runs_of(plan, gids):
         runs = _runs(entry)
         if runs is not None:
-            out[a:b] = entry.map_rowids(runs.lookup(docs))
+            for s in range(0, b - a, max_rows):
+                part = docs[s:s + max_rows]
+                out[a + s:a + s + part.size] = entry.map_rowids(runs.lookup(part))
             continue
         scratch = np.empty((min(max_rows, b - a), k), dtype=np.uint16)
         for s in range(0, b - a, max_rows):

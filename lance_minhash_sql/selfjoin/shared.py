@@ -195,7 +195,7 @@ class SharedShards:
         with self.lock:
             if self.verifier is None:
                 self.verifier = pair_verifier(self.verify, self.shards[0].plan.opened)
-                prepare(self.verifier, self.shards)
+                prepare(self.verifier, self.shards, budget=self.budget)
             budget = remaining(self.verifier, self.budget)
             if self.groups is None:
                 self.groups = _grouped(self.shards, budget)

@@ -9,8 +9,9 @@ self-join:
 * before the pairs are verified, :meth:`ShingleSets.prefetch` reads the shards' buckets
   once and fetches every live row that shares a bucket with another (the rows of every
   candidate pair the shards can give, :func:`candidate_rows`) in row-id order, in
-  sequential runs: one Lance take per :data:`SHINGLE_FETCH_ROWS` ascending row ids,
-  shingled on threads (:meth:`lance_minhash_sql.index.sign.Signer.shingle_sets`: sorted
+  sequential runs: one Lance take per :data:`SHINGLE_FETCH_ROWS` ascending row ids
+  (through a handle of the sets' own, :func:`lance_minhash_sql.io.handles.take_reader`,
+  whose caches stay small and go with the sets), shingled on threads (:meth:`lance_minhash_sql.index.sign.Signer.shingle_sets`: sorted
   distinct XXH64 hashes per row) while the next take runs. Rows taken in scattered
   chunks of pairs would read a page of the text column for each few rows;
 * a row asked for and not held (a caller that did not prefetch) is fetched the same way
@@ -23,9 +24,13 @@ self-join:
   keeps the members' signatures in a file beside) and its set's bucket counts
   (:func:`lance_minhash_sql.kernels.similarity.bucket_counts`: most candidate pairs are
   settled under the threshold by them, without reading their sets from the file), sorted
-  by row id (each fetch's rows merged in). It and what Lance's reader keeps are taken
-  from the self-join's budget before the pairs are verified
-  (:meth:`ShingleSets.budget_bytes`).
+  by row id (each fetch's rows merged in). It is held in memory while it takes at most
+  the self-join's budget's ``sets`` part (:class:`lance_minhash_sql.core.budget.Budget`,
+  given to :meth:`ShingleSets.prefetch`); past it its columns live in temporary files,
+  memory-mapped (:class:`lance_minhash_sql.io.file_arrays.FileArray`: file pages too),
+  built and merged a slice of :data:`FETCH_ROWS` rows at a time. What it holds in memory
+  and what Lance's reader keeps are taken from the self-join's budget before the pairs
+  are verified (:meth:`ShingleSets.budget_bytes`).
 
 Shards run on threads: rows not held are fetched and merged under a lock (the fetch and
 the shingling use their own threads); a fetch replaces the index whole, so positions
@@ -43,7 +48,8 @@ import numpy as np
 from lance_minhash_sql.core.arrays import readonly, sorted_unique
 from lance_minhash_sql.core.tuning import FETCH_ROWS, SHINGLE_FETCH_ROWS, TEXT_READER_BYTES
 from lance_minhash_sql.index.sign import signer_for
-from lance_minhash_sql.io.file_arrays import AppendedValues
+from lance_minhash_sql.io.file_arrays import AppendedValues, FileArray
+from lance_minhash_sql.io.handles import take_reader
 from lance_minhash_sql.io.takes import take_rows
 from lance_minhash_sql.kernels.components import marked_ids, new_marks, set_marks
 from lance_minhash_sql.kernels.csr import spans_take
@@ -57,7 +63,8 @@ from lance_minhash_sql.selfjoin.shards import Shard, ShardData
 __all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Snapshot", "STATS",
            "candidate_rows", "live_rows"]
 
-STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows")
+STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows",
+                 "index_in_files")
 INDEX_BYTES = 32 + COUNT_BUCKETS  # held per row seen: row id, start and end of its set, signature row, counts
 
 
@@ -108,6 +115,9 @@ class ShingleSets:
         self.values = AppendedValues(np.uint64)
         self.signatures = AppendedValues(np.uint16) if signatures else None
         self.lock = threading.Lock()
+        self.held_most: int | None = None  # the index's bytes in memory at most (None: no bound), else in files
+        self.files: list[FileArray] = []  # the index's columns when it is held in files
+        self.reader = None  # the texts' handle (io/handles.py:take_reader), opened at the first fetch
 
     def positioned(self, data: ShardData) -> tuple[ShardData, Snapshot]:
         """``data`` (a loaded shard) with its pool's row ids replaced by the rows'
@@ -158,13 +168,19 @@ class ShingleSets:
             out += 8 * (index.ends[pos] - index.starts[pos]) + 8
         return out
 
-    def prefetch(self, shards: list[Shard], docs: np.ndarray | None = None) -> None:
+    def prefetch(self, shards: list[Shard], docs: np.ndarray | None = None, held_most: int | None = None) -> None:
         """Fetch and shingle, in row-id order, every live row of the candidate pairs
         ``shards`` can give (:func:`candidate_rows`) not held yet; ``docs``: the shards'
-        docs in buckets of two rows or more when the caller read them already."""
+        docs in buckets of two rows or more when the caller read them already.
+        ``held_most``: the bytes of the index held in memory at most (a budget's ``sets``
+        part), for this fetch and every later one; past it the index is held in files."""
+        if held_most is not None:
+            self.held_most = held_most
         if shards:
             rows = candidate_rows(shards) if docs is None else live_rows(shards[0].plan, sorted_unique(docs))
             self.fetch_rows(rows, "prefetched_rows")
+            del rows
+            trim_heap()  # (the candidate rows, freed only now)
 
     def fetch_rows(self, rows: np.ndarray, counter: str = "prefetched_rows") -> None:
         """Fetch, in row-id order, the rows of sorted unique ``rows`` not held yet (counted
@@ -180,15 +196,18 @@ class ShingleSets:
         """Fetch, shingle (and sign) and append the sorted rows ``missing`` (the next take
         running while a batch is worked on); merge them into the index."""
         column = self.opened.column
-        starts = np.zeros(missing.size, dtype=np.int64)
-        ends = np.zeros(missing.size, dtype=np.int64)
-        sig_rows = np.full(missing.size, -1, dtype=np.int64)
-        counts = np.zeros((missing.size, self.index.counts.shape[1]), dtype=np.uint8)
+        if self.reader is None:
+            self.reader = take_reader(self.opened.ds)
+        old = self.index
+        in_files = self.held_most is not None and (old.ids.size + missing.size) * INDEX_BYTES > self.held_most
+        made: list[FileArray] = []
+        ids, starts, ends, sig_rows, counts = _columns(missing.size, old.counts.shape[1], made if in_files else None)
+        ids[:] = missing
         batches = list(range(0, missing.size, SHINGLE_FETCH_ROWS))
 
         def take(s: int):
             rows = missing[s:s + SHINGLE_FETCH_ROWS]
-            texts = take_rows(self.opened.ds, rows, [column], "the exact verification", self.opened.uri)
+            texts = take_rows(self.reader, rows, [column], "the exact verification", self.opened.uri)
             yield s, texts.column(column).combine_chunks()
 
         for s, texts in run_ordered(batches, take, workers=2, ahead=1):
@@ -204,17 +223,35 @@ class ShingleSets:
                 sigs, _ = self.signer.sign(texts)
                 sig_rows[s:s + n] = self.signatures.append(sigs.reshape(-1)) // self.k + np.arange(n)
             del texts
-        old = self.index
-        new = (missing, starts, ends, sig_rows, counts)
+        new = (ids, starts, ends, sig_rows, counts)
         if old.ids.size == 0:  # the first fetch (a prefetch, star's members): the arrays as built, not copied
-            self.index = Index(*(readonly(v) for v in new))
+            self._replace(Index(*(readonly(v) for v in new)), made)
             return
         at = np.searchsorted(old.ids, missing)
-        self.index = Index(*(readonly(np.insert(a, at, v, axis=0)) for a, v in zip(old, new)))
+        if not in_files:
+            self._replace(Index(*(readonly(np.insert(a, at, v, axis=0)) for a, v in zip(old, new))), [])
+            return
+        files: list[FileArray] = []
+        out = _columns(old.ids.size + missing.size, old.counts.shape[1], files)
+        _merge_into(out, old, new, at)
+        for f in made:
+            f.close()
+        self._replace(Index(*(readonly(v) for v in out)), files)
+
+    def _replace(self, index: Index, files: list[FileArray]) -> None:
+        """Hold ``index`` (its columns in ``files``, or in memory when none), the files of
+        the index before closed (snapshots still mapping them keep their pages)."""
+        old, self.files = self.files, files
+        self.index = index
+        if files:
+            STATS.add("index_in_files")
+        for f in old:
+            f.close()
 
     def held_bytes(self) -> int:
-        """The bytes of the index in memory (the sets themselves are file pages)."""
-        return sum(a.nbytes for a in self.index)
+        """The bytes of the index in memory (the sets themselves are file pages, and the
+        index too once it is held in files: none then)."""
+        return 0 if self.files else sum(a.nbytes for a in self.index)
 
     def budget_bytes(self) -> int:
         """What the sets take of a self-join's budget while its pairs are verified: the
@@ -226,6 +263,42 @@ class ShingleSets:
         self.values.close()
         if self.signatures is not None:
             self.signatures.close()
+        self._replace(self.index, [])
+        self.reader = None
+
+
+def _columns(n: int, count_columns: int, files: list[FileArray] | None) -> tuple:
+    """Writable ``(ids, starts, ends, sig_rows, counts)`` of ``n`` rows (sig_rows -1), in
+    memory, or with ``files`` (a list the files are appended to) each in a file."""
+    shapes = ((np.uint64, ()), (np.int64, ()), (np.int64, ()), (np.int64, ()), (np.uint8, (count_columns,)))
+    out = []
+    for dtype, tail in shapes:
+        if files is None:
+            out.append(np.zeros((n, *tail), dtype=dtype))
+            continue
+        f = FileArray(n * int(np.prod(tail, dtype=np.int64)), dtype)
+        files.append(f)
+        out.append(f.array.reshape(n, *tail))
+    for s in range(0, n, FETCH_ROWS):
+        out[3][s:s + FETCH_ROWS] = -1
+    return tuple(out)
+
+
+def _merge_into(out: tuple, old: Index, new: tuple, at: np.ndarray) -> None:
+    """Write into ``out`` what ``np.insert(old_column, at, new_column, axis=0)`` gives for
+    each column (``at``: ascending, where each new row goes among the old ones), a slice of
+    :data:`FETCH_ROWS` rows at a time: no column is held whole in memory."""
+    n_old, n_new = old.ids.size, at.size
+    for lo in range(0, n_old, FETCH_ROWS):
+        i = np.arange(lo, min(n_old, lo + FETCH_ROWS))
+        to = i + np.searchsorted(at, i, side="right")  # an old row moves past the new rows before it
+        for o, c in zip(out, old):
+            o[to] = c[i]
+    for lo in range(0, n_new, FETCH_ROWS):
+        j = np.arange(lo, min(n_new, lo + FETCH_ROWS))
+        to = at[j] + j  # the j-th new row after j new rows and at[j] old rows
+        for o, c in zip(out, new):
+            o[to] = c[j]
 
 
 def _positions(ids: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
@@ -267,5 +340,8 @@ def live_rows(plan, gids: np.ndarray) -> np.ndarray:
     """Ascending row ids of the live docs among sorted unique ``gids`` (global docs of
     ``plan``'s index)."""
     rows = row_ids(plan, gids, FETCH_ROWS)
-    rows = rows[plan.opened.liveness.alive(rows)] if rows.size else rows
+    if rows.size and not plan.opened.liveness.trivial:
+        rows = rows[plan.opened.liveness.alive(rows)]
+    if rows.size < 2 or (rows[1:] > rows[:-1]).all():  # (docs in row-id order: as a fresh index numbers them)
+        return rows
     return sorted_unique(rows)

@@ -100,8 +100,9 @@ def shards_for(dataset, column: str, threshold: float, budget: Budget, storage_o
 
 def prepared(verifier, shards: list[Shard], budget: Budget, docs: np.ndarray | None = None) -> Budget:
     """Step 2: ``verifier`` prepared for ``shards`` (``docs``: their candidate docs, when
-    the caller read them already); what is left of ``budget`` to verify in."""
-    prepare(verifier, shards, docs)
+    the caller read them already; exact verification's shingle sets' index held within
+    ``budget``'s ``sets`` part); what is left of ``budget`` to verify in."""
+    prepare(verifier, shards, docs, budget)
     return remaining(verifier, budget)
 
 

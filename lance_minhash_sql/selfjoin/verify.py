@@ -176,7 +176,8 @@ class Verifier:
     :func:`.links.data_links`, :func:`.links.exact_links`), over ``shingles`` when
     given (exact verification: passed as its ``shingles=``). The self-join calls
     :meth:`prepare` with its shards before it verifies any (the candidate rows' shingle
-    sets fetched in row order, :meth:`.shingles.ShingleSets.prefetch`)."""
+    sets fetched in row order, :meth:`.shingles.ShingleSets.prefetch`, their index held
+    in memory within the budget's ``sets`` part)."""
 
     def __init__(self, verify_shard, shingles: ShingleSets | None = None, **options):
         self.verify_shard = verify_shard
@@ -186,9 +187,9 @@ class Verifier:
     def __call__(self, *args, **kwargs):
         return self.verify_shard(*args, **self.options, **kwargs)
 
-    def prepare(self, shards: list[Shard], docs: np.ndarray | None = None) -> None:
+    def prepare(self, shards: list[Shard], docs: np.ndarray | None = None, budget: Budget | None = None) -> None:
         if self.shingles is not None:
-            self.shingles.prefetch(shards, docs)
+            self.shingles.prefetch(shards, docs, None if budget is None else budget.sets)
 
     def close(self) -> None:
         """Close the shingle sets' files (exact verification), once the self-join is done."""
@@ -204,12 +205,13 @@ class Verifier:
             self.close()
 
 
-def prepare(verifier, shards: list[Shard], docs: np.ndarray | None = None) -> None:
+def prepare(verifier, shards: list[Shard], docs: np.ndarray | None = None, budget: Budget | None = None) -> None:
     """:meth:`Verifier.prepare` of ``verifier`` (``docs``: the shards' candidate docs,
-    when the caller read them already); nothing for a plain function (a caller's own
-    verifier, as tests pass)."""
+    when the caller read them already; ``budget``: the self-join's, whose ``sets`` part
+    bounds the shingle sets' index in memory, unbounded without); nothing for a plain
+    function (a caller's own verifier, as tests pass)."""
     if isinstance(verifier, Verifier):
-        verifier.prepare(shards, docs)
+        verifier.prepare(shards, docs, budget)
 
 
 def remaining(verifier, budget: Budget) -> Budget:
