@@ -88,6 +88,29 @@ def test_buckets_that_repeat_an_earlier_band_are_pruned_with_the_same_answers(co
 
 
 
+def test_labels_past_their_part_are_held_in_a_file_and_still_prune(corpus, monkeypatch):
+    """Labels (4 bytes a doc) that do not fit the budget's ``labels`` part are held in a
+    temporary file instead of going without: buckets are still pruned, the pairs are the
+    oracle's, and the file is gone once the pairs are read."""
+    import dataclasses
+    import glob
+    import os
+    import tempfile
+
+    from lance_minhash_sql.io.file_arrays import TEMP_PREFIX
+
+    monkeypatch.setattr(core_budget, "DEFAULT_SELF_JOIN_MEMORY", TIGHT_BUDGET)
+    of = Budget.of.__func__
+    monkeypatch.setattr(Budget, "of", classmethod(lambda cls, n: dataclasses.replace(of(cls, n), labels=0)))
+    assert not sizing.pairs_pool(4000, 128, Budget.of(TIGHT_BUDGET))[0]
+    folders = set(glob.glob(os.path.join(tempfile.gettempdir(), TEMP_PREFIX + "*")))
+    reset_stats()
+    before = pool.STATS["labels_in_file"]
+    assert as_dict(pairs(corpus, "text", 0.8)) == oracle(corpus, 0.8)
+    assert pool.STATS["labels_in_file"] == before + 1 and pool.STATS["pruned_rows"] > 0
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), TEMP_PREFIX + "*"))) == folders
+
+
 def test_a_carried_pool_holds_the_signatures_of_each_groups_docs(corpus):
     """Successive groups' docs (overlapping, so rows are carried and the pool leaves doc
     order), a drop between: every pool row given for a doc holds that doc's signature, row

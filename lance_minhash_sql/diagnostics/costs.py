@@ -43,8 +43,8 @@ plus the pool fills' and the clusters' one-thread steps' CPU over at most one co
     peak_memory = SELF_JOIN_BASE_BYTES + pool + rows * SELF_JOIN_ROW_BYTES
                   (+ clustered rows * CLUSTERED_ROW_BYTES for clusters and dedup)
 
-(with ``verify="exact"`` plus the shingle sets' index, ``INDEX_BYTES`` a candidate row,
-and Lance's text reader, ``TEXT_READER_BYTES``; ``pool`` the budget's ``pool`` part
+(with ``verify="exact"`` plus the shingle sets' index, ``INDEX_BYTES`` a candidate row
+while that fits the budget's ``sets`` part, else none: it is held in files, and Lance's text reader, ``TEXT_READER_BYTES``; ``pool`` the budget's ``pool`` part
 (:class:`lance_minhash_sql.core.budget.Budget`) filled with candidates' signatures; per row, the pairs' labels,
 the candidates' bit set and the index pages the shards map while they read them, which
 count in the resident set and which a budget does not bound).
@@ -74,7 +74,7 @@ from lance_minhash_sql.core.tuning import (CLUSTERED_ROW_BYTES, MIN_WINDOW_ROWS,
 from lance_minhash_sql.index.opened import OpenedIndex
 from lance_minhash_sql.selfjoin.sizing import components_bytes, keep_rows, pairs_pool, pool_rows, shard_rows
 from lance_minhash_sql.selfjoin.parent import in_file, parent_bytes
-from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES
+from lance_minhash_sql.selfjoin.shingles import INDEX_BYTES, index_in_memory
 from lance_minhash_sql.selfjoin.shards import plan_for
 
 __all__ = ["Projection", "Rates", "Work", "work", "project", "clusters_temp_bytes"]
@@ -168,7 +168,7 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     by_class = n / 2 * np.mean(loads.class_visits, axis=0)
     kept_by_class = n / 2 * np.mean(loads.kept_class_visits, axis=0)
     if clustered is None:
-        pruned, rows = pairs_pool(plan.total_docs, k, budget)
+        pruned, rows = True, pairs_pool(plan.total_docs, k, budget)[1]  # (labels in memory or in a file)
     else:  # the clusters prune the buckets already one component, whatever the budget
         pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(budget, k, components_bytes(plan.total_docs, budget)))
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
@@ -222,8 +222,9 @@ def project(w: Work, rates: Rates, rows: int, budget: Budget, dedup: bool = Fals
                    + w.clustered * (rates.table_row + (rates.keep_row if dedup else 0.0)))
     peak = SELF_JOIN_BASE_BYTES + budget.pool + rows * SELF_JOIN_ROW_BYTES
     peak += int(w.clustered * CLUSTERED_ROW_BYTES)
-    if w.exact_rows > 0:  # exact verification's shingle sets: their index, Lance's text reader
-        peak += int(w.exact_rows * INDEX_BYTES) + TEXT_READER_BYTES
+    if w.exact_rows > 0:  # exact verification's shingle sets: their index (unless in files), Lance's text reader
+        index = int(w.exact_rows * INDEX_BYTES)
+        peak += (index if index_in_memory(int(w.exact_rows), budget.sets) else 0) + TEXT_READER_BYTES
     seconds = cpu / rates.parallel + serial / min(1.0, rates.parallel)
     return Projection(float(seconds), int(peak), int(w.shingle_bytes), float(cpu + serial))
 

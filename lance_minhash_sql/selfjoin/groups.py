@@ -25,6 +25,7 @@ from lance_minhash_sql.core.arrays import sorted_unique
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.tuning import READ_AHEAD, READ_ROW_BYTES
 from lance_minhash_sql.kernels.components import count_unmarked, marked_ids, ranks, set_marks
+from lance_minhash_sql.io.file_arrays import FileArray
 from lance_minhash_sql.kernels.prune import drop_labelled, label_pure, marked_buckets
 from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.pool import CarriedPool, count, read_multi
@@ -126,10 +127,15 @@ class Labels:
     own: a label is one aligned store and names one bucket, so docs that all show one
     label were all given it by that bucket, whatever is still being written. Labels are
     ``uint32``; once they run out, no more are given (those given stay true) and pruning
-    only fades."""
+    only fades. ``in_file``: held in a temporary file, memory-mapped (labels past the
+    budget's ``labels`` part, ``selfjoin/sizing.py: pairs_pool``), whose pages
+    :meth:`hand_back` gives back after each group; :meth:`close` removes it."""
 
-    def __init__(self, total_docs: int, rows_per_band: int):
-        self.values = np.zeros(total_docs, dtype=np.uint32)
+    def __init__(self, total_docs: int, rows_per_band: int, in_file: bool = False):
+        self.file = FileArray(total_docs, np.uint32) if in_file else None
+        self.values = np.zeros(total_docs, dtype=np.uint32) if self.file is None else self.file.array
+        if in_file:
+            count("labels_in_file")
         self.rows_per_band = rows_per_band
         self.next = 1
         self.lock = threading.Lock()
@@ -152,6 +158,17 @@ class Labels:
         if self.next == 1:  # no label given yet (the first group): nothing to drop
             return keys, gids
         return drop_labelled(keys, gids, self.values)
+
+    def hand_back(self) -> None:
+        """The file's touched pages back to the OS (its data stays in the file; nothing
+        in memory)."""
+        if self.file is not None:
+            self.file.hand_back()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.values = None
+            self.file.close()
 
 
 def group_loader(carried: CarriedPool, marks: np.ndarray) -> Callable[[GroupShard], ShardData | None]:

@@ -34,7 +34,7 @@ __all__ = ["STATS", "count", "held", "candidate_rows", "read_multi", "fetch_sign
 
 STATS = Counters("the bounded self-join's reads, groups and union-find", "max_pool_rows", "groups", "streamed_shards",
                  "pruned_rows", "fetched_rows", "carried_rows", "parent_in_file", "parent_handbacks",
-                 "max_parent_blocks")
+                 "max_parent_blocks", "labels_in_file")
 
 
 def held(rows: int) -> None:

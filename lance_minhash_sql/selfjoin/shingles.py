@@ -60,12 +60,18 @@ from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.selfjoin.pool import read_multi, row_ids
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData
 
-__all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "ShingleSets", "Index", "Snapshot", "STATS",
+__all__ = ["SHINGLE_FETCH_ROWS", "INDEX_BYTES", "index_in_memory", "ShingleSets", "Index", "Snapshot", "STATS",
            "candidate_rows", "live_rows"]
 
 STATS = Counters("exact verification's shingle sets", "fetched_rows", "prefetched_rows", "asked_rows",
                  "index_in_files")
 INDEX_BYTES = 32 + COUNT_BUCKETS  # held per row seen: row id, start and end of its set, signature row, counts
+
+
+def index_in_memory(rows: int, held_most: int | None) -> bool:
+    """Is the index of ``rows`` rows held in memory under ``held_most`` bytes (a budget's
+    ``sets`` part; None: no bound)? Past it, its columns are held in files."""
+    return held_most is None or rows * INDEX_BYTES <= held_most
 
 
 class Index(NamedTuple):
@@ -199,7 +205,7 @@ class ShingleSets:
         if self.reader is None:
             self.reader = take_reader(self.opened.ds)
         old = self.index
-        in_files = self.held_most is not None and (old.ids.size + missing.size) * INDEX_BYTES > self.held_most
+        in_files = not index_in_memory(old.ids.size + missing.size, self.held_most)
         made: list[FileArray] = []
         ids, starts, ends, sig_rows, counts = _columns(missing.size, old.counts.shape[1], made if in_files else None)
         ids[:] = missing

@@ -59,8 +59,9 @@ def fixed_bytes(total_docs: int, per_doc: int) -> int:
 
 def pairs_pool(total_docs: int, k: int, budget: Budget) -> tuple[bool, int]:
     """``(labelled, rows)`` of the pairs' self-join within ``budget``: whether it keeps the
-    labels (4 bytes a row, while they fit the budget's ``labels`` part of the pool), and the
-    candidates a group's pool holds beside them."""
+    labels in memory (4 bytes a row, while they fit the budget's ``labels`` part of the
+    pool; past it in a file, ``selfjoin/groups.py: Labels``), and the candidates a group's
+    pool holds beside them."""
     labelled = fixed_bytes(total_docs, 4) <= budget.labels
     return labelled, pool_size(budget, k, fixed_bytes(total_docs, 4 if labelled else 0))
 

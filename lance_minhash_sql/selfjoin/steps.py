@@ -71,7 +71,7 @@ from lance_minhash_sql.runtime.pipeline import run_ordered
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.clusters_table import clusters_table
 from lance_minhash_sql.selfjoin.giant import alone_links, alone_pairs, spans
-from lance_minhash_sql.selfjoin.groups import GroupShard, Labels, ShardGroup, group_loader, shard_groups, unpruned
+from lance_minhash_sql.selfjoin.groups import GroupShard, Labels, ShardGroup, group_loader, shard_groups
 from lance_minhash_sql.selfjoin.links import LinkRule, Links, planning
 from lance_minhash_sql.selfjoin.parent import UnionFind
 from lance_minhash_sql.selfjoin.pool import CarriedPool, count, read_multi, row_ids, span_data
@@ -124,12 +124,12 @@ def _pair_batches(shards: list[Shard], budget: Budget, exact: bool, verify: Pair
     labelled, max_docs = pairs_pool(p.total_docs, p.params.num_hashes, budget)
     chunk = chunk_pairs(budget, most)
     marks = new_marks(p.total_docs)
-    labels = Labels(p.total_docs, p.params.rows_per_band) if labelled else None
+    labels = Labels(p.total_docs, p.params.rows_per_band, in_file=not labelled)
     carried = CarriedPool(p, max_docs)
 
     def run(items: list, load, last: bool) -> Iterator[pa.RecordBatch]:
         stop = threading.Event()
-        label = labels is not None and not last  # (labels serve the groups after this one)
+        label = not last  # (labels serve the groups after this one)
 
         def produce(item):
             data = load(item)
@@ -143,13 +143,13 @@ def _pair_batches(shards: list[Shard], budget: Budget, exact: bool, verify: Pair
 
         yield from run_ordered(items, produce, stop=stop, ahead=PAIRS_AHEAD)
 
-    groups = shard_groups(shards, budget, max_docs, marks, unpruned if labels is None else labels.prune,
-                          None if labels is None else labels.given)
+    groups = shard_groups(shards, budget, max_docs, marks, labels.prune, labels.given)
     with bounded_heap():  # (the threads' freed buffers handed back: the module doc, 7)
         try:
             for group in groups:
                 count("groups")
                 last = group.shards[-1].shard is shards[-1]
+                labels.hand_back()  # (a file's pages: the last group's)
                 if group.alone is None:
                     yield from run(group.shards, group_loader(carried, marks), last)
                     continue
@@ -161,6 +161,7 @@ def _pair_batches(shards: list[Shard], budget: Budget, exact: bool, verify: Pair
         finally:
             groups.close()  # its readers stop now, not when collected
             carried.drop()
+            labels.close()
 
 
 def run_shard(shard: Shard, budget: Budget, verify: PairVerifier, most: int, exact: bool = False
