@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lance_minhash_sql.kernels.similarity import jaccard_at_least, jaccard_at_least_between
-from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, bucket_counts, jaccard_if_at_least
+from lance_minhash_sql.kernels.similarity import COUNT_BITS, COUNT_BUCKETS, bucket_counts, jaccard_if_at_least
 
 
 def _sets(rng, n: int) -> list[set[int]]:
@@ -33,11 +33,12 @@ def _sets(rng, n: int) -> list[set[int]]:
 
 
 def _counts(sets: list[set[int]]) -> np.ndarray:
-    """Each set's values per bucket of their top four bits (saturating at 255), counted here."""
+    """Each set's values per bucket of their top COUNT_BITS bits (saturating at 255), counted here."""
     out = np.zeros((len(sets), COUNT_BUCKETS), dtype=np.uint8)
+    shift = 64 - COUNT_BITS
     for i, values in enumerate(sets):
         for v in values:
-            out[i, v >> 60] = min(255, int(out[i, v >> 60]) + 1)
+            out[i, v >> shift] = min(255, int(out[i, v >> shift]) + 1)
     return out
 
 
@@ -145,7 +146,7 @@ def _reachable(sa: set, sb: set, threshold: float) -> bool:
 
 
 def _in_bucket(q: int, ids) -> set[int]:
-    return {(q << 60) | i for i in ids}
+    return {(q << (64 - COUNT_BITS)) | i for i in ids}
 
 
 def _tight_sets() -> list[set[int]]:

@@ -265,7 +265,9 @@ def pair_chunk(keys, docs, starts, ends, words, halves, slot, rowids, k, num_ban
 
     Exact verification's candidates (``set_counts`` not empty): pool row ``r``'s shingle
     set has ``set_sizes[r]`` distinct values and the bucket counts ``set_counts[r]``
-    (:func:`.similarity.bucket_counts`; gathered beside the pool, so a bucket's rows
+    (:func:`.similarity.bucket_counts`, :data:`.similarity.COUNT_BUCKETS` bytes a row,
+    compiled in: numba's cache of this file keeps the value it was compiled with, so
+    clear it when the constant changes; gathered beside the pool, so a bucket's rows
     read them in order), and a pair is written only when
     :func:`.similarity.may_reach` leaves it a chance to reach ``threshold``: the pairs
     left out have an exact Jaccard under it (or an empty set: no Jaccard), so the

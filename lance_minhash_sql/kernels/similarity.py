@@ -94,8 +94,9 @@ def least_common(na, nb, threshold):
     return need
 
 
-COUNT_BUCKETS = 16  # buckets of a set's bucket counts (bucket_counts): a byte each
-_COUNT_SHIFT = 60  # a hash's bucket: its top four bits
+COUNT_BITS = 6  # a hash's bucket: its top COUNT_BITS bits
+COUNT_BUCKETS = 1 << COUNT_BITS  # buckets of a set's bucket counts (bucket_counts): a byte each
+_COUNT_SHIFT = 64 - COUNT_BITS
 
 
 @njit(**JIT)
@@ -106,7 +107,7 @@ def bucket_counts(offsets, hashes):
 
     Two sets share a value only within one bucket, so ``sum_q min(a_q, b_q)`` bounds their
     common values from above (:func:`jaccard_at_least`
-    settles most pairs under a threshold with it, 16 bytes a set, without reading the
+    settles most pairs under a threshold with it, a byte a bucket, without reading the
     sets); a saturated bucket bounds nothing and makes the bound void
     (:func:`common_bound`)."""
     n = offsets.size - 1

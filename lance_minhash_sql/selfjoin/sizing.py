@@ -13,6 +13,7 @@ from lance_minhash_sql.core.sizes import format_bytes
 from lance_minhash_sql.core.tuning import (MIN_CHUNK_PAIRS, MIN_SHARD_ROWS, MIN_WINDOW_ROWS, POOL_SHARE,
                                            READ_ROW_BYTES, SHARD_BAND_ROWS)
 from lance_minhash_sql.selfjoin.parent import BLOCK_BYTES, MIN_BLOCKS, parent_share
+from lance_minhash_sql.selfjoin.verify import SET_ROW_BYTES
 
 __all__ = ["shard_rows", "chunk_pairs", "keep_rows", "pool_rows", "pool_size", "window_rows", "fixed_bytes",
            "pairs_pool", "components_bytes", "clusters_pool"]
@@ -35,15 +36,17 @@ def keep_rows(budget: Budget) -> int:
     return budget.kept // READ_ROW_BYTES
 
 
-def pool_rows(budget: Budget, k: int, fixed: int = 0) -> int:
+def pool_rows(budget: Budget, k: int, fixed: int = 0, extra: int = 0) -> int:
     """Candidates a group's pool holds: the budget's ``pool`` part, ``fixed`` bytes of it
-    held elsewhere; signature, row id and doc id of each."""
-    return int((budget.pool - fixed) // (2 * k + 12))
+    held elsewhere; signature, row id and doc id of each, and ``extra`` bytes beside."""
+    return int((budget.pool - fixed) // (2 * k + 12 + extra))
 
 
-def pool_size(budget: Budget, k: int, fixed: int = 0) -> int:
-    """:func:`pool_rows`, at least :data:`MIN_WINDOW_ROWS` (what a window holds)."""
-    return max(MIN_WINDOW_ROWS, pool_rows(budget, k, fixed))
+def pool_size(budget: Budget, k: int, fixed: int = 0, exact: bool = False) -> int:
+    """:func:`pool_rows`, at least :data:`MIN_WINDOW_ROWS` (what a window holds); with
+    ``exact`` verification each row's set size and counts beside it
+    (:data:`.verify.SET_ROW_BYTES`)."""
+    return max(MIN_WINDOW_ROWS, pool_rows(budget, k, fixed, SET_ROW_BYTES if exact else 0))
 
 
 def window_rows(max_docs: int) -> int:
@@ -57,13 +60,13 @@ def fixed_bytes(total_docs: int, per_doc: int) -> int:
     return total_docs * per_doc + (total_docs + 7) // 8
 
 
-def pairs_pool(total_docs: int, k: int, budget: Budget) -> tuple[bool, int]:
+def pairs_pool(total_docs: int, k: int, budget: Budget, exact: bool = False) -> tuple[bool, int]:
     """``(labelled, rows)`` of the pairs' self-join within ``budget``: whether it keeps the
     labels in memory (4 bytes a row, while they fit the budget's ``labels`` part of the
     pool; past it in a file, ``selfjoin/groups.py: Labels``), and the candidates a group's
-    pool holds beside them."""
+    pool holds beside them (:func:`pool_size`, with ``exact`` verification)."""
     labelled = fixed_bytes(total_docs, 4) <= budget.labels
-    return labelled, pool_size(budget, k, fixed_bytes(total_docs, 4 if labelled else 0))
+    return labelled, pool_size(budget, k, fixed_bytes(total_docs, 4 if labelled else 0), exact)
 
 
 def components_bytes(total_docs: int, budget: Budget) -> int:

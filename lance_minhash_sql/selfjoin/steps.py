@@ -121,7 +121,7 @@ def _pair_batches(shards: list[Shard], budget: Budget, exact: bool, verify: Pair
                   ) -> Iterator[pa.RecordBatch]:
     p = shards[0].plan
     budget = prepared(verify, shards, budget)
-    labelled, max_docs = pairs_pool(p.total_docs, p.params.num_hashes, budget)
+    labelled, max_docs = pairs_pool(p.total_docs, p.params.num_hashes, budget, exact)
     chunk = chunk_pairs(budget, most)
     marks = new_marks(p.total_docs)
     labels = Labels(p.total_docs, p.params.rows_per_band, in_file=not labelled)
@@ -177,7 +177,7 @@ def run_shard(shard: Shard, budget: Budget, verify: PairVerifier, most: int, exa
             return
         keys, gids = got
         budget = prepared(verify, [shard], budget, gids)  # (the rows of the bands just read: not read again)
-        yield from alone_pairs(shard, keys, gids, pool_size(budget, shard.plan.params.num_hashes), verify,
+        yield from alone_pairs(shard, keys, gids, pool_size(budget, shard.plan.params.num_hashes, 0, exact), verify,
                                chunk_pairs(budget, most))
         if exact:
             trim_heap()

@@ -31,8 +31,8 @@ from lance_minhash_sql.kernels.similarity import COUNT_BUCKETS, gather_sets, jac
 from lance_minhash_sql.selfjoin.shards import Shard, ShardData, shard_windows
 from lance_minhash_sql.selfjoin.shingles import ShingleSets, Snapshot
 
-__all__ = ["candidate_matches", "data_pairs", "data_visits", "exact_kept", "pair_verifier", "Verifier", "prepare",
-           "remaining"]
+__all__ = ["SET_ROW_BYTES", "candidate_matches", "data_pairs", "data_visits", "exact_kept", "pair_verifier",
+           "Verifier", "prepare", "remaining"]
 
 
 def _similarity(eq: np.ndarray, k: int) -> np.ndarray:
@@ -120,12 +120,16 @@ def data_pairs(shard: Shard, data: ShardData, chunk: int, stop: threading.Event 
             shingles.close()
 
 
+SET_ROW_BYTES = 8 + COUNT_BUCKETS  # what exact verification holds per pool row beside it (_window_sets)
+
+
 def _window_sets(snap: Snapshot | None, positions: np.ndarray) -> tuple:
     """``pair_chunk``'s ``set_sizes, set_counts`` of a window's pool rows (``positions``:
     their sets' positions in ``snap``), gathered in pool order: exact verification's
     pairs that their sizes and bucket counts put under the threshold are not written.
     Empty without ``snap`` (``verify="estimate"``: ``no_sets``); of one type either way,
-    so the kernel has one specialization."""
+    so the kernel has one specialization. :data:`SET_ROW_BYTES` a row, which the pool
+    of an exact self-join counts (``selfjoin/sizing.py: pool_size``)."""
     if snap is None or snap.index.counts.shape[1] != COUNT_BUCKETS:
         return no_sets()
     index = snap.index
