@@ -44,7 +44,8 @@ plus the pool fills' and the clusters' one-thread steps' CPU over at most one co
                   (+ clustered rows * CLUSTERED_ROW_BYTES for clusters and dedup)
 
 (with ``verify="exact"`` plus the shingle sets' index, ``INDEX_BYTES`` a candidate row
-while that fits the budget's ``sets`` part, else none: it is held in files, and Lance's text reader, ``TEXT_READER_BYTES``; ``pool`` the budget's ``pool`` part
+while that fits the budget's ``sets`` part, else none: it is held in files, and Lance's
+text reader, ``TEXT_READER_BYTES``; ``pool`` the budget's ``pool`` part
 (:class:`lance_minhash_sql.core.budget.Budget`) filled with candidates' signatures; per row, the pairs' labels,
 the candidates' bit set and the index pages the shards map while they read them, which
 count in the resident set and which a budget does not bound).

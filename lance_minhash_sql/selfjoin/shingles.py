@@ -11,8 +11,9 @@ self-join:
   candidate pair the shards can give, :func:`candidate_rows`) in row-id order, in
   sequential runs: one Lance take per :data:`SHINGLE_FETCH_ROWS` ascending row ids
   (through a handle of the sets' own, :func:`lance_minhash_sql.io.handles.take_reader`,
-  whose caches stay small and go with the sets), shingled on threads (:meth:`lance_minhash_sql.index.sign.Signer.shingle_sets`: sorted
-  distinct XXH64 hashes per row) while the next take runs. Rows taken in scattered
+  whose caches stay small and go with the sets), shingled on threads
+  (:meth:`lance_minhash_sql.index.sign.Signer.shingle_sets`: sorted distinct XXH64
+  hashes per row) while the next take runs. Rows taken in scattered
   chunks of pairs would read a page of the text column for each few rows;
 * a row asked for and not held (a caller that did not prefetch) is fetched the same way
   with the other missing rows of its shard;
