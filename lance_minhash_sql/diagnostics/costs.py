@@ -169,7 +169,7 @@ def work(opened: OpenedIndex, population: int, loads, pairs: float, exact_pairs:
     by_class = n / 2 * np.mean(loads.class_visits, axis=0)
     kept_by_class = n / 2 * np.mean(loads.kept_class_visits, axis=0)
     if clustered is None:
-        pruned, rows = True, pairs_pool(plan.total_docs, k, budget)[1]  # (labels in memory or in a file)
+        pruned, rows = True, pairs_pool(plan.total_docs, k, budget, set_bytes is not None)[1]  # (labels: memory or file)
     else:  # the clusters prune the buckets already one component, whatever the budget
         pruned, rows = True, max(MIN_WINDOW_ROWS, pool_rows(budget, k, components_bytes(plan.total_docs, budget)))
     if with_candidate <= rows:  # one group: every candidate fetched once, nothing dropped
