@@ -13,7 +13,8 @@ kernels. The pages the process touches count in its resident set until
 the OS page cache, so nothing is lost and the next touch maps the page again. The mapping
 is advised ``MADV_RANDOM`` (no read-ahead: Linux then fills the page cache a page at a
 time and maps at most its fault-around window, 64 KiB by default, around a touch, not a
-whole large folio). :meth:`FileArray.close` removes the folder, whatever happened.
+whole large folio). :meth:`FileArray.close` removes the folder, whatever happened; an
+array never closed has it removed when collected, or when the interpreter exits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import weakref
 
 import numpy as np
 
@@ -43,6 +45,7 @@ class FileArray:
         dtype = np.dtype(dtype)
         self.nbytes = max(int(size) * dtype.itemsize, 1)  # (a mapping of 0 bytes is refused)
         self.folder: str | None = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=folder)
+        self._remove = weakref.finalize(self, shutil.rmtree, self.folder, True)
         self._map: mmap.mmap | None = None
         self.handbacks = 0
         try:
@@ -80,7 +83,7 @@ class FileArray:
                 pass
             self._map = None
         if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            self._remove()  # (shutil.rmtree, once)
             self.folder = None
 
     def __enter__(self) -> "FileArray":
