@@ -287,11 +287,11 @@ def test_the_plan_bounds_the_heap_when_the_batch_comes_near_the_budget(data, mon
     assert calls == bound
     calls.clear()
     rows = lance.dataset(data["batch"]).count_rows()
-    monkeypatch.setattr(plan_module, "_batch_row_bytes", lambda params: (32 << 20) // rows + 1)  # just past half
+    monkeypatch.setattr(plan_module, "_batch_bytes", lambda n, params: n * ((32 << 20) // rows + 1))  # just past half
     assert lms.ingest_plan(data["corpus"], data["batch"], "text", T, memory_limit="64MiB").equals(roomy)
     assert calls == bound
     calls.clear()
-    monkeypatch.setattr(plan_module, "_batch_row_bytes", lambda params: (32 << 20) // rows)  # within half
+    monkeypatch.setattr(plan_module, "_batch_bytes", lambda n, params: n * ((32 << 20) // rows))  # within half
     lms.ingest_plan(data["corpus"], data["batch"], "text", T, memory_limit="64MiB")
     assert calls == []
 

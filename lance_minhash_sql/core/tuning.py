@@ -10,6 +10,8 @@ comment says what each was measured against.
 
 from __future__ import annotations
 
+from lance_minhash_sql.core.lance_format import BAND_ROW_BYTES
+
 # ------------------------------- Reading index files: the cost model of the search and the self-join (index/entries.py)
 
 # Read cost model (measured on the 2-core development machine, pylance 14.0.2, local
@@ -236,7 +238,7 @@ STAR_BUCKET_CENTERS = 16
 # otherwise); core/budget.py turns them into the budget's named parts.
 SHARD_SHARE = 1 / 32  # a shard's band rows read at once: at most this share of the budget
 POOL_SHARE = 0.625  # the candidates' pool: this share of the budget (less clusters' components)
-READ_ROW_BYTES = 12  # a band row as read: key (8) and doc (4)
+READ_ROW_BYTES = BAND_ROW_BYTES  # a band row as read: key (8) and doc (4)
 KEEP_SHARE = 1 / 16  # a group's rows kept from the marking pass: at most this share of the budget
 MIN_SHARD_ROWS = 1 << 14  # band rows of a shard at the least, whatever the budget
 PAIR_SHARE = 1 / 64  # a batch of pairs (24 bytes each) at most this share of the budget

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_minhash_sql.core import lance_format
 from lance_minhash_sql.kernels.config import JIT, njit
 from lance_minhash_sql.kernels.bucket_pairs import collision_pair_first, reported_here, values_equal
 from lance_minhash_sql.kernels.lanes import BAND_VALUES, WIDTH, verified_partners
 
 __all__ = ["JOIN_CURSOR_SIZE", "GALLOP_RATIO", "new_join_cursor", "shared_rows", "join_chunk"]
 
-_U56 = np.uint64(56)
+_U56 = np.uint64(lance_format.BAND_SHIFT)
 
 # A join cursor (int64[JOIN_CURSOR_SIZE]) is where join_chunk stops and the next call goes
 # on. Its slots, by name: the left and right runs' starts and the offsets within them.

@@ -53,7 +53,6 @@ from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.checks import check_threshold, check_verify
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.params import MinHashParams
-from lance_minhash_sql.core.tuning import READ_ROW_BYTES
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import INGEST_PLAN_SCHEMA
 from lance_minhash_sql.index.sign import signer_for
@@ -65,7 +64,8 @@ from lance_minhash_sql.runtime.memory import bounded_heap, is_tight, trim_heap
 from lance_minhash_sql.selfjoin.dedup import check_keep, keep_order, order_by_columns
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.best_rows import BestRows, best_rows
-from lance_minhash_sql.selfjoin.join_shards import SignedLeft, forget_signed_left, index_side, signed_left
+from lance_minhash_sql.selfjoin.join_shards import (SignedLeft, forget_signed_left, index_side, signed_bytes,
+                                                    signed_left)
 from lance_minhash_sql.selfjoin.shards import plan_for
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
@@ -126,10 +126,10 @@ def _batch_rows(ds, column: str, params: MinHashParams, options) -> _Batch:
     return _Batch(rowids, sigs, has, buckets, int(num), signed, at)
 
 
-def _batch_row_bytes(params: MinHashParams) -> int:
-    """What the plan holds of a batch row: its signature, its band rows as read (key and
-    row), its buckets and its row id."""
-    return 2 * params.num_hashes + (READ_ROW_BYTES + 8) * params.num_bands + 8
+def _batch_bytes(rows: int, params: MinHashParams) -> int:
+    """What the plan holds of ``rows`` batch rows: the rows signed as the join's left side
+    (:func:`.join_shards.signed_bytes`) and their buckets (8 bytes a band)."""
+    return signed_bytes(rows, params) + rows * 8 * params.num_bands
 
 
 def _spread(best: BestRows, at: np.ndarray | None, n: int, k: int) -> tuple[np.ndarray, ...]:
@@ -204,7 +204,7 @@ def plan_ingest(corpus_ds, batch_ds, column: str, threshold: float, verify: str,
     signer = signer_for(params)
     # the signing's and the join's freed buffers handed back as they go when the batch
     # comes near the budget, or its shingle sets are held (runtime/memory.py: is_tight)
-    tight = verify == "exact" or is_tight(row_count(batch_ds) * _batch_row_bytes(params), budget.total)
+    tight = verify == "exact" or is_tight(_batch_bytes(row_count(batch_ds), params), budget.total)
     with bounded_heap(tight):
         batch = _batch_rows(batch_ds, column, params, batch_options)
         rowids, sigs, has, buckets, num_buckets = batch[:5]
