@@ -17,10 +17,11 @@ The same rules for every UDF:
   options from one (a JSON object, or text holding one);
 * :func:`prefixed`: a parameter error raised by the Python API gets the SQL function's
   name in front (DuckDB puts the exception class before it);
-* :func:`not_a_number`: the table macros pass each numeric argument through the macro
-  ``_lms_number(function, name, value)`` of ``sql/scalar.sql``, which hands a value that is
-  no number (text, a boolean, a list, ...) to this UDF: an error naming the argument, where
-  DuckDB would say only ``Could not convert string 'abc' to DOUBLE``;
+* :func:`as_number`: the table macros pass each numeric argument through the macro
+  ``_lms_number(function, name, value)`` of ``sql/scalar.sql``, which hands it to this
+  UDF with its ``try_cast`` to DOUBLE and its type: a value that is no number (text, a
+  boolean, a list, ...) is an error naming the argument, where DuckDB would say only
+  ``Could not convert string 'abc' to DOUBLE``;
 * values and names written into generated SQL are :mod:`.sqltext`'s.
 """
 
@@ -54,7 +55,7 @@ __all__ = [
     "json_value",
     "tokenizer",
     "prefixed",
-    "not_a_number",
+    "as_number",
     "ARG_UDFS",
 ]
 
@@ -206,10 +207,16 @@ _NUMBER_EXAMPLES = MappingProxyType({"threshold": "0.8", "k": "10", "num_hashes"
                                      "top": "10"})
 
 
-def not_a_number(fn: str, name: str, value: str, sql_type: str) -> float:
-    """The error of a numeric argument given a value of another type (``_lms_number`` in
-    ``sql/scalar.sql`` calls it for such values only): ``minhash_pairs: threshold := 'abc'
-    must be a number, not VARCHAR; pass e.g. threshold := 0.8``."""
+_NOT_NUMBERS = frozenset({"VARCHAR", "BOOLEAN", "BLOB"})  # types DuckDB would cast, that are no number here
+
+
+def as_number(fn: str, name: str, cast: float | None, sql_type: str, value: str | None) -> float | None:
+    """A numeric argument of a table macro (``_lms_number`` in ``sql/scalar.sql``): ``cast``,
+    its ``try_cast`` to DOUBLE (NULL stays NULL); a value of a type in :data:`_NOT_NUMBERS`,
+    or one the cast refuses, is an :class:`InvalidParameterError`: ``minhash_pairs: threshold
+    := 'abc' must be a number, not VARCHAR; pass e.g. threshold := 0.8``."""
+    if value is None or (cast is not None and sql_type not in _NOT_NUMBERS):
+        return cast
     shown = literal(value) if sql_type == "VARCHAR" else value
     example = _NUMBER_EXAMPLES.get(name)
     fix = f"pass e.g. {name} := {example}" if example else "pass a number"
@@ -217,5 +224,5 @@ def not_a_number(fn: str, name: str, value: str, sql_type: str) -> float:
 
 
 ARG_UDFS: tuple[Udf, ...] = (
-    Udf("_lms_not_a_number", not_a_number, ("VARCHAR",) * 4, "DOUBLE", False, False),
+    Udf("_lms_as_number", as_number, ("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR", "VARCHAR"), "DOUBLE", False, False),
 )

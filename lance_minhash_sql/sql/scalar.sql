@@ -10,11 +10,11 @@
 
 -- A numeric argument of a table macro as DOUBLE (NULL stays NULL); a value of another
 -- type (text, a boolean, a list, ...) fails naming the function fn and the argument name
--- (_lms_not_a_number, lance_minhash_sql/duck/args.py), where a cast would not name them.
+-- (_lms_as_number, lance_minhash_sql/duck/args.py), where a cast would not name them.
+-- One UDF call rather than a CASE: DuckDB binds a CASE in a table macro's query() argument
+-- at several times the cost of the call.
 CREATE OR REPLACE TEMP MACRO _lms_number(fn, name, value) AS
-    CASE WHEN typeof(value) IN ('VARCHAR', 'BOOLEAN', 'BLOB') OR (value IS NOT NULL AND try_cast(value AS DOUBLE) IS NULL)
-         THEN _lms_not_a_number(fn, name, value::VARCHAR, typeof(value))
-         ELSE try_cast(value AS DOUBLE) END;
+    _lms_as_number(fn, name, try_cast(value AS DOUBLE), typeof(value), value::VARCHAR);
 
 -- MinHash signature of a text, bit-identical to Lance's MINHASHLSH index.
 -- NULL for NULL text and for texts without tokens (Lance indexes no signature for them).
