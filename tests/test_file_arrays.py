@@ -217,3 +217,34 @@ def test_appended_values_read_back_through_the_map_and_leave_no_file(temp):
         values.file = keep
     finally:
         values.close()
+
+
+def test_arrays_never_closed_leave_no_file_and_no_warning(tmp_path):
+    """A FileArray and an AppendedValues the caller never closes (as a SQL statement's shared
+    state may keep them to the end): collected, or still referenced when the interpreter
+    exits, their files are closed and the FileArray's folder removed, without a
+    ResourceWarning."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, warnings, numpy as np\n"
+        "from lance_minhash_sql.io import file_arrays\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    a = file_arrays.FileArray(10, np.int64); folder = a.folder\n"
+        "    v = file_arrays.AppendedValues(np.uint64); v.append(np.arange(4, dtype=np.uint64))\n"
+        "    del a, v; gc.collect()\n"
+        "import os; print(len(seen), os.path.exists(folder))\n"
+        "KEPT = [file_arrays.FileArray(10, np.int64), file_arrays.AppendedValues(np.uint64)]\n"
+        "KEPT[1].append(np.arange(4, dtype=np.uint64))\n"
+        "print(KEPT[0].folder)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(file_arrays.__file__))))
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", script], env=env,
+                         capture_output=True, text=True, check=True)
+    collected, kept = out.stdout.split("\n")[:2]
+    assert collected == "0 False"  # no warning while collected, and the folder gone
+    assert "ResourceWarning" not in out.stderr and not os.path.exists(kept)  # and at exit
+    assert os.listdir(tmp_path) == []

@@ -101,7 +101,8 @@ class AppendedValues:
     :class:`ResourceLimitError` there, never a fault on a later read); :meth:`view` maps
     everything written so far. One writer at a time (the caller's lock); views stay
     valid while referenced, whatever is appended after them. The file is created by the
-    first append: values never appended to hold no file to close."""
+    first append: values never appended to hold no file to close, and values never closed
+    have their file closed when they are collected, or when the interpreter exits."""
 
     def __init__(self, dtype):
         self.dtype = np.dtype(dtype)
@@ -116,6 +117,7 @@ class AppendedValues:
         try:
             if self.file is None:
                 self.file = tempfile.TemporaryFile(prefix=TEMP_PREFIX)
+                self._close_file = weakref.finalize(self, self.file.close)  # never closed: when collected, or at exit
             self.file.write(memoryview(data).cast("B"))
             self.file.flush()
         except OSError as exc:
@@ -138,4 +140,4 @@ class AppendedValues:
         """Close the file (mapped views keep its pages until they are collected)."""
         self._view = np.empty(0, dtype=self.dtype)
         if self.file is not None:
-            self.file.close()
+            self._close_file()
