@@ -198,3 +198,22 @@ def test_minhash_rows_are_lances_rows_with_their_row_ids(con, tmp_path):
     assert len(want) == 24
     some = con.sql(f"SELECT * FROM minhash_rows('{uri}', columns := ['text']) ORDER BY _rowid").fetchall()
     assert some == [(r["text"], r["_rowid"]) for r in sorted(want, key=lambda r: r["_rowid"])]
+
+
+DECLARED_FLAT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+                       pa.uint64(), pa.float32(), pa.float64(), pa.bool_(), pa.string(), pa.large_string(),
+                       pa.binary(), pa.large_binary()]
+
+
+@pytest.mark.parametrize("arrow_type", DECLARED_FLAT_TYPES, ids=str)
+def test_a_flat_columns_declared_sql_type_is_duckdbs(arrow_type):
+    """A search's user column of a flat type takes its SQL type from the declared mapping
+    (``duck/results.py: duck_type``; ``duck/tables.py`` asks DuckDB only of a type it does
+    not declare): each type it declares is DuckDB's own, spelled as DuckDB spells it."""
+    assert duck_type(arrow_type) == _duckdb_type_of(arrow_type)
+
+
+@pytest.mark.parametrize("arrow_type", [pa.date32(), pa.timestamp("us"), pa.decimal128(10, 3)], ids=str)
+def test_other_flat_types_are_left_to_duckdb(arrow_type):
+    with pytest.raises(TypeError, match="no DuckDB type declared"):
+        duck_type(arrow_type)

@@ -184,8 +184,16 @@ class _Layout(NamedTuple):
 
 
 def _duck_type_of(field: pa.Field) -> str:
-    """The DuckDB type a column arrives as (DuckDB's own Arrow mapping, asked of a
-    connection of its own: the calling one is busy inside a UDF)."""
+    """The DuckDB type a column arrives as: for a flat type :func:`.results.duck_type`
+    declares, that (DuckDB's own mapping, checked against it in
+    ``tests/test_duck_tables.py``); else DuckDB's own Arrow mapping, asked of a connection
+    of its own (the calling one is busy inside a UDF), which costs a new in-memory
+    database once per type."""
+    if not pa.types.is_nested(field.type):
+        try:
+            return duck_type(field.type)
+        except TypeError:  # not declared there: DuckDB says
+            pass
     return _duck_type_named(field.type)
 
 
