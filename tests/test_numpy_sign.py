@@ -27,7 +27,7 @@ from lance_minhash_sql.index import band_sorter
 from lance_minhash_sql.index import numpy_sign
 from lance_minhash_sql.io import segment_writers as writers
 from lance_minhash_sql.index.sign import Signer
-from lance_minhash_sql.indexer import builder as build_mod
+from lance_minhash_sql.index import sign as sign_mod
 from lance_minhash_sql.kernels.xxh64_arrays import xxh64_ranges
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,8 +92,8 @@ def _numpy_route(monkeypatch, on: bool):
     else:
         monkeypatch.setattr(numpy_sign, "KERNEL_LOAD_SECONDS", 0.0)
     calls = []
-    real = build_mod.sign_numpy
-    monkeypatch.setattr(build_mod, "sign_numpy", lambda *a: (calls.append(1), real(*a))[1])
+    real = sign_mod.sign_numpy
+    monkeypatch.setattr(sign_mod, "sign_numpy", lambda *a: (calls.append(1), real(*a))[1])
     return calls
 
 
@@ -153,3 +153,34 @@ def test_a_new_process_builds_a_small_index_and_searches_it_without_numba(tmp_pa
     assert out["built"] == 1000 and out["hits"] <= 5
     assert (out["after_build"], out["after_search"]) == (False, False)
     assert lance.dataset(str(tmp_path / "s.lance")).count_rows() == 1000
+
+
+SIGNATURE_FIRST = textwrap.dedent("""
+    import json
+    import lance_minhash_sql as lms
+    from lance_minhash_sql.kernels.config import numba_loaded
+    con = lms.connect()
+    texts = ["The quick brown fox", "Ünïcode ½ row with a few words", "", None, "one"]
+    rows = con.execute("SELECT minhash_signature(t) FROM unnest(?::VARCHAR[]) AS u(t)", [texts]).fetchall()
+    first = numba_loaded()
+    grouped = con.execute("SELECT minhash_signature(t, num_hashes := n) FROM (SELECT unnest(?::VARCHAR[]) AS t, "
+                          "unnest([128, 64, 128, 64, 128]) AS n)", [texts]).fetchall()
+    print(json.dumps({"numba": first, "rows": [r[0] for r in rows], "grouped": [r[0] for r in grouped]}))
+""")
+
+
+def test_a_new_processs_first_signatures_take_numpy_and_equal_the_kernels():
+    """``minhash_signature`` in a process that has not loaded numba signs by numpy while
+    that costs less than loading it (``index/sign.py: Signer.sign_by_cost``): numba stays
+    unloaded, and the values are the kernels' (constant and per-row parameters)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", SIGNATURE_FIRST], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["numba"] is False
+    texts = ["The quick brown fox", "Ünïcode ½ row with a few words", "", None, "one"]
+    for key, ks in (("rows", [128] * 5), ("grouped", [128, 64, 128, 64, 128])):
+        for text, k, got in zip(texts, ks, out[key]):
+            sigs, has = Signer(MinHashParams(num_hashes=k)).sign(pa.array([text], pa.string()))
+            assert got == (sigs[0].tolist() if has[0] else None), (key, text)

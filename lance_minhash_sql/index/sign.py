@@ -28,7 +28,8 @@ from lance_minhash_sql.core.tuning import SIGN_CHUNK_ROWS, TOKEN_MEMORY
 from lance_minhash_sql.io.arrow import StringBuffers, as_string_array, string_buffers
 from lance_minhash_sql.io.tokens import filtered_tokens, token_streams
 from lance_minhash_sql.io.unicode_tables import load_tables
-from lance_minhash_sql.index.numpy_sign import NUMPY_SECONDS, band_key_seconds, band_keys_numpy, numpy_pays
+from lance_minhash_sql.index.numpy_sign import (NUMPY_SECONDS, band_key_seconds, band_keys_numpy, numpy_pays,
+                                               sign_numpy, text_seconds)
 from lance_minhash_sql.kernels import code_tokens, minhash, similarity, tokenize, vocab, vocab_sign
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
@@ -341,6 +342,20 @@ class Signer:
                 self.a, self.b, self.c, *self.vocabulary.arrays(), sigs, has, pending)
         in_chunks(lambda lo, hi: vocab_sign.sign_vocab_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
         return pending
+
+    def sign_by_cost(self, texts, rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sign`'s values, signed by numpy (``index/numpy_sign.py``) while numba is
+        not loaded and that costs less than loading it (``numpy_pays``), else by the kernels.
+        ``rows``: how many rows the caller expects to sign in all, these included, priced at
+        these texts' bytes a row (a build's scan: one too large for numpy takes the kernels
+        from its first batch)."""
+        n = len(texts)
+        if numpy_pays(text_seconds(texts) * max(n, rows) / max(n, 1)):
+            t0 = time.thread_time()
+            signed = sign_numpy(self, texts)
+            NUMPY_SECONDS.add(time.thread_time() - t0)
+            return signed
+        return self.sign(texts)
 
     def sign_with_keys(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n], band keys uint64[n, num_bands])``

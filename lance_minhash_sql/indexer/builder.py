@@ -57,7 +57,6 @@ from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, Inval
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
 from lance_minhash_sql.core.tuning import BAND_WRITE_ROWS, SCAN_FRAGMENTS
 from lance_minhash_sql.index.results import BuildResult
-from lance_minhash_sql.index.numpy_sign import NUMPY_SECONDS, numpy_pays, sign_numpy, text_seconds
 from lance_minhash_sql.index.sign import signer_for
 from lance_minhash_sql.index.band_sorter import SPILL_PREFIX, BandSorter, plan_sort
 from lance_minhash_sql.io import manifest, store
@@ -398,19 +397,13 @@ def signed_batches(signer, batches, stats: dict | None = None, rows: int = 0):
     keeping the rows with a signature; counts ``scanned`` and ``nulls`` into ``stats``.
 
     Each batch is signed by the kernels, or by numpy while that costs less than loading
-    numba (``index/numpy_sign.py: numpy_pays``: a small build in a process that has not
+    numba (``index/sign.py: Signer.sign_by_cost``: a small build in a process that has not
     loaded numba); both give the same signatures. The cost weighed is the rest of the scan
-    (``rows`` expected in all, e.g. the dataset's count), priced at this batch's bytes a
-    row: a scan too large for numpy takes the kernels from its first batch."""
+    (``rows`` expected in all, e.g. the dataset's count)."""
     left = rows
     for rowids, texts in batches:
         n = len(texts)
-        if numpy_pays(text_seconds(texts) * max(n, left) / max(n, 1)):
-            t0 = time.thread_time()
-            sigs, has = sign_numpy(signer, texts)
-            NUMPY_SECONDS.add(time.thread_time() - t0)
-        else:
-            sigs, has = signer.sign(texts)
+        sigs, has = signer.sign_by_cost(texts, left)
         left -= n
         n = len(texts)
         if stats is not None:
