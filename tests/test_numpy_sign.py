@@ -171,7 +171,7 @@ SIGNATURE_FIRST = textwrap.dedent("""
 
 def test_a_new_processs_first_signatures_take_numpy_and_equal_the_kernels():
     """``minhash_signature`` in a process that has not loaded numba signs by numpy while
-    that costs less than loading it (``index/sign.py: Signer.sign_by_cost``): numba stays
+    that costs less than loading it (``index/sign.py: sign_by_cost``): numba stays
     unloaded, and the values are the kernels' (constant and per-row parameters)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run([sys.executable, "-c", SIGNATURE_FIRST], capture_output=True, text=True, env=env,

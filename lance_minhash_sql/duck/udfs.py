@@ -24,7 +24,7 @@ Conventions, shared by every function here (arguments are decoded by :mod:`.args
 
 The numba engine (``index.sign``, ``kernels.similarity``) is imported on the first call,
 so registering the functions does not load numba; signatures are signed by numpy while
-that costs less than loading it (``index/sign.py: Signer.sign_by_cost``).
+that costs less than loading it (``index/sign.py: sign_by_cost``).
 """
 
 from __future__ import annotations
@@ -195,12 +195,12 @@ def signature(text, text_type, num_hashes, shingle_size, tokenizer) -> pa.Array:
     groups = _groups(n, [k_codes, w_codes, t_codes])
     if groups[0][1] is None:  # constant parameters: the common case
         params = _params(fn, ks[0], ws[0], toks[0])
-        sigs, has = sign.signer_for(params).sign_by_cost(text)
+        sigs, has = sign.sign_by_cost(sign.signer_for(params), text)
         return _fixed_lists(sigs, has, SIGNATURE_TYPE)
     signers = [(sign.signer_for(_params(fn, ks[i], ws[j], toks[t])), rows) for (i, j, t), rows in groups]
     parts = []
     for signer, rows in signers:
-        sigs, has = signer.sign_by_cost(text.take(pa.array(rows)))
+        sigs, has = sign.sign_by_cost(signer, text.take(pa.array(rows)))
         parts.append((rows[has], sigs[has]))
     return _scattered_lists(n, parts, SIGNATURE_TYPE)
 

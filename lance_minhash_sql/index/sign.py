@@ -34,7 +34,7 @@ from lance_minhash_sql.kernels import code_tokens, minhash, similarity, tokenize
 from lance_minhash_sql.runtime.cache import memoized
 from lance_minhash_sql.runtime.threads import chunk_results, in_chunks
 
-__all__ = ["Signer", "signer_for", "tokenizer_config"]
+__all__ = ["Signer", "signer_for", "sign_by_cost", "tokenizer_config"]
 
 if sys.byteorder != "little":  # band keys hash the u16 signature bytes as little-endian
     raise ImportError("lance_minhash_sql requires a little-endian machine")
@@ -343,20 +343,6 @@ class Signer:
         in_chunks(lambda lo, hi: vocab_sign.sign_vocab_range(*args, lo, hi), n, SIGN_CHUNK_ROWS)
         return pending
 
-    def sign_by_cost(self, texts, rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`sign`'s values, signed by numpy (``index/numpy_sign.py``) while numba is
-        not loaded and that costs less than loading it (``numpy_pays``), else by the kernels.
-        ``rows``: how many rows the caller expects to sign in all, these included, priced at
-        these texts' bytes a row (a build's scan: one too large for numpy takes the kernels
-        from its first batch)."""
-        n = len(texts)
-        if numpy_pays(text_seconds(texts) * max(n, rows) / max(n, 1)):
-            t0 = time.thread_time()
-            signed = sign_numpy(self, texts)
-            NUMPY_SECONDS.add(time.thread_time() - t0)
-            return signed
-        return self.sign(texts)
-
     def sign_with_keys(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(signatures uint16[n, k], has_signature bool[n], band keys uint64[n, num_bands])``
         of strings: :meth:`sign`, then :meth:`band_keys`."""
@@ -450,6 +436,21 @@ def _merged_sets(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarr
 def signer_for(params: MinHashParams) -> Signer:
     """A cached :class:`Signer` per parameter set."""
     return Signer(params)
+
+
+def sign_by_cost(signer: Signer, texts, rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Signer.sign`'s values, signed by numpy (``index/numpy_sign.py``) while numba
+    is not loaded and that costs less than loading it (``numpy_pays``), else by the kernels.
+    ``rows``: how many rows the caller expects to sign in all, these included, priced at
+    these texts' bytes a row (a build's scan: one too large for numpy takes the kernels
+    from its first batch)."""
+    n = len(texts)
+    if numpy_pays(text_seconds(texts) * max(n, rows) / max(n, 1)):
+        t0 = time.thread_time()
+        signed = sign_numpy(signer, texts)
+        NUMPY_SECONDS.add(time.thread_time() - t0)
+        return signed
+    return signer.sign(texts)
 
 
 def signatures_to_arrow(signatures: np.ndarray, has: np.ndarray) -> pa.Array:

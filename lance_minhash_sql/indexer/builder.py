@@ -57,7 +57,7 @@ from lance_minhash_sql.core.errors import DatasetError, InvalidInputError, Inval
 from lance_minhash_sql.core.params import MAX_SEGMENT_ROWS, MinHashParams
 from lance_minhash_sql.core.tuning import BAND_WRITE_ROWS, SCAN_FRAGMENTS
 from lance_minhash_sql.index.results import BuildResult
-from lance_minhash_sql.index.sign import signer_for
+from lance_minhash_sql.index.sign import sign_by_cost, signer_for
 from lance_minhash_sql.index.band_sorter import SPILL_PREFIX, BandSorter, plan_sort
 from lance_minhash_sql.io import manifest, store
 from lance_minhash_sql.io.details import TYPE_URL
@@ -397,13 +397,13 @@ def signed_batches(signer, batches, stats: dict | None = None, rows: int = 0):
     keeping the rows with a signature; counts ``scanned`` and ``nulls`` into ``stats``.
 
     Each batch is signed by the kernels, or by numpy while that costs less than loading
-    numba (``index/sign.py: Signer.sign_by_cost``: a small build in a process that has not
+    numba (``index/sign.py: sign_by_cost``: a small build in a process that has not
     loaded numba); both give the same signatures. The cost weighed is the rest of the scan
     (``rows`` expected in all, e.g. the dataset's count)."""
     left = rows
     for rowids, texts in batches:
         n = len(texts)
-        sigs, has = signer.sign_by_cost(texts, left)
+        sigs, has = sign_by_cost(signer, texts, left)
         left -= n
         n = len(texts)
         if stats is not None:
