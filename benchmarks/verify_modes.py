@@ -49,11 +49,72 @@ DEDUP_SQL = ("SELECT count(*) FILTER (WHERE NOT keep) FROM minhash_dedup(?, 'tex
 THRESHOLD = 0.8
 
 
-def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: str | None) -> dict:
+# the steps --trace labels, as (module, function): what a phase's anonymous memory is held by
+TRACED = (("lance_minhash_sql.selfjoin.steps", "shards_for"), ("lance_minhash_sql.selfjoin.steps", "prepared"),
+          ("lance_minhash_sql.selfjoin.steps", "united"), ("lance_minhash_sql.selfjoin.steps", "row_ids"),
+          ("lance_minhash_sql.selfjoin.steps", "clusters_table"), ("lance_minhash_sql.selfjoin.dedup", "keep_order"),
+          ("lance_minhash_sql.selfjoin.dedup", "star_twins"), ("lance_minhash_sql.selfjoin.dedup", "star_members"))
+
+
+class PhaseTrace:
+    """``RssAnon`` sampled every ``every`` seconds on a thread, each reading filed under the
+    innermost traced step running (:data:`TRACED`, wrapped in their callers' modules; the
+    rest of the call is ``"rest"``): per phase its value at the first entry and its peak, in
+    MB above the baseline ``start``."""
+
+    def __init__(self, start: float, every: float = 0.005):
+        import importlib
+        import threading
+
+        self.start, self.every, self.stack, self.phases = start, every, ["rest"], {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        for module, name in TRACED:
+            mod = importlib.import_module(module)
+            setattr(mod, name, self._wrap(name, getattr(mod, name)))
+
+    def _wrap(self, name, fn):
+        def traced(*args, **kwargs):
+            self.stack.append(name)
+            self._sample(entry=True)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._sample()
+                self.stack.pop()
+        return traced
+
+    def _sample(self, entry: bool = False) -> None:
+        from lance_minhash_sql.core.usage import status_mb
+
+        mb = status_mb("RssAnon").get("RssAnon", 0.0) - self.start
+        phase = self.phases.setdefault(self.stack[-1], {"entry_mb": mb, "peak_mb": mb})
+        phase["peak_mb"] = max(phase["peak_mb"], mb)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every):
+            self._sample()
+
+    def __enter__(self) -> "PhaseTrace":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: str | None, trace: bool = False) -> dict:
+    import contextlib
+
     import lance_minhash_sql as lms
-    from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds
+    import pyarrow.compute as pc
+
+    from lance_minhash_sql.core.usage import PeakSampler, cpu_seconds, status_mb
 
     warm_kernels()
+    tracer = (PhaseTrace(status_mb("RssAnon").get("RssAnon", 0.0)) if trace and executor == "local"
+              else contextlib.nullcontext())
     stats: dict = {}
     if executor == "ray":  # the engine's entries with a RayExecutor that records the shuffle's per-task figures
         from functools import partial
@@ -67,8 +128,9 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
     else:
         pairs_fn, flags_fn = lms.pairs, lms.keep_flags
     con = lms.connect() if mode.startswith("sql-") else None  # (a user's connection is open before the statement)
+    result_mb = 0.0  # (the returned table's, held by the caller; the pairs' batches are dropped as counted)
     c0, t0 = cpu_seconds(), time.perf_counter()
-    with PeakSampler("RssAnon", every=0.005) as anon:
+    with PeakSampler("RssAnon", every=0.005) as anon, tracer:
         if con is not None:
             parts = mode.split("-")[1:]
             query, params = ((PAIRS_SQL, [parts[1]]) if parts[0] == "pairs" else (DEDUP_SQL, parts[1:]))
@@ -79,10 +141,13 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
         else:
             _, clustering, verify = mode.split("-")
             t = flags_fn(uri, "text", THRESHOLD, clustering=clustering, verify=verify, memory_limit=memory_limit)
-            n = t.num_rows - int(sum(t.column("keep").to_pylist()))
+            n = t.num_rows - int(pc.sum(t.column("keep")).as_py() or 0)
+            result_mb = t.nbytes / 2**20
     out = {"mode": mode, "executor": executor, "rows_out": n, "seconds": time.perf_counter() - t0,
-           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.rise("RssAnon"),
+           "cpu_seconds": cpu_seconds() - c0, "anon_mb": anon.rise("RssAnon"), "result_mb": result_mb,
            "baseline_anon_mb": anon.start.get("RssAnon", 0.0)}
+    if isinstance(tracer, PhaseTrace):
+        out["phases"] = tracer.phases
     if stats.get("tasks"):
         out["task_cpu_seconds"] = sum(s["cpu_seconds"] for s in stats["tasks"].values())
         out["task_peak_mb"] = max(s["peak_mb"] for s in stats["tasks"].values())
@@ -92,7 +157,8 @@ def child(mode: str, uri: str, memory_limit: str, executor: str, ray_address: st
 
 def run_child(mode: str, uri: str, args, executor: str) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--uri", uri, "--memory-limit", args.memory_limit,
-           "--executor", executor] + (["--ray-address", args.ray_address] if args.ray_address else [])
+           "--executor", executor] + (["--ray-address", args.ray_address] if args.ray_address else []) + (
+               ["--trace"] if args.trace else [])
     got = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(got.stdout.strip().splitlines()[-1])
 
@@ -108,12 +174,14 @@ def main() -> None:
     ap.add_argument("--sql", action="store_true", help="also run each mode through DuckDB SQL")
     ap.add_argument("--modes", choices=("all", "pairs", "dedup"), default="all",
                     help="the pairs modes alone, the dedup modes alone, or all")
+    ap.add_argument("--trace", action="store_true",
+                    help="per step of the local executor, its anonymous memory at entry and its peak (MB)")
     ap.add_argument("--child", choices=MODES + SQL_MODES, help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
     ap.add_argument("--executor", default="local", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.uri, args.memory_limit, args.executor, args.ray_address)))
+        print(json.dumps(child(args.child, args.uri, args.memory_limit, args.executor, args.ray_address, args.trace)))
         return
     from lance_minhash_sql.core.sizes import parse_bytes
 
@@ -134,14 +202,16 @@ def main() -> None:
                     results.append({"rows": rows, **r})
         print(f"\n{rows:,} rows (medians of {args.repeat}; anon: peak above the baseline, budget {budget_mb:.0f} MB)")
         print(f"{'executor':8} {'mode':32} {'rows out':>10} {'wall s':>8} {'cpu s':>8} {'task cpu s':>10} "
-              f"{'anon MB':>8}")
-        med = {key: {f: statistics.median(r[f] for r in rs) for f in ("seconds", "cpu_seconds", "anon_mb")}
+              f"{'anon MB':>8} {'result MB':>9}")
+        med = {key: {f: statistics.median(r[f] for r in rs) for f in ("seconds", "cpu_seconds", "anon_mb", "result_mb")}
                for key, rs in got.items()}
         for (executor, mode), rs in got.items():
             m = med[(executor, mode)]
             task = statistics.median(r.get("task_cpu_seconds", float("nan")) for r in rs)
             print(f"{executor:8} {mode:32} {rs[0]['rows_out']:>10,} {m['seconds']:>8.2f} {m['cpu_seconds']:>8.2f} "
-                  f"{task:>10.2f} {m['anon_mb']:>8.0f}")
+                  f"{task:>10.2f} {m['anon_mb']:>8.0f} {m['result_mb']:>9.0f}")
+            for phase, v in rs[-1].get("phases", {}).items():  # (the last run's)
+                print(f"{'':8}   {phase:30} anon MB at entry {v['entry_mb']:>6.0f}, peak {v['peak_mb']:>6.0f}")
         for executor in executors:
             for prefix in ("", "sql-")[:1 + args.sql]:
                 for slow, fast in (("pairs-exact", "pairs-estimate"), ("dedup-star-exact", "dedup-components-estimate")):
