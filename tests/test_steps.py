@@ -411,3 +411,29 @@ def test_row_id_runs_follow_deletions_before_the_build(tmp_path, monkeypatch):
     assert rowid_runs.rowid_runs(entry) is None
     assert as_clusters(clusters(uri, "text", 0.8, memory_limit="4MiB")) == want
     assert as_dict(pairs(uri, "text", 0.8, memory_limit="4MiB")) == oracle(uri, 0.8)
+
+
+def test_the_components_table_takes_its_inputs_over_and_holds_no_copy_of_the_row_ids():
+    """clusters_table against the longhand table (each cluster's smallest row id and size,
+    rows by (cluster_id, _rowid)): a writable row-id array becomes the ``_rowid`` column's
+    buffer itself (no copy of its bytes held beside the table); a read-only one is copied
+    and left as it was."""
+    from lance_minhash_sql.selfjoin.clusters_table import clusters_table
+
+    rng = np.random.default_rng(5)
+    n = 5_000
+    roots = rng.integers(0, 700, n).astype(np.int32)
+    rowid = rng.permutation(1 << 20)[:n].astype(np.uint64)
+    smallest = {r: rowid[roots == r].min() for r in np.unique(roots)}
+    size = {r: int((roots == r).sum()) for r in smallest}
+    want = sorted((int(smallest[r]), int(w), size[r]) for r, w in zip(roots.tolist(), rowid.tolist()))
+    readonly = rowid.copy()
+    readonly.flags.writeable = False
+    for ids in (readonly, rowid):
+        table = clusters_table(roots.copy(), ids)
+        got = list(zip(*(table.column(c).to_pylist() for c in ("cluster_id", "_rowid", "cluster_size"))))
+        assert got == want
+        shared = table.column("_rowid").chunk(0).buffers()[1].address == ids.ctypes.data
+        assert shared == ids.flags.writeable
+    assert not np.array_equal(rowid, readonly)  # the writable one was reordered in place, the read-only one not
+    assert np.array_equal(np.sort(rowid), np.sort(readonly))

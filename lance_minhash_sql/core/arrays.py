@@ -38,7 +38,7 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     keep = np.empty(b.size, dtype=np.bool_)
     keep[0] = True
     np.not_equal(b[1:], b[:-1], out=keep[1:])
-    return b[keep]
+    return b if keep.all() else b[keep]  # (distinct already: the sorted copy, not a second)
 
 
 # The chunk starts of an array read as one chunk (the chunked-column kernels take a list

@@ -15,15 +15,35 @@ def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
     """The components table of the members of clusters of two or more: ``roots`` names
     each member's cluster (any integer, e.g. the flattened union-find's root), ``rowid``
     its row id, in any order; the ``cluster_id`` is the cluster's smallest row id. (Star
-    clusters: :func:`lance_minhash_sql.selfjoin.star.star_members`.)"""
+    clusters: :func:`lance_minhash_sql.selfjoin.star.star_members`.)
+
+    Both arrays are taken over: reordered in place (a read-only one is copied first), and
+    ``rowid``'s buffer is the table's ``_rowid`` column, so what is held beside the table
+    is the two arrays and one permutation, not copies of them."""
+    roots, rowid = _writable(roots), _writable(rowid)
     # components are contiguous once sorted by root (a stable sort keeps the members
     # ascending within)
-    order = np.argsort(roots, kind="stable")
-    roots, rowid = roots[order], rowid[order]
+    _permute(roots, rowid, np.argsort(roots, kind="stable"))
     first = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1]))) if roots.size else np.empty(0, np.int64)
-    sizes = np.diff(np.append(first, roots.size))
-    cid = np.repeat(np.minimum.reduceat(rowid, first), sizes) if roots.size else np.empty(0, np.uint64)
-    size = np.repeat(sizes, sizes).astype(np.int64)
-    out = np.lexsort((rowid, cid))
-    return pa.Table.from_arrays([pa.array(rowid[out], pa.uint64()), pa.array(cid[out], pa.uint64()),
-                                 pa.array(size[out], pa.int64())], schema=CLUSTERS_SCHEMA)
+    sizes = np.diff(np.append(first, rowid.size))
+    cid = np.minimum.reduceat(rowid, first) if rowid.size else np.empty(0, np.uint64)  # a cluster's smallest row id
+    by_cid = np.argsort(cid)  # (the clusters' ids are distinct row ids)
+    rank = np.empty(by_cid.size, dtype=np.int32 if by_cid.size < 2**31 else np.int64)
+    rank[by_cid] = np.arange(by_cid.size, dtype=rank.dtype)
+    _permute(None, rowid, np.lexsort((rowid, np.repeat(rank, sizes))))  # by (cluster_id, _rowid)
+    cid, sizes = cid[by_cid], sizes[by_cid]
+    return pa.Table.from_arrays([pa.array(rowid, pa.uint64()), pa.array(np.repeat(cid, sizes), pa.uint64()),
+                                 pa.array(np.repeat(sizes.astype(np.int64, copy=False), sizes), pa.int64())],
+                                schema=CLUSTERS_SCHEMA)
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.writeable else a.copy()
+
+
+def _permute(roots: np.ndarray | None, rowid: np.ndarray, order: np.ndarray) -> None:
+    """``roots`` (unless None) and ``rowid`` reordered by ``order`` in place (each gather
+    freed once copied back)."""
+    if roots is not None:
+        roots[:] = roots[order]
+    rowid[:] = rowid[order]

@@ -33,10 +33,14 @@ process's threads, a Ray task, one SQL call), so the answers are the same on eac
    lives in a temporary file, memory-mapped, whose touched pages are handed back to the OS
    whenever they may reach its ``parent_pages`` part: what clusters hold per row whatever
    the index is then the bit set, a bit a row.
-7. **The heap** keeps a build's glibc thresholds while the self-join runs
-   (:func:`lance_minhash_sql.runtime.memory.bounded_heap`): buffers of a few MiB and more
+7. **The heap** keeps a build's glibc thresholds while the self-join runs, and for
+   clusters until their table is built (:func:`lance_minhash_sql.runtime.memory.bounded_heap`;
+   ``selfjoin/dedup.py`` keeps them through the keep flags): buffers of a few MiB and more
    are mapped on their own, and a heap's free top goes back at once, so the arenas of the
-   verifying and reading threads do not keep the buffers of shards they are done with.
+   verifying and reading threads do not keep the buffers of shards they are done with, nor
+   the heap the arrays of a step done with; once the links are united the heap's free
+   pages are handed back (:func:`lance_minhash_sql.runtime.memory.trim_heap`) before the
+   table is built.
 
 Who takes the steps: :func:`run_pairs` and :func:`run_clusters` all of them in this
 process (the local executor, ``selfjoin/executor.py``); :func:`run_shard` one shard's
@@ -262,5 +266,8 @@ def run_clusters(dataset, column: str, threshold: float = 0.8, *, links: LinkVer
         finally:
             if bar is not None:
                 bar.close()
-    del marks
-    return clusters_table(roots, row_ids(p, members.astype(np.uint32), window_rows(max_docs)))
+        del marks
+        trim_heap()  # (the pool's and the links' buffers, freed in the heap's middle, handed back)
+        rowid = row_ids(p, members.astype(np.uint32), window_rows(max_docs))
+        del members
+        return clusters_table(roots, rowid)
