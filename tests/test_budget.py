@@ -66,15 +66,15 @@ def test_the_parts_are_the_byte_counts_of_the_shares():
     """Each part is its share's bytes, written as the plain formula: a shard's band rows
     1/32 of the budget, the rows kept 1/16, a batch of pairs 1/64, the pool 5/8,
     a shuffle task's cache 1/8, the union-find 3/4 of the pool (1/4 once in its file), the
-    labels half of it, star's chunk and centers a quarter each, the shingle sets' index
-    in memory 1/8."""
+    labels half of it, star's chunk, centers and walked arrays a quarter each, the shingle
+    sets' index in memory 1/8."""
     for total in BUDGETS:
         b = Budget.of(total)
         pool = int(total * 0.625)
         assert (b.shard, b.kept, b.pairs, b.pool, b.cache) == (total // 32, total // 16, total // 64, pool, total // 8)
         assert (b.read_ahead, b.pairs_ahead) == (tuning.READ_AHEAD * b.shard, tuning.PAIRS_AHEAD * b.pairs)
         assert (b.parent, b.parent_pages, b.labels) == (int(pool * 0.75), int(pool * 0.25), pool // 2)
-        assert (b.star_chunk, b.star_centers, b.sets) == (total // 4, total // 4, total // 8)
+        assert (b.star_chunk, b.star_centers, b.star_walked, b.sets) == (total // 4, total // 4, total // 4, total // 8)
 
 
 def test_memory_limit_is_parsed_once_into_a_budget():

@@ -8,6 +8,8 @@ of ``test_star.py`` and ``test_verify.py`` let through."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -17,6 +19,7 @@ import naive
 import lance_minhash_sql as lms
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.faces.corpus import write_corpus
+from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.kernels.star import block_keys, star_match, star_walk
 from lance_minhash_sql.selfjoin import verify as verify_mod
 from lance_minhash_sql.selfjoin import star as star_mod
@@ -350,3 +353,42 @@ def test_star_walks_chunks_within_a_quarter_of_the_budget(corpus, monkeypatch):
     assert fetched == [walked] and sum(r for r, _ in chunks) == walked  # fetched once, walked once
     for rows, nbytes in chunks[1:]:  # (the first chunk's rows come from an assumed size a row)
         assert nbytes <= QUARTER * LIMIT  # signatures and shingle sets
+
+
+def test_star_holds_its_walked_arrays_within_their_part_else_in_files(corpus, monkeypatch):
+    """The walk's arrays over all its members (twin, equal values, similarity and Jaccard:
+    ``_walked_types``) are held in memory when their bytes fit the budget's
+    ``star_walked`` part, and in files (memory-mapped, none of their bytes in memory) at
+    one byte less; the twins, similarities and Jaccards are the same, and so are the keep
+    flags of a whole dedup with every walk's arrays in files."""
+    import mmap
+
+    table = linked_components(corpus, "text", 0.8, "exact", Budget.of(LIMIT), None, "star")
+    rowid, cluster = table.column("_rowid").to_numpy(), table.column("cluster_id").to_numpy()
+    opened = open_index(corpus, "text")
+    need = rowid.size * sum(t.itemsize for t in star_mod._walked_types(rowid.size, opened.params.num_hashes, True))
+    assert need == rowid.size * (4 + 2 + 4 + 8)
+    walked, made = [], star_mod._walked
+
+    def recorded(n, dtype, fill, in_file):
+        a = made(n, dtype, fill, in_file)
+        walked.append(a)
+        return a
+
+    monkeypatch.setattr(star_mod, "_walked", recorded)
+    runs = {}
+    for part in (need, need - 1):
+        walked.clear()
+        in_files = star_mod.STATS["walked_in_files"]
+        b = dataclasses.replace(Budget.of(LIMIT), star_walked=part)
+        runs[part] = star_mod.star_twins(opened, 0.8, rowid, cluster, None, "exact", b)
+        in_memory = sum(a.nbytes for a in walked if not isinstance(getattr(a.base, "obj", None), mmap.mmap))
+        assert len(walked) == 4 and in_memory <= part
+        assert in_memory == (need if part == need else 0)
+        assert star_mod.STATS["walked_in_files"] - in_files == (part < need)
+    for a, b in zip(runs[need], runs[need - 1]):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert (runs[need][0] >= 0).sum() > 100  # (rows dropped for a twin)
+    expected = lms.keep_flags(corpus, "text", 0.8, clustering="star", verify="exact", memory_limit=LIMIT)
+    monkeypatch.setattr(star_mod, "_walked", lambda n, dtype, fill, in_file: made(n, dtype, fill, True))
+    assert lms.keep_flags(corpus, "text", 0.8, clustering="star", verify="exact", memory_limit=LIMIT).equals(expected)

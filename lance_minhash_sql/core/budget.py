@@ -17,8 +17,11 @@ takes its part from here, never a share of its own:
   union-find resident at once), :attr:`~Budget.labels` (the pairs' labels): each at most
   the pool (:data:`POOL_PARTS`).
 * once the components are built and the self-join's parts let go, the star walk
-  (``selfjoin/star.py``): :attr:`~Budget.star_chunk` (a chunk of members) and
-  :attr:`~Budget.star_centers` (the centers held in memory): :data:`STAR_PARTS`.
+  (``selfjoin/star.py``): :attr:`~Budget.star_chunk` (a chunk of members),
+  :attr:`~Budget.star_centers` (the centers held in memory) and
+  :attr:`~Budget.star_walked` (the walk's arrays over all its members held in memory; past
+  it they are held in files): :data:`STAR_PARTS`, beside the members' index (held in
+  memory within :attr:`~Budget.sets`, as below, past it in files).
 * with exact verification, before the pairs or links are verified: :attr:`~Budget.sets`
   (the candidate rows' shingle-set index held in memory, ``selfjoin/shingles.py``; past it
   the index is held in files): :data:`EXACT_PARTS`.
@@ -30,6 +33,20 @@ of its own on top (``MIN_SHARD_ROWS``, ``MIN_CHUNK_PAIRS``, ``MIN_WINDOW_ROWS``,
 ``MIN_PARENT_BLOCKS``: the least it works with whatever the budget), which only small budgets
 reach. With exact verification the candidate rows' shingle-set index is held first, within
 :attr:`~Budget.sets`: :meth:`Budget.less` is what is left to verify in, parted the same way.
+
+**What the budget bounds**: what a call holds while it works, not what it returns. The
+pairs are returned in batches (each within :attr:`~Budget.pairs`, at most
+:data:`PAIRS_AHEAD` of them ahead of the consumer); once yielded a batch is the caller's,
+who keeps or drops it. A clusters or keep-flags table (``selfjoin/clusters.py``,
+``selfjoin/dedup.py``) is returned whole, a row per clustered row, so it is the caller's
+the same way: it is held beside the budget (its schema's few integers a row,
+``index/results.py``). So are the arrays of its width it is built from: the union-find's
+members and roots, then the components table's row ids and cluster ids that star's walk
+reads. The steps take those over and let each go once read
+(``selfjoin/clusters_table.py``, ``selfjoin/dedup.py``): beside the table being built a
+few of its columns' widths are held, never a copy of each. Everything else the
+clustering holds is within the parts above (the walk's arrays over its members within
+:attr:`~Budget.star_walked`, past it in files).
 """
 
 from __future__ import annotations
@@ -40,7 +57,8 @@ from lance_minhash_sql.core.params import DEFAULT_SELF_JOIN_MEMORY, MIN_SELF_JOI
 from lance_minhash_sql.core.sizes import parse_bytes
 from lance_minhash_sql.core.tuning import (KEEP_SHARE, LABELS_SHARE, PAIR_SHARE, PAIRS_AHEAD, PARENT_SHARE, POOL_SHARE,
                                            READ_AHEAD, SETS_SHARE, SHARD_SHARE, SHUFFLE_CACHE_SHARE,
-                                           PARENT_PAGES_SHARE, STAR_CENTERS_SHARE, STAR_CHUNK_SHARE)
+                                           PARENT_PAGES_SHARE, STAR_CENTERS_SHARE, STAR_CHUNK_SHARE,
+                                           STAR_WALKED_SHARE)
 
 __all__ = ["memory_limit_bytes", "Budget", "SELF_JOIN_PARTS", "POOL_PARTS", "STAR_PARTS", "EXACT_PARTS"]
 
@@ -56,7 +74,7 @@ def memory_limit_bytes(memory_limit) -> int:
 
 SELF_JOIN_PARTS = ("shard", "read_ahead", "kept", "pairs", "pairs_ahead", "pool", "cache")
 POOL_PARTS = ("parent", "parent_pages", "labels")
-STAR_PARTS = ("star_chunk", "star_centers")
+STAR_PARTS = ("star_chunk", "star_centers", "star_walked")
 EXACT_PARTS = ("sets",)
 
 
@@ -77,6 +95,7 @@ class Budget:
     labels: int
     star_chunk: int
     star_centers: int
+    star_walked: int
     sets: int
 
     @classmethod
@@ -100,7 +119,8 @@ class Budget:
                    pairs=pairs, pairs_ahead=PAIRS_AHEAD * pairs, pool=pool, cache=int(total * SHUFFLE_CACHE_SHARE),
                    parent=int(pool * PARENT_SHARE), parent_pages=int(pool * PARENT_PAGES_SHARE),
                    labels=int(pool * LABELS_SHARE), star_chunk=int(total * STAR_CHUNK_SHARE),
-                   star_centers=int(total * STAR_CENTERS_SHARE), sets=int(total * SETS_SHARE))
+                   star_centers=int(total * STAR_CENTERS_SHARE), star_walked=int(total * STAR_WALKED_SHARE),
+                   sets=int(total * SETS_SHARE))
 
     def less(self, held: int) -> Budget:
         """What is left to verify in once ``held`` bytes are held beside (exact

@@ -228,6 +228,10 @@ TAKE_READER_CACHE_BYTES = 1 << 20
 STAR_ROWS = 1 << 16
 STAR_CHUNK_SHARE = 0.25
 STAR_CENTERS_SHARE = 0.25
+# The walk's arrays over all its members (each one's twin, equal values, similarity and,
+# verifying exactly, Jaccard) are held in memory while they take at most STAR_WALKED_SHARE;
+# past it they live in temporary files, memory-mapped (file pages, which the OS keeps or drops).
+STAR_WALKED_SHARE = 0.25
 # Centers a bucket lists in star's walk (the first in walk order): a member is compared
 # with at most num_bands times this many centers, as a link with at most MAX_REPS
 # representatives a bucket (selfjoin/links.py), whatever its component's size.

@@ -47,10 +47,11 @@ from lance_minhash_sql.io.handles import dataset_handle, options_for
 from lance_minhash_sql.io.rewrite import dataset_exists, delete_rows, live_rows, write_without
 from lance_minhash_sql.io.scan import open_dataset, schema_of, text_field, version_of
 from lance_minhash_sql.io.takes import take_rows
+from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.clusters import linked_components
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
-from lance_minhash_sql.selfjoin.star import star_members, star_twins
+from lance_minhash_sql.selfjoin.star import star_members, star_twins, table_ordered
 
 __all__ = ["KEEP_POLICIES", "DEDUP_SCHEMA", "DEDUP_STAR_SCHEMA", "DedupResult", "check_keep", "order_by_columns",
            "keep_order", "keep_flags", "dedup"]
@@ -195,28 +196,74 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = order_by_columns(ds, uri, order_by)
-    table = linked_components(ds, column, threshold, verify, budget, storage_options, clustering, executor, progress)
-    rowid = table.column("_rowid").to_numpy()
-    cluster = table.column("cluster_id").to_numpy()
-    order = keep_order(ds, uri, column, keep, order_by, cols, rowid, cluster)
-    if clustering == "components":
-        first = np.ones(order.size, dtype=np.bool_)
-        first[1:] = cluster[order][1:] != cluster[order][:-1]
-        flags = np.zeros(order.size, dtype=np.bool_)
-        flags[order[first]] = True
-        return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(flags, pa.bool_()))
-    twin, sim, jac = star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
-                                budget, progress)
-    pos, star_id, star_size = star_members(rowid, twin)
-    twin, sim, jac = twin[pos], sim[pos], jac[pos]
+    with bounded_heap():  # (what each step frees handed back before the next: steps.py's module doc, 7)
+        table = linked_components(ds, column, threshold, verify, budget, storage_options, clustering, executor,
+                                  progress)
+        trim_heap()  # (the self-join's small buffers freed amid the heap: the walk's room)
+        rowid = table.column("_rowid").to_numpy()
+        cluster = table.column("cluster_id").to_numpy()
+        ordered = table_ordered(rowid, cluster)
+        # (keep="first" without order_by: the table's own order, (cluster_id, _rowid); no permutation held)
+        order = None if keep == "first" and order_by is None and ordered else keep_order(
+            ds, uri, column, keep, order_by, cols, rowid, cluster)
+        if clustering == "components":
+            return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(_kept_first(cluster, order), pa.bool_()))
+        del table  # (its cluster sizes: the walk reads the row ids and cluster ids alone)
+        walk = [rowid, *star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
+                                   budget, progress)]
+        del rowid, order, cluster
+        trim_heap()  # (the walk's chunks)
+        return _star_table(walk, ordered)
+
+
+def _kept_first(cluster: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """The keep flags of a components table: the first row of each cluster in keep order
+    (``order``; ``None``: the table's)."""
+    ordered = cluster if order is None else cluster[order]
+    first = np.ones(cluster.size, dtype=np.bool_)
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    del ordered
+    if order is None:
+        return first
+    flags = np.zeros(cluster.size, dtype=np.bool_)
+    flags[order[first]] = True
+    return flags
+
+
+def _star_table(walk: list, ordered: bool) -> pa.Table:
+    """The star keep-flags table (:data:`DEDUP_STAR_SCHEMA`) of a walk, ``walk`` the
+    walked rows' ids and :func:`.star.star_twins`' arrays, taken over (the list is
+    cleared, each array let go once read): built a column at a time, each column's
+    gathers written over in place (zeros under a NULL); ``ordered``: the walked table's
+    order is ``(cluster_id, _rowid)`` (:func:`.star.star_members`)."""
+    rowid, twin, sim, jac = walk
+    walk.clear()
+    pos, star_id, star_size = star_members(rowid, twin, ordered)
+    columns = [pa.array(rowid[pos], pa.uint64()), pa.array(star_id, pa.uint64()), pa.array(star_size, pa.int64())]
+    del star_id, star_size
+    twin = twin[pos]  # (the walk's freed)
     flags = twin < 0
-    twin_rowid = pa.array(np.where(flags, 0, rowid[np.maximum(twin, 0)]), pa.uint64(), mask=flags)
-    twin_sim = pa.array(np.where(flags, 0.0, sim), pa.float64(), mask=flags)
-    no_jac = flags | np.isnan(jac)
-    twin_jac = pa.array(np.where(no_jac, 0.0, jac), pa.float64(), mask=no_jac)
-    return pa.Table.from_arrays([pa.array(rowid[pos], pa.uint64()), pa.array(star_id, pa.uint64()),
-                                 pa.array(star_size, pa.int64()), pa.array(flags, pa.bool_()), twin_rowid, twin_sim,
-                                 twin_jac], schema=DEDUP_STAR_SCHEMA)
+    columns.append(pa.array(flags, pa.bool_()))
+    np.maximum(twin, 0, out=twin)
+    twin_rowid = rowid[twin]
+    del twin, rowid
+    twin_rowid[flags] = 0
+    columns.append(pa.array(twin_rowid, pa.uint64(), mask=flags))
+    del twin_rowid
+    twin_sim = sim[pos]
+    del sim
+    twin_sim[flags] = 0.0
+    columns.append(pa.array(twin_sim, pa.float64(), mask=flags))
+    del twin_sim
+    if jac is None:  # (estimate: no Jaccard)
+        columns.append(pa.nulls(pos.size, pa.float64()))
+        return pa.Table.from_arrays(columns, schema=DEDUP_STAR_SCHEMA)
+    twin_jac = jac[pos]
+    del pos, jac
+    no_jac = flags | np.isnan(twin_jac)
+    twin_jac[no_jac] = 0.0
+    columns.append(pa.array(twin_jac, pa.float64(), mask=no_jac))
+    return pa.Table.from_arrays(columns, schema=DEDUP_STAR_SCHEMA)
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ class ShingleSets:
     ``counts`` the sets' bucket counts are not kept (star's walk does not read them).
     Call :meth:`close` when done (the files go with the process anyway)."""
 
-    def __init__(self, opened, signatures: bool = False, sets: bool = True, counts: bool = True):
+    def __init__(self, opened, signatures: bool = False, sets: bool = True, counts: bool = True,
+                 held_most: int | None = None):
         self.opened = opened
         self.signer = signer_for(opened.params)
         self.k = opened.params.num_hashes
@@ -122,7 +123,7 @@ class ShingleSets:
         self.values = AppendedValues(np.uint64)
         self.signatures = AppendedValues(np.uint16) if signatures else None
         self.lock = threading.Lock()
-        self.held_most: int | None = None  # the index's bytes in memory at most (None: no bound), else in files
+        self.held_most = held_most  # the index's bytes in memory at most (None: no bound), else in files
         self.files: list[FileArray] = []  # the index's columns when it is held in files
         self.reader = None  # the texts' handle (io/handles.py:take_reader), opened at the first fetch
 
@@ -193,7 +194,7 @@ class ShingleSets:
         """Fetch, in row-id order, the rows of sorted unique ``rows`` not held yet (counted
         as ``counter`` in :data:`STATS`)."""
         with self.lock:
-            missing = rows[~_held(self.index.ids, rows)]
+            missing = rows if self.index.ids.size == 0 else rows[~_held(self.index.ids, rows)]
             STATS.add(counter, missing.size)
             if missing.size:
                 self._fetch(missing)

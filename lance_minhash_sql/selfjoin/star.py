@@ -39,10 +39,16 @@ and, with ``verify="exact"``, shingled, into files read through memory maps
 its members' from there.
 
 **Memory** (the self-join's budget, :class:`lance_minhash_sql.core.budget.Budget`): beside
-the components table and the result (a few integers per clustered row), the walk holds
+the components table's row ids and cluster ids (and the keep order, unless it is the
+table's own) and the result (a few integers per clustered row: the caller's, as the
+budget's module doc says), the walk holds
 
 * the members' index (:data:`lance_minhash_sql.selfjoin.shingles.INDEX_BYTES` a member,
-  less the bucket counts, which the walk does not read);
+  less the bucket counts, which the walk does not read) while it fits the budget's
+  ``sets`` part, past it in files (:class:`lance_minhash_sql.selfjoin.shingles.ShingleSets`);
+* its arrays over all its members (:func:`_walked_types`: twin, equal values, similarity,
+  and Jaccard with ``verify="exact"``) while they fit the budget's ``star_walked`` part,
+  past it in temporary files, memory-mapped (file pages, which the OS keeps or drops);
 * one chunk of members: their signatures, band keys, the hash table of the chunk's
   centers' keys and (``verify="exact"``) shingle sets, as many members as
   the budget's ``star_chunk`` part holds (each member's bytes known from the index
@@ -83,6 +89,7 @@ from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.tuning import STAR_BUCKET_CENTERS as BUCKET_CENTERS
 from lance_minhash_sql.core.tuning import STAR_ROWS
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
+from lance_minhash_sql.io.file_arrays import FileArray
 from lance_minhash_sql.kernels.csr import csr_take
 from lance_minhash_sql.kernels.star import TABLE_BYTES, block_keys, star_match, star_walk
 from lance_minhash_sql.runtime.cache import Counters
@@ -90,10 +97,11 @@ from lance_minhash_sql.runtime.progress import progress_bar
 from lance_minhash_sql.selfjoin.shingles import ShingleSets
 from lance_minhash_sql.selfjoin.verify import candidate_matches
 
-__all__ = ["STAR_ROWS", "BUCKET_CENTERS", "STATS", "star_twins", "star_members", "star_clusters"]
+__all__ = ["STAR_ROWS", "BUCKET_CENTERS", "STATS", "star_twins", "table_ordered", "star_members", "star_clusters"]
 
 CENTERS_PREFIX = "lance-minhash-star-"
-STATS = Counters("star clustering's chunks and center blocks written to disk", "written_blocks", "chunks")
+STATS = Counters("star clustering's chunks, center blocks written to disk and walks whose arrays are in files",
+                 "written_blocks", "chunks", "walked_in_files")
 
 
 class _Centers:
@@ -170,40 +178,49 @@ def _walk_bytes(num_bands: int) -> int:
     return num_bands * (8 + TABLE_BYTES + 8 + 1) + 5 * 8
 
 
-def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray, start: int, budget: Budget,
+def _chunk(members: ShingleSets, rowid: np.ndarray, order: np.ndarray | None, start: int, budget: Budget,
            extra: int) -> np.ndarray:
-    """The positions of the next chunk of the walk from ``order[start]``: as many members
-    as the budget's ``star_chunk`` part holds (at least one; each member's bytes and
-    ``extra``), at most :data:`STAR_ROWS`."""
-    ahead = order[start:start + STAR_ROWS]
+    """The positions of the next chunk of the walk from ``order[start]`` (``None``: the
+    table's order): as many members as the budget's ``star_chunk`` part holds (at least
+    one; each member's bytes and ``extra``), at most :data:`STAR_ROWS`."""
+    ahead = np.arange(start, min(start + STAR_ROWS, rowid.size)) if order is None else order[start:start + STAR_ROWS]
     nbytes = np.cumsum(members.row_bytes(rowid[ahead]) + extra)
     return ahead[:max(1, int(np.searchsorted(nbytes, budget.star_chunk, side="right")))]
 
 
-def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray, order: np.ndarray, verify: str,
-               budget: Budget, progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray, order: np.ndarray | None,
+               verify: str, budget: Budget, progress: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Twins of the rows of a components table (``rowid``, ``cluster`` ids) of the index
     ``opened`` (:class:`lance_minhash_sql.index.opened.OpenedIndex`) walked in ``order``
-    (a permutation with each component contiguous, its members in keep order):
+    (a permutation with each component contiguous, its members in keep order; ``None``:
+    the table's order, ``(cluster_id, _rowid)``):
     ``(twin, similarity, jaccard)`` per row, ``twin`` the position of its twin in the table
-    (``-1`` for a center), ``similarity`` the pair's MinHash similarity and ``jaccard``
-    their exact shingle Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >=
-    threshold``); NaN where there is none. Within ``budget``, the self-join's
-    (module doc). ``progress``: a bar of the rows walked."""
+    (``-1`` for a center; ``int32`` below 2**31 rows), ``similarity`` the pair's MinHash
+    similarity (``float32``, as Lance computes it) and ``jaccard`` their exact shingle
+    Jaccard when ``verify="exact"`` (then *similar* means ``jaccard >= threshold``; ``None``
+    without); NaN where there is none. Within ``budget``, the self-join's (module doc).
+    ``progress``: a bar of the rows walked."""
     k = opened.params.num_hashes
     exact = verify == "exact"
     min_eq = np.int64(candidate_matches(threshold, k, verify))
-    twin = np.full(rowid.size, -1, dtype=np.int64)
-    eq = np.zeros(rowid.size, dtype=np.int64)
-    jac = np.full(rowid.size, np.nan, dtype=np.float64)
+    n = rowid.size
+    types = _walked_types(n, k, exact)
+    in_files = n * sum(t.itemsize for t in types) > budget.star_walked
     centers = _Centers(budget.star_centers)
-    members = ShingleSets(opened, signatures=True, sets=exact, counts=False)
+    members = ShingleSets(opened, signatures=True, sets=exact, counts=False, held_most=budget.sets)
     extra = _walk_bytes(opened.params.num_bands)
     start = 0
-    bar = progress_bar(progress, order.size, "star", unit="rows")
+    bar = progress_bar(progress, n, "star", unit="rows")
     try:
-        members.fetch_rows(sorted_unique(rowid))
-        while start < order.size:
+        members.fetch_rows(sorted_unique(rowid))  # (before the walk's arrays: the sorted row ids let go first)
+        if in_files:
+            STATS.add("walked_in_files")
+        walked = [_walked(n, t, fill, in_files) for t, fill in zip(types, (-1, 0, np.nan, np.nan))]
+        twin, eq, sim = walked[:3]
+        jac = walked[3] if exact else None
+        del walked
+        while start < n:
             pos = _chunk(members, rowid, order, start, budget, extra)
             start += pos.size
             STATS.add("chunks")
@@ -245,8 +262,33 @@ def star_twins(opened, threshold: float, rowid: np.ndarray, cluster: np.ndarray,
         members.close()
         if bar is not None:
             bar.close()
-    sim = np.where(twin >= 0, lance_similarity(eq, k).astype(np.float64), np.nan)
+    for lo in range(0, n, STAR_ROWS):  # (a slice at a time: nothing of the walk's width in memory)
+        hi = min(lo + STAR_ROWS, n)
+        sim[lo:hi] = np.where(twin[lo:hi] >= 0, lance_similarity(eq[lo:hi], k), np.float32(np.nan))
     return twin, sim, jac
+
+
+def _walked_types(n: int, k: int, exact: bool) -> tuple[np.dtype, ...]:
+    """The dtypes of the walk's arrays over its ``n`` members: twin (a position), equal
+    values (at most ``k``), similarity (``float32``, as Lance computes it) and, verifying
+    exactly, Jaccard."""
+    types = (np.int32 if n < 2**31 else np.int64, np.uint16 if k < 2**16 else np.int32, np.float32)
+    return tuple(np.dtype(t) for t in types + ((np.float64,) if exact else ()))
+
+
+def _walked(n: int, dtype: np.dtype, fill, in_file: bool) -> np.ndarray:
+    """``n`` values ``fill`` of ``dtype``, in memory or (``in_file``) in a temporary file,
+    memory-mapped; the file's folder is removed at once (the mapping keeps the data for as
+    long as the array is referenced)."""
+    if not in_file:
+        return np.full(n, fill, dtype=dtype)
+    f = FileArray(n, dtype)
+    out = f.array
+    if fill != 0:  # (a new file is zeros)
+        for lo in range(0, n, STAR_ROWS):
+            out[lo:lo + STAR_ROWS] = fill
+    f.close()  # (the array still maps it)
+    return out
 
 
 def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: bool):
@@ -256,27 +298,49 @@ def _subsets(offsets: np.ndarray, hashes: np.ndarray, rows: np.ndarray, exact: b
     return csr_take(offsets, hashes, rows)
 
 
-def star_members(rowid: np.ndarray, twin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def table_ordered(rowid: np.ndarray, cluster: np.ndarray) -> bool:
+    """Is a components table ordered by ``(cluster_id, _rowid)`` (as every executor
+    returns it)? Then its own order is the walk's for ``keep="first"``, and no permutation
+    is held (``order=None`` of :func:`star_twins`)."""
+    if cluster.size < 2:
+        return True
+    return bool(np.all(cluster[1:] >= cluster[:-1])
+                and np.all((rowid[1:] > rowid[:-1]) | (cluster[1:] != cluster[:-1])))
+
+
+def star_members(rowid: np.ndarray, twin: np.ndarray, ordered: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The star clusters of a walk (``twin`` of :func:`star_twins` over rows ``rowid``):
     ``(pos, cluster_id, cluster_size)`` of every row of a star of two rows or more, a star
     being one center (a kept row) and the rows dropped for it (their twin). ``pos`` is the
     row's position in the walked table, ``cluster_id`` its center's row id and
     ``cluster_size`` ``1 +`` the rows dropped for that center; ordered by ``(cluster_id,
-    row id)``. A center no row is dropped for is in no cluster. This is the one meaning of a
-    star cluster: :func:`star_clusters` and :func:`lance_minhash_sql.selfjoin.dedup.keep_flags`
-    both take it from here.
+    row id)``. A center no row is dropped for is in no cluster. ``ordered``: the rows are
+    a components table's in its order, ``(cluster_id, _rowid)`` (:func:`table_ordered`).
+    This is the one meaning of a star cluster: :func:`star_clusters` and
+    :func:`lance_minhash_sql.selfjoin.dedup.keep_flags` both take it from here.
 
     >>> rowid = np.array([10, 11, 12, 13, 14], dtype=np.uint64)
     >>> pos, cluster_id, size = star_members(rowid, np.array([-1, 0, -1, -1, 2]))  # 13: kept, alone
     >>> pos.tolist(), cluster_id.tolist(), size.tolist()
     ([0, 1, 2, 4], [10, 10, 12, 12], [2, 2, 2, 2])
     """
-    center = np.where(twin < 0, np.arange(rowid.size), twin)
-    size = np.bincount(center, minlength=rowid.size)[center].astype(np.int64)
-    pos = np.flatnonzero(size >= 2)
-    cid = rowid[center[pos]]
-    pos = pos[np.lexsort((rowid[pos], cid))]
-    return pos, rowid[center[pos]], size[pos]
+    center = np.arange(rowid.size, dtype=twin.dtype)
+    np.copyto(center, twin, where=twin >= 0)
+    # (positions and counts: as narrow as the twins)
+    count = np.bincount(center, minlength=rowid.size).astype(twin.dtype)
+    pos = np.flatnonzero((count >= 2)[center]).astype(twin.dtype)
+    center = center[pos]
+    size = count[center]
+    del count
+    cid = rowid[center]
+    del center
+    # by (cluster_id, row id); a star lies in one component, so in a table ordered by
+    # (cluster_id, _rowid) its positions order its rows as their row ids do
+    order = np.lexsort((pos if ordered else rowid[pos], cid))
+    for a in (pos, size, cid):  # (each gather freed once copied back)
+        a[:] = a[order]
+    return pos, cid, size.astype(np.int64)
 
 
 def star_clusters(opened, threshold: float, components: pa.Table, verify: str, budget: Budget,
@@ -288,8 +352,9 @@ def star_clusters(opened, threshold: float, components: pa.Table, verify: str, b
     ``(cluster_id, _rowid)``; ``progress``: a bar of the rows walked."""
     rowid = components.column("_rowid").to_numpy()
     cluster = components.column("cluster_id").to_numpy()
-    order = np.lexsort((rowid, cluster))
+    ordered = table_ordered(rowid, cluster)
+    order = None if ordered else np.lexsort((rowid, cluster))
     twin, _, _ = star_twins(opened, threshold, rowid, cluster, order, verify, budget, progress)
-    pos, cid, size = star_members(rowid, twin)
+    pos, cid, size = star_members(rowid, twin, ordered)
     return pa.Table.from_arrays([pa.array(rowid[pos], pa.uint64()), pa.array(cid, pa.uint64()),
                                  pa.array(size, pa.int64())], schema=CLUSTERS_SCHEMA)
