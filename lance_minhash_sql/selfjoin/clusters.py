@@ -28,6 +28,7 @@ from lance_minhash_sql.core.checks import check_bool, check_clustering_verify, c
 from lance_minhash_sql.index.opened import open_index
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 from lance_minhash_sql.io.handles import dataset_handle, options_for
+from lance_minhash_sql.runtime.memory import bounded_heap, trim_heap
 from lance_minhash_sql.selfjoin.executor import LOCAL, Executor
 from lance_minhash_sql.selfjoin.links import link_rule
 from lance_minhash_sql.selfjoin.star import star_clusters
@@ -62,7 +63,9 @@ def clusters(dataset, column: str, threshold: float = 0.8, *, clustering: str = 
     if clustering == "components":
         return table
     _, ds = dataset_handle(dataset, storage_options)
-    return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, budget, progress)
+    with bounded_heap():  # (the walk's steps: as the self-join's, selfjoin/steps.py's module doc, 7)
+        trim_heap()
+        return star_clusters(open_index(ds, column, storage_options), threshold, table, verify, budget, progress)
 
 
 def linked_components(dataset, column: str, threshold: float, verify: str, budget: Budget, storage_options,

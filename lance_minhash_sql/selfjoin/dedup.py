@@ -196,10 +196,13 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
     uri, ds = dataset_handle(dataset, storage_options)
     text_field(ds, column, uri)
     cols = order_by_columns(ds, uri, order_by)
-    with bounded_heap():  # (what each step frees handed back before the next: steps.py's module doc, 7)
+    # the steps that free arrays of the table's width run within the self-join's heap
+    # thresholds (steps.py's module doc, 7), so none stays in the heap under the next;
+    # the walk reuses the heap's buffers chunk after chunk (each within its part)
+    with bounded_heap():
         table = linked_components(ds, column, threshold, verify, budget, storage_options, clustering, executor,
                                   progress)
-        trim_heap()  # (the self-join's small buffers freed amid the heap: the walk's room)
+        trim_heap()  # (the self-join's small buffers freed amid the heap)
         rowid = table.column("_rowid").to_numpy()
         cluster = table.column("cluster_id").to_numpy()
         ordered = table_ordered(rowid, cluster)
@@ -209,10 +212,11 @@ def _flags(dataset, column: str, threshold: float, keep: str, order_by: str | No
         if clustering == "components":
             return table.append_column(DEDUP_SCHEMA.field("keep"), pa.array(_kept_first(cluster, order), pa.bool_()))
         del table  # (its cluster sizes: the walk reads the row ids and cluster ids alone)
-        walk = [rowid, *star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
-                                   budget, progress)]
-        del rowid, order, cluster
-        trim_heap()  # (the walk's chunks)
+    walk = [rowid, *star_twins(open_index(ds, column, storage_options), threshold, rowid, cluster, order, verify,
+                               budget, progress)]
+    del rowid, order, cluster
+    trim_heap()  # (the walk's chunks)
+    with bounded_heap():
         return _star_table(walk, ordered)
 
 
