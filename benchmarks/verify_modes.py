@@ -5,6 +5,7 @@ estimate, side by side in one run, on each executor.
     python benchmarks/verify_modes.py --rows 1000000 --ray-address 127.0.0.1:6379   # + the Ray executor
     python benchmarks/verify_modes.py --rows 1000000 --sql   # + each mode through DuckDB SQL
     python benchmarks/verify_modes.py --rows 10000000 --modes pairs --repeat 1   # the pairs modes alone
+    python benchmarks/verify_modes.py --rows 10000000 --modes dedup --repeat 1 --trace   # + each step's memory
 
 Uses the dataset of ``benchmarks/pairs.py`` (``bench-data/pairs-<rows>.lance``, written and
 indexed if missing). Every measurement runs in its own child process after the kernels
@@ -22,6 +23,10 @@ verification; with ``--sql`` each mode also through DuckDB (``minhash_pairs`` an
 ``minhash_dedup`` with bound parameters, counted in SQL), against its Python twin. Runs
 are interleaved (estimate, exact, estimate, ...) and medians compared; the printed ratios
 are exact / estimate of the same run. State the machine's load (printed) with the figures.
+``result MB`` is the returned keep-flags table's (the caller's, beside the budget:
+``core/budget.py``); ``--trace`` prints, for the last run of each mode, the anonymous
+memory at entry and the peak of each step of :data:`TRACED` (the rest of the call as
+``rest``).
 """
 
 from __future__ import annotations
