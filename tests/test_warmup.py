@@ -57,10 +57,12 @@ print(json.dumps({"compiled": COMPILES.count, "kernels": COMPILES.kernels, "cach
                   "cache_misses": misses}))
 """
 
+# a text long enough (3 MB) that signing it by numpy would cost more than loading numba
+# (index/sign.py: sign_by_cost), so the first call compiles the kernels
 _FIRST = r"""
 import lance_minhash_sql as lms
 con = lms.connect()
-con.sql("SELECT minhash_signature('The quick brown fox')").fetchall()
+con.sql("SELECT minhash_signature(repeat('The quick brown fox ', 150000))").fetchall()
 con.sql("SELECT minhash_signature('jumps over the lazy dog')").fetchall()
 print(lms.warmup().format())
 """
