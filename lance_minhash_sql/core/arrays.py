@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["readonly", "sorted_unique", "ONE_CHUNK", "NPY_HEADER_LOCK"]
+__all__ = ["readonly", "sorted_unique", "permute", "ONE_CHUNK", "NPY_HEADER_LOCK"]
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -40,6 +40,18 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     np.not_equal(b[1:], b[:-1], out=keep[1:])
     return b if keep.all() else b[keep]  # (distinct already: the sorted copy, not a second)
 
+
+
+def permute(order: np.ndarray, *arrays: np.ndarray) -> None:
+    """Each of ``arrays`` reordered by ``order`` in place, one at a time: beside them only
+    one gather is held, freed once copied back.
+
+    >>> a, b = np.array([10, 20, 30]), np.array([1, 2, 3]); permute(np.array([2, 0, 1]), a, b)
+    >>> a.tolist(), b.tolist()
+    ([30, 10, 20], [3, 1, 2])
+    """
+    for a in arrays:
+        a[:] = a[order]
 
 # The chunk starts of an array read as one chunk (the chunked-column kernels take a list
 # of chunk starts; an in-memory or contiguous column has one chunk, starting at row 0).

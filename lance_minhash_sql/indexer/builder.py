@@ -405,7 +405,6 @@ def signed_batches(signer, batches, stats: dict | None = None, rows: int = 0):
         n = len(texts)
         sigs, has = sign_by_cost(signer, texts, left)
         left -= n
-        n = len(texts)
         if stats is not None:
             stats["scanned"] = stats.get("scanned", 0) + n
             stats["nulls"] = stats.get("nulls", 0) + texts.null_count

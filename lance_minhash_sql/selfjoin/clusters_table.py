@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_minhash_sql.core.arrays import permute
 from lance_minhash_sql.index.results import CLUSTERS_SCHEMA
 
 __all__ = ["clusters_table"]
@@ -23,14 +24,14 @@ def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
     roots, rowid = _writable(roots), _writable(rowid)
     # components are contiguous once sorted by root (a stable sort keeps the members
     # ascending within)
-    _permute(roots, rowid, np.argsort(roots, kind="stable"))
+    permute(np.argsort(roots, kind="stable"), roots, rowid)
     first = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1]))) if roots.size else np.empty(0, np.int64)
     sizes = np.diff(np.append(first, rowid.size))
     cid = np.minimum.reduceat(rowid, first) if rowid.size else np.empty(0, np.uint64)  # a cluster's smallest row id
     by_cid = np.argsort(cid)  # (the clusters' ids are distinct row ids)
     rank = np.empty(by_cid.size, dtype=np.int32 if by_cid.size < 2**31 else np.int64)
     rank[by_cid] = np.arange(by_cid.size, dtype=rank.dtype)
-    _permute(None, rowid, np.lexsort((rowid, np.repeat(rank, sizes))))  # by (cluster_id, _rowid)
+    permute(np.lexsort((rowid, np.repeat(rank, sizes))), rowid)  # by (cluster_id, _rowid)
     cid, sizes = cid[by_cid], sizes[by_cid]
     return pa.Table.from_arrays([pa.array(rowid, pa.uint64()), pa.array(np.repeat(cid, sizes), pa.uint64()),
                                  pa.array(np.repeat(sizes.astype(np.int64, copy=False), sizes), pa.int64())],
@@ -40,10 +41,3 @@ def clusters_table(roots: np.ndarray, rowid: np.ndarray) -> pa.Table:
 def _writable(a: np.ndarray) -> np.ndarray:
     return a if a.flags.writeable else a.copy()
 
-
-def _permute(roots: np.ndarray | None, rowid: np.ndarray, order: np.ndarray) -> None:
-    """``roots`` (unless None) and ``rowid`` reordered by ``order`` in place (each gather
-    freed once copied back)."""
-    if roots is not None:
-        roots[:] = roots[order]
-    rowid[:] = rowid[order]

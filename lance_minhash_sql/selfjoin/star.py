@@ -83,7 +83,7 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, readonly, sorted_unique
+from lance_minhash_sql.core.arrays import NPY_HEADER_LOCK, permute, readonly, sorted_unique
 from lance_minhash_sql.core.budget import Budget
 from lance_minhash_sql.core.lance_format import similarity as lance_similarity
 from lance_minhash_sql.core.tuning import STAR_BUCKET_CENTERS as BUCKET_CENTERS
@@ -337,9 +337,7 @@ def star_members(rowid: np.ndarray, twin: np.ndarray, ordered: bool = False
     del center
     # by (cluster_id, row id); a star lies in one component, so in a table ordered by
     # (cluster_id, _rowid) its positions order its rows as their row ids do
-    order = np.lexsort((pos if ordered else rowid[pos], cid))
-    for a in (pos, size, cid):  # (each gather freed once copied back)
-        a[:] = a[order]
+    permute(np.lexsort((pos if ordered else rowid[pos], cid)), pos, size, cid)
     return pos, cid, size.astype(np.int64)
 
 
